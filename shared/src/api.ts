@@ -1,0 +1,53 @@
+// Daemon API bodies. The daemon validates requests against these (Elysia's t
+// is TypeBox), the CLI and the extension read responses through the same types.
+import { Type, type Static } from "@sinclair/typebox";
+
+export const BoxName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,62}$", description: "lower-case letters, digits and dashes" });
+export const EngineName = Type.Union([Type.Literal("process"), Type.Literal("qemu")]);
+export type EngineName = Static<typeof EngineName>;
+
+export const BoxState = Type.Union(
+  ["creating", "stopped", "starting", "running", "paused", "stopping", "failed", "deleted"].map((s) => Type.Literal(s)),
+);
+export type BoxState = "creating" | "stopped" | "starting" | "running" | "paused" | "stopping" | "failed" | "deleted";
+export const DesiredState = Type.Union([Type.Literal("stopped"), Type.Literal("running"), Type.Literal("deleted")]);
+export type DesiredState = Static<typeof DesiredState>;
+
+export const Box = Type.Object({
+  id: Type.String(),
+  name: Type.String(),
+  engine: EngineName,
+  isolation: Type.Union([Type.Literal("namespace"), Type.Literal("vm")]),
+  state: BoxState,
+  desired: DesiredState,
+  reason: Type.Optional(Type.String()),
+  pid: Type.Optional(Type.Integer()),
+  guest: Type.Optional(Type.Object({ version: Type.String(), capabilities: Type.Array(Type.String()) })),
+  createdAt: Type.String(),
+  updatedAt: Type.String(),
+});
+export type Box = Omit<Static<typeof Box>, "state"> & { state: BoxState };
+
+export const BoxCreateBody = Type.Object(
+  {
+    name: BoxName,
+    engine: Type.Optional(EngineName),
+    start: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false },
+);
+export type BoxCreateBody = Static<typeof BoxCreateBody>;
+
+export const Op = Type.Object({
+  id: Type.String(),
+  boxId: Type.String(),
+  kind: Type.String(),
+  status: Type.Union([Type.Literal("pending"), Type.Literal("done"), Type.Literal("failed")]),
+  error: Type.Optional(Type.String()),
+  createdAt: Type.String(),
+  updatedAt: Type.String(),
+});
+export type Op = Static<typeof Op>;
+
+export const Health = Type.Object({ ok: Type.Boolean(), version: Type.String(), pid: Type.Integer(), home: Type.String() });
+export type Health = Static<typeof Health>;

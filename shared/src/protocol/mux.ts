@@ -1,0 +1,302 @@
+// One multiplexer for both ends of the channel (host and guest), and for the
+// daemon↔CLI leg of a relayed stream. It owns framing state, stream ids,
+// credit accounting and the hello; it knows nothing about tools.
+import {
+  DEFAULT_WINDOW,
+  FrameDecoder,
+  MAX_PAYLOAD,
+  ProtocolError,
+  decodeJson,
+  decodeU32,
+  encodeFrame,
+  encodeJson,
+  encodeU32,
+  type Frame,
+  type FrameTypeName,
+} from "./codec.ts";
+
+export interface Transport {
+  write(bytes: Uint8Array): void;
+  close(): void;
+}
+
+export interface StreamError {
+  code: string;
+  message: string;
+}
+
+export interface StreamHandlers {
+  data?(chan: number, bytes: Uint8Array): void;
+  msg?(msg: unknown): void;
+  eof?(chan: number): void;
+  /** The stream ended: closed by the peer (with its error, if any), or the channel was lost. */
+  close?(error?: StreamError): void;
+}
+
+export interface MuxOptions {
+  /** "host" opens streams; "guest" accepts them. */
+  role: "host" | "guest";
+  /** Receive window granted to the peer per stream. */
+  window?: number;
+  /** Guest side: a new stream was opened with this JSON payload. */
+  onOpen?(stream: MuxStream, payload: unknown): void;
+  /** The peer's hello arrived. */
+  onHello?(hello: unknown): void;
+  /** A protocol violation: the transport is already closed when this runs. */
+  onError?(err: ProtocolError): void;
+  /** A stream-0 message (control plane, e.g. shutdown). */
+  onControl?(msg: unknown): void;
+}
+
+export class MuxStream {
+  handlers: StreamHandlers = {};
+  /** When true, received DATA is credited back at once; relays turn it off and call consumed(). */
+  autoCredit = true;
+  closed = false;
+  private sendWindow: number;
+  private recvWindow: number;
+  private waiters: Array<() => void> = [];
+
+  constructor(
+    readonly id: number,
+    private readonly mux: Mux,
+    window: number,
+  ) {
+    this.sendWindow = window;
+    this.recvWindow = window;
+  }
+
+  /** Sends bytes on a channel, waiting for credit as needed. Resolves false if the stream closed first. */
+  async write(chan: number, bytes: Uint8Array): Promise<boolean> {
+    let off = 0;
+    while (off < bytes.length) {
+      if (this.closed) return false;
+      if (this.sendWindow === 0) {
+        await new Promise<void>((resolve) => this.waiters.push(resolve));
+        continue;
+      }
+      const n = Math.min(this.sendWindow, MAX_PAYLOAD, bytes.length - off);
+      this.sendWindow -= n;
+      this.mux.send("data", this.id, chan, bytes.subarray(off, off + n));
+      off += n;
+    }
+    return !this.closed;
+  }
+
+  /** Bytes that may be sent now without waiting. */
+  get window(): number {
+    return this.sendWindow;
+  }
+
+  eof(chan: number): void {
+    if (!this.closed) this.mux.send("eof", this.id, chan, new Uint8Array(0));
+  }
+
+  msg(value: unknown): void {
+    if (!this.closed) this.mux.send("msg", this.id, 0, encodeJson(value));
+  }
+
+  /** Gives the peer credit for n more bytes, after they were consumed. */
+  consumed(n: number): void {
+    if (this.closed || n <= 0) return;
+    this.recvWindow += n;
+    this.mux.send("credit", this.id, 0, encodeU32(n));
+  }
+
+  close(error?: StreamError): void {
+    if (this.closed) return;
+    this.mux.send("close", this.id, 0, error ? encodeJson(error) : new Uint8Array(0));
+    this.finish();
+  }
+
+  /** @internal */
+  receive(frame: Frame): void {
+    switch (frame.type) {
+      case "data": {
+        this.recvWindow -= frame.payload.length;
+        if (this.recvWindow < 0) {
+          throw new ProtocolError(`stream ${this.id}: peer sent past its credit`);
+        }
+        this.handlers.data?.(frame.chan, frame.payload);
+        if (this.autoCredit) this.consumed(frame.payload.length);
+        return;
+      }
+      case "credit": {
+        this.sendWindow += decodeU32(frame.payload);
+        if (this.sendWindow > 0x7fffffff) throw new ProtocolError(`stream ${this.id}: credit overflow`);
+        const waiters = this.waiters;
+        this.waiters = [];
+        for (const wake of waiters) wake();
+        return;
+      }
+      case "eof":
+        this.handlers.eof?.(frame.chan);
+        return;
+      case "msg":
+        this.handlers.msg?.(decodeJson(frame.payload));
+        return;
+      case "close": {
+        const error = frame.payload.length > 0 ? parseStreamError(decodeJson(frame.payload)) : undefined;
+        this.finish(error);
+        return;
+      }
+      default:
+        throw new ProtocolError(`stream ${this.id}: unexpected ${frame.type} frame`);
+    }
+  }
+
+  /** @internal */
+  finish(error?: StreamError): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.mux.forget(this.id);
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const wake of waiters) wake();
+    this.handlers.close?.(error);
+  }
+}
+
+function parseStreamError(value: unknown): StreamError {
+  if (value && typeof value === "object") {
+    const { code, message } = value as Record<string, unknown>;
+    if (typeof code === "string" && typeof message === "string") return { code, message };
+  }
+  throw new ProtocolError("close payload is not {code, message}");
+}
+
+export class Mux {
+  private readonly decoder = new FrameDecoder();
+  private readonly streams = new Map<number, MuxStream>();
+  private readonly window: number;
+  private sendSeq = 0;
+  private lastStreamId = 0;
+  private peerHello: unknown = undefined;
+  private dead = false;
+
+  constructor(
+    private readonly transport: Transport,
+    private readonly opts: MuxOptions,
+  ) {
+    this.window = opts.window ?? DEFAULT_WINDOW;
+  }
+
+  get alive(): boolean {
+    return !this.dead;
+  }
+
+  get hello(): unknown {
+    return this.peerHello;
+  }
+
+  get openStreams(): number {
+    return this.streams.size;
+  }
+
+  sendHello(hello: unknown): void {
+    this.send("hello", 0, 0, encodeJson(hello));
+  }
+
+  control(msg: unknown): void {
+    this.send("msg", 0, 0, encodeJson(msg));
+  }
+
+  ping(): void {
+    this.send("ping", 0, 0, new Uint8Array(0));
+  }
+
+  /** Host side: opens a stream for a tool call. */
+  open(payload: unknown): MuxStream {
+    if (this.opts.role !== "host") throw new Error("only the host opens streams");
+    const id = ++this.lastStreamId;
+    const stream = new MuxStream(id, this, this.window);
+    this.streams.set(id, stream);
+    this.send("open", id, 0, encodeJson(payload));
+    return stream;
+  }
+
+  /** Feeds bytes from the transport. Never throws: a violation closes the channel. */
+  feed(chunk: Uint8Array): void {
+    if (this.dead) return;
+    try {
+      for (const frame of this.decoder.push(chunk)) this.dispatch(frame);
+    } catch (err) {
+      this.fail(err instanceof ProtocolError ? err : new ProtocolError(String((err as Error)?.message ?? err)));
+    }
+  }
+
+  /** The transport ended (EOF or error): every open stream learns the channel is gone. */
+  lost(reason = "channel closed"): void {
+    if (this.dead) return;
+    this.dead = true;
+    for (const stream of [...this.streams.values()]) stream.finish({ code: "channel_lost", message: reason });
+  }
+
+  fail(err: ProtocolError): void {
+    if (this.dead) return;
+    this.transport.close();
+    this.lost(`protocol error: ${err.message}`);
+    this.opts.onError?.(err);
+  }
+
+  /** @internal */
+  send(type: FrameTypeName, stream: number, chan: number, payload: Uint8Array): void {
+    if (this.dead) return;
+    this.transport.write(encodeFrame(type, stream, chan, this.sendSeq, payload));
+    this.sendSeq = (this.sendSeq + 1) >>> 0;
+  }
+
+  /** @internal */
+  forget(id: number): void {
+    this.streams.delete(id);
+  }
+
+  private dispatch(frame: Frame): void {
+    if (this.peerHello === undefined) {
+      if (frame.type !== "hello") throw new ProtocolError(`expected hello, got ${frame.type}`);
+      this.peerHello = decodeJson(frame.payload);
+      this.opts.onHello?.(this.peerHello);
+      return;
+    }
+    if (frame.stream === 0) return this.dispatchControl(frame);
+    if (frame.type === "open") return this.accept(frame);
+    const stream = this.streams.get(frame.stream);
+    if (stream) return stream.receive(frame);
+    // Frames racing a close we already sent are fine; frames for a stream
+    // that never existed are not.
+    if (frame.stream > this.lastStreamId) {
+      throw new ProtocolError(`${frame.type} frame for stream ${frame.stream}, which was never opened`);
+    }
+  }
+
+  private dispatchControl(frame: Frame): void {
+    switch (frame.type) {
+      case "ping":
+        this.send("pong", 0, 0, new Uint8Array(0));
+        return;
+      case "pong":
+        return;
+      case "msg":
+        this.opts.onControl?.(decodeJson(frame.payload));
+        return;
+      default:
+        throw new ProtocolError(`unexpected ${frame.type} frame on stream 0`);
+    }
+  }
+
+  private accept(frame: Frame): void {
+    if (this.opts.role !== "guest") throw new ProtocolError("the guest may not open streams");
+    if (frame.stream <= this.lastStreamId) {
+      throw new ProtocolError(`stream id ${frame.stream} reused or out of order`);
+    }
+    this.lastStreamId = frame.stream;
+    const stream = new MuxStream(frame.stream, this, this.window);
+    this.streams.set(frame.stream, stream);
+    const payload = decodeJson(frame.payload);
+    if (!this.opts.onOpen) {
+      stream.close({ code: "unsupported", message: "this end accepts no streams" });
+      return;
+    }
+    this.opts.onOpen(stream, payload);
+  }
+}

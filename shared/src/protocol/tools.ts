@@ -1,0 +1,127 @@
+// The tools the guest serves: what an OPEN frame carries, and the messages a
+// stream exchanges. Validated on both ends; the host treats every guest
+// message as untrusted and checks it against these before use.
+import { Type, type Static } from "@sinclair/typebox";
+
+const Env = Type.Record(Type.String({ pattern: "^[^=\\0]+$" }), Type.String());
+const Argv = Type.Array(Type.String(), { minItems: 1, maxItems: 4096 });
+const GuestPath = Type.String({ minLength: 1, maxLength: 4096 });
+const Cols = Type.Integer({ minimum: 1, maximum: 1000 });
+const Rows = Type.Integer({ minimum: 1, maximum: 1000 });
+
+export const ExecOpen = Type.Object(
+  {
+    tool: Type.Literal("exec"),
+    argv: Argv,
+    env: Type.Optional(Env),
+    cwd: Type.Optional(GuestPath),
+  },
+  { additionalProperties: false },
+);
+
+export const PtyOpen = Type.Object(
+  {
+    tool: Type.Literal("pty.open"),
+    argv: Argv,
+    env: Type.Optional(Env),
+    cwd: Type.Optional(GuestPath),
+    cols: Cols,
+    rows: Rows,
+  },
+  { additionalProperties: false },
+);
+
+export const PtyAttach = Type.Object(
+  { tool: Type.Literal("pty.attach"), id: Type.String({ pattern: "^pty_[0-9a-z]+$" }), cols: Type.Optional(Cols), rows: Type.Optional(Rows) },
+  { additionalProperties: false },
+);
+export const PtyList = Type.Object({ tool: Type.Literal("pty.list") }, { additionalProperties: false });
+export const PtyKill = Type.Object(
+  { tool: Type.Literal("pty.kill"), id: Type.String({ pattern: "^pty_[0-9a-z]+$" }), signal: Type.Optional(Type.String()) },
+  { additionalProperties: false },
+);
+
+const PathOnly = <T extends string>(tool: T) =>
+  Type.Object({ tool: Type.Literal(tool), path: GuestPath }, { additionalProperties: false });
+export const FsStat = PathOnly("fs.stat");
+export const FsList = PathOnly("fs.list");
+export const FsRead = PathOnly("fs.read");
+export const FsWrite = Type.Object(
+  { tool: Type.Literal("fs.write"), path: GuestPath, mode: Type.Optional(Type.Integer({ minimum: 0, maximum: 0o7777 })) },
+  { additionalProperties: false },
+);
+export const TarOut = PathOnly("tar.out");
+export const TarIn = PathOnly("tar.in");
+
+export const ToolOpen = Type.Union([ExecOpen, PtyOpen, PtyAttach, PtyList, PtyKill, FsStat, FsList, FsRead, FsWrite, TarOut, TarIn]);
+export type ToolOpen = Static<typeof ToolOpen>;
+export type ToolName = ToolOpen["tool"];
+
+// Host → guest messages on a stream.
+export const SignalMsg = Type.Object({ type: Type.Literal("signal"), signal: Type.String({ pattern: "^[A-Z0-9]+$", maxLength: 16 }) });
+export const ResizeMsg = Type.Object({ type: Type.Literal("resize"), cols: Cols, rows: Rows });
+export const HostMsg = Type.Union([SignalMsg, ResizeMsg]);
+export type HostMsg = Static<typeof HostMsg>;
+
+// Guest → host messages on a stream.
+export const StartedMsg = Type.Object({
+  type: Type.Literal("started"),
+  pid: Type.Integer({ minimum: 1 }),
+  pty: Type.Optional(Type.String({ pattern: "^pty_[0-9a-z]+$" })),
+});
+export const ExitMsg = Type.Object({
+  type: Type.Literal("exit"),
+  code: Type.Union([Type.Integer({ minimum: 0, maximum: 255 }), Type.Null()]),
+  signal: Type.Union([Type.String({ maxLength: 16 }), Type.Null()]),
+});
+export const ResultMsg = Type.Object({ type: Type.Literal("result"), value: Type.Unknown() });
+export const GuestMsg = Type.Union([StartedMsg, ExitMsg, ResultMsg]);
+export type GuestMsg = Static<typeof GuestMsg>;
+export type ExitMsg = Static<typeof ExitMsg>;
+
+// Results carried in ResultMsg.value, per tool.
+export const FileStat = Type.Object({
+  path: Type.String({ maxLength: 4096 }),
+  type: Type.Union([Type.Literal("file"), Type.Literal("dir"), Type.Literal("symlink"), Type.Literal("other")]),
+  size: Type.Integer({ minimum: 0 }),
+  mode: Type.Integer({ minimum: 0 }),
+  mtimeMs: Type.Number(),
+  target: Type.Optional(Type.String({ maxLength: 4096 })),
+});
+export type FileStat = Static<typeof FileStat>;
+export const FsListResult = Type.Array(Type.Intersect([Type.Object({ name: Type.String({ maxLength: 255 }) }), FileStat]), { maxItems: 100000 });
+export const PtyInfo = Type.Object({
+  id: Type.String({ pattern: "^pty_[0-9a-z]+$" }),
+  argv: Type.Array(Type.String()),
+  pid: Type.Integer(),
+  cols: Cols,
+  rows: Rows,
+  startedAt: Type.String(),
+  attached: Type.Integer({ minimum: 0 }),
+});
+export type PtyInfo = Static<typeof PtyInfo>;
+export const PtyListResult = Type.Array(PtyInfo, { maxItems: 10000 });
+
+/** Codes a guest may put in a stream's close error. */
+export const ToolErrorCode = Type.Union(
+  ["invalid", "not_found", "denied", "exists", "failed", "unsupported", "channel_lost"].map((c) => Type.Literal(c)),
+);
+
+// The hellos.
+export const HostHello = Type.Object({ protocol: Type.Integer(), client: Type.String(), version: Type.String() });
+export type HostHello = Static<typeof HostHello>;
+export const GuestHello = Type.Object({
+  protocol: Type.Integer({ minimum: 1 }),
+  agent: Type.String({ maxLength: 64 }),
+  version: Type.String({ maxLength: 64 }),
+  capabilities: Type.Array(Type.String({ maxLength: 32 }), { maxItems: 64 }),
+  window: Type.Integer({ minimum: 1024 }),
+  roots: Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 16 }),
+});
+export type GuestHello = Static<typeof GuestHello>;
+
+// Stream-0 control messages, host → guest.
+export const ShutdownMsg = Type.Object({ type: Type.Literal("shutdown"), graceMs: Type.Integer({ minimum: 0, maximum: 600000 }) });
+export type ShutdownMsg = Static<typeof ShutdownMsg>;
+
+export const CAPABILITIES = ["exec", "pty", "fs", "tar"] as const;
