@@ -6,10 +6,17 @@ export const BoxName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,62}$", descr
 export const EngineName = Type.Union([Type.Literal("process"), Type.Literal("qemu")]);
 export type EngineName = Static<typeof EngineName>;
 
-export const BoxState = Type.Union(
-  ["creating", "stopped", "starting", "running", "paused", "stopping", "failed", "deleted"].map((s) => Type.Literal(s)),
-);
-export type BoxState = "creating" | "stopped" | "starting" | "running" | "paused" | "stopping" | "failed" | "deleted";
+export const BoxState = Type.Union([
+  Type.Literal("creating"),
+  Type.Literal("stopped"),
+  Type.Literal("starting"),
+  Type.Literal("running"),
+  Type.Literal("paused"),
+  Type.Literal("stopping"),
+  Type.Literal("failed"),
+  Type.Literal("deleted"),
+]);
+export type BoxState = Static<typeof BoxState>;
 export const DesiredState = Type.Union([Type.Literal("stopped"), Type.Literal("running"), Type.Literal("deleted")]);
 export type DesiredState = Static<typeof DesiredState>;
 
@@ -26,7 +33,7 @@ export const Box = Type.Object({
   createdAt: Type.String(),
   updatedAt: Type.String(),
 });
-export type Box = Omit<Static<typeof Box>, "state"> & { state: BoxState };
+export type Box = Static<typeof Box>;
 
 export const BoxCreateBody = Type.Object(
   {

@@ -5,3 +5,4 @@ export * from "./ids.ts";
 export * from "./errors.ts";
 export * from "./api.ts";
 export * from "./version.ts";
+export * from "./validate.ts";

@@ -51,7 +51,15 @@ export const FsWrite = Type.Object(
   { additionalProperties: false },
 );
 export const TarOut = PathOnly("tar.out");
-export const TarIn = PathOnly("tar.in");
+export const TarIn = Type.Object(
+  {
+    tool: Type.Literal("tar.in"),
+    path: GuestPath,
+    /** Rename the archive's top entry to this (how `cp SRC BOX:/new-name` works). */
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$" })),
+  },
+  { additionalProperties: false },
+);
 
 export const ToolOpen = Type.Union([ExecOpen, PtyOpen, PtyAttach, PtyList, PtyKill, FsStat, FsList, FsRead, FsWrite, TarOut, TarIn]);
 export type ToolOpen = Static<typeof ToolOpen>;

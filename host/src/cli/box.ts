@@ -1,0 +1,76 @@
+import type { Argv, CommandModule } from "yargs";
+import { HutchError, type Box } from "@hutch/shared";
+import { connectDaemon } from "../client/daemon.ts";
+import { boxDetails, boxLine, printJson, table } from "./output.ts";
+import { report, setExitCode, type GlobalArgs } from "./main.ts";
+
+type Names = GlobalArgs & { names: string[] };
+
+/** Runs one lifecycle verb over many boxes, keeps going past failures, reports them all. */
+async function eachBox(a: Names, verb: string, act: (name: string, key: string) => Promise<unknown>): Promise<void> {
+  const results: unknown[] = [];
+  let worst = 0;
+  for (const name of a.names) {
+    try {
+      const r = await act(name, crypto.randomUUID());
+      results.push(r);
+      if (!a.json) process.stdout.write(`${verb} ${name}\n`);
+    } catch (err) {
+      const code = report(err instanceof HutchError ? new HutchError(err.code, `${name}: ${err.message}`, err.hint, err.data) : err, false);
+      results.push({ name, error: err instanceof HutchError ? err.toBody().error : { message: String(err) } });
+      worst = Math.max(worst, code);
+    }
+  }
+  if (a.json) printJson(a.names.length === 1 ? results[0] : results);
+  setExitCode(worst);
+}
+
+const names = (y: Argv) => y.positional("names", { type: "string", array: true, demandOption: true, describe: "box names or ids" });
+
+export const boxCommand: CommandModule<GlobalArgs, GlobalArgs> = {
+  command: "box <command>",
+  describe: "create, start, stop, delete and inspect boxes",
+  builder: (y) =>
+    y
+      .command<GlobalArgs & { name: string; engine: string; start: boolean }>(
+        "create <name>",
+        "create a box (stopped unless --start)",
+        (c) =>
+          c
+            .positional("name", { type: "string", demandOption: true, describe: "lower-case letters, digits and dashes" })
+            .option("engine", { type: "string", choices: ["process"], default: "process", describe: "how the box is isolated" })
+            .option("start", { type: "boolean", default: false, describe: "start it once created" }),
+        async (a) => {
+          const d = await connectDaemon(a.home);
+          const box = await d.request<Box>("POST", "/v1/boxes", { name: a.name, engine: a.engine, start: a.start }, { idempotencyKey: crypto.randomUUID() });
+          if (a.json) printJson(box);
+          else process.stdout.write(`created ${box.name} (${box.id}), ${box.state}\n`);
+        },
+      )
+      .command<Names>("start <names..>", "start boxes", names, async (a) => {
+        const d = await connectDaemon(a.home);
+        await eachBox(a, "started", (n, key) => d.request("POST", `/v1/boxes/${encodeURIComponent(n)}/start`, undefined, { idempotencyKey: key }));
+      })
+      .command<Names>("stop <names..>", "stop boxes (graceful, then forced)", names, async (a) => {
+        const d = await connectDaemon(a.home);
+        await eachBox(a, "stopped", (n, key) => d.request("POST", `/v1/boxes/${encodeURIComponent(n)}/stop`, undefined, { idempotencyKey: key }));
+      })
+      .command<Names>(["delete <names..>", "rm"], "delete boxes and everything in them", names, async (a) => {
+        const d = await connectDaemon(a.home);
+        await eachBox(a, "deleted", (n, key) => d.request("DELETE", `/v1/boxes/${encodeURIComponent(n)}`, undefined, { idempotencyKey: key }));
+      })
+      .command<GlobalArgs>(["list", "ls"], "list boxes", (c) => c, async (a) => {
+        const d = await connectDaemon(a.home);
+        const boxes = await d.request<Box[]>("GET", "/v1/boxes");
+        if (a.json) return printJson(boxes);
+        process.stdout.write(boxes.length === 0 ? "no boxes; create one: hutch box create NAME --start\n" : table([["NAME", "STATE", "ENGINE", "ISOLATION", "ID"], ...boxes.map(boxLine)]));
+      })
+      .command<GlobalArgs & { name: string }>("info <name>", "show one box", (c) => c.positional("name", { type: "string", demandOption: true }), async (a) => {
+        const d = await connectDaemon(a.home);
+        const box = await d.request<Box>("GET", `/v1/boxes/${encodeURIComponent(a.name)}`);
+        if (a.json) printJson(box);
+        else process.stdout.write(boxDetails(box));
+      })
+      .demandCommand(1, "name a box command; see: hutch box --help"),
+  handler: () => undefined,
+};

@@ -1,0 +1,177 @@
+// `hutch exec` and `hutch pty attach`: pipe the local stdio to a tool stream
+// and come back with the remote exit status (a signal N as 128+N).
+import { constants } from "node:os";
+import { Chan, HutchError, type MuxStream, type ToolOpen } from "@hutch/shared";
+import type { DaemonClient } from "./daemon.ts";
+import { openToolStream, streamError } from "./stream.ts";
+
+export interface ExecOptions {
+  json?: boolean;
+}
+
+const FORWARDED_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"] as const;
+const DETACH_PREFIX = 0x01; // Ctrl-A
+
+function signalExit(signal: string): number {
+  const n = (constants.signals as Record<string, number>)[`SIG${signal}`];
+  return 128 + (n ?? 0);
+}
+
+/**
+ * Writes to a local fd in order, resolving when the bytes are out, so credit
+ * goes back to the box only as fast as our stdout drains. (Bun.write on
+ * Bun.stdout writes at offset 0 of a redirected file: a FileSink appends.)
+ */
+function writer(fd: 1 | 2): (bytes: Uint8Array) => Promise<void> {
+  const sink = (fd === 1 ? Bun.stdout : Bun.stderr).writer({ highWaterMark: 1024 * 1024 });
+  let tail: Promise<unknown> = Promise.resolve();
+  return (bytes) => {
+    const next = tail.then(async () => {
+      if (bytes.length > 0) sink.write(bytes);
+      await sink.flush();
+    });
+    tail = next;
+    return next;
+  };
+}
+
+function jsonLine(value: unknown): void {
+  process.stdout.write(JSON.stringify(value) + "\n");
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+function dataRecord(chan: number, bytes: Uint8Array): Record<string, unknown> {
+  const type = chan === Chan.stderr ? "stderr" : "stdout";
+  try {
+    return { type, text: utf8.decode(bytes) };
+  } catch {
+    return { type, base64: Buffer.from(bytes).toString("base64") };
+  }
+}
+
+async function pumpStdin(stream: MuxStream, transform?: (chunk: Uint8Array) => Uint8Array | null): Promise<void> {
+  const reader = Bun.stdin.stream().getReader();
+  try {
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done || stream.closed) break;
+      const chunk = transform ? transform(value) : value;
+      if (chunk === null) return;
+      if (chunk.length > 0 && !(await stream.write(Chan.stdin, chunk))) return;
+    }
+    stream.eof(Chan.stdin);
+  } finally {
+    reader.releaseLock();
+  }
+}
+
+/**
+ * Runs a tool stream to completion with local stdio attached. Resolves with
+ * the exit code the CLI should use.
+ */
+async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boolean, opts: ExecOptions): Promise<number> {
+  const { stream, close } = await openToolStream(daemon, box, call);
+  stream.autoCredit = false;
+  const out = writer(1);
+  const err = writer(2);
+  let exitCode: number | null = null;
+  let ptyId: string | undefined;
+  let detached = false;
+  const cleanups: Array<() => void> = [];
+
+  const done = new Promise<number>((resolve, reject) => {
+    stream.handlers = {
+      data(chan, bytes) {
+        if (opts.json) {
+          jsonLine(dataRecord(chan, bytes));
+          stream.consumed(bytes.length);
+          return;
+        }
+        void (chan === Chan.stderr ? err : out)(bytes).then(() => stream.consumed(bytes.length));
+      },
+      msg(m) {
+        const msg = m as { type: string; code?: number | null; signal?: string | null; pid?: number; pty?: string };
+        if (msg.type === "started") ptyId = msg.pty;
+        if (msg.type === "exit") exitCode = msg.code ?? signalExit(msg.signal ?? "");
+        if (opts.json) jsonLine(msg);
+      },
+      close(error) {
+        // Let queued output reach the terminal before reporting.
+        void Promise.all([out(new Uint8Array(0)), err(new Uint8Array(0))]).then(() => {
+          if (exitCode !== null) return resolve(exitCode);
+          if (detached) return resolve(0);
+          if (error?.code === "channel_lost" && tty && ptyId) {
+            return reject(new HutchError("unavailable", `lost the connection; the terminal keeps running`, `reattach: hutch pty attach ${box} ${ptyId}`));
+          }
+          if (error) return reject(streamError(error));
+          resolve(0);
+        });
+      },
+    };
+  });
+
+  if (tty && process.stdin.isTTY) {
+    process.stdin.setRawMode(true);
+    cleanups.push(() => process.stdin.setRawMode(false));
+    const onResize = () => stream.msg({ type: "resize", cols: process.stdout.columns || 80, rows: process.stdout.rows || 24 });
+    process.on("SIGWINCH", onResize);
+    cleanups.push(() => process.off("SIGWINCH", onResize));
+  } else {
+    for (const sig of FORWARDED_SIGNALS) {
+      const handler = () => stream.msg({ type: "signal", signal: sig.slice(3) });
+      process.on(sig, handler);
+      cleanups.push(() => process.off(sig, handler));
+    }
+  }
+
+  // Ctrl-A d detaches from a terminal without stopping it; Ctrl-A Ctrl-A sends one Ctrl-A.
+  let prefixed = false;
+  const detachKeys = (chunk: Uint8Array): Uint8Array | null => {
+    const kept: number[] = [];
+    for (const b of chunk) {
+      if (prefixed) {
+        prefixed = false;
+        if (b === 0x64 || b === 0x44) {
+          detached = true;
+          close();
+          return null;
+        }
+        kept.push(DETACH_PREFIX);
+        if (b !== DETACH_PREFIX) kept.push(b);
+      } else if (b === DETACH_PREFIX) prefixed = true;
+      else kept.push(b);
+    }
+    return new Uint8Array(kept);
+  };
+  void pumpStdin(stream, tty && process.stdin.isTTY ? detachKeys : undefined).catch(() => undefined);
+
+  try {
+    const code = await done;
+    if (detached && ptyId) process.stderr.write(`\r\n[detached from ${ptyId}; reattach: hutch pty attach ${box} ${ptyId}]\r\n`);
+    return code;
+  } finally {
+    for (const c of cleanups) c();
+    close();
+  }
+}
+
+export interface ExecCall {
+  argv: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+  tty?: boolean;
+}
+
+function termSize(): { cols: number; rows: number } {
+  return { cols: process.stdout.columns || 80, rows: process.stdout.rows || 24 };
+}
+
+export function execInBox(daemon: DaemonClient, box: string, call: ExecCall, opts: ExecOptions = {}): Promise<number> {
+  const base = { argv: call.argv, ...(call.env ? { env: call.env } : {}), ...(call.cwd ? { cwd: call.cwd } : {}) };
+  if (call.tty) return run(daemon, box, { tool: "pty.open", ...base, ...termSize() }, true, opts);
+  return run(daemon, box, { tool: "exec", ...base }, false, opts);
+}
+
+export function attachPty(daemon: DaemonClient, box: string, id: string, opts: ExecOptions = {}): Promise<number> {
+  return run(daemon, box, { tool: "pty.attach", id, ...termSize() }, true, opts);
+}

@@ -1,0 +1,46 @@
+// A tool stream to a box through the daemon: a WebSocket carrying guest
+// protocol frames, with a host-role Mux on our end.
+import { HutchError, HUTCH_VERSION, Mux, PROTOCOL_VERSION, ErrorCodes, type MuxStream, type ToolOpen, type StreamError } from "@hutch/shared";
+import type { DaemonClient } from "./daemon.ts";
+
+export interface ToolStream {
+  stream: MuxStream;
+  close(): void;
+}
+
+/** Maps a stream's close error to the CLI's named error (exit codes follow). */
+export function streamError(e: StreamError): HutchError {
+  const code = e.code in ErrorCodes ? (e.code as keyof typeof ErrorCodes) : e.code === "denied" ? "denied" : e.code === "channel_lost" ? "unavailable" : "failed";
+  const [message, hint] = e.message.split("; ", 2) as [string, string | undefined];
+  return new HutchError(code, message, hint);
+}
+
+export function openToolStream(daemon: DaemonClient, box: string, call: ToolOpen): Promise<ToolStream> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws+unix://${daemon.socket}:/v1/boxes/${encodeURIComponent(box)}/stream`);
+    ws.binaryType = "arraybuffer";
+    let ready = false;
+    const mux = new Mux(
+      { write: (b) => ws.send(b), close: () => ws.close() },
+      {
+        role: "host",
+        onHello() {
+          ready = true;
+          resolve({ stream: mux.open(call), close: () => ws.close() });
+        },
+        onError(err) {
+          if (!ready) reject(new HutchError("failed", `daemon stream: ${err.message}`));
+        },
+      },
+    );
+    ws.onopen = () => mux.sendHello({ protocol: PROTOCOL_VERSION, client: "hutch-cli", version: HUTCH_VERSION });
+    ws.onmessage = (e) => mux.feed(new Uint8Array(e.data as ArrayBuffer));
+    ws.onclose = () => {
+      mux.lost("the daemon closed the stream");
+      if (!ready) reject(new HutchError("unavailable", "the daemon closed the stream before it started", "retry; see: hutch doctor"));
+    };
+    ws.onerror = () => {
+      if (!ready) reject(new HutchError("unavailable", "could not open a stream to the daemon", "retry; see: hutch doctor"));
+    };
+  });
+}

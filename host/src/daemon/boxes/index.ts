@@ -1,0 +1,23 @@
+// HTTP for boxes: parse, validate, call the service. No logic here.
+import { Elysia } from "elysia";
+import type { BoxService } from "./service.ts";
+import { BoxModel } from "./model.ts";
+
+const idem = (headers: Record<string, string | undefined>) => headers["idempotency-key"] ?? null;
+
+export function boxesController(boxes: BoxService) {
+  return new Elysia({ prefix: "/v1/boxes", tags: ["boxes"] })
+    .get("/", () => boxes.list(), { response: BoxModel.boxes, detail: { summary: "List boxes" } })
+    .post("/", ({ body, headers, set }) => {
+      set.status = 201;
+      return boxes.create(body, idem(headers));
+    }, { body: BoxModel.create, detail: { summary: "Create a box (and start it when start is true)" } })
+    .get("/:ref", ({ params }) => boxes.get(params.ref), { params: BoxModel.ref, detail: { summary: "One box, by name or id" } })
+    .post("/:ref/start", ({ params, headers }) => boxes.start(params.ref, idem(headers)), { params: BoxModel.ref, detail: { summary: "Start a box" } })
+    .post("/:ref/stop", ({ params, headers }) => boxes.stop(params.ref, idem(headers)), { params: BoxModel.ref, detail: { summary: "Stop a box: graceful, then forced after a timeout" } })
+    .delete("/:ref", ({ params, headers }) => boxes.delete(params.ref, idem(headers)), {
+      params: BoxModel.ref,
+      response: BoxModel.deleted,
+      detail: { summary: "Delete a box and verify nothing of it is left" },
+    });
+}

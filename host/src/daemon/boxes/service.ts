@@ -1,0 +1,255 @@
+// Boxes: desired state is stored, a level-triggered reconciler drives each box
+// toward it, and every lifecycle request is an op in the journal. A daemon
+// that dies mid-operation finds the op pending on restart and finishes it.
+import { join } from "node:path";
+import { HutchError, type Box, type BoxCreateBody, type DesiredState, type EngineName } from "@hutch/shared";
+import type { BoxRow, BoxStore, OpKind } from "../../store/boxes.ts";
+import type { BoxHandle, Engine } from "../../engine/types.ts";
+import { openChannel, type Channel } from "../../engine/channel.ts";
+import { env } from "../../env.ts";
+import { log } from "../../log.ts";
+
+const logger = log.create({ service: "boxes" });
+
+export class BoxService {
+  private readonly channels = new Map<string, Channel>();
+  /** One reconcile at a time per box; requests queue behind it. */
+  private readonly locks = new Map<string, Promise<void>>();
+  private closing = false;
+
+  constructor(
+    private readonly store: BoxStore,
+    private readonly engines: Record<string, Engine>,
+    private readonly home: string,
+  ) {}
+
+  list(): Box[] {
+    return this.store.list().map((r) => this.toBox(r));
+  }
+
+  get(ref: string): Box {
+    return this.toBox(this.row(ref));
+  }
+
+  async create(body: BoxCreateBody, idemKey: string | null): Promise<Box> {
+    const replay = idemKey ? this.store.opByKey(idemKey) : null;
+    if (replay) return this.finish(replay.boxId, replay.id);
+    const engine = body.engine ?? "process";
+    this.engine(engine);
+    if (this.store.byName(body.name)) {
+      throw new HutchError("conflict", `box "${body.name}" already exists`, `use it, or delete it first: hutch box delete ${body.name}`);
+    }
+    const { box, op } = this.store.insertBox(body.name, engine, body.start ? "running" : "stopped", idemKey);
+    logger.info("box created", { box: box.name, id: box.id, engine });
+    return this.finish(box.id, op.id);
+  }
+
+  async start(ref: string, idemKey: string | null): Promise<Box> {
+    return this.request(ref, "start", "running", idemKey);
+  }
+
+  async stop(ref: string, idemKey: string | null): Promise<Box> {
+    return this.request(ref, "stop", "stopped", idemKey);
+  }
+
+  async delete(ref: string, idemKey: string | null): Promise<{ id: string; name: string; deleted: true }> {
+    const replay = idemKey ? this.store.opByKey(idemKey) : null;
+    const row = replay ? this.store.byId(replay.boxId) : this.row(ref);
+    if (!row) return { id: replay!.boxId, name: ref, deleted: true };
+    const op = replay ?? this.store.request(row.id, "delete", "deleted", idemKey);
+    await this.reconcile(row.id);
+    const after = this.store.op(op.id);
+    if (after?.status === "failed") throw new HutchError("failed", `deleting box "${row.name}" failed: ${after.error}`, `retry: hutch box delete ${row.name}`);
+    return { id: row.id, name: row.name, deleted: true };
+  }
+
+  /** The live channel of a running box, or a not_ready error saying what to do. */
+  channel(ref: string): { box: BoxRow; channel: Channel } {
+    const row = this.row(ref);
+    const ch = this.channels.get(row.id);
+    if (row.state === "running" && ch && ch.mux.alive) return { box: row, channel: ch };
+    if (row.state === "failed") {
+      throw new HutchError("not_ready", `box "${row.name}" failed: ${row.reason ?? "unknown reason"}`, `start it again: hutch box start ${row.name}`);
+    }
+    throw new HutchError("not_ready", `box "${row.name}" is ${row.state}`, `start it: hutch box start ${row.name}`);
+  }
+
+  /** On daemon start: finish pending ops and re-find running boxes. */
+  async recover(): Promise<void> {
+    await Promise.all(this.store.list().map((r) => this.reconcile(r.id)));
+  }
+
+  /** Daemon shutdown: drop channels, leave boxes running (they outlive the daemon). */
+  async close(): Promise<void> {
+    this.closing = true;
+    await Promise.allSettled([...this.locks.values()]);
+    for (const ch of this.channels.values()) ch.close();
+    this.channels.clear();
+  }
+
+  private async request(ref: string, kind: OpKind, desired: DesiredState, idemKey: string | null): Promise<Box> {
+    const replay = idemKey ? this.store.opByKey(idemKey) : null;
+    if (replay) return this.finish(replay.boxId, replay.id);
+    const row = this.row(ref);
+    const op = this.store.request(row.id, kind, desired, idemKey);
+    return this.finish(row.id, op.id);
+  }
+
+  private async finish(boxId: string, opId: string): Promise<Box> {
+    await this.reconcile(boxId);
+    const op = this.store.op(opId);
+    const row = this.store.byId(boxId);
+    if (!row) throw new HutchError("not_found", `box ${boxId} no longer exists`, "list boxes: hutch box list");
+    if (op?.status === "failed") {
+      throw new HutchError("failed", `box "${row.name}": ${op.error}`, `see: hutch box info ${row.name}`, { box: this.toBox(row) });
+    }
+    return this.toBox(row);
+  }
+
+  private row(ref: string): BoxRow {
+    const row = this.store.find(ref);
+    if (!row) throw new HutchError("not_found", `no box named "${ref}"`, "list boxes: hutch box list");
+    return row;
+  }
+
+  private engine(name: EngineName | string): Engine {
+    const e = this.engines[name];
+    if (!e) throw new HutchError("invalid", `engine "${name}" is not available on this host`, "see what this host can run: hutch doctor");
+    return e;
+  }
+
+  private handle(row: BoxRow): BoxHandle {
+    return { id: row.id, name: row.name, dir: join(this.home, "boxes", row.id) };
+  }
+
+  toBox(row: BoxRow): Box {
+    const engine = this.engines[row.engine];
+    const ch = this.channels.get(row.id);
+    return {
+      id: row.id,
+      name: row.name,
+      engine: row.engine,
+      isolation: engine?.capabilities.isolation ?? "namespace",
+      state: row.state,
+      desired: row.desired,
+      ...(row.reason ? { reason: row.reason } : {}),
+      ...(ch ? { guest: { version: ch.hello.version, capabilities: ch.hello.capabilities } } : {}),
+      createdAt: row.created_at,
+      updatedAt: row.updated_at,
+    };
+  }
+
+  /** Serialises reconciles of one box. */
+  reconcile(boxId: string): Promise<void> {
+    const prev = this.locks.get(boxId) ?? Promise.resolve();
+    const next = prev.then(() => this.reconcileNow(boxId)).catch((err) => logger.error("reconcile crashed", { box: boxId, err }));
+    this.locks.set(boxId, next);
+    void next.finally(() => {
+      if (this.locks.get(boxId) === next) this.locks.delete(boxId);
+    });
+    return next;
+  }
+
+  private async reconcileNow(boxId: string): Promise<void> {
+    const row = this.store.byId(boxId);
+    if (!row || this.closing) return;
+    const pending = this.store.pendingOps(boxId);
+    // A failed box stays failed until someone asks for something.
+    if (row.state === "failed" && pending.length === 0) return;
+    const engine = this.engine(row.engine);
+    const box = this.handle(row);
+    try {
+      switch (row.desired) {
+        case "deleted":
+          await this.driveDeleted(row, engine, box);
+          return;
+        case "running":
+          await this.driveRunning(row, engine, box);
+          break;
+        case "stopped":
+          await this.driveStopped(row, engine, box);
+          break;
+      }
+      this.store.settleOps(boxId, null);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      logger.error("box operation failed", { box: row.name, err: message });
+      this.dropChannel(boxId);
+      await engine.kill(box).catch(() => undefined);
+      this.store.setState(boxId, "failed", message);
+      this.store.settleOps(boxId, message);
+    }
+  }
+
+  private async driveRunning(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
+    if (row.state === "creating") await engine.create(box);
+    const observed = await engine.inspect(box);
+    if (!observed.running) {
+      this.dropChannel(row.id);
+      this.store.setState(row.id, "starting");
+      await engine.start(box);
+    }
+    if (!this.channels.get(row.id)?.mux.alive) await this.connect(row, engine, box);
+    this.store.setState(row.id, "running");
+  }
+
+  private async driveStopped(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
+    if (row.state === "creating") await engine.create(box);
+    if ((await engine.inspect(box)).running) {
+      this.store.setState(row.id, "stopping");
+      const ch = this.channels.get(row.id);
+      const timeout = env.stopTimeoutMs();
+      const { forced } = await engine.stop(box, timeout, () => ch?.mux.control({ type: "shutdown", graceMs: Math.floor(timeout / 2) }));
+      if (forced) logger.warn("box did not stop in time and was killed", { box: row.name, timeoutMs: timeout });
+    }
+    this.dropChannel(row.id);
+    this.store.setState(row.id, "stopped");
+  }
+
+  private async driveDeleted(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
+    if ((await engine.inspect(box)).running) {
+      const ch = this.channels.get(row.id);
+      await engine.stop(box, 3000, () => ch?.mux.control({ type: "shutdown", graceMs: 1000 }));
+    }
+    this.dropChannel(row.id);
+    await engine.kill(box);
+    await engine.destroy(box);
+    const left = await engine.leftovers(box);
+    if (left.length > 0) throw new Error(`delete left things behind: ${left.join(", ")}`);
+    this.store.deleteBox(row.id);
+    if (this.store.countRows(row.id) !== 0) throw new Error("delete left database rows behind");
+    logger.info("box deleted", { box: row.name, id: row.id });
+  }
+
+  private async connect(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
+    try {
+      const ch = await openChannel(engine.channel(box), env.helloTimeoutMs(), {
+        onProtocolError: (err) => void this.fault(row.id, `the guest broke the protocol: ${err.message}`),
+        onLost: () => void this.fault(row.id, "the guest channel closed unexpectedly"),
+      });
+      this.channels.set(row.id, ch);
+      logger.info("guest channel open", { box: row.name, guest: ch.hello.version });
+    } catch (err) {
+      const tail = await engine.consoleTail(box, 10);
+      throw new Error(`${(err as Error).message}; console log (${join(box.dir, "console.log")}):\n${tail}`);
+    }
+  }
+
+  /** A running box's channel failed: mark it failed and stop it; other boxes are untouched. */
+  private async fault(boxId: string, reason: string): Promise<void> {
+    const row = this.store.byId(boxId);
+    if (!row || this.closing || row.state !== "running") return;
+    logger.error("box failed", { box: row.name, reason });
+    this.dropChannel(boxId);
+    const engine = this.engine(row.engine);
+    await engine.kill(this.handle(row)).catch(() => undefined);
+    this.store.setState(boxId, "failed", reason);
+  }
+
+  private dropChannel(boxId: string): void {
+    const ch = this.channels.get(boxId);
+    if (!ch) return;
+    this.channels.delete(boxId);
+    ch.close();
+  }
+}

@@ -1,0 +1,76 @@
+// `hutch daemon`: one per $HUTCH_HOME. Owns the database, the boxes' channels
+// and the API socket (0600, so only this user can talk to it).
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { openDb } from "../store/db.ts";
+import { BoxStore } from "../store/boxes.ts";
+import { BoxService } from "./boxes/service.ts";
+import { ProcessEngine } from "../engine/process/index.ts";
+import { buildApp } from "./app.ts";
+import { log } from "../log.ts";
+import { HOME_FILES } from "../paths.ts";
+
+const logger = log.create({ service: "daemon" });
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** One daemon per home: an O_EXCL lock file holding our pid; a dead holder's lock is taken over. */
+function takeLock(path: string): boolean {
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      const fd = openSync(path, "wx", 0o600);
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      return true;
+    } catch {
+      const holder = Number(readFileSync(path, "utf8").trim());
+      if (Number.isInteger(holder) && holder > 0 && pidAlive(holder)) return false;
+      rmSync(path, { force: true });
+    }
+  }
+  return false;
+}
+
+export async function runDaemon(home: string): Promise<number> {
+  mkdirSync(home, { recursive: true, mode: 0o700 });
+  const lockPath = join(home, HOME_FILES.lock);
+  if (!takeLock(lockPath)) {
+    logger.info("another daemon already serves this home; exiting", { home });
+    return 0;
+  }
+  const socketPath = join(home, HOME_FILES.socket);
+  const db = openDb(join(home, HOME_FILES.db));
+  const boxes = new BoxService(new BoxStore(db), { process: new ProcessEngine(home) }, home);
+  await boxes.recover();
+
+  rmSync(socketPath, { force: true });
+  const oldMask = process.umask(0o177);
+  const app = buildApp({ boxes, home }).listen({ unix: socketPath } as unknown as number);
+  process.umask(oldMask);
+  chmodSync(socketPath, 0o600);
+  logger.info("daemon ready", { home, socket: socketPath, pid: process.pid });
+
+  return await new Promise<number>((resolve) => {
+    let stopping = false;
+    const shutdown = async (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      logger.info("shutting down; boxes keep running", { signal });
+      await app.stop();
+      await boxes.close();
+      db.close();
+      if (existsSync(socketPath)) rmSync(socketPath, { force: true });
+      rmSync(lockPath, { force: true });
+      resolve(0);
+    };
+    process.on("SIGTERM", () => void shutdown("SIGTERM"));
+    process.on("SIGINT", () => void shutdown("SIGINT"));
+  });
+}

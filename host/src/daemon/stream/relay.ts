@@ -1,0 +1,73 @@
+// Joins one client stream (the CLI's leg, over a WebSocket) to one guest
+// stream (the box's channel). Credit is passed end to end: a byte is credited
+// back to its sender only once the far side consumed it, so the daemon holds
+// at most one window per direction whatever the two ends do.
+import { Chan, GuestMsg, HostMsg, check, firstError, type MuxStream } from "@hutch/shared";
+
+export interface RelayEvents {
+  /** The guest sent something that is not in the protocol: its channel must go. */
+  onGuestViolation(reason: string): void;
+}
+
+/** Runs actions one after another, so a message never overtakes data still waiting for credit. */
+function serial(): (step: () => unknown) => void {
+  let tail: Promise<unknown> = Promise.resolve();
+  return (step) => {
+    tail = tail.then(step);
+  };
+}
+
+export function relay(client: MuxStream, guest: MuxStream, events: RelayEvents): void {
+  client.autoCredit = false;
+  guest.autoCredit = false;
+  const toGuest = serial();
+  const toClient = serial();
+
+  client.handlers = {
+    data(chan, bytes) {
+      if (chan !== Chan.stdin) {
+        client.close({ code: "invalid", message: `clients send on channel 0 only, not ${chan}` });
+        guest.close();
+        return;
+      }
+      toGuest(() => guest.write(chan, bytes).then((ok) => ok && client.consumed(bytes.length)));
+    },
+    eof(chan) {
+      toGuest(() => guest.eof(chan));
+    },
+    msg(msg) {
+      if (!check(HostMsg, msg)) {
+        client.close({ code: "invalid", message: `bad message: ${firstError(HostMsg, msg)}` });
+        guest.close();
+        return;
+      }
+      toGuest(() => guest.msg(msg));
+    },
+    close(error) {
+      toGuest(() => guest.close(error?.code === "channel_lost" ? undefined : error));
+    },
+  };
+
+  guest.handlers = {
+    data(chan, bytes) {
+      if (chan !== Chan.stdout && chan !== Chan.stderr) {
+        events.onGuestViolation(`guest sent data on channel ${chan}`);
+        return;
+      }
+      toClient(() => client.write(chan, bytes).then((ok) => ok && guest.consumed(bytes.length)));
+    },
+    eof(chan) {
+      toClient(() => client.eof(chan));
+    },
+    msg(msg) {
+      if (!check(GuestMsg, msg)) {
+        events.onGuestViolation(`guest sent a malformed message: ${firstError(GuestMsg, msg)}`);
+        return;
+      }
+      toClient(() => client.msg(msg));
+    },
+    close(error) {
+      toClient(() => client.close(error));
+    },
+  };
+}

@@ -1,0 +1,144 @@
+// The host end of a box's agent channel: connect, hello (with a timeout),
+// then a host-role Mux. Everything the guest sends is untrusted: the Mux
+// enforces framing, caps and credit; this module validates the hello.
+import { check, firstError, GuestHello, HUTCH_VERSION, Mux, PROTOCOL_VERSION, ProtocolError, type GuestHello as GuestHelloT } from "@hutch/shared";
+import type { ChannelEndpoint } from "./types.ts";
+
+export interface Channel {
+  mux: Mux;
+  hello: GuestHelloT;
+  close(): void;
+}
+
+export interface ChannelEvents {
+  /** The guest broke the protocol: the channel is already closed. */
+  onProtocolError(err: ProtocolError): void;
+  /** The connection ended (after a successful hello). */
+  onLost(): void;
+}
+
+export class ChannelError extends Error {
+  override name = "ChannelError";
+  constructor(
+    message: string,
+    readonly kind: "timeout" | "protocol" | "refused",
+  ) {
+    super(message);
+  }
+}
+
+type Sock = Awaited<ReturnType<typeof Bun.connect>>;
+
+/**
+ * Connects to the guest, retrying while the socket is not there yet, and
+ * resolves once the guest's hello arrived and checked out. Rejects with a
+ * ChannelError when the deadline passes or the guest misbehaves.
+ */
+export async function openChannel(endpoint: ChannelEndpoint, timeoutMs: number, events: ChannelEvents): Promise<Channel> {
+  const deadline = Date.now() + timeoutMs;
+  let lastErr = "socket not there yet";
+  while (Date.now() < deadline) {
+    try {
+      return await connectOnce(endpoint, deadline, events);
+    } catch (err) {
+      if (err instanceof ChannelError) throw err;
+      lastErr = (err as Error).message;
+      await Bun.sleep(25);
+    }
+  }
+  throw new ChannelError(`the guest did not answer within ${timeoutMs} ms (${lastErr})`, "timeout");
+}
+
+function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: ChannelEvents): Promise<Channel> {
+  return new Promise<Channel>((resolve, reject) => {
+    let settled = false;
+    let pending: Uint8Array[] = [];
+    let sock: Sock | undefined;
+    let mux: Mux;
+    const settle = (fn: () => void) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      fn();
+    };
+    const flush = () => {
+      if (!sock) return;
+      while (pending.length > 0) {
+        const head = pending[0]!;
+        const n = sock.write(head);
+        if (n < head.length) {
+          pending[0] = head.subarray(Math.max(n, 0));
+          return;
+        }
+        pending.shift();
+      }
+    };
+    const transport = {
+      write(bytes: Uint8Array) {
+        if (pending.length > 0) {
+          pending.push(bytes);
+          return;
+        }
+        pending.push(bytes);
+        flush();
+      },
+      close() {
+        sock?.end();
+      },
+    };
+    mux = new Mux(transport, {
+      role: "host",
+      onHello(hello) {
+        if (!check(GuestHello, hello)) {
+          mux.fail(new ProtocolError(`guest hello is malformed: ${firstError(GuestHello, hello)}`));
+          return;
+        }
+        if (hello.protocol !== PROTOCOL_VERSION) {
+          mux.fail(new ProtocolError(`guest speaks protocol ${hello.protocol}, this host speaks ${PROTOCOL_VERSION}`));
+          return;
+        }
+        settle(() => resolve({ mux, hello, close: () => transport.close() }));
+      },
+      onError(err) {
+        if (settled) events.onProtocolError(err);
+        else settle(() => reject(new ChannelError(`protocol error before hello: ${err.message}`, "protocol")));
+      },
+    });
+    const timer = setTimeout(
+      () => {
+        settle(() => {
+          transport.close();
+          reject(new ChannelError("the guest accepted the connection but never sent its hello", "timeout"));
+        });
+      },
+      Math.max(0, deadline - Date.now()),
+    );
+    Bun.connect({
+      unix: endpoint.path,
+      socket: {
+        open(s) {
+          sock = s;
+          mux.sendHello({ protocol: PROTOCOL_VERSION, client: "hutch", version: HUTCH_VERSION });
+        },
+        data(_s, data) {
+          mux.feed(data);
+        },
+        drain() {
+          flush();
+        },
+        close() {
+          const wasAlive = mux.alive;
+          mux.lost("the guest closed the channel");
+          if (!settled) settle(() => reject(new Error("connection closed before hello")));
+          else if (wasAlive) events.onLost();
+        },
+        error(_s, err) {
+          if (!settled) settle(() => reject(err));
+        },
+        connectError(_s, err) {
+          settle(() => reject(err));
+        },
+      },
+    }).catch((err: Error) => settle(() => reject(err)));
+  });
+}

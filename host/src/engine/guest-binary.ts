@@ -1,0 +1,43 @@
+// The host binary embeds hutch-guest and writes it out once per guest build,
+// so every box runs the guest that was built with this host.
+import { existsSync, mkdirSync, renameSync, statSync, chmodSync } from "node:fs";
+import { join } from "node:path";
+import { env } from "../env.ts";
+import { HutchError } from "@hutch/shared";
+
+declare const HUTCH_GUEST_SHA: string | undefined;
+
+/** Set by `bun run build` (--define); absent when running from source. */
+const buildSha = typeof HUTCH_GUEST_SHA === "string" ? HUTCH_GUEST_SHA : undefined;
+
+async function embedded(): Promise<string | null> {
+  if (!buildSha) return null;
+  // Only the compiled host has this module; from source the import fails and we fall back.
+  const mod = (await import("./embedded-guest.ts")) as { default: string };
+  return mod.default;
+}
+
+/** Path of a guest binary on the host's disk, ready to bind into a box. */
+export async function guestBinaryPath(home: string): Promise<string> {
+  const override = env.guestBinary();
+  if (override) {
+    if (!existsSync(override)) throw new HutchError("config", `HUTCH_GUEST_BIN=${override} does not exist`, "unset HUTCH_GUEST_BIN or point it at a built hutch-guest");
+    return override;
+  }
+  const source = await embedded();
+  if (!source) {
+    const dev = join(import.meta.dir, "../../../dist/hutch-guest");
+    if (existsSync(dev)) return dev;
+    throw new HutchError("config", "no guest binary: this hutch was not built with one", "build it: bun run build");
+  }
+  const dir = join(home, "guest", buildSha!);
+  const target = join(dir, "hutch-guest");
+  const want = Bun.file(source).size;
+  if (existsSync(target) && statSync(target).size === want) return target;
+  mkdirSync(dir, { recursive: true });
+  const tmp = `${target}.tmp-${process.pid}`;
+  await Bun.write(tmp, Bun.file(source));
+  chmodSync(tmp, 0o755);
+  renameSync(tmp, target);
+  return target;
+}

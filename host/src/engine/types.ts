@@ -1,0 +1,59 @@
+// The engine interface (DESIGN.md, Engines). The daemon talks to every engine
+// through this and nothing else; optional abilities are reported as
+// capabilities, never guessed from the engine's name.
+import type { EngineName } from "@hutch/shared";
+
+export interface BoxHandle {
+  id: string;
+  name: string;
+  /** $HUTCH_HOME/boxes/<id> */
+  dir: string;
+}
+
+export interface EngineCapabilities {
+  isolation: "namespace" | "vm";
+  pause: boolean;
+  memorySnapshot: boolean;
+  screenshot: boolean;
+}
+
+export interface ProbeResult {
+  ok: boolean;
+  engine: EngineName;
+  detail: string;
+  /** What to run to fix it, when not ok. */
+  fix?: string;
+}
+
+export interface Observed {
+  running: boolean;
+  pid?: number;
+}
+
+/** Where the box's agent channel can be reached. */
+export interface ChannelEndpoint {
+  kind: "unix";
+  path: string;
+}
+
+export interface Engine {
+  readonly name: EngineName;
+  readonly capabilities: EngineCapabilities;
+  /** Can this host run boxes on this engine? Cheap checks only; doctor boots a real box. */
+  probe(): Promise<ProbeResult>;
+  /** Prepares the box's files. Idempotent. */
+  create(box: BoxHandle): Promise<void>;
+  /** Starts the box; returns once it is booting (the channel may not answer yet). */
+  start(box: BoxHandle): Promise<void>;
+  /** Graceful stop through `requestShutdown`, then forced after timeoutMs. */
+  stop(box: BoxHandle, timeoutMs: number, requestShutdown: () => void): Promise<{ forced: boolean }>;
+  kill(box: BoxHandle): Promise<void>;
+  inspect(box: BoxHandle): Promise<Observed>;
+  channel(box: BoxHandle): ChannelEndpoint;
+  /** Removes every file of the box. The box must not be running. */
+  destroy(box: BoxHandle): Promise<void>;
+  /** Lists what of the box is left: files, processes. Empty means fully gone. */
+  leftovers(box: BoxHandle): Promise<string[]>;
+  /** Tail of the box's console log, for error messages. */
+  consoleTail(box: BoxHandle, lines?: number): Promise<string>;
+}

@@ -1,0 +1,29 @@
+// Every environment variable hutch reads is read here, once.
+import { homedir } from "node:os";
+import { join } from "node:path";
+
+function xdgDataHome(): string {
+  return process.env.XDG_DATA_HOME || join(homedir(), ".local", "share");
+}
+
+function intFromEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name}=${raw} is not a whole number of milliseconds`);
+  return n;
+}
+
+export const env = {
+  /** Root of all hutch state. */
+  home: () => process.env.HUTCH_HOME || join(xdgDataHome(), "hutch"),
+  /** Use this guest binary instead of the embedded one (development and fault-injection tests). */
+  guestBinary: () => process.env.HUTCH_GUEST_BIN || undefined,
+  /** How long a started guest has to answer the hello. */
+  helloTimeoutMs: () => intFromEnv("HUTCH_HELLO_TIMEOUT_MS", 10_000),
+  /** How long a graceful stop waits before killing. */
+  stopTimeoutMs: () => intFromEnv("HUTCH_STOP_TIMEOUT_MS", 10_000),
+  logLevel: () => process.env.HUTCH_LOG_LEVEL || undefined,
+  logFormat: () => process.env.HUTCH_LOG_FORMAT || undefined,
+  bwrap: () => process.env.HUTCH_BWRAP || "bwrap",
+};

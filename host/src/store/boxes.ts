@@ -1,0 +1,142 @@
+// Rows of boxes and their op journal. No engine, no HTTP: just state.
+import type { Database } from "bun:sqlite";
+import { newId, type BoxState, type DesiredState, type EngineName, type Op } from "@hutch/shared";
+
+export interface BoxRow {
+  id: string;
+  name: string;
+  engine: EngineName;
+  state: BoxState;
+  desired: DesiredState;
+  reason: string | null;
+  config: string;
+  created_at: string;
+  updated_at: string;
+}
+
+interface OpRow {
+  id: string;
+  box_id: string;
+  kind: string;
+  idem_key: string | null;
+  status: "pending" | "done" | "failed";
+  phase: string | null;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export type OpKind = "create" | "start" | "stop" | "delete";
+
+const now = () => new Date().toISOString();
+
+export function toOp(row: OpRow): Op {
+  return {
+    id: row.id,
+    boxId: row.box_id,
+    kind: row.kind,
+    status: row.status,
+    ...(row.error ? { error: row.error } : {}),
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+  };
+}
+
+export class BoxStore {
+  constructor(private readonly db: Database) {}
+
+  list(): BoxRow[] {
+    return this.db.query("SELECT * FROM boxes ORDER BY created_at, id").all() as BoxRow[];
+  }
+
+  byName(name: string): BoxRow | null {
+    return this.db.query("SELECT * FROM boxes WHERE name = ?").get(name) as BoxRow | null;
+  }
+
+  byId(id: string): BoxRow | null {
+    return this.db.query("SELECT * FROM boxes WHERE id = ?").get(id) as BoxRow | null;
+  }
+
+  /** A box by name or id. */
+  find(ref: string): BoxRow | null {
+    return this.byId(ref) ?? this.byName(ref);
+  }
+
+  opByKey(key: string): Op | null {
+    const row = this.db.query("SELECT * FROM ops WHERE idem_key = ?").get(key) as OpRow | null;
+    return row ? toOp(row) : null;
+  }
+
+  op(id: string): Op | null {
+    const row = this.db.query("SELECT * FROM ops WHERE id = ?").get(id) as OpRow | null;
+    return row ? toOp(row) : null;
+  }
+
+  pendingOps(boxId: string): Op[] {
+    return (this.db.query("SELECT * FROM ops WHERE box_id = ? AND status = 'pending' ORDER BY created_at, id").all(boxId) as OpRow[]).map(toOp);
+  }
+
+  /** Inserts a box and its create op in one transaction. */
+  insertBox(name: string, engine: EngineName, desired: DesiredState, idemKey: string | null): { box: BoxRow; op: Op } {
+    return this.db.transaction(() => {
+      const at = now();
+      const id = newId("box");
+      this.db
+        .query("INSERT INTO boxes (id, name, engine, state, desired, created_at, updated_at) VALUES (?, ?, ?, 'creating', ?, ?, ?)")
+        .run(id, name, engine, desired, at, at);
+      const op = this.insertOp(id, "create", idemKey);
+      return { box: this.byId(id)!, op };
+    })();
+  }
+
+  /** Records an op and the desired state it asks for, atomically. */
+  request(boxId: string, kind: OpKind, desired: DesiredState, idemKey: string | null): Op {
+    return this.db.transaction(() => {
+      this.db.query("UPDATE boxes SET desired = ?, updated_at = ? WHERE id = ?").run(desired, now(), boxId);
+      return this.insertOp(boxId, kind, idemKey);
+    })();
+  }
+
+  private insertOp(boxId: string, kind: OpKind, idemKey: string | null): Op {
+    const at = now();
+    const id = newId("op");
+    this.db
+      .query("INSERT INTO ops (id, box_id, kind, idem_key, status, created_at, updated_at) VALUES (?, ?, ?, ?, 'pending', ?, ?)")
+      .run(id, boxId, kind, idemKey, at, at);
+    return this.op(id)!;
+  }
+
+  setState(boxId: string, state: BoxState, reason: string | null = null): void {
+    this.db.query("UPDATE boxes SET state = ?, reason = ?, updated_at = ? WHERE id = ?").run(state, reason, now(), boxId);
+  }
+
+  setDesired(boxId: string, desired: DesiredState): void {
+    this.db.query("UPDATE boxes SET desired = ?, updated_at = ? WHERE id = ?").run(desired, now(), boxId);
+  }
+
+  setPhase(opId: string, phase: string): void {
+    this.db.query("UPDATE ops SET phase = ?, updated_at = ? WHERE id = ?").run(phase, now(), opId);
+  }
+
+  /** Settles every pending op of a box: done, or failed with the error. */
+  settleOps(boxId: string, error: string | null): void {
+    this.db
+      .query("UPDATE ops SET status = ?, error = ?, updated_at = ? WHERE box_id = ? AND status = 'pending'")
+      .run(error ? "failed" : "done", error, now(), boxId);
+  }
+
+  /** Removes every row of the box, its op journal included: a deleted box leaves nothing. */
+  deleteBox(boxId: string): void {
+    this.db.transaction(() => {
+      this.db.query("DELETE FROM ops WHERE box_id = ?").run(boxId);
+      this.db.query("DELETE FROM boxes WHERE id = ?").run(boxId);
+    })();
+  }
+
+  /** Rows anywhere that still name the box (for delete's verification). */
+  countRows(boxId: string): number {
+    const a = this.db.query("SELECT count(*) AS n FROM boxes WHERE id = ?").get(boxId) as { n: number };
+    const b = this.db.query("SELECT count(*) AS n FROM ops WHERE box_id = ?").get(boxId) as { n: number };
+    return a.n + b.n;
+  }
+}
