@@ -6,3 +6,4 @@ export * from "./errors.ts";
 export * from "./api.ts";
 export * from "./version.ts";
 export * from "./validate.ts";
+export * from "./tar/index.ts";
