@@ -4,7 +4,7 @@
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import { Chan, HutchError, type FileStat } from "@hutch/shared";
-import { packTar, createUnpacker } from "@hutch/shared/src/tar/index.ts";
+import { packTar, createUnpacker } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { openToolStream, streamError } from "./stream.ts";
 import { callTool } from "./tool.ts";

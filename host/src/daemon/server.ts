@@ -9,29 +9,24 @@ import { ProcessEngine } from "../engine/process/index.ts";
 import { buildApp } from "./app.ts";
 import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
+import { isAlive, procStartTime } from "../engine/pidfile.ts";
 
 const logger = log.create({ service: "daemon" });
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** One daemon per home: an O_EXCL lock file holding our pid; a dead holder's lock is taken over. */
+/**
+ * One daemon per home: an O_EXCL lock file holding "pid starttime". A holder
+ * that is gone, a zombie, or a recycled pid does not hold the lock.
+ */
 function takeLock(path: string): boolean {
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       const fd = openSync(path, "wx", 0o600);
-      writeSync(fd, String(process.pid));
+      writeSync(fd, `${process.pid} ${procStartTime(process.pid)}`);
       closeSync(fd);
       return true;
     } catch {
-      const holder = Number(readFileSync(path, "utf8").trim());
-      if (Number.isInteger(holder) && holder > 0 && pidAlive(holder)) return false;
+      const [pid, startTime] = readFileSync(path, "utf8").trim().split(" ");
+      if (pid && startTime && isAlive({ pid: Number(pid), startTime })) return false;
       rmSync(path, { force: true });
     }
   }

@@ -52,6 +52,8 @@ export async function openChannel(endpoint: ChannelEndpoint, timeoutMs: number, 
 function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: ChannelEvents): Promise<Channel> {
   return new Promise<Channel>((resolve, reject) => {
     let settled = false;
+    // Set when we close the socket ourselves (a protocol error): the error, not the close, explains it.
+    let closedByUs = false;
     let pending: Uint8Array[] = [];
     let sock: Sock | undefined;
     let mux: Mux;
@@ -83,6 +85,7 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
         flush();
       },
       close() {
+        closedByUs = true;
         sock?.end();
       },
     };
@@ -129,7 +132,7 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
         close() {
           const wasAlive = mux.alive;
           mux.lost("the guest closed the channel");
-          if (!settled) settle(() => reject(new Error("connection closed before hello")));
+          if (!settled && !closedByUs) settle(() => reject(new Error("connection closed before hello")));
           else if (wasAlive) events.onLost();
         },
         error(_s, err) {

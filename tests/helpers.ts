@@ -1,0 +1,110 @@
+// Drives the compiled dist/hutch as a user would: a private $HUTCH_HOME per
+// test file, the real daemon it starts, real bubblewrap boxes.
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export const ROOT = join(import.meta.dir, "..");
+export const HUTCH = join(ROOT, "dist", "hutch");
+
+export interface RunResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+  out: Uint8Array;
+}
+
+export interface Home {
+  home: string;
+  env: Record<string, string>;
+  run(args: string[], opts?: { stdin?: Uint8Array | string | Blob; env?: Record<string, string> }): Promise<RunResult>;
+  spawn(args: string[], opts?: { env?: Record<string, string> }): ReturnType<typeof Bun.spawn>;
+  daemonPid(): number | null;
+  cleanup(): Promise<void>;
+}
+
+export function makeHome(prefix = "hutch-e2e-"): Home {
+  if (!existsSync(HUTCH)) throw new Error(`${HUTCH} is missing: run bun run build`);
+  // Short base path: unix socket paths are limited to ~104 bytes.
+  const home = mkdtempSync(join(tmpdir(), prefix));
+  const env: Record<string, string> = { ...(process.env as Record<string, string>), HUTCH_HOME: home, HUTCH_STOP_TIMEOUT_MS: "3000" };
+  const self: Home = {
+    home,
+    env,
+    async run(args, opts = {}) {
+      const proc = Bun.spawn([HUTCH, ...args], {
+        env: { ...env, ...opts.env },
+        stdin: opts.stdin === undefined ? "ignore" : typeof opts.stdin === "string" ? new TextEncoder().encode(opts.stdin) : opts.stdin,
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      const [out, err, code] = await Promise.all([new Response(proc.stdout).bytes(), new Response(proc.stderr).text(), proc.exited]);
+      return { code, stdout: new TextDecoder().decode(out), stderr: err, out };
+    },
+    spawn(args, opts = {}) {
+      return Bun.spawn([HUTCH, ...args], { env: { ...env, ...opts.env }, stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+    },
+    daemonPid() {
+      try {
+        return Number(readFileSync(join(home, "daemon.lock"), "utf8").trim().split(" ")[0]) || null;
+      } catch {
+        return null;
+      }
+    },
+    async cleanup() {
+      const list = await self.run(["box", "list", "--json"]);
+      if (list.code === 0) {
+        for (const b of JSON.parse(list.stdout) as { name: string }[]) await self.run(["box", "delete", b.name]);
+      }
+      const pid = self.daemonPid();
+      if (pid) {
+        try {
+          process.kill(pid, "SIGTERM");
+        } catch {
+          // already gone
+        }
+        for (let i = 0; i < 100 && pidAlive(pid); i++) await Bun.sleep(20);
+      }
+      rmSync(home, { recursive: true, force: true });
+    },
+  };
+  return self;
+}
+
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Pids of live (non-zombie) processes whose environment carries HUTCH_BOX_ID=<id>. */
+export function boxPids(boxId: string): number[] {
+  const out: number[] = [];
+  for (const e of require("node:fs").readdirSync("/proc") as string[]) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      const stat = readFileSync(`/proc/${e}/stat`, "utf8");
+      if (stat.slice(stat.lastIndexOf(")") + 2)[0] === "Z") continue;
+      if (readFileSync(`/proc/${e}/environ`, "latin1").includes(`HUTCH_BOX_ID=${boxId}\0`)) out.push(Number(e));
+    } catch {
+      // exited while we looked
+    }
+  }
+  return out;
+}
+
+export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeoutMs = 15000): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  let last: T | undefined;
+  while (Date.now() < deadline) {
+    last = await fn();
+    if (last) return last as NonNullable<T>;
+    await Bun.sleep(50);
+  }
+  throw new Error(`timed out waiting for ${what} (last: ${String(last)})`);
+}
+
+export const sha256 = (b: Uint8Array) => new Bun.CryptoHasher("sha256").update(b).digest("hex");
