@@ -32,7 +32,7 @@ describe("hutch exec", () => {
 
   test("SIGTERM to the local hutch exec is forwarded to the remote process", async () => {
     const p = h.spawn(["exec", "b", "--", "sh", "-c", "echo started; exec sleep 300"]);
-    const reader = p.stdout.getReader();
+    const reader = (p.stdout as ReadableStream<Uint8Array>).getReader();
     const first = await reader.read();
     expect(new TextDecoder().decode(first.value)).toBe("started\n");
     p.kill("SIGTERM");

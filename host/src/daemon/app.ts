@@ -5,7 +5,7 @@ import { openapi } from "@elysiajs/openapi";
 import { HUTCH_VERSION, HutchError } from "@hutch/shared";
 import type { BoxService } from "./boxes/service.ts";
 import { boxesController } from "./boxes/index.ts";
-import { streamController } from "./stream/index.ts";
+import { streamDoc } from "./stream/index.ts";
 
 export function buildApp(deps: { boxes: BoxService; home: string }) {
   return new Elysia()
@@ -36,7 +36,7 @@ export function buildApp(deps: { boxes: BoxService; home: string }) {
     })
     .get("/v1/health", () => ({ ok: true, version: HUTCH_VERSION, pid: process.pid, home: deps.home }), { detail: { summary: "Liveness and version" } })
     .use(boxesController(deps.boxes))
-    .use(streamController(deps.boxes));
+    .use(streamDoc());
 }
 
 export type App = ReturnType<typeof buildApp>;

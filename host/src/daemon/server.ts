@@ -7,6 +7,7 @@ import { BoxStore } from "../store/boxes.ts";
 import { BoxService } from "./boxes/service.ts";
 import { ProcessEngine } from "../engine/process/index.ts";
 import { buildApp } from "./app.ts";
+import { streamSocket, upgradeStream, type StreamSocketData } from "./stream/index.ts";
 import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
 import { isAlive, procStartTime } from "../engine/pidfile.ts";
@@ -47,7 +48,15 @@ export async function runDaemon(home: string): Promise<number> {
 
   rmSync(socketPath, { force: true });
   const oldMask = process.umask(0o177);
-  const app = buildApp({ boxes, home }).listen({ unix: socketPath } as unknown as number);
+  const app = buildApp({ boxes, home });
+  const server = Bun.serve<StreamSocketData>({
+    unix: socketPath,
+    fetch(req, srv) {
+      if (upgradeStream(req, srv)) return undefined;
+      return app.handle(req);
+    },
+    websocket: streamSocket(boxes),
+  });
   process.umask(oldMask);
   chmodSync(socketPath, 0o600);
   logger.info("daemon ready", { home, socket: socketPath, pid: process.pid });
@@ -58,7 +67,7 @@ export async function runDaemon(home: string): Promise<number> {
       if (stopping) return;
       stopping = true;
       logger.info("shutting down; boxes keep running", { signal });
-      await app.stop();
+      await server.stop();
       await boxes.close();
       db.close();
       if (existsSync(socketPath)) rmSync(socketPath, { force: true });

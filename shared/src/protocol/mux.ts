@@ -219,7 +219,11 @@ export class Mux {
   feed(chunk: Uint8Array): void {
     if (this.dead) return;
     try {
-      for (const frame of this.decoder.push(chunk)) this.dispatch(frame);
+      for (const frame of this.decoder.push(chunk)) {
+        // A handler may have failed the channel: nothing after that runs.
+        if (this.dead) break;
+        this.dispatch(frame);
+      }
     } catch (err) {
       this.fail(err instanceof ProtocolError ? err : new ProtocolError(String((err as Error)?.message ?? err)));
     }

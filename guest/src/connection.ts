@@ -1,0 +1,99 @@
+// One host connection: a socket and its Mux. The socket's write queue needs
+// no cap of its own: data frames are bounded by the per-stream credit
+// windows, and the rest (credit, msg, close) are small and answer the host's
+// own frames.
+import { Value } from "@sinclair/typebox/value";
+import type { Socket } from "bun";
+import {
+  CAPABILITIES,
+  DEFAULT_WINDOW,
+  HUTCH_VERSION,
+  HostHello,
+  Mux,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  ShutdownMsg,
+  type GuestHello,
+} from "@hutch/shared";
+import { SocketWriter } from "./socket-writer.ts";
+import { handleOpen } from "./tools/index.ts";
+import type { ToolContext } from "./tools/context.ts";
+
+/** A host that connects but never says hello is dropped after this long. */
+const HELLO_TIMEOUT_MS = 10_000;
+
+let nextConnId = 1;
+
+export class Connection {
+  readonly id = nextConnId++;
+  private readonly mux: Mux;
+  private readonly writer: SocketWriter;
+  private readonly helloTimer: Timer;
+
+  constructor(
+    socket: Socket<Connection>,
+    private readonly ctx: ToolContext,
+    private readonly shutdown: (graceMs: number, why: string) => void,
+  ) {
+    this.writer = new SocketWriter(socket);
+    this.mux = new Mux(
+      { write: (bytes) => this.writer.write(bytes), close: () => this.writer.end() },
+      {
+        role: "guest",
+        window: DEFAULT_WINDOW,
+        onHello: (hello) => this.hello(hello),
+        onOpen: (stream, payload) => handleOpen(stream, payload, ctx),
+        onControl: (msg) => this.control(msg),
+        onError: (err) => ctx.log.warn("connection failed", { conn: this.id, error: err.message }),
+      },
+    );
+    this.helloTimer = setTimeout(() => {
+      this.mux.fail(new ProtocolError(`no hello within ${HELLO_TIMEOUT_MS} ms`));
+    }, HELLO_TIMEOUT_MS);
+    ctx.log.info("connection opened", { conn: this.id });
+  }
+
+  feed(chunk: Uint8Array): void {
+    this.mux.feed(chunk);
+  }
+
+  drain(): void {
+    this.writer.drain();
+  }
+
+  /** The socket closed: every stream of this connection ends (exec processes are killed by their handlers). */
+  lost(reason: string): void {
+    clearTimeout(this.helloTimer);
+    if (this.mux.alive) this.ctx.log.info("connection closed", { conn: this.id, reason });
+    this.writer.discard();
+    this.mux.lost(reason);
+  }
+
+  // Throwing here is a protocol error: the Mux closes the connection and
+  // stops dispatching the frames behind the hello.
+  private hello(hello: unknown): void {
+    clearTimeout(this.helloTimer);
+    if (!Value.Check(HostHello, hello)) {
+      const first = Value.Errors(HostHello, hello).First();
+      throw new ProtocolError(`bad host hello: ${first ? `${first.path.slice(1) || "hello"}: ${first.message}` : "invalid"}`);
+    }
+    if (hello.protocol !== PROTOCOL_VERSION) {
+      throw new ProtocolError(`host speaks protocol ${hello.protocol}, this guest speaks ${PROTOCOL_VERSION}`);
+    }
+    const answer: GuestHello = {
+      protocol: PROTOCOL_VERSION,
+      agent: "hutch-guest",
+      version: HUTCH_VERSION,
+      capabilities: [...CAPABILITIES],
+      window: DEFAULT_WINDOW,
+      roots: this.ctx.config.roots,
+    };
+    this.mux.sendHello(answer);
+    this.ctx.log.info("host hello", { conn: this.id, client: hello.client, version: hello.version });
+  }
+
+  private control(msg: unknown): void {
+    if (Value.Check(ShutdownMsg, msg)) return this.shutdown(msg.graceMs, "shutdown requested by the host");
+    this.ctx.log.warn("unknown control message ignored", { conn: this.id });
+  }
+}

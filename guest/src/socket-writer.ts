@@ -1,0 +1,54 @@
+// Writes to a Bun socket without losing bytes: socket.write takes what the
+// kernel accepts and returns the count; the rest waits here for drain().
+import type { Socket } from "bun";
+
+export class SocketWriter {
+  private queue: Uint8Array[] = [];
+  private ended = false;
+
+  constructor(private readonly socket: Pick<Socket<unknown>, "write" | "end">) {}
+
+  /** Bytes waiting for the socket. */
+  get queued(): number {
+    let n = 0;
+    for (const b of this.queue) n += b.length;
+    return n;
+  }
+
+  write(bytes: Uint8Array): void {
+    if (this.ended) return;
+    if (this.queue.length > 0) {
+      this.queue.push(bytes);
+      return;
+    }
+    const n = this.socket.write(bytes);
+    // The caller hands over a buffer it will not touch again (encodeFrame
+    // makes a fresh one per frame), so the unwritten tail is kept without a copy.
+    if (n < bytes.length) this.queue.push(bytes.subarray(Math.max(n, 0)));
+  }
+
+  /** The socket can take more: flush the queue in order. */
+  drain(): void {
+    while (this.queue.length > 0) {
+      const head = this.queue[0]!;
+      const n = this.socket.write(head);
+      if (n < head.length) {
+        this.queue[0] = head.subarray(Math.max(n, 0));
+        return;
+      }
+      this.queue.shift();
+    }
+  }
+
+  end(): void {
+    this.ended = true;
+    this.queue = [];
+    this.socket.end();
+  }
+
+  /** The socket is gone: drop what it will never take. */
+  discard(): void {
+    this.ended = true;
+    this.queue = [];
+  }
+}

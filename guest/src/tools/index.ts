@@ -1,0 +1,88 @@
+// Dispatch of OPEN payloads to the tool handlers. The payload is untrusted:
+// it is checked against the tool's own schema first, so the error names the
+// field that is wrong rather than "no union member matched".
+import { Value } from "@sinclair/typebox/value";
+import type { TSchema } from "@sinclair/typebox";
+import {
+  ExecOpen,
+  FsList,
+  FsRead,
+  FsStat,
+  FsWrite,
+  PtyAttach,
+  PtyKill,
+  PtyList,
+  PtyOpen,
+  TarIn,
+  TarOut,
+  type MuxStream,
+  type ToolOpen,
+} from "@hutch/shared";
+import { guard, type ToolContext } from "./context.ts";
+import { runExec } from "./exec.ts";
+import { fsList, fsRead, fsStat, fsWrite } from "./fs.ts";
+import { holdFrames } from "./inbox.ts";
+import { tarIn, tarOut } from "./tar.ts";
+
+const SCHEMAS: Record<ToolOpen["tool"], TSchema> = {
+  exec: ExecOpen,
+  "pty.open": PtyOpen,
+  "pty.attach": PtyAttach,
+  "pty.list": PtyList,
+  "pty.kill": PtyKill,
+  "fs.stat": FsStat,
+  "fs.list": FsList,
+  "fs.read": FsRead,
+  "fs.write": FsWrite,
+  "tar.out": TarOut,
+  "tar.in": TarIn,
+};
+
+/** Why a payload is not a valid tool call, or undefined if it is one. */
+export function checkOpen(payload: unknown): { code: "invalid" | "unsupported"; message: string } | undefined {
+  if (typeof payload !== "object" || payload === null || Array.isArray(payload)) {
+    return { code: "invalid", message: "open payload: Expected object" };
+  }
+  const tool = (payload as { tool?: unknown }).tool;
+  if (typeof tool !== "string") return { code: "invalid", message: "tool: Expected string" };
+  if (!Object.hasOwn(SCHEMAS, tool)) return { code: "unsupported", message: `unknown tool ${JSON.stringify(tool)}` };
+  const schema = SCHEMAS[tool as ToolOpen["tool"]];
+  const first = Value.Errors(schema, payload).First();
+  if (!first) return undefined;
+  // "/env/FOO" → "env.FOO"; an error on the object itself names the tool.
+  const field = first.path.slice(1).replaceAll("/", ".") || tool;
+  return { code: "invalid", message: `${field}: ${first.message}` };
+}
+
+export function handleOpen(stream: MuxStream, payload: unknown, ctx: ToolContext): void {
+  const problem = checkOpen(payload);
+  if (problem) return stream.close(problem);
+  const req = payload as ToolOpen;
+  holdFrames(stream);
+  ctx.log.debug("open", { stream: stream.id, tool: req.tool });
+  switch (req.tool) {
+    case "exec":
+      return guard(stream, ctx, req.tool, () => runExec(stream, req, ctx));
+    case "pty.open":
+      return guard(stream, ctx, req.tool, () => ctx.ptys.open(stream, req));
+    case "pty.attach":
+      return ctx.ptys.attach(stream, req);
+    case "pty.list":
+      stream.msg({ type: "result", value: ctx.ptys.list() });
+      return stream.close();
+    case "pty.kill":
+      return ctx.ptys.kill(stream, req);
+    case "fs.stat":
+      return guard(stream, ctx, req.tool, () => fsStat(stream, req, ctx));
+    case "fs.list":
+      return guard(stream, ctx, req.tool, () => fsList(stream, req, ctx));
+    case "fs.read":
+      return guard(stream, ctx, req.tool, () => fsRead(stream, req, ctx));
+    case "fs.write":
+      return guard(stream, ctx, req.tool, () => fsWrite(stream, req, ctx));
+    case "tar.out":
+      return guard(stream, ctx, req.tool, () => tarOut(stream, req, ctx));
+    case "tar.in":
+      return guard(stream, ctx, req.tool, () => tarIn(stream, req, ctx));
+  }
+}

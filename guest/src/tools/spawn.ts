@@ -1,0 +1,36 @@
+// What exec and pty.open share: where a process starts, with what environment,
+// and how a failed spawn is reported.
+import { stat } from "node:fs/promises";
+import { resolve } from "node:path";
+import type { StreamError } from "@hutch/shared";
+import type { GuestConfig } from "../config.ts";
+
+export interface SpawnRequest {
+  argv: string[];
+  env?: Record<string, string>;
+  cwd?: string;
+}
+
+/**
+ * The directory a process starts in. Not confined to the roots: exec runs
+ * arbitrary commands anyway, so a cwd check would guard nothing.
+ */
+export async function spawnCwd(config: GuestConfig, req: SpawnRequest): Promise<string | StreamError> {
+  const cwd = resolve(config.cwd, req.cwd ?? ".");
+  const st = await stat(cwd).catch(() => undefined);
+  if (!st) return { code: "not_found", message: `cwd ${cwd}: no such directory` };
+  if (!st.isDirectory()) return { code: "invalid", message: `cwd ${cwd}: not a directory` };
+  return cwd;
+}
+
+export function spawnEnv(config: GuestConfig, req: SpawnRequest, extra: Record<string, string> = {}): Record<string, string> {
+  return { ...config.baseEnv, ...extra, ...req.env };
+}
+
+/** Bun.spawn throws synchronously when it cannot start argv[0]. */
+export function spawnError(argv0: string, err: unknown): StreamError {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === "ENOENT") return { code: "not_found", message: `${argv0}: command not found` };
+  if (code === "EACCES") return { code: "failed", message: `${argv0}: permission denied` };
+  return { code: "failed", message: `${argv0}: ${(err as Error).message}` };
+}

@@ -1,0 +1,83 @@
+// tar.out and tar.in: the archive format and its safety rules live in
+// shared/src/tar; this file only moves its bytes over a stream.
+import { mkdir, stat } from "node:fs/promises";
+import { Chan, type MuxStream } from "@hutch/shared";
+import { createUnpacker, packTar } from "@hutch/shared";
+import { PathError } from "../paths.ts";
+import type { Req, ToolContext } from "./context.ts";
+import { takeFrames } from "./inbox.ts";
+
+/** Sends a pax tar of the path on chan 1, eof, then result {size} (bytes sent) and close. */
+export async function tarOut(stream: MuxStream, req: Req<"tar.out">, ctx: ToolContext): Promise<void> {
+  const path = await ctx.paths.resolve(req.path);
+  if (!(await stat(path).catch(() => undefined))) throw new PathError("not_found", `${req.path}: no such file or directory`);
+  let size = 0;
+  for await (const chunk of packTar(path)) {
+    // Leaving the loop returns the iterator, which lets the packer close its files.
+    if (!(await stream.write(Chan.stdout, chunk))) return;
+    size += chunk.length;
+  }
+  stream.eof(Chan.stdout);
+  stream.msg({ type: "result", value: { size } });
+  stream.close();
+}
+
+/**
+ * Unpacks a tar from chan 0 into the directory path, crediting each frame
+ * once the unpacker took it. A stream that ends before eof aborts the
+ * unpacker, which removes what it had not finished.
+ */
+export async function tarIn(stream: MuxStream, req: Req<"tar.in">, ctx: ToolContext): Promise<void> {
+  const dest = await ctx.paths.resolve(req.path);
+  const existing = await stat(dest).catch(() => undefined);
+  if (existing && !existing.isDirectory()) throw new PathError("invalid", `${req.path} exists and is not a directory`);
+  await mkdir(dest, { recursive: true });
+  if (stream.closed) return;
+
+  const unpacker = createUnpacker(dest, req.name ? { topName: req.name } : {});
+  let chain: Promise<void> = Promise.resolve();
+  // Set once the unpacker was ended or aborted; later frames are ignored.
+  let settled = false;
+  const fail = (err: unknown) => {
+    if (settled) return;
+    settled = true;
+    void unpacker.abort().catch(() => {});
+    // A refusal names the bad entry; an error with a cause is the filesystem failing under it.
+    const cause = (err as Error).cause;
+    stream.close({ code: cause === undefined ? "invalid" : "failed", message: (err as Error).message });
+  };
+  takeFrames(stream, {
+    data: (chan, bytes) => {
+      if (chan !== Chan.stdin) return;
+      chain = chain.then(async () => {
+        if (settled) return;
+        try {
+          await unpacker.write(bytes);
+          stream.consumed(bytes.length);
+        } catch (err) {
+          fail(err);
+        }
+      });
+    },
+    eof: (chan) => {
+      if (chan !== Chan.stdin) return;
+      chain = chain.then(async () => {
+        if (settled) return;
+        try {
+          const { entries, bytes } = await unpacker.end();
+          settled = true;
+          stream.msg({ type: "result", value: { entries, bytes } });
+          stream.close();
+        } catch (err) {
+          fail(err);
+        }
+      });
+    },
+    close: () => {
+      if (settled) return;
+      settled = true;
+      chain = chain.then(() => unpacker.abort()).catch(() => {});
+      ctx.log.debug("tar.in abandoned", { stream: stream.id });
+    },
+  }, false);
+}

@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdir, readdir, symlink, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { DEFAULT_WINDOW } from "@hutch/shared";
+import { call, collect, connect, result, startGuest, type Guest, type Host } from "./harness.ts";
+
+let g: Guest;
+let h: Host;
+beforeAll(async () => {
+  g = await startGuest();
+  h = await connect(g.socket);
+  await h.hello;
+  await mkdir(join(g.workspace, "src"));
+  await writeFile(join(g.workspace, "src", "a.txt"), "hello\n");
+  await symlink("/etc", join(g.workspace, "etc-link"));
+  await symlink("/etc/hostname-that-does-not-exist", join(g.workspace, "dangling-out"));
+  await symlink("src/a.txt", join(g.workspace, "inside-link"));
+});
+afterAll(async () => {
+  h.close();
+  await g.stop();
+});
+
+describe("confinement", () => {
+  for (const [name, path] of [
+    ["a relative path climbing out", "../../etc/passwd"],
+    ["an absolute path outside", "/etc/passwd"],
+    ["a symlink pointing at /etc", "etc-link/passwd"],
+    ["the symlink itself", "etc-link"],
+    ["a dangling symlink pointing out", "dangling-out"],
+  ] as const) {
+    test(`${name} is denied for read, stat, list and write`, async () => {
+      for (const tool of ["fs.read", "fs.stat", "fs.list", "fs.write"]) {
+        const { error } = await call(h, { tool, path });
+        expect(error?.code).toBe("denied");
+        expect(error?.message).toContain(JSON.stringify(path));
+        expect(error?.message).toContain(g.workspace);
+      }
+    });
+  }
+
+  test("a symlink that stays inside the roots is followed", async () => {
+    const { c, error } = await call(h, { tool: "fs.read", path: "inside-link" });
+    expect(error).toBeUndefined();
+    expect(c.text()).toBe("hello\n");
+  });
+
+  test("the home root is allowed too", async () => {
+    await writeFile(join(g.home, ".profile"), "x");
+    expect(result((await call(h, { tool: "fs.stat", path: join(g.home, ".profile") })).c)).toMatchObject({ type: "file", size: 1 });
+  });
+});
+
+describe("fs tools", () => {
+  test("stat and list describe files, dirs and symlinks", async () => {
+    expect(result((await call(h, { tool: "fs.stat", path: "src/a.txt" })).c)).toMatchObject({
+      path: join(g.workspace, "src/a.txt"),
+      type: "file",
+      size: 6,
+    });
+    const list = result((await call(h, { tool: "fs.list", path: "." })).c) as Array<{ name: string; type: string; target?: string }>;
+    expect(list.map((e) => [e.name, e.type, e.target])).toEqual([
+      ["dangling-out", "symlink", "/etc/hostname-that-does-not-exist"],
+      ["etc-link", "symlink", "/etc"],
+      ["inside-link", "symlink", "src/a.txt"],
+      ["src", "dir", undefined],
+    ]);
+  });
+
+  test("read of a missing file is not_found", async () => {
+    expect((await call(h, { tool: "fs.read", path: "nope.txt" })).error?.code).toBe("not_found");
+  });
+
+  test("read streams the file, eof, then result {size}", async () => {
+    const big = crypto.getRandomValues(new Uint8Array(60000));
+    const data = Buffer.concat(Array.from({ length: Math.ceil((DEFAULT_WINDOW * 1.5) / big.length) }, () => big));
+    await writeFile(join(g.workspace, "big.bin"), data);
+    const { c, error } = await call(h, { tool: "fs.read", path: "big.bin" });
+    expect(error).toBeUndefined();
+    expect(Buffer.concat(c.out).equals(data)).toBe(true);
+    expect(c.eofs).toEqual([1]);
+    expect(result(c)).toEqual({ size: data.length });
+  });
+
+  test("write replaces the target only at eof, atomically", async () => {
+    const target = join(g.workspace, "src", "a.txt");
+    const s = h.mux.open({ tool: "fs.write", path: "src/a.txt", mode: 0o640 });
+    const c = collect(s);
+    await s.write(0, new TextEncoder().encode("new content, part one; "));
+    await Bun.sleep(50);
+    // Before eof the old content is still there and a temporary file sits beside it.
+    expect(await Bun.file(target).text()).toBe("hello\n");
+    expect((await readdir(join(g.workspace, "src"))).some((n) => n.endsWith(".tmp"))).toBe(true);
+    await s.write(0, new TextEncoder().encode("part two"));
+    s.eof(0);
+    expect(await c.closed).toBeUndefined();
+    expect(result(c)).toEqual({ size: 31 });
+    expect(await Bun.file(target).text()).toBe("new content, part one; part two");
+    const st = result((await call(h, { tool: "fs.stat", path: "src/a.txt" })).c) as { mode: number };
+    expect(st.mode).toBe(0o640);
+    expect(await readdir(join(g.workspace, "src"))).toEqual(["a.txt"]);
+  });
+
+  test("a write whose stream is closed before eof leaves no file and no temp file", async () => {
+    const s = h.mux.open({ tool: "fs.write", path: "half.txt" });
+    await s.write(0, new TextEncoder().encode("half"));
+    await Bun.sleep(50);
+    s.close();
+    await Bun.sleep(100);
+    expect((await readdir(g.workspace)).filter((n) => n.includes("half"))).toEqual([]);
+  });
+
+  test("a write into a missing directory is not_found", async () => {
+    const s = h.mux.open({ tool: "fs.write", path: "no/such/dir/x.txt" });
+    const c = collect(s);
+    expect((await c.closed)?.code).toBe("not_found");
+  });
+});

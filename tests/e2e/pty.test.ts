@@ -1,0 +1,88 @@
+// A terminal owned by the box: resize, type, see output; disconnect, reattach,
+// and the screen comes back with the command still running.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { HUTCH, makeHome, waitFor, type Home } from "../helpers.ts";
+
+let h: Home;
+beforeAll(async () => {
+  h = makeHome();
+  expect((await h.run(["box", "create", "t", "--start"])).code).toBe(0);
+});
+afterAll(() => h.cleanup());
+
+/** Runs hutch on a real local terminal (as a person would), collecting what it prints. */
+function onTerminal(args: string[], cols = 80, rows = 24) {
+  let screen = "";
+  const decoder = new TextDecoder();
+  const proc = Bun.spawn([HUTCH, ...args], {
+    env: h.env,
+    terminal: {
+      cols,
+      rows,
+      data(_t, bytes) {
+        screen += decoder.decode(bytes, { stream: true });
+      },
+    },
+  });
+  return {
+    proc,
+    text: () => screen,
+    type: (s: string) => proc.terminal!.write(s),
+    until: (what: string | RegExp, ms = 15000) =>
+      waitFor(`terminal output ${what}`, () => (typeof what === "string" ? screen.includes(what) : what.test(screen)), ms),
+  };
+}
+
+describe("hutch exec --tty", () => {
+  test("resize, type, disconnect, reattach: screen back, command still running", async () => {
+    const a = onTerminal(["exec", "--tty", "t", "--", "sh"]);
+    await a.until("$ ");
+    a.proc.terminal!.resize(100, 30);
+    await Bun.sleep(200);
+    a.type("stty size\n");
+    await a.until("30 100");
+    a.type("i=0; while true; do i=$((i+1)); echo tick-$i; sleep 0.3; done\n");
+    await a.until("tick-3");
+    // Disconnect the hard way: the client dies, the terminal in the box does not.
+    a.proc.kill("SIGKILL");
+    await a.proc.exited;
+
+    const list = await h.run(["pty", "list", "t", "--json"]);
+    expect(list.code).toBe(0);
+    const ptys = JSON.parse(list.stdout) as { id: string; argv: string[]; cols: number; rows: number }[];
+    expect(ptys.length).toBe(1);
+    expect(ptys[0]!.argv).toEqual(["sh"]);
+    const id = ptys[0]!.id;
+
+    const seenBefore = Math.max(...[...a.text().matchAll(/tick-(\d+)/g)].map((m) => Number(m[1])));
+    const b = onTerminal(["pty", "attach", "t", id], 100, 30);
+    // The screen comes back: the earlier command and its output are on it.
+    await b.until("stty size");
+    await b.until("30 100");
+    // And the loop kept running while nobody watched: later ticks arrive.
+    await b.until(new RegExp(`tick-(${seenBefore + 5}|${seenBefore + 6}|${seenBefore + 7})`));
+
+    // Ctrl-A d detaches without stopping anything.
+    b.type("\x01d");
+    expect(await b.proc.exited).toBe(0);
+    expect(b.text()).toContain(`reattach: hutch pty attach t ${id}`);
+    const still = JSON.parse((await h.run(["pty", "list", "t", "--json"])).stdout) as { id: string }[];
+    expect(still.map((p) => p.id)).toEqual([id]);
+
+    // Ctrl-C interrupts the loop (the terminal delivers it), exit ends the shell and the attach.
+    const c = onTerminal(["pty", "attach", "t", id]);
+    await c.until("tick-");
+    c.type("\x03");
+    c.type("echo done-$((40+2))\n");
+    await c.until("done-42");
+    c.type("exit 5\n");
+    expect(await c.proc.exited).toBe(5);
+    expect(JSON.parse((await h.run(["pty", "list", "t", "--json"])).stdout)).toEqual([]);
+  });
+
+  test("attaching to a terminal that does not exist: exit 4", async () => {
+    const r = await h.run(["pty", "attach", "t", "pty_doesnotexist000000"]);
+    expect(r.code).toBe(4);
+    expect(r.stderr).toContain("pty_doesnotexist000000");
+  });
+});
