@@ -8,6 +8,12 @@ type Names = GlobalArgs & { names: string[] };
 
 /** Runs one lifecycle verb over many boxes, keeps going past failures, reports them all. */
 async function eachBox(a: Names, verb: string, act: (name: string, key: string) => Promise<unknown>): Promise<void> {
+  if (a.names.length === 1) {
+    const r = await act(a.names[0]!, crypto.randomUUID());
+    if (a.json) printJson(r);
+    else process.stdout.write(`${verb} ${a.names[0]}\n`);
+    return;
+  }
   const results: unknown[] = [];
   let worst = 0;
   for (const name of a.names) {
@@ -21,7 +27,7 @@ async function eachBox(a: Names, verb: string, act: (name: string, key: string) 
       worst = Math.max(worst, code);
     }
   }
-  if (a.json) printJson(a.names.length === 1 ? results[0] : results);
+  if (a.json) printJson(results);
   setExitCode(worst);
 }
 

@@ -8,7 +8,8 @@ import { boxesController } from "./boxes/index.ts";
 import { streamDoc } from "./stream/index.ts";
 
 export function buildApp(deps: { boxes: BoxService; home: string }) {
-  return new Elysia()
+  // normalize: false makes unknown body keys an error instead of silently dropping them.
+  return new Elysia({ normalize: false })
     .use(openapi({ path: "/openapi", documentation: { info: { title: "hutch daemon API", version: HUTCH_VERSION } } }))
     .onError(({ error, code, set }) => {
       if (error instanceof HutchError) {

@@ -6,7 +6,7 @@ import { BoxModel } from "./model.ts";
 const idem = (headers: Record<string, string | undefined>) => headers["idempotency-key"] ?? null;
 
 export function boxesController(boxes: BoxService) {
-  return new Elysia({ prefix: "/v1/boxes", tags: ["boxes"] })
+  return new Elysia({ prefix: "/v1/boxes", tags: ["boxes"], normalize: false })
     .get("/", () => boxes.list(), { response: BoxModel.boxes, detail: { summary: "List boxes" } })
     .post("/", ({ body, headers, set }) => {
       set.status = 201;

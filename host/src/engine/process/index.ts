@@ -61,7 +61,12 @@ export class ProcessEngine implements Engine {
   constructor(private readonly home: string) {}
 
   async probe(): Promise<ProbeResult> {
-    const proc = Bun.spawnSync([env.bwrap(), "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"], { stderr: "pipe" });
+    let proc: { exitCode: number | null; stderr?: Buffer };
+    try {
+      proc = Bun.spawnSync([env.bwrap(), "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"], { stderr: "pipe" });
+    } catch (err) {
+      proc = { exitCode: null, stderr: Buffer.from((err as Error).message) };
+    }
     if (proc.exitCode === 0) return { ok: true, engine: "process", detail: "bubblewrap can create user, pid and network namespaces" };
     const err = proc.stderr?.toString().trim() || `exit ${proc.exitCode}`;
     const missing = proc.exitCode === null || /ENOENT|not found|No such file/i.test(err);

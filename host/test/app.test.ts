@@ -1,0 +1,103 @@
+// The daemon API in-process (app.handle, no socket), over a real sqlite file.
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openDb } from "../src/store/db.ts";
+import { BoxStore } from "../src/store/boxes.ts";
+import { BoxService } from "../src/daemon/boxes/service.ts";
+import { ProcessEngine } from "../src/engine/process/index.ts";
+import { buildApp } from "../src/daemon/app.ts";
+
+const home = mkdtempSync(join(tmpdir(), "hutch-app-"));
+const db = openDb(join(home, "hutch.db"));
+const boxes = new BoxService(new BoxStore(db), { process: new ProcessEngine(home) }, home);
+const app = buildApp({ boxes, home });
+afterAll(() => {
+  db.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  const res = await app.handle(
+    new Request(`http://hutch${path}`, {
+      method,
+      headers: body === undefined ? headers : { "content-type": "application/json", ...headers },
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+    }),
+  );
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+describe("daemon API", () => {
+  test("health", async () => {
+    const r = await call("GET", "/v1/health");
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ ok: true, home });
+  });
+
+  test("create (stopped), list, get by name and by id", async () => {
+    const c = await call("POST", "/v1/boxes", { name: "one" });
+    expect(c.status).toBe(201);
+    expect(c.body).toMatchObject({ name: "one", state: "stopped", desired: "stopped", engine: "process", isolation: "namespace" });
+    expect(c.body.id).toMatch(/^box_[0-9a-z]{20}$/);
+    expect((await call("GET", "/v1/boxes")).body.map((b: any) => b.name)).toEqual(["one"]);
+    expect((await call("GET", "/v1/boxes/one")).body.id).toBe(c.body.id);
+    expect((await call("GET", `/v1/boxes/${c.body.id}`)).body.name).toBe("one");
+  });
+
+  test("an idempotency key replays the first answer and creates nothing new", async () => {
+    const a = await call("POST", "/v1/boxes", { name: "idem" }, { "idempotency-key": "k-1" });
+    const b = await call("POST", "/v1/boxes", { name: "idem" }, { "idempotency-key": "k-1" });
+    expect(a.status).toBe(201);
+    expect(b.status).toBe(201);
+    expect(b.body.id).toBe(a.body.id);
+    const c = await call("POST", "/v1/boxes", { name: "idem" }, { "idempotency-key": "k-2" });
+    expect(c.status).toBe(409);
+  });
+
+  test.each([
+    [{ name: "Upper" }, "name"],
+    [{ name: "" }, "name"],
+    [{ name: "x".repeat(64) }, "name"],
+    [{ name: "ok", engine: "docker" }, "engine"],
+    [{ name: "ok", start: 1 }, "start"],
+    [{ name: "ok", extra: true }, "extra"],
+    [{}, "name"],
+  ])("a malformed body %j is a 400 naming %s, and stores nothing", async (body, field) => {
+    const before = (await call("GET", "/v1/boxes")).body.length;
+    const r = await call("POST", "/v1/boxes", body);
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe("invalid");
+    expect(r.body.error.message).toStartWith(`${field}`);
+    expect((await call("GET", "/v1/boxes")).body.length).toBe(before);
+  });
+
+  test("not JSON at all is a 400", async () => {
+    const r = await call("POST", "/v1/boxes", "{nope");
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe("invalid");
+  });
+
+  test("an unknown box is a 404 with the next command", async () => {
+    const r = await call("POST", "/v1/boxes/ghost/start");
+    expect(r.status).toBe(404);
+    expect(r.body.error).toMatchObject({ code: "not_found", message: 'no box named "ghost"', hint: "list boxes: hutch box list" });
+  });
+
+  test("deleting a stopped box removes its rows and files", async () => {
+    const c = await call("POST", "/v1/boxes", { name: "gone" });
+    const d = await call("DELETE", "/v1/boxes/gone");
+    expect(d.status).toBe(200);
+    expect(d.body).toEqual({ id: c.body.id, name: "gone", deleted: true });
+    expect((await call("GET", "/v1/boxes/gone")).status).toBe(404);
+    expect(db.query("SELECT count(*) AS n FROM ops WHERE box_id = ?").get(c.body.id)).toEqual({ n: 0 });
+  });
+
+  test("the stream endpoint answers a plain GET with 426 and is documented", async () => {
+    const r = await call("GET", "/v1/boxes/one/stream");
+    expect(r.status).toBe(426);
+    const doc = await call("GET", "/openapi/json");
+    expect(Object.keys(doc.body.paths)).toContain("/v1/boxes/{ref}/stream");
+  });
+});
