@@ -37,7 +37,7 @@ export class Connection {
   ) {
     this.writer = new SocketWriter(socket);
     this.mux = new Mux(
-      { write: (bytes) => this.writer.write(bytes), close: () => this.writer.end() },
+      { write: (bytes) => this.writer.write(bytes), writeParts: (header, payload) => this.writer.writeParts(header, payload), close: () => this.writer.end() },
       {
         role: "guest",
         window: DEFAULT_WINDOW,

@@ -15,6 +15,7 @@ export class SocketWriter {
     return n;
   }
 
+  /** Writes a buffer the caller hands over: it will not touch it again, so an unwritten tail is kept without a copy. */
   write(bytes: Uint8Array): void {
     if (this.ended) return;
     if (this.queue.length > 0) {
@@ -22,9 +23,25 @@ export class SocketWriter {
       return;
     }
     const n = this.socket.write(bytes);
-    // The caller hands over a buffer it will not touch again (encodeFrame
-    // makes a fresh one per frame), so the unwritten tail is kept without a copy.
     if (n < bytes.length) this.queue.push(bytes.subarray(Math.max(n, 0)));
+  }
+
+  /**
+   * Writes a frame header (handed over) and its payload (still the caller's,
+   * so whatever the socket does not take now is copied) one after the other.
+   */
+  writeParts(header: Uint8Array, payload: Uint8Array): void {
+    if (this.ended) return;
+    if (this.queue.length === 0) {
+      const n = this.socket.write(header);
+      if (n < header.length) this.queue.push(header.subarray(Math.max(n, 0)));
+    } else this.queue.push(header);
+    if (this.queue.length > 0) {
+      this.queue.push(payload.slice());
+      return;
+    }
+    const n = this.socket.write(payload);
+    if (n < payload.length) this.queue.push(payload.slice(Math.max(n, 0)));
   }
 
   /** The socket can take more: flush the queue in order. */

@@ -1,4 +1,4 @@
-// The host↔guest wire format. Runtime-neutral: Uint8Array and DataView only.
+// The host↔guest wire format. Runtime-neutral: Uint8Array only.
 // Documented in guest/PROTOCOL.md; change both together.
 
 export const PROTOCOL_VERSION = 1;
@@ -44,6 +44,37 @@ export class ProtocolError extends Error {
 const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder("utf-8", { fatal: true });
 
+/**
+ * Writes a frame header into `out` at `at`, for a payload of `payloadLength`
+ * bytes that follows it. Plain byte stores: a DataView would make the engine
+ * materialize the ArrayBuffer of every buffer it touches, on every frame.
+ */
+export function writeHeader(
+  out: Uint8Array,
+  at: number,
+  type: FrameTypeName,
+  stream: number,
+  chan: number,
+  seq: number,
+  payloadLength: number,
+): void {
+  if (payloadLength > MAX_PAYLOAD) {
+    throw new ProtocolError(`payload of ${payloadLength} bytes exceeds the ${MAX_PAYLOAD}-byte cap`);
+  }
+  putU32(out, at, HEADER_BYTES - 4 + payloadLength);
+  putU32(out, at + 4, seq);
+  out[at + 8] = FrameType[type];
+  out[at + 9] = chan;
+  putU32(out, at + 10, stream);
+}
+
+/** A header alone, for a transport that writes it and the payload without joining them. */
+export function encodeHeader(type: FrameTypeName, stream: number, chan: number, seq: number, payloadLength: number): Uint8Array {
+  const out = new Uint8Array(HEADER_BYTES);
+  writeHeader(out, 0, type, stream, chan, seq, payloadLength);
+  return out;
+}
+
 export function encodeFrame(
   type: FrameTypeName,
   stream: number,
@@ -51,18 +82,41 @@ export function encodeFrame(
   seq: number,
   payload: Uint8Array,
 ): Uint8Array {
-  if (payload.length > MAX_PAYLOAD) {
-    throw new ProtocolError(`payload of ${payload.length} bytes exceeds the ${MAX_PAYLOAD}-byte cap`);
-  }
   const out = new Uint8Array(HEADER_BYTES + payload.length);
-  const view = new DataView(out.buffer);
-  view.setUint32(0, HEADER_BYTES - 4 + payload.length);
-  view.setUint32(4, seq >>> 0);
-  view.setUint8(8, FrameType[type]);
-  view.setUint8(9, chan);
-  view.setUint32(10, stream >>> 0);
+  writeHeader(out, 0, type, stream, chan, seq, payload.length);
   out.set(payload, HEADER_BYTES);
   return out;
+}
+
+/**
+ * Frames a payload by writing its header into the HEADER_BYTES right in front
+ * of it, in the same buffer: a relay passes a decoded frame on by writing the
+ * new header over the old one, without copying the payload. The caller must
+ * own those bytes. Returns null when the payload has no room in front (the
+ * caller then copies with encodeFrame).
+ */
+export function reframe(
+  type: FrameTypeName,
+  stream: number,
+  chan: number,
+  seq: number,
+  payload: Uint8Array,
+): Uint8Array | null {
+  if (payload.byteOffset < HEADER_BYTES) return null;
+  const frame = new Uint8Array(payload.buffer, payload.byteOffset - HEADER_BYTES, HEADER_BYTES + payload.length);
+  writeHeader(frame, 0, type, stream, chan, seq, payload.length);
+  return frame;
+}
+
+function putU32(out: Uint8Array, at: number, n: number): void {
+  out[at] = n >>> 24;
+  out[at + 1] = (n >>> 16) & 0xff;
+  out[at + 2] = (n >>> 8) & 0xff;
+  out[at + 3] = n & 0xff;
+}
+
+function getU32(b: Uint8Array, at: number): number {
+  return ((b[at]! << 24) | (b[at + 1]! << 16) | (b[at + 2]! << 8) | b[at + 3]!) >>> 0;
 }
 
 export function encodeJson(value: unknown): Uint8Array {
@@ -80,13 +134,13 @@ export function decodeJson(payload: Uint8Array): unknown {
 
 export function encodeU32(n: number): Uint8Array {
   const out = new Uint8Array(4);
-  new DataView(out.buffer).setUint32(0, n >>> 0);
+  putU32(out, 0, n >>> 0);
   return out;
 }
 
 export function decodeU32(payload: Uint8Array): number {
   if (payload.length !== 4) throw new ProtocolError(`credit payload must be 4 bytes, got ${payload.length}`);
-  return new DataView(payload.buffer, payload.byteOffset, 4).getUint32(0);
+  return getU32(payload, 0);
 }
 
 /**
@@ -118,16 +172,16 @@ export class FrameDecoder {
       }
       if (this.buffered < 4 + len) break;
       const bytes = this.take(4 + len);
-      const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.length);
-      const seq = view.getUint32(4);
-      const typeCode = view.getUint8(8);
+      const seq = getU32(bytes, 4);
+      const typeCode = bytes[8]!;
       const type = TYPE_NAMES.get(typeCode);
       if (!type) throw new ProtocolError(`unknown frame type ${typeCode}`);
       if (seq !== this.expectSeq) {
         throw new ProtocolError(`frame seq ${seq} where ${this.expectSeq} was expected`);
       }
       this.expectSeq = (this.expectSeq + 1) >>> 0;
-      frames.push({ type, chan: view.getUint8(9), stream: view.getUint32(10), seq, payload: bytes.subarray(HEADER_BYTES) });
+      // The payload keeps its header in front of it: reframe() relies on that.
+      frames.push({ type, chan: bytes[9]!, stream: getU32(bytes, 10), seq, payload: bytes.subarray(HEADER_BYTES) });
     }
     return frames;
   }
@@ -139,9 +193,7 @@ export class FrameDecoder {
 
   private peekU32(): number {
     const first = this.chunks[0]!;
-    if (first.length - this.head >= 4) {
-      return new DataView(first.buffer, first.byteOffset + this.head, 4).getUint32(0);
-    }
+    if (first.length - this.head >= 4) return getU32(first, this.head);
     let n = 0;
     let ci = 0;
     let off = this.head;
