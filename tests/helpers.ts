@@ -108,3 +108,26 @@ export async function waitFor<T>(what: string, fn: () => T | Promise<T>, timeout
 }
 
 export const sha256 = (b: Uint8Array) => new Bun.CryptoHasher("sha256").update(b).digest("hex");
+
+/** Runs hutch on a real local terminal (as a person would), collecting what it prints. */
+export function onTerminal(h: Home, args: string[], cols = 80, rows = 24) {
+  let screen = "";
+  const decoder = new TextDecoder();
+  const proc = Bun.spawn([HUTCH, ...args], {
+    env: h.env,
+    terminal: {
+      cols,
+      rows,
+      data(_t, bytes) {
+        screen += decoder.decode(bytes, { stream: true });
+      },
+    },
+  });
+  return {
+    proc,
+    text: () => screen,
+    type: (s: string) => proc.terminal!.write(s),
+    until: (what: string | RegExp, ms = 15000) =>
+      waitFor(`terminal output ${what}`, () => (typeof what === "string" ? screen.includes(what) : what.test(screen)), ms),
+  };
+}

@@ -26,4 +26,8 @@ export const env = {
   logLevel: () => process.env.HUTCH_LOG_LEVEL || undefined,
   logFormat: () => process.env.HUTCH_LOG_FORMAT || undefined,
   bwrap: () => process.env.HUTCH_BWRAP || "bwrap",
+  /** What kind of client this CLI declares itself to the daemon: cli, agent, ide, orchestrator. */
+  clientKind: () => process.env.HUTCH_CLIENT || "cli",
+  /** An optional name telling clients of one kind apart (e.g. two agents). */
+  clientName: () => process.env.HUTCH_CLIENT_NAME || undefined,
 };

@@ -8,11 +8,15 @@ import { BoxStore } from "../src/store/boxes.ts";
 import { BoxService } from "../src/daemon/boxes/service.ts";
 import { ProcessEngine } from "../src/engine/process/index.ts";
 import { buildApp } from "../src/daemon/app.ts";
+import { SessionStore } from "../src/store/sessions.ts";
+import { SessionService } from "../src/session/service.ts";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-app-"));
 const db = openDb(join(home, "hutch.db"));
 const boxes = new BoxService(new BoxStore(db), { process: new ProcessEngine(home) }, home);
-const app = buildApp({ boxes, home });
+const sessionStore = new SessionStore(db);
+const sessions = new SessionService(sessionStore, boxes);
+const app = buildApp({ boxes, sessions, sessionStore, home });
 afterAll(() => {
   db.close();
   rmSync(home, { recursive: true, force: true });

@@ -58,3 +58,42 @@ export type Op = Static<typeof Op>;
 
 export const Health = Type.Object({ ok: Type.Boolean(), version: Type.String(), pid: Type.Integer(), home: Type.String() });
 export type Health = Static<typeof Health>;
+
+export const SessionState = Type.Union([Type.Literal("open"), Type.Literal("closed")]);
+export const ClientKind = Type.Union([Type.Literal("cli"), Type.Literal("ide"), Type.Literal("agent"), Type.Literal("orchestrator")]);
+export type ClientKind = Static<typeof ClientKind>;
+
+export const Session = Type.Object({
+  id: Type.String(),
+  box: Type.String(),
+  boxName: Type.String(),
+  agent: Type.String(),
+  label: Type.Optional(Type.String()),
+  state: SessionState,
+  owner: Type.String(),
+  pty: Type.Optional(Type.String()),
+  driver: Type.Optional(
+    Type.Object({
+      actor: Type.Object({ kind: Type.String(), id: Type.String() }),
+      leaseMs: Type.Optional(Type.Integer()),
+      expiresAt: Type.Optional(Type.String()),
+    }),
+  ),
+  lastSeq: Type.Integer({ minimum: 0 }),
+  createdAt: Type.String(),
+  closedAt: Type.Optional(Type.String()),
+});
+export type Session = Static<typeof Session>;
+
+export const SessionCreateBody = Type.Object(
+  {
+    box: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+    agent: Type.Optional(Type.Literal("shell")),
+    label: Type.Optional(Type.String({ maxLength: 256 })),
+    argv: Type.Optional(Type.Array(Type.String(), { minItems: 1, maxItems: 256 })),
+    cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+    rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
+  },
+  { additionalProperties: false },
+);
+export type SessionCreateBody = Static<typeof SessionCreateBody>;

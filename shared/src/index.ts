@@ -7,3 +7,4 @@ export * from "./api.ts";
 export * from "./version.ts";
 export * from "./validate.ts";
 export * from "./tar/index.ts";
+export * from "./events.ts";

@@ -1,7 +1,7 @@
 // A terminal owned by the box: resize, type, see output; disconnect, reattach,
 // and the screen comes back with the command still running.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { HUTCH, makeHome, waitFor, type Home } from "../helpers.ts";
+import { makeHome, onTerminal as term, type Home } from "../helpers.ts";
 
 let h: Home;
 beforeAll(async () => {
@@ -10,28 +10,7 @@ beforeAll(async () => {
 });
 afterAll(() => h.cleanup());
 
-/** Runs hutch on a real local terminal (as a person would), collecting what it prints. */
-function onTerminal(args: string[], cols = 80, rows = 24) {
-  let screen = "";
-  const decoder = new TextDecoder();
-  const proc = Bun.spawn([HUTCH, ...args], {
-    env: h.env,
-    terminal: {
-      cols,
-      rows,
-      data(_t, bytes) {
-        screen += decoder.decode(bytes, { stream: true });
-      },
-    },
-  });
-  return {
-    proc,
-    text: () => screen,
-    type: (s: string) => proc.terminal!.write(s),
-    until: (what: string | RegExp, ms = 15000) =>
-      waitFor(`terminal output ${what}`, () => (typeof what === "string" ? screen.includes(what) : what.test(screen)), ms),
-  };
-}
+const onTerminal = (args: string[], cols?: number, rows?: number) => term(h, args, cols, rows);
 
 describe("hutch exec --tty", () => {
   test("resize, type, disconnect, reattach: screen back, command still running", async () => {

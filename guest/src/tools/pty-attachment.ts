@@ -15,6 +15,8 @@ const encoder = new TextEncoder();
 export class Attachment {
   private queue: Uint8Array[] = [];
   private queued = 0;
+  /** The queued snapshot, announced with a screen message when it is sent. */
+  private screenMark: Uint8Array | undefined;
   private pumping = false;
   /** Output was dropped; the next thing sent must be a fresh screen. */
   private behind: boolean;
@@ -68,6 +70,7 @@ export class Attachment {
       if (ticket !== this.awaiting || this.stream.closed) return;
       this.awaiting = 0;
       const bytes = encoder.encode(screen);
+      this.screenMark = bytes;
       this.queue.unshift(bytes);
       this.queued += bytes.length;
       this.pump();
@@ -94,6 +97,11 @@ export class Attachment {
     while (this.queue.length > 0 && this.awaiting === 0) {
       const chunk = this.queue.shift()!;
       this.queued -= chunk.length;
+      if (chunk === this.screenMark) {
+        // Tell the host these bytes are a redraw, so a recorder does not log them as output.
+        this.screenMark = undefined;
+        this.stream.msg({ type: "screen", bytes: chunk.length });
+      }
       const ok = await this.stream.write(Chan.stdout, chunk);
       if (!ok) break;
       // The host granted credit: it is alive, whatever it dropped.

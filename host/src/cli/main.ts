@@ -11,6 +11,8 @@ import { cpCommand } from "./cp.ts";
 import { ptyCommand } from "./pty.ts";
 import { doctorCommand } from "./doctor.ts";
 import { daemonCommand } from "./daemon.ts";
+import { sessionCommand } from "./session.ts";
+import { runCommand } from "./run.ts";
 
 let handlerExit = 0;
 /** Verbs set the process exit code here (yargs handlers return nothing). */
@@ -43,6 +45,8 @@ export async function runCli(argv: string[]): Promise<number> {
     .option("log-level", { type: "string", choices: ["debug", "info", "warn", "error"], describe: "log verbosity (stderr)" })
     .option("log-format", { type: "string", choices: ["text", "json"], describe: "log line format" })
     .middleware((a) => configureLog({ level: (a["log-level"] as string | undefined) ?? env.logLevel(), format: (a["log-format"] as string | undefined) ?? env.logFormat() }))
+    .command(runCommand)
+    .command(sessionCommand)
     .command(boxCommand)
     .command(execCommand)
     .command(cpCommand)

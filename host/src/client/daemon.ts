@@ -3,12 +3,24 @@ import { mkdirSync, openSync, closeSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError, type Health } from "@hutch/shared";
 import { HOME_FILES } from "../paths.ts";
+import { env } from "../env.ts";
 
 export interface DaemonClient {
   home: string;
   socket: string;
+  /** Headers naming this client to the daemon (it stamps the actor from them). */
+  headers: Record<string, string>;
+  /**
+   * Sends a request. Reads, and writes that carry an idempotency key, are
+   * retried across a lost or restarting daemon (starting one if none runs):
+   * the key makes the retry return the first answer, so a write that
+   * reports success happened exactly once.
+   */
   request<T>(method: string, path: string, body?: unknown, opts?: { idempotencyKey?: string }): Promise<T>;
 }
+
+/** How long a request keeps retrying while the daemon is away. */
+const RETRY_FOR_MS = 30_000;
 
 /** argv that runs this same program as `hutch daemon` (compiled binary or from source). */
 export function selfArgv(...args: string[]): string[] {
@@ -36,11 +48,17 @@ function logTail(path: string, lines = 15): string {
 /** Returns a client for the daemon of this home, starting one if none answers. */
 export async function connectDaemon(home: string, opts: { start?: boolean; timeoutMs?: number } = {}): Promise<DaemonClient> {
   const socket = join(home, HOME_FILES.socket);
-  const client = makeClient(home, socket);
+  const client = makeClient(home, socket, () => startDaemon(home, socket, opts.timeoutMs));
   if (await health(socket)) return client;
   if (opts.start === false) {
     throw new HutchError("unavailable", `no daemon answers at ${socket}`, "start one: hutch daemon");
   }
+  await startDaemon(home, socket, opts.timeoutMs);
+  return client;
+}
+
+async function startDaemon(home: string, socket: string, timeoutMs?: number): Promise<void> {
+  if (await health(socket)) return;
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const logPath = join(home, HOME_FILES.log);
   const fd = openSync(logPath, "a", 0o600);
@@ -49,9 +67,9 @@ export async function connectDaemon(home: string, opts: { start?: boolean; timeo
   child.unref();
   let exited: number | null = null;
   void child.exited.then((code) => (exited = code));
-  const deadline = Date.now() + (opts.timeoutMs ?? 15_000);
+  const deadline = Date.now() + (timeoutMs ?? 15_000);
   while (Date.now() < deadline) {
-    if (await health(socket)) return client;
+    if (await health(socket)) return;
     if (exited !== null && exited !== 0) {
       throw new HutchError("unavailable", `the daemon exited with ${exited} while starting:\n${logTail(logPath)}`, `see the log: ${logPath}`);
     }
@@ -60,19 +78,36 @@ export async function connectDaemon(home: string, opts: { start?: boolean; timeo
   throw new HutchError("unavailable", `the daemon did not become ready in time:\n${logTail(logPath)}`, `see the log: ${logPath}`);
 }
 
-function makeClient(home: string, socket: string): DaemonClient {
+function clientHeaders(): Record<string, string> {
+  const name = env.clientName();
+  return { "x-hutch-client": env.clientKind(), ...(name ? { "x-hutch-client-name": name } : {}) };
+}
+
+function makeClient(home: string, socket: string, restart: () => Promise<void>): DaemonClient {
+  const base = clientHeaders();
   return {
     home,
     socket,
+    headers: base,
     async request<T>(method: string, path: string, body?: unknown, opts: { idempotencyKey?: string } = {}): Promise<T> {
-      const headers: Record<string, string> = {};
+      const headers: Record<string, string> = { ...base };
       if (body !== undefined) headers["content-type"] = "application/json";
       if (opts.idempotencyKey) headers["idempotency-key"] = opts.idempotencyKey;
+      const retryable = method === "GET" || opts.idempotencyKey !== undefined;
+      const deadline = Date.now() + RETRY_FOR_MS;
       let res: Response;
-      try {
-        res = await fetch(`http://hutch${path}`, { method, unix: socket, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-      } catch (err) {
-        throw new HutchError("unavailable", `lost the daemon: ${(err as Error).message}`, "retry; if it persists see: hutch doctor");
+      for (;;) {
+        try {
+          // The host must be at least 4 characters: Elysia finds the path by offset.
+          res = await fetch(`http://localhost${path}`, { method, unix: socket, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+          break;
+        } catch (err) {
+          if (!retryable || Date.now() > deadline) {
+            throw new HutchError("unavailable", `lost the daemon: ${(err as Error).message}`, "retry; if it persists see: hutch doctor");
+          }
+          await Bun.sleep(50);
+          await restart().catch(() => undefined);
+        }
       }
       const text = await res.text();
       let parsed: unknown;

@@ -1,12 +1,18 @@
 // `hutch exec` and `hutch pty attach`: pipe the local stdio to a tool stream
 // and come back with the remote exit status (a signal N as 128+N).
+import { read } from "node:fs";
 import { constants } from "node:os";
-import { Chan, HutchError, type MuxStream, type ToolOpen } from "@hutch/shared";
+import { Chan, HEADER_BYTES, HutchError, MAX_PAYLOAD, type MuxStream, type Session, type ToolOpen } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
+import { growPipe } from "./pipe.ts";
 import { openToolStream, streamError } from "./stream.ts";
 
 export interface ExecOptions {
   json?: boolean;
+  /** Extra query for the stream (a session attach: session, steal). */
+  query?: Record<string, string>;
+  /** The command that reattaches, shown on detach. */
+  reattach?: string;
 }
 
 const FORWARDED_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"] as const;
@@ -23,6 +29,7 @@ function signalExit(signal: string): number {
  * Bun.stdout writes at offset 0 of a redirected file: a FileSink appends.)
  */
 function writer(fd: 1 | 2): (bytes: Uint8Array) => Promise<void> {
+  void growPipe(fd);
   const sink = (fd === 1 ? Bun.stdout : Bun.stderr).writer({ highWaterMark: 1024 * 1024 });
   let tail: Promise<unknown> = Promise.resolve();
   return (bytes) => {
@@ -49,6 +56,34 @@ function dataRecord(chan: number, bytes: Uint8Array): Record<string, unknown> {
   }
 }
 
+function readFd(fd: number, buf: Uint8Array, offset: number, length: number): Promise<number> {
+  return new Promise((resolve, reject) => read(fd, buf, offset, length, null, (err, n) => (err ? reject(err) : resolve(n))));
+}
+
+/**
+ * Sends stdin that is not a terminal (a pipe or a file). Each read lands in
+ * one reused buffer behind HEADER_BYTES of room, so forward() frames it in
+ * place: no buffer per chunk and no copy here (the WebSocket copies the frame
+ * out in send(), before forward resolves and the buffer is read into again).
+ * An fd that turns out to be non-blocking falls back to Bun's stream reader.
+ */
+async function pumpStdinBulk(stream: MuxStream): Promise<void> {
+  await growPipe(0);
+  const buf = new Uint8Array(HEADER_BYTES + MAX_PAYLOAD);
+  for (;;) {
+    let n: number;
+    try {
+      n = await readFd(0, buf, HEADER_BYTES, MAX_PAYLOAD);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "EAGAIN") return pumpStdin(stream);
+      break;
+    }
+    if (n === 0 || stream.closed) break;
+    if (!(await stream.forward(Chan.stdin, buf.subarray(HEADER_BYTES, HEADER_BYTES + n)))) return;
+  }
+  stream.eof(Chan.stdin);
+}
+
 async function pumpStdin(stream: MuxStream, transform?: (chunk: Uint8Array) => Uint8Array | null): Promise<void> {
   const reader = Bun.stdin.stream().getReader();
   try {
@@ -70,7 +105,7 @@ async function pumpStdin(stream: MuxStream, transform?: (chunk: Uint8Array) => U
  * the exit code the CLI should use.
  */
 async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boolean, opts: ExecOptions): Promise<number> {
-  const { stream, close } = await openToolStream(daemon, box, call);
+  const { stream, close } = await openToolStream(daemon, box, call, opts.query);
   stream.autoCredit = false;
   const out = writer(1);
   const err = writer(2);
@@ -143,11 +178,12 @@ async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boole
     }
     return new Uint8Array(kept);
   };
-  void pumpStdin(stream, tty && process.stdin.isTTY ? detachKeys : undefined).catch(() => undefined);
+  const input = process.stdin.isTTY ? pumpStdin(stream, tty ? detachKeys : undefined) : pumpStdinBulk(stream);
+  void input.catch(() => undefined);
 
   try {
     const code = await done;
-    if (detached && ptyId) process.stderr.write(`\r\n[detached from ${ptyId}; reattach: hutch pty attach ${box} ${ptyId}]\r\n`);
+    if (detached && ptyId) process.stderr.write(`\r\n[detached from ${ptyId}; reattach: ${opts.reattach ?? `hutch pty attach ${box} ${ptyId}`}]\r\n`);
     return code;
   } finally {
     for (const c of cleanups) c();
@@ -174,4 +210,16 @@ export function execInBox(daemon: DaemonClient, box: string, call: ExecCall, opt
 
 export function attachPty(daemon: DaemonClient, box: string, id: string, opts: ExecOptions = {}): Promise<number> {
   return run(daemon, box, { tool: "pty.attach", id, ...termSize() }, true, opts);
+}
+
+/** Attaches this terminal to a session: the daemon gives us its terminal and the driver slot. */
+export async function attachSession(daemon: DaemonClient, id: string, opts: { steal: boolean; json?: boolean }): Promise<number> {
+  const s = await daemon.request<Session>("GET", `/v1/sessions/${encodeURIComponent(id)}`);
+  if (s.state !== "open") throw new HutchError("conflict", `session ${id} is closed`, `read its log: hutch session log ${id}`);
+  // The pty id is a placeholder the daemon replaces with the session's current terminal.
+  return run(daemon, s.box, { tool: "pty.attach", id: s.pty ?? "pty_0", ...termSize() }, true, {
+    json: opts.json,
+    query: { session: id, ...(opts.steal ? { steal: "1" } : {}) },
+    reattach: `hutch session attach ${id}`,
+  });
 }

@@ -15,9 +15,12 @@ export function streamError(e: StreamError): HutchError {
   return new HutchError(code, message, hint);
 }
 
-export function openToolStream(daemon: DaemonClient, box: string, call: ToolOpen): Promise<ToolStream> {
+export function openToolStream(daemon: DaemonClient, box: string, call: ToolOpen, query: Record<string, string> = {}): Promise<ToolStream> {
   return new Promise((resolve, reject) => {
-    const ws = new WebSocket(`ws+unix://${daemon.socket}:/v1/boxes/${encodeURIComponent(box)}/stream`);
+    const q = new URLSearchParams(query);
+    const url = `ws+unix://${daemon.socket}:/v1/boxes/${encodeURIComponent(box)}/stream${q.size ? `?${q}` : ""}`;
+    // Bun's WebSocket takes headers as a second-argument option: they name the client to the daemon.
+    const ws = new WebSocket(url, { headers: daemon.headers } as unknown as string[]);
     ws.binaryType = "arraybuffer";
     let ready = false;
     const mux = new Mux(

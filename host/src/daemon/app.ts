@@ -6,8 +6,21 @@ import { HUTCH_VERSION, HutchError } from "@hutch/shared";
 import type { BoxService } from "./boxes/service.ts";
 import { boxesController } from "./boxes/index.ts";
 import { streamDoc } from "./stream/index.ts";
+import { sessionsController } from "./sessions/index.ts";
+import { localUser, type Identify } from "./actor.ts";
+import type { SessionService } from "../session/service.ts";
+import type { SessionStore } from "../store/sessions.ts";
 
-export function buildApp(deps: { boxes: BoxService; home: string }) {
+export interface AppDeps {
+  boxes: BoxService;
+  sessions: SessionService;
+  sessionStore: SessionStore;
+  home: string;
+  /** Who the connection belongs to; the local socket's is the daemon's OS user. */
+  identify?: Identify;
+}
+
+export function buildApp(deps: AppDeps) {
   // normalize: false makes unknown body keys an error instead of silently dropping them.
   return new Elysia({ normalize: false })
     .use(openapi({ path: "/openapi", documentation: { info: { title: "hutch daemon API", version: HUTCH_VERSION } } }))
@@ -37,7 +50,8 @@ export function buildApp(deps: { boxes: BoxService; home: string }) {
     })
     .get("/v1/health", () => ({ ok: true, version: HUTCH_VERSION, pid: process.pid, home: deps.home }), { detail: { summary: "Liveness and version" } })
     .use(boxesController(deps.boxes))
-    .use(streamDoc());
+    .use(streamDoc())
+    .use(sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser));
 }
 
 export type App = ReturnType<typeof buildApp>;

@@ -8,6 +8,13 @@ import { BoxService } from "./boxes/service.ts";
 import { ProcessEngine } from "../engine/process/index.ts";
 import { buildApp } from "./app.ts";
 import { streamSocket, upgradeStream, type StreamSocketData } from "./stream/index.ts";
+import { subscribeSocket, upgradeSubscribe, type SubscribeData } from "./sessions/subscribe.ts";
+import { socketHandlers } from "./sockets.ts";
+import { localUser } from "./actor.ts";
+import { SessionStore } from "../store/sessions.ts";
+import { SessionService } from "../session/service.ts";
+import { Recorder } from "../session/recorder.ts";
+import type { Server } from "bun";
 import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
 import { isAlive, procStartTime } from "../engine/pidfile.ts";
@@ -44,18 +51,30 @@ export async function runDaemon(home: string): Promise<number> {
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
   const boxes = new BoxService(new BoxStore(db), { process: new ProcessEngine(home) }, home);
+  const sessionStore = new SessionStore(db);
+  const sessions = new SessionService(sessionStore, boxes);
+  const recorder = new Recorder(sessionStore, sessions, boxes);
+  sessions.attachRecorder(recorder);
+  boxes.onStateChange = (boxId, state, reason) => sessions.boxChanged(boxId, state, reason);
   await boxes.recover();
+  await recorder.recover();
+  sessions.start();
 
   rmSync(socketPath, { force: true });
   const oldMask = process.umask(0o177);
-  const app = buildApp({ boxes, home });
-  const server = Bun.serve<StreamSocketData>({
+  const app = buildApp({ boxes, sessions, sessionStore, home, identify: localUser });
+  const streams = streamSocket(boxes, sessions);
+  const subscribers = subscribeSocket(sessions, sessionStore);
+  const server = Bun.serve<StreamSocketData | SubscribeData>({
     unix: socketPath,
     fetch(req, srv) {
-      if (upgradeStream(req, srv)) return undefined;
+      if (upgradeStream(req, srv as Server<StreamSocketData>, localUser)) return undefined;
+      const sub = upgradeSubscribe(req, srv as Server<SubscribeData>, sessions, localUser);
+      if (sub === true) return undefined;
+      if (sub) return sub;
       return app.handle(req);
     },
-    websocket: streamSocket(boxes),
+    websocket: socketHandlers(streams, subscribers),
   });
   process.umask(oldMask);
   chmodSync(socketPath, 0o600);
@@ -68,6 +87,7 @@ export async function runDaemon(home: string): Promise<number> {
       stopping = true;
       logger.info("shutting down; boxes keep running", { signal });
       await server.stop();
+      sessions.stop();
       await boxes.close();
       db.close();
       if (existsSync(socketPath)) rmSync(socketPath, { force: true });

@@ -26,4 +26,41 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX ops_box ON ops(box_id, status);
   `,
+  `
+  CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    box_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    label TEXT,
+    state TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    argv TEXT NOT NULL,
+    pty TEXT,
+    driver TEXT,
+    driver_lease_ms INTEGER,
+    driver_expires_at INTEGER,
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    pty_chunks INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    closed_at TEXT
+  );
+  CREATE INDEX sessions_box ON sessions(box_id);
+  CREATE TABLE events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL,
+    idem_key TEXT,
+    PRIMARY KEY (session_id, seq)
+  ) WITHOUT ROWID;
+  CREATE UNIQUE INDEX events_idem ON events(session_id, idem_key) WHERE idem_key IS NOT NULL;
+  CREATE TABLE pty_chunks (
+    session_id TEXT NOT NULL,
+    chunk INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (session_id, chunk)
+  ) WITHOUT ROWID;
+  `,
 ];

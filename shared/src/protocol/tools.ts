@@ -83,7 +83,9 @@ export const ExitMsg = Type.Object({
   signal: Type.Union([Type.String({ maxLength: 16 }), Type.Null()]),
 });
 export const ResultMsg = Type.Object({ type: Type.Literal("result"), value: Type.Unknown() });
-export const GuestMsg = Type.Union([StartedMsg, ExitMsg, ResultMsg]);
+/** The next `bytes` bytes on chan 1 redraw the current screen (attach, or catching up); they are not new output. */
+export const ScreenMsg = Type.Object({ type: Type.Literal("screen"), bytes: Type.Integer({ minimum: 0 }) });
+export const GuestMsg = Type.Union([StartedMsg, ExitMsg, ResultMsg, ScreenMsg]);
 export type GuestMsg = Static<typeof GuestMsg>;
 export type ExitMsg = Static<typeof ExitMsg>;
 

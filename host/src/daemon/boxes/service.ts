@@ -2,7 +2,7 @@
 // toward it, and every lifecycle request is an op in the journal. A daemon
 // that dies mid-operation finds the op pending on restart and finishes it.
 import { join } from "node:path";
-import { HutchError, type Box, type BoxCreateBody, type DesiredState, type EngineName } from "@hutch/shared";
+import { HutchError, type Box, type BoxCreateBody, type BoxState, type DesiredState, type EngineName } from "@hutch/shared";
 import type { BoxRow, BoxStore, OpKind } from "../../store/boxes.ts";
 import type { BoxHandle, Engine } from "../../engine/types.ts";
 import { openChannel, type Channel } from "../../engine/channel.ts";
@@ -16,6 +16,8 @@ export class BoxService {
   /** One reconcile at a time per box; requests queue behind it. */
   private readonly locks = new Map<string, Promise<void>>();
   private closing = false;
+  /** Told about every state change (sessions log them as box.state.changed). */
+  onStateChange?: (boxId: string, state: BoxState, reason: string | null) => void;
 
   constructor(
     private readonly store: BoxStore,
@@ -29,6 +31,23 @@ export class BoxService {
 
   get(ref: string): Box {
     return this.toBox(this.row(ref));
+  }
+
+  byId(id: string): BoxRow | null {
+    return this.store.byId(id);
+  }
+
+  /** The box, started first if it is not running. */
+  async ensureRunning(ref: string): Promise<Box> {
+    const row = this.row(ref);
+    if (row.state === "running" && this.channels.get(row.id)?.mux.alive) return this.toBox(row);
+    return this.start(row.id, null);
+  }
+
+  private setState(boxId: string, state: BoxState, reason: string | null = null): void {
+    const before = this.store.byId(boxId)?.state;
+    this.store.setState(boxId, state, reason);
+    if (before !== state) this.onStateChange?.(boxId, state, reason);
   }
 
   async create(body: BoxCreateBody, idemKey: string | null): Promise<Box> {
@@ -176,7 +195,7 @@ export class BoxService {
       logger.error("box operation failed", { box: row.name, err: message });
       this.dropChannel(boxId);
       await engine.kill(box).catch(() => undefined);
-      this.store.setState(boxId, "failed", message);
+      this.setState(boxId, "failed", message);
       this.store.settleOps(boxId, message);
     }
   }
@@ -186,24 +205,24 @@ export class BoxService {
     const observed = await engine.inspect(box);
     if (!observed.running) {
       this.dropChannel(row.id);
-      this.store.setState(row.id, "starting");
+      this.setState(row.id, "starting");
       await engine.start(box);
     }
     if (!this.channels.get(row.id)?.mux.alive) await this.connect(row, engine, box);
-    this.store.setState(row.id, "running");
+    this.setState(row.id, "running");
   }
 
   private async driveStopped(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
     if (row.state === "creating") await engine.create(box);
     if ((await engine.inspect(box)).running) {
-      this.store.setState(row.id, "stopping");
+      this.setState(row.id, "stopping");
       const ch = this.channels.get(row.id);
       const timeout = env.stopTimeoutMs();
       const { forced } = await engine.stop(box, timeout, () => ch?.mux.control({ type: "shutdown", graceMs: Math.floor(timeout / 2) }));
       if (forced) logger.warn("box did not stop in time and was killed", { box: row.name, timeoutMs: timeout });
     }
     this.dropChannel(row.id);
-    this.store.setState(row.id, "stopped");
+    this.setState(row.id, "stopped");
   }
 
   private async driveDeleted(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
@@ -243,7 +262,7 @@ export class BoxService {
     this.dropChannel(boxId);
     const engine = this.engine(row.engine);
     await engine.kill(this.handle(row)).catch(() => undefined);
-    this.store.setState(boxId, "failed", reason);
+    this.setState(boxId, "failed", reason);
   }
 
   private dropChannel(boxId: string): void {

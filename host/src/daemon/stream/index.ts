@@ -8,8 +8,9 @@
 // plain GET (426) so the endpoint is in the OpenAPI document.
 import { Elysia, t } from "elysia";
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
-import { HUTCH_VERSION, HostHello, check, firstError, HutchError, Mux, PROTOCOL_VERSION, ProtocolError, ToolOpen, CAPABILITIES, DEFAULT_WINDOW, type MuxStream } from "@hutch/shared";
+import { type Actor, HUTCH_VERSION, HostHello, check, firstError, HutchError, Mux, PROTOCOL_VERSION, ProtocolError, ToolOpen, CAPABILITIES, DEFAULT_WINDOW, type MuxStream } from "@hutch/shared";
 import type { BoxService } from "../boxes/service.ts";
+import { actorFrom, type Identify } from "../actor.ts";
 import { relay } from "./relay.ts";
 import { log } from "../../log.ts";
 
@@ -18,38 +19,74 @@ const STREAM_PATH = /^\/v1\/boxes\/([^/]{1,128})\/stream$/;
 
 export interface StreamSocketData {
   ref: string;
+  /** Attaching to a session's terminal (?session=ID[&steal=1]): the driver slot and input logging apply. */
+  session?: { id: string; actor: Actor; steal: boolean };
   mux?: Mux;
 }
 
-function openStream(boxes: BoxService, ref: string, client: MuxStream, payload: unknown): void {
+/** What the stream endpoint needs from sessions to attach a client to one. */
+export interface SessionAttacher {
+  /**
+   * Takes the driver slot for the actor (or steals it), makes sure the
+   * session's terminal runs, and returns where it is plus hooks to log typed
+   * input and to give the slot back when the client leaves.
+   */
+  attach(id: string, actor: Actor, steal: boolean): Promise<{ box: string; pty: string; input(bytes: Uint8Array): void; end(): void }>;
+}
+
+const closeWith = (client: MuxStream, err: unknown) => {
+  const e = err instanceof HutchError ? err : new HutchError("failed", String(err));
+  client.close({ code: e.code, message: e.hint ? `${e.message}; ${e.hint}` : e.message });
+};
+
+async function openStream(boxes: BoxService, sessions: SessionAttacher | undefined, data: StreamSocketData, client: MuxStream, payload: unknown): Promise<void> {
   if (!check(ToolOpen, payload)) {
     client.close({ code: "invalid", message: `bad tool call: ${firstError(ToolOpen, payload)}` });
     return;
+  }
+  let ref = data.ref;
+  let attached: Awaited<ReturnType<SessionAttacher["attach"]>> | undefined;
+  if (data.session) {
+    if (payload.tool !== "pty.attach" || !sessions) {
+      client.close({ code: "invalid", message: "a session stream carries one pty.attach" });
+      return;
+    }
+    try {
+      attached = await sessions.attach(data.session.id, data.session.actor, data.session.steal);
+    } catch (err) {
+      return closeWith(client, err);
+    }
+    // The session knows its terminal; the client's idea of it may be stale (the box restarted).
+    payload = { ...payload, id: attached.pty };
+    ref = attached.box;
   }
   let target;
   try {
     target = boxes.channel(ref);
   } catch (err) {
-    const e = err instanceof HutchError ? err : new HutchError("failed", String(err));
-    client.close({ code: e.code, message: e.hint ? `${e.message}; ${e.hint}` : e.message });
-    return;
+    attached?.end();
+    return closeWith(client, err);
   }
   const { box, channel } = target;
   const guest = channel.mux.open(payload);
   relay(client, guest, {
     onGuestViolation: (reason) => channel.mux.fail(new ProtocolError(reason)),
+    ...(attached ? { onInput: attached.input, onClose: attached.end } : {}),
   });
-  logger.debug("stream opened", { box: box.name, tool: payload.tool });
+  logger.debug("stream opened", { box: box.name, tool: (payload as ToolOpen).tool });
 }
 
 /** Upgrades a stream request; returns false when the request is not one. */
-export function upgradeStream(req: Request, server: Server<StreamSocketData>): boolean {
-  const m = STREAM_PATH.exec(new URL(req.url).pathname);
+export function upgradeStream(req: Request, server: Server<StreamSocketData>, identify: Identify): boolean {
+  const url = new URL(req.url);
+  const m = STREAM_PATH.exec(url.pathname);
   if (!m || req.headers.get("upgrade")?.toLowerCase() !== "websocket") return false;
-  return server.upgrade(req, { data: { ref: decodeURIComponent(m[1]!) } });
+  const sessionId = url.searchParams.get("session");
+  const session = sessionId ? { id: sessionId, actor: actorFrom(req, identify), steal: url.searchParams.get("steal") === "1" } : undefined;
+  return server.upgrade(req, { data: { ref: decodeURIComponent(m[1]!), ...(session ? { session } : {}) } });
 }
 
-export function streamSocket(boxes: BoxService): WebSocketHandler<StreamSocketData> {
+export function streamSocket(boxes: BoxService, sessions?: SessionAttacher): WebSocketHandler<StreamSocketData> {
   return {
     maxPayloadLength: 1024 * 1024,
     open(ws: ServerWebSocket<StreamSocketData>) {
@@ -71,7 +108,7 @@ export function streamSocket(boxes: BoxService): WebSocketHandler<StreamSocketDa
               return;
             }
             opened = true;
-            openStream(boxes, ws.data.ref, stream, payload);
+            void openStream(boxes, sessions, ws.data, stream, payload);
           },
           onError(err) {
             logger.warn("client broke the protocol", { err: err.message });

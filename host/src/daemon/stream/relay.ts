@@ -1,12 +1,18 @@
 // Joins one client stream (the CLI's leg, over a WebSocket) to one guest
 // stream (the box's channel). Credit is passed end to end: a byte is credited
 // back to its sender only once the far side consumed it, so the daemon holds
-// at most one window per direction whatever the two ends do.
+// at most one window per direction whatever the two ends do. DATA is passed
+// on with forward(): the payload keeps the buffer it arrived in and only its
+// header is rewritten, so the relay copies no data bytes itself.
 import { Chan, GuestMsg, HostMsg, check, firstError, type MuxStream } from "@hutch/shared";
 
 export interface RelayEvents {
   /** The guest sent something that is not in the protocol: its channel must go. */
   onGuestViolation(reason: string): void;
+  /** Input the client sent (sessions log what their driver types). Called before it is passed on. */
+  onInput?(bytes: Uint8Array): void;
+  /** The relay ended, from either side. */
+  onClose?(): void;
 }
 
 /** Runs actions one after another, so a message never overtakes data still waiting for credit. */
@@ -30,7 +36,8 @@ export function relay(client: MuxStream, guest: MuxStream, events: RelayEvents):
         guest.close();
         return;
       }
-      toGuest(() => guest.write(chan, bytes).then((ok) => ok && client.consumed(bytes.length)));
+      events.onInput?.(bytes);
+      toGuest(() => guest.forward(chan, bytes).then((ok) => ok && client.consumed(bytes.length)));
     },
     eof(chan) {
       toGuest(() => guest.eof(chan));
@@ -44,6 +51,7 @@ export function relay(client: MuxStream, guest: MuxStream, events: RelayEvents):
       toGuest(() => guest.msg(msg));
     },
     close(error) {
+      events.onClose?.();
       toGuest(() => guest.close(error?.code === "channel_lost" ? undefined : error));
     },
   };
@@ -54,7 +62,7 @@ export function relay(client: MuxStream, guest: MuxStream, events: RelayEvents):
         events.onGuestViolation(`guest sent data on channel ${chan}`);
         return;
       }
-      toClient(() => client.write(chan, bytes).then((ok) => ok && guest.consumed(bytes.length)));
+      toClient(() => client.forward(chan, bytes).then((ok) => ok && guest.consumed(bytes.length)));
     },
     eof(chan) {
       toClient(() => client.eof(chan));
@@ -67,6 +75,7 @@ export function relay(client: MuxStream, guest: MuxStream, events: RelayEvents):
       toClient(() => client.msg(msg));
     },
     close(error) {
+      events.onClose?.();
       toClient(() => client.close(error));
     },
   };

@@ -1,0 +1,175 @@
+import type { Argv, CommandModule } from "yargs";
+import { HutchError, type Session, type SessionEvent } from "@hutch/shared";
+import { connectDaemon, type DaemonClient } from "../client/daemon.ts";
+import { subscribe } from "../client/subscribe.ts";
+import { renderEvent } from "../client/render.ts";
+import { attachSession } from "../client/exec.ts";
+import { printJson, table } from "./output.ts";
+import { setExitCode, type GlobalArgs } from "./main.ts";
+
+type IdArgs = GlobalArgs & { id: string };
+const id = (y: Argv<GlobalArgs>) => y.positional("id", { type: "string", demandOption: true, describe: "session id (ses_…)" });
+const path = (sid: string, rest = "") => `/v1/sessions/${encodeURIComponent(sid)}${rest}`;
+
+function sessionLine(s: Session): string[] {
+  return [s.id, s.state, s.boxName, s.agent, s.label ?? "", s.driver ? s.driver.actor.id : "-", String(s.lastSeq)];
+}
+
+function sessionDetails(s: Session): string {
+  const rows: [string, string][] = [
+    ["id", s.id],
+    ["state", s.state],
+    ["box", `${s.boxName} (${s.box})`],
+    ["agent", s.agent],
+    ["label", s.label ?? ""],
+    ["driver", s.driver ? `${s.driver.actor.id} (${s.driver.actor.kind})${s.driver.expiresAt ? `, lease until ${s.driver.expiresAt}` : ""}` : "nobody"],
+    ["events", String(s.lastSeq)],
+    ["created", s.createdAt],
+  ];
+  return rows.filter(([, v]) => v).map(([k, v]) => `${(k + ":").padEnd(9)}${v}`).join("\n") + "\n";
+}
+
+/** Parses 30s, 5m, 1500ms, or plain milliseconds. */
+export function parseDuration(s: string): number {
+  const m = /^(\d+)(ms|s|m|h)?$/.exec(s.trim());
+  if (!m) throw new HutchError("invalid", `--lease ${s}: expected a duration like 30s, 5m or 1500ms`, "e.g. --lease 30s");
+  const n = Number(m[1]);
+  return n * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? "ms") as "ms" | "s" | "m" | "h"];
+}
+
+async function follow(d: DaemonClient, sid: string, from: number, print: (e: SessionEvent) => Promise<void> | void): Promise<void> {
+  const sub = subscribe(d, sid, from, { event: print });
+  const stop = () => sub.close();
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
+  await sub.done;
+}
+
+const driverVerb = (verb: "acquire" | "release" | "steal" | "heartbeat") =>
+  async (a: IdArgs & { lease?: string }) => {
+    const d = await connectDaemon(a.home);
+    const body = verb === "acquire" || verb === "steal" ? (a.lease ? { leaseMs: parseDuration(a.lease) } : {}) : undefined;
+    const s = await d.request<Session>("POST", path(a.id, `/driver/${verb}`), body);
+    if (a.json) return printJson(s);
+    process.stdout.write(s.driver ? `${a.id} is driven by ${s.driver.actor.id}\n` : `${a.id} has no driver\n`);
+  };
+
+export const sessionCommand: CommandModule<GlobalArgs, GlobalArgs> = {
+  command: "session <command>",
+  describe: "durable session logs: list, read, watch, drive, annotate, attach",
+  builder: (y) =>
+    y
+      .command<GlobalArgs & { box?: string; state?: string }>(
+        ["list", "ls"],
+        "list sessions",
+        (c) => c.option("box", { type: "string" }).option("state", { type: "string", choices: ["open", "closed"] }),
+        async (a) => {
+          const d = await connectDaemon(a.home);
+          const q = new URLSearchParams({ ...(a.box ? { box: a.box } : {}), ...(a.state ? { state: a.state } : {}) });
+          const list = await d.request<Session[]>("GET", `/v1/sessions${q.size ? `?${q}` : ""}`);
+          if (a.json) return printJson(list);
+          process.stdout.write(list.length === 0 ? "no sessions; start one: hutch run\n" : table([["ID", "STATE", "BOX", "AGENT", "LABEL", "DRIVER", "EVENTS"], ...list.map(sessionLine)]));
+        },
+      )
+      .command<IdArgs>("info <id>", "show one session", id, async (a) => {
+        const d = await connectDaemon(a.home);
+        const s = await d.request<Session>("GET", path(a.id));
+        if (a.json) printJson(s);
+        else process.stdout.write(sessionDetails(s));
+      })
+      .command<IdArgs & { from: number; follow: boolean }>(
+        "log <id>",
+        "print the log (use --follow to keep going)",
+        (c) => id(c).option("from", { type: "number", default: 1 }).option("follow", { alias: "f", type: "boolean", default: false }),
+        async (a) => {
+          const d = await connectDaemon(a.home);
+          const print = async (e: SessionEvent) => void process.stdout.write((a.json ? JSON.stringify(e) : await renderEvent(d, e)) + "\n");
+          if (a.follow) return follow(d, a.id, a.from, print);
+          let from = a.from;
+          for (;;) {
+            const page = await d.request<{ events: SessionEvent[]; next: number; last: number }>("GET", path(a.id, `/events?from=${from}&limit=1000`));
+            for (const e of page.events) await print(e);
+            if (page.events.length === 0 || page.next > page.last) break;
+            from = page.next;
+          }
+        },
+      )
+      .command<IdArgs & { from: number }>("watch <id>", "follow the session as it happens, rendered for people", (c) => id(c).option("from", { type: "number", default: 1 }), async (a) => {
+        const d = await connectDaemon(a.home);
+        await follow(d, a.id, a.from, async (e) => void process.stdout.write((await renderEvent(d, e)) + "\n"));
+      })
+      .command<IdArgs & { from: number }>(
+        "subscribe <id>",
+        "replay from a seq, then stream live events as NDJSON",
+        (c) => id(c).option("from", { type: "number", default: 1, describe: "first seq to print" }),
+        async (a) => {
+          const d = await connectDaemon(a.home);
+          const out = Bun.stdout.writer();
+          await follow(d, a.id, a.from, async (e) => {
+            out.write(JSON.stringify(e) + "\n");
+            await out.flush();
+          });
+        },
+      )
+      .command<IdArgs & { text: string; newline: boolean }>(
+        "send <id> <text>",
+        "type text into the session's terminal (driver only; Enter added unless --no-newline)",
+        (c) => id(c).positional("text", { type: "string", demandOption: true }).option("newline", { type: "boolean", default: true }),
+        async (a) => {
+          const d = await connectDaemon(a.home);
+          const key = crypto.randomUUID();
+          const r = await d.request<{ seq: number }>("POST", path(a.id, "/input"), { text: a.text + (a.newline ? "\n" : ""), idempotencyKey: key }, { idempotencyKey: key });
+          if (a.json) printJson(r);
+        },
+      )
+      .command<IdArgs & { text: string; anchor?: string; seq?: number }>(
+        "annotate <id> <text>",
+        "add a note to the log, optionally anchored to PATH[:LINE] and/or an event seq",
+        (c) => id(c).positional("text", { type: "string", demandOption: true }).option("anchor", { type: "string", describe: "PATH[:LINE]" }).option("seq", { type: "number" }),
+        async (a) => {
+          const d = await connectDaemon(a.home);
+          let anchor: { path: string; line?: number; seq?: number } | undefined;
+          if (a.anchor) {
+            const m = /^(.+?)(?::(\d+))?$/.exec(a.anchor)!;
+            anchor = { path: m[1]!, ...(m[2] ? { line: Number(m[2]) } : {}) };
+          }
+          if (a.seq !== undefined) {
+            if (!anchor) throw new HutchError("invalid", "--seq anchors need a path too", "add --anchor PATH[:LINE]");
+            anchor.seq = a.seq;
+          }
+          const key = crypto.randomUUID();
+          const r = await d.request<{ seq: number }>("POST", path(a.id, "/annotations"), { text: a.text, ...(anchor ? { anchor } : {}), idempotencyKey: key }, { idempotencyKey: key });
+          if (a.json) printJson(r);
+          else process.stdout.write(`annotated ${a.id} at #${r.seq}\n`);
+        },
+      )
+      .command<IdArgs & { steal: boolean }>(
+        "attach <id>",
+        "attach this terminal (takes the driver slot; Ctrl-A d detaches)",
+        (c) => id(c).option("steal", { type: "boolean", default: false, describe: "take the slot from whoever drives" }),
+        async (a) => {
+          const d = await connectDaemon(a.home);
+          setExitCode(await attachSession(d, a.id, { steal: a.steal, json: a.json }));
+        },
+      )
+      .command<GlobalArgs>(
+        "driver <command>",
+        "the driver slot: acquire, release, steal, heartbeat",
+        (c) =>
+          c
+            .command<IdArgs & { lease?: string }>("acquire <id>", "take the slot when free", (x) => id(x).option("lease", { type: "string", describe: "lapse without heartbeats, e.g. 30s" }), driverVerb("acquire"))
+            .command<IdArgs>("release <id>", "give the slot up", id, driverVerb("release"))
+            .command<IdArgs & { lease?: string }>("steal <id>", "take the slot from its driver (logged)", (x) => id(x).option("lease", { type: "string" }), driverVerb("steal"))
+            .command<IdArgs>("heartbeat <id>", "keep a lease alive", id, driverVerb("heartbeat"))
+            .demandCommand(1, "name a driver command; see: hutch session driver --help"),
+        () => undefined,
+      )
+      .command<IdArgs>("close <id>", "close the session (its log stays)", id, async (a) => {
+        const d = await connectDaemon(a.home);
+        const s = await d.request<Session>("POST", path(a.id, "/close"), {});
+        if (a.json) printJson(s);
+        else process.stdout.write(`closed ${a.id}\n`);
+      })
+      .demandCommand(1, "name a session command; see: hutch session --help"),
+  handler: () => undefined,
+};

@@ -1,0 +1,41 @@
+// Who is calling: stamped from the connection, never from a body. On the
+// local socket (mode 0600) every connection is the daemon's own OS user; the
+// client declares only what kind of client it is.
+import { readFileSync } from "node:fs";
+import { HutchError, type Actor } from "@hutch/shared";
+
+export type Identify = (req: Request) => string;
+
+/** The name of the OS user this process runs as, from /etc/passwd (uid<N> when it has none). */
+function osUserName(): string {
+  const uid = process.getuid?.() ?? 0;
+  try {
+    for (const line of readFileSync("/etc/passwd", "utf8").split("\n")) {
+      const [name, , id] = line.split(":");
+      if (name && Number(id) === uid) return name;
+    }
+  } catch {
+    // no passwd file: fall through
+  }
+  return `uid${uid}`;
+}
+
+const daemonUser = osUserName();
+
+/** The local socket's identity: the OS user the daemon runs as (the socket is 0600). */
+export const localUser: Identify = () => daemonUser;
+
+const KINDS = { cli: "user", ide: "ide", agent: "agent", orchestrator: "orchestrator" } as const;
+
+export function actorFrom(req: Request, identify: Identify): Actor {
+  const user = identify(req);
+  const declared = (req.headers.get("x-hutch-client") ?? "cli").toLowerCase();
+  const kind = KINDS[declared as keyof typeof KINDS];
+  if (!kind) throw new HutchError("invalid", `x-hutch-client: "${declared}" is not one of cli, ide, agent, orchestrator`, "fix the client");
+  const name = req.headers.get("x-hutch-client-name");
+  if (name !== null && !/^[a-z0-9][a-z0-9._-]{0,63}$/.test(name)) {
+    throw new HutchError("invalid", "x-hutch-client-name: lower-case letters, digits, '.', '_' and '-' only", "fix the client");
+  }
+  const id = kind === "user" ? user : `${user}/${declared}${name ? `:${name}` : ""}`;
+  return { kind, id };
+}

@@ -1,0 +1,63 @@
+// HTTP for sessions: parse, validate, stamp the actor, call the service.
+import { Elysia } from "elysia";
+import { eventKinds, HutchError } from "@hutch/shared";
+import type { SessionService } from "../../session/service.ts";
+import type { SessionStore } from "../../store/sessions.ts";
+import { actorFrom, type Identify } from "../actor.ts";
+import { SessionModel } from "./model.ts";
+
+export function sessionsController(sessions: SessionService, store: SessionStore, identify: Identify) {
+  return new Elysia({ prefix: "/v1", tags: ["sessions"], normalize: false })
+    .derive(({ request }) => ({ actor: actorFrom(request, identify) }))
+    .get("/event-kinds", () => eventKinds(), { detail: { summary: "Every registered event kind" } })
+    .post("/sessions", async ({ body, actor, set }) => {
+      set.status = 201;
+      return sessions.create(body, actor);
+    }, { body: SessionModel.create, detail: { summary: "Start a session (creates a box when none is named)" } })
+    .get("/sessions", ({ query, actor }) => sessions.list(actor, query), { query: SessionModel.list, detail: { summary: "List sessions" } })
+    .get("/sessions/:id", ({ params, actor }) => sessions.get(params.id, actor), { params: SessionModel.id })
+    .get(
+      "/sessions/:id/events",
+      ({ params, query, actor }) => {
+        sessions.row(params.id, actor);
+        const from = query.from ?? 1;
+        const rows = store.read(params.id, from, query.limit ?? 1000);
+        const next = rows.length ? rows[rows.length - 1]!.seq + 1 : from;
+        // Events are stored as JSON; the page is assembled without re-parsing them.
+        return new Response(`{"events":[${rows.map((r) => r.json).join(",")}],"next":${next},"last":${store.last(params.id)}}`, {
+          headers: { "content-type": "application/json" },
+        });
+      },
+      { params: SessionModel.id, query: SessionModel.page, detail: { summary: "A page of events from a seq" } },
+    )
+    .post("/sessions/:id/events", ({ params, body, actor }) => ({ seqs: sessions.appendFromClient(params.id, actor, body.events) }), {
+      params: SessionModel.id,
+      body: SessionModel.append,
+      detail: { summary: "Append events (client kinds only; idempotency keys make repeats return the first seq)" },
+    })
+    .post("/sessions/:id/input", async ({ params, body, actor }) => ({ seq: await sessions.input(params.id, actor, body.text, body.idempotencyKey) }), {
+      params: SessionModel.id,
+      body: SessionModel.input,
+      detail: { summary: "Type into the session's terminal (driver only)" },
+    })
+    .post("/sessions/:id/annotations", ({ params, body, actor }) => ({ seq: sessions.annotate(params.id, actor, body.text, body.anchor, body.idempotencyKey) }), {
+      params: SessionModel.id,
+      body: SessionModel.annotate,
+      detail: { summary: "Annotate the session (anyone who can see it)" },
+    })
+    .post("/sessions/:id/driver/acquire", ({ params, body, actor }) => sessions.acquire(params.id, actor, body?.leaseMs), { params: SessionModel.id, body: SessionModel.driver })
+    .post("/sessions/:id/driver/release", ({ params, actor }) => sessions.release(params.id, actor), { params: SessionModel.id })
+    .post("/sessions/:id/driver/steal", ({ params, body, actor }) => sessions.steal(params.id, actor, body?.leaseMs), { params: SessionModel.id, body: SessionModel.driver })
+    .post("/sessions/:id/driver/heartbeat", ({ params, actor }) => sessions.heartbeat(params.id, actor), { params: SessionModel.id })
+    .post("/sessions/:id/close", ({ params, body, actor }) => sessions.close(params.id, actor, body?.reason), { params: SessionModel.id, body: SessionModel.close })
+    .get(
+      "/sessions/:id/output/:chunk",
+      ({ params, actor }) => {
+        sessions.row(params.id, actor);
+        const bytes = store.chunk(params.id, params.chunk);
+        if (!bytes) throw new HutchError("not_found", `session ${params.id} has no output chunk ${params.chunk}`, "see its events: hutch session log " + params.id);
+        return new Response(bytes, { headers: { "content-type": "application/octet-stream" } });
+      },
+      { params: SessionModel.chunk, detail: { summary: "Raw terminal bytes of one output chunk" } },
+    );
+}

@@ -1,0 +1,130 @@
+// GET /v1/sessions/:id/subscribe?from=SEQ (WebSocket): replay from the log,
+// then tail live events, in seq order with no gap and no repeat. Each text
+// message holds one or more events, one JSON object per line; a line
+// {"type":"caught-up","seq":N} marks the end of the replay.
+//
+// A consumer too slow for its bounded buffer is closed with code 4000 and the
+// reason {"resumeFrom":N}: every event before N was handed to the socket (and
+// arrives before the close), so reconnecting from N loses and repeats nothing.
+import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
+import { HutchError, type Actor } from "@hutch/shared";
+import { actorFrom, type Identify } from "../actor.ts";
+import type { SessionService } from "../../session/service.ts";
+import type { SessionStore } from "../../store/sessions.ts";
+
+const PAGE = 2000;
+/** Bytes queued in the socket beyond which replay pauses until drain. */
+const REPLAY_HIGH_WATER = 1024 * 1024;
+/** Bytes queued beyond which a live consumer is too slow and is closed. */
+const LIVE_LIMIT = 8 * 1024 * 1024;
+/** Live events held while a replay catches up, beyond which the consumer is closed. */
+const PENDING_LIMIT = 100_000;
+const PING_MS = 15_000;
+export const CLOSE_SLOW = 4000;
+
+export interface SubscribeData {
+  kind: "subscribe";
+  session: string;
+  actor: Actor;
+  next: number;
+  replaying: boolean;
+  pending: { seq: number; json: string }[];
+  unsubscribe?: () => void;
+  ping?: ReturnType<typeof setInterval>;
+  done: boolean;
+}
+
+export function subscribeData(session: string, actor: Actor, from: number): SubscribeData {
+  return { kind: "subscribe", session, actor, next: Math.max(1, from), replaying: true, pending: [], done: false };
+}
+
+const SUBSCRIBE_PATH = /^\/v1\/sessions\/(ses_[0-9a-z]{20})\/subscribe$/;
+
+/**
+ * Upgrades a subscribe request. Returns undefined when the request is not one,
+ * true when upgraded, or an error Response (unknown session, not allowed).
+ */
+export function upgradeSubscribe(req: Request, server: Server<SubscribeData>, sessions: SessionService, identify: Identify): true | Response | undefined {
+  const url = new URL(req.url);
+  const m = SUBSCRIBE_PATH.exec(url.pathname);
+  if (!m || req.headers.get("upgrade")?.toLowerCase() !== "websocket") return undefined;
+  try {
+    const actor = actorFrom(req, identify);
+    sessions.row(m[1]!, actor);
+    const from = Number(url.searchParams.get("from") ?? "1");
+    if (!Number.isInteger(from) || from < 1) throw new HutchError("invalid", "from: a seq is a whole number from 1", "e.g. ?from=1");
+    if (server.upgrade(req, { data: subscribeData(m[1]!, actor, from) })) return true;
+    throw new HutchError("invalid", "could not upgrade to WebSocket", "connect with a WebSocket client");
+  } catch (err) {
+    const e = err instanceof HutchError ? err : new HutchError("failed", String(err));
+    return Response.json(e.toBody(), { status: e.status });
+  }
+}
+
+export function subscribeSocket(sessions: SessionService, store: SessionStore): WebSocketHandler<SubscribeData> {
+  const closeSlow = (ws: ServerWebSocket<SubscribeData>) => {
+    if (ws.data.done) return;
+    ws.data.done = true;
+    ws.data.unsubscribe?.();
+    ws.close(CLOSE_SLOW, JSON.stringify({ resumeFrom: ws.data.next }));
+  };
+
+  const pump = (ws: ServerWebSocket<SubscribeData>) => {
+    const d = ws.data;
+    while (d.replaying && !d.done) {
+      if (ws.getBufferedAmount() > REPLAY_HIGH_WATER) return; // drain() resumes
+      const rows = store.read(d.session, d.next, PAGE);
+      if (rows.length === 0) {
+        // Caught up with the log: hand over to the live events held meanwhile.
+        d.replaying = false;
+        const held = d.pending.filter((e) => e.seq >= d.next);
+        d.pending = [];
+        if (held.length) sendLive(ws, held);
+        if (!d.done) ws.send(`{"type":"caught-up","seq":${d.next - 1}}`);
+        return;
+      }
+      ws.send(rows.map((r) => r.json).join("\n"));
+      d.next = rows[rows.length - 1]!.seq + 1;
+    }
+  };
+
+  const sendLive = (ws: ServerWebSocket<SubscribeData>, events: { seq: number; json: string }[]) => {
+    const d = ws.data;
+    const fresh = events.filter((e) => e.seq >= d.next);
+    if (fresh.length === 0) return;
+    ws.send(fresh.map((e) => e.json).join("\n"));
+    d.next = fresh[fresh.length - 1]!.seq + 1;
+    if (ws.getBufferedAmount() > LIVE_LIMIT) closeSlow(ws);
+  };
+
+  return {
+    // Above Bun's default (16 MiB) a send is dropped, not queued: our own limits above must bite first.
+    backpressureLimit: 64 * 1024 * 1024,
+    open(ws) {
+      const d = ws.data;
+      // Listen before replaying, so nothing committed during the replay is missed.
+      d.unsubscribe = sessions.bus.subscribe(d.session, (seq, json) => {
+        if (d.done) return;
+        if (d.replaying) {
+          d.pending.push({ seq, json });
+          if (d.pending.length > PENDING_LIMIT) closeSlow(ws);
+          return;
+        }
+        sendLive(ws, [{ seq, json }]);
+      });
+      d.ping = setInterval(() => ws.ping(), PING_MS);
+      pump(ws);
+    },
+    drain(ws) {
+      pump(ws);
+    },
+    message() {
+      // Subscribers only listen.
+    },
+    close(ws) {
+      ws.data.done = true;
+      ws.data.unsubscribe?.();
+      clearInterval(ws.data.ping);
+    },
+  };
+}

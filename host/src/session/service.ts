@@ -1,0 +1,269 @@
+// Sessions: the durable, ordered log of what happens in a box, and who may
+// drive it. No HTTP here; controllers and the recorder call in.
+import { checkEvent, HutchError, newId, type Actor, type Anchor, type EventInput, type Session, type SessionCreateBody } from "@hutch/shared";
+import type { SessionRow, SessionStore, NewEvent } from "../store/sessions.ts";
+import type { BoxService } from "../daemon/boxes/service.ts";
+import { SessionBus } from "./bus.ts";
+import type { Recorder } from "./recorder.ts";
+import { log } from "../log.ts";
+
+const logger = log.create({ service: "sessions" });
+
+export const SYSTEM: Actor = { kind: "system", id: "hutchd" };
+
+/** The user part of an actor id ("alice/agent" → "alice"). */
+export const actorUser = (a: Actor) => a.id.split("/")[0]!;
+const sameActor = (a: Actor, b: Actor) => a.kind === b.kind && a.id === b.id;
+const describe = (a: Actor) => `${a.id} (${a.kind})`;
+
+export class SessionService {
+  readonly bus = new SessionBus();
+  private recorder?: Recorder;
+  private lapseTimer?: ReturnType<typeof setInterval>;
+
+  constructor(
+    private readonly store: SessionStore,
+    private readonly boxes: BoxService,
+  ) {}
+
+  attachRecorder(recorder: Recorder): void {
+    this.recorder = recorder;
+  }
+
+  /** Starts the lease checker. */
+  start(): void {
+    this.lapseTimer = setInterval(() => this.lapseLeases(), 250);
+  }
+
+  stop(): void {
+    clearInterval(this.lapseTimer);
+  }
+
+  toSession(row: SessionRow): Session {
+    const box = this.boxes.byId(row.box_id);
+    return {
+      id: row.id,
+      box: row.box_id,
+      boxName: box?.name ?? "(deleted)",
+      agent: row.agent,
+      ...(row.label ? { label: row.label } : {}),
+      state: row.state,
+      owner: row.owner,
+      ...(row.pty ? { pty: row.pty } : {}),
+      ...(row.driver
+        ? {
+            driver: {
+              actor: JSON.parse(row.driver) as Actor,
+              ...(row.driver_lease_ms ? { leaseMs: row.driver_lease_ms } : {}),
+              ...(row.driver_expires_at ? { expiresAt: new Date(row.driver_expires_at).toISOString() } : {}),
+            },
+          }
+        : {}),
+      lastSeq: row.last_seq,
+      createdAt: row.created_at,
+      ...(row.closed_at ? { closedAt: row.closed_at } : {}),
+    };
+  }
+
+  /** Logs a box's state change in every open session bound to it. */
+  boxChanged(boxId: string, state: string, reason: string | null): void {
+    for (const row of this.store.list({ boxId, state: "open" })) {
+      this.append(row.id, [{ kind: "box.state.changed", data: { box: boxId, state, ...(reason ? { reason } : {}) }, actor: SYSTEM }]);
+    }
+  }
+
+  /** A session the actor may see, or a named error. */
+  row(id: string, actor: Actor): SessionRow {
+    const row = this.store.get(id);
+    if (!row) throw new HutchError("not_found", `no session "${id}"`, "list sessions: hutch session list");
+    if (actor.kind !== "system" && actorUser(actor) !== row.owner) {
+      throw new HutchError("denied", `${describe(actor)} is not allowed to see session ${id}`, `ask its owner (${row.owner}) to share it`);
+    }
+    return row;
+  }
+
+  get(id: string, actor: Actor): Session {
+    return this.toSession(this.row(id, actor));
+  }
+
+  list(actor: Actor, filter: { box?: string; state?: string } = {}): Session[] {
+    const boxId = filter.box ? this.boxes.get(filter.box).id : undefined;
+    return this.store
+      .list({ boxId, state: filter.state })
+      .filter((r) => actor.kind === "system" || r.owner === actorUser(actor))
+      .map((r) => this.toSession(r));
+  }
+
+  async create(body: SessionCreateBody, actor: Actor): Promise<Session> {
+    if (!this.recorder) throw new HutchError("failed", "sessions are not ready yet", "retry in a moment");
+    const box = body.box ? await this.boxes.ensureRunning(body.box) : await this.boxes.create({ name: `run-${newId("ses").slice(-6)}`, start: true }, null);
+    const argv = body.argv ?? ["bash", "-l"];
+    const id = newId("ses");
+    this.store.insert({
+      id,
+      box_id: box.id,
+      agent: body.agent ?? "shell",
+      label: body.label ?? null,
+      state: "open",
+      owner: actorUser(actor),
+      argv: JSON.stringify(argv),
+      pty: null,
+      created_at: new Date().toISOString(),
+    });
+    this.append(id, [{ kind: "session.created", data: { box: box.id, agent: body.agent ?? "shell", ...(body.label ? { label: body.label } : {}) }, actor }]);
+    await this.recorder.ensurePty(this.store.get(id)!, { cols: body.cols ?? 80, rows: body.rows ?? 24 });
+    logger.info("session created", { session: id, box: box.name });
+    return this.toSession(this.store.get(id)!);
+  }
+
+  /** Appends events and publishes them live. The only way anything enters a log. */
+  append(sessionId: string, events: NewEvent[], also?: () => void): number[] {
+    const results = this.store.append(sessionId, events, also);
+    for (const r of results) if (r.fresh) this.bus.publish(sessionId, r.seq, r.json);
+    return results.map((r) => r.seq);
+  }
+
+  /** Client-written events: checked against the registry, actor stamped here. */
+  appendFromClient(id: string, actor: Actor, inputs: EventInput[]): number[] {
+    const row = this.row(id, actor);
+    this.requireOpen(row);
+    inputs.forEach((e, i) => {
+      const problem = checkEvent(e.kind, e.data, "client");
+      if (problem) throw new HutchError("invalid", inputs.length > 1 ? `events.${i}.${problem}` : problem, "see the event kinds: GET /v1/event-kinds");
+    });
+    return this.append(
+      id,
+      inputs.map((e) => ({ kind: e.kind, data: e.data, actor, ...(e.idempotencyKey ? { idempotencyKey: e.idempotencyKey } : {}) })),
+    );
+  }
+
+  annotate(id: string, actor: Actor, text: string, anchor: Anchor | undefined, key?: string): number {
+    return this.appendFromClient(id, actor, [{ kind: "annotation.added", data: { text, ...(anchor ? { anchor } : {}) }, ...(key ? { idempotencyKey: key } : {}) }])[0]!;
+  }
+
+  /** Input from the driver: logged, then typed into the session's terminal. */
+  async input(id: string, actor: Actor, text: string, key?: string): Promise<number> {
+    const row = this.row(id, actor);
+    this.requireOpen(row);
+    this.requireDriver(row, actor);
+    const [seq] = this.store.append(id, [{ kind: "input.sent", data: { text }, actor, ...(key ? { idempotencyKey: key } : {}) }]);
+    if (seq!.fresh) {
+      this.bus.publish(id, seq!.seq, seq!.json);
+      await this.recorder!.write(row, new TextEncoder().encode(text));
+    }
+    return seq!.seq;
+  }
+
+  /**
+   * A client attaches its terminal: it takes the driver slot (refused while
+   * someone else drives, unless it steals), the session's terminal is started
+   * if it is not running, what it types is logged, and leaving gives the slot
+   * back.
+   */
+  async attach(id: string, actor: Actor, steal: boolean) {
+    const row = this.row(id, actor);
+    this.requireOpen(row);
+    if (steal) this.steal(id, actor);
+    else this.acquire(id, actor);
+    const live = await this.recorder!.ensurePty(this.store.get(id)!, { cols: 80, rows: 24 });
+    const decoder = new TextDecoder();
+    return {
+      box: row.box_id,
+      pty: live.pty,
+      input: (bytes: Uint8Array) => this.append(id, [{ kind: "input.sent", data: { text: decoder.decode(bytes, { stream: true }) }, actor }]),
+      end: () => {
+        const now = this.store.get(id);
+        if (now?.state === "open" && now.driver && sameActor(JSON.parse(now.driver) as Actor, actor)) this.release(id, actor);
+      },
+    };
+  }
+
+  acquire(id: string, actor: Actor, leaseMs?: number): Session {
+    const row = this.row(id, actor);
+    this.requireOpen(row);
+    const current = this.driverOf(row);
+    if (current && !sameActor(current, actor)) {
+      throw new HutchError("conflict", `session ${id} is driven by ${describe(current)}`, `take it over: hutch session driver steal ${id}`, { driver: current });
+    }
+    this.setDriver(id, actor, leaseMs, { kind: "session.driver.acquired", data: { driver: actor, ...(leaseMs ? { leaseMs } : {}) }, actor });
+    return this.get(id, actor);
+  }
+
+  release(id: string, actor: Actor): Session {
+    const row = this.row(id, actor);
+    const current = this.driverOf(row);
+    if (!current) return this.toSession(row);
+    if (!sameActor(current, actor)) {
+      throw new HutchError("conflict", `you do not drive session ${id}; ${describe(current)} does`, `take it over: hutch session driver steal ${id}`);
+    }
+    this.append(id, [{ kind: "session.driver.released", data: { driver: actor }, actor }], () =>
+      this.store.update(id, { driver: null, driver_lease_ms: null, driver_expires_at: null }),
+    );
+    return this.get(id, actor);
+  }
+
+  steal(id: string, actor: Actor, leaseMs?: number): Session {
+    const row = this.row(id, actor);
+    this.requireOpen(row);
+    const current = this.driverOf(row);
+    if (!current || sameActor(current, actor)) return this.acquire(id, actor, leaseMs);
+    this.setDriver(id, actor, leaseMs, { kind: "session.driver.stolen", data: { from: current, to: actor }, actor });
+    logger.info("driver stolen", { session: id, from: current.id, to: actor.id });
+    return this.get(id, actor);
+  }
+
+  heartbeat(id: string, actor: Actor): Session {
+    const row = this.row(id, actor);
+    this.requireDriver(row, actor);
+    if (row.driver_lease_ms) this.store.update(id, { driver_expires_at: Date.now() + row.driver_lease_ms });
+    return this.get(id, actor);
+  }
+
+  async close(id: string, actor: Actor, reason?: string): Promise<Session> {
+    const row = this.row(id, actor);
+    if (row.state === "closed") return this.toSession(row);
+    await this.recorder?.stop(row);
+    this.append(id, [{ kind: "session.closed", data: reason ? { reason } : {}, actor }], () =>
+      this.store.update(id, { state: "closed", closed_at: new Date().toISOString(), driver: null, driver_lease_ms: null, driver_expires_at: null }),
+    );
+    return this.get(id, actor);
+  }
+
+  /** The driver, unless its lease ran out (then the slot is free, even before the lapse is logged). */
+  driverOf(row: SessionRow): Actor | null {
+    if (!row.driver) return null;
+    if (row.driver_expires_at && row.driver_expires_at < Date.now()) return null;
+    return JSON.parse(row.driver) as Actor;
+  }
+
+  requireDriver(row: SessionRow, actor: Actor): void {
+    const current = this.driverOf(row);
+    if (current && sameActor(current, actor)) return;
+    if (!current) throw new HutchError("conflict", `nobody drives session ${row.id}; only the driver sends input`, `take the slot first: hutch session driver acquire ${row.id}`);
+    throw new HutchError("conflict", `session ${row.id} is driven by ${describe(current)}; only the driver sends input`, `take it over: hutch session driver steal ${row.id}`, { driver: current });
+  }
+
+  private requireOpen(row: SessionRow): void {
+    if (row.state !== "open") throw new HutchError("conflict", `session ${row.id} is closed`, "start a new one: hutch run");
+  }
+
+  private setDriver(id: string, actor: Actor, leaseMs: number | undefined, event: NewEvent): void {
+    this.append(id, [event], () =>
+      this.store.update(id, {
+        driver: JSON.stringify(actor),
+        driver_lease_ms: leaseMs ?? null,
+        driver_expires_at: leaseMs ? Date.now() + leaseMs : null,
+      }),
+    );
+  }
+
+  private lapseLeases(): void {
+    for (const row of this.store.list({ state: "open" })) {
+      if (!row.driver || !row.driver_expires_at || row.driver_expires_at >= Date.now()) continue;
+      const driver = JSON.parse(row.driver) as Actor;
+      this.append(row.id, [{ kind: "session.driver.lapsed", data: { driver }, actor: SYSTEM }], () =>
+        this.store.update(row.id, { driver: null, driver_lease_ms: null, driver_expires_at: null }),
+      );
+    }
+  }
+}

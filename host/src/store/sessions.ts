@@ -1,0 +1,138 @@
+// Sessions, their event log and their raw PTY bytes. seq is assigned here
+// alone, inside the transaction that stores the event, so it is gapless and
+// monotonic per session; an idempotency key makes a repeat return the first
+// seq and store nothing.
+import type { Database, Statement } from "bun:sqlite";
+import type { Actor } from "@hutch/shared";
+
+export interface SessionRow {
+  id: string;
+  box_id: string;
+  agent: string;
+  label: string | null;
+  state: "open" | "closed";
+  owner: string;
+  argv: string;
+  pty: string | null;
+  driver: string | null;
+  driver_lease_ms: number | null;
+  driver_expires_at: number | null;
+  last_seq: number;
+  pty_chunks: number;
+  created_at: string;
+  closed_at: string | null;
+}
+
+export interface NewEvent {
+  kind: string;
+  data: unknown;
+  actor: Actor;
+  idempotencyKey?: string;
+}
+
+/** An event as stored, with its JSON already serialised (replay sends it as is). */
+export interface StoredEvent {
+  seq: number;
+  json: string;
+}
+
+/** Builds an event's wire JSON from its columns without parsing data or actor. */
+export function eventJson(session: string, seq: number, at: string, actor: string, kind: string, data: string): string {
+  return `{"session":${JSON.stringify(session)},"seq":${seq},"at":"${at}","actor":${actor},"kind":${JSON.stringify(kind)},"data":${data}}`;
+}
+
+export class SessionStore {
+  private readonly insertEvent: Statement;
+  private readonly findIdem: Statement;
+  private readonly bumpSeq: Statement;
+  private readonly lastSeq: Statement;
+  private readonly page: Statement;
+
+  constructor(private readonly db: Database) {
+    this.insertEvent = db.prepare("INSERT INTO events (session_id, seq, at, actor, kind, data, idem_key) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    this.findIdem = db.prepare("SELECT seq FROM events WHERE session_id = ? AND idem_key = ?");
+    this.bumpSeq = db.prepare("UPDATE sessions SET last_seq = ? WHERE id = ?");
+    this.lastSeq = db.prepare("SELECT last_seq FROM sessions WHERE id = ?");
+    this.page = db.prepare("SELECT seq, at, actor, kind, data FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?");
+  }
+
+  insert(row: Omit<SessionRow, "last_seq" | "pty_chunks" | "closed_at" | "driver" | "driver_lease_ms" | "driver_expires_at">): void {
+    this.db
+      .query("INSERT INTO sessions (id, box_id, agent, label, state, owner, argv, pty, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
+      .run(row.id, row.box_id, row.agent, row.label, row.state, row.owner, row.argv, row.pty, row.created_at);
+  }
+
+  get(id: string): SessionRow | null {
+    return this.db.query("SELECT * FROM sessions WHERE id = ?").get(id) as SessionRow | null;
+  }
+
+  list(filter: { boxId?: string; state?: string } = {}): SessionRow[] {
+    const where: string[] = [];
+    const args: string[] = [];
+    if (filter.boxId) (where.push("box_id = ?"), args.push(filter.boxId));
+    if (filter.state) (where.push("state = ?"), args.push(filter.state));
+    const sql = `SELECT * FROM sessions ${where.length ? "WHERE " + where.join(" AND ") : ""} ORDER BY created_at, id`;
+    return this.db.query(sql).all(...args) as SessionRow[];
+  }
+
+  update(id: string, fields: Partial<Pick<SessionRow, "state" | "pty" | "driver" | "driver_lease_ms" | "driver_expires_at" | "closed_at">>): void {
+    const keys = Object.keys(fields);
+    if (keys.length === 0) return;
+    const sql = `UPDATE sessions SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE id = ?`;
+    this.db.query(sql).run(...keys.map((k) => (fields as Record<string, string | number | null>)[k] ?? null), id);
+  }
+
+  /** Appends events in one transaction; returns each one's seq and whether it is new. */
+  append(sessionId: string, events: NewEvent[], also?: () => void): { seq: number; fresh: boolean; json: string }[] {
+    return this.db.transaction(() => {
+      let last = (this.lastSeq.get(sessionId) as { last_seq: number } | null)?.last_seq;
+      if (last === undefined) throw new Error(`session ${sessionId} does not exist`);
+      const out: { seq: number; fresh: boolean; json: string }[] = [];
+      for (const e of events) {
+        if (e.idempotencyKey) {
+          const prior = this.findIdem.get(sessionId, e.idempotencyKey) as { seq: number } | null;
+          if (prior) {
+            out.push({ seq: prior.seq, fresh: false, json: "" });
+            continue;
+          }
+        }
+        const seq = ++last;
+        const at = new Date().toISOString();
+        const actor = JSON.stringify(e.actor);
+        const data = JSON.stringify(e.data);
+        this.insertEvent.run(sessionId, seq, at, actor, e.kind, data, e.idempotencyKey ?? null);
+        out.push({ seq, fresh: true, json: eventJson(sessionId, seq, at, actor, e.kind, data) });
+      }
+      this.bumpSeq.run(last, sessionId);
+      also?.();
+      return out;
+    })();
+  }
+
+  /** Events with seq >= from, at most limit, in order, as wire JSON. */
+  read(sessionId: string, from: number, limit: number): StoredEvent[] {
+    const rows = this.page.values(sessionId, from, limit) as [number, string, string, string, string][];
+    return rows.map(([seq, at, actor, kind, data]) => ({ seq, json: eventJson(sessionId, seq, at, actor, kind, data) }));
+  }
+
+  last(sessionId: string): number {
+    return (this.lastSeq.get(sessionId) as { last_seq: number } | null)?.last_seq ?? 0;
+  }
+
+  /** Stores raw PTY bytes as the next chunk; returns its number. Runs inside append's transaction. */
+  addChunk(sessionId: string, data: Uint8Array): number {
+    const row = this.db.query("UPDATE sessions SET pty_chunks = pty_chunks + 1 WHERE id = ? RETURNING pty_chunks").get(sessionId) as { pty_chunks: number };
+    const chunk = row.pty_chunks - 1;
+    this.db.query("INSERT INTO pty_chunks (session_id, chunk, data) VALUES (?, ?, ?)").run(sessionId, chunk, data);
+    return chunk;
+  }
+
+  chunk(sessionId: string, chunk: number): Uint8Array | null {
+    const row = this.db.query("SELECT data FROM pty_chunks WHERE session_id = ? AND chunk = ?").get(sessionId, chunk) as { data: Uint8Array } | null;
+    return row?.data ?? null;
+  }
+
+  transaction<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+}

@@ -1,0 +1,129 @@
+// The session event vocabulary: every kind registered once, with its schema
+// (opencode's BusEvent.define). The daemon refuses events that do not match,
+// and later issues add kinds here, nowhere else.
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
+import { check, firstError } from "./validate.ts";
+
+export const ActorKind = Type.Union([
+  Type.Literal("user"),
+  Type.Literal("agent"),
+  Type.Literal("ide"),
+  Type.Literal("orchestrator"),
+  Type.Literal("system"),
+]);
+export type ActorKind = Static<typeof ActorKind>;
+
+/** Who did it: stamped by the daemon from the connection, never read from a body. */
+export const Actor = Type.Object({
+  kind: ActorKind,
+  /** e.g. "alice" for a user, "alice/agent" for an agent client of alice. */
+  id: Type.String({ minLength: 1, maxLength: 128 }),
+});
+export type Actor = Static<typeof Actor>;
+
+interface Registered {
+  data: TSchema;
+  /** Clients may append it through the API; otherwise only the daemon writes it. */
+  byClients: boolean;
+}
+const registry = new Map<string, Registered>();
+
+/** Registers an event kind with the schema of its data. Kinds are dotted: `box.state.changed`. */
+export function defineEvent<T extends TSchema>(kind: string, data: T, opts: { byClients?: boolean } = {}): { kind: string; data: T } {
+  if (!/^[a-z]+(\.[a-z]+)+$/.test(kind)) throw new Error(`event kind "${kind}" is not dotted lower case`);
+  if (registry.has(kind)) throw new Error(`event kind "${kind}" is registered twice`);
+  registry.set(kind, { data, byClients: opts.byClients ?? false });
+  return { kind, data };
+}
+
+/** Kinds a client may append directly (the rest are the daemon's to write). */
+export function clientEventKinds(): string[] {
+  return [...registry].filter(([, r]) => r.byClients).map(([k]) => k).sort();
+}
+
+export function eventKinds(): string[] {
+  return [...registry.keys()].sort();
+}
+
+/** null when the data fits its kind; else what is wrong, naming the field. */
+export function checkEvent(kind: string, data: unknown, from: "client" | "daemon" = "daemon"): string | null {
+  const entry = registry.get(kind);
+  if (!entry) return `kind: unknown event kind "${kind}"`;
+  if (from === "client" && !entry.byClients) return `kind: "${kind}" is written by the daemon, not by clients`;
+  if (check(entry.data, data)) return null;
+  return `data.${firstError(entry.data, data)}`;
+}
+
+const Text = (max = 65536) => Type.String({ maxLength: max });
+const Seq = Type.Integer({ minimum: 1 });
+
+export const Anchor = Type.Object(
+  {
+    path: Type.String({ minLength: 1, maxLength: 4096 }),
+    line: Type.Optional(Type.Integer({ minimum: 1 })),
+    seq: Type.Optional(Seq),
+  },
+  { additionalProperties: false },
+);
+export type Anchor = Static<typeof Anchor>;
+
+export const Events = {
+  sessionCreated: defineEvent(
+    "session.created",
+    Type.Object({ box: Type.String(), agent: Type.String(), label: Type.Optional(Text(256)), pty: Type.Optional(Type.String()) }),
+  ),
+  sessionClosed: defineEvent("session.closed", Type.Object({ reason: Type.Optional(Text(1024)) })),
+  boxStateChanged: defineEvent("box.state.changed", Type.Object({ box: Type.String(), state: Type.String(), reason: Type.Optional(Text(4096)) })),
+  inputSent: defineEvent("input.sent", Type.Object({ text: Text() })),
+  outputAppended: defineEvent(
+    "output.appended",
+    Type.Object({
+      /** Where the bytes are: chunk n of the session's PTY store, byte range within it. */
+      chunk: Type.Integer({ minimum: 0 }),
+      offset: Type.Integer({ minimum: 0 }),
+      length: Type.Integer({ minimum: 0 }),
+      /** The bytes are a screen redraw taken at (re)attach, not new output. */
+      snapshot: Type.Optional(Type.Boolean()),
+    }),
+  ),
+  execStarted: defineEvent("exec.started", Type.Object({ argv: Type.Array(Type.String()), pid: Type.Optional(Type.Integer()) })),
+  execExited: defineEvent(
+    "exec.exited",
+    Type.Object({ code: Type.Union([Type.Integer(), Type.Null()]), signal: Type.Union([Type.String(), Type.Null()]) }),
+  ),
+  annotationAdded: defineEvent("annotation.added", Type.Object({ text: Text(), anchor: Type.Optional(Anchor) }, { additionalProperties: false }), { byClients: true }),
+  driverAcquired: defineEvent("session.driver.acquired", Type.Object({ driver: Actor, leaseMs: Type.Optional(Type.Integer({ minimum: 1 })) })),
+  driverReleased: defineEvent("session.driver.released", Type.Object({ driver: Actor })),
+  driverStolen: defineEvent("session.driver.stolen", Type.Object({ from: Actor, to: Actor })),
+  driverLapsed: defineEvent("session.driver.lapsed", Type.Object({ driver: Actor })),
+  checkpointCreated: defineEvent("checkpoint.created", Type.Object({ name: Text(256), ref: Type.Optional(Text(1024)) }), { byClients: true }),
+  verdictRecorded: defineEvent(
+    "verdict.recorded",
+    Type.Object({ verdict: Text(64), score: Type.Optional(Type.Number()), note: Type.Optional(Text()) }),
+    { byClients: true },
+  ),
+  attentionRequired: defineEvent("attention.required", Type.Object({ reason: Text(1024) }), { byClients: true }),
+  errorRaised: defineEvent("error.raised", Type.Object({ message: Text(), code: Type.Optional(Text(64)) }), { byClients: true }),
+};
+
+/** One stored event. */
+export const SessionEvent = Type.Object({
+  session: Type.String(),
+  seq: Seq,
+  at: Type.String(),
+  actor: Actor,
+  kind: Type.String(),
+  data: Type.Unknown(),
+});
+export type SessionEvent = Static<typeof SessionEvent>;
+
+/** What a producer sends: no seq, no actor, no time (the daemon assigns them). */
+export const EventInput = Type.Object(
+  {
+    kind: Type.String({ minLength: 1, maxLength: 128 }),
+    data: Type.Unknown(),
+    idempotencyKey: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
+  },
+  { additionalProperties: false },
+);
+export type EventInput = Static<typeof EventInput>;
