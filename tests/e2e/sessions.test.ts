@@ -398,3 +398,37 @@ describe("attach", () => {
     expect(stolen.data).toEqual({ from: { kind: "agent", id: "root/agent" }, to: { kind: "user", id: "root" } });
   });
 });
+
+describe("reading", () => {
+  test("run without a box creates one; log prints the log for people and as NDJSON; watch follows it", async () => {
+    const r = await h.run(["run", "--detach", "--json"]);
+    expect(r.code).toBe(0);
+    const s = JSON.parse(r.stdout);
+    expect(s.boxName).toMatch(/^run-[0-9a-z]{6}$/);
+    const sid = s.id as string;
+    expect((await h.run(["session", "driver", "acquire", sid])).code).toBe(0);
+    expect((await h.run(["session", "send", sid, "echo marker-$((6*7))"])).code).toBe(0);
+    expect((await h.run(["session", "annotate", sid, "checked", "--anchor", "README.md:3"])).code).toBe(0);
+    await waitFor("the command's output in the log", async () => (await h.run(["session", "log", sid])).stdout.includes("marker-42"));
+    const human = (await h.run(["session", "log", sid])).stdout;
+    expect(human).toContain("session.created");
+    expect(human).toContain('> "echo marker-$((6*7))\\n"');
+    expect(human).toContain("✎ checked @ README.md:3");
+    const nd = (await h.run(["session", "log", sid, "--json", "--from", "2"])).stdout.trim().split("\n").map((l) => JSON.parse(l));
+    expect(nd[0].seq).toBe(2);
+    expect(nd.map((e) => e.seq)).toEqual(nd.map((_, i) => i + 2));
+
+    const w = h.spawn(["session", "watch", sid]);
+    let seen = "";
+    const reader = (async () => {
+      for await (const c of w.stdout as ReadableStream<Uint8Array>) seen += new TextDecoder().decode(c);
+    })();
+    await waitFor("watch to replay", () => seen.includes("marker-42"));
+    expect((await h.run(["session", "annotate", sid, "live note"])).code).toBe(0);
+    await waitFor("watch to show the live note", () => seen.includes("✎ live note"));
+    w.kill();
+    await reader.catch(() => undefined);
+    const list = JSON.parse((await h.run(["session", "list", "--json"])).stdout) as { id: string }[];
+    expect(list.map((x) => x.id)).toContain(sid);
+  });
+});

@@ -115,6 +115,22 @@ export class SessionStore {
     return rows.map(([seq, at, actor, kind, data]) => ({ seq, json: eventJson(sessionId, seq, at, actor, kind, data) }));
   }
 
+  /**
+   * The same page as one NDJSON text (replay's hot path: one string built
+   * with the session's prefix computed once, no object per event).
+   */
+  readText(sessionId: string, from: number, limit: number): { text: string; count: number; last: number } {
+    const rows = this.page.values(sessionId, from, limit) as [number, string, string, string, string][];
+    const head = `{"session":${JSON.stringify(sessionId)},"seq":`;
+    let text = "";
+    for (let i = 0; i < rows.length; i++) {
+      const r = rows[i]!;
+      // kind is a registered dotted lower-case name: it needs no escaping.
+      text += `${i ? "\n" : ""}${head}${r[0]},"at":"${r[1]}","actor":${r[2]},"kind":"${r[3]}","data":${r[4]}}`;
+    }
+    return { text, count: rows.length, last: rows.length ? rows[rows.length - 1]![0] : from - 1 };
+  }
+
   last(sessionId: string): number {
     return (this.lastSeq.get(sessionId) as { last_seq: number } | null)?.last_seq ?? 0;
   }

@@ -73,8 +73,8 @@ export function subscribeSocket(sessions: SessionService, store: SessionStore): 
     const d = ws.data;
     while (d.replaying && !d.done) {
       if (ws.getBufferedAmount() > REPLAY_HIGH_WATER) return; // drain() resumes
-      const rows = store.read(d.session, d.next, PAGE);
-      if (rows.length === 0) {
+      const page = store.readText(d.session, d.next, PAGE);
+      if (page.count === 0) {
         // Caught up with the log: hand over to the live events held meanwhile.
         d.replaying = false;
         const held = d.pending.filter((e) => e.seq >= d.next);
@@ -83,8 +83,8 @@ export function subscribeSocket(sessions: SessionService, store: SessionStore): 
         if (!d.done) ws.send(`{"type":"caught-up","seq":${d.next - 1}}`);
         return;
       }
-      ws.send(rows.map((r) => r.json).join("\n"));
-      d.next = rows[rows.length - 1]!.seq + 1;
+      ws.send(page.text);
+      d.next = page.last + 1;
     }
   };
 

@@ -1,0 +1,124 @@
+// Sessions in-process: the store's seq and idempotency rules, and who may see
+// what, with an identity per request (a second OS user cannot reach the 0600
+// socket at all, so this is where "not allowed to see" is exercised).
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openDb } from "../src/store/db.ts";
+import { BoxStore } from "../src/store/boxes.ts";
+import { SessionStore } from "../src/store/sessions.ts";
+import { SessionService } from "../src/session/service.ts";
+import { BoxService } from "../src/daemon/boxes/service.ts";
+import { ProcessEngine } from "../src/engine/process/index.ts";
+import { buildApp } from "../src/daemon/app.ts";
+
+const home = mkdtempSync(join(tmpdir(), "hutch-ses-"));
+const db = openDb(join(home, "hutch.db"));
+const boxes = new BoxService(new BoxStore(db), { process: new ProcessEngine(home) }, home);
+const store = new SessionStore(db);
+const sessions = new SessionService(store, boxes);
+// Test identity: the user named by a header. The real daemon's identity is its own OS user.
+const app = buildApp({ boxes, sessions, sessionStore: store, home, identify: (req) => req.headers.get("x-test-user") ?? "alice" });
+afterAll(() => {
+  db.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+/** A session row without a terminal (no box needs to run for log and driver rules). */
+function seed(owner: string): string {
+  const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
+  store.insert({ id, box_id: "box_none", agent: "shell", label: null, state: "open", owner, argv: "[]", pty: null, created_at: new Date().toISOString() });
+  return id;
+}
+
+async function call(method: string, path: string, user: string, body?: unknown, client = "cli") {
+  const res = await app.handle(
+    new Request(`http://hutch${path}`, {
+      method,
+      headers: { "x-test-user": user, "x-hutch-client": client, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    }),
+  );
+  return { status: res.status, body: (await res.json()) as any };
+}
+
+describe("session store", () => {
+  test("seq is gapless per session and independent across sessions", () => {
+    const a = seed("alice");
+    const b = seed("alice");
+    const actor = { kind: "user" as const, id: "alice" };
+    const seqsA = store.append(a, Array.from({ length: 5 }, () => ({ kind: "annotation.added", data: { text: "x" }, actor }))).map((r) => r.seq);
+    const seqsB = store.append(b, [{ kind: "annotation.added", data: { text: "y" }, actor }]).map((r) => r.seq);
+    expect(seqsA).toEqual([1, 2, 3, 4, 5]);
+    expect(seqsB).toEqual([1]);
+    expect(store.read(a, 3, 10).map((e) => e.seq)).toEqual([3, 4, 5]);
+    expect(JSON.parse(store.read(a, 1, 1)[0]!.json)).toMatchObject({ session: a, seq: 1, actor, kind: "annotation.added", data: { text: "x" } });
+  });
+
+  test("a repeated idempotency key returns the first seq, also inside one batch", () => {
+    const s = seed("alice");
+    const actor = { kind: "user" as const, id: "alice" };
+    const first = store.append(s, [{ kind: "annotation.added", data: { text: "a" }, actor, idempotencyKey: "k" }]);
+    const again = store.append(s, [
+      { kind: "annotation.added", data: { text: "a" }, actor, idempotencyKey: "k" },
+      { kind: "annotation.added", data: { text: "b" }, actor, idempotencyKey: "k2" },
+      { kind: "annotation.added", data: { text: "b" }, actor, idempotencyKey: "k2" },
+    ]);
+    expect(first.map((r) => [r.seq, r.fresh])).toEqual([[1, true]]);
+    expect(again.map((r) => [r.seq, r.fresh])).toEqual([
+      [1, false],
+      [2, true],
+      [2, false],
+    ]);
+    expect(store.last(s)).toBe(2);
+  });
+
+  test("a failed batch stores nothing and does not advance seq", () => {
+    const s = seed("alice");
+    const actor = { kind: "user" as const, id: "alice" };
+    // A NUL-free but unencodable value: a BigInt makes JSON.stringify throw mid-batch.
+    expect(() => store.append(s, [{ kind: "annotation.added", data: { text: "ok" }, actor }, { kind: "annotation.added", data: { n: 1n } as never, actor }])).toThrow();
+    expect(store.last(s)).toBe(0);
+    expect(store.read(s, 1, 10)).toEqual([]);
+  });
+});
+
+describe("who may see and drive", () => {
+  test("another user cannot see, read the log of, annotate or steal the session", async () => {
+    const s = seed("alice");
+    expect((await call("POST", `/v1/sessions/${s}/driver/acquire`, "alice", {})).status).toBe(200);
+    for (const [method, path, body] of [
+      ["GET", `/v1/sessions/${s}`, undefined],
+      ["GET", `/v1/sessions/${s}/events`, undefined],
+      ["POST", `/v1/sessions/${s}/annotations`, { text: "hi" }],
+      ["POST", `/v1/sessions/${s}/driver/steal`, {}],
+    ] as const) {
+      const r = await call(method, path, "mallory", body);
+      expect(r.status).toBe(403);
+      expect(r.body.error.code).toBe("denied");
+      expect(r.body.error.message).toContain("mallory (user) is not allowed to see session");
+    }
+    expect((await call("GET", "/v1/sessions", "mallory")).body).toEqual([]);
+    const kinds = store.read(s, 1, 100).map((e) => JSON.parse(e.json).kind);
+    expect(kinds).toEqual(["session.driver.acquired"]);
+    expect(JSON.parse(store.get(s)!.driver!)).toEqual({ kind: "user", id: "alice" });
+  });
+
+  test("the actor comes from the connection, never from the body", async () => {
+    const s = seed("alice");
+    const r = await call("POST", `/v1/sessions/${s}/events`, "alice", { events: [{ kind: "annotation.added", data: { text: "t" }, actor: { kind: "system", id: "hutchd" } }] });
+    expect(r.status).toBe(400);
+    expect(r.body.error.message).toContain("actor");
+    const ok = await call("POST", `/v1/sessions/${s}/annotations`, "alice", { text: "t" }, "orchestrator");
+    expect(ok.status).toBe(200);
+    expect(JSON.parse(store.read(s, ok.body.seq, 1)[0]!.json).actor).toEqual({ kind: "orchestrator", id: "alice/orchestrator" });
+  });
+
+  test("an unknown client kind is refused", async () => {
+    const s = seed("alice");
+    const r = await call("GET", `/v1/sessions/${s}`, "alice", undefined, "root");
+    expect(r.status).toBe(400);
+    expect(r.body.error.message).toContain("x-hutch-client");
+  });
+});
