@@ -47,6 +47,30 @@ describe("hutch exec", () => {
     expect(sha256(r.out)).toBe(sha256(data));
   });
 
+  test("a reader that goes away early: exec stops (141) and so does the remote process", async () => {
+    const p = Bun.spawn(["bash", "-c", `head -c 64M /dev/zero | "$HUTCH" exec b -- cat | head -c 1000 | wc -c; echo "rc=\${PIPESTATUS[1]}"`], {
+      env: { ...h.env, HUTCH: (await import("../helpers.ts")).HUTCH },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const out = await new Response(p.stdout).text();
+    expect(await p.exited).toBe(0);
+    expect(out).toBe("1000\nrc=141\n");
+    // Nothing is left running in the box.
+    const ps = await h.run(["exec", "b", "--", "sh", "-c", "ps -eo comm | grep -c '^cat$' || true"]);
+    expect(ps.stdout.trim()).toBe("0");
+  });
+
+  test("stdin arrives whole and its end arrives every time", async () => {
+    const big = await h.run(["exec", "b", "--", "wc", "-c"], { stdin: new Uint8Array(100 * 1024 * 1024) });
+    expect(big.stdout.trim()).toBe(String(100 * 1024 * 1024));
+    for (let i = 0; i < 10; i++) {
+      const r = await h.run(["exec", "b", "--", "cat"], { stdin: "x" });
+      expect(r.stdout).toBe("x");
+      expect(r.code).toBe(0);
+    }
+  });
+
   test("env, workdir and --json", async () => {
     const r = await h.run(["exec", "--json", "-e", "GREETING=hi there", "-w", "/tmp", "b", "--", "sh", "-c", 'echo "$GREETING from $(pwd)"']);
     expect(r.code).toBe(0);

@@ -28,19 +28,31 @@ function signalExit(signal: string): number {
  * goes back to the box only as fast as our stdout drains. (Bun.write on
  * Bun.stdout writes at offset 0 of a redirected file: a FileSink appends.)
  */
-function writer(fd: 1 | 2): (bytes: Uint8Array) => Promise<void> {
+function writer(fd: 1 | 2, onBroken: () => void): (bytes: Uint8Array) => Promise<boolean> {
   void growPipe(fd);
   const sink = (fd === 1 ? Bun.stdout : Bun.stderr).writer({ highWaterMark: 1024 * 1024 });
-  let tail: Promise<unknown> = Promise.resolve();
+  let tail: Promise<boolean> = Promise.resolve(true);
   return (bytes) => {
-    const next = tail.then(async () => {
-      if (bytes.length > 0) sink.write(bytes);
-      await sink.flush();
+    const next = tail.then(async (open) => {
+      if (!open) return false;
+      try {
+        if (bytes.length > 0) sink.write(bytes);
+        await sink.flush();
+        return true;
+      } catch {
+        // Whoever read our output went away (EPIPE): like a process killed by
+        // SIGPIPE, stop, and stop the remote side too instead of blocking it.
+        onBroken();
+        return false;
+      }
     });
     tail = next;
     return next;
   };
 }
+
+/** The exit status of a process killed by SIGPIPE, which is what a broken output pipe means here. */
+const BROKEN_PIPE_EXIT = 141;
 
 function jsonLine(value: unknown): void {
   process.stdout.write(JSON.stringify(value) + "\n");
@@ -107,8 +119,14 @@ async function pumpStdin(stream: MuxStream, transform?: (chunk: Uint8Array) => U
 async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boolean, opts: ExecOptions): Promise<number> {
   const { stream, close } = await openToolStream(daemon, box, call, opts.query);
   stream.autoCredit = false;
-  const out = writer(1);
-  const err = writer(2);
+  let brokenPipe = false;
+  const broken = () => {
+    if (brokenPipe) return;
+    brokenPipe = true;
+    close();
+  };
+  const out = writer(1, broken);
+  const err = writer(2, broken);
   let exitCode: number | null = null;
   let ptyId: string | undefined;
   let detached = false;
@@ -122,7 +140,7 @@ async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boole
           stream.consumed(bytes.length);
           return;
         }
-        void (chan === Chan.stderr ? err : out)(bytes).then(() => stream.consumed(bytes.length));
+        void (chan === Chan.stderr ? err : out)(bytes).then((ok) => ok && stream.consumed(bytes.length));
       },
       msg(m) {
         const msg = m as { type: string; code?: number | null; signal?: string | null; pid?: number; pty?: string };
@@ -133,6 +151,7 @@ async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boole
       close(error) {
         // Let queued output reach the terminal before reporting.
         void Promise.all([out(new Uint8Array(0)), err(new Uint8Array(0))]).then(() => {
+          if (brokenPipe) return resolve(BROKEN_PIPE_EXIT);
           if (exitCode !== null) return resolve(exitCode);
           if (detached) return resolve(0);
           if (error?.code === "channel_lost" && tty && ptyId) {

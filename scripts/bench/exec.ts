@@ -1,0 +1,219 @@
+// `hutch exec` against ssh to localhost, measured in the same run:
+//   round trip   `hutch exec B true` vs `ssh … true`, interleaved
+//   throughput   N bytes of zeros through `hutch exec B -- cat` vs `ssh … cat`
+//
+//   bun scripts/bench/exec.ts [--json] [--keep-ssh] [--rounds 30] [--runs 3]
+//                             [--bytes 1073741824] [--timeout 120]
+//
+// Exit 0 when every run worked, goals met or not; 1 when a run broke (a
+// command failed, hung past --timeout, or delivered the wrong byte count).
+import { parseArgs } from "node:util";
+import { cpus, release } from "node:os";
+import { HutchHome, describeFailure, hutchBin, log, requireHutch, run, sshPeer } from "./lib/env.ts";
+import { median, percentile, round, table } from "./lib/stats.ts";
+
+const GOAL_RT_RATIO_MAX = 0.3;
+const GOAL_TP_RATIO_MIN = 1.0;
+const WARMUP_ROUNDS = 3;
+const WARMUP_BYTES = 64 * 1024 * 1024;
+
+const { values: flags } = parseArgs({
+  options: {
+    json: { type: "boolean", default: false },
+    "keep-ssh": { type: "boolean", default: false },
+    rounds: { type: "string", default: "30" },
+    runs: { type: "string", default: "3" },
+    bytes: { type: "string", default: String(1024 ** 3) },
+    timeout: { type: "string", default: "120" },
+  },
+});
+
+function positiveInt(name: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n <= 0) {
+    process.stderr.write(`bench: --${name} ${value}: expected a positive integer\n`);
+    process.exit(2);
+  }
+  return n;
+}
+const ROUNDS = positiveInt("rounds", flags.rounds!);
+const RUNS = positiveInt("runs", flags.runs!);
+const BYTES = positiveInt("bytes", flags.bytes!);
+const TIMEOUT_MS = positiveInt("timeout", flags.timeout!) * 1000;
+
+type Side = "hutch" | "ssh";
+const SIDES: Side[] = ["hutch", "ssh"];
+/** Pair i runs hutch first when i is even, ssh first when odd, so drift hits both alike. */
+const orderFor = (i: number): Side[] => (i % 2 === 0 ? SIDES : [...SIDES].reverse());
+
+const BOX = "bench-exec";
+const errors: string[] = [];
+
+requireHutch();
+const home = new HutchHome();
+let sshArgv: string[] | undefined;
+let cleaned = false;
+
+async function cleanup(): Promise<void> {
+  if (cleaned) return;
+  cleaned = true;
+  log("cleaning up");
+  await home.dispose();
+  if (sshArgv && !flags["keep-ssh"]) await sshPeer.stop();
+}
+process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
+process.on("SIGTERM", () => void cleanup().then(() => process.exit(143)));
+
+function commandFor(side: Side, cmd: string[]): string[] {
+  return side === "hutch" ? [home.bin, "exec", BOX, "--", ...cmd] : [...sshArgv!, ...cmd];
+}
+
+/** One `true` round trip; the wall time in ms, or null (and an error recorded). */
+async function roundTrip(side: Side): Promise<number | null> {
+  const r = await run(commandFor(side, ["true"]), { env: home.env, stdout: "ignore", timeoutMs: 30_000 });
+  if (r.code === 0) return r.ms;
+  errors.push(describeFailure(r, `round trip (${side})`));
+  return null;
+}
+
+/**
+ * Pipes `bytes` zeros through the side's `cat` into `wc -c`, all in one bash
+ * so the bench process stays out of the data path. MB/s, or null on failure.
+ */
+async function transfer(side: Side, bytes: number): Promise<number | null> {
+  const script = 'head -c "$BENCH_BYTES" /dev/zero | "$@" | wc -c; echo "${PIPESTATUS[*]}"';
+  const r = await run(["bash", "-c", script, "bash", ...commandFor(side, ["cat"])], {
+    env: { ...home.env, BENCH_BYTES: String(bytes) },
+    timeoutMs: TIMEOUT_MS,
+  });
+  const [count, statuses] = r.stdout.trim().split("\n");
+  const what = `throughput (${side}, ${bytes} bytes)`;
+  if (r.code !== 0 || statuses !== "0 0 0") {
+    errors.push(describeFailure(r, `${what}${statuses ? ` [pipeline statuses ${statuses}]` : ""}`));
+    return null;
+  }
+  if (Number(count) !== bytes) {
+    errors.push(`${what}: received ${count} bytes, expected ${bytes}`);
+    return null;
+  }
+  return bytes / 1e6 / (r.ms / 1000);
+}
+
+interface Series {
+  samples: number[];
+  failed: number;
+}
+const emptySeries = (): Record<Side, Series> => ({ hutch: { samples: [], failed: 0 }, ssh: { samples: [], failed: 0 } });
+
+async function measure(count: number, one: (side: Side) => Promise<number | null>): Promise<Record<Side, Series>> {
+  const out = emptySeries();
+  for (let i = 0; i < count; i++) {
+    for (const side of orderFor(i)) {
+      const v = await one(side);
+      if (v === null) out[side].failed++;
+      else out[side].samples.push(v);
+    }
+  }
+  return out;
+}
+
+async function main(): Promise<number> {
+  log(`HUTCH_HOME=${home.dir}`);
+  sshArgv = await sshPeer.start();
+  log(`peer: ${sshArgv.join(" ")}`);
+  await home.createBox(BOX);
+
+  log(`warming up (${WARMUP_ROUNDS} round trips and ${WARMUP_BYTES / 2 ** 20} MiB each)`);
+  const warm = await measure(WARMUP_ROUNDS, roundTrip);
+  const warmTp = await measure(1, (side) => transfer(side, WARMUP_BYTES));
+  const warmFailures = [warm, warmTp].flatMap((s) => SIDES.map((side) => s[side].failed)).reduce((a, b) => a + b, 0);
+  if (warmFailures > 0) log(`warm-up: ${warmFailures} failed run(s); measuring anyway`);
+
+  log(`round trip: ${ROUNDS} each, interleaved`);
+  const rt = await measure(ROUNDS, roundTrip);
+  log(`throughput: ${RUNS} run(s) of ${BYTES} bytes each, interleaved`);
+  const tp = await measure(RUNS, (side) => transfer(side, BYTES));
+
+  const rtStats = (s: Series) => ({
+    ok: s.samples.length,
+    failed: s.failed,
+    medianMs: round(median(s.samples)),
+    p90Ms: round(percentile(s.samples, 90)),
+    samplesMs: s.samples.map((x) => round(x)),
+  });
+  const tpStats = (s: Series) => ({
+    ok: s.samples.length,
+    failed: s.failed,
+    medianMBps: round(median(s.samples), 1),
+    samplesMBps: s.samples.map((x) => round(x, 1)),
+  });
+  const rtRatio = median(rt.hutch.samples) / median(rt.ssh.samples);
+  const tpRatio = median(tp.hutch.samples) / median(tp.ssh.samples);
+  const report = {
+    bench: "exec",
+    date: new Date().toISOString(),
+    machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model ?? "", kernel: release(), bun: Bun.version },
+    hutch: { binary: hutchBin, build: await home.buildId(), version: (await home.hutch(["--version"])).stdout.trim() },
+    peer: { argv: sshArgv, version: await sshPeer.version() },
+    roundTrip: {
+      command: "true",
+      rounds: ROUNDS,
+      hutch: rtStats(rt.hutch),
+      ssh: rtStats(rt.ssh),
+      ratioMedian: round(rtRatio, 3),
+      goal: { ratioMax: GOAL_RT_RATIO_MAX, met: rtRatio <= GOAL_RT_RATIO_MAX },
+    },
+    throughput: {
+      command: "cat",
+      bytes: BYTES,
+      runs: RUNS,
+      unit: "MB/s (10^6 bytes per second)",
+      hutch: tpStats(tp.hutch),
+      ssh: tpStats(tp.ssh),
+      ratioMedian: round(tpRatio, 3),
+      goal: { ratioMin: GOAL_TP_RATIO_MIN, met: tpRatio >= GOAL_TP_RATIO_MIN },
+    },
+    ok: errors.length === 0,
+    errors,
+  };
+
+  if (flags.json) {
+    process.stdout.write(JSON.stringify(report, null, 2) + "\n");
+  } else {
+    const met = (g: { met: boolean }) => (g.met ? "met" : "NOT met");
+    const num = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : "-");
+    const ok = (s: { ok: number; failed: number }) => `${s.ok}/${s.ok + s.failed}`;
+    const { roundTrip: r, throughput: t } = report;
+    const lines = [
+      `hutch exec vs ssh to 127.0.0.1 — ${report.date}, ${report.machine.cpus} cpus, hutch ${report.hutch.version} (build ${report.hutch.build}), ${report.peer.version}`,
+      "",
+      `round trip (\`true\`, ${ROUNDS} each, interleaved)`,
+      table(
+        ["", "ok", "median ms", "p90 ms"],
+        SIDES.map((s) => [s, ok(r[s]), num(r[s].medianMs, 2), num(r[s].p90Ms, 2)]),
+      ),
+      `ratio hutch/ssh (median): ${num(r.ratioMedian, 3)}   goal ≤ ${GOAL_RT_RATIO_MAX}: ${met(r.goal)}`,
+      "",
+      `throughput (\`cat\`, ${BYTES} bytes, ${RUNS} runs each, interleaved; MB = 10^6 bytes)`,
+      table(
+        ["", "ok", "median MB/s", "runs MB/s"],
+        SIDES.map((s) => [s, ok(t[s]), num(t[s].medianMBps, 1), t[s].samplesMBps.map((x) => x.toFixed(1)).join(" ") || "-"]),
+      ),
+      `ratio hutch/ssh (median): ${num(t.ratioMedian, 3)}   goal ≥ ${GOAL_TP_RATIO_MIN}: ${met(t.goal)}`,
+      "",
+      errors.length === 0 ? "all runs OK" : `BROKEN RUN — ${errors.length} failure(s):\n${errors.map((e) => `  - ${e}`).join("\n")}`,
+    ];
+    process.stdout.write(lines.join("\n") + "\n");
+  }
+  return errors.length === 0 ? 0 : 1;
+}
+
+let code = 1;
+try {
+  code = await main();
+} catch (e) {
+  log(`failed: ${e instanceof Error ? e.message : String(e)}`);
+} finally {
+  await cleanup();
+}
+process.exit(code);

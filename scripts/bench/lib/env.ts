@@ -1,0 +1,173 @@
+// What every bench needs around the measurement: the compiled CLI, a
+// throwaway HUTCH_HOME with one running box, the ssh peer, and child processes
+// that cannot outlive a timeout.
+import { copyFileSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+export const repoRoot = join(import.meta.dir, "..", "..", "..");
+export const hutchBin = join(repoRoot, "dist", "hutch");
+const peerScript = join(import.meta.dir, "..", "ssh-peer.sh");
+
+export function log(msg: string): void {
+  process.stderr.write(`bench: ${msg}\n`);
+}
+
+export interface RunResult {
+  code: number | null;
+  signal: string | null;
+  timedOut: boolean;
+  stdout: string;
+  stderr: string;
+  /** Wall time from spawn to exit, in milliseconds. */
+  ms: number;
+}
+
+export interface RunOptions {
+  env?: Record<string, string | undefined>;
+  /** Default: no stdin (/dev/null). */
+  stdin?: "ignore" | "inherit";
+  /** Default: collect stdout. */
+  stdout?: "pipe" | "ignore";
+  timeoutMs?: number;
+}
+
+/**
+ * Runs argv in its own process group and times it. On timeout the whole group
+ * gets SIGKILL, so a hung pipeline leaves nothing behind.
+ */
+export async function run(argv: string[], opts: RunOptions = {}): Promise<RunResult> {
+  const t0 = performance.now();
+  const proc = Bun.spawn(argv, {
+    env: opts.env ?? process.env,
+    stdin: opts.stdin ?? "ignore",
+    stdout: opts.stdout ?? "pipe",
+    stderr: "pipe",
+    detached: true,
+  });
+  let timedOut = false;
+  const timer = opts.timeoutMs
+    ? setTimeout(() => {
+        timedOut = true;
+        try {
+          process.kill(-proc.pid, "SIGKILL");
+        } catch {
+          proc.kill("SIGKILL");
+        }
+      }, opts.timeoutMs)
+    : undefined;
+  const [stdout, stderr] = await Promise.all([
+    proc.stdout instanceof ReadableStream ? new Response(proc.stdout).text() : Promise.resolve(""),
+    new Response(proc.stderr).text(),
+    proc.exited,
+  ]);
+  const ms = performance.now() - t0;
+  clearTimeout(timer);
+  return { code: proc.exitCode, signal: proc.signalCode === null ? null : String(proc.signalCode), timedOut, stdout, stderr, ms };
+}
+
+/** One line saying how a failed run ended, for error reports. */
+export function describeFailure(r: RunResult, what: string): string {
+  const how = r.timedOut ? "timed out" : r.signal ? `died of ${r.signal}` : `exited ${r.code}`;
+  const err = r.stderr.trim().split("\n").slice(-3).join(" | ");
+  return `${what} ${how}${err ? `: ${err}` : ""}`;
+}
+
+export function requireHutch(): void {
+  try {
+    statSync(hutchBin);
+  } catch {
+    process.stderr.write(`bench: ${hutchBin} is missing; build it first: cd ${repoRoot} && bun run build\n`);
+    process.exit(1);
+  }
+}
+
+/**
+ * A fresh HUTCH_HOME with its own daemon; dispose() leaves no trace of it.
+ * The CLI runs from a private copy of dist/hutch taken at the start (the
+ * daemon is the same executable), so a rebuild during the run cannot mix two
+ * builds into one set of numbers.
+ */
+export class HutchHome {
+  readonly dir = mkdtempSync(join(tmpdir(), "hutch-bench-home-"));
+  private readonly binDir = mkdtempSync(join(tmpdir(), "hutch-bench-bin-"));
+  readonly bin = join(this.binDir, "hutch");
+  readonly env: Record<string, string | undefined> = { ...process.env, HUTCH_HOME: this.dir };
+  private boxes: string[] = [];
+
+  constructor() {
+    copyFileSync(hutchBin, this.bin);
+  }
+
+  /** sha256 of the build under test, first 16 hex digits. */
+  async buildId(): Promise<string> {
+    const hasher = new Bun.CryptoHasher("sha256");
+    for await (const chunk of Bun.file(this.bin).stream()) hasher.update(chunk);
+    return hasher.digest("hex").slice(0, 16);
+  }
+
+  hutch(args: string[], opts: Omit<RunOptions, "env"> = {}): Promise<RunResult> {
+    return run([this.bin, ...args], { ...opts, env: this.env });
+  }
+
+  async createBox(name: string): Promise<void> {
+    const r = await this.hutch(["box", "create", name, "--start"], { timeoutMs: 60_000 });
+    if (r.code !== 0) throw new Error(describeFailure(r, `hutch box create ${name} --start`));
+    this.boxes.push(name);
+  }
+
+  /** Deletes the boxes, stops the daemon (TERM, then KILL after 5 s), removes the home. */
+  async dispose(): Promise<void> {
+    for (const name of this.boxes) {
+      const r = await this.hutch(["box", "delete", name], { timeoutMs: 30_000 });
+      if (r.code !== 0) log(describeFailure(r, `cleanup: hutch box delete ${name}`));
+    }
+    this.boxes = [];
+    await this.stopDaemon();
+    rmSync(this.dir, { recursive: true, force: true });
+    rmSync(this.binDir, { recursive: true, force: true });
+  }
+
+  private async stopDaemon(): Promise<void> {
+    const lock = Bun.file(join(this.dir, "daemon.lock"));
+    if (!(await lock.exists())) return;
+    const pid = Number.parseInt((await lock.text()).trim(), 10);
+    if (!Number.isInteger(pid) || pid <= 0) return;
+    if (!signal(pid, "SIGTERM")) return;
+    for (let i = 0; i < 50; i++) {
+      await Bun.sleep(100);
+      if (!signal(pid, 0)) return;
+    }
+    log(`cleanup: daemon ${pid} still up 5 s after SIGTERM; sending SIGKILL`);
+    signal(pid, "SIGKILL");
+  }
+}
+
+/** kill(2) that reports whether the process existed. */
+function signal(pid: number, sig: NodeJS.Signals | 0): boolean {
+  try {
+    process.kill(pid, sig);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The ssh peer of scripts/bench/ssh-peer.sh. */
+export const sshPeer = {
+  async start(): Promise<string[]> {
+    const r = await run(["bash", peerScript, "start"], { timeoutMs: 300_000 });
+    if (r.code !== 0) throw new Error(describeFailure(r, "ssh-peer.sh start"));
+    const argv = r.stdout.trim().split(/\s+/);
+    if (argv[0] !== "ssh") throw new Error(`ssh-peer.sh printed no ssh argv: ${r.stdout.trim()}`);
+    return argv;
+  },
+  async stop(): Promise<void> {
+    const r = await run(["bash", peerScript, "stop"], { timeoutMs: 30_000 });
+    if (r.code !== 0) log(describeFailure(r, "cleanup: ssh-peer.sh stop"));
+  },
+  async version(): Promise<string> {
+    const r = await run(["ssh", "-V"]);
+    return r.stderr.trim();
+  },
+};
