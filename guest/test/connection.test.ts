@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { encodeFrame, encodeJson } from "@hutch/shared";
-import { call, collect, connect, startGuest, type Guest } from "./harness.ts";
+import { alive, call, collect, connect, startGuest, type Guest } from "./harness.ts";
 
 let g: Guest | undefined;
 afterEach(async () => {
@@ -8,14 +8,6 @@ afterEach(async () => {
   g = undefined;
 });
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 describe("connections", () => {
   test("a garbage byte stream closes that connection; another connection is still served", async () => {

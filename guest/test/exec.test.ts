@@ -1,27 +1,14 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { DEFAULT_WINDOW } from "@hutch/shared";
-import { call, collect, connect, startGuest, type Guest, type Host } from "./harness.ts";
+import { alive, call, collect, type Guest, type Host, useGuest } from "./harness.ts";
 
 let g: Guest;
 let h: Host;
-beforeAll(async () => {
-  g = await startGuest();
-  h = await connect(g.socket);
-  await h.hello;
-});
-afterAll(async () => {
-  h.close();
-  await g.stop();
+useGuest(async (guest, host) => {
+  g = guest;
+  h = host;
 });
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 describe("exec", () => {
   test("streams stdout and stderr, then started/exit with the code", async () => {

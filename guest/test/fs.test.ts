@@ -1,24 +1,19 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { mkdir, readdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { DEFAULT_WINDOW } from "@hutch/shared";
-import { call, collect, connect, result, startGuest, type Guest, type Host } from "./harness.ts";
+import { call, collect, result, type Guest, type Host, useGuest } from "./harness.ts";
 
 let g: Guest;
 let h: Host;
-beforeAll(async () => {
-  g = await startGuest();
-  h = await connect(g.socket);
-  await h.hello;
+useGuest(async (guest, host) => {
+  g = guest;
+  h = host;
   await mkdir(join(g.workspace, "src"));
   await writeFile(join(g.workspace, "src", "a.txt"), "hello\n");
   await symlink("/etc", join(g.workspace, "etc-link"));
   await symlink("/etc/hostname-that-does-not-exist", join(g.workspace, "dangling-out"));
   await symlink("src/a.txt", join(g.workspace, "inside-link"));
-});
-afterAll(async () => {
-  h.close();
-  await g.stop();
 });
 
 describe("confinement", () => {

@@ -1,3 +1,4 @@
+import { afterAll, beforeAll } from "bun:test";
 // Test harness: the real guest as a subprocess on a socket in a temp dir,
 // and a real host-role Mux connected to it. Nothing is faked.
 import { mkdir, mkdtemp, realpath, rm, stat } from "node:fs/promises";
@@ -189,4 +190,33 @@ export async function call(host: Host, payload: unknown): Promise<{ c: Collected
 
 export function result(c: Collected): unknown {
   return c.msgs.find((m) => m.type === "result")?.value;
+}
+
+/** Whether a process exists (signal 0 checks without sending anything). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * One guest and one hello'd connection for a whole test file, stopped after
+ * it. The callback receives them (and may prepare the guest's files).
+ */
+export function useGuest(ready: (g: Guest, h: Host) => void | Promise<void>): void {
+  let g: Guest | undefined;
+  let h: Host | undefined;
+  beforeAll(async () => {
+    g = await startGuest();
+    h = await connect(g.socket);
+    await h.hello;
+    await ready(g, h);
+  });
+  afterAll(async () => {
+    h?.close();
+    await g?.stop();
+  });
 }

@@ -1,18 +1,13 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import { mkdir, readFile, readdir, readlink, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { call, collect, connect, result, startGuest, type Guest, type Host } from "./harness.ts";
+import { call, collect, result, type Guest, type Host, useGuest } from "./harness.ts";
 
 let g: Guest;
 let h: Host;
-beforeAll(async () => {
-  g = await startGuest();
-  h = await connect(g.socket);
-  await h.hello;
-});
-afterAll(async () => {
-  h.close();
-  await g.stop();
+useGuest(async (guest, host) => {
+  g = guest;
+  h = host;
 });
 
 /** Sends bytes on chan 0 of a new stream, then eof, and waits for the close. */
