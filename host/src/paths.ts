@@ -6,4 +6,5 @@ export const HOME_FILES = {
   log: "daemon.log",
   boxes: "boxes",
   guest: "guest",
+  images: "images",
 } as const;

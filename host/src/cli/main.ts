@@ -13,6 +13,7 @@ import { doctorCommand } from "./doctor.ts";
 import { daemonCommand } from "./daemon.ts";
 import { sessionCommand } from "./session.ts";
 import { runCommand } from "./run.ts";
+import { imageCommand } from "./image.ts";
 
 let handlerExit = 0;
 /** Verbs set the process exit code here (yargs handlers return nothing). */
@@ -53,6 +54,7 @@ export async function runCli(argv: string[]): Promise<number> {
     .command(ptyCommand)
     .command(doctorCommand)
     .command(daemonCommand)
+    .command(imageCommand)
     .completion("completion", "print a shell completion script (bash/zsh): hutch completion >> ~/.bashrc")
     .demandCommand(1, "name a command; see: hutch --help")
     .strict()

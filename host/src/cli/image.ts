@@ -1,0 +1,75 @@
+import type { CommandModule } from "yargs";
+import { silentProgress, stderrProgress } from "../image/progress.ts";
+import { printJson, table } from "./output.ts";
+import type { GlobalArgs } from "./main.ts";
+
+// Loaded when a verb runs: the image code pulls in the schema library, which other verbs need not pay for.
+const images = () => import("../image/index.ts");
+
+const size = (bytes: number): string => (bytes >= 1024 ** 3 ? `${(bytes / 1024 ** 3).toFixed(1)} GiB` : `${Math.round(bytes / 1024 ** 2)} MiB`);
+
+type Named = GlobalArgs & { name: string };
+
+export const imageCommand: CommandModule<GlobalArgs, GlobalArgs> = {
+  command: "image <command>",
+  describe: "build, list, import and remove the VM images QEMU boxes boot",
+  builder: (y) =>
+    y
+      .command<Named & { force: boolean }>(
+        "build",
+        "build an image from Debian packages (needs root and the apt mirror)",
+        (c) =>
+          c
+            .option("name", { type: "string", default: "default", describe: "image name" })
+            .option("force", { type: "boolean", default: false, describe: "rebuild even if an image with the same recipe exists" }),
+        async (a) => {
+          const { BUILD_STEPS, buildImage } = await images();
+          const progress = a.json ? silentProgress : stderrProgress(BUILD_STEPS);
+          try {
+            const r = await buildImage({ home: a.home, name: a.name, force: a.force, progress });
+            if (a.json) printJson(r.manifest);
+          } finally {
+            progress.stop();
+          }
+        },
+      )
+      .command<GlobalArgs>(["list", "ls"], "list images", (c) => c, async (a) => {
+        const all = await (await images()).listImages(a.home);
+        if (a.json) return printJson(all);
+        if (all.length === 0) return void process.stdout.write("no images; build one: sudo hutch image build\n");
+        const rows = all.map((i) =>
+          i.manifest
+            ? [i.name, i.manifest.kernel.release, String(i.manifest.packages.length), size(Object.values(i.manifest.files).reduce((n, f) => n + f.bytes, 0)), i.manifest.builtAt.slice(0, 16).replace("T", " ")]
+            : [i.name, `BROKEN: ${i.problem}`, "", "", ""],
+        );
+        process.stdout.write(table([["NAME", "KERNEL", "PACKAGES", "SIZE", "BUILT"], ...rows]));
+      })
+      .command<Named>("verify <name>", "check every file of an image against its manifest's sha256", (c) => c.positional("name", { type: "string", demandOption: true }), async (a) => {
+        const { imagePaths, loadImage, verifyFiles } = await images();
+        const m = loadImage(a.home, a.name);
+        await verifyFiles(imagePaths(a.home, a.name).dir, m, `image "${a.name}"`, `rebuild it: sudo hutch image build --name ${a.name} --force`);
+        if (a.json) printJson({ name: a.name, ok: true });
+        else process.stdout.write(`image ${a.name}: every file matches its manifest\n`);
+      })
+      .command<Named>(["rm <name>", "delete"], "remove an image", (c) => c.positional("name", { type: "string", demandOption: true }), async (a) => {
+        (await images()).removeImage(a.home, a.name);
+        if (a.json) printJson({ name: a.name, removed: true });
+        else process.stdout.write(`removed image ${a.name}\n`);
+      })
+      .command<GlobalArgs & { file: string; name?: string; force: boolean }>(
+        "import <file>",
+        "install an image from a .tar of an image directory, verifying every file",
+        (c) =>
+          c
+            .positional("file", { type: "string", demandOption: true })
+            .option("name", { type: "string", describe: "install under this name (default: the manifest's)" })
+            .option("force", { type: "boolean", default: false, describe: "replace an image of the same name" }),
+        async (a) => {
+          const m = await (await images()).importImage({ home: a.home, file: a.file, name: a.name, force: a.force });
+          if (a.json) printJson(m);
+          else process.stdout.write(`imported image ${m.name} (${m.kernel.release}, ${m.packages.length} packages)\n`);
+        },
+      )
+      .demandCommand(1, "name an image command; see: hutch image --help"),
+  handler: () => undefined,
+};

@@ -1,0 +1,120 @@
+// What the host's apt knows: the Debian mirror it uses and the exact versions
+// of the packages an image is built from. Parsers are pure; queries run apt-cache.
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { HutchError } from "@hutch/shared";
+import { TOOLS, isRoot, run } from "./tools.ts";
+
+export const DEFAULT_MIRROR = "http://deb.debian.org/debian";
+
+interface AptSource {
+  uris: string[];
+  suites: string[];
+}
+
+/** One-line sources.list: "deb [opts] URI suite comp…". */
+function parseList(text: string): AptSource[] {
+  const out: AptSource[] = [];
+  for (const raw of text.split("\n")) {
+    const line = raw.replace(/#.*/, "").trim();
+    const m = /^deb\s+(?:\[[^\]]*\]\s+)?(\S+)\s+(\S+)/.exec(line);
+    if (m) out.push({ uris: [m[1]!], suites: [m[2]!] });
+  }
+  return out;
+}
+
+/** deb822 .sources: paragraphs of "Key: value" fields. */
+function parseDeb822(text: string): AptSource[] {
+  const out: AptSource[] = [];
+  for (const para of text.split(/\n\s*\n/)) {
+    const fields = new Map<string, string>();
+    for (const raw of para.split("\n")) {
+      const m = /^([A-Za-z-]+):\s*(.*)$/.exec(raw.replace(/#.*/, ""));
+      if (m) fields.set(m[1]!.toLowerCase(), m[2]!.trim());
+    }
+    if (!(fields.get("types") ?? "").split(/\s+/).includes("deb")) continue;
+    if ((fields.get("enabled") ?? "yes").toLowerCase() === "no") continue;
+    out.push({ uris: (fields.get("uris") ?? "").split(/\s+/).filter(Boolean), suites: (fields.get("suites") ?? "").split(/\s+/).filter(Boolean) });
+  }
+  return out;
+}
+
+/**
+ * The mirror debootstrap should use: the first "deb" source carrying the plain
+ * suite (not -security or -updates, which debootstrap cannot bootstrap from).
+ */
+export function pickMirror(files: { name: string; text: string }[], suite: string): string | undefined {
+  for (const f of files) {
+    const sources = f.name.endsWith(".sources") ? parseDeb822(f.text) : parseList(f.text);
+    for (const s of sources) {
+      if (s.suites.includes(suite) && s.uris[0]) return s.uris[0].replace(/\/+$/, "");
+    }
+  }
+  return undefined;
+}
+
+/** Reads /etc/apt/sources.list and sources.list.d/*.{list,sources}, in apt's order. */
+export function hostMirror(suite: string): string {
+  const files: { name: string; text: string }[] = [];
+  if (existsSync("/etc/apt/sources.list")) files.push({ name: "sources.list", text: readFileSync("/etc/apt/sources.list", "utf8") });
+  const dir = "/etc/apt/sources.list.d";
+  if (existsSync(dir)) {
+    for (const name of readdirSync(dir).sort()) {
+      if (name.endsWith(".list") || name.endsWith(".sources")) files.push({ name, text: readFileSync(join(dir, name), "utf8") });
+    }
+  }
+  return pickMirror(files, suite) ?? DEFAULT_MIRROR;
+}
+
+/** `apt-cache depends linux-image-amd64` -> "linux-image-6.1.0-57-amd64". */
+export function parseKernelDepends(text: string): string | undefined {
+  return /^\s*Depends:\s*(linux-image-\d\S*)\s*$/m.exec(text)?.[1];
+}
+
+/** Package -> Version from the paragraphs of `apt-cache show --no-all-versions`. */
+export function parseVersions(text: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const para of text.split(/\n\s*\n/)) {
+    const pkg = /^Package:\s*(\S+)\s*$/m.exec(para)?.[1];
+    const version = /^Version:\s*(\S+)\s*$/m.exec(para)?.[1];
+    if (pkg && version && !out.has(pkg)) out.set(pkg, version);
+  }
+  return out;
+}
+
+let updated = false;
+
+/** apt-cache, refreshing the package lists once if the answer is empty (a fresh machine). */
+async function aptCache(args: string[]): Promise<string> {
+  const out = await run([TOOLS.aptCache.bin, ...args]).catch(() => "");
+  if (out.trim() || updated || !isRoot()) return out;
+  updated = true;
+  await run([TOOLS.aptGet.bin, "update"]);
+  return run([TOOLS.aptCache.bin, ...args]).catch(() => "");
+}
+
+/** The candidate versions apt would install (one apt-cache call); throws naming the packages apt has not got. */
+export async function candidateVersions(pkgs: readonly string[]): Promise<Map<string, string>> {
+  // apt-cache show fails as a whole when one name is unknown; the answer is then empty and names the missing ones below.
+  const versions = parseVersions(await aptCache(["show", "--no-all-versions", ...pkgs]));
+  const missing = pkgs.filter((p) => !versions.has(p));
+  if (missing.length > 0) {
+    throw new HutchError("unavailable", `apt has no package ${missing.join(", ")}`, "refresh the package lists, then retry: sudo apt-get update && hutch image build");
+  }
+  return versions;
+}
+
+/** The versioned kernel package behind the linux-image-amd64 metapackage. */
+export async function kernelPackage(): Promise<string> {
+  const pkg = parseKernelDepends(await aptCache(["depends", "linux-image-amd64"]));
+  if (!pkg) throw new HutchError("unavailable", "apt cannot resolve linux-image-amd64 to a kernel package", "refresh the package lists, then retry: sudo apt-get update && hutch image build");
+  return pkg;
+}
+
+/** Downloads one .deb into dir (no root needed) and returns its path. */
+export async function download(pkg: string, version: string, dir: string): Promise<string> {
+  await run([TOOLS.aptGet.bin, "download", `${pkg}=${version}`], { cwd: dir });
+  const deb = readdirSync(dir).find((f) => f.startsWith(`${pkg}_`) && f.endsWith(".deb"));
+  if (!deb) throw new HutchError("failed", `apt-get download ${pkg} left no .deb in ${dir}`);
+  return join(dir, deb);
+}

@@ -1,0 +1,152 @@
+// `hutch image build`: the default image from Debian packages, offline apart
+// from the host's apt mirror. Everything happens in a staging directory beside
+// the target; the finished image is renamed into place in one step.
+import { copyFileSync, mkdirSync, rmSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { HUTCH_VERSION, HutchError } from "@hutch/shared";
+import { candidateVersions, hostMirror, kernelPackage } from "./apt.ts";
+import { GiB, MiB, makeExt4, roundUp, toQcow2, treeBytes, virtualBytes } from "./disk.ts";
+import { buildInitramfs, fetchBusybox, initScript } from "./initramfs.ts";
+import { fetchKernel } from "./kernel.ts";
+import { IMAGE_FILES, MANIFEST_FORMAT, sha256File, type Manifest } from "./manifest.ts";
+import { WANTED_MODULES } from "./modules.ts";
+import type { Progress } from "./progress.ts";
+import { RECIPE_FORMAT, recipeHash, type Recipe } from "./recipe.ts";
+import { PACKAGES, SUITE, customize, debootstrap, installedPackages } from "./rootfs.ts";
+import { withStaging } from "./staging.ts";
+import { imagePaths, imagesDir, installImage, loadImage } from "./store.ts";
+import { TOOLS, ensureTools, isRoot } from "./tools.ts";
+
+export interface BuildOptions {
+  home: string;
+  name: string;
+  /** Rebuild even when an image with the same recipe exists. */
+  force: boolean;
+  progress: Progress;
+}
+
+export interface BuildResult {
+  manifest: Manifest;
+  /** True when an up-to-date image was found and nothing was built. */
+  cached: boolean;
+}
+
+/** Free space a box gets on its root disk beyond what the image holds (the disk is sparse: unused space costs nothing). */
+const ROOT_HEADROOM = 2 * GiB;
+
+export const BUILD_STEPS = 7;
+
+async function resolveRecipe(): Promise<Recipe> {
+  const kernel = await kernelPackage();
+  // The rootfs packages are looked up too so a missing one fails here, named, rather than minutes later inside debootstrap.
+  const versions = await candidateVersions([kernel, "busybox-static", ...PACKAGES]);
+  const kernelVersion = versions.get(kernel)!;
+  const busybox = versions.get("busybox-static")!;
+  return {
+    format: RECIPE_FORMAT,
+    suite: SUITE,
+    packages: PACKAGES,
+    kernel: `${kernel}=${kernelVersion}`,
+    busybox: `busybox-static=${busybox}`,
+    modules: WANTED_MODULES,
+    init: initScript,
+  };
+}
+
+function upToDate(home: string, name: string, hash: string): Manifest | undefined {
+  try {
+    const m = loadImage(home, name);
+    return m.recipeHash === hash ? m : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
+  const { home, name, progress: p } = opts;
+  const paths = imagePaths(home, name);
+  if (!isRoot()) {
+    throw new HutchError("denied", "building an image needs root: debootstrap and chroot create root-owned files the root disk must keep", "run it as root: sudo hutch image build");
+  }
+  const t0 = performance.now();
+  p.step("checking the build tools");
+  await ensureTools([TOOLS.aptGet, TOOLS.aptCache, TOOLS.dpkgDeb, TOOLS.dpkgQuery, TOOLS.depmod, TOOLS.debootstrap, TOOLS.chroot, TOOLS.du, TOOLS.mke2fs, TOOLS.qemuImg], "building an image");
+
+  p.step("resolving the recipe");
+  const recipe = await resolveRecipe();
+  const hash = recipeHash(recipe);
+  const [kernelPkg, kernelVersion] = recipe.kernel.split("=") as [string, string];
+  p.detail(`${recipe.kernel}, recipe ${hash.slice(0, 12)}`);
+  if (!opts.force) {
+    const current = upToDate(home, name, hash);
+    if (current) {
+      p.done(`image "${name}" is up to date (recipe ${hash.slice(0, 12)}); nothing to do`);
+      return { manifest: current, cached: true };
+    }
+  }
+
+  const again = `sudo hutch image build${name === "default" ? "" : ` --name ${name}`}${opts.force ? " --force" : ""}`;
+  return withStaging(imagesDir(home), `build-${name}`, again, async (staging) => {
+    const out = join(staging, "image");
+    const work = join(staging, "work");
+    mkdirSync(out);
+    mkdirSync(work);
+
+    p.step(`kernel ${kernelPkg}`);
+    const kernel = await fetchKernel(work, kernelPkg, kernelVersion, p.detail);
+    copyFileSync(kernel.vmlinuz, join(out, "vmlinuz"));
+
+    p.step("initramfs");
+    p.detail("busybox-static");
+    const busybox = await fetchBusybox(work, recipe.busybox.slice("busybox-static=".length));
+    p.detail(`${kernel.modules.length} modules, /init`);
+    await Bun.write(join(out, "initramfs.img"), buildInitramfs(busybox, kernel.modules));
+
+    p.step(`root filesystem (debootstrap ${SUITE} minbase)`);
+    const mirror = hostMirror(SUITE);
+    const rootfs = join(work, "rootfs");
+    await debootstrap(rootfs, mirror, p.detail);
+    p.detail("user hutch, /workspace, /.hutch, cleaning apt caches");
+    await customize(rootfs);
+    const packages = await installedPackages(rootfs);
+
+    p.step("root disk (mke2fs -d, qcow2)");
+    const contentBytes = await treeBytes(rootfs);
+    const raw = join(work, "root.raw");
+    const bytes = roundUp(contentBytes + ROOT_HEADROOM, 64 * MiB);
+    p.detail(`ext4 of ${(bytes / GiB).toFixed(2)} GiB holding ${(contentBytes / MiB).toFixed(0)} MiB`);
+    await makeExt4(rootfs, raw, { label: "hutch-root", bytes, journal: true });
+    rmSync(rootfs, { recursive: true, force: true });
+    p.detail("converting to qcow2");
+    await toQcow2(raw, join(out, "root.qcow2"));
+    rmSync(raw);
+
+    p.step("manifest");
+    const files = {} as Manifest["files"];
+    for (const f of IMAGE_FILES) {
+      p.detail(`sha256 ${f}`);
+      files[f] = { bytes: statSync(join(out, f)).size, sha256: await sha256File(join(out, f)) };
+    }
+    const manifest: Manifest = {
+      format: MANIFEST_FORMAT,
+      name,
+      hutchVersion: HUTCH_VERSION,
+      builtAt: new Date().toISOString(),
+      buildSeconds: Math.round((performance.now() - t0) / 100) / 10,
+      recipeHash: hash,
+      kernel: { package: kernelPkg, version: kernelVersion, release: kernel.release },
+      busybox: recipe.busybox,
+      modules: kernel.modules.map((m) => m.file),
+      suite: SUITE,
+      mirror,
+      packages,
+      root: { contentBytes, virtualBytes: await virtualBytes(join(out, "root.qcow2")) },
+      files,
+    };
+    await Bun.write(join(out, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n");
+
+    installImage(home, name, out, staging);
+    p.done(`built image "${name}" in ${paths.dir}`);
+    return { manifest, cached: false };
+  });
+}

@@ -1,0 +1,34 @@
+// The guest disk (vdb): a small read-only ext4 image holding /hutch-guest, one
+// per guest build, so the guest binary is demand-paged from disk instead of
+// being unpacked into RAM with the initramfs (image/BOOT.md).
+import { chmodSync, copyFileSync, existsSync, mkdirSync, renameSync, statSync } from "node:fs";
+import { join } from "node:path";
+import { HutchError } from "@hutch/shared";
+import { MiB, makeExt4, roundUp } from "./disk.ts";
+import { withStaging } from "./staging.ts";
+import { TOOLS, ensureTools } from "./tools.ts";
+
+/** Room for ext4's own metadata around the binary. */
+const SLACK = 16 * MiB;
+
+/** $HUTCH_HOME/guest/<sha>/guest.img, written once (temp + rename); returns its path. */
+export async function ensureGuestDisk(home: string, guestBinary: string, sha: string): Promise<string> {
+  if (!/^[0-9a-zA-Z._-]+$/.test(sha)) throw new HutchError("invalid", `bad guest build id ${JSON.stringify(sha)}`);
+  const dir = join(home, "guest", sha);
+  const target = join(dir, "guest.img");
+  if (existsSync(target)) return target;
+  if (!existsSync(guestBinary)) throw new HutchError("config", `no guest binary at ${guestBinary}`, "build it: bun run build");
+  await ensureTools([TOOLS.mke2fs], "making the guest disk");
+  mkdirSync(dir, { recursive: true });
+  return withStaging(dir, "guest-disk", "start the box again", async (staging) => {
+    const tree = join(staging, "tree");
+    mkdirSync(tree);
+    copyFileSync(guestBinary, join(tree, "hutch-guest"));
+    chmodSync(join(tree, "hutch-guest"), 0o755);
+    const img = join(staging, "guest.img");
+    await makeExt4(tree, img, { label: "hutch-guest", bytes: roundUp(statSync(guestBinary).size + SLACK, MiB), journal: false });
+    // Another process may have won the race; both wrote the same content.
+    if (!existsSync(target)) renameSync(img, target);
+    return target;
+  });
+}

@@ -1,0 +1,74 @@
+// Which kernel modules the initramfs carries, and in what order /init loads
+// them: read from the kernel's own modules.dep and modules.builtin, never guessed.
+
+/**
+ * The drivers a box needs, by module name. crc32c_generic comes before ext4
+ * because ext4 asks for "crypto-crc32c" only as a soft dependency (modinfo
+ * softdep), which modules.dep does not list, and cannot mount a metadata_csum
+ * filesystem without it. virtio_net is for the network the broker adds.
+ */
+export const WANTED_MODULES = ["virtio_pci", "virtio_blk", "virtio_console", "virtio_rng", "virtio_net", "crc32c_generic", "ext4"] as const;
+
+/** "kernel/drivers/char/hw_random/virtio-rng.ko.xz" -> "virtio_rng" (the kernel treats - and _ alike). */
+export function moduleName(path: string): string {
+  const base = path.slice(path.lastIndexOf("/") + 1);
+  return base.replace(/\.ko(\.(xz|zst|gz))?$/, "").replaceAll("-", "_");
+}
+
+/** modules.dep: "path: dep dep …" per line -> path -> its dependencies' paths. */
+export function parseModulesDep(text: string): Map<string, string[]> {
+  const deps = new Map<string, string[]>();
+  for (const raw of text.split("\n")) {
+    const line = raw.trim();
+    if (!line || line.startsWith("#")) continue;
+    const colon = line.indexOf(":");
+    if (colon < 0) throw new Error(`modules.dep: no ":" in line ${JSON.stringify(line)}`);
+    deps.set(line.slice(0, colon).trim(), line.slice(colon + 1).trim().split(/\s+/).filter(Boolean));
+  }
+  return deps;
+}
+
+/** modules.builtin: one path per line -> the set of module names compiled into the kernel. */
+export function parseBuiltin(text: string): Set<string> {
+  return new Set(text.split("\n").map((l) => l.trim()).filter(Boolean).map(moduleName));
+}
+
+export interface ModulePlan {
+  /** Paths relative to the modules directory, every dependency before its dependents. */
+  order: string[];
+  /** Wanted modules the kernel has built in, so nothing is loaded for them. */
+  builtin: string[];
+}
+
+/** Orders the wanted modules and everything they depend on, dependencies first, each once. */
+export function resolveModules(dep: Map<string, string[]>, builtin: Set<string>, wanted: readonly string[]): ModulePlan {
+  const byName = new Map<string, string>();
+  for (const path of dep.keys()) byName.set(moduleName(path), path);
+  const order: string[] = [];
+  const done = new Set<string>();
+  const visiting: string[] = [];
+
+  const visit = (path: string): void => {
+    if (done.has(path)) return;
+    if (visiting.includes(path)) throw new Error(`modules.dep has a dependency cycle: ${[...visiting, path].map(moduleName).join(" -> ")}`);
+    const deps = dep.get(path);
+    if (!deps) throw new Error(`modules.dep lists ${path} as a dependency but has no line for it`);
+    visiting.push(path);
+    for (const d of deps) visit(d);
+    visiting.pop();
+    done.add(path);
+    order.push(path);
+  };
+
+  const found: string[] = [];
+  for (const name of wanted.map((w) => w.replaceAll("-", "_"))) {
+    if (builtin.has(name)) {
+      found.push(name);
+      continue;
+    }
+    const path = byName.get(name);
+    if (!path) throw new Error(`the kernel has no module ${name}, neither loadable nor built in`);
+    visit(path);
+  }
+  return { order, builtin: found };
+}

@@ -1,0 +1,332 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync, mkdirSync, readdirSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { HutchError } from "@hutch/shared";
+import { WANTED_MODULES, moduleName, parseBuiltin, parseModulesDep, resolveModules } from "../src/image/modules.ts";
+import { recipeHash, type Recipe } from "../src/image/recipe.ts";
+import { MANIFEST_FORMAT, validateManifest, type Manifest } from "../src/image/manifest.ts";
+import { writeCpio } from "../src/image/cpio.ts";
+import { initramfsEntries } from "../src/image/initramfs.ts";
+import { parseKernelDepends, parseVersions, pickMirror } from "../src/image/apt.ts";
+import { mountsUnder } from "../src/image/staging.ts";
+import { ensureGuestDisk, imagePaths, importImage, listImages, loadImage, removeImage } from "../src/image/index.ts";
+
+// The lines of Debian 6.1's modules.dep that the wanted modules reach, plus unrelated ones.
+const MODULES_DEP = `kernel/arch/x86/crypto/crc32c-intel.ko:
+kernel/fs/mbcache.ko:
+kernel/fs/ext4/ext4.ko: kernel/lib/crc16.ko kernel/fs/mbcache.ko kernel/fs/jbd2/jbd2.ko
+kernel/fs/jbd2/jbd2.ko:
+kernel/fs/xfs/xfs.ko: kernel/lib/libcrc32c.ko
+kernel/crypto/crc32c_generic.ko:
+kernel/lib/crc16.ko:
+kernel/lib/libcrc32c.ko:
+kernel/drivers/virtio/virtio.ko: kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/virtio/virtio_ring.ko:
+kernel/drivers/virtio/virtio_pci_modern_dev.ko:
+kernel/drivers/virtio/virtio_pci_legacy_dev.ko:
+kernel/drivers/virtio/virtio_pci.ko: kernel/drivers/virtio/virtio_pci_legacy_dev.ko kernel/drivers/virtio/virtio_pci_modern_dev.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/char/hw_random/virtio-rng.ko: kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/char/virtio_console.ko: kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/block/virtio_blk.ko: kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/net/virtio_net.ko: kernel/drivers/net/net_failover.ko kernel/net/core/failover.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/net/net_failover.ko: kernel/net/core/failover.ko
+kernel/net/core/failover.ko:
+`;
+const BUILTIN = "kernel/crypto/rng.ko\nkernel/lib/crc32.ko\nkernel/drivers/char/hw_random/rng-core.ko\n";
+
+describe("kernel modules", () => {
+  test("names drop the directory and any compression suffix, with - read as _", () => {
+    expect(moduleName("kernel/drivers/char/hw_random/virtio-rng.ko")).toBe("virtio_rng");
+    expect(moduleName("kernel/fs/ext4/ext4.ko.zst")).toBe("ext4");
+    expect(moduleName("kernel/fs/jbd2/jbd2.ko.xz")).toBe("jbd2");
+  });
+
+  test("the wanted modules load dependencies first, each once", () => {
+    const plan = resolveModules(parseModulesDep(MODULES_DEP), parseBuiltin(BUILTIN), WANTED_MODULES);
+    expect(plan.order.map(moduleName)).toEqual([
+      "virtio_pci_legacy_dev", "virtio_pci_modern_dev", "virtio_ring", "virtio", "virtio_pci",
+      "virtio_blk", "virtio_console", "virtio_rng", "failover", "net_failover", "virtio_net",
+      "crc32c_generic", "crc16", "mbcache", "jbd2", "ext4",
+    ]);
+    expect(plan.builtin).toEqual([]);
+  });
+
+  test("every module comes after everything it depends on", () => {
+    const dep = parseModulesDep(MODULES_DEP);
+    const order = resolveModules(dep, new Set(), WANTED_MODULES).order;
+    order.forEach((m, i) => {
+      for (const d of dep.get(m)!) expect(order.indexOf(d)).toBeLessThan(i);
+    });
+  });
+
+  test("a built-in module is skipped and reported", () => {
+    const plan = resolveModules(parseModulesDep(MODULES_DEP), parseBuiltin("kernel/fs/ext4/ext4.ko\n"), ["ext4", "virtio_blk"]);
+    expect(plan.builtin).toEqual(["ext4"]);
+    expect(plan.order.map(moduleName)).toEqual(["virtio_ring", "virtio", "virtio_blk"]);
+  });
+
+  test("a module the kernel lacks, a dangling dependency and a cycle are errors", () => {
+    const dep = parseModulesDep(MODULES_DEP);
+    expect(() => resolveModules(dep, new Set(), ["nosuch"])).toThrow("the kernel has no module nosuch");
+    expect(() => resolveModules(parseModulesDep("a.ko: b.ko\n"), new Set(), ["a"])).toThrow("no line for it");
+    expect(() => resolveModules(parseModulesDep("a.ko: b.ko\nb.ko: a.ko\n"), new Set(), ["a"])).toThrow("cycle: a -> b -> a");
+  });
+
+  test("a modules.dep line without a colon is refused", () => {
+    expect(() => parseModulesDep("kernel/x.ko kernel/y.ko\n")).toThrow("no \":\"");
+  });
+});
+
+const recipe: Recipe = {
+  format: 1,
+  suite: "bookworm",
+  packages: ["git", "curl"],
+  kernel: "linux-image-6.1.0-57-amd64=6.1.192-3",
+  busybox: "busybox-static=1:1.35.0-4+deb12u1+b1",
+  modules: ["virtio_pci", "ext4"],
+  init: "#!/bin/sh\n",
+};
+
+describe("recipe hash", () => {
+  test("is a stable sha256, blind to package order", () => {
+    expect(recipeHash(recipe)).toMatch(/^[0-9a-f]{64}$/);
+    expect(recipeHash({ ...recipe, packages: ["curl", "git"] })).toBe(recipeHash(recipe));
+  });
+
+  test.each([
+    ["kernel", { kernel: "linux-image-6.1.0-58-amd64=6.1.200-1" }],
+    ["init script", { init: "#!/bin/sh\necho\n" }],
+    ["packages", { packages: ["git", "curl", "vim"] }],
+    ["module order", { modules: ["ext4", "virtio_pci"] }],
+    ["busybox", { busybox: "busybox-static=1:1.36.0-1" }],
+    ["format", { format: 2 }],
+  ] as const)("changes with the %s", (_, change) => {
+    expect(recipeHash({ ...recipe, ...change })).not.toBe(recipeHash(recipe));
+  });
+});
+
+const sha = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
+
+function manifestFor(name: string, files: Record<string, string>): Manifest {
+  const info = (f: string) => ({ bytes: Buffer.byteLength(files[f]!), sha256: sha(files[f]!) });
+  return {
+    format: MANIFEST_FORMAT,
+    name,
+    hutchVersion: "0.1.0",
+    builtAt: "2025-01-01T00:00:00.000Z",
+    buildSeconds: 90.5,
+    recipeHash: "a".repeat(64),
+    kernel: { package: "linux-image-6.1.0-57-amd64", version: "6.1.192-3", release: "6.1.0-57-amd64" },
+    busybox: "busybox-static=1:1.35.0-4+deb12u1+b1",
+    modules: ["virtio_ring.ko"],
+    suite: "bookworm",
+    mirror: "http://deb.debian.org/debian",
+    packages: ["git=1:2.39.5-0+deb12u3"],
+    root: { contentBytes: 1, virtualBytes: 2 },
+    files: { vmlinuz: info("vmlinuz"), "initramfs.img": info("initramfs.img"), "root.qcow2": info("root.qcow2") },
+  };
+}
+const FILES = { vmlinuz: "kernel bytes", "initramfs.img": "initramfs bytes", "root.qcow2": "root disk bytes" };
+
+describe("manifest", () => {
+  test("a complete manifest passes", () => {
+    const m = manifestFor("default", FILES);
+    expect(validateManifest(JSON.parse(JSON.stringify(m)), "x")).toEqual(m);
+  });
+
+  test("a missing or malformed field is named", () => {
+    const { kernel: _, ...noKernel } = manifestFor("default", FILES);
+    expect(() => validateManifest(noKernel, "image \"d\"")).toThrow(/image "d": not a hutch image manifest \(kernel/);
+    const bad = manifestFor("default", FILES);
+    bad.files.vmlinuz.sha256 = "xyz";
+    expect(() => validateManifest(bad, "m")).toThrow("files.vmlinuz.sha256");
+    expect(() => validateManifest({ ...manifestFor("default", FILES), format: 99 }, "m")).toThrow("format");
+  });
+});
+
+/** A reader for the test only: the fields the kernel looks at, with newc's 4-byte alignment checked. */
+function readCpio(buf: Uint8Array): { name: string; mode: number; rdev: [number, number]; data: string }[] {
+  const dec = new TextDecoder();
+  const out: { name: string; mode: number; rdev: [number, number]; data: string }[] = [];
+  let off = 0;
+  for (;;) {
+    expect(off % 4).toBe(0);
+    const head = dec.decode(buf.subarray(off, off + 110));
+    expect(head.slice(0, 6)).toBe("070701");
+    const field = (i: number) => parseInt(head.slice(6 + i * 8, 14 + i * 8), 16);
+    const namesize = field(11);
+    const filesize = field(6);
+    const name = dec.decode(buf.subarray(off + 110, off + 110 + namesize - 1));
+    off += 110 + namesize;
+    off += (4 - (off % 4)) % 4;
+    const data = dec.decode(buf.subarray(off, off + filesize));
+    off += filesize;
+    off += (4 - (off % 4)) % 4;
+    if (name === "TRAILER!!!") return out;
+    out.push({ name, mode: field(1), rdev: [field(9), field(10)], data });
+  }
+}
+
+describe("initramfs", () => {
+  const entries = initramfsEntries(new TextEncoder().encode("BUSYBOX"), [
+    { file: "virtio_ring.ko", data: new TextEncoder().encode("ring") },
+    { file: "virtio.ko", data: new TextEncoder().encode("virtio!") },
+  ], "#!/bin/sh\necho hi\n");
+  const archive = writeCpio(entries);
+
+  test("the cpio holds every entry with its type, mode and content", () => {
+    const read = readCpio(archive);
+    const by = new Map(read.map((e) => [e.name, e]));
+    expect(by.get("init")!.mode).toBe(0o100755);
+    expect(by.get("init")!.data).toBe("#!/bin/sh\necho hi\n");
+    expect(by.get("dev/console")!.mode).toBe(0o020600);
+    expect(by.get("dev/console")!.rdev).toEqual([5, 1]);
+    expect(by.get("bin/sh")!.mode).toBe(0o120777);
+    expect(by.get("bin/sh")!.data).toBe("busybox");
+    expect(by.get("bin/busybox")!.data).toBe("BUSYBOX");
+    expect(by.get("lib/modules/virtio.ko")!.data).toBe("virtio!");
+    expect(by.get("modules.order")!.data).toBe("virtio_ring.ko\nvirtio.ko\n");
+    expect(archive.length % 4).toBe(0);
+  });
+
+  test("every parent directory comes before what it holds", () => {
+    const names = readCpio(archive).map((e) => e.name);
+    names.forEach((n, i) => {
+      const parent = n.split("/").slice(0, -1).join("/");
+      if (parent) expect(names.indexOf(parent)).toBeLessThan(i);
+    });
+  });
+
+  test.skipIf(!Bun.which("cpio"))("GNU cpio reads the archive back", () => {
+    const r = Bun.spawnSync(["cpio", "-t", "--quiet"], { stdin: archive });
+    expect(r.exitCode).toBe(0);
+    expect(r.stdout.toString().split("\n")).toContain("lib/modules/virtio_ring.ko");
+  });
+});
+
+describe("apt", () => {
+  test("the kernel package behind the metapackage", () => {
+    expect(parseKernelDepends("linux-image-amd64\n  Depends: linux-image-6.1.0-57-amd64\n")).toBe("linux-image-6.1.0-57-amd64");
+    expect(parseKernelDepends("linux-image-amd64\n")).toBeUndefined();
+  });
+
+  test("versions from apt-cache show paragraphs", () => {
+    const v = parseVersions("Package: git\nVersion: 1:2.39.5-0+deb12u3\nSize: 1\n\nPackage: busybox-static\nVersion: 1:1.35.0-4+deb12u1+b1\n");
+    expect(Object.fromEntries(v)).toEqual({ git: "1:2.39.5-0+deb12u3", "busybox-static": "1:1.35.0-4+deb12u1+b1" });
+  });
+
+  test("the mirror is the first plain-suite deb source, one-line or deb822", () => {
+    const deb822 = "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n\nTypes: deb deb-src\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\nComponents: main\n";
+    expect(pickMirror([{ name: "debian.sources", text: deb822 }], "bookworm")).toBe("http://mirror.example/debian");
+    const list = "# deb http://old.example/debian bookworm main\ndeb-src http://src.example/debian bookworm main\ndeb [arch=amd64] http://one.example/debian bookworm main\n";
+    expect(pickMirror([{ name: "sources.list", text: list }], "bookworm")).toBe("http://one.example/debian");
+    expect(pickMirror([{ name: "x.sources", text: "Types: deb\nEnabled: no\nURIs: http://off.example\nSuites: bookworm\n" }], "bookworm")).toBeUndefined();
+  });
+});
+
+test("mounts under a staging directory are found deepest first, escapes undone", () => {
+  const info = [
+    "22 1 8:1 / / rw - ext4 /dev/vda rw",
+    "90 22 0:5 / /h/images/.tmp-build-x/work/rootfs/proc rw - proc proc rw",
+    "91 90 0:6 / /h/images/.tmp-build-x/work/rootfs/proc/sys/fs/binfmt_misc rw - binfmt_misc x rw",
+    "92 22 0:7 / /h/images/.tmp-build-xy/sys rw - sysfs sysfs rw",
+    "93 22 0:8 / /h/images/.tmp-build-x/with\\040space rw - tmpfs t rw",
+  ].join("\n");
+  expect(mountsUnder(info, "/h/images/.tmp-build-x")).toEqual([
+    "/h/images/.tmp-build-x/work/rootfs/proc/sys/fs/binfmt_misc",
+    "/h/images/.tmp-build-x/work/rootfs/proc",
+    "/h/images/.tmp-build-x/with space",
+  ]);
+});
+
+describe("installed images", () => {
+  const tar = Bun.which("tar");
+
+  function fixtureImage(root: string, name: string, files: Record<string, string> = FILES): string {
+    const dir = join(root, "src", name);
+    mkdirSync(dir, { recursive: true });
+    for (const [f, body] of Object.entries(files)) writeFileSync(join(dir, f), body);
+    writeFileSync(join(dir, "manifest.json"), JSON.stringify(manifestFor(name, FILES)));
+    return dir;
+  }
+
+  function packTar(root: string, name: string): string {
+    const file = join(root, `${name}.tar`);
+    expect(Bun.spawnSync(["tar", "-C", join(root, "src"), "-cf", file, name]).exitCode).toBe(0);
+    return file;
+  }
+
+  test("a missing image is not_found and says how to build it", () => {
+    const home = mkdtempSync(join(tmpdir(), "hutch-image-"));
+    try {
+      const err = (() => { try { loadImage(home, "default"); } catch (e) { return e; } })() as HutchError;
+      expect(err).toBeInstanceOf(HutchError);
+      expect(err.code).toBe("not_found");
+      expect(err.message).toBe('no image "default"');
+      expect(err.hint).toBe("build it: hutch image build");
+      expect(() => imagePaths(home, "../x")).toThrow("bad image name");
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  test.skipIf(!tar)("import verifies every file, installs, lists and removes", async () => {
+    const home = mkdtempSync(join(tmpdir(), "hutch-image-"));
+    try {
+      fixtureImage(home, "default");
+      const m = await importImage({ home, file: packTar(home, "default"), force: false });
+      expect(m.name).toBe("default");
+      expect(loadImage(home, "default").files.vmlinuz.sha256).toBe(sha(FILES.vmlinuz));
+      expect(readFileSync(imagePaths(home, "default").root, "utf8")).toBe(FILES["root.qcow2"]);
+      expect(listImages(home).map((i) => [i.name, i.problem])).toEqual([["default", undefined]]);
+      await expect(importImage({ home, file: packTar(home, "default"), force: false })).rejects.toThrow('image "default" exists');
+      const renamed = await importImage({ home, file: packTar(home, "default"), name: "other", force: false });
+      expect(loadImage(home, "other").name).toBe(renamed.name);
+      removeImage(home, "default");
+      expect(existsSync(imagePaths(home, "default").dir)).toBe(false);
+      expect(() => removeImage(home, "default")).toThrow('no image "default"');
+      // Nothing half-made is left beside the images.
+      expect(readdirSync(join(home, "images"))).toEqual(["other"]);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  test.skipIf(!tar)("import refuses a tampered file and an archive without a manifest, leaving nothing", async () => {
+    const home = mkdtempSync(join(tmpdir(), "hutch-image-"));
+    try {
+      fixtureImage(home, "default", { ...FILES, "root.qcow2": "root disk bytez" });
+      await expect(importImage({ home, file: packTar(home, "default"), force: false })).rejects.toThrow(/root\.qcow2 has sha256 [0-9a-f]{64}, the manifest says/);
+      mkdirSync(join(home, "src", "junk"), { recursive: true });
+      writeFileSync(join(home, "src", "junk", "notes.txt"), "hi");
+      await expect(importImage({ home, file: packTar(home, "junk"), force: false })).rejects.toThrow("not a hutch image archive: no manifest.json");
+      writeFileSync(join(home, "plain.tar"), "this is not a tar archive at all".repeat(40));
+      await expect(importImage({ home, file: join(home, "plain.tar"), force: false })).rejects.toThrow("not a hutch image archive");
+      expect(readdirSync(join(home, "images"))).toEqual([]);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+});
+
+test.skipIf(!Bun.which("mke2fs") || !Bun.which("debugfs"))("the guest disk holds an executable /hutch-guest and is written once", async () => {
+  const home = mkdtempSync(join(tmpdir(), "hutch-guestdisk-"));
+  try {
+    const bin = join(home, "hutch-guest");
+    writeFileSync(bin, "#!/bin/sh\necho guest\n".padEnd(300_000, "#"));
+    const img = await ensureGuestDisk(home, bin, "abc123");
+    expect(img).toBe(join(home, "guest", "abc123", "guest.img"));
+    const stat = Bun.spawnSync(["debugfs", "-R", "stat /hutch-guest", img]).stdout.toString();
+    expect(stat).toMatch(/Mode:\s+0755/);
+    expect(stat).toMatch(/Size: 300000/);
+    const dumped = Bun.spawnSync(["debugfs", "-R", "cat /hutch-guest", img]).stdout.toString();
+    expect(dumped).toBe(readFileSync(bin, "utf8"));
+    const mtime = statSync(img).mtimeMs;
+    expect(await ensureGuestDisk(home, bin, "abc123")).toBe(img);
+    expect(statSync(img).mtimeMs).toBe(mtime);
+    expect(readdirSync(join(home, "guest", "abc123"))).toEqual(["guest.img"]);
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+});
