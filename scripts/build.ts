@@ -1,24 +1,60 @@
-// `bun run build`: dist/hutch-guest, then dist/hutch with that guest embedded.
-// The guest's sha256 is baked into the host, so each host writes out exactly
-// the guest it was built with (host/src/engine/guest-binary.ts).
-import { mkdirSync } from "node:fs";
+// `bun run build`: the guests (linux-x64, linux-arm64), then `hutch` for this
+// host and for every other platform Bun cross-compiles to, each with the
+// guest its VMs run embedded. The guest's sha256 is baked into the host, so
+// each host writes out exactly the guest it was built with
+// (host/src/engine/guest-binary.ts).
+//
+//   HUTCH_BUILD_TARGETS=host bun run build   # only dist/hutch and dist/hutch-guest
+import { copyFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 
 const root = join(import.meta.dir, "..");
 const dist = join(root, "dist");
-mkdirSync(dist, { recursive: true });
+const embed = join(dist, ".embed");
+mkdirSync(embed, { recursive: true });
 
 async function run(argv: string[]): Promise<void> {
-  const proc = Bun.spawn(argv, { cwd: root, stdout: "inherit", stderr: "inherit" });
-  const code = await proc.exited;
-  if (code !== 0) throw new Error(`${argv.join(" ")} exited ${code}`);
+  const proc = Bun.spawn(argv, { cwd: root, stdout: "ignore", stderr: "pipe" });
+  const [code, err] = await Promise.all([proc.exited, new Response(proc.stderr).text()]);
+  if (code !== 0) throw new Error(`${argv.join(" ")} exited ${code}:\n${err}`);
+}
+
+async function sha(path: string): Promise<string> {
+  const h = new Bun.CryptoHasher("sha256");
+  for await (const chunk of Bun.file(path).stream()) h.update(chunk);
+  return h.digest("hex").slice(0, 16);
 }
 
 const common = ["bun", "build", "--compile", "--minify", "--sourcemap=none", "--bytecode", "--format=esm"];
 const t0 = performance.now();
-process.stderr.write("building dist/hutch-guest\n");
-await run([...common, "guest/src/main.ts", "--outfile", join(dist, "hutch-guest")]);
-const sha = new Bun.CryptoHasher("sha256").update(await Bun.file(join(dist, "hutch-guest")).arrayBuffer()).digest("hex").slice(0, 16);
-process.stderr.write(`building dist/hutch (guest ${sha})\n`);
-await run([...common, `--define`, `HUTCH_GUEST_SHA="${sha}"`, "host/src/main.ts", "--outfile", join(dist, "hutch")]);
-process.stderr.write(`built in ${Math.round(performance.now() - t0)} ms\n`);
+const step = (msg: string) => process.stderr.write(`build: ${msg} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`);
+
+// Guests run inside boxes, so they are Linux binaries for the VM's architecture.
+const guests = { x64: join(dist, "hutch-guest"), arm64: join(dist, "hutch-guest-linux-arm64") } as const;
+
+/** Host targets: [bun target, output name, guest architecture]. The first is this host. */
+const hosts: [string | null, string, keyof typeof guests][] = [
+  [null, "hutch", process.arch === "arm64" ? "arm64" : "x64"],
+  ["bun-linux-arm64", "hutch-linux-arm64", "arm64"],
+  ["bun-darwin-arm64", "hutch-darwin-arm64", "arm64"],
+  ["bun-darwin-x64", "hutch-darwin-x64", "x64"],
+  ["bun-windows-x64", "hutch-windows-x64.exe", "x64"],
+];
+const onlyHost = process.env.HUTCH_BUILD_TARGETS === "host";
+
+step("dist/hutch-guest");
+await run([...common, "guest/src/main.ts", "--outfile", guests.x64]);
+if (!onlyHost) {
+  step("dist/hutch-guest-linux-arm64");
+  await run([...common, "--target=bun-linux-arm64", "guest/src/main.ts", "--outfile", guests.arm64]);
+}
+
+for (const [target, out, guestArch] of onlyHost ? hosts.slice(0, 1) : hosts) {
+  const guest = guests[guestArch];
+  const guestSha = await sha(guest);
+  // The host imports dist/.embed/hutch-guest as a file asset: stage this target's guest there.
+  copyFileSync(guest, join(embed, "hutch-guest"));
+  step(`dist/${out} (guest ${guestArch} ${guestSha})`);
+  await run([...common, ...(target ? [`--target=${target}`] : []), "--define", `HUTCH_GUEST_SHA="${guestSha}"`, "host/src/main.ts", "--outfile", join(dist, out)]);
+}
+step("done");

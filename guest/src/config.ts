@@ -1,9 +1,11 @@
 // Every environment variable the guest reads is read here, once, at start.
 import { homedir } from "node:os";
 
+/** Where the host connects: a unix socket, or a virtio-serial port by name. */
+export type ChannelSpec = { kind: "unix"; path: string } | { kind: "vport"; name: string };
+
 export interface GuestConfig {
-  /** Unix socket the host connects to. */
-  socket: string;
+  channel: ChannelSpec;
   /** Directories file tools may touch; anything resolving outside is denied. */
   roots: string[];
   /** Where relative paths and exec/pty without a cwd start. */
@@ -24,7 +26,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GuestConfig {
     .split(":")
     .filter((r) => r.length > 0);
   return {
-    socket: env.HUTCH_GUEST_SOCKET || "/run/hutch/agent.sock",
+    channel: parseChannel(env.HUTCH_GUEST_CHANNEL || `unix:${env.HUTCH_GUEST_SOCKET || "/run/hutch/agent.sock"}`),
     roots: [...new Set(roots)],
     cwd: env.HUTCH_GUEST_CWD || "/workspace",
     baseEnv: baseEnv(env),
@@ -32,6 +34,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GuestConfig {
     ptyStallMs: nonNegative(env.HUTCH_GUEST_PTY_STALL_MS, 5000),
     debug: env.HUTCH_GUEST_DEBUG === "1",
   };
+}
+
+/** `unix:/path` or `vport:<port name>`. */
+export function parseChannel(spec: string): ChannelSpec {
+  const colon = spec.indexOf(":");
+  const kind = spec.slice(0, colon);
+  const rest = spec.slice(colon + 1);
+  if (colon > 0 && rest.length > 0) {
+    if (kind === "unix") return { kind, path: rest };
+    if (kind === "vport") return { kind, name: rest };
+  }
+  throw new Error(`HUTCH_GUEST_CHANNEL=${JSON.stringify(spec)}: expected unix:/path/to/socket or vport:<port name>`);
 }
 
 // Processes get the guest's own environment (PATH, HOME, TERM, LANG…) minus

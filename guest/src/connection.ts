@@ -3,7 +3,6 @@
 // windows, and the rest (credit, msg, close) are small and answer the host's
 // own frames.
 import { Value } from "@sinclair/typebox/value";
-import type { Socket } from "bun";
 import {
   CAPABILITIES,
   DEFAULT_WINDOW,
@@ -15,7 +14,7 @@ import {
   ShutdownMsg,
   type GuestHello,
 } from "@hutch/shared";
-import { SocketWriter } from "./socket-writer.ts";
+import { SocketWriter, type ByteSink } from "./socket-writer.ts";
 import { handleOpen } from "./tools/index.ts";
 import type { ToolContext } from "./tools/context.ts";
 
@@ -31,7 +30,7 @@ export class Connection {
   private readonly helloTimer: Timer;
 
   constructor(
-    socket: Socket<Connection>,
+    socket: ByteSink,
     private readonly ctx: ToolContext,
     private readonly shutdown: (graceMs: number, why: string) => void,
   ) {

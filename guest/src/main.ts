@@ -1,59 +1,62 @@
-// hutch-guest: serves the tools in guest/PROTOCOL.md on a unix socket, to
-// any number of host connections at once.
-import { mkdir, unlink } from "node:fs/promises";
-import { dirname } from "node:path";
+// hutch-guest: serves the tools in guest/PROTOCOL.md to the host, on a unix
+// socket (process engine) or a virtio-serial port (QEMU engine, where it is
+// also PID 1: see src/init/ and image/BOOT.md).
 import { loadConfig } from "./config.ts";
-import { Connection } from "./connection.ts";
+import { guardPid1, powerOff, prepareBox } from "./init/index.ts";
+import { libcWait, Reaper } from "./init/reaper.ts";
+import { ProcessTable } from "./procs.ts";
 import { createLogger } from "./log.ts";
 import { PathPolicy } from "./paths.ts";
-import { ProcessTable } from "./procs.ts";
 import type { ToolContext } from "./tools/context.ts";
 import { PtyTable } from "./tools/pty.ts";
+import type { Channel } from "./transport/channel.ts";
+import { listenUnix } from "./transport/unix.ts";
+import { openVport } from "./transport/vport.ts";
 
-const config = loadConfig();
-const log = createLogger("guest", config.debug);
-const procs = new ProcessTable();
-const ctx: ToolContext = {
-  config,
-  paths: await PathPolicy.create(config.roots, config.cwd),
-  procs,
-  ptys: new PtyTable(config, procs, log),
-  log,
-};
-
-await mkdir(dirname(config.socket), { recursive: true });
-// A socket file left by an earlier run would make listen fail with EADDRINUSE.
-await unlink(config.socket).catch(() => {});
-
-const server = Bun.listen<Connection>({
-  unix: config.socket,
-  socket: {
-    open: (socket) => {
-      socket.data = new Connection(socket, ctx, shutdown);
-    },
-    data: (socket, chunk) => socket.data.feed(chunk),
-    drain: (socket) => socket.data.drain(),
-    close: (socket, err) => socket.data.lost(err ? err.message : "closed by the host"),
-    error: (socket, err) => socket.data.lost(err.message),
-  },
-});
-log.info("listening", { socket: config.socket, roots: config.roots.join(":"), pid: process.pid });
+const pid1 = process.pid === 1;
+const initLog = createLogger("init");
+if (pid1) guardPid1(initLog);
 
 let stopping = false;
-function shutdown(graceMs: number, why: string): void {
-  if (stopping) return;
-  stopping = true;
-  log.info("shutting down", { why, graceMs, processes: procs.size });
-  // Stop accepting, but keep the open connections: closing them would SIGKILL
-  // every exec at once, and the host should see its processes exit.
-  server.stop(false);
-  void (async () => {
-    const { terminated, killed } = await procs.stopAll(graceMs);
-    await unlink(config.socket).catch(() => {});
-    log.info("stopped", { terminated, killed });
-    process.exit(0);
-  })();
-}
+let channel: Channel | undefined;
 
-process.on("SIGTERM", () => shutdown(config.graceMs, "SIGTERM"));
-process.on("SIGINT", () => shutdown(config.graceMs, "SIGINT"));
+try {
+  const config = loadConfig(pid1 ? prepareBox(initLog, process.env) : process.env);
+  const log = createLogger("guest", config.debug);
+  const procs = new ProcessTable();
+  const ctx: ToolContext = {
+    config,
+    paths: await PathPolicy.create(config.roots, config.cwd),
+    procs,
+    ptys: new PtyTable(config, procs, log),
+    log,
+  };
+
+  function shutdown(graceMs: number, why: string): void {
+    if (stopping) return;
+    stopping = true;
+    log.info("shutting down", { why, graceMs, processes: procs.size });
+    // Take no new connections, but keep the open ones: closing them would
+    // SIGKILL every exec at once, and the host should see its processes exit.
+    channel?.stop();
+    void (async () => {
+      const { terminated, killed } = await procs.stopAll(graceMs);
+      await channel?.close();
+      log.info("stopped", { terminated, killed });
+      if (pid1) await powerOff(log);
+      process.exit(0);
+    })();
+  }
+
+  const deps = { ctx, shutdown };
+  channel = config.channel.kind === "unix" ? await listenUnix(config.channel.path, deps) : await openVport(config.channel.name, deps);
+  if (pid1) new Reaper(libcWait, (pid) => procs.has(pid), log).start();
+  process.on("SIGTERM", () => shutdown(config.graceMs, "SIGTERM"));
+  process.on("SIGINT", () => shutdown(config.graceMs, "SIGINT"));
+  log.info("listening", { channel: channel.where, roots: config.roots.join(":"), pid: process.pid });
+} catch (err) {
+  // Nothing to serve with: as PID 1 the host sees QEMU exit and the console's tail.
+  initLog.error("guest failed to start", { error: (err as Error).message });
+  if (pid1) await powerOff(initLog);
+  process.exit(1);
+}

@@ -39,6 +39,11 @@ export class ProcessTable {
     return this.live.size;
   }
 
+  /** Whether the guest spawned this pid and Bun will reap it (the PID 1 reaper must leave it alone). */
+  has(pid: number): boolean {
+    return this.live.has(pid);
+  }
+
   /** Signals the process group, falling back to the process if the group is gone. */
   signal(pid: number, sig: NodeJS.Signals): void {
     try {

@@ -1,12 +1,17 @@
 // Writes to a Bun socket without losing bytes: socket.write takes what the
 // kernel accepts and returns the count; the rest waits here for drain().
-import type { Socket } from "bun";
+
+/** What the writer writes to: a Bun socket, or the virtio port's writer. write() returns the bytes taken. */
+export interface ByteSink {
+  write(bytes: Uint8Array): number;
+  end(): unknown;
+}
 
 export class SocketWriter {
   private queue: Uint8Array[] = [];
   private ended = false;
 
-  constructor(private readonly socket: Pick<Socket<unknown>, "write" | "end">) {}
+  constructor(private readonly socket: ByteSink) {}
 
   /** Bytes waiting for the socket. */
   get queued(): number {

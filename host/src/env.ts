@@ -19,13 +19,20 @@ export const env = {
   home: () => process.env.HUTCH_HOME || join(xdgDataHome(), "hutch"),
   /** Use this guest binary instead of the embedded one (development and fault-injection tests). */
   guestBinary: () => process.env.HUTCH_GUEST_BIN || undefined,
-  /** How long a started guest has to answer the hello. */
-  helloTimeoutMs: () => intFromEnv("HUTCH_HELLO_TIMEOUT_MS", 10_000),
+  /** How long a started guest has to answer the hello (each engine has its own default). */
+  helloTimeoutMs: (): number | undefined => (process.env.HUTCH_HELLO_TIMEOUT_MS ? intFromEnv("HUTCH_HELLO_TIMEOUT_MS", 0) : undefined),
   /** How long a graceful stop waits before killing. */
   stopTimeoutMs: () => intFromEnv("HUTCH_STOP_TIMEOUT_MS", 10_000),
   logLevel: () => process.env.HUTCH_LOG_LEVEL || undefined,
   logFormat: () => process.env.HUTCH_LOG_FORMAT || undefined,
   bwrap: () => process.env.HUTCH_BWRAP || "bwrap",
+  /** Force the QEMU accelerator (kvm, hvf, whpx, tcg) instead of the one doctor proved. */
+  qemuAccel: () => {
+    const v = process.env.HUTCH_QEMU_ACCEL;
+    if (!v) return undefined;
+    if (!["kvm", "hvf", "whpx", "tcg"].includes(v)) throw new Error(`HUTCH_QEMU_ACCEL=${v}: expected kvm, hvf, whpx or tcg`);
+    return v;
+  },
   /** What kind of client this CLI declares itself to the daemon: cli, agent, ide, orchestrator. */
   clientKind: () => process.env.HUTCH_CLIENT || "cli",
   /** An optional name telling clients of one kind apart (e.g. two agents). */

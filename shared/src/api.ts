@@ -17,7 +17,7 @@ export const BoxState = Type.Union([
   Type.Literal("deleted"),
 ]);
 export type BoxState = Static<typeof BoxState>;
-export const DesiredState = Type.Union([Type.Literal("stopped"), Type.Literal("running"), Type.Literal("deleted")]);
+export const DesiredState = Type.Union([Type.Literal("stopped"), Type.Literal("running"), Type.Literal("paused"), Type.Literal("deleted")]);
 export type DesiredState = Static<typeof DesiredState>;
 
 export const Box = Type.Object({
@@ -30,6 +30,8 @@ export const Box = Type.Object({
   reason: Type.Optional(Type.String()),
   pid: Type.Optional(Type.Integer()),
   guest: Type.Optional(Type.Object({ version: Type.String(), capabilities: Type.Array(Type.String()) })),
+  /** What the engine says about this box (a VM's accelerator and why, its sizes). */
+  engineInfo: Type.Optional(Type.Record(Type.String(), Type.String())),
   createdAt: Type.String(),
   updatedAt: Type.String(),
 });
@@ -40,6 +42,13 @@ export const BoxCreateBody = Type.Object(
     name: BoxName,
     engine: Type.Optional(EngineName),
     start: Type.Optional(Type.Boolean()),
+    /** VM settings (qemu engine). */
+    cpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
+    memoryMiB: Type.Optional(Type.Integer({ minimum: 256, maximum: 262144 })),
+    disk: Type.Optional(Type.String({ pattern: "^[1-9][0-9]*[MGT]$", description: "overlay size, e.g. 20G" })),
+    image: Type.Optional(Type.String({ pattern: "^[a-z0-9][a-z0-9._-]{0,63}$" })),
+    /** Extra kernel command line for the VM (debugging a boot). */
+    kernelArgs: Type.Optional(Type.String({ maxLength: 1024, pattern: "^[ -~]*$" })),
   },
   { additionalProperties: false },
 );

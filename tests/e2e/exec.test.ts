@@ -56,9 +56,8 @@ describe("hutch exec", () => {
     const out = await new Response(p.stdout).text();
     expect(await p.exited).toBe(0);
     expect(out).toBe("1000\nrc=141\n");
-    // Nothing is left running in the box.
-    const ps = await h.run(["exec", "b", "--", "sh", "-c", "ps -eo comm | grep -c '^cat$' || true"]);
-    expect(ps.stdout.trim()).toBe("0");
+    // The box's cat is killed too (the daemon passes the close on; it lands just after we exit).
+    await waitFor("the box's cat to be gone", async () => (await h.run(["exec", "b", "--", "sh", "-c", "ps -eo comm | grep -c '^cat$' || true"])).stdout.trim() === "0", 5000);
   });
 
   test("stdin arrives whole and its end arrives every time", async () => {

@@ -31,6 +31,13 @@ async function eachBox(a: Names, verb: string, act: (name: string, key: string) 
   setExitCode(worst);
 }
 
+/** "1G", "768M" or a number of MiB. */
+export function parseMemory(s: string): number {
+  const m = /^(\d+)([MG]?)i?B?$/i.exec(s.trim());
+  if (!m) throw new HutchError("invalid", `--memory ${s}: expected a size like 1G or 768M`, "e.g. --memory 2G");
+  return Number(m[1]) * (m[2]?.toUpperCase() === "G" ? 1024 : 1);
+}
+
 const names = (y: Argv) => y.positional("names", { type: "string", array: true, demandOption: true, describe: "box names or ids" });
 
 export const boxCommand: CommandModule<GlobalArgs, GlobalArgs> = {
@@ -38,17 +45,23 @@ export const boxCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   describe: "create, start, stop, delete and inspect boxes",
   builder: (y) =>
     y
-      .command<GlobalArgs & { name: string; engine: string; start: boolean }>(
+      .command<GlobalArgs & { name: string; engine: string; start: boolean; cpus?: number; memory?: string; disk?: string; image?: string; "kernel-args"?: string }>(
         "create <name>",
         "create a box (stopped unless --start)",
         (c) =>
           c
             .positional("name", { type: "string", demandOption: true, describe: "lower-case letters, digits and dashes" })
-            .option("engine", { type: "string", choices: ["process"], default: "process", describe: "how the box is isolated" })
-            .option("start", { type: "boolean", default: false, describe: "start it once created" }),
+            .option("engine", { type: "string", choices: ["process", "qemu"], default: "process", describe: "process: a namespace sandbox; qemu: a VM with its own kernel" })
+            .option("start", { type: "boolean", default: false, describe: "start it once created" })
+            .option("cpus", { type: "number", describe: "VM: virtual CPUs (default 2)" })
+            .option("memory", { type: "string", describe: "VM: memory, e.g. 1G or 768M (default 1G)" })
+            .option("disk", { type: "string", describe: "VM: disk size, e.g. 20G (default: the image's)" })
+            .option("image", { type: "string", describe: "VM: image name (default: default)" })
+            .option("kernel-args", { type: "string", describe: "VM: extra kernel command line (debugging a boot)" }),
         async (a) => {
           const d = await connectDaemon(a.home);
-          const box = await d.request<Box>("POST", "/v1/boxes", { name: a.name, engine: a.engine, start: a.start }, { idempotencyKey: crypto.randomUUID() });
+          const vm = { ...(a.cpus ? { cpus: a.cpus } : {}), ...(a.memory ? { memoryMiB: parseMemory(a.memory) } : {}), ...(a.disk ? { disk: a.disk } : {}), ...(a.image ? { image: a.image } : {}), ...(a["kernel-args"] ? { kernelArgs: a["kernel-args"] } : {}) };
+          const box = await d.request<Box>("POST", "/v1/boxes", { name: a.name, engine: a.engine, start: a.start, ...vm }, { idempotencyKey: crypto.randomUUID() });
           if (a.json) printJson(box);
           else process.stdout.write(`created ${box.name} (${box.id}), ${box.state}\n`);
         },
@@ -60,6 +73,14 @@ export const boxCommand: CommandModule<GlobalArgs, GlobalArgs> = {
       .command<Names>("stop <names..>", "stop boxes (graceful, then forced)", names, async (a) => {
         const d = await connectDaemon(a.home);
         await eachBox(a, "stopped", (n, key) => d.request("POST", `/v1/boxes/${encodeURIComponent(n)}/stop`, undefined, { idempotencyKey: key }));
+      })
+      .command<Names>("pause <names..>", "freeze running VM boxes", names, async (a) => {
+        const d = await connectDaemon(a.home);
+        await eachBox(a, "paused", (n, key) => d.request("POST", `/v1/boxes/${encodeURIComponent(n)}/pause`, undefined, { idempotencyKey: key }));
+      })
+      .command<Names>("resume <names..>", "thaw paused boxes", names, async (a) => {
+        const d = await connectDaemon(a.home);
+        await eachBox(a, "resumed", (n, key) => d.request("POST", `/v1/boxes/${encodeURIComponent(n)}/resume`, undefined, { idempotencyKey: key }));
       })
       .command<Names>(["delete <names..>", "rm"], "delete boxes and everything in them", names, async (a) => {
         const d = await connectDaemon(a.home);

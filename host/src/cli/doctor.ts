@@ -3,6 +3,8 @@ import { HutchError, type Box } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { execInBox } from "../client/exec.ts";
 import { ProcessEngine } from "../engine/process/index.ts";
+import { QemuEngine } from "../engine/qemu/index.ts";
+import { chooseAccel } from "../engine/qemu/accel.ts";
 import { printJson } from "./output.ts";
 import { setExitCode, type GlobalArgs } from "./main.ts";
 
@@ -44,7 +46,17 @@ export const doctorCommand: CommandModule<GlobalArgs, GlobalArgs> = {
     const probe = await new ProcessEngine(a.home).probe();
     if (!probe.ok) checks.push({ name: "process engine", ok: false, detail: probe.detail, fix: probe.fix });
     else if (checks[0]!.ok) checks.push(await bootCheck(a.home, "process"));
-    checks.push({ name: "qemu engine", ok: false, detail: "not available in this build of hutch", fix: "use the process engine: hutch box create NAME --engine process" });
+    const qemu = await new QemuEngine(a.home).probe();
+    if (!qemu.ok) checks.push({ name: "qemu engine", ok: false, detail: qemu.detail, fix: qemu.fix });
+    else {
+      // Prove each accelerator by booting, then boot a real box on the one chosen.
+      const { choice, probes } = await chooseAccel(a.home, "linux");
+      for (const p of probes) {
+        checks.push({ name: `accelerator ${p.accel}`, ok: p.ok, detail: p.detail, ...(p.ok ? {} : { fix: p.accel === "kvm" ? "enable KVM for this host (nested virtualization on a VM host); until then boxes use tcg" : "check the QEMU install: apt-get install -y qemu-system-x86" }) });
+      }
+      if (choice.accel === "tcg") process.stderr.write(`hutch: VM boxes will use tcg (software emulation, slow): ${choice.reason}\n`);
+      if (checks[0]!.ok) checks.push(await bootCheck(a.home, "qemu"));
+    }
     const usable = checks.some((c) => c.name.endsWith("engine") && c.ok);
     if (a.json) printJson({ ok: usable, checks });
     else {

@@ -23,8 +23,9 @@ export function boxDetails(b: Box): string {
     ["engine", b.engine],
     ["isolation", b.isolation],
     ...(b.guest ? [["guest", `${b.guest.version} (${b.guest.capabilities.join(", ")})`]] : []),
+    ...Object.entries(b.engineInfo ?? {}),
     ["created", b.createdAt],
     ...(b.reason ? [["reason", b.reason]] : []),
   ];
-  return lines.map(([k, v]) => `${(k + ":").padEnd(11)}${v}`).join("\n") + "\n";
+  return lines.map(([k, v]) => `${(k + ":").padEnd(14)}${v}`).join("\n") + "\n";
 }

@@ -6,6 +6,7 @@ import { openDb } from "../store/db.ts";
 import { BoxStore } from "../store/boxes.ts";
 import { BoxService } from "./boxes/service.ts";
 import { ProcessEngine } from "../engine/process/index.ts";
+import { QemuEngine } from "../engine/qemu/index.ts";
 import { buildApp } from "./app.ts";
 import { streamSocket, upgradeStream, type StreamSocketData } from "./stream/index.ts";
 import { subscribeSocket, upgradeSubscribe, type SubscribeData } from "./sessions/subscribe.ts";
@@ -50,7 +51,7 @@ export async function runDaemon(home: string): Promise<number> {
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const boxes = new BoxService(new BoxStore(db), { process: new ProcessEngine(home) }, home);
+  const boxes = new BoxService(new BoxStore(db), { process: new ProcessEngine(home), qemu: new QemuEngine(home) }, home);
   const sessionStore = new SessionStore(db);
   const sessions = new SessionService(sessionStore, boxes);
   const recorder = new Recorder(sessionStore, sessions, boxes);

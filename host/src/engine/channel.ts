@@ -21,7 +21,7 @@ export class ChannelError extends Error {
   override name = "ChannelError";
   constructor(
     message: string,
-    readonly kind: "timeout" | "protocol" | "refused",
+    readonly kind: "timeout" | "protocol" | "refused" | "exited",
   ) {
     super(message);
   }
@@ -34,19 +34,29 @@ type Sock = Awaited<ReturnType<typeof Bun.connect>>;
  * resolves once the guest's hello arrived and checked out. Rejects with a
  * ChannelError when the deadline passes or the guest misbehaves.
  */
-export async function openChannel(endpoint: ChannelEndpoint, timeoutMs: number, events: ChannelEvents): Promise<Channel> {
+/** How long one connection waits for the hello before trying again (a VM's socket accepts long before its guest runs). */
+const ATTEMPT_MS = 3000;
+
+export async function openChannel(endpoint: ChannelEndpoint, timeoutMs: number, events: ChannelEvents, alive?: () => Promise<boolean>): Promise<Channel> {
+  // A virtio-serial port can still carry bytes the guest wrote to the previous
+  // connection: there, a bad first frame means "reconnect", not "broken guest".
+  const retryBeforeHello = endpoint.leftovers === true;
   const deadline = Date.now() + timeoutMs;
-  let lastErr = "socket not there yet";
+  let last: Error = new Error("socket not there yet");
   while (Date.now() < deadline) {
+    // A box that died while booting will never answer: say so now, not at the deadline.
+    if (alive && !(await alive())) throw new ChannelError("the box stopped before its guest answered", "exited");
     try {
-      return await connectOnce(endpoint, deadline, events);
+      return await connectOnce(endpoint, Math.min(deadline, Date.now() + ATTEMPT_MS), events);
     } catch (err) {
-      if (err instanceof ChannelError) throw err;
-      lastErr = (err as Error).message;
-      await Bun.sleep(25);
+      if (err instanceof ChannelError && err.kind !== "timeout" && !(retryBeforeHello && err.kind === "protocol")) throw err;
+      last = err as Error;
+      if (!(err instanceof ChannelError)) await Bun.sleep(25);
+      else if (err.kind === "protocol") await Bun.sleep(250);
     }
   }
-  throw new ChannelError(`the guest did not answer within ${timeoutMs} ms (${lastErr})`, "timeout");
+  if (last instanceof ChannelError) throw last;
+  throw new ChannelError(`the guest did not answer within ${timeoutMs} ms (${last.message})`, "timeout");
 }
 
 function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: ChannelEvents): Promise<Channel> {

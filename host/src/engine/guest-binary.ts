@@ -41,3 +41,21 @@ export async function guestBinaryPath(home: string): Promise<string> {
   renameSync(tmp, target);
   return target;
 }
+
+const hashed = new Map<string, string>();
+
+/** The guest binary and a short sha256 naming its build (for per-build artefacts such as the VM guest disk). */
+export async function guestBinary(home: string): Promise<{ path: string; sha: string }> {
+  const path = await guestBinaryPath(home);
+  if (buildSha && !env.guestBinary()) return { path, sha: buildSha };
+  const st = statSync(path);
+  const key = `${path}:${st.size}:${st.mtimeMs}`;
+  let sha = hashed.get(key);
+  if (!sha) {
+    const h = new Bun.CryptoHasher("sha256");
+    for await (const chunk of Bun.file(path).stream()) h.update(chunk);
+    sha = h.digest("hex").slice(0, 16);
+    hashed.set(key, sha);
+  }
+  return { path, sha };
+}

@@ -8,6 +8,8 @@ export interface BoxHandle {
   name: string;
   /** $HUTCH_HOME/boxes/<id> */
   dir: string;
+  /** Engine settings chosen at create (e.g. cpus, memory, image for VMs). */
+  config: Record<string, unknown>;
 }
 
 export interface EngineCapabilities {
@@ -27,6 +29,8 @@ export interface ProbeResult {
 
 export interface Observed {
   running: boolean;
+  /** Running but frozen (engines with the pause capability). */
+  paused?: boolean;
   pid?: number;
 }
 
@@ -34,6 +38,8 @@ export interface Observed {
 export interface ChannelEndpoint {
   kind: "unix";
   path: string;
+  /** The stream outlives connections (a VM's serial port), so a new one may start with old bytes. */
+  leftovers?: boolean;
 }
 
 export interface Engine {
@@ -48,6 +54,9 @@ export interface Engine {
   /** Graceful stop through `requestShutdown`, then forced after timeoutMs. */
   stop(box: BoxHandle, timeoutMs: number, requestShutdown: () => void): Promise<{ forced: boolean }>;
   kill(box: BoxHandle): Promise<void>;
+  /** Freezes and thaws the box; present when capabilities.pause is true. */
+  pause?(box: BoxHandle): Promise<void>;
+  resume?(box: BoxHandle): Promise<void>;
   inspect(box: BoxHandle): Promise<Observed>;
   channel(box: BoxHandle): ChannelEndpoint;
   /** Removes every file of the box. The box must not be running. */
@@ -56,4 +65,8 @@ export interface Engine {
   leftovers(box: BoxHandle): Promise<string[]>;
   /** Tail of the box's console log, for error messages. */
   consoleTail(box: BoxHandle, lines?: number): Promise<string>;
+  /** How long a started box's guest may take to answer the hello. */
+  helloTimeoutMs(box: BoxHandle): Promise<number>;
+  /** What `box info` should show about this engine's view of the box (accelerator, sizes). */
+  describe?(box: BoxHandle): Record<string, string>;
 }

@@ -26,7 +26,7 @@ interface OpRow {
   updated_at: string;
 }
 
-export type OpKind = "create" | "start" | "stop" | "delete";
+export type OpKind = "create" | "start" | "stop" | "pause" | "resume" | "delete";
 
 const now = () => new Date().toISOString();
 
@@ -77,13 +77,13 @@ export class BoxStore {
   }
 
   /** Inserts a box and its create op in one transaction. */
-  insertBox(name: string, engine: EngineName, desired: DesiredState, idemKey: string | null): { box: BoxRow; op: Op } {
+  insertBox(name: string, engine: EngineName, desired: DesiredState, idemKey: string | null, config: Record<string, unknown> = {}): { box: BoxRow; op: Op } {
     return this.db.transaction(() => {
       const at = now();
       const id = newId("box");
       this.db
-        .query("INSERT INTO boxes (id, name, engine, state, desired, created_at, updated_at) VALUES (?, ?, ?, 'creating', ?, ?, ?)")
-        .run(id, name, engine, desired, at, at);
+        .query("INSERT INTO boxes (id, name, engine, state, desired, config, created_at, updated_at) VALUES (?, ?, ?, 'creating', ?, ?, ?, ?)")
+        .run(id, name, engine, desired, JSON.stringify(config), at, at);
       const op = this.insertOp(id, "create", idemKey);
       return { box: this.byId(id)!, op };
     })();

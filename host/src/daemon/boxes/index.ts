@@ -15,6 +15,8 @@ export function boxesController(boxes: BoxService) {
     .get("/:ref", ({ params }) => boxes.get(params.ref), { params: BoxModel.ref, detail: { summary: "One box, by name or id" } })
     .post("/:ref/start", ({ params, headers }) => boxes.start(params.ref, idem(headers)), { params: BoxModel.ref, detail: { summary: "Start a box" } })
     .post("/:ref/stop", ({ params, headers }) => boxes.stop(params.ref, idem(headers)), { params: BoxModel.ref, detail: { summary: "Stop a box: graceful, then forced after a timeout" } })
+    .post("/:ref/pause", ({ params, headers }) => boxes.pause(params.ref, idem(headers)), { params: BoxModel.ref, detail: { summary: "Freeze a box (VM engines)" } })
+    .post("/:ref/resume", ({ params, headers }) => boxes.resume(params.ref, idem(headers)), { params: BoxModel.ref, detail: { summary: "Thaw a paused box" } })
     .delete("/:ref", ({ params, headers }) => boxes.delete(params.ref, idem(headers)), {
       params: BoxModel.ref,
       response: BoxModel.deleted,

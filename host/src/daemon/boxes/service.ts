@@ -58,7 +58,11 @@ export class BoxService {
     if (this.store.byName(body.name)) {
       throw new HutchError("conflict", `box "${body.name}" already exists`, `use it, or delete it first: hutch box delete ${body.name}`);
     }
-    const { box, op } = this.store.insertBox(body.name, engine, body.start ? "running" : "stopped", idemKey);
+    const config = Object.fromEntries(Object.entries({ cpus: body.cpus, memoryMiB: body.memoryMiB, disk: body.disk, image: body.image, kernelArgs: body.kernelArgs }).filter(([, v]) => v !== undefined));
+    if (Object.keys(config).length > 0 && engine !== "qemu") {
+      throw new HutchError("invalid", `cpus, memory, disk and image apply to VM boxes, not to the ${engine} engine`, `create a VM: hutch box create ${body.name} --engine qemu`);
+    }
+    const { box, op } = this.store.insertBox(body.name, engine, body.start ? "running" : "stopped", idemKey, config);
     logger.info("box created", { box: box.name, id: box.id, engine });
     return this.finish(box.id, op.id);
   }
@@ -69,6 +73,18 @@ export class BoxService {
 
   async stop(ref: string, idemKey: string | null): Promise<Box> {
     return this.request(ref, "stop", "stopped", idemKey);
+  }
+
+  async pause(ref: string, idemKey: string | null): Promise<Box> {
+    const row = this.row(ref);
+    const engine = this.engine(row.engine);
+    if (!engine.capabilities.pause) throw new HutchError("invalid", `the ${row.engine} engine cannot pause boxes`, "pause needs a VM box (--engine qemu)");
+    if (row.state !== "running" && row.state !== "paused") throw new HutchError("not_ready", `box "${row.name}" is ${row.state}`, `start it first: hutch box start ${row.name}`);
+    return this.request(ref, "pause", "paused", idemKey);
+  }
+
+  async resume(ref: string, idemKey: string | null): Promise<Box> {
+    return this.request(ref, "resume", "running", idemKey);
   }
 
   async delete(ref: string, idemKey: string | null): Promise<{ id: string; name: string; deleted: true }> {
@@ -87,6 +103,7 @@ export class BoxService {
     const row = this.row(ref);
     const ch = this.channels.get(row.id);
     if (row.state === "running" && ch && ch.mux.alive) return { box: row, channel: ch };
+    if (row.state === "paused") throw new HutchError("not_ready", `box "${row.name}" is paused`, `resume it: hutch box resume ${row.name}`);
     if (row.state === "failed") {
       throw new HutchError("not_ready", `box "${row.name}" failed: ${row.reason ?? "unknown reason"}`, `start it again: hutch box start ${row.name}`);
     }
@@ -138,7 +155,7 @@ export class BoxService {
   }
 
   private handle(row: BoxRow): BoxHandle {
-    return { id: row.id, name: row.name, dir: join(this.home, "boxes", row.id) };
+    return { id: row.id, name: row.name, dir: join(this.home, "boxes", row.id), config: JSON.parse(row.config) as Record<string, unknown> };
   }
 
   toBox(row: BoxRow): Box {
@@ -153,6 +170,7 @@ export class BoxService {
       desired: row.desired,
       ...(row.reason ? { reason: row.reason } : {}),
       ...(ch ? { guest: { version: ch.hello.version, capabilities: ch.hello.capabilities } } : {}),
+      ...(engine?.describe ? { engineInfo: engine.describe(this.handle(row)) } : {}),
       createdAt: row.created_at,
       updatedAt: row.updated_at,
     };
@@ -185,13 +203,17 @@ export class BoxService {
         case "running":
           await this.driveRunning(row, engine, box);
           break;
+        case "paused":
+          await this.drivePaused(row, engine, box);
+          break;
         case "stopped":
           await this.driveStopped(row, engine, box);
           break;
       }
       this.store.settleOps(boxId, null);
     } catch (err) {
-      const message = err instanceof Error ? err.message : String(err);
+      // Keep the next step with the reason: the op's error is all the caller gets back.
+      const message = err instanceof HutchError && err.hint ? `${err.message}; ${err.hint}` : err instanceof Error ? err.message : String(err);
       logger.error("box operation failed", { box: row.name, err: message });
       this.dropChannel(boxId);
       await engine.kill(box).catch(() => undefined);
@@ -207,9 +229,19 @@ export class BoxService {
       this.dropChannel(row.id);
       this.setState(row.id, "starting");
       await engine.start(box);
+    } else if (observed.paused) {
+      await engine.resume!(box);
     }
     if (!this.channels.get(row.id)?.mux.alive) await this.connect(row, engine, box);
     this.setState(row.id, "running");
+  }
+
+  /** Paused: running but frozen. A frozen guest cannot answer a hello, so the channel waits for resume. */
+  private async drivePaused(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
+    const observed = await engine.inspect(box);
+    if (!observed.running) throw new Error(`box "${row.name}" is not running, so it cannot be paused; start it: hutch box start ${row.name}`);
+    if (!observed.paused) await engine.pause!(box);
+    this.setState(row.id, "paused");
   }
 
   private async driveStopped(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
@@ -242,10 +274,15 @@ export class BoxService {
 
   private async connect(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
     try {
-      const ch = await openChannel(engine.channel(box), env.helloTimeoutMs(), {
-        onProtocolError: (err) => void this.fault(row.id, `the guest broke the protocol: ${err.message}`),
-        onLost: () => void this.fault(row.id, "the guest channel closed unexpectedly"),
-      });
+      const ch = await openChannel(
+        engine.channel(box),
+        await engine.helloTimeoutMs(box),
+        {
+          onProtocolError: (err) => void this.fault(row.id, `the guest broke the protocol: ${err.message}`),
+          onLost: () => void this.fault(row.id, "the guest channel closed unexpectedly"),
+        },
+        async () => (await engine.inspect(box)).running,
+      );
       this.channels.set(row.id, ch);
       logger.info("guest channel open", { box: row.name, guest: ch.hello.version });
     } catch (err) {

@@ -180,6 +180,10 @@ export class ProcessEngine implements Engine {
     return left;
   }
 
+  async helloTimeoutMs(): Promise<number> {
+    return env.helloTimeoutMs() ?? 10_000;
+  }
+
   async consoleTail(box: BoxHandle, lines = 20): Promise<string> {
     try {
       const text = readFileSync(join(box.dir, BOX_FILES.console), "utf8");

@@ -1,0 +1,146 @@
+// The part of init that /init (busybox, in the initramfs) leaves to the
+// guest: see image/BOOT.md. Runs only when the guest is PID 1.
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import type { Logger } from "../log.ts";
+import { parseCmdline } from "./cmdline.ts";
+import { disableCtrlAltDel, EBUSY, interfaceUp, mount, MNT_DETACH, peekExited, powerOffNow, reapPid, remountReadOnly, sethostname, SysError, sync, umount } from "./ffi.ts";
+import { BOX_MOUNTS, mountPoints, unmountOrder } from "./mounts.ts";
+
+export const GUEST_HOME = "/home/hutch";
+export const GUEST_WORKSPACE = "/workspace";
+
+/**
+ * Mounts, hostname, lo, and the environment the guest configures itself from
+ * (and hands its processes). Failures are logged and skipped: a box without
+ * /dev/shm is still more use to the host than a box that powered off.
+ */
+export function prepareBox(log: Logger, inherited: NodeJS.ProcessEnv): Record<string, string> {
+  const t0 = performance.now();
+  const step = (what: string, run: () => void) => {
+    try {
+      run();
+    } catch (err) {
+      log.error(`init: ${what} failed`, { error: (err as Error).message });
+    }
+  };
+  step("ctrl-alt-del", disableCtrlAltDel);
+  step("mounts", () => {
+    const mounted = new Set(mountPoints(readFileSync("/proc/self/mounts", "utf8")));
+    for (const m of BOX_MOUNTS) {
+      if (mounted.has(m.target)) continue;
+      step(`mount ${m.target}`, () => {
+        mkdirSync(m.target, { recursive: true });
+        mount(m.source, m.target, m.fstype, m.flags, m.data);
+      });
+    }
+  });
+  const params = parseCmdline(readFileSync("/proc/cmdline", "utf8"));
+  for (const why of params.refused) log.warn("init: kernel command line parameter refused", { why });
+  if (params.box) step("hostname", () => sethostname(params.box!));
+  step("lo up", () => interfaceUp("lo"));
+  for (const dir of [GUEST_WORKSPACE, GUEST_HOME]) step(`mkdir ${dir}`, () => mkdirSync(dir, { recursive: true }));
+  const env = boxEnv(inherited, params.boxId, existsSync("/bin/bash") ? "/bin/bash" : "/bin/sh");
+  // Bun.spawn looks commands up in PATH; the guest's own cwd should not pin a mount.
+  process.env.PATH = env.PATH;
+  process.env.HOME = env.HOME;
+  process.chdir("/");
+  log.info("init done", { box: params.box, id: params.boxId, ms: Math.round(performance.now() - t0) });
+  return env;
+}
+
+/**
+ * The environment of a box's processes. The kernel hands PID 1 little (HOME=/,
+ * TERM=linux and command-line words without a dot) and busybox sh adds its
+ * own, so it is built here, as the process engine's bwrap does, keeping only
+ * HUTCH_GUEST_* (settable from the kernel command line for debugging).
+ * Processes run as root in a VM for now.
+ */
+export function boxEnv(inherited: NodeJS.ProcessEnv, boxId: string | undefined, shell: string): Record<string, string> {
+  const env: Record<string, string> = {
+    HOME: GUEST_HOME,
+    USER: "root",
+    LOGNAME: "root",
+    SHELL: shell,
+    PATH: "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+    LANG: "C.UTF-8",
+    TERM: "xterm-256color",
+    // As PID 1 the host is on the other end of a virtio-serial port.
+    HUTCH_GUEST_CHANNEL: "vport:hutch.agent",
+  };
+  if (boxId) env.HUTCH_BOX_ID = boxId;
+  for (const [k, v] of Object.entries(inherited)) {
+    if (k.startsWith("HUTCH_GUEST_") && v !== undefined) env[k] = v;
+  }
+  return env;
+}
+
+/**
+ * PID 1 must not exit (the kernel panics): errors are logged and the guest
+ * keeps serving; an exit that happens anyway (process.exit anywhere, or the
+ * event loop running dry) becomes a power-off.
+ */
+export function guardPid1(log: Logger): void {
+  process.on("uncaughtException", (err) => log.error("uncaught exception (PID 1 keeps running)", { error: describe(err) }));
+  process.on("unhandledRejection", (reason) => log.error("unhandled rejection (PID 1 keeps running)", { error: describe(reason) }));
+  process.on("exit", (code) => {
+    log.error("PID 1 is exiting: powering off instead", { code });
+    sync();
+    powerOffNow();
+  });
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? (err.stack ?? err.message) : String(err);
+}
+
+/**
+ * The end of a box: every process still alive (orphans included) gets SIGTERM
+ * and then SIGKILL, filesystems are synced and unmounted (lazily if busy),
+ * the root is remounted read-only, and the machine powers off.
+ */
+export async function powerOff(log: Logger, graceMs = 1000): Promise<never> {
+  for (const sig of ["SIGTERM", "SIGKILL"] as const) {
+    try {
+      process.kill(-1, sig);
+    } catch {
+      // ESRCH: nothing left besides PID 1.
+    }
+    const until = Date.now() + graceMs;
+    while (Date.now() < until && hasLiveChildren()) await Bun.sleep(20);
+  }
+  sync();
+  for (const target of unmountOrder(mountPoints(readFileSync("/proc/self/mounts", "utf8")))) {
+    try {
+      umount(target);
+    } catch (err) {
+      try {
+        if (err instanceof SysError && err.errno === EBUSY) umount(target, MNT_DETACH);
+        else throw err;
+      } catch (err2) {
+        log.warn("unmount failed", { target, error: (err2 as Error).message });
+      }
+    }
+  }
+  try {
+    remountReadOnly("/");
+  } catch (err) {
+    log.warn("remounting / read-only failed", { error: (err as Error).message });
+  }
+  sync();
+  log.info("powering off");
+  const err = powerOffNow();
+  log.error("power-off refused", { error: err.message });
+  // Not PID 1 after all (or no CAP_SYS_BOOT): nothing sensible is left to do.
+  process.exit(1);
+}
+
+// Children that are still running (exited ones are reaped as we go: Bun's are
+// gone once stopAll returned, so nothing here can steal a status it waits for).
+function hasLiveChildren(): boolean {
+  for (;;) {
+    const pid = peekExited();
+    if (pid === null) return false;
+    if (pid === 0) return true;
+    reapPid(pid);
+  }
+}

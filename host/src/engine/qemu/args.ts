@@ -1,0 +1,106 @@
+// The QEMU command line, built as data by a pure function and golden-tested
+// for every OS/arch/accelerator (test/qemu-args.test.ts). Platform
+// differences live in the profile table below, not in scattered ifs.
+
+export type Platform = "linux" | "darwin" | "windows";
+export type Arch = "x86_64" | "aarch64";
+export type Accel = "kvm" | "hvf" | "whpx" | "tcg";
+
+export interface QemuSpec {
+  platform: Platform;
+  arch: Arch;
+  accel: Accel;
+  /** The QEMU binary; defaults to qemu-system-<arch> on PATH. */
+  qemu?: string;
+  boxId: string;
+  name: string;
+  cpus: number;
+  memoryMiB: number;
+  kernel: string;
+  initrd: string;
+  /** Extra kernel command line, appended after the fixed part. */
+  cmdline: string;
+  rootDisk: string;
+  guestDisk: string;
+  /** Unix socket path (a named pipe name on Windows) for the agent channel. */
+  agent: string;
+  qmp: string;
+  consoleLog: string;
+  pidfile: string;
+}
+
+interface Profile {
+  machine: string;
+  cpu: string;
+  /** How virtio devices attach: PCI, or MMIO on microvm / virt. */
+  bus: "pci" | "device";
+  console: string;
+  sandbox: boolean;
+  /** How a local socket chardev is spelled on this OS. */
+  socket: (id: string, path: string) => string;
+}
+
+const unixSocket = (id: string, path: string) => `socket,id=${id},path=${path},server=on,wait=off`;
+const namedPipe = (id: string, name: string) => `pipe,id=${id},path=${name}`;
+
+/**
+ * One row per supported host. kvm uses microvm (no firmware, no PCI: the
+ * fastest boot); tcg uses q35, which is no slower under emulation and needs
+ * nothing beyond virtio-pci in the initramfs; Apple silicon uses virt.
+ */
+function profile(p: Platform, a: Arch, accel: Accel): Profile {
+  if (a === "x86_64" && accel === "kvm") {
+    return { machine: "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=on,rtc=on", cpu: "host", bus: "device", console: "ttyS0", sandbox: true, socket: unixSocket };
+  }
+  if (a === "x86_64" && p === "windows") {
+    return { machine: "q35", cpu: "max", bus: "pci", console: "ttyS0", sandbox: false, socket: namedPipe };
+  }
+  if (a === "x86_64") {
+    // Bun needs AVX2: under tcg only -cpu max (or Haswell+) boots it.
+    return { machine: "q35", cpu: accel === "tcg" ? "max" : "host", bus: "pci", console: "ttyS0", sandbox: p === "linux", socket: unixSocket };
+  }
+  return { machine: "virt,highmem=on", cpu: accel === "tcg" ? "max" : "host", bus: "device", console: "ttyAMA0", sandbox: p === "linux", socket: unixSocket };
+}
+
+const dev = (bus: "pci" | "device", kind: string) => `virtio-${kind}-${bus}`;
+
+export function qemuArgs(s: QemuSpec): string[] {
+  const pr = profile(s.platform, s.arch, s.accel);
+  const args = [
+    s.qemu ?? `qemu-system-${s.arch}${s.platform === "windows" ? ".exe" : ""}`,
+    "-name", `hutch-${s.name},process=hutch-${s.boxId}`,
+    "-nodefaults", "-no-user-config", "-display", "none",
+    "-machine", pr.machine,
+    "-accel", s.accel,
+    "-cpu", pr.cpu,
+    "-smp", String(s.cpus),
+    "-m", `${s.memoryMiB}M`,
+    "-kernel", s.kernel,
+    "-initrd", s.initrd,
+    "-append", `console=${pr.console} panic=-1 quiet rdinit=/init hutch.box=${s.name} hutch.id=${s.boxId}${s.cmdline ? ` ${s.cmdline}` : ""}`,
+    "-drive", `if=none,id=root,file=${s.rootDisk},format=qcow2,cache=writeback,discard=unmap`,
+    "-device", `${dev(pr.bus, "blk")},drive=root`,
+    "-drive", `if=none,id=guest,file=${s.guestDisk},format=raw,readonly=on`,
+    "-device", `${dev(pr.bus, "blk")},drive=guest`,
+    "-device", `${dev(pr.bus, "serial")},id=vser`,
+    "-chardev", pr.socket("agent", s.agent),
+    "-device", "virtserialport,bus=vser.0,chardev=agent,name=hutch.agent",
+    "-object", "rng-random,id=rng,filename=/dev/urandom",
+    "-device", `${dev(pr.bus, "rng")},rng=rng`,
+    "-chardev", `file,id=console,path=${s.consoleLog}`,
+    "-serial", "chardev:console",
+    "-qmp", pr.socket === namedPipe ? `pipe:${s.qmp}` : `unix:${s.qmp},server=on,wait=off`,
+    "-no-reboot",
+  ];
+  if (s.platform === "windows") args.splice(args.indexOf("-object"), 2, "-object", "rng-builtin,id=rng");
+  // spawn=deny forbids fork, so QEMU is not told to -daemonize: the engine
+  // starts it detached itself and knows it by its pidfile.
+  if (pr.sandbox) args.push("-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+  args.push("-pidfile", s.pidfile);
+  return args;
+}
+
+/** The accelerator each platform tries first; tcg is the last resort everywhere. */
+export function preferredAccel(p: Platform): Accel {
+  return p === "linux" ? "kvm" : p === "darwin" ? "hvf" : "whpx";
+}

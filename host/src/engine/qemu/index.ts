@@ -1,0 +1,270 @@
+// The QEMU engine: each box a VM booting the image's kernel and initramfs,
+// with a qcow2 overlay over the read-only root disk, the guest binary on a
+// read-only disk of its own, and the agent channel on a virtio-serial port
+// (see image/BOOT.md). QEMU runs detached from the daemon; a restarted daemon
+// finds it by pidfile (pid + start time + its box id on the command line).
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { HutchError } from "@hutch/shared";
+import type { BoxHandle, ChannelEndpoint, Engine, Observed, ProbeResult } from "../types.ts";
+import { isAlive, pidsOfBox, procStartTime, type ProcIdentity } from "../pidfile.ts";
+import { guestBinary } from "../guest-binary.ts";
+import { qemuArgs, type Arch, type Platform } from "./args.ts";
+import { qmp, type QmpStatus } from "./qmp.ts";
+import { currentAccel, resolveAccel } from "./accel.ts";
+import { env } from "../../env.ts";
+import { ensureGuestDisk } from "../../image/guest-disk.ts";
+import { imagePaths, loadImage } from "../../image/index.ts";
+import { log } from "../../log.ts";
+
+const logger = log.create({ service: "engine.qemu" });
+
+/** File names inside $HUTCH_HOME/boxes/<id>/ (listed in host/README.md). */
+export const VM_FILES = {
+  pid: "box.pid",
+  qemuPid: "qemu.pid",
+  disk: "disk.qcow2",
+  agent: "agent.sock",
+  qmp: "qmp.sock",
+  console: "console.log",
+  qemuLog: "qemu.log",
+} as const;
+
+export interface VmConfig {
+  image: string;
+  cpus: number;
+  memoryMiB: number;
+  /** Virtual size of the overlay, e.g. "20G"; the image's size when absent. */
+  disk?: string;
+  /** Appended to the kernel command line. */
+  kernelArgs?: string;
+}
+
+export const DEFAULT_VM: VmConfig = { image: "default", cpus: 2, memoryMiB: 1024 };
+
+function tail(path: string, lines: number): string {
+  try {
+    return readFileSync(path, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
+  } catch {
+    return "";
+  }
+}
+
+function run(argv: string[]): { ok: boolean; out: string } {
+  const p = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe" });
+  return { ok: p.exitCode === 0, out: (p.stderr.toString() + p.stdout.toString()).trim() };
+}
+
+export class QemuEngine implements Engine {
+  readonly name = "qemu" as const;
+  readonly capabilities = { isolation: "vm" as const, pause: true, memorySnapshot: false, screenshot: false };
+
+  constructor(
+    private readonly home: string,
+    private readonly host: { platform: Platform; arch: Arch } = { platform: process.platform === "darwin" ? "darwin" : process.platform === "win32" ? "windows" : "linux", arch: process.arch === "arm64" ? "aarch64" : "x86_64" },
+  ) {}
+
+  private binary(): string {
+    return `qemu-system-${this.host.arch}`;
+  }
+
+  async probe(): Promise<ProbeResult> {
+    if (!Bun.which(this.binary()) || !Bun.which("qemu-img")) {
+      return { ok: false, engine: "qemu", detail: `${this.binary()} or qemu-img is not installed`, fix: "apt-get install -y qemu-system-x86 qemu-utils" };
+    }
+    const img = imagePaths(this.home, "default");
+    if (!existsSync(img.manifest)) return { ok: false, engine: "qemu", detail: "no VM image yet", fix: "hutch image build" };
+    return { ok: true, engine: "qemu", detail: `${this.binary()} and the default image are present` };
+  }
+
+  config(box: BoxHandle): VmConfig {
+    return { ...DEFAULT_VM, ...(box.config as Partial<VmConfig>) };
+  }
+
+  async helloTimeoutMs(): Promise<number> {
+    // Under tcg a boot takes seconds where kvm takes well under one.
+    return env.helloTimeoutMs() ?? ((await resolveAccel(this.home, this.host.platform)).accel === "tcg" ? 120_000 : 30_000);
+  }
+
+  describe(box: BoxHandle): Record<string, string> {
+    const cfg = this.config(box);
+    const accel = currentAccel(this.home);
+    return {
+      image: cfg.image,
+      cpus: String(cfg.cpus),
+      memory: `${cfg.memoryMiB} MiB`,
+      ...(cfg.disk ? { disk: cfg.disk } : {}),
+      ...(accel ? { accel: accel.accel, "accel reason": accel.reason } : {}),
+    };
+  }
+
+  async create(box: BoxHandle): Promise<void> {
+    mkdirSync(box.dir, { recursive: true });
+    const cfg = this.config(box);
+    loadImage(this.home, cfg.image);
+    const image = imagePaths(this.home, cfg.image);
+    const disk = join(box.dir, VM_FILES.disk);
+    if (existsSync(disk)) return;
+    const tmp = `${disk}.tmp`;
+    const r = run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", image.root, tmp, ...(cfg.disk ? [cfg.disk] : [])]);
+    if (!r.ok) {
+      rmSync(tmp, { force: true });
+      throw new HutchError("failed", `could not create the box's disk over image "${cfg.image}": ${r.out}`, `check the image: hutch image list (rebuild: hutch image build --force)`);
+    }
+    // Renamed only once complete, so a crash never leaves a half-made overlay.
+    renameSync(tmp, disk);
+  }
+
+  async start(box: BoxHandle): Promise<void> {
+    await this.create(box);
+    const cfg = this.config(box);
+    const image = imagePaths(this.home, cfg.image);
+    const guest = await guestBinary(this.home);
+    const guestDisk = await ensureGuestDisk(this.home, guest.path, guest.sha);
+    const accel = await resolveAccel(this.home, this.host.platform);
+    for (const f of [VM_FILES.agent, VM_FILES.qmp, VM_FILES.qemuPid]) rmSync(join(box.dir, f), { force: true });
+    const argv = qemuArgs({
+      ...this.host,
+      accel: accel.accel,
+      boxId: box.id,
+      name: box.name,
+      cpus: cfg.cpus,
+      memoryMiB: cfg.memoryMiB,
+      kernel: image.kernel,
+      initrd: image.initramfs,
+      cmdline: cfg.kernelArgs ?? "",
+      rootDisk: join(box.dir, VM_FILES.disk),
+      guestDisk,
+      agent: join(box.dir, VM_FILES.agent),
+      qmp: join(box.dir, VM_FILES.qmp),
+      consoleLog: join(box.dir, VM_FILES.console),
+      pidfile: join(box.dir, VM_FILES.qemuPid),
+    });
+    if (accel.accel === "tcg") logger.warn("booting under tcg (software emulation): slow", { box: box.name, reason: accel.reason });
+    const logFd = openSync(join(box.dir, VM_FILES.qemuLog), "w");
+    let proc: ReturnType<typeof Bun.spawn>;
+    try {
+      proc = Bun.spawn(argv, { stdin: "ignore", stdout: logFd, stderr: logFd, detached: true, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id } });
+    } finally {
+      closeSync(logFd);
+    }
+    proc.unref();
+    const startTime = procStartTime(proc.pid);
+    if (startTime) writeFileSync(join(box.dir, VM_FILES.pid), JSON.stringify({ pid: proc.pid, startTime }));
+    // Ready when QMP answers; a QEMU that exits first failed to start (bad disk, bad option).
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const id = this.identity(box);
+      if (!id || !isAlive(id)) {
+        throw new HutchError("failed", `QEMU exited while starting: ${tail(join(box.dir, VM_FILES.qemuLog), 5) || "(no output)"}`, `see ${join(box.dir, VM_FILES.qemuLog)}`);
+      }
+      const status = await qmp<QmpStatus>(join(box.dir, VM_FILES.qmp), "query-status", undefined, 1000).catch(() => null);
+      if (status) break;
+      if (Date.now() > deadline) throw new HutchError("failed", "QEMU did not answer on its QMP socket", `see ${join(box.dir, VM_FILES.qemuLog)}`);
+      await Bun.sleep(50);
+    }
+    logger.info("VM started", { box: box.name, pid: proc.pid, accel: accel.accel });
+  }
+
+  async stop(box: BoxHandle, timeoutMs: number, requestShutdown: () => void): Promise<{ forced: boolean }> {
+    const id = this.identity(box);
+    if (!id || !isAlive(id)) return { forced: false };
+    requestShutdown();
+    // ACPI too, for a guest that is not listening on its channel.
+    await qmp(join(box.dir, VM_FILES.qmp), "system_powerdown").catch(() => undefined);
+    if (await this.waitGone(id, timeoutMs)) return { forced: false };
+    logger.warn("VM did not power off in time; killing it", { box: box.name, timeoutMs });
+    await this.kill(box);
+    return { forced: true };
+  }
+
+  async kill(box: BoxHandle): Promise<void> {
+    const id = this.identity(box);
+    if (id && isAlive(id)) {
+      try {
+        process.kill(id.pid, "SIGKILL");
+      } catch {
+        // gone already
+      }
+      await this.waitGone(id, 5000);
+    }
+    for (const pid of pidsOfBox(box.id)) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // raced its exit
+      }
+    }
+    rmSync(join(box.dir, VM_FILES.pid), { force: true });
+  }
+
+  async pause(box: BoxHandle): Promise<void> {
+    await qmp(join(box.dir, VM_FILES.qmp), "stop");
+  }
+
+  async resume(box: BoxHandle): Promise<void> {
+    await qmp(join(box.dir, VM_FILES.qmp), "cont");
+  }
+
+  async inspect(box: BoxHandle): Promise<Observed> {
+    const id = this.identity(box);
+    if (!id || !isAlive(id)) return { running: false };
+    const status = await qmp<QmpStatus>(join(box.dir, VM_FILES.qmp), "query-status", undefined, 2000).catch(() => null);
+    return { running: true, pid: id.pid, ...(status && !status.running && status.status === "paused" ? { paused: true } : {}) };
+  }
+
+  channel(box: BoxHandle): ChannelEndpoint {
+    return { kind: "unix", path: join(box.dir, VM_FILES.agent), leftovers: true };
+  }
+
+  async destroy(box: BoxHandle): Promise<void> {
+    rmSync(box.dir, { recursive: true, force: true });
+  }
+
+  async leftovers(box: BoxHandle): Promise<string[]> {
+    const left: string[] = [];
+    if (existsSync(box.dir)) left.push(`directory ${box.dir}`);
+    for (const pid of pidsOfBox(box.id)) left.push(`process ${pid}`);
+    return left;
+  }
+
+  async consoleTail(box: BoxHandle, lines = 20): Promise<string> {
+    // A panic's stack trace fills any tail: keep the line that says what happened.
+    let all = "";
+    try {
+      all = readFileSync(join(box.dir, VM_FILES.console), "utf8");
+    } catch {
+      // no console yet
+    }
+    const last = all.trimEnd().split("\n").slice(-lines);
+    const cause = all.split("\n").filter((l) => /Kernel panic|hutch-init:|not syncing/.test(l) && !last.includes(l));
+    const console = [...cause.map((l) => l.trimEnd()), ...(cause.length ? ["…"] : []), ...last].join("\n");
+    const qemuOut = tail(join(box.dir, VM_FILES.qemuLog), 5);
+    return [console || "(console log is empty)", qemuOut ? `qemu: ${qemuOut}` : ""].filter(Boolean).join("\n");
+  }
+
+  /** The VM's process, if its pidfile names a live QEMU of this box (not a recycled pid). */
+  private identity(box: BoxHandle): ProcIdentity | null {
+    let id: ProcIdentity;
+    try {
+      id = JSON.parse(readFileSync(join(box.dir, VM_FILES.pid), "utf8")) as ProcIdentity;
+    } catch {
+      return null;
+    }
+    try {
+      if (!readFileSync(`/proc/${id.pid}/cmdline`, "utf8").includes(`process=hutch-${box.id}`)) return null;
+    } catch {
+      return null;
+    }
+    return id;
+  }
+
+  private async waitGone(id: ProcIdentity, ms: number): Promise<boolean> {
+    const deadline = Date.now() + ms;
+    while (Date.now() < deadline) {
+      if (!isAlive(id)) return true;
+      await Bun.sleep(50);
+    }
+    return !isAlive(id);
+  }
+}

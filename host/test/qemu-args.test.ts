@@ -1,0 +1,52 @@
+// The QEMU command line as data, against reviewed golden files: one per
+// OS/arch/accelerator. A change shows up as a diff of argv, one arg a line.
+// After an intended change: UPDATE_GOLDEN=1 bun test host/test/qemu-args.test.ts, then review the diff.
+import { describe, expect, test } from "bun:test";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { qemuArgs, type QemuSpec } from "../src/engine/qemu/args.ts";
+
+const base = {
+  boxId: "box_0000000000aaaaaaaaaa",
+  name: "web",
+  cpus: 2,
+  memoryMiB: 1024,
+  kernel: "/h/images/default/vmlinuz",
+  initrd: "/h/images/default/initramfs.img",
+  cmdline: "",
+  rootDisk: "/h/boxes/box_0000000000aaaaaaaaaa/disk.qcow2",
+  guestDisk: "/h/guest/abc/guest.img",
+  agent: "/h/boxes/box_0000000000aaaaaaaaaa/agent.sock",
+  qmp: "/h/boxes/box_0000000000aaaaaaaaaa/qmp.sock",
+  consoleLog: "/h/boxes/box_0000000000aaaaaaaaaa/console.log",
+  pidfile: "/h/boxes/box_0000000000aaaaaaaaaa/qemu.pid",
+};
+
+const cases: [string, QemuSpec][] = [
+  ["linux-x86_64-kvm", { ...base, platform: "linux", arch: "x86_64", accel: "kvm" }],
+  ["linux-x86_64-tcg", { ...base, platform: "linux", arch: "x86_64", accel: "tcg" }],
+  ["darwin-aarch64-hvf", { ...base, platform: "darwin", arch: "aarch64", accel: "hvf" }],
+  ["windows-x86_64-whpx", { ...base, platform: "windows", arch: "x86_64", accel: "whpx", agent: "\\\\.\\pipe\\hutch-box_0000000000aaaaaaaaaa-agent", qmp: "\\\\.\\pipe\\hutch-box_0000000000aaaaaaaaaa-qmp" }],
+];
+
+describe("qemuArgs golden", () => {
+  test.each(cases)("%s", (name, spec) => {
+    const file = join(import.meta.dir, "golden", `qemu-${name}.txt`);
+    const got = qemuArgs(spec).join("\n") + "\n";
+    if (process.env.UPDATE_GOLDEN === "1" || !existsSync(file)) writeFileSync(file, got);
+    expect(got).toBe(readFileSync(file, "utf8"));
+  });
+
+  test("the hardening every box gets", () => {
+    for (const [, spec] of cases) {
+      const a = qemuArgs(spec);
+      expect(a).toContain("-nodefaults");
+      expect(a).toContain("-no-user-config");
+      expect(a).toContain("-no-reboot");
+      expect(a.join(" ")).toContain("name=hutch.agent");
+      expect(a.join(" ")).toContain("readonly=on");
+      if (spec.platform === "linux") expect(a[a.indexOf("-sandbox") + 1]).toContain("spawn=deny");
+      expect(a).not.toContain("-daemonize");
+    }
+  });
+});
