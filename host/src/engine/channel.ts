@@ -36,6 +36,7 @@ type Sock = Awaited<ReturnType<typeof Bun.connect>>;
  */
 /** How long one connection waits for the hello before trying again (a VM's socket accepts long before its guest runs). */
 const ATTEMPT_MS = 3000;
+const VM_ATTEMPT_MS = 300;
 
 export async function openChannel(endpoint: ChannelEndpoint, timeoutMs: number, events: ChannelEvents, alive?: () => Promise<boolean>): Promise<Channel> {
   // A virtio-serial port can still carry bytes the guest wrote to the previous
@@ -47,7 +48,8 @@ export async function openChannel(endpoint: ChannelEndpoint, timeoutMs: number, 
     // A box that died while booting will never answer: say so now, not at the deadline.
     if (alive && !(await alive())) throw new ChannelError("the box stopped before its guest answered", "exited");
     try {
-      return await connectOnce(endpoint, Math.min(deadline, Date.now() + ATTEMPT_MS), events);
+      // A VM's port drops a hello sent before the guest opened it, so ask again soon.
+      return await connectOnce(endpoint, Math.min(deadline, Date.now() + (retryBeforeHello ? VM_ATTEMPT_MS : ATTEMPT_MS)), events);
     } catch (err) {
       if (err instanceof ChannelError && err.kind !== "timeout" && !(retryBeforeHello && err.kind === "protocol")) throw err;
       last = err as Error;

@@ -156,7 +156,9 @@ export class QemuEngine implements Engine {
     for (;;) {
       const id = this.identity(box);
       if (!id || !isAlive(id)) {
-        throw new HutchError("failed", `QEMU exited while starting: ${tail(join(box.dir, VM_FILES.qemuLog), 5) || "(no output)"}`, `see ${join(box.dir, VM_FILES.qemuLog)}`);
+        await Promise.race([proc.exited, Bun.sleep(200)]);
+        const how = proc.signalCode ? `killed by ${proc.signalCode}` : proc.exitCode !== null ? `exit ${proc.exitCode}` : "gone";
+        throw new HutchError("failed", `QEMU exited while starting (${how}): ${tail(join(box.dir, VM_FILES.qemuLog), 5) || "no output"}`, `see ${join(box.dir, VM_FILES.qemuLog)}`);
       }
       const status = await qmp<QmpStatus>(join(box.dir, VM_FILES.qmp), "query-status", undefined, 1000).catch(() => null);
       if (status) break;
