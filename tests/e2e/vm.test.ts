@@ -140,6 +140,26 @@ describe("a VM box", () => {
   }, 120_000);
 });
 
+describe("doctor with VMs", () => {
+  test("proves accelerators by booting, boots a throwaway VM, and says loudly when it falls back to tcg", async () => {
+    const r = await h.run(["doctor", "--json"]);
+    expect(r.code).toBe(0);
+    const doc = JSON.parse(r.stdout) as { checks: { name: string; ok: boolean; detail: string; fix?: string }[] };
+    const kvm = doc.checks.find((c) => c.name === "accelerator kvm")!;
+    expect(kvm).toBeDefined();
+    if (!kvm.ok) {
+      // Here /dev/kvm exists but guests hang: the probe must have booted to find out, then proven tcg.
+      expect(kvm.detail).toMatch(/no guest output within|does not exist|QEMU refused/);
+      expect(kvm.fix).toBeTruthy();
+      expect(doc.checks.find((c) => c.name === "accelerator tcg")).toMatchObject({ ok: true });
+      expect(r.stderr).toContain("VM boxes will use tcg");
+    }
+    expect(doc.checks.find((c) => c.name === "qemu engine")).toMatchObject({ ok: true });
+    const choice = JSON.parse(readFileSync(join(h.home, "accel.json"), "utf8"));
+    expect(choice.reason).toBeTruthy();
+  }, 180_000);
+});
+
 describe("VM boxes that cannot boot", () => {
   test("an image that does not exist: a clear error and a failed box", async () => {
     const r = await h.run(["box", "create", "noimg", "--engine", "qemu", "--image", "nope", "--start"]);
