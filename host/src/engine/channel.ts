@@ -34,9 +34,8 @@ type Sock = Awaited<ReturnType<typeof Bun.connect>>;
  * resolves once the guest's hello arrived and checked out. Rejects with a
  * ChannelError when the deadline passes or the guest misbehaves.
  */
-/** How long one connection waits for the hello before trying again (a VM's socket accepts long before its guest runs). */
-const ATTEMPT_MS = 3000;
-const VM_ATTEMPT_MS = 300;
+/** How often a connection waiting for its hello checks that the box still runs. */
+const ALIVE_EVERY_MS = 500;
 
 export async function openChannel(endpoint: ChannelEndpoint, timeoutMs: number, events: ChannelEvents, alive?: () => Promise<boolean>): Promise<Channel> {
   // A virtio-serial port can still carry bytes the guest wrote to the previous
@@ -48,8 +47,10 @@ export async function openChannel(endpoint: ChannelEndpoint, timeoutMs: number, 
     // A box that died while booting will never answer: say so now, not at the deadline.
     if (alive && !(await alive())) throw new ChannelError("the box stopped before its guest answered", "exited");
     try {
-      // A VM's port drops a hello sent before the guest opened it, so ask again soon.
-      return await connectOnce(endpoint, Math.min(deadline, Date.now() + (retryBeforeHello ? VM_ATTEMPT_MS : ATTEMPT_MS)), events);
+      // One connection waits for the whole deadline: a VM's QEMU holds our hello
+      // unread until the guest opens its port, and every extra connection
+      // would leave one more stale hello queued for it.
+      return await connectOnce(endpoint, deadline, events, alive);
     } catch (err) {
       if (err instanceof ChannelError && err.kind !== "timeout" && !(retryBeforeHello && err.kind === "protocol")) throw err;
       last = err as Error;
@@ -61,7 +62,7 @@ export async function openChannel(endpoint: ChannelEndpoint, timeoutMs: number, 
   throw new ChannelError(`the guest did not answer within ${timeoutMs} ms (${last.message})`, "timeout");
 }
 
-function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: ChannelEvents): Promise<Channel> {
+function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: ChannelEvents, alive?: () => Promise<boolean>): Promise<Channel> {
   return new Promise<Channel>((resolve, reject) => {
     let settled = false;
     // Set when we close the socket ourselves (a protocol error): the error, not the close, explains it.
@@ -73,8 +74,19 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      clearInterval(watch);
       fn();
     };
+    // A box that dies while we wait (a panic at boot) will never answer: fail now.
+    const watch = setInterval(() => {
+      void alive?.().then((up) => {
+        if (up) return;
+        settle(() => {
+          transport.close();
+          reject(new ChannelError("the box stopped before its guest answered", "exited"));
+        });
+      });
+    }, ALIVE_EVERY_MS);
     const flush = () => {
       if (!sock) return;
       while (pending.length > 0) {

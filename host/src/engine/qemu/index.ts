@@ -149,22 +149,25 @@ export class QemuEngine implements Engine {
       closeSync(logFd);
     }
     proc.unref();
-    const startTime = procStartTime(proc.pid);
-    if (startTime) writeFileSync(join(box.dir, VM_FILES.pid), JSON.stringify({ pid: proc.pid, startTime }));
-    // Ready when QMP answers; a QEMU that exits first failed to start (bad disk, bad option).
+    // Ready when QMP answers. Until then the spawn handle says whether QEMU lives:
+    // right after spawn the pid may not show QEMU's command line yet.
     const deadline = Date.now() + 15_000;
     for (;;) {
-      const id = this.identity(box);
-      if (!id || !isAlive(id)) {
-        await Promise.race([proc.exited, Bun.sleep(200)]);
-        const how = proc.signalCode ? `killed by ${proc.signalCode}` : proc.exitCode !== null ? `exit ${proc.exitCode}` : "gone";
+      if (proc.exitCode !== null || proc.signalCode) {
+        const how = proc.signalCode ? `killed by ${proc.signalCode}` : `exit ${proc.exitCode}`;
         throw new HutchError("failed", `QEMU exited while starting (${how}): ${tail(join(box.dir, VM_FILES.qemuLog), 5) || "no output"}`, `see ${join(box.dir, VM_FILES.qemuLog)}`);
       }
       const status = await qmp<QmpStatus>(join(box.dir, VM_FILES.qmp), "query-status", undefined, 1000).catch(() => null);
       if (status) break;
-      if (Date.now() > deadline) throw new HutchError("failed", "QEMU did not answer on its QMP socket", `see ${join(box.dir, VM_FILES.qemuLog)}`);
+      if (Date.now() > deadline) {
+        proc.kill("SIGKILL");
+        throw new HutchError("failed", "QEMU did not answer on its QMP socket", `see ${join(box.dir, VM_FILES.qemuLog)}`);
+      }
       await Bun.sleep(50);
     }
+    // Now it is surely QEMU: record who it is, so a restarted daemon can find it.
+    const startTime = procStartTime(proc.pid);
+    if (startTime) writeFileSync(join(box.dir, VM_FILES.pid), JSON.stringify({ pid: proc.pid, startTime }));
     logger.info("VM started", { box: box.name, pid: proc.pid, accel: accel.accel });
   }
 
