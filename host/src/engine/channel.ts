@@ -157,7 +157,8 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
           const wasAlive = mux.alive;
           mux.lost("the guest closed the channel");
           if (!settled && !closedByUs) settle(() => reject(new Error("connection closed before hello")));
-          else if (wasAlive) events.onLost();
+          // A close we made ourselves follows a protocol error, which reports it.
+          else if (wasAlive && !closedByUs) events.onLost();
         },
         error(_s, err) {
           if (!settled) settle(() => reject(err));
