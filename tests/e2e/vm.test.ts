@@ -80,6 +80,14 @@ describe("a VM box", () => {
     expect((await h.run(["session", "send", sid, "echo vm-says-$((20+22))"])).code).toBe(0);
     await waitFor("the output in the log", async () => (await h.run(["session", "log", sid])).stdout.includes("vm-says-42"), 60_000);
     expect((await h.run(["session", "driver", "release", sid])).code).toBe(0);
+    const w = h.spawn(["session", "watch", sid]);
+    let watched = "";
+    const reading = (async () => {
+      for await (const c of w.stdout as ReadableStream<Uint8Array>) watched += new TextDecoder().decode(c);
+    })();
+    await waitFor("watch to show the output", () => watched.includes("vm-says-42"), 30_000);
+    w.kill();
+    await reading.catch(() => undefined);
     const a = onTerminal(h, ["session", "attach", sid]);
     await a.until("vm-says-42", 60_000);
     a.type("echo again-$((1+1))\n");
@@ -87,6 +95,21 @@ describe("a VM box", () => {
     a.type("\x01d");
     expect(await a.proc.exited).toBe(0);
   }, 180_000);
+
+  test("a guest flooding its output does not grow host memory without bound", async () => {
+    const rss = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024;
+    const daemon = h.daemonPid()!;
+    // Nobody reads this exec's stdout: the guest must stop at its credit, not buffer in the daemon.
+    const flood = Bun.spawn([join(import.meta.dir, "../../dist/hutch"), "exec", "v", "--", "cat", "/dev/zero"], { env: h.env, stdout: "pipe", stderr: "ignore" });
+    await Bun.sleep(1500);
+    const first = rss(daemon);
+    await Bun.sleep(4000);
+    const later = rss(daemon);
+    expect(later - first).toBeLessThan(32);
+    flood.kill("SIGKILL");
+    await flood.exited;
+    await waitFor("the box's cat to be gone", async () => (await h.run(["exec", "v", "--", "sh", "-c", "ps -eo comm | grep -c '^cat$' || true"])).stdout.trim() === "0", 30_000);
+  }, 120_000);
 
   test("files in /workspace survive stop and start", async () => {
     expect((await h.run(["exec", "v", "--", "sh", "-c", "echo durable > /workspace/keep && sync"])).code).toBe(0);
