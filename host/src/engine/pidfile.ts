@@ -1,6 +1,6 @@
 // A box process is identified by pid AND its start time (field 22 of
 // /proc/<pid>/stat), so a recycled pid is never mistaken for the box.
-import { readFileSync, readdirSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync, rmSync } from "node:fs";
 
 export interface ProcIdentity {
   pid: number;
@@ -57,4 +57,53 @@ export function pidsOfBox(boxId: string): number[] {
     }
   }
   return out;
+}
+
+/** A pidfile's {pid, startTime}, or null when missing or malformed. */
+export function readIdentity(path: string): ProcIdentity | null {
+  try {
+    const parsed = JSON.parse(readFileSync(path, "utf8")) as ProcIdentity;
+    return typeof parsed.pid === "number" && typeof parsed.startTime === "string" ? parsed : null;
+  } catch {
+    return null;
+  }
+}
+
+export async function waitGone(id: ProcIdentity, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (!isAlive(id)) return true;
+    await Bun.sleep(20);
+  }
+  return !isAlive(id);
+}
+
+function killQuietly(pid: number): void {
+  try {
+    process.kill(pid, "SIGKILL");
+  } catch {
+    // gone already
+  }
+}
+
+/**
+ * Kills a box's main process (and the pids given with it), waits for it,
+ * then kills anything else still carrying the box's id, and removes the pidfile.
+ */
+export async function killBox(boxId: string, id: ProcIdentity | null, pidfile: string, first: number[] = []): Promise<void> {
+  if (id && isAlive(id)) {
+    for (const pid of first) killQuietly(pid);
+    killQuietly(id.pid);
+    await waitGone(id, 5000);
+  }
+  for (const pid of pidsOfBox(boxId)) killQuietly(pid);
+  rmSync(pidfile, { force: true });
+}
+
+/** What of a box is left on this host: its directory, its processes. Empty means gone. */
+export function boxLeftovers(boxId: string, dir: string): string[] {
+  const left: string[] = [];
+  if (existsSync(dir)) left.push(`directory ${dir}`);
+  for (const pid of pidsOfBox(boxId)) left.push(`process ${pid}`);
+  return left;
 }

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import type { BoxHandle, ChannelEndpoint, Engine, Observed, ProbeResult } from "../types.ts";
 import { bwrapArgs, groupFile, hostsFile, passwdFile, SHARED_ETC, type HostEntry } from "./bwrap-args.ts";
-import { childrenOf, isAlive, pidsOfBox, procStartTime, type ProcIdentity } from "../pidfile.ts";
+import { boxLeftovers, childrenOf, isAlive, killBox, procStartTime, readIdentity, waitGone } from "../pidfile.ts";
 import { guestBinaryPath } from "../guest-binary.ts";
 import { env } from "../../env.ts";
 import { log } from "../../log.ts";
@@ -36,23 +36,7 @@ function hostLayout(): HostEntry[] {
   return out;
 }
 
-function readPid(box: BoxHandle): ProcIdentity | null {
-  try {
-    const parsed = JSON.parse(readFileSync(join(box.dir, BOX_FILES.pid), "utf8")) as ProcIdentity;
-    return typeof parsed.pid === "number" && typeof parsed.startTime === "string" ? parsed : null;
-  } catch {
-    return null;
-  }
-}
-
-async function waitGone(id: ProcIdentity, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (Date.now() < deadline) {
-    if (!isAlive(id)) return true;
-    await Bun.sleep(20);
-  }
-  return !isAlive(id);
-}
+const readPid = (box: BoxHandle) => readIdentity(join(box.dir, BOX_FILES.pid));
 
 export class ProcessEngine implements Engine {
   readonly name = "process" as const;
@@ -138,25 +122,8 @@ export class ProcessEngine implements Engine {
 
   async kill(box: BoxHandle): Promise<void> {
     const id = readPid(box);
-    if (id && isAlive(id)) {
-      // Killing the sandbox's pid-namespace init takes every process in the box with it.
-      for (const child of childrenOf(id.pid)) process.kill(child, "SIGKILL");
-      try {
-        process.kill(id.pid, "SIGKILL");
-      } catch {
-        // already gone
-      }
-      await waitGone(id, 5000);
-    }
-    // Anything still carrying the box's id (should be nothing) goes too.
-    for (const pid of pidsOfBox(box.id)) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {
-        // raced its exit
-      }
-    }
-    rmSync(join(box.dir, BOX_FILES.pid), { force: true });
+    // Killing the sandbox's pid-namespace init takes every process in the box with it.
+    await killBox(box.id, id, join(box.dir, BOX_FILES.pid), id ? childrenOf(id.pid) : []);
   }
 
   async inspect(box: BoxHandle): Promise<Observed> {
@@ -174,10 +141,7 @@ export class ProcessEngine implements Engine {
   }
 
   async leftovers(box: BoxHandle): Promise<string[]> {
-    const left: string[] = [];
-    if (existsSync(box.dir)) left.push(`directory ${box.dir}`);
-    for (const pid of pidsOfBox(box.id)) left.push(`process ${pid}`);
-    return left;
+    return boxLeftovers(box.id, box.dir);
   }
 
   async helloTimeoutMs(): Promise<number> {

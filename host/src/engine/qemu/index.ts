@@ -7,7 +7,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, r
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import type { BoxHandle, ChannelEndpoint, Engine, Observed, ProbeResult } from "../types.ts";
-import { isAlive, pidsOfBox, procStartTime, type ProcIdentity } from "../pidfile.ts";
+import { boxLeftovers, isAlive, killBox, procStartTime, readIdentity, waitGone, type ProcIdentity } from "../pidfile.ts";
 import { guestBinary } from "../guest-binary.ts";
 import { qemuArgs, type Arch, type Platform } from "./args.ts";
 import { qmp, type QmpStatus } from "./qmp.ts";
@@ -177,30 +177,14 @@ export class QemuEngine implements Engine {
     requestShutdown();
     // ACPI too, for a guest that is not listening on its channel.
     await qmp(join(box.dir, VM_FILES.qmp), "system_powerdown").catch(() => undefined);
-    if (await this.waitGone(id, timeoutMs)) return { forced: false };
+    if (await waitGone(id, timeoutMs)) return { forced: false };
     logger.warn("VM did not power off in time; killing it", { box: box.name, timeoutMs });
     await this.kill(box);
     return { forced: true };
   }
 
   async kill(box: BoxHandle): Promise<void> {
-    const id = this.identity(box);
-    if (id && isAlive(id)) {
-      try {
-        process.kill(id.pid, "SIGKILL");
-      } catch {
-        // gone already
-      }
-      await this.waitGone(id, 5000);
-    }
-    for (const pid of pidsOfBox(box.id)) {
-      try {
-        process.kill(pid, "SIGKILL");
-      } catch {
-        // raced its exit
-      }
-    }
-    rmSync(join(box.dir, VM_FILES.pid), { force: true });
+    await killBox(box.id, this.identity(box), join(box.dir, VM_FILES.pid));
   }
 
   async pause(box: BoxHandle): Promise<void> {
@@ -227,10 +211,7 @@ export class QemuEngine implements Engine {
   }
 
   async leftovers(box: BoxHandle): Promise<string[]> {
-    const left: string[] = [];
-    if (existsSync(box.dir)) left.push(`directory ${box.dir}`);
-    for (const pid of pidsOfBox(box.id)) left.push(`process ${pid}`);
-    return left;
+    return boxLeftovers(box.id, box.dir);
   }
 
   async consoleTail(box: BoxHandle, lines = 20): Promise<string> {
@@ -250,26 +231,13 @@ export class QemuEngine implements Engine {
 
   /** The VM's process, if its pidfile names a live QEMU of this box (not a recycled pid). */
   private identity(box: BoxHandle): ProcIdentity | null {
-    let id: ProcIdentity;
-    try {
-      id = JSON.parse(readFileSync(join(box.dir, VM_FILES.pid), "utf8")) as ProcIdentity;
-    } catch {
-      return null;
-    }
+    const id = readIdentity(join(box.dir, VM_FILES.pid));
+    if (!id) return null;
     try {
       if (!readFileSync(`/proc/${id.pid}/cmdline`, "utf8").includes(`process=hutch-${box.id}`)) return null;
     } catch {
       return null;
     }
     return id;
-  }
-
-  private async waitGone(id: ProcIdentity, ms: number): Promise<boolean> {
-    const deadline = Date.now() + ms;
-    while (Date.now() < deadline) {
-      if (!isAlive(id)) return true;
-      await Bun.sleep(50);
-    }
-    return !isAlive(id);
   }
 }
