@@ -1,6 +1,5 @@
 import type { CommandModule } from "yargs";
 import { connectDaemon } from "../client/daemon.ts";
-import { copy, parseCpArg } from "../client/copy.ts";
 import { printJson } from "./output.ts";
 import type { GlobalArgs } from "./main.ts";
 
@@ -16,6 +15,7 @@ export const cpCommand: CommandModule<GlobalArgs, CpArgs> = {
       .example("$0 cp ./src web:/workspace", "copy a directory in")
       .example("$0 cp web:/workspace/out ./out", "copy it back out"),
   handler: async (a) => {
+    const { copy, parseCpArg } = await import("../client/copy.ts");
     const d = await connectDaemon(a.home);
     const r = await copy(d, parseCpArg(a.src), parseCpArg(a.dst));
     if (a.json) printJson({ src: a.src, dst: a.dst, ...r });

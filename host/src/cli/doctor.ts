@@ -2,9 +2,6 @@ import type { CommandModule } from "yargs";
 import { HutchError, type Box } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { execInBox } from "../client/exec.ts";
-import { ProcessEngine } from "../engine/process/index.ts";
-import { QemuEngine } from "../engine/qemu/index.ts";
-import { chooseAccel } from "../engine/qemu/accel.ts";
 import { printJson } from "./output.ts";
 import { setExitCode, type GlobalArgs } from "./main.ts";
 
@@ -36,6 +33,10 @@ export const doctorCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   command: "doctor",
   describe: "find out what this host can run, by trying it, and how to fix each gap",
   handler: async (a) => {
+    // Engines and images are loaded here, not at CLI start-up: every other verb would pay for them.
+    const { ProcessEngine } = await import("../engine/process/index.ts");
+    const { QemuEngine } = await import("../engine/qemu/index.ts");
+    const { chooseAccel } = await import("../engine/qemu/accel.ts");
     const checks: Check[] = [];
     try {
       const d = await connectDaemon(a.home);
