@@ -9,9 +9,7 @@
 import { $ } from "bun";
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Mux } from "@hutch/shared";
-import { SocketWriter } from "../src/socket-writer.ts";
-import { collect, type Collected } from "./harness.ts";
+import { collect, connect, type Collected, type Host } from "./harness.ts";
 
 const WORK = process.argv[2] ?? "/tmp/hutch-vm-check";
 const MAIN = join(import.meta.dir, "../src/main.ts");
@@ -78,37 +76,8 @@ exec $B switch_root /newroot /.hutch/hutch-guest
   return { kernel: join(kdir, "boot", `vmlinuz-${kver}`) };
 }
 
-interface Host {
-  mux: Mux;
-  hello: Promise<unknown>;
-  closed: Promise<void>;
-  close(): void;
-}
-
-async function connectHost(path: string): Promise<Host> {
-  let mux!: Mux;
-  let writer!: SocketWriter;
-  let onHello!: (h: unknown) => void;
-  let onClosed!: () => void;
-  const hello = new Promise<unknown>((r) => (onHello = r));
-  const closed = new Promise<void>((r) => (onClosed = r));
-  const socket = await Bun.connect({
-    unix: path,
-    socket: {
-      data: (_s, chunk) => mux.feed(chunk),
-      drain: () => writer.drain(),
-      close: () => {
-        mux.lost("closed");
-        onClosed();
-      },
-      error: () => onClosed(),
-    },
-  });
-  writer = new SocketWriter(socket);
-  mux = new Mux({ write: (b) => writer.write(b), close: () => writer.end() }, { role: "host", onHello });
-  mux.sendHello({ protocol: 1, client: "vm-check", version: "0.1.0" });
-  return { mux, hello, closed, close: () => socket.end() };
-}
+/** A host connection to the VM's agent socket (the harness's, naming this check in its hello). */
+const connectHost = (path: string) => connect(path, { protocol: 1, client: "vm-check", version: "0.1.0" });
 
 async function exec(h: Host, argv: string[], timeoutMs = 30_000): Promise<{ c: Collected; exit: Record<string, unknown> }> {
   const c = collect(h.mux.open({ tool: "exec", argv }));

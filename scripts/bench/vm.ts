@@ -9,8 +9,9 @@
 //
 //   bun scripts/bench/vm.ts [--json] [--runs 3] [--accel tcg]
 import { parseArgs } from "node:util";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, cpSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, mkdirSync, readFileSync, cpSync } from "node:fs";
+import { probeAccel } from "../../host/src/engine/qemu/accel.ts";
+import type { Accel } from "../../host/src/engine/qemu/args.ts";
 import { join } from "node:path";
 import { HutchHome, describeFailure, log, requireHutch } from "./lib/env.ts";
 import { median, round, table } from "./lib/stats.ts";
@@ -27,27 +28,11 @@ function kib(status: string, field: string): number {
   return Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1] ?? NaN);
 }
 
-/** The bare peer: the same kernel and initramfs, busybox as init, timed to its banner. */
-async function bareBoot(imageDir: string, accel: string): Promise<number> {
-  const dir = mkdtempSync(join(tmpdir(), "hutch-bench-bare-"));
-  const consoleLog = join(dir, "console.log");
-  const t0 = performance.now();
-  const proc = Bun.spawn(
-    ["qemu-system-x86_64", "-nodefaults", "-no-user-config", "-display", "none", "-machine", "q35", "-accel", accel, "-cpu", accel === "tcg" ? "max" : "host", "-smp", "2", "-m", "1024M",
-      "-kernel", join(imageDir, "vmlinuz"), "-initrd", join(imageDir, "initramfs.img"), "-append", "console=ttyS0 panic=-1 quiet rdinit=/bin/busybox", "-serial", `file:${consoleLog}`, "-no-reboot"],
-    { stdout: "ignore", stderr: "ignore" },
-  );
-  try {
-    for (;;) {
-      if (existsSync(consoleLog) && readFileSync(consoleLog, "utf8").includes("BusyBox")) return performance.now() - t0;
-      if (proc.exitCode !== null || performance.now() - t0 > 120_000) throw new Error("the bare boot did not reach init");
-      await Bun.sleep(5);
-    }
-  } finally {
-    proc.kill("SIGKILL");
-    await proc.exited;
-    rmSync(dir, { recursive: true, force: true });
-  }
+/** The bare peer: the same kernel and initramfs, busybox as init, timed to its banner (hutch's accelerator probe). */
+async function bareBoot(accel: string): Promise<number> {
+  const p = await probeAccel(home.dir, accel as Accel, "x86_64", 120_000, { cpus: 2, memoryMiB: 1024 });
+  if (!p.ok) throw new Error(`the bare boot did not reach init: ${p.detail}`);
+  return p.ms;
 }
 
 try {
@@ -58,7 +43,6 @@ try {
     mkdirSync(join(home.dir, "images"), { recursive: true });
     cpSync(join(cache, "images/default"), join(home.dir, "images/default"), { recursive: true });
   } else if (build.code !== 0) throw new Error(describeFailure(build, "hutch image build"));
-  const imageDir = join(home.dir, "images", "default");
 
   log("creating the box (the accelerator is proven on first use)");
   const c = await home.hutch(["box", "create", "vmb", "--engine", "qemu"], { timeoutMs: 120_000 });
@@ -75,7 +59,7 @@ try {
   for (let i = 0; i < RUNS; i++) {
     const order = i % 2 === 0 ? ["hutch", "bare"] : ["bare", "hutch"];
     for (const side of order) {
-      if (side === "bare") bare.push(await bareBoot(imageDir, accel));
+      if (side === "bare") bare.push(await bareBoot(accel));
       else {
         const r = await home.hutch(["box", "start", "vmb"], { timeoutMs: 300_000 });
         if (r.code !== 0) throw new Error(describeFailure(r, "box start"));

@@ -36,11 +36,6 @@ export function defineEvent<T extends TSchema>(kind: string, data: T, opts: { by
   return { kind, data };
 }
 
-/** Kinds a client may append directly (the rest are the daemon's to write). */
-export function clientEventKinds(): string[] {
-  return [...registry].filter(([, r]) => r.byClients).map(([k]) => k).sort();
-}
-
 export function eventKinds(): string[] {
   return [...registry.keys()].sort();
 }

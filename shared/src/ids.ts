@@ -15,7 +15,3 @@ export function newId(prefix: IdPrefix, now = Date.now()): string {
   for (const b of rand) tail += ALPHABET[b % 32];
   return `${prefix}_${time}${tail}`;
 }
-
-export function hasPrefix(id: string, prefix: IdPrefix): boolean {
-  return new RegExp(`^${prefix}_[0-9a-z]{20}$`).test(id);
-}

@@ -3,6 +3,8 @@
 import { Value } from "@sinclair/typebox/value";
 import type { Static, TSchema } from "@sinclair/typebox";
 
+export type { Static, TSchema };
+
 export function check<T extends TSchema>(schema: T, value: unknown): value is Static<T> {
   return Value.Check(schema, value);
 }

@@ -147,8 +147,6 @@ export function writeFd(fd: number, bytes: Uint8Array): number {
 }
 
 export const POLLIN = 0x1;
-export const POLLOUT = 0x4;
-export const POLLERR = 0x8;
 export const POLLHUP = 0x10;
 
 const pollfd = new Uint8Array(8);

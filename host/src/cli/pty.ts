@@ -1,5 +1,5 @@
 import type { CommandModule } from "yargs";
-import type { PtyInfo } from "@hutch/shared";
+import { PtyKillResult, PtyListResult } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { attachPty } from "../client/exec.ts";
 import { callTool } from "../client/tool.ts";
@@ -16,7 +16,7 @@ export const ptyCommand: CommandModule<GlobalArgs, GlobalArgs> = {
     y
       .command<BoxArg>(["list <box>", "ls"], "list a box's terminals", (c) => c.positional("box", { type: "string", demandOption: true }), async (a) => {
         const d = await connectDaemon(a.home);
-        const ptys = await callTool<PtyInfo[]>(d, a.box, { tool: "pty.list" });
+        const ptys = await callTool(d, a.box, { tool: "pty.list" }, PtyListResult);
         if (a.json) return printJson(ptys);
         process.stdout.write(
           ptys.length === 0 ? "no terminals\n" : table([["ID", "PID", "SIZE", "ATTACHED", "COMMAND"], ...ptys.map((p) => [p.id, String(p.pid), `${p.cols}x${p.rows}`, String(p.attached), p.argv.join(" ")])]),
@@ -37,7 +37,7 @@ export const ptyCommand: CommandModule<GlobalArgs, GlobalArgs> = {
         (c) => c.positional("box", { type: "string", demandOption: true }).positional("id", { type: "string", demandOption: true }).option("signal", { type: "string", default: "TERM" }),
         async (a) => {
           const d = await connectDaemon(a.home);
-          const r = await callTool<unknown>(d, a.box, { tool: "pty.kill", id: a.id, signal: a.signal });
+          const r = await callTool(d, a.box, { tool: "pty.kill", id: a.id, signal: a.signal }, PtyKillResult);
           if (a.json) printJson(r);
         },
       )

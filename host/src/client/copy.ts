@@ -3,7 +3,7 @@
 // names, no `..`, no writes through symlinks, bounded), never by a shell tool.
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
-import { Chan, HutchError, type FileStat } from "@hutch/shared";
+import { Chan, FileStat, HutchError } from "@hutch/shared";
 import { packTar, createUnpacker } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { openToolStream, streamError } from "./stream.ts";
@@ -20,7 +20,7 @@ export function parseCpArg(arg: string): CpEnd {
 
 async function guestStat(daemon: DaemonClient, box: string, path: string): Promise<FileStat | null> {
   try {
-    return await callTool<FileStat>(daemon, box, { tool: "fs.stat", path });
+    return await callTool(daemon, box, { tool: "fs.stat", path }, FileStat);
   } catch (err) {
     if (err instanceof HutchError && err.code === "not_found") return null;
     throw err;

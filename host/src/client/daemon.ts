@@ -17,6 +17,8 @@ export interface DaemonClient {
    * reports success happened exactly once.
    */
   request<T>(method: string, path: string, body?: unknown, opts?: { idempotencyKey?: string }): Promise<T>;
+  /** GET that returns raw bytes (terminal output chunks), with request's error mapping. */
+  bytes(path: string): Promise<Uint8Array>;
 }
 
 /** How long a request keeps retrying while the daemon is away. */
@@ -85,10 +87,15 @@ function clientHeaders(): Record<string, string> {
 
 function makeClient(home: string, socket: string, restart: () => Promise<void>): DaemonClient {
   const base = clientHeaders();
-  return {
+  const self: DaemonClient = {
     home,
     socket,
     headers: base,
+    async bytes(path: string): Promise<Uint8Array> {
+      const res = await fetch(`http://localhost${path}`, { unix: socket, headers: base });
+      if (!res.ok) throw HutchError.fromBody(await res.json().catch(() => undefined), res.status);
+      return res.bytes();
+    },
     async request<T>(method: string, path: string, body?: unknown, opts: { idempotencyKey?: string } = {}): Promise<T> {
       const headers: Record<string, string> = { ...base };
       if (body !== undefined) headers["content-type"] = "application/json";
@@ -120,4 +127,5 @@ function makeClient(home: string, socket: string, restart: () => Promise<void>):
       return parsed as T;
     },
   };
+  return self;
 }

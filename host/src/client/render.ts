@@ -12,8 +12,7 @@ export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<str
   switch (e.kind) {
     case "output.appended": {
       if (data.snapshot) return `${head} (screen redrawn)`;
-      const res = await fetch(`http://localhost/v1/sessions/${e.session}/output/${data.chunk}`, { unix: d.socket, headers: d.headers });
-      const text = plain(new TextDecoder().decode(await res.arrayBuffer())).trimEnd();
+      const text = plain(new TextDecoder().decode(await d.bytes(`/v1/sessions/${e.session}/output/${data.chunk}`))).trimEnd();
       return text ? text.split("\n").map((l) => `${head} │ ${l}`).join("\n") : `${head} │`;
     }
     case "input.sent":

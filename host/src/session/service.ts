@@ -258,8 +258,8 @@ export class SessionService {
   }
 
   private lapseLeases(): void {
-    for (const row of this.store.list({ state: "open" })) {
-      if (!row.driver || !row.driver_expires_at || row.driver_expires_at >= Date.now()) continue;
+    for (const row of this.store.expiredLeases(Date.now())) {
+      if (!row.driver) continue;
       const driver = JSON.parse(row.driver) as Actor;
       this.append(row.id, [{ kind: "session.driver.lapsed", data: { driver }, actor: SYSTEM }], () =>
         this.store.update(row.id, { driver: null, driver_lease_ms: null, driver_expires_at: null }),

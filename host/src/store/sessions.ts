@@ -30,16 +30,16 @@ export interface NewEvent {
   idempotencyKey?: string;
 }
 
-/** An event as stored, with its JSON already serialised (replay sends it as is). */
-export interface StoredEvent {
-  seq: number;
-  json: string;
-}
+/** The start of every event line of one session (computed once per page). */
+const eventHead = (session: string) => `{"session":${JSON.stringify(session)},"seq":`;
 
-/** Builds an event's wire JSON from its columns without parsing data or actor. */
-export function eventJson(session: string, seq: number, at: string, actor: string, kind: string, data: string): string {
-  return `{"session":${JSON.stringify(session)},"seq":${seq},"at":"${at}","actor":${actor},"kind":${JSON.stringify(kind)},"data":${data}}`;
-}
+/**
+ * An event's wire JSON from its stored columns, without parsing actor or
+ * data (they are stored as JSON). kind is a registered dotted lower-case
+ * name and at an ISO time: neither needs escaping.
+ */
+const eventLine = (head: string, seq: number, at: string, actor: string, kind: string, data: string) =>
+  `${head}${seq},"at":"${at}","actor":${actor},"kind":"${kind}","data":${data}}`;
 
 export class SessionStore {
   private readonly insertEvent: Statement;
@@ -75,6 +75,11 @@ export class SessionStore {
     return this.db.query(sql).all(...args) as SessionRow[];
   }
 
+  /** Open sessions whose driver's lease ran out before `now`. */
+  expiredLeases(now: number): SessionRow[] {
+    return this.db.query("SELECT * FROM sessions WHERE state = 'open' AND driver_expires_at IS NOT NULL AND driver_expires_at < ?").all(now) as SessionRow[];
+  }
+
   update(id: string, fields: Partial<Pick<SessionRow, "state" | "pty" | "driver" | "driver_lease_ms" | "driver_expires_at" | "closed_at">>): void {
     const keys = Object.keys(fields);
     if (keys.length === 0) return;
@@ -87,6 +92,7 @@ export class SessionStore {
     return this.db.transaction(() => {
       let last = (this.lastSeq.get(sessionId) as { last_seq: number } | null)?.last_seq;
       if (last === undefined) throw new Error(`session ${sessionId} does not exist`);
+      const head = eventHead(sessionId);
       const out: { seq: number; fresh: boolean; json: string }[] = [];
       for (const e of events) {
         if (e.idempotencyKey) {
@@ -101,7 +107,7 @@ export class SessionStore {
         const actor = JSON.stringify(e.actor);
         const data = JSON.stringify(e.data);
         this.insertEvent.run(sessionId, seq, at, actor, e.kind, data, e.idempotencyKey ?? null);
-        out.push({ seq, fresh: true, json: eventJson(sessionId, seq, at, actor, e.kind, data) });
+        out.push({ seq, fresh: true, json: eventLine(head, seq, at, actor, e.kind, data) });
       }
       this.bumpSeq.run(last, sessionId);
       also?.();
@@ -109,24 +115,18 @@ export class SessionStore {
     })();
   }
 
-  /** Events with seq >= from, at most limit, in order, as wire JSON. */
-  read(sessionId: string, from: number, limit: number): StoredEvent[] {
-    const rows = this.page.values(sessionId, from, limit) as [number, string, string, string, string][];
-    return rows.map(([seq, at, actor, kind, data]) => ({ seq, json: eventJson(sessionId, seq, at, actor, kind, data) }));
-  }
-
   /**
-   * The same page as one NDJSON text (replay's hot path: one string built
-   * with the session's prefix computed once, no object per event).
+   * Events with seq >= from, at most limit, in order, as their wire JSON
+   * joined by `separator`: newlines for a subscription's NDJSON, commas for a
+   * JSON page. One string, no object per event: replay runs through here.
    */
-  readText(sessionId: string, from: number, limit: number): { text: string; count: number; last: number } {
+  readText(sessionId: string, from: number, limit: number, separator = "\n"): { text: string; count: number; last: number } {
     const rows = this.page.values(sessionId, from, limit) as [number, string, string, string, string][];
-    const head = `{"session":${JSON.stringify(sessionId)},"seq":`;
+    const head = eventHead(sessionId);
     let text = "";
     for (let i = 0; i < rows.length; i++) {
       const r = rows[i]!;
-      // kind is a registered dotted lower-case name: it needs no escaping.
-      text += `${i ? "\n" : ""}${head}${r[0]},"at":"${r[1]}","actor":${r[2]},"kind":"${r[3]}","data":${r[4]}}`;
+      text += (i ? separator : "") + eventLine(head, r[0], r[1], r[2], r[3], r[4]);
     }
     return { text, count: rows.length, last: rows.length ? rows[rows.length - 1]![0] : from - 1 };
   }

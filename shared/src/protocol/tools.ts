@@ -99,7 +99,6 @@ export const FileStat = Type.Object({
   target: Type.Optional(Type.String({ maxLength: 4096 })),
 });
 export type FileStat = Static<typeof FileStat>;
-export const FsListResult = Type.Array(Type.Intersect([Type.Object({ name: Type.String({ maxLength: 255 }) }), FileStat]), { maxItems: 100000 });
 export const PtyInfo = Type.Object({
   id: Type.String({ pattern: "^pty_[0-9a-z]+$" }),
   argv: Type.Array(Type.String()),
@@ -111,11 +110,7 @@ export const PtyInfo = Type.Object({
 });
 export type PtyInfo = Static<typeof PtyInfo>;
 export const PtyListResult = Type.Array(PtyInfo, { maxItems: 10000 });
-
-/** Codes a guest may put in a stream's close error. */
-export const ToolErrorCode = Type.Union(
-  ["invalid", "not_found", "denied", "exists", "failed", "unsupported", "channel_lost"].map((c) => Type.Literal(c)),
-);
+export const PtyKillResult = Type.Object({ id: Type.String({ pattern: "^pty_[0-9a-z]+$" }), pid: Type.Integer(), signal: Type.String({ maxLength: 16 }) });
 
 // The hellos.
 export const HostHello = Type.Object({ protocol: Type.Integer(), client: Type.String(), version: Type.String() });

@@ -214,10 +214,7 @@ export class BoxService {
     } catch (err) {
       // Keep the next step with the reason: the op's error is all the caller gets back.
       const message = err instanceof HutchError && err.hint ? `${err.message}; ${err.hint}` : err instanceof Error ? err.message : String(err);
-      logger.error("box operation failed", { box: row.name, err: message });
-      this.dropChannel(boxId);
-      await engine.kill(box).catch(() => undefined);
-      this.setState(boxId, "failed", message);
+      await this.failBox(row, message);
       this.store.settleOps(boxId, message);
     }
   }
@@ -295,11 +292,15 @@ export class BoxService {
   private async fault(boxId: string, reason: string): Promise<void> {
     const row = this.store.byId(boxId);
     if (!row || this.closing || row.state !== "running") return;
+    await this.failBox(row, reason);
+  }
+
+  /** Marks a box failed: its channel dropped, its processes killed, the reason kept for `box info`. */
+  private async failBox(row: BoxRow, reason: string): Promise<void> {
     logger.error("box failed", { box: row.name, reason });
-    this.dropChannel(boxId);
-    const engine = this.engine(row.engine);
-    await engine.kill(this.handle(row)).catch(() => undefined);
-    this.setState(boxId, "failed", reason);
+    this.dropChannel(row.id);
+    await this.engine(row.engine).kill(this.handle(row)).catch(() => undefined);
+    this.setState(row.id, "failed", reason);
   }
 
   private dropChannel(boxId: string): void {

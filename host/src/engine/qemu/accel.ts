@@ -33,7 +33,7 @@ const CACHE = "accel.json";
  * (it prints its banner and exits, the kernel panics, -no-reboot ends QEMU):
  * the banner on the console within the timeout proves the guest ran.
  */
-export async function probeAccel(home: string, accel: Accel, arch: string, timeoutMs: number): Promise<AccelProbe> {
+export async function probeAccel(home: string, accel: Accel, arch: string, timeoutMs: number, size: { cpus: number; memoryMiB: number } = { cpus: 1, memoryMiB: 256 }): Promise<AccelProbe> {
   const img = imagePaths(home, "default");
   const t0 = performance.now();
   if (!existsSync(img.kernel)) return { accel, ok: false, detail: "no image to boot (hutch image build)", ms: 0 };
@@ -41,7 +41,7 @@ export async function probeAccel(home: string, accel: Accel, arch: string, timeo
   const dir = mkdtempSync(join(tmpdir(), "hutch-accel-"));
   const consoleLog = join(dir, "console.log");
   const proc = Bun.spawn(
-    [`qemu-system-${arch}`, "-nodefaults", "-no-user-config", "-display", "none", "-machine", "q35", "-accel", accel, "-cpu", accel === "tcg" ? "max" : "host", "-m", "256M",
+    [`qemu-system-${arch}`, "-nodefaults", "-no-user-config", "-display", "none", "-machine", "q35", "-accel", accel, "-cpu", accel === "tcg" ? "max" : "host", "-smp", String(size.cpus), "-m", `${size.memoryMiB}M`,
       "-kernel", img.kernel, "-initrd", img.initramfs, "-append", "console=ttyS0 panic=-1 rdinit=/bin/busybox", "-serial", `file:${consoleLog}`, "-no-reboot"],
     { stdout: "ignore", stderr: "pipe" },
   );
@@ -53,13 +53,13 @@ export async function probeAccel(home: string, accel: Accel, arch: string, timeo
       break;
     }
     if (proc.exitCode !== null) break;
-    await Bun.sleep(100);
+    await Bun.sleep(5);
   }
+  const ms = Math.round(performance.now() - t0);
   proc.kill("SIGKILL");
   await proc.exited;
   const stderr = (await new Response(proc.stderr).text()).trim().split("\n").slice(-1)[0] ?? "";
   rmSync(dir, { recursive: true, force: true });
-  const ms = Math.round(performance.now() - t0);
   if (ok) return { accel, ok, detail: `booted a guest to init in ${ms} ms`, ms };
   const detail = proc.exitCode !== null && proc.exitCode !== 0 && stderr ? `QEMU refused: ${stderr}` : `no guest output within ${timeoutMs} ms (the guest hangs: nested virtualization?)`;
   return { accel, ok, detail, ms };
