@@ -36,7 +36,11 @@ function writer(fd: 1 | 2, onBroken: () => void): (bytes: Uint8Array) => Promise
     const next = tail.then(async (open) => {
       if (!open) return false;
       try {
-        if (bytes.length > 0) sink.write(bytes);
+        // A broken pipe shows either as a throw or as write() returning a rejected promise.
+        if (bytes.length > 0) {
+          const written = sink.write(bytes);
+          if (written instanceof Promise) await written;
+        }
         await sink.flush();
         return true;
       } catch {
