@@ -67,8 +67,13 @@ export class SessionService {
 
   /** Logs a box's state change in every open session bound to it. */
   boxChanged(boxId: string, state: string, reason: string | null): void {
+    this.boxEvent(boxId, "box.state.changed", { box: boxId, state, ...(reason ? { reason } : {}) });
+  }
+
+  /** Logs a daemon event about a box into every open session bound to it. */
+  boxEvent(boxId: string, kind: string, data: Record<string, unknown>): void {
     for (const row of this.store.list({ boxId, state: "open" })) {
-      this.append(row.id, [{ kind: "box.state.changed", data: { box: boxId, state, ...(reason ? { reason } : {}) }, actor: SYSTEM }]);
+      this.append(row.id, [{ kind, data, actor: SYSTEM }]);
     }
   }
 
