@@ -6,7 +6,6 @@
 //                       TLS to the binding's upstream with the real secret.
 // Everything else is refused with a status and a reason, and nothing is forwarded.
 import { createServer, connect as tcpConnect, isIP, type Server, type Socket } from "node:net";
-import { lookup } from "node:dns/promises";
 import { checkServerIdentity, type PeerCertificate } from "node:tls";
 import { chmodSync, readFileSync, rmSync } from "node:fs";
 import type { Binding, BoxPolicy, EgressDecision } from "@hutch/shared";
@@ -41,6 +40,8 @@ export interface GateContext {
   bindings(): Record<string, Binding>;
   /** CONNECT pins: host -> address it may dial even if private. */
   pins(): Record<string, string>;
+  /** Resolves a name to the one address CONNECT will dial. */
+  lookup(host: string): Promise<string>;
   stub(binding: string): string;
   /** The real secret, unsealed now; undefined when it is not set. */
   secret(name: string): string | undefined;
@@ -156,7 +157,7 @@ export class Gate {
     const pinned = this.ctx.pins()[host.toLowerCase()];
     if (pinned) return pinned;
     const literal = host.startsWith("[") ? host.slice(1, -1) : host;
-    const address = isIP(literal) ? literal : await lookup(host).then((r) => r.address).catch(() => {
+    const address = isIP(literal) ? literal : await this.ctx.lookup(host).catch(() => {
       throw new HttpError(502, `${host} does not resolve`);
     });
     const blocked = blockedReason(address);

@@ -5,6 +5,7 @@ import { connect, type Socket } from "node:net";
 import { statSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
+import { lookup } from "node:dns/promises";
 import { Chan, HutchError, type Binding, type BoxPolicy, type EgressDecision, type EgressRecord, type HutchConfig, type MuxStream, type PolicyChangeBody, type SecretInfo } from "@hutch/shared";
 import type { BrokerStore } from "../store/broker.ts";
 import type { Channel } from "../engine/channel.ts";
@@ -16,6 +17,8 @@ import { Gate, type EgressFacts } from "./gate.ts";
 import { changePolicy } from "./policy.ts";
 
 const logger = log.create({ service: "broker" });
+
+const systemLookup = (host: string) => lookup(host).then((r) => r.address);
 
 /** Where processes in a box find the broker: the guest's loopback listener. */
 export const BROKER_PORT = 3128;
@@ -40,6 +43,8 @@ export class BrokerService {
     private readonly store: BrokerStore,
     private readonly sealer: Sealer,
     private readonly configPath: string,
+    /** Name resolution for CONNECT (the system resolver; tests give names of their own). */
+    private readonly lookup: (host: string) => Promise<string> = systemLookup,
   ) {}
 
   // ---- secrets ----
@@ -160,20 +165,27 @@ export class BrokerService {
   async attach(boxId: string, boxDir: string, channel: Channel): Promise<void> {
     this.detach(boxId);
     const socketPath = join(boxDir, BOX_FILES.brokerSocket);
+    const gate = await this.openGate(boxId, socketPath);
+    const r: Running = { gate, socketPath, channel };
+    this.running.set(boxId, r);
+    if (channel.hello.capabilities.includes("net")) this.openListener(boxId, r);
+    else logger.warn("guest cannot listen (no net capability): the box has no way out", { box: boxId });
+  }
+
+  /** The box's own listener: whatever connects to socketPath speaks as this box. */
+  async openGate(boxId: string, socketPath: string): Promise<Gate> {
     const gate = new Gate({
       boxId,
       policy: () => this.policy(boxId),
       bindings: () => this.bindings(),
       pins: () => this.configNow().broker?.pins ?? {},
+      lookup: this.lookup,
       stub: (b) => this.stub(boxId, b),
       secret: (name) => this.reveal(name),
       record: (decision, facts) => this.record(boxId, decision, facts),
     });
     await gate.listen(socketPath);
-    const r: Running = { gate, socketPath, channel };
-    this.running.set(boxId, r);
-    if (channel.hello.capabilities.includes("net")) this.openListener(boxId, r);
-    else logger.warn("guest cannot listen (no net capability): the box has no way out", { box: boxId });
+    return gate;
   }
 
   detach(boxId: string): void {
