@@ -150,6 +150,9 @@ export class BrokerService {
       npm_config_proxy: BROKER_URL,
       npm_config_https_proxy: BROKER_URL,
       HUTCH_BROKER_URL: BROKER_URL,
+      // CONNECT tunnels are not intercepted, so TLS in the box is checked against the box's own
+      // store; Node ignores that store unless told (curl, git and Python read it already).
+      NODE_EXTRA_CA_CERTS: "/etc/ssl/certs/ca-certificates.crt",
     };
     const bindings = this.bindings();
     for (const name of this.policy(boxId).bindings) {
