@@ -2,7 +2,7 @@
 // running box, and the relay that joins the box's loopback listener (over
 // the agent channel) to that gate. Every decision is recorded.
 import { connect, type Socket } from "node:net";
-import { statSync } from "node:fs";
+import { rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { lookup } from "node:dns/promises";
@@ -197,6 +197,7 @@ export class BrokerService {
     this.running.delete(boxId);
     if (r.listen && !r.listen.closed) r.listen.close();
     r.gate.close();
+    rmSync(r.socketPath, { force: true });
   }
 
   close(): void {
