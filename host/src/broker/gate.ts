@@ -65,7 +65,8 @@ export class Gate {
   }
 
   close(): void {
-    this.server?.close();
+    // With a callback, a server that is not listening is reported to it instead of as an 'error' event.
+    this.server?.close(() => undefined);
     for (const s of this.sockets) s.destroy();
     this.sockets.clear();
   }
