@@ -73,6 +73,10 @@ export async function runDaemon(home: string): Promise<number> {
       const sub = upgradeSubscribe(req, srv as Server<SubscribeData>, sessions, localUser);
       if (sub === true) return undefined;
       if (sub) return sub;
+      // Bun closes a request that sends nothing for 10 s by default, and a
+      // `box start` under tcg (boot plus a first accelerator probe) takes longer.
+      // The socket is local: a client that dies has its connection closed by the kernel.
+      srv.timeout(req, 0);
       return app.handle(req);
     },
     websocket: socketHandlers(streams, subscribers),
