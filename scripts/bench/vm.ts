@@ -98,6 +98,8 @@ try {
         ],
       ) + "\n",
     );
+    // The machine may be shared: the single boots show how much the median can be trusted.
+    process.stdout.write(`\nboots (ms): hutch ${result.boot.hutchRuns.join(" ")}; bare ${result.boot.bareRuns.join(" ")}\n`);
   }
 } finally {
   await home.hutch(["box", "delete", "vmb"], { timeoutMs: 120_000 }).catch(() => undefined);
