@@ -30,7 +30,7 @@ export function selfArgv(...args: string[]): string[] {
   return compiled ? [process.execPath, ...args] : [process.execPath, Bun.main, ...args];
 }
 
-async function health(socket: string): Promise<Health | null> {
+export async function health(socket: string): Promise<Health | null> {
   try {
     const res = await fetch("http://hutch/v1/health", { unix: socket, signal: AbortSignal.timeout(2000) });
     return res.ok ? ((await res.json()) as Health) : null;
@@ -48,15 +48,21 @@ function logTail(path: string, lines = 15): string {
 }
 
 /** Returns a client for the daemon of this home, starting one if none answers. */
-export async function connectDaemon(home: string, opts: { start?: boolean; timeoutMs?: number } = {}): Promise<DaemonClient> {
+export async function connectDaemon(home: string, opts: { start?: boolean; timeoutMs?: number; kind?: string } = {}): Promise<DaemonClient> {
   const socket = join(home, HOME_FILES.socket);
-  const client = makeClient(home, socket, () => startDaemon(home, socket, opts.timeoutMs));
+  // start: false (the IDE bridge) waits for a daemon to come back instead of starting one.
+  const client = makeClient(home, socket, opts.start === false ? async () => {} : () => startDaemon(home, socket, opts.timeoutMs), opts.kind);
   if (await health(socket)) return client;
   if (opts.start === false) {
     throw new HutchError("unavailable", `no daemon answers at ${socket}`, "start one: hutch daemon");
   }
   await startDaemon(home, socket, opts.timeoutMs);
   return client;
+}
+
+/** A client that never starts a daemon and does not need one now: it waits for one (the IDE bridge). */
+export function waitingClient(home: string, kind?: string): DaemonClient {
+  return makeClient(home, join(home, HOME_FILES.socket), async () => {}, kind);
 }
 
 async function startDaemon(home: string, socket: string, timeoutMs?: number): Promise<void> {
@@ -80,13 +86,13 @@ async function startDaemon(home: string, socket: string, timeoutMs?: number): Pr
   throw new HutchError("unavailable", `the daemon did not become ready in time:\n${logTail(logPath)}`, `see the log: ${logPath}`);
 }
 
-function clientHeaders(): Record<string, string> {
+function clientHeaders(kind?: string): Record<string, string> {
   const name = env.clientName();
-  return { "x-hutch-client": env.clientKind(), ...(name ? { "x-hutch-client-name": name } : {}) };
+  return { "x-hutch-client": kind ?? env.clientKind(), ...(name ? { "x-hutch-client-name": name } : {}) };
 }
 
-function makeClient(home: string, socket: string, restart: () => Promise<void>): DaemonClient {
-  const base = clientHeaders();
+function makeClient(home: string, socket: string, restart: () => Promise<void>, kind?: string): DaemonClient {
+  const base = clientHeaders(kind);
   const self: DaemonClient = {
     home,
     socket,

@@ -18,12 +18,24 @@ export class BoxService {
   private closing = false;
   /** Told about every state change (sessions log them as box.state.changed). */
   onStateChange?: (boxId: string, state: BoxState, reason: string | null) => void;
+  /** Told when a box appears, changes state or goes (the change feed). */
+  private readonly watchers = new Set<(boxId: string) => void>();
 
   constructor(
     private readonly store: BoxStore,
     private readonly engines: Record<string, Engine>,
     private readonly home: string,
   ) {}
+
+  /** Calls fn with the box id after every create, state change and delete; returns the unwatch. */
+  watch(fn: (boxId: string) => void): () => void {
+    this.watchers.add(fn);
+    return () => this.watchers.delete(fn);
+  }
+
+  private changed(boxId: string): void {
+    for (const fn of this.watchers) fn(boxId);
+  }
 
   list(): Box[] {
     return this.store.list().map((r) => this.toBox(r));
@@ -48,6 +60,7 @@ export class BoxService {
     const before = this.store.byId(boxId)?.state;
     this.store.setState(boxId, state, reason);
     if (before !== state) this.onStateChange?.(boxId, state, reason);
+    this.changed(boxId);
   }
 
   async create(body: BoxCreateBody, idemKey: string | null): Promise<Box> {
@@ -64,6 +77,7 @@ export class BoxService {
     }
     const { box, op } = this.store.insertBox(body.name, engine, body.start ? "running" : "stopped", idemKey, config);
     logger.info("box created", { box: box.name, id: box.id, engine });
+    this.changed(box.id);
     return this.finish(box.id, op.id);
   }
 
@@ -265,6 +279,7 @@ export class BoxService {
     const left = await engine.leftovers(box);
     if (left.length > 0) throw new Error(`delete left things behind: ${left.join(", ")}`);
     this.store.deleteBox(row.id);
+    this.changed(row.id);
     if (this.store.countRows(row.id) !== 0) throw new Error("delete left database rows behind");
     logger.info("box deleted", { box: row.name, id: row.id });
   }
