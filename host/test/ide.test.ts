@@ -77,6 +77,15 @@ describe("hutch ide --stdio", () => {
     await b.waitFor<Change>("hutch/changed", (p) => p.type === "box.removed");
   });
 
+  test("a session started from the CLI is announced with its activity", async () => {
+    const id = (await cli(["run", "ide1", "--detach", "--label", "second"])).trim();
+    const c = await b.waitFor<Change>("hutch/changed", (p) => p.type === "session" && p.session.id === id);
+    expect(c.type === "session" && c.session.label).toBe("second");
+    expect(c.type === "session" && c.session.activity).toBe("idle");
+    await cli(["session", "close", id]);
+    await b.waitFor<Change>("hutch/changed", (p) => p.type === "session" && p.session.id === id && p.session.activity === "closed");
+  });
+
   test("an anchored annotation is published as an information diagnostic on its file", async () => {
     await cli(["session", "annotate", sid, "check this loop", "--anchor", "src/a.ts:3"]);
     const uri = pathToFileURL(join(ws, "src/a.ts")).href;

@@ -69,18 +69,24 @@ async function startDaemon(home: string, socket: string, timeoutMs?: number): Pr
   if (await health(socket)) return;
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const logPath = join(home, HOME_FILES.log);
-  const fd = openSync(logPath, "a", 0o600);
-  const child = Bun.spawn(selfArgv("daemon"), { stdin: "ignore", stdout: fd, stderr: fd, detached: true, env: process.env });
-  closeSync(fd);
-  child.unref();
-  let exited: number | null = null;
-  void child.exited.then((code) => (exited = code));
+  const spawnDaemon = () => {
+    const fd = openSync(logPath, "a", 0o600);
+    const child = Bun.spawn(selfArgv("daemon"), { stdin: "ignore", stdout: fd, stderr: fd, detached: true, env: process.env });
+    closeSync(fd);
+    child.unref();
+    const state = { exited: null as number | null, at: Date.now() };
+    void child.exited.then((code) => (state.exited = code));
+    return state;
+  };
+  let child = spawnDaemon();
   const deadline = Date.now() + (timeoutMs ?? 15_000);
   while (Date.now() < deadline) {
     if (await health(socket)) return;
-    if (exited !== null && exited !== 0) {
-      throw new HutchError("unavailable", `the daemon exited with ${exited} while starting:\n${logTail(logPath)}`, `see the log: ${logPath}`);
+    if (child.exited !== null && child.exited !== 0) {
+      throw new HutchError("unavailable", `the daemon exited with ${child.exited} while starting:\n${logTail(logPath)}`, `see the log: ${logPath}`);
     }
+    // Exit 0 means another daemon held the lock; if that one was shutting down, nobody serves now: start again.
+    if (child.exited === 0 && Date.now() - child.at > 250) child = spawnDaemon();
     await Bun.sleep(15);
   }
   throw new HutchError("unavailable", `the daemon did not become ready in time:\n${logTail(logPath)}`, `see the log: ${logPath}`);

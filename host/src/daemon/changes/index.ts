@@ -1,11 +1,12 @@
 // GET /v1/changes: the change feed as NDJSON over a long-lived response.
-// The first line is {"type":"hello"}; a {"type":"ping"} line every 15 s lets
-// a client tell a quiet daemon from a gone one.
+// The first line is {"type":"hello"}; a {"type":"ping"} line every 5 s lets
+// a client tell a quiet daemon from a gone one, and keeps Bun's idle timeout
+// (10 s without bytes ends a response) from cutting a quiet feed.
 import { Elysia } from "elysia";
 import { actorFrom, type Identify } from "../actor.ts";
 import type { ChangeService } from "./service.ts";
 
-const PING_MS = 15_000;
+const PING_MS = 5_000;
 
 export function changesController(changes: ChangeService, identify: Identify) {
   return new Elysia({ prefix: "/v1", tags: ["changes"], normalize: false }).get(
