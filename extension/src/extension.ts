@@ -54,7 +54,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     c.onNotification(IdeNotifications.events, (n: EventsNotification) => logs.events(n));
     c.onNotification(IdeNotifications.subscriptionEnded, (n: SubscriptionEnded) => logs.ended(n));
     c.onNotification(IdeNotifications.daemon, (s: DaemonStatus) => {
-      if (s.connected) void refresh().then(() => logs.resubscribeAll());
+      // Subscriptions survive a daemon restart inside the bridge; only the tree needs a fresh list.
+      if (s.connected) void refresh();
       else {
         tree.disconnect();
         setConnected(false);

@@ -85,8 +85,8 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
   getTreeItem(node: Node): vscode.TreeItem {
     if (node.type === "box") {
       const b = node.box;
-      const hasSessions = [...this.sessions.values()].some((s) => s.box === b.id);
-      const item = new vscode.TreeItem(b.name, hasSessions ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None);
+      // Always expandable: VS Code keeps a leaf a leaf when the same id later gains children.
+      const item = new vscode.TreeItem(b.name, vscode.TreeItemCollapsibleState.Expanded);
       item.id = b.id;
       item.description = `${b.state} · ${b.engine} · ${b.isolation}`;
       item.iconPath = icon(BOX_ICONS[b.state] ?? ["question"]);
