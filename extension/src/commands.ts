@@ -121,7 +121,7 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
           { placeHolder: "Which session's log?" },
         );
         if (!pick) return;
-        const id = pick.id || (await vscode.window.showInputBox({ prompt: "Session id", placeHolder: "ses_…" }));
+        const id = pick.id || (await vscode.window.showInputBox({ prompt: "Session id", placeHolder: "ses_…", ignoreFocusOut: true }));
         if (!id) return;
         return ctx.logs.show(id, ctx.tree.session(id)?.label ?? id);
       }
