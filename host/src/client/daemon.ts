@@ -74,19 +74,23 @@ async function startDaemon(home: string, socket: string, timeoutMs?: number): Pr
     const child = Bun.spawn(selfArgv("daemon"), { stdin: "ignore", stdout: fd, stderr: fd, detached: true, env: process.env });
     closeSync(fd);
     child.unref();
-    const state = { exited: null as number | null, at: Date.now() };
-    void child.exited.then((code) => (state.exited = code));
+    const state = { exited: null as number | null, killed: false, at: Date.now() };
+    void child.exited.then((code) => {
+      state.exited = code;
+      state.killed = child.signalCode !== null;
+    });
     return state;
   };
   let child = spawnDaemon();
   const deadline = Date.now() + (timeoutMs ?? 15_000);
   while (Date.now() < deadline) {
     if (await health(socket)) return;
-    if (child.exited !== null && child.exited !== 0) {
+    if (child.exited !== null && child.exited !== 0 && !child.killed) {
       throw new HutchError("unavailable", `the daemon exited with ${child.exited} while starting:\n${logTail(logPath)}`, `see the log: ${logPath}`);
     }
-    // Exit 0 means another daemon held the lock; if that one was shutting down, nobody serves now: start again.
-    if (child.exited === 0 && Date.now() - child.at > 250) child = spawnDaemon();
+    // Exit 0 means another daemon held the lock; if that one was shutting down, nobody serves now. A daemon
+    // killed by a signal was stopped, not broken. Either way: start again.
+    if (child.exited !== null && Date.now() - child.at > 250) child = spawnDaemon();
     await Bun.sleep(15);
   }
   throw new HutchError("unavailable", `the daemon did not become ready in time:\n${logTail(logPath)}`, `see the log: ${logPath}`);
