@@ -40,7 +40,7 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
     }
     const pick = await vscode.window.showQuickPick(
       list.map((s) => ({ label: s.label ?? s.id, description: `${s.id} · ${s.boxName} · ${s.activity}`, s })),
-      { placeHolder: "Which session?" },
+      { placeHolder: "Which session?", ignoreFocusOut: true },
     );
     return pick?.s;
   };
@@ -118,7 +118,7 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       if (!s) {
         const pick = await vscode.window.showQuickPick(
           [...ctx.tree.openSessions().map((x) => ({ label: x.label ?? x.id, description: x.id, id: x.id })), { label: "Another session id…", description: "", id: "" }],
-          { placeHolder: "Which session's log?" },
+          { placeHolder: "Which session's log?", ignoreFocusOut: true },
         );
         if (!pick) return;
         const id = pick.id || (await vscode.window.showInputBox({ prompt: "Session id", placeHolder: "ses_…", ignoreFocusOut: true }));

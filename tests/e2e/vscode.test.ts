@@ -134,6 +134,7 @@ test("the extension in VS Code: sidebar, live log, annotations, attach, and bad 
     "shows the diagnostic on it",
     "attach shows the shell prompt",
     "100,000 events: loaded in",
+    "anchor in the log opens its file at its line",
     "closes its log view with a message",
     "shows the welcome view",
     "recovers when the daemon is back",

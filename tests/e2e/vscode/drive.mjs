@@ -155,6 +155,17 @@ try {
   await page.screenshot({ path: env.SHOT });
   ok(`screenshot saved to ${env.SHOT}`);
 
+  // Cursor to line 1 first, so landing on line 3 is the anchor's doing.
+  await page.locator(".tab", { hasText: "main.ts" }).first().click();
+  await palette(":1");
+  await page.keyboard.press("Enter");
+  await page.locator(".statusbar-item", { hasText: /Ln 1, Col 1/ }).first().waitFor();
+  await page.locator(".tab", { hasText: "log: e2e-session" }).first().click();
+  await logFrame().locator(".anchor", { hasText: "src/main.ts:3" }).click();
+  await page.locator(".tab.active", { hasText: "main.ts" }).waitFor();
+  await page.locator(".statusbar-item", { hasText: /Ln 3, Col 1/ }).first().waitFor();
+  ok("an annotation's anchor in the log opens its file at its line");
+
   const big = await hutch("run", "e2e-box", "--detach", "--label", "big-log");
   for (let i = 0; i < 100; i++) {
     await api("POST", `/v1/sessions/${big}/events`, { events: Array.from({ length: 1000 }, (_, j) => ({ kind: "annotation.added", data: { text: `bulk ${i * 1000 + j}` } })) });
