@@ -39,9 +39,9 @@ export class SessionWatchers {
       if (session.state === "closed") known.activity = "closed";
       return this.view(session.id, session);
     }
-    const w: Watched = { session, activity: session.state === "closed" ? "closed" : "idle", sub: null as unknown as Subscription };
-    this.watched.set(session.id, w);
-    w.sub = subscribe(
+    // The handler runs only after subscribe's first request returns, by when w is set.
+    let w!: Watched;
+    const sub = subscribe(
       this.daemon,
       session.id,
       1,
@@ -56,6 +56,8 @@ export class SessionWatchers {
       },
       { reconnectForMs: Number.POSITIVE_INFINITY },
     );
+    w = { session, activity: session.state === "closed" ? "closed" : "idle", sub };
+    this.watched.set(session.id, w);
     // A session that disappears (or that we may no longer see) stops being watched.
     w.sub.done.catch(() => this.watched.delete(session.id));
     return this.view(session.id, session);
