@@ -37,7 +37,7 @@ const renderers: Record<string, (d: Data) => Rendered> = {
   "agent.raw": (d) => ({ summary: "agent output (raw)", detail: json(d), tone: "dim" }),
   "exec.started": (d) => ({ summary: `exec ${Array.isArray(d.argv) ? d.argv.map(str).join(" ") : ""}${d.pid ? ` (pid ${str(d.pid)})` : ""}` }),
   "exec.exited": (d) => ({
-    summary: d.signal ? `exited by signal ${str(d.signal)}` : `exited with code ${str(d.code)}`,
+    summary: d.signal ? `exited by signal ${str(d.signal)}` : typeof d.code === "number" ? `exited with code ${d.code}` : "exited",
     tone: d.code === 0 ? "ok" : "error",
   }),
   "annotation.added": (d) => {
