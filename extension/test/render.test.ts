@@ -2,10 +2,10 @@
 // (agent messages, tools, egress): keyed on the kind string, unknown kinds as
 // kind + JSON.
 import { describe, expect, test } from "bun:test";
-import { render } from "../src/log/render.ts";
+import { render, type Rendered } from "../src/log/render.ts";
 
 describe("render", () => {
-  const cases: [string, unknown, { summary: string; tone?: string; detail?: RegExp; anchor?: object }][] = [
+  const cases: [string, unknown, { summary: string; tone?: Rendered["tone"]; detail?: RegExp; anchor?: Rendered["anchor"] }][] = [
     ["message.completed", { role: "assistant", text: "all done" }, { summary: "assistant: all done" }],
     ["message.delta", { role: "assistant", text: "par" }, { summary: "assistant … par", tone: "dim" }],
     ["tool.called", { id: "t1", name: "Write", input: { file_path: "/w/a" } }, { summary: "tool Write (t1)", detail: /"file_path": "\/w\/a"/ }],
