@@ -124,7 +124,7 @@ export class SessionService {
   /** Appends events and publishes them live. The only way anything enters a log. */
   append(sessionId: string, events: NewEvent[], also?: () => void): number[] {
     const results = this.store.append(sessionId, events, also);
-    for (const r of results) if (r.fresh) this.bus.publish(sessionId, r.seq, r.json);
+    results.forEach((r, i) => r.fresh && this.bus.publish(sessionId, r.seq, r.json, events[i]!.kind));
     return results.map((r) => r.seq);
   }
 
@@ -153,7 +153,7 @@ export class SessionService {
     this.requireDriver(row, actor);
     const [seq] = this.store.append(id, [{ kind: "input.sent", data: { text }, actor, ...(key ? { idempotencyKey: key } : {}) }]);
     if (seq!.fresh) {
-      this.bus.publish(id, seq!.seq, seq!.json);
+      this.bus.publish(id, seq!.seq, seq!.json, "input.sent");
       await this.recorder!.write(row, new TextEncoder().encode(text));
     }
     return seq!.seq;
