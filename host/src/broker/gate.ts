@@ -5,12 +5,14 @@
 //   /<binding>/<path>   plain HTTP with the box's stub, sent on over verified
 //                       TLS to the binding's upstream with the real secret.
 // Everything else is refused with a status and a reason, and nothing is forwarded.
-import { createServer, connect as tcpConnect, isIP, type Server, type Socket } from "node:net";
+import { isIP } from "node:net";
+import type { UnixSocketListener } from "bun";
 import { chmodSync, readFileSync, rmSync, statSync } from "node:fs";
 import type { Binding, BoxPolicy, EgressDecision } from "@hutch/shared";
 import { blockedReason } from "./address.ts";
 import { ChunkedDecoder, HttpError, bodyFraming, brokerResponse, concat, header, parseHead, reason, type RequestHead } from "./http.ts";
 import { SocketReader } from "./reader.ts";
+import { Conn, handlers } from "./conn.ts";
 import { renderCredential } from "./bindings.ts";
 import { allowedBy } from "./policy.ts";
 
@@ -48,68 +50,62 @@ export interface GateContext {
 }
 
 export class Gate {
-  private server?: Server;
-  private readonly sockets = new Set<Socket>();
+  private server?: UnixSocketListener<Conn>;
+  private readonly conns = new Set<Conn>();
 
   constructor(private readonly ctx: GateContext) {}
 
   async listen(path: string): Promise<void> {
     rmSync(path, { force: true });
-    const server = createServer((sock) => this.serve(sock));
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(path, () => resolve());
-    });
+    this.server = Bun.listen<Conn>({ unix: path, socket: handlers((c) => this.serve(c)) });
     chmodSync(path, 0o600);
-    this.server = server;
   }
 
   close(): void {
-    // With a callback, a server that is not listening is reported to it instead of as an 'error' event.
-    this.server?.close(() => undefined);
-    for (const s of this.sockets) s.destroy();
-    this.sockets.clear();
+    this.server?.stop(true);
+    this.server = undefined;
+    for (const c of this.conns) c.destroy();
+    this.conns.clear();
   }
 
   /** Serves one connection: requests one after another until it closes or turns into a tunnel. */
-  serve(sock: Socket): void {
-    this.sockets.add(sock);
-    sock.on("close", () => this.sockets.delete(sock));
-    sock.on("error", () => sock.destroy());
-    const reader = new SocketReader(sock);
-    sock.on("timeout", () => sock.destroy());
+  serve(conn: Conn): void {
+    this.conns.add(conn);
+    conn.onClose(() => this.conns.delete(conn));
+    const reader = new SocketReader(conn);
     void (async () => {
       for (;;) {
-        sock.setTimeout(HEAD_TIMEOUT_MS);
+        const timer = setTimeout(() => conn.destroy(), HEAD_TIMEOUT_MS);
         let head: RequestHead;
         try {
           const bytes = await reader.head();
-          if (!bytes) return sock.end();
+          if (!bytes) return conn.end();
           head = parseHead(bytes);
         } catch (err) {
-          return this.refuse(sock, err, { host: "", port: 0 }, true);
+          return this.refuse(conn, err, { host: "", port: 0 }, true);
+        } finally {
+          clearTimeout(timer);
         }
-        sock.setTimeout(0);
-        if (head.method === "CONNECT") return this.tunnel(sock, reader, head);
-        const keepAlive = await this.forward(sock, reader, head);
-        if (!keepAlive || sock.destroyed) return sock.end();
+        if (head.method === "CONNECT") return this.tunnel(conn, reader, head);
+        const keepAlive = await this.forward(conn, reader, head);
+        if (!keepAlive || conn.closed) return conn.end();
       }
-    })().catch(() => sock.destroy());
+    })().catch(() => conn.destroy());
   }
 
-  private refuse(sock: Socket, err: unknown, facts: { host: string; port: number; method?: string; path?: string; binding?: string }, close: boolean, started = performance.now()): void {
+  private refuse(conn: Conn, err: unknown, facts: { host: string; port: number; method?: string; path?: string; binding?: string }, close: boolean, started = performance.now()): void {
     const status = err instanceof HttpError ? err.status : 502;
     const message = (err as Error).message;
     this.ctx.record("denied", { ...facts, status, reason: message, bytesUp: 0, bytesDown: 0, ms: Math.round(performance.now() - started) });
-    if (!sock.destroyed) {
-      sock.write(brokerResponse(status, message, close));
-      if (close) sock.end();
+    if (!conn.closed) {
+      conn.write(brokerResponse(status, message, close));
+      if (close) conn.end();
     }
   }
 
   // ---- CONNECT ----
 
-  private async tunnel(sock: Socket, reader: SocketReader, head: RequestHead): Promise<void> {
+  private async tunnel(conn: Conn, reader: SocketReader, head: RequestHead): Promise<void> {
     const started = performance.now();
     const target = parseAuthority(head.target);
     const facts = { host: target?.host ?? head.target.slice(0, 262), port: target?.port ?? 0, method: "CONNECT" };
@@ -121,32 +117,35 @@ export class Gate {
       if (!rule) throw new HttpError(403, `${target.host} is not on this box's allowlist; allow it: hutch box policy BOX --allow ${target.host}${target.port === 443 ? "" : `:${target.port}`}`);
       address = await this.resolve(target.host);
     } catch (err) {
-      return this.refuse(sock, err, facts, true, started);
+      return this.refuse(conn, err, facts, true, started);
     }
-    const upstream = tcpConnect({ host: address, port: target.port });
-    upstream.setTimeout(CONNECT_TIMEOUT_MS, () => upstream.destroy(new Error("timed out")));
-    let open = false;
-    upstream.once("connect", () => {
-      open = true;
-      upstream.setTimeout(0);
-      const early = reader.detach();
-      sock.write("HTTP/1.1 200 Connection established\r\n\r\n");
-      if (early.length > 0) upstream.write(early);
-      sock.pipe(upstream);
-      upstream.pipe(sock);
-      sock.resume();
-    });
-    upstream.once("error", (err) => {
-      if (!open) this.refuse(sock, new HttpError(502, `cannot reach ${target.host}:${target.port} (${address}): ${err.message}`), facts, true, started);
-    });
-    // pipe() ends each side when the other ends, after its buffered bytes are written:
-    // destroying on close instead would cut off the tail of a download.
-    sock.once("close", () => upstream.destroy());
-    upstream.once("close", (hadError) => {
-      if (hadError) sock.destroy();
-      // The socket's own counters: no listener per chunk on the data path.
-      if (open) this.ctx.record("allowed", { ...facts, status: 200, bytesUp: upstream.bytesWritten, bytesDown: upstream.bytesRead, ms: Math.round(performance.now() - started) });
-    });
+    let upstream: Conn;
+    try {
+      let timer: Timer | undefined;
+      const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("timed out")), CONNECT_TIMEOUT_MS)));
+      const sock = await Promise.race([Bun.connect<Conn>({ hostname: address, port: target!.port, socket: handlers() }), timeout]).finally(() => clearTimeout(timer));
+      upstream = sock.data;
+    } catch (err) {
+      return this.refuse(conn, new HttpError(502, `cannot reach ${target!.host}:${target!.port} (${address}): ${(err as Error).message}`), facts, true, started);
+    }
+    if (conn.closed) return upstream.destroy();
+    const early = reader.detach();
+    conn.write("HTTP/1.1 200 Connection established\r\n\r\n");
+    const bytesBefore = conn.bytesIn;
+    if (early.length > 0) upstream.write(early);
+    conn.pipeTo(upstream);
+    upstream.pipeTo(conn);
+    conn.resume();
+    conn.onClose(() => upstream.end());
+    upstream.onClose(() => conn.end());
+    let recorded = false;
+    const done = () => {
+      if (recorded) return;
+      recorded = true;
+      this.ctx.record("allowed", { ...facts, status: 200, bytesUp: conn.bytesIn - bytesBefore + early.length, bytesDown: upstream.bytesIn, ms: Math.round(performance.now() - started) });
+    };
+    conn.onClose(done);
+    upstream.onClose(done);
   }
 
   /** The one address CONNECT dials: a pin, a literal, or the first DNS answer, checked once and used as is. */
@@ -165,7 +164,7 @@ export class Gate {
   // ---- credentialed endpoints ----
 
   /** Forwards one request; true when the connection can carry another. */
-  private async forward(sock: Socket, reader: SocketReader, head: RequestHead): Promise<boolean> {
+  private async forward(conn: Conn, reader: SocketReader, head: RequestHead): Promise<boolean> {
     const started = performance.now();
     const route = parseRoute(head.target);
     const close = (header(head, "connection") ?? "").toLowerCase() === "close" || head.version === "HTTP/1.0";
@@ -189,12 +188,12 @@ export class Gate {
         throw new HttpError(403, `the credential in ${binding.header} is not this box's stub for "${route.binding}"`);
       }
     } catch (err) {
-      this.refuse(sock, err, base, true, started);
+      this.refuse(conn, err, base, true, started);
       return false;
     }
     const secret = this.ctx.secret(binding.secret);
     if (secret === undefined) {
-      this.refuse(sock, new HttpError(503, `secret "${binding.secret}" is not set; set it on the host: hutch secret set ${binding.secret}`), base, close, started);
+      this.refuse(conn, new HttpError(503, `secret "${binding.secret}" is not set; set it on the host: hutch secret set ${binding.secret}`), base, close, started);
       return !close;
     }
     const headers = new Headers();
@@ -208,7 +207,7 @@ export class Gate {
     headers.set("host", port === 443 ? binding.host : `${binding.host}:${port}`);
     const abort = new AbortController();
     const onClose = () => abort.abort();
-    sock.once("close", onClose);
+    conn.onClose(onClose);
     let res: Response;
     try {
       res = await fetch(`https://${binding.address ? bracket(binding.address) : binding.host}:${port}${route!.path}`, {
@@ -224,18 +223,18 @@ export class Gate {
         tls: { ...(binding.ca ? { ca: caPem(binding.ca) } : {}), serverName: binding.host },
       } as RequestInit);
     } catch (err) {
-      sock.off("close", onClose);
-      this.refuse(sock, new HttpError(502, `upstream ${binding.host}: ${(err as Error).message}`), base, close, started);
+      conn.offClose(onClose);
+      this.refuse(conn, new HttpError(502, `upstream ${binding.host}: ${(err as Error).message}`), base, close, started);
       return !close;
     }
-    const down = await this.relayResponse(sock, head, res, close);
-    sock.off("close", onClose);
+    const down = await this.relayResponse(conn, head, res, close);
+    conn.offClose(onClose);
     this.ctx.record("injected", { ...base, status: res.status, bytesUp: body.length, bytesDown: down.bytes, ms: Math.round(performance.now() - started) });
     return down.complete && !close;
   }
 
   /** Writes the upstream's answer back as HTTP/1.1: its length when it has one, else chunked. Streams (SSE) as it arrives. */
-  private async relayResponse(sock: Socket, head: RequestHead, res: Response, close: boolean): Promise<{ bytes: number; complete: boolean }> {
+  private async relayResponse(conn: Conn, head: RequestHead, res: Response, close: boolean): Promise<{ bytes: number; complete: boolean }> {
     const noBody = head.method === "HEAD" || res.status === 204 || res.status === 304;
     const length = res.headers.get("content-length");
     const chunked = !noBody && length === null;
@@ -248,31 +247,23 @@ export class Gate {
     for (const cookie of res.headers.getSetCookie()) text += `set-cookie: ${cookie}\r\n`;
     if (chunked) text += "transfer-encoding: chunked\r\n";
     if (close) text += "connection: close\r\n";
-    await write(sock, new TextEncoder().encode(text + "\r\n"));
+    await write(conn, new TextEncoder().encode(text + "\r\n"));
     let bytes = 0;
     if (noBody || !res.body) return { bytes, complete: true };
     try {
       for await (const chunk of res.body) {
         if (chunk.length === 0) continue;
         bytes += chunk.length;
-        if (chunked) {
-          // One write to the kernel for size line, data and CRLF, without copying the data.
-          sock.cork();
-          sock.write(`${chunk.length.toString(16)}\r\n`);
-          sock.write(chunk);
-          const flushed = sock.write(CRLF);
-          sock.uncork();
-          if (!flushed && !(await drained(sock))) return { bytes, complete: false };
-          continue;
-        }
-        const ok = await write(sock, chunk);
+        if (chunked) conn.write(`${chunk.length.toString(16)}\r\n`);
+        conn.write(chunk);
+        const ok = await write(conn, chunked ? CRLF : EMPTY);
         if (!ok) return { bytes, complete: false };
       }
-      if (chunked) await write(sock, LAST_CHUNK);
+      if (chunked) await write(conn, LAST_CHUNK);
       return { bytes, complete: true };
     } catch {
       // The upstream cut the stream: the box sees its connection end mid-body, as it would direct.
-      sock.destroy();
+      conn.destroy();
       return { bytes, complete: false };
     }
   }
@@ -281,26 +272,13 @@ export class Gate {
 const CRLF = new TextEncoder().encode("\r\n");
 const LAST_CHUNK = new TextEncoder().encode("0\r\n\r\n");
 
-function write(sock: Socket, bytes: Uint8Array): Promise<boolean> {
-  if (sock.destroyed) return Promise.resolve(false);
-  if (sock.write(bytes)) return Promise.resolve(true);
-  return drained(sock);
-}
+const EMPTY = new Uint8Array(0);
 
-/** Resolves true once the socket drained, false if it closed first. */
-function drained(sock: Socket): Promise<boolean> {
-  if (sock.destroyed) return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const done = (ok: boolean) => {
-      sock.off("drain", onDrain);
-      sock.off("close", onClose);
-      resolve(ok);
-    };
-    const onDrain = () => done(true);
-    const onClose = () => done(false);
-    sock.once("drain", onDrain);
-    sock.once("close", onClose);
-  });
+/** Writes and waits until the connection took it all; false if it closed first. */
+function write(conn: Conn, bytes: Uint8Array): Promise<boolean> {
+  if (conn.closed) return Promise.resolve(false);
+  if (bytes.length > 0) conn.write(bytes);
+  return conn.drained();
 }
 
 async function readBody(reader: SocketReader, head: RequestHead): Promise<Uint8Array> {

@@ -1,7 +1,8 @@
-// Pull-style reading of a socket for the broker's parser: bytes wait in one
-// buffer, and the socket is paused while nobody asks for more, so a box that
-// sends faster than the broker forwards is held back by TCP, not by memory.
-import type { Socket } from "node:net";
+// Pull-style reading of a connection for the broker's parser: bytes wait in
+// one buffer, and the socket is paused while nobody asks for more, so a box
+// that sends faster than the broker forwards is held back by the kernel, not
+// by memory.
+import type { Conn } from "./conn.ts";
 import { concat, headEnd, HttpError, MAX_HEAD } from "./http.ts";
 
 export class SocketReader {
@@ -9,18 +10,18 @@ export class SocketReader {
   private ended = false;
   private wake?: () => void;
 
-  constructor(private readonly sock: Socket) {
-    sock.pause();
-    sock.on("data", (chunk: Buffer) => {
-      this.buf = concat(this.buf, new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length));
-      sock.pause();
+  constructor(private readonly conn: Conn) {
+    conn.pause();
+    conn.onData = (chunk) => {
+      this.buf = concat(this.buf, chunk.slice());
+      conn.pause();
       this.notify();
-    });
-    sock.on("end", () => {
+    };
+    conn.onEnd = () => {
       this.ended = true;
       this.notify();
-    });
-    sock.on("close", () => {
+    };
+    conn.onClose(() => {
       this.ended = true;
       this.notify();
     });
@@ -36,7 +37,7 @@ export class SocketReader {
   async more(): Promise<boolean> {
     if (this.ended) return false;
     const arrived = new Promise<void>((resolve) => (this.wake = resolve));
-    this.sock.resume();
+    this.conn.resume();
     await arrived;
     return this.buf.length > 0 || !this.ended;
   }
@@ -71,8 +72,8 @@ export class SocketReader {
 
   /** Stops parsing: whatever comes next belongs to a tunnel. */
   detach(): Uint8Array {
-    this.sock.removeAllListeners("data");
-    this.sock.removeAllListeners("end");
+    this.conn.onData = undefined;
+    this.conn.onEnd = undefined;
     const rest = this.buf;
     this.buf = new Uint8Array(0);
     return rest;
