@@ -2,7 +2,7 @@
 // each connection to the host as a stream of its own. This is how a box
 // reaches its broker with no network of its own: processes in the box dial
 // 127.0.0.1:<port>, the host relays the stream to that box's broker listener.
-import { createServer, type Server, type Socket } from "node:net";
+import type { Server, Socket } from "node:net";
 import { Chan, joinSocket, type MuxStream } from "@hutch/shared";
 import { takeFrames } from "./inbox.ts";
 import type { Req } from "./context.ts";
@@ -30,7 +30,9 @@ export class NetTable {
     private readonly log: Logger,
   ) {}
 
-  listen(stream: MuxStream, req: Req<"net.listen">): void {
+  /** node:net (and node:stream under it) loads with the first listener, not at boot: PID 1 starts leaner. */
+  async listen(stream: MuxStream, req: Req<"net.listen">): Promise<void> {
+    const { createServer } = await import("node:net");
     const before = this.listeners.get(req.port);
     // A new host connection takes over the port from the last one's listener.
     if (before) this.unlisten(req.port, before);
