@@ -89,7 +89,7 @@ export function handleOpen(stream: MuxStream, payload: unknown, ctx: ToolContext
     case "tar.in":
       return guard(stream, ctx, req.tool, () => tarIn(stream, req, ctx));
     case "net.listen":
-      return guard(stream, ctx, req.tool, () => ctx.net.listen(stream, req));
+      return ctx.net.listen(stream, req);
     case "net.accept":
       return ctx.net.accept(stream, req);
   }

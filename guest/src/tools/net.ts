@@ -2,7 +2,8 @@
 // each connection to the host as a stream of its own. This is how a box
 // reaches its broker with no network of its own: processes in the box dial
 // 127.0.0.1:<port>, the host relays the stream to that box's broker listener.
-import type { Server, Socket } from "node:net";
+import type { TCPSocketListener } from "bun";
+import { listenLoopback, type NativeSocket } from "./native-socket.ts";
 import { Chan, joinSocket, type MuxStream } from "@hutch/shared";
 import { takeFrames } from "./inbox.ts";
 import type { Req } from "./context.ts";
@@ -15,14 +16,14 @@ const ACCEPT_TIMEOUT_MS = 10_000;
 const MAX_WAITING = 256;
 
 interface Listener {
-  server: Server;
+  server?: TCPSocketListener<NativeSocket>;
   stream: MuxStream;
   env: Record<string, string>;
 }
 
 export class NetTable {
   private readonly listeners = new Map<number, Listener>();
-  private readonly waiting = new Map<number, { socket: Socket; timer: Timer }>();
+  private readonly waiting = new Map<number, { socket: NativeSocket; timer: Timer }>();
   private nextConn = 1;
 
   constructor(
@@ -30,26 +31,24 @@ export class NetTable {
     private readonly log: Logger,
   ) {}
 
-  /** node:net (and node:stream under it) loads with the first listener, not at boot: PID 1 starts leaner. */
-  async listen(stream: MuxStream, req: Req<"net.listen">): Promise<void> {
-    const { createServer } = await import("node:net");
+  listen(stream: MuxStream, req: Req<"net.listen">): void {
     const before = this.listeners.get(req.port);
     // A new host connection takes over the port from the last one's listener.
     if (before) this.unlisten(req.port, before);
-    const server = createServer({ pauseOnConnect: true }, (socket) => this.arrived(req.port, socket));
-    const listener: Listener = { server, stream, env: req.env ?? {} };
+    const listener: Listener = { stream, env: req.env ?? {} };
     this.listeners.set(req.port, listener);
     takeFrames(stream, { close: () => this.unlisten(req.port, listener) }, true);
-    server.once("error", (err) => {
-      this.log.info("listen failed", { port: req.port, error: err.message });
-      stream.close({ code: "failed", message: `127.0.0.1:${req.port}: ${err.message}` });
+    try {
+      listener.server = listenLoopback(req.port, (socket) => this.arrived(req.port, socket));
+    } catch (err) {
+      this.log.info("listen failed", { port: req.port, error: (err as Error).message });
+      stream.close({ code: "failed", message: `127.0.0.1:${req.port}: ${(err as Error).message}` });
       this.unlisten(req.port, listener);
-    });
-    server.listen(req.port, "127.0.0.1", () => {
-      Object.assign(this.config.serviceEnv, listener.env);
-      stream.msg({ type: "result", value: { port: req.port } });
-      this.log.debug("listening", { port: req.port });
-    });
+      return;
+    }
+    Object.assign(this.config.serviceEnv, listener.env);
+    stream.msg({ type: "result", value: { port: req.port } });
+    this.log.debug("listening", { port: req.port });
   }
 
   accept(stream: MuxStream, req: Req<"net.accept">): void {
@@ -60,7 +59,7 @@ export class NetTable {
     joinSocket(stream, entry.socket, Chan.stdin, Chan.stdout, (h) => takeFrames(stream, h, false));
   }
 
-  private arrived(port: number, socket: Socket): void {
+  private arrived(port: number, socket: NativeSocket): void {
     const listener = this.listeners.get(port);
     if (!listener || this.waiting.size >= MAX_WAITING) {
       socket.destroy();
@@ -78,7 +77,7 @@ export class NetTable {
   private unlisten(port: number, listener: Listener): void {
     if (this.listeners.get(port) !== listener) return;
     this.listeners.delete(port);
-    listener.server.close();
+    listener.server?.stop(true);
     for (const key of Object.keys(listener.env)) {
       if (this.config.serviceEnv[key] === listener.env[key]) delete this.config.serviceEnv[key];
     }
