@@ -15,6 +15,7 @@ import { localUser } from "./actor.ts";
 import { SessionStore } from "../store/sessions.ts";
 import { SessionService } from "../session/service.ts";
 import { Recorder } from "../session/recorder.ts";
+import { wireAgents } from "../harness/wire.ts";
 import type { Server } from "bun";
 import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
@@ -56,6 +57,7 @@ export async function runDaemon(home: string): Promise<number> {
   const sessions = new SessionService(sessionStore, boxes);
   const recorder = new Recorder(sessionStore, sessions, boxes);
   sessions.attachRecorder(recorder);
+  wireAgents({ sessions, recorder, boxes, home });
   boxes.onStateChange = (boxId, state, reason) => sessions.boxChanged(boxId, state, reason);
   await boxes.recover();
   await recorder.recover();

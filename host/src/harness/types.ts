@@ -1,12 +1,13 @@
 // The one adapter interface every coding agent implements: how its CLI is
 // installed, configured for the broker, started (headless or in a terminal),
 // read (its structured stream, mapped to session events) and stopped.
+import type { AgentName } from "@hutch/shared";
 
 /** Credentialed endpoints the broker serves (`http://127.0.0.1:3128/<binding>` inside a box). */
 export type Binding = "anthropic" | "openai" | "github";
 
-export const AGENTS = ["claude", "codex", "opencode", "pi", "shell"] as const;
-export type AgentName = (typeof AGENTS)[number];
+export type { AgentName } from "@hutch/shared";
+export const AGENTS: readonly AgentName[] = ["claude", "codex", "opencode", "pi", "shell"];
 
 /** What an adapter needs to build an agent's environment: one call per box. */
 export interface AgentContext {

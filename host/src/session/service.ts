@@ -5,6 +5,8 @@ import type { SessionRow, SessionStore, NewEvent } from "../store/sessions.ts";
 import type { BoxService } from "../daemon/boxes/service.ts";
 import { SessionBus } from "./bus.ts";
 import type { Recorder } from "./recorder.ts";
+import { harness, type Harness } from "../harness/index.ts";
+import type { AgentRunner } from "../harness/run.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "sessions" });
@@ -19,6 +21,9 @@ const describe = (a: Actor) => `${a.id} (${a.kind})`;
 export class SessionService {
   readonly bus = new SessionBus();
   private recorder?: Recorder;
+  private agents?: { runner: AgentRunner; agentsDir: string; install: boolean };
+  /** Headless turns in flight, by session: one at a time. */
+  private readonly turns = new Map<string, Promise<unknown>>();
   private lapseTimer?: ReturnType<typeof setInterval>;
 
   constructor(
@@ -28,6 +33,10 @@ export class SessionService {
 
   attachRecorder(recorder: Recorder): void {
     this.recorder = recorder;
+  }
+
+  attachAgents(agents: { runner: AgentRunner; agentsDir: string; install: boolean }): void {
+    this.agents = agents;
   }
 
   /** Starts the lease checker. */
@@ -50,6 +59,7 @@ export class SessionService {
       state: row.state,
       owner: row.owner,
       ...(row.pty ? { pty: row.pty } : {}),
+      ...(this.isHeadless(row) ? { headless: true } : {}),
       ...(row.driver
         ? {
             driver: {
@@ -96,13 +106,16 @@ export class SessionService {
 
   async create(body: SessionCreateBody, actor: Actor): Promise<Session> {
     if (!this.recorder) throw new HutchError("failed", "sessions are not ready yet", "retry in a moment");
+    const agent = harness(body.agent ?? "shell");
     const box = body.box ? await this.boxes.ensureRunning(body.box) : await this.boxes.create({ name: `run-${newId("ses").slice(-6)}`, start: true }, null);
-    const argv = body.argv ?? ["bash", "-l"];
+    const headless = body.prompt !== undefined;
+    // A headless session has no terminal (argv []); an agent's terminal argv is settled when it opens (Recorder's spawn hook).
+    const argv = headless ? [] : (body.argv ?? (agent.name === "shell" ? ["bash", "-l"] : [agent.name]));
     const id = newId("ses");
     this.store.insert({
       id,
       box_id: box.id,
-      agent: body.agent ?? "shell",
+      agent: agent.name,
       label: body.label ?? null,
       state: "open",
       owner: actorUser(actor),
@@ -110,10 +123,44 @@ export class SessionService {
       pty: null,
       created_at: new Date().toISOString(),
     });
-    this.append(id, [{ kind: "session.created", data: { box: box.id, agent: body.agent ?? "shell", ...(body.label ? { label: body.label } : {}) }, actor }]);
-    await this.recorder.ensurePty(this.store.get(id)!, { cols: body.cols ?? 80, rows: body.rows ?? 24 });
-    logger.info("session created", { session: id, box: box.name });
+    this.append(id, [{ kind: "session.created", data: { box: box.id, agent: agent.name, ...(body.label ? { label: body.label } : {}) }, actor }]);
+    if (headless) {
+      this.append(id, [{ kind: "input.sent", data: { text: body.prompt }, actor }]);
+      this.startTurn(this.store.get(id)!, agent, body.prompt!, body.model);
+    } else {
+      await this.recorder.ensurePty(this.store.get(id)!, { cols: body.cols ?? 80, rows: body.rows ?? 24 });
+    }
+    logger.info("session created", { session: id, box: box.name, agent: agent.name, headless });
     return this.toSession(this.store.get(id)!);
+  }
+
+  /** A headless session runs its agent once per input, never in a terminal. */
+  isHeadless(row: SessionRow): boolean {
+    return row.argv === "[]";
+  }
+
+  /** Whether a headless turn is running now. */
+  busy(id: string): boolean {
+    return this.turns.has(id);
+  }
+
+  private startTurn(row: SessionRow, agent: Harness, prompt: string, model?: string): void {
+    if (!this.agents) throw new HutchError("failed", "agents are not ready yet", "retry in a moment");
+    const { runner, agentsDir, install } = this.agents;
+    const turn = runner
+      .run({
+        boxId: row.box_id,
+        harness: agent,
+        prompt,
+        ...(model ? { model } : {}),
+        actor: { kind: "agent", id: `${row.owner}/agent:${agent.name}` },
+        sink: { append: (events) => void this.append(row.id, events) },
+        agentsDir,
+        install,
+      })
+      .catch((err) => logger.error("agent turn failed", { session: row.id, err }))
+      .finally(() => this.turns.delete(row.id));
+    this.turns.set(row.id, turn);
   }
 
   /** Appends events and publishes them live. The only way anything enters a log. */
@@ -146,10 +193,15 @@ export class SessionService {
     const row = this.row(id, actor);
     this.requireOpen(row);
     this.requireDriver(row, actor);
+    const headless = this.isHeadless(row);
+    if (headless && this.turns.has(id)) {
+      throw new HutchError("conflict", `the agent in session ${id} is still working on its turn`, `wait for it: hutch session wait ${id} --idle`);
+    }
     const [seq] = this.store.append(id, [{ kind: "input.sent", data: { text }, actor, ...(key ? { idempotencyKey: key } : {}) }]);
     if (seq!.fresh) {
       this.bus.publish(id, seq!.seq, seq!.json);
-      await this.recorder!.write(row, new TextEncoder().encode(text));
+      if (headless) this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""));
+      else await this.recorder!.write(row, new TextEncoder().encode(text));
     }
     return seq!.seq;
   }
@@ -163,6 +215,9 @@ export class SessionService {
   async attach(id: string, actor: Actor, steal: boolean) {
     const row = this.row(id, actor);
     this.requireOpen(row);
+    if (this.isHeadless(row)) {
+      throw new HutchError("conflict", `session ${id} runs its agent headless: it has no terminal to attach to`, `watch it: hutch session watch ${id}, or send the next prompt: hutch session send ${id} TEXT`);
+    }
     if (steal) this.steal(id, actor);
     else this.acquire(id, actor);
     const live = await this.recorder!.ensurePty(this.store.get(id)!, { cols: 80, rows: 24 });

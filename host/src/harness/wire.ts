@@ -1,0 +1,20 @@
+// Connects the harness to the daemon's sessions: headless turns run through
+// the AgentRunner; an agent's terminal (interactive sessions) starts with the
+// argv, environment and config files its harness gives it.
+import type { BoxService } from "../daemon/boxes/service.ts";
+import type { Recorder } from "../session/recorder.ts";
+import type { SessionService } from "../session/service.ts";
+import { env } from "../env.ts";
+import { relayOnlyLink, type BrokerLink } from "./broker-link.ts";
+import { harness } from "./index.ts";
+import { AgentRunner } from "./run.ts";
+
+export function wireAgents(deps: { sessions: SessionService; recorder: Recorder; boxes: BoxService; home: string; link?: BrokerLink }): AgentRunner {
+  const runner = new AgentRunner(deps.boxes, deps.link ?? relayOnlyLink);
+  const agentsDir = env.agentsDir(deps.home);
+  const install = env.agentInstall();
+  deps.sessions.attachAgents({ runner, agentsDir, install });
+  deps.recorder.spawn = async (row) =>
+    row.agent === "shell" ? null : runner.prepare({ boxId: row.box_id, harness: harness(row.agent), agentsDir, install }, "interactive");
+  return runner;
+}
