@@ -12,6 +12,8 @@ export interface GuestConfig {
   cwd: string;
   /** Environment handed to every process, before the request's own env. */
   baseEnv: Record<string, string>;
+  /** Set while a service in the box is up (net.listen's env: the broker's proxy and endpoints); before baseEnv is overridden by requests. */
+  serviceEnv: Record<string, string>;
   /** On SIGTERM: how long processes get between SIGTERM and SIGKILL. */
   graceMs: number;
   /** How long a PTY attachment that fell behind may grant no credit before it is dropped. */
@@ -30,6 +32,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GuestConfig {
     roots: [...new Set(roots)],
     cwd: env.HUTCH_GUEST_CWD || "/workspace",
     baseEnv: baseEnv(env),
+    serviceEnv: {},
     graceMs: nonNegative(env.HUTCH_GUEST_GRACE_MS, 5000),
     ptyStallMs: nonNegative(env.HUTCH_GUEST_PTY_STALL_MS, 5000),
     debug: env.HUTCH_GUEST_DEBUG === "1",

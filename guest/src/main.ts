@@ -9,6 +9,7 @@ import { createLogger } from "./log.ts";
 import { PathPolicy } from "./paths.ts";
 import type { ToolContext } from "./tools/context.ts";
 import { PtyTable } from "./tools/pty.ts";
+import { NetTable } from "./tools/net.ts";
 import type { Channel } from "./transport/channel.ts";
 import { listenUnix } from "./transport/unix.ts";
 import { openVport } from "./transport/vport.ts";
@@ -29,6 +30,7 @@ try {
     paths: await PathPolicy.create(config.roots, config.cwd),
     procs,
     ptys: new PtyTable(config, procs, log),
+    net: new NetTable(config, log),
     log,
   };
 

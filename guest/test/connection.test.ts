@@ -19,7 +19,7 @@ describe("connections", () => {
     await gone;
 
     const h = await connect(g.socket);
-    expect(await h.hello).toMatchObject({ protocol: 1, agent: "hutch-guest", capabilities: ["exec", "pty", "fs", "tar"] });
+    expect(await h.hello).toMatchObject({ protocol: 1, agent: "hutch-guest", capabilities: ["exec", "pty", "fs", "tar", "net"] });
     const { c } = await call(h, { tool: "exec", argv: ["echo", "still here"] });
     expect(c.text()).toBe("still here\n");
     h.close();

@@ -7,4 +7,14 @@ export const HOME_FILES = {
   boxes: "boxes",
   guest: "guest",
   images: "images",
+  /** The user's layer of configuration (broker bindings and pins). */
+  config: "config.json",
+  /** 0600 key that seals secrets at rest. */
+  secretsKey: "keys/secrets.key",
+} as const;
+
+/** Files the daemon keeps in a box's directory ($HUTCH_HOME/boxes/<id>/) besides the engine's own. */
+export const BOX_FILES = {
+  /** The box's own broker listener (0600); only the daemon's relay connects to it. */
+  brokerSocket: "broker.sock",
 } as const;

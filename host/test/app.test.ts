@@ -4,19 +4,14 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openDb } from "../src/store/db.ts";
-import { BoxStore } from "../src/store/boxes.ts";
-import { BoxService } from "../src/daemon/boxes/service.ts";
 import { ProcessEngine } from "../src/engine/process/index.ts";
 import { buildApp } from "../src/daemon/app.ts";
-import { SessionStore } from "../src/store/sessions.ts";
-import { SessionService } from "../src/session/service.ts";
+import { createServices } from "../src/daemon/services.ts";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-app-"));
 const db = openDb(join(home, "hutch.db"));
-const boxes = new BoxService(new BoxStore(db), { process: new ProcessEngine(home) }, home);
-const sessionStore = new SessionStore(db);
-const sessions = new SessionService(sessionStore, boxes);
-const app = buildApp({ boxes, sessions, sessionStore, home });
+const { boxes, sessions, sessionStore, broker } = await createServices(home, db, { process: new ProcessEngine(home) });
+const app = buildApp({ boxes, sessions, sessionStore, broker, home });
 afterAll(() => {
   db.close();
   rmSync(home, { recursive: true, force: true });

@@ -6,20 +6,15 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openDb } from "../src/store/db.ts";
-import { BoxStore } from "../src/store/boxes.ts";
-import { SessionStore } from "../src/store/sessions.ts";
-import { SessionService } from "../src/session/service.ts";
-import { BoxService } from "../src/daemon/boxes/service.ts";
 import { ProcessEngine } from "../src/engine/process/index.ts";
 import { buildApp } from "../src/daemon/app.ts";
+import { createServices } from "../src/daemon/services.ts";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-ses-"));
 const db = openDb(join(home, "hutch.db"));
-const boxes = new BoxService(new BoxStore(db), { process: new ProcessEngine(home) }, home);
-const store = new SessionStore(db);
-const sessions = new SessionService(store, boxes);
+const { boxes, sessions, sessionStore: store, broker } = await createServices(home, db, { process: new ProcessEngine(home) });
 // Test identity: the user named by a header. The real daemon's identity is its own OS user.
-const app = buildApp({ boxes, sessions, sessionStore: store, home, identify: (req) => req.headers.get("x-test-user") ?? "alice" });
+const app = buildApp({ boxes, sessions, sessionStore: store, broker, home, identify: (req) => req.headers.get("x-test-user") ?? "alice" });
 afterAll(() => {
   db.close();
   rmSync(home, { recursive: true, force: true });

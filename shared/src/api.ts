@@ -1,6 +1,7 @@
 // Daemon API bodies. The daemon validates requests against these (Elysia's t
 // is TypeBox), the CLI and the extension read responses through the same types.
 import { Type, type Static } from "@sinclair/typebox";
+import { BindingName, HostPattern } from "./broker.ts";
 
 export const BoxName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,62}$", description: "lower-case letters, digits and dashes" });
 export const EngineName = Type.Union([Type.Literal("process"), Type.Literal("qemu")]);
@@ -49,6 +50,9 @@ export const BoxCreateBody = Type.Object(
     image: Type.Optional(Type.String({ pattern: "^[a-z0-9][a-z0-9._-]{0,63}$" })),
     /** Extra kernel command line for the VM (debugging a boot). */
     kernelArgs: Type.Optional(Type.String({ maxLength: 1024, pattern: "^[ -~]*$" })),
+    /** Egress: hosts CONNECT may reach, and bindings whose credential the broker injects. */
+    allow: Type.Optional(Type.Array(HostPattern, { maxItems: 256 })),
+    secrets: Type.Optional(Type.Array(BindingName, { maxItems: 32 })),
   },
   { additionalProperties: false },
 );

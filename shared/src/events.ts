@@ -52,6 +52,20 @@ export function checkEvent(kind: string, data: unknown, from: "client" | "daemon
 const Text = (max = 65536) => Type.String({ maxLength: max });
 const Seq = Type.Integer({ minimum: 1 });
 
+const EgressData = Type.Object({
+  box: Type.String(),
+  host: Text(262),
+  port: Type.Integer({ minimum: 0, maximum: 65535 }),
+  method: Type.Optional(Text(16)),
+  path: Type.Optional(Text(1024)),
+  binding: Type.Optional(Text(64)),
+  status: Type.Optional(Type.Integer()),
+  reason: Type.Optional(Text(1024)),
+  bytesUp: Type.Integer({ minimum: 0 }),
+  bytesDown: Type.Integer({ minimum: 0 }),
+  ms: Type.Integer({ minimum: 0 }),
+});
+
 export const Anchor = Type.Object(
   {
     path: Type.String({ minLength: 1, maxLength: 4096 }),
@@ -101,6 +115,10 @@ export const Events = {
     { byClients: true },
   ),
   attentionRequired: defineEvent("attention.required", Type.Object({ reason: Text(1024) }), { byClients: true }),
+  // The broker (issue 5): every egress decision, never the secret.
+  egressAllowed: defineEvent("egress.allowed", EgressData),
+  egressDenied: defineEvent("egress.denied", EgressData),
+  egressInjected: defineEvent("egress.injected", EgressData),
   errorRaised: defineEvent("error.raised", Type.Object({ message: Text(), code: Type.Optional(Text(64)) }), { byClients: true }),
   // Coding agents (issue 6): what an agent CLI in a box does, mapped from its
   // structured stream by host/src/harness. Written by the daemon only.

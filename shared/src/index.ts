@@ -8,3 +8,4 @@ export * from "./version.ts";
 export * from "./validate.ts";
 export * from "./tar/index.ts";
 export * from "./events.ts";
+export * from "./broker.ts";

@@ -5,6 +5,7 @@ import type { Logger } from "../log.ts";
 import { PathError, type PathPolicy } from "../paths.ts";
 import type { ProcessTable } from "../procs.ts";
 import type { PtyTable } from "./pty.ts";
+import type { NetTable } from "./net.ts";
 
 /** The validated OPEN payload of one tool. */
 export type Req<T extends ToolOpen["tool"]> = Extract<ToolOpen, { tool: T }>;
@@ -14,6 +15,7 @@ export interface ToolContext {
   paths: PathPolicy;
   procs: ProcessTable;
   ptys: PtyTable;
+  net: NetTable;
   log: Logger;
 }
 

@@ -9,6 +9,8 @@ import {
   FsRead,
   FsStat,
   FsWrite,
+  NetAccept,
+  NetListen,
   PtyAttach,
   PtyKill,
   PtyList,
@@ -36,6 +38,8 @@ const SCHEMAS: Record<ToolOpen["tool"], TSchema> = {
   "fs.write": FsWrite,
   "tar.out": TarOut,
   "tar.in": TarIn,
+  "net.listen": NetListen,
+  "net.accept": NetAccept,
 };
 
 /** Why a payload is not a valid tool call, or undefined if it is one. */
@@ -84,5 +88,9 @@ export function handleOpen(stream: MuxStream, payload: unknown, ctx: ToolContext
       return guard(stream, ctx, req.tool, () => tarOut(stream, req, ctx));
     case "tar.in":
       return guard(stream, ctx, req.tool, () => tarIn(stream, req, ctx));
+    case "net.listen":
+      return ctx.net.listen(stream, req);
+    case "net.accept":
+      return ctx.net.accept(stream, req);
   }
 }

@@ -24,7 +24,7 @@ export async function spawnCwd(config: GuestConfig, req: SpawnRequest): Promise<
 }
 
 export function spawnEnv(config: GuestConfig, req: SpawnRequest, extra: Record<string, string> = {}): Record<string, string> {
-  return { ...config.baseEnv, ...extra, ...req.env };
+  return { ...config.baseEnv, ...config.serviceEnv, ...extra, ...req.env };
 }
 
 /** Bun.spawn throws synchronously when it cannot start argv[0]. */

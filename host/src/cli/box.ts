@@ -1,5 +1,5 @@
 import type { Argv, CommandModule } from "yargs";
-import { HutchError, type Box } from "@hutch/shared";
+import { HutchError, type Box, type BoxPolicy, type EgressRecord } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { boxDetails, boxLine, printJson, table } from "./output.ts";
 import { report, setExitCode, type GlobalArgs } from "./main.ts";
@@ -45,7 +45,7 @@ export const boxCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   describe: "create, start, stop, delete and inspect boxes",
   builder: (y) =>
     y
-      .command<GlobalArgs & { name: string; engine: string; start: boolean; cpus?: number; memory?: string; disk?: string; image?: string; "kernel-args"?: string }>(
+      .command<GlobalArgs & { name: string; engine: string; start: boolean; cpus?: number; memory?: string; disk?: string; image?: string; "kernel-args"?: string; allow?: string[]; secret?: string[] }>(
         "create <name>",
         "create a box (stopped unless --start)",
         (c) =>
@@ -57,11 +57,14 @@ export const boxCommand: CommandModule<GlobalArgs, GlobalArgs> = {
             .option("memory", { type: "string", describe: "VM: memory, e.g. 1G or 768M (default 1G)" })
             .option("disk", { type: "string", describe: "VM: disk size, e.g. 20G (default: the image's)" })
             .option("image", { type: "string", describe: "VM: image name (default: default)" })
-            .option("kernel-args", { type: "string", describe: "VM: extra kernel command line (debugging a boot)" }),
+            .option("kernel-args", { type: "string", describe: "VM: extra kernel command line (debugging a boot)" })
+            .option("allow", { type: "string", array: true, describe: "egress: a host[:port] the box may CONNECT to (repeatable; *.domain for subdomains)" })
+            .option("secret", { type: "string", array: true, describe: "egress: a binding whose credential the broker injects (anthropic, openai, github, or one from config.json)" }),
         async (a) => {
           const d = await connectDaemon(a.home);
           const vm = { ...(a.cpus ? { cpus: a.cpus } : {}), ...(a.memory ? { memoryMiB: parseMemory(a.memory) } : {}), ...(a.disk ? { disk: a.disk } : {}), ...(a.image ? { image: a.image } : {}), ...(a["kernel-args"] ? { kernelArgs: a["kernel-args"] } : {}) };
-          const box = await d.request<Box>("POST", "/v1/boxes", { name: a.name, engine: a.engine, start: a.start, ...vm }, { idempotencyKey: crypto.randomUUID() });
+          const egress = { ...(a.allow?.length ? { allow: a.allow } : {}), ...(a.secret?.length ? { secrets: a.secret } : {}) };
+          const box = await d.request<Box>("POST", "/v1/boxes", { name: a.name, engine: a.engine, start: a.start, ...vm, ...egress }, { idempotencyKey: crypto.randomUUID() });
           if (a.json) printJson(box);
           else process.stdout.write(`created ${box.name} (${box.id}), ${box.state}\n`);
         },
@@ -98,6 +101,47 @@ export const boxCommand: CommandModule<GlobalArgs, GlobalArgs> = {
         if (a.json) printJson(box);
         else process.stdout.write(boxDetails(box));
       })
+      .command<GlobalArgs & { name: string; allow?: string[]; deny?: string[]; secret?: string[]; "no-secret"?: string[] }>(
+        "policy <name>",
+        "show or change what a box may reach (applies at once, also while it runs)",
+        (c) =>
+          c
+            .positional("name", { type: "string", demandOption: true })
+            .option("allow", { type: "string", array: true, describe: "add host[:port] to the allowlist" })
+            .option("deny", { type: "string", array: true, describe: "remove host[:port] from the allowlist" })
+            .option("secret", { type: "string", array: true, describe: "enable a binding" })
+            .option("no-secret", { type: "string", array: true, describe: "disable a binding" }),
+        async (a) => {
+          const d = await connectDaemon(a.home);
+          const path = `/v1/boxes/${encodeURIComponent(a.name)}/policy`;
+          const change = { ...(a.allow ? { allow: a.allow } : {}), ...(a.deny ? { deny: a.deny } : {}), ...(a.secret ? { bindings: a.secret } : {}), ...(a["no-secret"] ? { unbind: a["no-secret"] } : {}) };
+          const policy = await d.request<BoxPolicy>(Object.keys(change).length > 0 ? "PATCH" : "GET", path, Object.keys(change).length > 0 ? change : undefined);
+          if (a.json) return printJson(policy);
+          process.stdout.write(`allow:    ${policy.allow.join(" ") || "(nothing: all egress is denied)"}\nbindings: ${policy.bindings.join(" ") || "(none)"}\n`);
+        },
+      )
+      .command<GlobalArgs & { name: string; all: boolean; limit: number }>(
+        "egress <name>",
+        "recent egress the broker denied (--all: every decision)",
+        (c) =>
+          c
+            .positional("name", { type: "string", demandOption: true })
+            .option("all", { type: "boolean", default: false, describe: "also allowed and injected requests" })
+            .option("limit", { type: "number", default: 50, describe: "how many, newest last (max 1000)" }),
+        async (a) => {
+          const d = await connectDaemon(a.home);
+          const q = new URLSearchParams({ limit: String(a.limit), ...(a.all ? {} : { decision: "denied" }) });
+          const records = await d.request<EgressRecord[]>("GET", `/v1/boxes/${encodeURIComponent(a.name)}/egress?${q}`);
+          if (a.json) return printJson(records);
+          if (records.length === 0) return void process.stdout.write(a.all ? "no egress yet\n" : "nothing denied recently\n");
+          process.stdout.write(
+            table([
+              ["AT", "DECISION", "TARGET", "STATUS", "REASON"],
+              ...records.map((r) => [r.at, r.decision, `${r.binding ? `${r.binding}:` : ""}${r.host || "?"}:${r.port}${r.path ? ` ${r.method ?? ""} ${r.path}` : ""}`, String(r.status ?? ""), r.reason ?? ""]),
+            ]),
+          );
+        },
+      )
       .demandCommand(1, "name a box command; see: hutch box --help"),
   handler: () => undefined,
 };

@@ -14,6 +14,7 @@ import { daemonCommand } from "./daemon.ts";
 import { sessionCommand } from "./session.ts";
 import { runCommand } from "./run.ts";
 import { imageCommand } from "./image.ts";
+import { secretCommand } from "./secret.ts";
 
 let handlerExit = 0;
 /** Verbs set the process exit code here (yargs handlers return nothing). */
@@ -55,6 +56,7 @@ export async function runCli(argv: string[]): Promise<number> {
     .command(doctorCommand)
     .command(daemonCommand)
     .command(imageCommand)
+    .command(secretCommand)
     .completion("completion", "print a shell completion script (bash/zsh): hutch completion >> ~/.bashrc")
     .demandCommand(1, "name a command; see: hutch --help")
     .strict()

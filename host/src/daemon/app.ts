@@ -10,11 +10,14 @@ import { sessionsController } from "./sessions/index.ts";
 import { localUser, type Identify } from "./actor.ts";
 import type { SessionService } from "../session/service.ts";
 import type { SessionStore } from "../store/sessions.ts";
+import type { BrokerService } from "../broker/service.ts";
+import { brokerController } from "./broker/index.ts";
 
 export interface AppDeps {
   boxes: BoxService;
   sessions: SessionService;
   sessionStore: SessionStore;
+  broker: BrokerService;
   home: string;
   /** Who the connection belongs to; the local socket's is the daemon's OS user. */
   identify?: Identify;
@@ -50,6 +53,7 @@ export function buildApp(deps: AppDeps) {
     })
     .get("/v1/health", () => ({ ok: true, version: HUTCH_VERSION, pid: process.pid, home: deps.home }), { detail: { summary: "Liveness and version" } })
     .use(boxesController(deps.boxes))
+    .use(brokerController(deps.broker, deps.boxes))
     .use(streamDoc())
     .use(sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser));
 }

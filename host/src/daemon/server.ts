@@ -3,19 +3,14 @@
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { openDb } from "../store/db.ts";
-import { BoxStore } from "../store/boxes.ts";
-import { BoxService } from "./boxes/service.ts";
 import { ProcessEngine } from "../engine/process/index.ts";
 import { QemuEngine } from "../engine/qemu/index.ts";
 import { buildApp } from "./app.ts";
+import { createServices } from "./services.ts";
 import { streamSocket, upgradeStream, type StreamSocketData } from "./stream/index.ts";
 import { subscribeSocket, upgradeSubscribe, type SubscribeData } from "./sessions/subscribe.ts";
 import { socketHandlers } from "./sockets.ts";
 import { localUser } from "./actor.ts";
-import { SessionStore } from "../store/sessions.ts";
-import { SessionService } from "../session/service.ts";
-import { Recorder } from "../session/recorder.ts";
-import { wireAgents } from "../harness/wire.ts";
 import type { Server } from "bun";
 import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
@@ -52,20 +47,14 @@ export async function runDaemon(home: string): Promise<number> {
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const boxes = new BoxService(new BoxStore(db), { process: new ProcessEngine(home), qemu: new QemuEngine(home) }, home);
-  const sessionStore = new SessionStore(db);
-  const sessions = new SessionService(sessionStore, boxes);
-  const recorder = new Recorder(sessionStore, sessions, boxes);
-  sessions.attachRecorder(recorder);
-  wireAgents({ sessions, recorder, boxes, home });
-  boxes.onStateChange = (boxId, state, reason) => sessions.boxChanged(boxId, state, reason);
+  const { boxes, sessions, sessionStore, broker, recorder } = await createServices(home, db, { process: new ProcessEngine(home), qemu: new QemuEngine(home) });
   await boxes.recover();
   await recorder.recover();
   sessions.start();
 
   rmSync(socketPath, { force: true });
   const oldMask = process.umask(0o177);
-  const app = buildApp({ boxes, sessions, sessionStore, home, identify: localUser });
+  const app = buildApp({ boxes, sessions, sessionStore, broker, home, identify: localUser });
   const streams = streamSocket(boxes, sessions);
   const subscribers = subscribeSocket(sessions, sessionStore);
   const server = Bun.serve<StreamSocketData | SubscribeData>({
@@ -92,6 +81,7 @@ export async function runDaemon(home: string): Promise<number> {
       await server.stop();
       sessions.stop();
       await boxes.close();
+      broker.close();
       db.close();
       if (existsSync(socketPath)) rmSync(socketPath, { force: true });
       rmSync(lockPath, { force: true });

@@ -5,12 +5,12 @@ import type { BoxService } from "../daemon/boxes/service.ts";
 import type { Recorder } from "../session/recorder.ts";
 import type { SessionService } from "../session/service.ts";
 import { env } from "../env.ts";
-import { relayOnlyLink, type BrokerLink } from "./broker-link.ts";
+import type { BrokerLink } from "./broker-link.ts";
 import { harness } from "./index.ts";
 import { AgentRunner } from "./run.ts";
 
-export function wireAgents(deps: { sessions: SessionService; recorder: Recorder; boxes: BoxService; home: string; link?: BrokerLink }): AgentRunner {
-  const runner = new AgentRunner(deps.boxes, deps.link ?? relayOnlyLink);
+export function wireAgents(deps: { sessions: SessionService; recorder: Recorder; boxes: BoxService; home: string; link: BrokerLink }): AgentRunner {
+  const runner = new AgentRunner(deps.boxes, deps.link);
   const agentsDir = env.agentsDir(deps.home);
   const install = env.agentInstall();
   deps.sessions.attachAgents({ runner, agentsDir, install });

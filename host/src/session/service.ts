@@ -77,8 +77,13 @@ export class SessionService {
 
   /** Logs a box's state change in every open session bound to it. */
   boxChanged(boxId: string, state: string, reason: string | null): void {
+    this.boxEvent(boxId, "box.state.changed", { box: boxId, state, ...(reason ? { reason } : {}) });
+  }
+
+  /** Logs a daemon event about a box into every open session bound to it. */
+  boxEvent(boxId: string, kind: string, data: Record<string, unknown>): void {
     for (const row of this.store.list({ boxId, state: "open" })) {
-      this.append(row.id, [{ kind: "box.state.changed", data: { box: boxId, state, ...(reason ? { reason } : {}) }, actor: SYSTEM }]);
+      this.append(row.id, [{ kind, data, actor: SYSTEM }]);
     }
   }
 
@@ -107,7 +112,10 @@ export class SessionService {
   async create(body: SessionCreateBody, actor: Actor): Promise<Session> {
     if (!this.recorder) throw new HutchError("failed", "sessions are not ready yet", "retry in a moment");
     const agent = harness(body.agent ?? "shell");
-    const box = body.box ? await this.boxes.ensureRunning(body.box) : await this.boxes.create({ name: `run-${newId("ses").slice(-6)}`, start: true }, null);
+    // A new box for an agent gets the agent's bindings and egress; an existing box keeps its own policy.
+    const box = body.box
+      ? await this.boxes.ensureRunning(body.box)
+      : await this.boxes.create({ name: `run-${newId("ses").slice(-6)}`, start: true, ...(agent.bindings.length ? { secrets: agent.bindings } : {}), ...(agent.egress.length ? { allow: agent.egress } : {}) }, null);
     const headless = body.prompt !== undefined;
     // A headless session has no terminal (argv []); an agent's terminal argv is settled when it opens (Recorder's spawn hook).
     const argv = headless ? [] : (body.argv ?? (agent.name === "shell" ? ["bash", "-l"] : [agent.name]));

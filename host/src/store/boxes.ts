@@ -1,6 +1,6 @@
 // Rows of boxes and their op journal. No engine, no HTTP: just state.
 import type { Database } from "bun:sqlite";
-import { newId, type BoxState, type DesiredState, type EngineName, type Op } from "@hutch/shared";
+import { newId, type BoxPolicy, type BoxState, type DesiredState, type EngineName, type Op } from "@hutch/shared";
 
 export interface BoxRow {
   id: string;
@@ -29,6 +29,9 @@ interface OpRow {
 export type OpKind = "create" | "start" | "stop" | "pause" | "resume" | "delete";
 
 const now = () => new Date().toISOString();
+
+/** Tables whose rows belong to one box and go with it (the broker's policy and egress log among them). */
+const BOX_TABLES = ["ops", "box_policy", "egress_log"] as const;
 
 export function toOp(row: OpRow): Op {
   return {
@@ -77,13 +80,21 @@ export class BoxStore {
   }
 
   /** Inserts a box and its create op in one transaction. */
-  insertBox(name: string, engine: EngineName, desired: DesiredState, idemKey: string | null, config: Record<string, unknown> = {}): { box: BoxRow; op: Op } {
+  insertBox(
+    name: string,
+    engine: EngineName,
+    desired: DesiredState,
+    idemKey: string | null,
+    config: Record<string, unknown> = {},
+    policy: BoxPolicy = { allow: [], bindings: [] },
+  ): { box: BoxRow; op: Op } {
     return this.db.transaction(() => {
       const at = now();
       const id = newId("box");
       this.db
         .query("INSERT INTO boxes (id, name, engine, state, desired, config, created_at, updated_at) VALUES (?, ?, ?, 'creating', ?, ?, ?, ?)")
         .run(id, name, engine, desired, JSON.stringify(config), at, at);
+      this.db.query("INSERT INTO box_policy (box_id, allow, bindings) VALUES (?, ?, ?)").run(id, JSON.stringify(policy.allow), JSON.stringify(policy.bindings));
       const op = this.insertOp(id, "create", idemKey);
       return { box: this.byId(id)!, op };
     })();
@@ -128,15 +139,15 @@ export class BoxStore {
   /** Removes every row of the box, its op journal included: a deleted box leaves nothing. */
   deleteBox(boxId: string): void {
     this.db.transaction(() => {
-      this.db.query("DELETE FROM ops WHERE box_id = ?").run(boxId);
+      for (const table of BOX_TABLES) this.db.query(`DELETE FROM ${table} WHERE box_id = ?`).run(boxId);
       this.db.query("DELETE FROM boxes WHERE id = ?").run(boxId);
     })();
   }
 
   /** Rows anywhere that still name the box (for delete's verification). */
   countRows(boxId: string): number {
-    const a = this.db.query("SELECT count(*) AS n FROM boxes WHERE id = ?").get(boxId) as { n: number };
-    const b = this.db.query("SELECT count(*) AS n FROM ops WHERE box_id = ?").get(boxId) as { n: number };
-    return a.n + b.n;
+    let n = (this.db.query("SELECT count(*) AS n FROM boxes WHERE id = ?").get(boxId) as { n: number }).n;
+    for (const table of BOX_TABLES) n += (this.db.query(`SELECT count(*) AS n FROM ${table} WHERE box_id = ?`).get(boxId) as { n: number }).n;
+    return n;
   }
 }

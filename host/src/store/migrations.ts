@@ -63,4 +63,25 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (session_id, chunk)
   ) WITHOUT ROWID;
   `,
+  `
+  CREATE TABLE secrets (
+    name TEXT PRIMARY KEY,
+    sealed BLOB NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+  );
+  CREATE TABLE box_policy (
+    box_id TEXT PRIMARY KEY,
+    allow TEXT NOT NULL,
+    bindings TEXT NOT NULL,
+    stubs TEXT NOT NULL DEFAULT '{}'
+  );
+  CREATE TABLE egress_log (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    box_id TEXT NOT NULL,
+    decision TEXT NOT NULL,
+    record TEXT NOT NULL
+  );
+  CREATE INDEX egress_box ON egress_log(box_id, decision, id);
+  `,
 ];

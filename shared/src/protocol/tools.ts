@@ -61,7 +61,23 @@ export const TarIn = Type.Object(
   { additionalProperties: false },
 );
 
-export const ToolOpen = Type.Union([ExecOpen, PtyOpen, PtyAttach, PtyList, PtyKill, FsStat, FsList, FsRead, FsWrite, TarOut, TarIn]);
+/**
+ * The guest listens on its own loopback and announces each connection with a
+ * ConnMsg; the host takes one with net.accept. Streams stay host-opened, and
+ * each connection gets its own credit. How boxes reach the broker.
+ */
+export const NetListen = Type.Object(
+  {
+    tool: Type.Literal("net.listen"),
+    port: Type.Integer({ minimum: 1, maximum: 65535 }),
+    /** Variables every process started while the listener is up gets (how its clients find it). */
+    env: Type.Optional(Type.Record(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$" }), Type.String({ maxLength: 4096 }), { maxProperties: 128 })),
+  },
+  { additionalProperties: false },
+);
+export const NetAccept = Type.Object({ tool: Type.Literal("net.accept"), conn: Type.Integer({ minimum: 1 }) }, { additionalProperties: false });
+
+export const ToolOpen = Type.Union([ExecOpen, PtyOpen, PtyAttach, PtyList, PtyKill, FsStat, FsList, FsRead, FsWrite, TarOut, TarIn, NetListen, NetAccept]);
 export type ToolOpen = Static<typeof ToolOpen>;
 export type ToolName = ToolOpen["tool"];
 
@@ -85,7 +101,9 @@ export const ExitMsg = Type.Object({
 export const ResultMsg = Type.Object({ type: Type.Literal("result"), value: Type.Unknown() });
 /** The next `bytes` bytes on chan 1 redraw the current screen (attach, or catching up); they are not new output. */
 export const ScreenMsg = Type.Object({ type: Type.Literal("screen"), bytes: Type.Integer({ minimum: 0 }) });
-export const GuestMsg = Type.Union([StartedMsg, ExitMsg, ResultMsg, ScreenMsg]);
+/** net.listen: a connection arrived; take it with net.accept {conn}. */
+export const ConnMsg = Type.Object({ type: Type.Literal("conn"), conn: Type.Integer({ minimum: 1 }) });
+export const GuestMsg = Type.Union([StartedMsg, ExitMsg, ResultMsg, ScreenMsg, ConnMsg]);
 export type GuestMsg = Static<typeof GuestMsg>;
 export type ExitMsg = Static<typeof ExitMsg>;
 
@@ -129,4 +147,4 @@ export type GuestHello = Static<typeof GuestHello>;
 export const ShutdownMsg = Type.Object({ type: Type.Literal("shutdown"), graceMs: Type.Integer({ minimum: 0, maximum: 600000 }) });
 export type ShutdownMsg = Static<typeof ShutdownMsg>;
 
-export const CAPABILITIES = ["exec", "pty", "fs", "tar"] as const;
+export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net"] as const;

@@ -2,7 +2,7 @@
 // toward it, and every lifecycle request is an op in the journal. A daemon
 // that dies mid-operation finds the op pending on restart and finishes it.
 import { join } from "node:path";
-import { HutchError, type Box, type BoxCreateBody, type BoxState, type DesiredState, type EngineName } from "@hutch/shared";
+import { HutchError, type Box, type BoxCreateBody, type BoxPolicy, type BoxState, type DesiredState, type EngineName } from "@hutch/shared";
 import type { BoxRow, BoxStore, OpKind } from "../../store/boxes.ts";
 import type { BoxHandle, Engine } from "../../engine/types.ts";
 import { openChannel, type Channel } from "../../engine/channel.ts";
@@ -18,6 +18,11 @@ export class BoxService {
   private closing = false;
   /** Told about every state change (sessions log them as box.state.changed). */
   onStateChange?: (boxId: string, state: BoxState, reason: string | null) => void;
+  /** Told when a box's channel opens and closes (the broker opens and closes its gate). */
+  onChannel?: (boxId: string, dir: string, channel: Channel) => Promise<void>;
+  onChannelGone?: (boxId: string) => void;
+  /** Checks the egress policy a create asks for (bindings must exist). */
+  checkPolicy?: (policy: BoxPolicy) => void;
 
   constructor(
     private readonly store: BoxStore,
@@ -62,7 +67,9 @@ export class BoxService {
     if (Object.keys(config).length > 0 && engine !== "qemu") {
       throw new HutchError("invalid", `cpus, memory, disk and image apply to VM boxes, not to the ${engine} engine`, `create a VM: hutch box create ${body.name} --engine qemu`);
     }
-    const { box, op } = this.store.insertBox(body.name, engine, body.start ? "running" : "stopped", idemKey, config);
+    const policy: BoxPolicy = { allow: [...new Set(body.allow ?? [])], bindings: [...new Set(body.secrets ?? [])] };
+    this.checkPolicy?.(policy);
+    const { box, op } = this.store.insertBox(body.name, engine, body.start ? "running" : "stopped", idemKey, config, policy);
     logger.info("box created", { box: box.name, id: box.id, engine });
     return this.finish(box.id, op.id);
   }
@@ -282,6 +289,7 @@ export class BoxService {
       );
       this.channels.set(row.id, ch);
       logger.info("guest channel open", { box: row.name, guest: ch.hello.version });
+      await this.onChannel?.(row.id, box.dir, ch);
     } catch (err) {
       const tail = await engine.consoleTail(box, 10);
       throw new Error(`${(err as Error).message}; console log (${join(box.dir, "console.log")}):\n${tail}`);
@@ -307,6 +315,7 @@ export class BoxService {
     const ch = this.channels.get(boxId);
     if (!ch) return;
     this.channels.delete(boxId);
+    this.onChannelGone?.(boxId);
     ch.close();
   }
 }

@@ -1,0 +1,126 @@
+// net.listen / net.accept: the guest listens on its own loopback and hands
+// each connection to the host as a stream of its own. This is how a box
+// reaches its broker with no network of its own: processes in the box dial
+// 127.0.0.1:<port>, the host relays the stream to that box's broker listener.
+import { createServer, type Server, type Socket } from "node:net";
+import { Chan, type MuxStream } from "@hutch/shared";
+import { takeFrames } from "./inbox.ts";
+import type { Req } from "./context.ts";
+import type { GuestConfig } from "../config.ts";
+import type { Logger } from "../log.ts";
+
+/** A connection the host has not taken within this long is dropped. */
+const ACCEPT_TIMEOUT_MS = 10_000;
+/** Connections waiting for the host, per listener; more are refused at once. */
+const MAX_WAITING = 256;
+
+interface Listener {
+  server: Server;
+  stream: MuxStream;
+  env: Record<string, string>;
+}
+
+export class NetTable {
+  private readonly listeners = new Map<number, Listener>();
+  private readonly waiting = new Map<number, { socket: Socket; timer: Timer }>();
+  private nextConn = 1;
+
+  constructor(
+    private readonly config: GuestConfig,
+    private readonly log: Logger,
+  ) {}
+
+  listen(stream: MuxStream, req: Req<"net.listen">): void {
+    const before = this.listeners.get(req.port);
+    // A new host connection takes over the port from the last one's listener.
+    if (before) this.unlisten(req.port, before);
+    const server = createServer({ pauseOnConnect: true }, (socket) => this.arrived(req.port, socket));
+    const listener: Listener = { server, stream, env: req.env ?? {} };
+    this.listeners.set(req.port, listener);
+    takeFrames(stream, { close: () => this.unlisten(req.port, listener) }, true);
+    server.once("error", (err) => {
+      this.log.info("listen failed", { port: req.port, error: err.message });
+      stream.close({ code: "failed", message: `127.0.0.1:${req.port}: ${err.message}` });
+      this.unlisten(req.port, listener);
+    });
+    server.listen(req.port, "127.0.0.1", () => {
+      Object.assign(this.config.serviceEnv, listener.env);
+      stream.msg({ type: "result", value: { port: req.port } });
+      this.log.debug("listening", { port: req.port });
+    });
+  }
+
+  accept(stream: MuxStream, req: Req<"net.accept">): void {
+    const entry = this.waiting.get(req.conn);
+    if (!entry) return stream.close({ code: "not_found", message: `connection ${req.conn} is gone (closed, or not taken in time)` });
+    this.waiting.delete(req.conn);
+    clearTimeout(entry.timer);
+    pipe(entry.socket, stream);
+  }
+
+  private arrived(port: number, socket: Socket): void {
+    const listener = this.listeners.get(port);
+    if (!listener || this.waiting.size >= MAX_WAITING) {
+      socket.destroy();
+      return;
+    }
+    const conn = this.nextConn++;
+    const timer = setTimeout(() => {
+      this.waiting.delete(conn);
+      socket.destroy();
+    }, ACCEPT_TIMEOUT_MS);
+    this.waiting.set(conn, { socket, timer });
+    listener.stream.msg({ type: "conn", conn });
+  }
+
+  private unlisten(port: number, listener: Listener): void {
+    if (this.listeners.get(port) !== listener) return;
+    this.listeners.delete(port);
+    listener.server.close();
+    for (const key of Object.keys(listener.env)) {
+      if (this.config.serviceEnv[key] === listener.env[key]) delete this.config.serviceEnv[key];
+    }
+    if (!listener.stream.closed) listener.stream.close();
+  }
+}
+
+/** Socket bytes out on chan 1 (paused while credit runs out), stream bytes in from chan 0. */
+function pipe(socket: Socket, stream: MuxStream): void {
+  let done = false;
+  const finish = () => {
+    if (done) return;
+    done = true;
+    socket.destroy();
+    if (!stream.closed) stream.close();
+  };
+  takeFrames(
+    stream,
+    {
+      data: (chan, bytes) => {
+        if (chan !== Chan.stdin) return;
+        // Credit goes back once the kernel took the bytes, so the host holds at most a window.
+        if (socket.write(bytes)) stream.consumed(bytes.length);
+        else socket.once("drain", () => stream.consumed(bytes.length));
+      },
+      eof: (chan) => {
+        if (chan === Chan.stdin) socket.end();
+      },
+      close: finish,
+    },
+    false,
+  );
+  socket.on("data", (chunk: Buffer) => {
+    socket.pause();
+    void stream.write(Chan.stdout, chunk).then((ok) => (ok ? socket.resume() : finish()));
+  });
+  socket.on("end", () => {
+    if (!stream.closed) stream.eof(Chan.stdout);
+  });
+  socket.on("close", () => {
+    // Both halves done (or reset): the stream ends with the socket.
+    if (!stream.closed) stream.close();
+    done = true;
+  });
+  socket.on("error", () => finish());
+  socket.resume();
+}

@@ -1,0 +1,260 @@
+// The broker: secrets sealed at rest, per-box policy and stubs, one gate per
+// running box, and the relay that joins the box's loopback listener (over
+// the agent channel) to that gate. Every decision is recorded.
+import { connect, type Socket } from "node:net";
+import { statSync } from "node:fs";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { lookup } from "node:dns/promises";
+import { Chan, HutchError, type Binding, type BoxPolicy, type EgressDecision, type EgressRecord, type HutchConfig, type MuxStream, type PolicyChangeBody, type SecretInfo } from "@hutch/shared";
+import type { BrokerStore } from "../store/broker.ts";
+import type { Channel } from "../engine/channel.ts";
+import { BOX_FILES } from "../paths.ts";
+import { log } from "../log.ts";
+import type { Sealer } from "./seal.ts";
+import { allBindings, bindingEnv, loadConfig } from "./bindings.ts";
+import { Gate, type EgressFacts } from "./gate.ts";
+import { changePolicy } from "./policy.ts";
+
+const logger = log.create({ service: "broker" });
+
+const systemLookup = (host: string) => lookup(host).then((r) => r.address);
+
+/** Where processes in a box find the broker: the guest's loopback listener. */
+export const BROKER_PORT = 3128;
+export const BROKER_URL = `http://127.0.0.1:${BROKER_PORT}`;
+/** Secrets are for headers: bounded, printable, single line. */
+const MAX_SECRET = 16 * 1024;
+
+interface Running {
+  gate: Gate;
+  socketPath: string;
+  channel: Channel;
+  listen?: MuxStream;
+}
+
+export class BrokerService {
+  private readonly running = new Map<string, Running>();
+  private config: { mtimeMs: number; value: HutchConfig } = { mtimeMs: -1, value: {} };
+  /** Told about every decision (the daemon logs it into the box's open sessions). */
+  onDecision?: (boxId: string, decision: EgressDecision, facts: EgressFacts) => void;
+
+  constructor(
+    private readonly store: BrokerStore,
+    private readonly sealer: Sealer,
+    private readonly configPath: string,
+    /** Name resolution for CONNECT (the system resolver; tests give names of their own). */
+    private readonly lookup: (host: string) => Promise<string> = systemLookup,
+  ) {}
+
+  // ---- secrets ----
+
+  setSecret(name: string, value: string): SecretInfo {
+    const trimmed = value.replace(/\r?\n$/, "");
+    if (trimmed.length === 0) throw new HutchError("invalid", `secret "${name}" is empty`, `pipe the value in: printf %s "$VALUE" | hutch secret set ${name}`);
+    if (trimmed.length > MAX_SECRET) throw new HutchError("invalid", `secret "${name}" is longer than ${MAX_SECRET} bytes`, "secrets are credentials sent in a header; check what you piped in");
+    if (/[\x00-\x1f\x7f]/.test(trimmed)) throw new HutchError("invalid", `secret "${name}" contains control characters (a line break inside?)`, "a secret is one line; check what you piped in");
+    this.store.setSecret(name, this.sealer.seal(new TextEncoder().encode(trimmed)));
+    logger.info("secret set", { name });
+    return this.secretInfo(name)!;
+  }
+
+  listSecrets(): SecretInfo[] {
+    return this.store.secrets().map((s) => this.secretInfo(s.name)!);
+  }
+
+  removeSecret(name: string): { name: string; removed: true } {
+    if (!this.store.removeSecret(name)) throw new HutchError("not_found", `no secret named "${name}"`, "list them: hutch secret list");
+    logger.info("secret removed", { name });
+    return { name, removed: true };
+  }
+
+  private secretInfo(name: string): SecretInfo | undefined {
+    const row = this.store.secrets().find((s) => s.name === name);
+    if (!row) return undefined;
+    const bindings = Object.entries(this.bindings()).filter(([, b]) => b.secret === name).map(([n]) => n);
+    return { name, bindings, createdAt: row.createdAt, updatedAt: row.updatedAt };
+  }
+
+  private reveal(name: string): string | undefined {
+    const sealed = this.store.sealed(name);
+    return sealed ? new TextDecoder().decode(this.sealer.open(sealed)) : undefined;
+  }
+
+  // ---- configuration and policy ----
+
+  /** config.json, reread when it changes, so a new binding needs no daemon restart. */
+  configNow(): HutchConfig {
+    let mtimeMs = 0;
+    try {
+      mtimeMs = statSync(this.configPath).mtimeMs;
+    } catch {
+      mtimeMs = 0;
+    }
+    if (mtimeMs !== this.config.mtimeMs) this.config = { mtimeMs, value: mtimeMs === 0 ? {} : loadConfig(this.configPath) };
+    return this.config.value;
+  }
+
+  bindings(): Record<string, Binding> {
+    return allBindings(this.configNow());
+  }
+
+  /** Refuses bindings that do not exist, naming them. */
+  checkPolicy(p: Partial<BoxPolicy>): void {
+    const known = this.bindings();
+    for (const b of p.bindings ?? []) {
+      if (!known[b]) throw new HutchError("invalid", `no binding named "${b}" (known: ${Object.keys(known).sort().join(", ")})`, `define it in ${this.configPath} under "bindings"`);
+    }
+  }
+
+  policy(boxId: string): BoxPolicy {
+    const { allow, bindings } = this.store.policy(boxId);
+    return { allow, bindings };
+  }
+
+  changePolicy(boxId: string, change: PolicyChangeBody): BoxPolicy {
+    this.checkPolicy({ bindings: change.bindings ?? [] });
+    const row = this.store.policy(boxId);
+    const next = changePolicy(row, change);
+    this.store.savePolicy(boxId, { ...row, ...next });
+    logger.info("policy changed", { box: boxId, allow: next.allow.join(","), bindings: next.bindings.join(",") });
+    // Processes started from now on get the new bindings' environment.
+    const r = this.running.get(boxId);
+    if (r) this.openListener(boxId, r);
+    return next;
+  }
+
+  egress(boxId: string, decision: EgressDecision | undefined, limit: number): EgressRecord[] {
+    return this.store.egress(boxId, decision, limit);
+  }
+
+  /** The box's stub for a binding, minted on first use. Worthless outside this box's gate. */
+  stub(boxId: string, binding: string): string {
+    const row = this.store.policy(boxId);
+    const have = row.stubs[binding];
+    if (have) return have;
+    const stub = `hutch-stub-${binding}-${randomBytes(18).toString("base64url")}`;
+    this.store.savePolicy(boxId, { ...row, stubs: { ...row.stubs, [binding]: stub } });
+    return stub;
+  }
+
+  /** What every process in the box gets: the proxy for CONNECT, and each enabled binding's endpoint and stub. */
+  envFor(boxId: string): Record<string, string> {
+    const out: Record<string, string> = {
+      HTTP_PROXY: BROKER_URL,
+      HTTPS_PROXY: BROKER_URL,
+      http_proxy: BROKER_URL,
+      https_proxy: BROKER_URL,
+      NO_PROXY: "127.0.0.1,localhost",
+      no_proxy: "127.0.0.1,localhost",
+      npm_config_proxy: BROKER_URL,
+      npm_config_https_proxy: BROKER_URL,
+      HUTCH_BROKER_URL: BROKER_URL,
+      // CONNECT tunnels are not intercepted, so TLS in the box is checked against the box's own
+      // store; Node ignores that store unless told (curl, git and Python read it already).
+      NODE_EXTRA_CA_CERTS: "/etc/ssl/certs/ca-certificates.crt",
+    };
+    const bindings = this.bindings();
+    for (const name of this.policy(boxId).bindings) {
+      const b = bindings[name];
+      if (b) Object.assign(out, bindingEnv(name, b, BROKER_URL, this.stub(boxId, name)));
+    }
+    return out;
+  }
+
+  // ---- running boxes ----
+
+  /** A box's channel is up: open its gate and ask the guest to listen on loopback for it. */
+  async attach(boxId: string, boxDir: string, channel: Channel): Promise<void> {
+    this.detach(boxId);
+    const socketPath = join(boxDir, BOX_FILES.brokerSocket);
+    const gate = await this.openGate(boxId, socketPath);
+    const r: Running = { gate, socketPath, channel };
+    this.running.set(boxId, r);
+    if (channel.hello.capabilities.includes("net")) this.openListener(boxId, r);
+    else logger.warn("guest cannot listen (no net capability): the box has no way out", { box: boxId });
+  }
+
+  /** The box's own listener: whatever connects to socketPath speaks as this box. */
+  async openGate(boxId: string, socketPath: string): Promise<Gate> {
+    const gate = new Gate({
+      boxId,
+      policy: () => this.policy(boxId),
+      bindings: () => this.bindings(),
+      pins: () => this.configNow().broker?.pins ?? {},
+      lookup: this.lookup,
+      stub: (b) => this.stub(boxId, b),
+      secret: (name) => this.reveal(name),
+      record: (decision, facts) => this.record(boxId, decision, facts),
+    });
+    await gate.listen(socketPath);
+    return gate;
+  }
+
+  detach(boxId: string): void {
+    const r = this.running.get(boxId);
+    if (!r) return;
+    this.running.delete(boxId);
+    if (r.listen && !r.listen.closed) r.listen.close();
+    r.gate.close();
+  }
+
+  close(): void {
+    for (const id of [...this.running.keys()]) this.detach(id);
+  }
+
+  private openListener(boxId: string, r: Running): void {
+    if (!r.channel.mux.alive) return;
+    const previous = r.listen;
+    const stream = r.channel.mux.open({ tool: "net.listen", port: BROKER_PORT, env: this.envFor(boxId) });
+    r.listen = stream;
+    if (previous && !previous.closed) previous.close();
+    stream.handlers = {
+      msg: (msg) => {
+        const m = msg as { type?: string; conn?: unknown };
+        if (m.type === "conn" && typeof m.conn === "number" && Number.isInteger(m.conn) && m.conn > 0) this.relay(r, m.conn);
+      },
+      close: (error) => {
+        if (error && r.listen === stream) logger.warn("the guest's broker listener failed", { box: boxId, error: error.message });
+      },
+    };
+  }
+
+  /** Joins one connection the guest accepted to this box's gate. */
+  private relay(r: Running, conn: number): void {
+    if (!r.channel.mux.alive) return;
+    const stream = r.channel.mux.open({ tool: "net.accept", conn });
+    const sock: Socket = connect(r.socketPath);
+    stream.autoCredit = false;
+    stream.handlers = {
+      data: (chan, bytes) => {
+        if (chan !== Chan.stdout) return;
+        // Credit goes back once the gate took the bytes: the box can have one window in flight.
+        if (sock.write(bytes)) stream.consumed(bytes.length);
+        else sock.once("drain", () => stream.consumed(bytes.length));
+      },
+      eof: (chan) => {
+        if (chan === Chan.stdout) sock.end();
+      },
+      close: () => sock.destroy(),
+    };
+    sock.on("data", (chunk: Buffer) => {
+      sock.pause();
+      void stream.write(Chan.stdin, chunk).then((ok) => (ok ? sock.resume() : sock.destroy()));
+    });
+    sock.on("end", () => {
+      if (!stream.closed) stream.eof(Chan.stdin);
+    });
+    sock.on("close", () => {
+      if (!stream.closed) stream.close();
+    });
+    sock.on("error", () => sock.destroy());
+  }
+
+  private record(boxId: string, decision: EgressDecision, facts: EgressFacts): void {
+    this.store.logEgress(boxId, { at: new Date().toISOString(), decision, ...facts });
+    if (decision === "denied") logger.info("egress denied", { box: boxId, host: facts.host, port: facts.port, reason: facts.reason });
+    else logger.debug(`egress ${decision}`, { box: boxId, host: facts.host, port: facts.port, status: facts.status, bytesDown: facts.bytesDown });
+    this.onDecision?.(boxId, decision, facts);
+  }
+}

@@ -1,0 +1,50 @@
+// `hutch secret`: values come from stdin only (never argv, where `ps` and
+// shell history would see them); list shows names and bindings, never values.
+import type { CommandModule } from "yargs";
+import { HutchError, type SecretInfo } from "@hutch/shared";
+import { connectDaemon } from "../client/daemon.ts";
+import { printJson, table } from "./output.ts";
+import type { GlobalArgs } from "./main.ts";
+
+type Named = GlobalArgs & { name: string };
+
+async function readStdin(name: string): Promise<string> {
+  if (process.stdin.isTTY) {
+    throw new HutchError("invalid", "hutch secret set reads the value from stdin, and stdin is a terminal", `pipe it in: printf %s "$TOKEN" | hutch secret set ${name}`);
+  }
+  const value = await new Response(Bun.stdin.stream()).text();
+  if (value.length === 0) throw new HutchError("invalid", "stdin was empty", `pipe the value in: printf %s "$TOKEN" | hutch secret set ${name}`);
+  return value;
+}
+
+export const secretCommand: CommandModule<GlobalArgs, GlobalArgs> = {
+  command: "secret <command>",
+  describe: "credentials the broker injects for boxes (sealed at rest; boxes never see them)",
+  builder: (y) =>
+    y
+      .command<Named>("set <name>", "store a secret read from stdin", (c) => c.positional("name", { type: "string", demandOption: true }), async (a) => {
+        const value = await readStdin(a.name);
+        const d = await connectDaemon(a.home);
+        const info = await d.request<SecretInfo>("PUT", `/v1/secrets/${encodeURIComponent(a.name)}`, { value });
+        if (a.json) return printJson(info);
+        process.stdout.write(`stored ${info.name}${info.bindings.length ? ` (used by ${info.bindings.join(", ")})` : " (no binding uses it yet)"}\n`);
+      })
+      .command<GlobalArgs>(["list", "ls"], "list secret names and the bindings that use them", (c) => c, async (a) => {
+        const d = await connectDaemon(a.home);
+        const secrets = await d.request<SecretInfo[]>("GET", "/v1/secrets");
+        if (a.json) return printJson(secrets);
+        process.stdout.write(
+          secrets.length === 0
+            ? "no secrets; add one: printf %s \"$TOKEN\" | hutch secret set anthropic\n"
+            : table([["NAME", "BINDINGS", "UPDATED"], ...secrets.map((s) => [s.name, s.bindings.join(",") || "-", s.updatedAt])]),
+        );
+      })
+      .command<Named>(["rm <name>", "remove"], "remove a secret", (c) => c.positional("name", { type: "string", demandOption: true }), async (a) => {
+        const d = await connectDaemon(a.home);
+        const r = await d.request("DELETE", `/v1/secrets/${encodeURIComponent(a.name)}`);
+        if (a.json) return printJson(r);
+        process.stdout.write(`removed ${a.name}\n`);
+      })
+      .demandCommand(1, "name a secret command; see: hutch secret --help"),
+  handler: () => undefined,
+};

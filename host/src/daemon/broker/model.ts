@@ -1,0 +1,20 @@
+// Request and response schemas of the broker controller (TypeBox, from shared).
+import { t } from "elysia";
+import { BoxPolicy, EgressRecord, PolicyChangeBody, SecretInfo, SecretName } from "@hutch/shared";
+
+export const BrokerModel = {
+  secretName: t.Object({ name: SecretName }),
+  /** The value travels in the body of a request on the 0600 socket, never in argv or a URL. */
+  secretValue: t.Object({ value: t.String({ minLength: 1, maxLength: 16384 }) }, { additionalProperties: false }),
+  secret: SecretInfo,
+  secrets: t.Array(SecretInfo),
+  removed: t.Object({ name: t.String(), removed: t.Literal(true) }),
+  ref: t.Object({ ref: t.String({ minLength: 1, maxLength: 128 }) }),
+  policy: BoxPolicy,
+  policyChange: PolicyChangeBody,
+  egressQuery: t.Object({
+    decision: t.Optional(t.Union([t.Literal("allowed"), t.Literal("denied"), t.Literal("injected")])),
+    limit: t.Optional(t.Numeric({ minimum: 1, maximum: 1000 })),
+  }),
+  egress: t.Array(EgressRecord),
+};

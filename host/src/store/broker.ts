@@ -1,0 +1,67 @@
+// Rows of the broker: sealed secrets, each box's egress policy and stubs, and
+// a bounded log of recent egress decisions per box.
+import type { Database } from "bun:sqlite";
+import type { EgressDecision, EgressRecord } from "@hutch/shared";
+
+/** Decisions kept per box for `hutch box egress`; older ones are dropped as new ones arrive. */
+export const EGRESS_KEPT = 1000;
+
+export interface PolicyRow {
+  allow: string[];
+  bindings: string[];
+  stubs: Record<string, string>;
+}
+
+const now = () => new Date().toISOString();
+
+export class BrokerStore {
+  constructor(private readonly db: Database) {}
+
+  setSecret(name: string, sealed: Uint8Array): void {
+    const at = now();
+    this.db
+      .query("INSERT INTO secrets (name, sealed, created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at")
+      .run(name, sealed, at, at);
+  }
+
+  sealed(name: string): Uint8Array | undefined {
+    const row = this.db.query("SELECT sealed FROM secrets WHERE name = ?").get(name) as { sealed: Uint8Array } | null;
+    return row?.sealed;
+  }
+
+  secrets(): { name: string; createdAt: string; updatedAt: string }[] {
+    return this.db.query("SELECT name, created_at AS createdAt, updated_at AS updatedAt FROM secrets ORDER BY name").all() as { name: string; createdAt: string; updatedAt: string }[];
+  }
+
+  removeSecret(name: string): boolean {
+    return this.db.query("DELETE FROM secrets WHERE name = ?").run(name).changes > 0;
+  }
+
+  policy(boxId: string): PolicyRow {
+    const row = this.db.query("SELECT allow, bindings, stubs FROM box_policy WHERE box_id = ?").get(boxId) as { allow: string; bindings: string; stubs: string } | null;
+    if (!row) return { allow: [], bindings: [], stubs: {} };
+    return { allow: JSON.parse(row.allow) as string[], bindings: JSON.parse(row.bindings) as string[], stubs: JSON.parse(row.stubs) as Record<string, string> };
+  }
+
+  savePolicy(boxId: string, p: PolicyRow): void {
+    this.db
+      .query("INSERT INTO box_policy (box_id, allow, bindings, stubs) VALUES (?, ?, ?, ?) ON CONFLICT(box_id) DO UPDATE SET allow = excluded.allow, bindings = excluded.bindings, stubs = excluded.stubs")
+      .run(boxId, JSON.stringify(p.allow), JSON.stringify(p.bindings), JSON.stringify(p.stubs));
+  }
+
+  logEgress(boxId: string, record: EgressRecord): void {
+    this.db.transaction(() => {
+      this.db.query("INSERT INTO egress_log (box_id, decision, record) VALUES (?, ?, ?)").run(boxId, record.decision, JSON.stringify(record));
+      this.db
+        .query("DELETE FROM egress_log WHERE box_id = ? AND id <= (SELECT id FROM egress_log WHERE box_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)")
+        .run(boxId, boxId, EGRESS_KEPT);
+    })();
+  }
+
+  egress(boxId: string, decision: EgressDecision | undefined, limit: number): EgressRecord[] {
+    const rows = (decision
+      ? this.db.query("SELECT record FROM egress_log WHERE box_id = ? AND decision = ? ORDER BY id DESC LIMIT ?").all(boxId, decision, limit)
+      : this.db.query("SELECT record FROM egress_log WHERE box_id = ? ORDER BY id DESC LIMIT ?").all(boxId, limit)) as { record: string }[];
+    return rows.map((r) => JSON.parse(r.record) as EgressRecord).reverse();
+  }
+}

@@ -1,0 +1,252 @@
+// The broker's gate in-process: real unix listeners per box, a real sealed
+// secret in sqlite, real TLS upstreams on loopback (the fake model API and a
+// plain TLS echo server), and raw bytes from the "box" side.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { connect as netConnect, type Socket } from "node:net";
+import { connect as tlsConnect } from "node:tls";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { openDb } from "../src/store/db.ts";
+import { BrokerStore } from "../src/store/broker.ts";
+import { BrokerService } from "../src/broker/service.ts";
+import { Sealer } from "../src/broker/seal.ts";
+import type { Gate } from "../src/broker/gate.ts";
+import { startFakeModel, type FakeModel } from "../../tests/fixtures/fake-model/index.ts";
+
+const SECRET = "sk-ant-real-" + crypto.randomUUID();
+const home = mkdtempSync(join(tmpdir(), "hutch-gate-"));
+const db = openDb(join(home, "hutch.db"));
+// Test names: a public-looking name that resolves to the metadata address, and one to loopback.
+const names: Record<string, string> = { "metadata.example.test": "169.254.169.254", "loop.example.test": "127.0.0.1", localhost: "::1" };
+const broker = new BrokerService(new BrokerStore(db), await Sealer.load(join(home, "keys/secrets.key")), join(home, "config.json"), async (h) => {
+  const a = names[h];
+  if (!a) throw new Error("NXDOMAIN");
+  return a;
+});
+let fake: FakeModel;
+let echo: ReturnType<typeof Bun.serve>;
+const gates: Gate[] = [];
+const sockA = join(home, "a.sock");
+const sockB = join(home, "b.sock");
+
+beforeAll(async () => {
+  fake = await startFakeModel();
+  // A TLS server standing in for an allowlisted host (CONNECT goes through untouched).
+  echo = Bun.serve({ hostname: "127.0.0.1", port: 0, tls: { cert: fake.ca.cert, key: fake.ca.key }, fetch: (req) => new Response(`hello over ${new URL(req.url).pathname}`) });
+  writeFileSync(
+    join(home, "config.json"),
+    JSON.stringify({
+      bindings: {
+        fake: { host: "localhost", port: fake.port, address: "127.0.0.1", ca: fake.ca.caFile, header: "x-api-key", format: "{secret}", secret: "fake", methods: ["POST", "GET"], paths: ["/v1/"] },
+      },
+      broker: { pins: { "tls.example.test": "127.0.0.1" } },
+    }),
+  );
+  broker.setSecret("fake", SECRET);
+  db.query("INSERT INTO box_policy (box_id, allow, bindings) VALUES ('box_a', ?, ?), ('box_b', ?, ?)").run(
+    JSON.stringify([`tls.example.test:${echo.port}`, "metadata.example.test", "loop.example.test", "169.254.169.254", "localhost"]),
+    JSON.stringify(["fake"]),
+    JSON.stringify([]),
+    JSON.stringify(["fake"]),
+  );
+  gates.push(await broker.openGate("box_a", sockA), await broker.openGate("box_b", sockB));
+});
+
+afterAll(async () => {
+  for (const g of gates) g.close();
+  echo.stop(true);
+  await fake.stop();
+  db.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+/** Sends raw bytes on a fresh connection to a box's listener and returns everything until the broker closes. */
+async function raw(sock: string, bytes: string | Uint8Array, waitMs = 5000): Promise<string> {
+  const s = netConnect(sock);
+  const chunks: Buffer[] = [];
+  s.on("data", (c: Buffer) => chunks.push(c));
+  s.write(bytes);
+  await new Promise<void>((resolve) => {
+    const t = setTimeout(() => {
+      s.destroy();
+      resolve();
+    }, waitMs);
+    s.on("close", () => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
+  return Buffer.concat(chunks).toString("latin1");
+}
+
+const messages = (stub: string, extra = "") =>
+  `POST /fake/v1/messages HTTP/1.1\r\nhost: 127.0.0.1:3128\r\nx-api-key: ${stub}\r\ncontent-type: application/json\r\nconnection: close\r\n${extra}content-length: ${BODY.length}\r\n\r\n${BODY}`;
+const BODY = JSON.stringify({ model: "claude-test", max_tokens: 64, stream: true, messages: [{ role: "user", content: "say hi" }] });
+
+describe("credentialed endpoints", () => {
+  test("the box's stub is swapped for the real secret; the upstream sees only the secret; SSE streams back", async () => {
+    fake.reset();
+    const out = await raw(sockA, messages(broker.stub("box_a", "fake")));
+    expect(out).toStartWith("HTTP/1.1 200");
+    expect(out).toContain("transfer-encoding: chunked");
+    expect(out).toContain("event: message_stop");
+    const seen = fake.modelCalls("anthropic");
+    expect(seen).toHaveLength(1);
+    expect(seen[0]!.headers["x-api-key"]).toBe(SECRET);
+    expect(JSON.stringify(seen[0]!.headers)).not.toContain("hutch-stub");
+    expect(out).not.toContain(SECRET);
+  });
+
+  test("box A's stub presented through box B's listener is refused and nothing is forwarded", async () => {
+    fake.reset();
+    const out = await raw(sockB, messages(broker.stub("box_a", "fake")));
+    expect(out).toStartWith("HTTP/1.1 403");
+    expect(out).toContain("not this box's stub");
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  test("no stub, a wrong path, a wrong method and an unknown binding fail closed", async () => {
+    fake.reset();
+    const stub = broker.stub("box_a", "fake");
+    expect(await raw(sockA, messages("hutch-stub-fake-forged"))).toStartWith("HTTP/1.1 403");
+    expect(await raw(sockA, `GET /fake/admin HTTP/1.1\r\nx-api-key: ${stub}\r\nconnection: close\r\n\r\n`)).toStartWith("HTTP/1.1 403");
+    expect(await raw(sockA, `DELETE /fake/v1/x HTTP/1.1\r\nx-api-key: ${stub}\r\nconnection: close\r\n\r\n`)).toStartWith("HTTP/1.1 405");
+    expect(await raw(sockA, `GET /nope/v1/x HTTP/1.1\r\nconnection: close\r\n\r\n`)).toStartWith("HTTP/1.1 404");
+    expect(await raw(sockA, `GET http://example.com/ HTTP/1.1\r\nconnection: close\r\n\r\n`)).toContain("plain-HTTP proxying is refused");
+    expect(fake.requests).toHaveLength(0);
+  });
+
+  test("two requests on one kept-alive connection both go through", async () => {
+    fake.reset();
+    const stub = broker.stub("box_a", "fake");
+    const one = `POST /fake/v1/messages HTTP/1.1\r\nx-api-key: ${stub}\r\ncontent-length: ${BODY.length}\r\n\r\n${BODY}`;
+    const out = await raw(sockA, one + messages(stub));
+    expect(out.match(/HTTP\/1\.1 200/g)).toHaveLength(2);
+    expect(fake.modelCalls("anthropic")).toHaveLength(2);
+  });
+
+  test("a chunked request body is forwarded whole", async () => {
+    fake.reset();
+    const stub = broker.stub("box_a", "fake");
+    const half = Math.floor(BODY.length / 2);
+    const chunked = `${half.toString(16)}\r\n${BODY.slice(0, half)}\r\n${(BODY.length - half).toString(16)}\r\n${BODY.slice(half)}\r\n0\r\n\r\n`;
+    const out = await raw(sockA, `POST /fake/v1/messages HTTP/1.1\r\nx-api-key: ${stub}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n${chunked}`);
+    expect(out).toStartWith("HTTP/1.1 200");
+    expect(fake.modelCalls("anthropic")[0]!.body).toEqual(JSON.parse(BODY));
+  });
+
+  test("a secret that is not set answers 503 naming the command that sets it", async () => {
+    broker.removeSecret("fake");
+    try {
+      const out = await raw(sockA, messages(broker.stub("box_a", "fake")));
+      expect(out).toStartWith("HTTP/1.1 503");
+      expect(out).toContain("hutch secret set fake");
+    } finally {
+      broker.setSecret("fake", SECRET);
+    }
+  });
+});
+
+/** CONNECT through a box's listener, then TLS to the far end with the test CA; resolves to the HTTP answer. */
+async function tunnel(sock: string, target: string): Promise<string> {
+  const s: Socket = netConnect(sock);
+  const head = await new Promise<string>((resolve, reject) => {
+    let got = "";
+    const onData = (c: Buffer) => {
+      got += c.toString("latin1");
+      if (got.includes("\r\n\r\n")) {
+        s.off("data", onData);
+        resolve(got);
+      }
+    };
+    s.on("data", onData);
+    s.on("error", reject);
+    s.on("close", () => resolve(got));
+    s.write(`CONNECT ${target} HTTP/1.1\r\nhost: ${target}\r\n\r\n`);
+  });
+  if (!head.startsWith("HTTP/1.1 200")) return head;
+  const t = tlsConnect({ socket: s, servername: "localhost", ca: readFileSync(fake.ca.caFile) });
+  const chunks: Buffer[] = [];
+  t.on("data", (c: Buffer) => chunks.push(c));
+  t.write("GET /through HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n");
+  await new Promise<void>((resolve) => t.on("close", () => resolve()));
+  return Buffer.concat(chunks).toString("latin1");
+}
+
+describe("CONNECT", () => {
+  test("an allowlisted host (pinned to loopback) is tunnelled untouched", async () => {
+    const out = await tunnel(sockA, `tls.example.test:${echo.port}`);
+    expect(out).toStartWith("HTTP/1.1 200");
+    expect(out).toContain("hello over /through");
+    const last = broker.egress("box_a", "allowed", 1)[0]!;
+    expect(last).toMatchObject({ host: "tls.example.test", port: echo.port, decision: "allowed" });
+    expect(last.bytesDown).toBeGreaterThan(100);
+  });
+
+  test("a host not on the list is refused and logged", async () => {
+    const out = await tunnel(sockA, "evil.example.test:443");
+    expect(out).toStartWith("HTTP/1.1 403");
+    expect(out).toContain("not on this box's allowlist");
+    expect(broker.egress("box_a", "denied", 1)[0]).toMatchObject({ host: "evil.example.test", port: 443 });
+  });
+
+  test("the same host on another box is refused: allowlists are per box", async () => {
+    expect(await tunnel(sockB, `tls.example.test:${echo.port}`)).toStartWith("HTTP/1.1 403");
+  });
+
+  test("names resolving to the metadata address or loopback, and such literals, are refused without a pin", async () => {
+    for (const target of ["metadata.example.test:443", "loop.example.test:443", "169.254.169.254:443", "localhost:443"]) {
+      const out = await tunnel(sockA, target);
+      expect(out).toStartWith("HTTP/1.1 403");
+      expect(out).toMatch(/169\.254|127\.0\.0\.1|::1|loopback|link-local/);
+    }
+  });
+
+  test("a port that is not allowed for an allowed host is refused", async () => {
+    const out = await tunnel(sockA, "tls.example.test:22");
+    expect(out).toStartWith("HTTP/1.1 403");
+    expect(out).toContain("port 22 is not allowed");
+  });
+
+  test("a policy change applies to the next connection", async () => {
+    broker.changePolicy("box_b", { allow: [`tls.example.test:${echo.port}`] });
+    expect(await tunnel(sockB, `tls.example.test:${echo.port}`)).toContain("hello over /through");
+    broker.changePolicy("box_b", { deny: [`tls.example.test:${echo.port}`] });
+    expect(await tunnel(sockB, `tls.example.test:${echo.port}`)).toStartWith("HTTP/1.1 403");
+  });
+});
+
+describe("bad input", () => {
+  const cases: [string, string, number][] = [
+    ["a bare LF inside a header value", `POST /fake/v1/messages HTTP/1.1\r\nx-api-key: a\nx-evil: 1\r\n\r\n`, 400],
+    ["a bare CR inside a header value", `POST /fake/v1/messages HTTP/1.1\r\nx-api-key: a\rx-evil: 1\r\n\r\n`, 400],
+    ["an oversized header block", `GET /fake/v1/x HTTP/1.1\r\n${"x-pad: ".concat("a".repeat(1000), "\r\n").repeat(40)}\r\n`, 431],
+    ["a header block that never ends", `GET /fake/v1/x HTTP/1.1\r\nx-pad: ${"a".repeat(40000)}`, 431],
+    ["a malformed request line", "GET /fake/v1/x\r\n\r\n", 400],
+    ["a request line that is not HTTP", "HELLO THERE\r\n\r\n", 400],
+    ["a folded header", "GET /fake/v1/x HTTP/1.1\r\nx-a: 1\r\n  folded\r\n\r\n", 400],
+    ["both Content-Length and Transfer-Encoding", "POST /fake/v1/x HTTP/1.1\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\nabc", 400],
+    ["a CONNECT without a port", "CONNECT tls.example.test HTTP/1.1\r\n\r\n", 400],
+  ];
+  for (const [what, bytes, status] of cases) {
+    test(`${what}: ${status}, nothing forwarded, the broker keeps serving`, async () => {
+      fake.reset();
+      const out = await raw(sockA, bytes);
+      expect(out).toStartWith(`HTTP/1.1 ${status}`);
+      expect(out).toContain("hutch broker:");
+      expect(fake.requests).toHaveLength(0);
+      expect(await raw(sockA, messages(broker.stub("box_a", "fake")))).toStartWith("HTTP/1.1 200");
+    });
+  }
+});
+
+test("the secret is nowhere in the database outside its sealed column, nor in the egress log", () => {
+  const dump = db
+    .query("SELECT name FROM sqlite_master WHERE type = 'table'")
+    .all()
+    .map((t) => (t as { name: string }).name)
+    .flatMap((table) => db.query(`SELECT * FROM ${table}`).all().map((row) => JSON.stringify(row, (k, v) => (table === "secrets" && k === "sealed" ? undefined : v))));
+  expect(dump.join("\n")).not.toContain(SECRET);
+  expect(dump.join("\n")).toContain("tls.example.test"); // positive control: the log is there
+});

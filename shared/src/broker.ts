@@ -1,0 +1,100 @@
+// The broker's contracts: bindings (a secret tied to one upstream), a box's
+// egress policy, and the API bodies for secrets and policy. Values of secrets
+// never appear in any of these.
+import { Type, type Static } from "@sinclair/typebox";
+
+export const SecretName = Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description: "letters, digits, _ . -" });
+export const BindingName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,31}$", description: "lower-case letters, digits and dashes" });
+
+/** A hostname (or IP literal) with an optional :port, as given to --allow. */
+export const HostPattern = Type.String({ pattern: "^(\\*\\.)?[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$|^\\[[0-9A-Fa-f:.]+\\](:[0-9]{1,5})?$", maxLength: 262 });
+
+export const Binding = Type.Object(
+  {
+    /** The upstream host the broker opens TLS to, and verifies the certificate of. */
+    host: Type.String({ pattern: "^[A-Za-z0-9.-]{1,253}$" }),
+    port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
+    /** Dial this address instead of resolving host (the certificate is still checked against host). */
+    address: Type.Optional(Type.String({ minLength: 2, maxLength: 64 })),
+    /** PEM file of the only CA trusted for this upstream (tests, private upstreams); default: the system's roots. */
+    ca: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+    /** The header carrying the credential, and its value with {secret} (or {basic:USER} for HTTP Basic with the secret as password). */
+    header: Type.String({ pattern: "^[A-Za-z0-9-]{1,64}$" }),
+    format: Type.String({ pattern: "^[ -~]*(\\{secret\\}|\\{basic:[A-Za-z0-9._-]{1,64}\\})[ -~]*$", maxLength: 256 }),
+    /** The secret (hutch secret set NAME) injected for this binding. */
+    secret: SecretName,
+    methods: Type.Array(Type.String({ pattern: "^[A-Z]{1,16}$" }), { minItems: 1, maxItems: 16 }),
+    /** Request paths must start with one of these (after /<binding>). */
+    paths: Type.Array(Type.String({ pattern: "^/[ -~]{0,255}$" }), { minItems: 1, maxItems: 64 }),
+    /** Environment a box process gets for this binding: {url} is the endpoint, {stub} the box's stub credential. */
+    env: Type.Optional(Type.Record(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$" }), Type.String({ maxLength: 1024 }))),
+  },
+  { additionalProperties: false },
+);
+export type Binding = Static<typeof Binding>;
+
+/** $HUTCH_HOME/config.json: the user's layer over the built-in defaults. */
+export const HutchConfig = Type.Object(
+  {
+    bindings: Type.Optional(Type.Record(BindingName, Binding)),
+    broker: Type.Optional(
+      Type.Object(
+        {
+          /** Addresses CONNECT may dial although they are private (tests, a local registry): host -> address. */
+          pins: Type.Optional(Type.Record(Type.String({ pattern: "^[A-Za-z0-9.-]{1,253}$" }), Type.String({ minLength: 2, maxLength: 64 }))),
+        },
+        { additionalProperties: false },
+      ),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type HutchConfig = Static<typeof HutchConfig>;
+
+export const BoxPolicy = Type.Object({
+  /** Hosts CONNECT may reach (host, host:port, *.domain); port 443 when none is given. */
+  allow: Type.Array(HostPattern, { maxItems: 256 }),
+  /** Bindings whose credential the broker injects for this box. */
+  bindings: Type.Array(BindingName, { maxItems: 32 }),
+});
+export type BoxPolicy = Static<typeof BoxPolicy>;
+
+export const PolicyChangeBody = Type.Object(
+  {
+    allow: Type.Optional(Type.Array(HostPattern, { maxItems: 256 })),
+    deny: Type.Optional(Type.Array(HostPattern, { maxItems: 256 })),
+    bindings: Type.Optional(Type.Array(BindingName, { maxItems: 32 })),
+    unbind: Type.Optional(Type.Array(BindingName, { maxItems: 32 })),
+  },
+  { additionalProperties: false },
+);
+export type PolicyChangeBody = Static<typeof PolicyChangeBody>;
+
+export const SecretInfo = Type.Object({
+  name: Type.String(),
+  /** Bindings that inject it. */
+  bindings: Type.Array(Type.String()),
+  createdAt: Type.String(),
+  updatedAt: Type.String(),
+});
+export type SecretInfo = Static<typeof SecretInfo>;
+
+export const EgressDecision = Type.Union([Type.Literal("allowed"), Type.Literal("denied"), Type.Literal("injected")]);
+export type EgressDecision = Static<typeof EgressDecision>;
+
+/** One broker decision as `hutch box egress` shows it (the same fields as the egress.* events). */
+export const EgressRecord = Type.Object({
+  at: Type.String(),
+  decision: EgressDecision,
+  host: Type.String(),
+  port: Type.Integer(),
+  method: Type.Optional(Type.String()),
+  path: Type.Optional(Type.String()),
+  binding: Type.Optional(Type.String()),
+  status: Type.Optional(Type.Integer()),
+  reason: Type.Optional(Type.String()),
+  bytesUp: Type.Integer(),
+  bytesDown: Type.Integer(),
+  ms: Type.Integer(),
+});
+export type EgressRecord = Static<typeof EgressRecord>;
