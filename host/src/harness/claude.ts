@@ -42,7 +42,11 @@ export function claudeMapper(): Mapper {
       switch (rec.type) {
         case "system":
           // init starts the run; status ("requesting") says it is working on the next model call.
-          return rec.subtype === "init" || rec.subtype === "status" ? e.working() : [raw(text, "unknown")];
+          if (rec.subtype === "init" || rec.subtype === "status") return e.working();
+          if (rec.subtype === "api_retry") {
+            return e.error(`claude: the model API failed (${String(rec.error_status ?? rec.error ?? "no status")}); retry ${String(rec.attempt)} of ${String(rec.max_retries)} in ${Math.round(Number(rec.retry_delay_ms) / 1000)} s`);
+          }
+          return [raw(text, "unknown")];
         case "stream_event": {
           const ev = obj(rec.event);
           const out = ev ? streamEvent(ev) : null;

@@ -17,6 +17,8 @@ export function piMapper(): Mapper {
   let n = 0;
   /** pi's messages carry no id: number the assistant messages of this run. */
   let current = "";
+  /** The error the last assistant message ended with, if it did. */
+  let lastError: string | null = null;
   return {
     line(text) {
       const r = parseRecord(text);
@@ -50,7 +52,10 @@ export function piMapper(): Mapper {
           if (body) out.push(...e.message(current, body));
           const u = obj(msg.usage);
           out.push(...(u ? e.usage(u.input, u.output, u.cacheRead) : e.usage(null, null, null)));
-          if (msg.stopReason === "error" || msg.stopReason === "aborted") out.push(...e.error(`pi: ${str(msg.errorMessage) ?? String(msg.stopReason)}`));
+          if (msg.stopReason === "error" || msg.stopReason === "aborted") {
+            lastError = `pi: ${str(msg.errorMessage) ?? String(msg.stopReason)}`;
+            out.push(...e.error(lastError));
+          } else lastError = null;
           return out;
         }
         case "tool_execution_start":
@@ -60,8 +65,13 @@ export function piMapper(): Mapper {
           const output = result ? texts(result.content, "text", "text") : JSON.stringify(rec.result ?? "");
           return e.toolCompleted(str(rec.toolCallId) ?? "", output, rec.isError !== true, { name: str(rec.toolName) ?? "", input: rec.args });
         }
+        case "auto_retry_start":
+          return e.error(`pi: the model call failed (${str(rec.errorMessage) ?? "error"}); retry ${String(rec.attempt)} of ${String(rec.maxAttempts)}`);
+        case "auto_retry_end":
+          return rec.success === true ? [] : e.error(`pi: gave up retrying: ${str(rec.finalError) ?? "error"}`);
+        // A run whose last model call failed ends in error, not idle.
         case "agent_end":
-          return e.idle();
+          return lastError ? e.failed(lastError) : e.idle();
         default:
           return [raw(text, "unknown")];
       }

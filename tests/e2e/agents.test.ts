@@ -1,0 +1,183 @@
+// Issue 6's acceptance, end to end: the real agent CLIs (pinned, installed on
+// the host and shared read-only with the box) run headless in a process box
+// through the broker against the fake model API (the one fake allowed), and
+// what they do lands in the session log in order.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { SessionEvent } from "@hutch/shared";
+import { makeHome, type Home } from "../helpers.ts";
+import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
+
+const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
+const PROMPT = "create hello.txt containing hi";
+const SECRETS = { anthropic: `sk-ant-api03-${crypto.randomUUID()}`, openai: `sk-proj-${crypto.randomUUID()}` };
+let h: Home;
+let fake: FakeModel;
+
+function fakeBindings(fake: FakeModel) {
+  const common = { host: "localhost", port: fake.port, address: "127.0.0.1", ca: fake.ca.caFile };
+  return {
+    bindings: {
+      anthropic: { ...common, header: "x-api-key", format: "{secret}", secret: "anthropic", methods: ["GET", "POST", "HEAD"], paths: ["/v1/", "/api/"], env: { ANTHROPIC_BASE_URL: "{url}", ANTHROPIC_API_KEY: "{stub}" } },
+      openai: { ...common, header: "Authorization", format: "Bearer {secret}", secret: "openai", methods: ["GET", "POST"], paths: ["/v1/"], env: { OPENAI_BASE_URL: "{url}/v1", OPENAI_API_KEY: "{stub}" } },
+    },
+  };
+}
+
+async function events(home: Home, session: string): Promise<SessionEvent[]> {
+  const r = await home.run(["session", "log", session, "--json"]);
+  expect(r.code, r.stderr).toBe(0);
+  return r.stdout.trim().split("\n").map((l) => JSON.parse(l) as SessionEvent);
+}
+
+const at = (list: SessionEvent[], kind: string, pred: (d: Record<string, unknown>) => boolean = () => true) =>
+  list.findIndex((e) => e.kind === kind && pred(e.data as Record<string, unknown>));
+
+beforeAll(async () => {
+  h = makeHome("hutch-agt-");
+  h.env.HUTCH_AGENTS_DIR = AGENTS_DIR;
+  fake = await startFakeModel();
+  writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
+  for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
+  const box = await h.run(["box", "create", "ag", "--start", "--secret", "anthropic", "--secret", "openai"]);
+  expect(box.code, box.stderr).toBe(0);
+  // Installs what scripts/setup has not (a no-op when the cache is warm).
+  const install = await h.run(["agent", "install"]);
+  expect(install.code, install.stderr).toBe(0);
+}, 600_000);
+
+afterAll(async () => {
+  await h.cleanup();
+  await fake.stop();
+});
+
+describe.each(["claude", "codex", "opencode", "pi"])("%s", (agent) => {
+  test("a headless turn in a box writes the file and logs input, tool call, result, final message, usage and idle, in order; the fake saw only the real secret", async () => {
+    await h.run(["exec", "ag", "--", "rm", "-f", "/workspace/hello.txt"]);
+    fake.reset();
+    const r = await h.run(["run", "ag", "--agent", agent, "--prompt", PROMPT, "--json"]);
+    expect(r.code, r.stderr + r.stdout).toBe(0);
+    const result = JSON.parse(r.stdout) as { session: string; state: string; ok: boolean; exit: { code: number } };
+    expect(result).toMatchObject({ state: "idle", ok: true, exit: { code: 0 } });
+
+    const file = await h.run(["exec", "ag", "--", "cat", "/workspace/hello.txt"]);
+    expect(file.stdout).toBe("hi");
+
+    const log = await events(h, result.session);
+    const input = at(log, "input.sent", (d) => d.text === PROMPT);
+    expect(log[input]!.actor.kind).toBe("user");
+    const call = at(log, "tool.called", (d) => JSON.stringify(d.input).includes("hello.txt"));
+    const callId = (log[call]?.data as { id?: string } | undefined)?.id;
+    const result_ = at(log, "tool.completed", (d) => d.id === callId && d.status === "ok");
+    const final = at(log, "message.completed", (d) => d.role === "assistant" && String(d.text).includes('Created hello.txt containing "hi"'));
+    const usage = log.findLastIndex((e) => e.kind === "usage.reported" && (e.data as { available: boolean }).available);
+    const idle = at(log, "agent.state", (d) => d.state === "idle");
+    const order = [input, call, result_, final, usage, idle];
+    expect(order.every((i) => i >= 0), JSON.stringify(order)).toBe(true);
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
+    expect(log[call]!.actor.kind).toBe("agent");
+    expect(log.filter((e) => e.kind === "agent.raw" && (e.data as { reason: string }).reason !== "unknown")).toEqual([]);
+
+    // The secret arrived at the fake only through the broker: every model call carried it, none a stub.
+    const calls = fake.modelCalls();
+    expect(calls.length).toBeGreaterThanOrEqual(2);
+    for (const c of calls) {
+      const key = c.headers["x-api-key"] ?? c.headers.authorization ?? "(none)";
+      expect([SECRETS.anthropic, `Bearer ${SECRETS.openai}`]).toContain(key);
+    }
+    expect(JSON.stringify(fake.requests)).not.toContain("hutch-stub-");
+    const text = JSON.stringify(log);
+    for (const s of Object.values(SECRETS)) expect(text).not.toContain(s);
+  }, 180_000);
+});
+
+test("nothing the agents wrote in the box holds a secret (a planted copy is found: the search works)", async () => {
+  const search = 'printf %s "$1" > /tmp/planted; grep -rlaF -e "$1" -e "$2" /workspace /home/hutch /tmp 2>/dev/null; rm -f /tmp/planted';
+  const r = await h.run(["exec", "ag", "--", "sh", "-c", search, "sh", SECRETS.anthropic, SECRETS.openai]);
+  expect(r.stdout.trim().split("\n")).toEqual(["/tmp/planted"]);
+}, 60_000);
+
+test("two clients subscribed to the same session see the same events in the same order", async () => {
+  const run = await h.run(["run", "ag", "--agent", "claude", "--prompt", PROMPT, "--detach", "--json"]);
+  expect(run.code, run.stderr).toBe(0);
+  const id = (JSON.parse(run.stdout) as { id: string }).id;
+  const subs = [h.spawn(["session", "subscribe", id]), h.spawn(["session", "subscribe", id])];
+  const wait = await h.run(["session", "wait", id, "--idle", "--json"]);
+  expect(wait.code, wait.stdout + wait.stderr).toBe(0);
+  await Bun.sleep(500);
+  for (const s of subs) s.kill();
+  const seen = await Promise.all(subs.map(async (s) => (await new Response(s.stdout as ReadableStream).text()).trim().split("\n").map((l) => JSON.parse(l) as SessionEvent)));
+  const key = (list: SessionEvent[]) => list.map((e) => `${e.seq}:${e.kind}`);
+  expect(key(seen[0]!)).toEqual(key(seen[1]!));
+  expect(key(seen[0]!)).toEqual(key(await events(h, id)));
+  expect(seen[0]!.some((e) => e.kind === "tool.called")).toBe(true);
+  expect(seen[0]!.some((e) => e.kind === "message.delta")).toBe(true);
+}, 120_000);
+
+describe("bad input", () => {
+  test("a box without the agent's binding: an error event, a clear message naming the fix, and the session stays open", async () => {
+    expect((await h.run(["box", "create", "nob", "--start"])).code).toBe(0);
+    const r = await h.run(["run", "nob", "--agent", "claude", "--prompt", PROMPT]);
+    expect(r.code).toBe(1);
+    expect(r.stdout + r.stderr).toContain("has no anthropic binding");
+    expect(r.stdout + r.stderr).toContain("hutch box policy nob --secret anthropic");
+    const list = JSON.parse((await h.run(["session", "list", "--box", "nob", "--json"])).stdout) as { id: string; state: string }[];
+    expect(list[0]!.state).toBe("open");
+    const log = await events(h, list[0]!.id);
+    expect(log.map((e) => e.kind)).toEqual(expect.arrayContaining(["session.created", "input.sent", "error.raised", "agent.state", "attention.required"]));
+  }, 60_000);
+
+  test("a model API that answers 500: error events and a failed turn; the session stays usable and keeps its log", async () => {
+    fake.reset();
+    fake.fail("status500", 1000);
+    const r = await h.run(["run", "ag", "--agent", "codex", "--prompt", PROMPT, "--json"]);
+    fake.reset();
+    expect(r.code).toBe(1);
+    const result = JSON.parse(r.stdout) as { session: string; state: string; ok: boolean };
+    expect(result).toMatchObject({ state: "error", ok: false });
+    const before = await events(h, result.session);
+    expect(before.some((e) => e.kind === "error.raised")).toBe(true);
+
+    // The next prompt, from the driver, runs another turn in the same session; nothing logged before is lost.
+    expect((await h.run(["session", "driver", "acquire", result.session])).code).toBe(0);
+    await h.run(["exec", "ag", "--", "rm", "-f", "/workspace/hello.txt"]);
+    expect((await h.run(["session", "send", result.session, PROMPT])).code).toBe(0);
+    const wait = await h.run(["session", "wait", result.session, "--json"]);
+    expect(JSON.parse(wait.stdout)).toMatchObject({ state: "idle", ok: true });
+    const after = await events(h, result.session);
+    expect(after.slice(0, before.length)).toEqual(before);
+    expect((await h.run(["exec", "ag", "--", "cat", "/workspace/hello.txt"])).stdout).toBe("hi");
+  }, 180_000);
+
+  test("a stream cut mid-turn: an error event and a clear CLI message", async () => {
+    fake.reset();
+    fake.fail("cut", 1000);
+    const r = await h.run(["run", "ag", "--agent", "codex", "--prompt", PROMPT]);
+    fake.reset();
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain("stream disconnected");
+    expect(r.stderr).toContain("turn ended in error");
+    expect(r.stderr).toContain("hutch session transcript");
+  }, 120_000);
+
+  test("an agent CLI that is not installed: an error event naming the install command; the session stays open", async () => {
+    const bare = makeHome("hutch-agt-bare-");
+    try {
+      bare.env.HUTCH_AGENTS_DIR = mkdtempSync(join(tmpdir(), "hutch-no-agents-"));
+      bare.env.HUTCH_AGENT_INSTALL = "0";
+      const r = await bare.run(["run", "--agent", "pi", "--prompt", PROMPT]);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toContain("the agent CLI is not installed");
+      expect(r.stdout).toContain("hutch agent install pi");
+      const list = JSON.parse((await bare.run(["session", "list", "--json"])).stdout) as { id: string; state: string }[];
+      expect(list[0]!.state).toBe("open");
+      const t = await bare.run(["session", "transcript", list[0]!.id]);
+      expect(t.stdout).toContain(`> `);
+      expect(t.stdout).toContain("!! pi: the agent CLI is not installed");
+    } finally {
+      await bare.cleanup();
+    }
+  }, 60_000);
+});
