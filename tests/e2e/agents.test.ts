@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { SessionEvent } from "@hutch/shared";
+import type { SessionEvent } from "../../shared/src/index.ts";
 import { makeHome, type Home } from "../helpers.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 
