@@ -7,7 +7,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SessionEvent } from "../../shared/src/index.ts";
-import { makeHome, type Home } from "../helpers.ts";
+import { makeHome, onTerminal, type Home } from "../helpers.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 
 const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
@@ -115,6 +115,42 @@ test("two clients subscribed to the same session see the same events in the same
   expect(seen[0]!.some((e) => e.kind === "tool.called")).toBe(true);
   expect(seen[0]!.some((e) => e.kind === "message.delta")).toBe(true);
 }, 120_000);
+
+test("interactive claude: attach, type a prompt, detach; the structured events keep arriving while detached; reattach shows the answer", async () => {
+  await h.run(["exec", "ag", "--", "rm", "-f", "/workspace/hello.txt"]);
+  fake.reset();
+  // A slow model keeps the turn going after the detach.
+  fake.latencyMs = 1500;
+  const a = onTerminal(h, ["run", "ag", "--agent", "claude"], 120, 40);
+  await a.until(/session (ses_[0-9a-z]{20})/);
+  const sid = /session (ses_[0-9a-z]{20})/.exec(a.text())![1]!;
+  await a.until("bypass permissions on", 30_000);
+  a.type(PROMPT);
+  await Bun.sleep(300);
+  a.type("\r");
+  await a.until("create hello.txt containing hi");
+  a.type("\x01d");
+  expect(await a.proc.exited).toBe(0);
+  const detachedAt = (await events(h, sid)).findLast((e) => e.kind === "session.driver.released")!.seq;
+
+  const wait = await h.run(["session", "wait", sid, "--json"]);
+  expect(JSON.parse(wait.stdout), wait.stderr).toMatchObject({ state: "idle", ok: true });
+  const log = await events(h, sid);
+  const after = log.filter((e) => e.seq > detachedAt).map((e) => e.kind);
+  expect(after).toEqual(expect.arrayContaining(["tool.called", "tool.completed", "message.completed", "usage.reported", "agent.state", "attention.required"]));
+  const prompt = at(log, "message.completed", (d) => d.role === "user" && d.text === PROMPT);
+  const final = at(log, "message.completed", (d) => d.role === "assistant" && String(d.text).includes("Created hello.txt"));
+  expect(prompt).toBeGreaterThanOrEqual(0);
+  expect(final).toBeGreaterThan(prompt);
+  expect((await h.run(["exec", "ag", "--", "cat", "/workspace/hello.txt"])).stdout).toBe("hi");
+
+  const b = onTerminal(h, ["session", "attach", sid], 120, 40);
+  // The redrawn screen holds the answer (the TUI moves the cursor instead of printing spaces, so match its tail: "hi". with quotes).
+  await b.until('"hi".', 20_000);
+  b.type("\x01d");
+  expect(await b.proc.exited).toBe(0);
+  fake.reset();
+}, 180_000);
 
 describe("bad input", () => {
   test("a box without the agent's binding: an error event, a clear message naming the fix, and the session stays open", async () => {

@@ -14,8 +14,8 @@ function textOf(content: unknown): string {
   return content.map((b) => (obj(b)?.type === "text" ? (str(obj(b)!.text) ?? "") : JSON.stringify(b))).join("\n");
 }
 
-export function claudeMapper(): Mapper {
-  const e = new Emitter();
+/** `e` is shared when the transcript mapper wraps this one, so a turn's state is kept once. */
+export function claudeMapper(e = new Emitter()): Mapper {
   /** The API message id the current stream_event deltas belong to. */
   let streaming: string | null = null;
 
@@ -92,6 +92,47 @@ export function claudeMapper(): Mapper {
   };
 }
 
+/** Transcript records that carry nothing for the log (UI state, request shapes, cost snapshots). */
+const TRANSCRIPT_NOISE = new Set([
+  "mode", "permission-mode", "atis-latch", "tools-used", "file-history-snapshot", "attachment", "api-request",
+  "api-request-shape", "api-request-blob", "last-prompt", "cost-state", "summary",
+]);
+
+/**
+ * The TUI's transcript (~/.claude/projects/<dir>/<session>.jsonl): the same
+ * user and assistant records as the headless stream, the typed prompt as a
+ * user message with string content, and a `turn_duration` system record when
+ * a turn is done. There are no token deltas in it.
+ */
+export function claudeTranscriptMapper(): Mapper {
+  const e = new Emitter();
+  const stream = claudeMapper(e);
+  return {
+    line(text) {
+      const r = parseRecord(text);
+      if ("bad" in r) return [r.bad];
+      const rec = r.rec;
+      const type = str(rec.type) ?? "";
+      if (TRANSCRIPT_NOISE.has(type)) return [];
+      if (type === "user" && typeof obj(rec.message)?.content === "string") {
+        return [...e.working(), ...e.message(str(rec.uuid) ?? "prompt", str(obj(rec.message)!.content) ?? "", "user")];
+      }
+      if (type === "assistant") {
+        const msg = obj(rec.message);
+        const u = obj(msg?.usage);
+        const out = stream.line(text);
+        // A model call that failed for good ends the turn with no turn_duration record after it.
+        if (rec.isApiErrorMessage === true) return [...out, ...e.failed(`claude: ${Array.isArray(msg?.content) ? msg.content.map((b) => str(obj(b)?.text) ?? "").join(" ") : "API error"}`)];
+        return msg?.stop_reason && u ? [...out, ...e.usage(u.input_tokens, u.output_tokens, u.cache_read_input_tokens)] : out;
+      }
+      // The turn is done; the next prompt makes it busy again.
+      if (type === "system" && rec.subtype === "turn_duration") return e.idle();
+      return stream.line(text);
+    },
+    end: () => [],
+  };
+}
+
 export const claude: Harness = {
   name: "claude",
   npm: { name: "@anthropic-ai/claude-code", version: "2.1.332", bin: "claude" },
@@ -107,9 +148,16 @@ export const claude: Harness = {
     // The box is the sandbox; as root (VMs) --dangerously-skip-permissions is refused without it.
     IS_SANDBOX: "1",
   }),
-  // Skips first-run onboarding and the folder-trust prompt in the TUI, which the box makes moot.
+  // The TUI's first-run questions, answered for a box: onboarding, folder trust, using the
+  // (stub) API key from the environment (it remembers a key by its last 20 characters), and bypass mode.
   files: (ctx) => ({
-    ".claude.json": JSON.stringify({ hasCompletedOnboarding: true, theme: "dark", projects: { [ctx.workdir]: { hasTrustDialogAccepted: true, hasCompletedProjectOnboarding: true } } }),
+    ".claude.json": JSON.stringify({
+      hasCompletedOnboarding: true,
+      theme: "dark",
+      customApiKeyResponses: { approved: [ctx.stub("anthropic").trim().slice(-20)], rejected: [] },
+      projects: { [ctx.workdir]: { hasTrustDialogAccepted: true, hasCompletedProjectOnboarding: true } },
+    }),
+    ".claude/settings.json": JSON.stringify({ skipDangerousModePermissionPrompt: true }),
   }),
   headless: (prompt, ctx) => [
     "-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--dangerously-skip-permissions",
@@ -117,6 +165,11 @@ export const claude: Harness = {
     "--", prompt,
   ],
   interactive: (ctx) => ["--dangerously-skip-permissions", ...(ctx.model ? ["--model", ctx.model] : [])],
-  mapper: claudeMapper,
+  mapper: () => claudeMapper(),
+  transcript: {
+    args: (agentSession) => ["--session-id", agentSession],
+    path: (ctx, agentSession) => `${ctx.home}/.claude/projects/${ctx.workdir.replace(/[^A-Za-z0-9]/g, "-")}/${agentSession}.jsonl`,
+    mapper: claudeTranscriptMapper,
+  },
   stop: { signal: "INT", graceMs: 5000 },
 };

@@ -38,6 +38,14 @@ export interface RunOptions {
   install: boolean;
 }
 
+export interface Prepared {
+  argv: string[];
+  env: Record<string, string>;
+  cwd: string;
+  /** The transcript file an interactive agent will write, to be tailed. */
+  transcript?: string;
+}
+
 export interface RunResult {
   exit: { code: number | null; signal: string | null } | null;
 }
@@ -75,7 +83,7 @@ export class AgentRunner {
    * Prepares the box (CLI installed, config files written) and returns the
    * argv and environment for the agent. Throws a named error when it cannot.
    */
-  async prepare(o: Omit<RunOptions, "prompt" | "sink" | "actor">, mode: { prompt: string } | "interactive"): Promise<{ argv: string[]; env: Record<string, string>; cwd: string }> {
+  async prepare(o: Omit<RunOptions, "prompt" | "sink" | "actor">, mode: { prompt: string } | "interactive"): Promise<Prepared> {
     const h = o.harness;
     if (h.npm) {
       const box = this.boxes.byId(o.boxId);
@@ -96,24 +104,62 @@ export class AgentRunner {
       const r = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1"', "sh", `${ctx.home}/${rel}`], text);
       if (r.code !== 0) throw new HutchError("failed", `${h.name}: could not write ${rel} in the box: ${r.stderr.trim()}`, "check the box: hutch box info");
     }
-    const args = mode === "interactive" ? h.interactive(ctx) : h.headless(mode.prompt, ctx);
-    return { argv: [command, ...args], env: h.env(ctx), cwd: AGENT_WORKDIR };
+    if (mode !== "interactive") return { argv: [command, ...h.headless(mode.prompt, ctx)], env: h.env(ctx), cwd: AGENT_WORKDIR };
+    const agentSession = crypto.randomUUID();
+    return {
+      argv: [command, ...h.interactive(ctx), ...(h.transcript ? h.transcript.args(agentSession) : [])],
+      env: h.env(ctx),
+      cwd: AGENT_WORKDIR,
+      ...(h.transcript ? { transcript: h.transcript.path(ctx, agentSession) } : {}),
+    };
+  }
+
+  /** Checks mapped events against the registry and logs them as the agent; one that does not fit is kept raw. */
+  private emitter(h: Harness, actor: Actor, sink: RunSink) {
+    return (events: MappedEvent[]) => {
+      if (events.length === 0) return;
+      sink.append(
+        events.map((e) => {
+          const problem = checkEvent(e.kind, e.data);
+          if (!problem) return { ...e, actor };
+          logger.warn("mapped event does not fit its kind; kept raw", { agent: h.name, kind: e.kind, problem });
+          return { ...raw(JSON.stringify(e), "invalid"), actor };
+        }),
+      );
+    };
+  }
+
+  /**
+   * Follows an interactive agent's transcript file in the box (tail -F,
+   * ending with the agent's process), mapping its records into the log while
+   * the user types in the terminal, attached or not.
+   */
+  tail(o: { boxId: string; harness: Harness; path: string; pid: number; actor: Actor; sink: RunSink }): void {
+    const t = o.harness.transcript;
+    if (!t) return;
+    const emit = this.emitter(o.harness, o.actor, o.sink);
+    const mapper = t.mapper();
+    const splitter = new LineSplitter((line, truncated) => emit(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
+    const { channel } = this.boxes.channel(o.boxId);
+    const stream = channel.mux.open({ tool: "exec", argv: ["tail", "-n", "+1", "-F", `--pid=${o.pid}`, o.path] });
+    stream.handlers = {
+      msg: (m) => {
+        if (check(GuestMsg, m) && m.type === "started") stream.eof(0);
+      },
+      data: (chan, bytes) => {
+        if (chan === 1) splitter.push(bytes);
+      },
+      close: (error) => {
+        splitter.end();
+        if (error) logger.warn("transcript tail ended", { agent: o.harness.name, error: error.message });
+      },
+    };
   }
 
   /** One headless turn: resolves when the agent process ends (or could not start). */
   async run(o: RunOptions): Promise<RunResult> {
     const h = o.harness;
-    const emit = (events: MappedEvent[]) => {
-      if (events.length === 0) return;
-      o.sink.append(
-        events.map((e) => {
-          const problem = checkEvent(e.kind, e.data);
-          if (!problem) return { ...e, actor: o.actor };
-          logger.warn("mapped event does not fit its kind; kept raw", { agent: h.name, kind: e.kind, problem });
-          return { ...raw(JSON.stringify(e), "invalid"), actor: o.actor };
-        }),
-      );
-    };
+    const emit = this.emitter(h, o.actor, o.sink);
     const fail = (message: string): RunResult => {
       emit([
         { kind: "error.raised", data: { message, code: "agent-start" } },
@@ -124,7 +170,7 @@ export class AgentRunner {
     };
 
     emit([{ kind: "agent.state", data: { state: "busy", reason: `starting ${h.name}` } }]);
-    let spec: { argv: string[]; env: Record<string, string>; cwd: string };
+    let spec: Prepared;
     try {
       spec = await this.prepare(o, { prompt: o.prompt });
     } catch (err) {

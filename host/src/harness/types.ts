@@ -66,6 +66,17 @@ export interface Harness {
   interactive(ctx: AgentContext): string[];
   /** A new mapper for one run of the headless stream. */
   mapper(): Mapper;
+  /**
+   * For the interactive TUI: the transcript file it keeps, tailed for
+   * structure while the user types in the terminal (absent: the terminal's
+   * bytes are all the log gets).
+   */
+  transcript?: {
+    /** Extra argv naming the agent's session, so the file's path is known before it starts. */
+    args(agentSession: string): string[];
+    path(ctx: AgentContext, agentSession: string): string;
+    mapper(): Mapper;
+  };
   /** Signal that asks it to stop cleanly; forced with SIGKILL after graceMs. */
   stop: { signal: "INT" | "TERM"; graceMs: number };
 }

@@ -14,7 +14,20 @@ export function wireAgents(deps: { sessions: SessionService; recorder: Recorder;
   const agentsDir = env.agentsDir(deps.home);
   const install = env.agentInstall();
   deps.sessions.attachAgents({ runner, agentsDir, install });
-  deps.recorder.spawn = async (row) =>
-    row.agent === "shell" ? null : runner.prepare({ boxId: row.box_id, harness: harness(row.agent), agentsDir, install }, "interactive");
+  /** Transcript files of agent terminals being started, by session: tailed once the agent runs. */
+  const transcripts = new Map<string, string>();
+  deps.recorder.spawn = async (row) => {
+    if (row.agent === "shell") return null;
+    const spec = await runner.prepare({ boxId: row.box_id, harness: harness(row.agent), agentsDir, install }, "interactive");
+    if (spec.transcript) transcripts.set(row.id, spec.transcript);
+    return spec;
+  };
+  deps.recorder.onStarted = (row, pid) => {
+    const path = transcripts.get(row.id);
+    transcripts.delete(row.id);
+    if (!path) return;
+    const h = harness(row.agent);
+    runner.tail({ boxId: row.box_id, harness: h, path, pid, actor: { kind: "agent", id: `${row.owner}/agent:${h.name}` }, sink: { append: (events) => void deps.sessions.append(row.id, events) } });
+  };
   return runner;
 }

@@ -19,6 +19,8 @@ export class Recorder {
   private readonly opening = new Map<string, Promise<Live>>();
   /** How an agent session's terminal starts (argv, env, cwd), when it is not the stored argv as is. */
   spawn?: (row: SessionRow) => Promise<{ argv: string[]; env: Record<string, string>; cwd: string } | null>;
+  /** A new terminal's process started (not a re-attach). */
+  onStarted?: (row: SessionRow, pid: number) => void;
 
   constructor(
     private readonly store: SessionStore,
@@ -94,7 +96,11 @@ export class Recorder {
             started = true;
             const live = { stream, pty: m.pty };
             this.live.set(sessionId, live);
-            if (argv) this.sessions.append(sessionId, [{ kind: "exec.started", data: { argv, pid: m.pid }, actor: SYSTEM }]);
+            if (argv) {
+              this.sessions.append(sessionId, [{ kind: "exec.started", data: { argv, pid: m.pid }, actor: SYSTEM }]);
+              const row = this.store.get(sessionId);
+              if (row) this.onStarted?.(row, m.pid);
+            }
             resolve(live);
           } else if (m.type === "screen") {
             redraw = m.bytes;
