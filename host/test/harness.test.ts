@@ -7,6 +7,7 @@ import { checkEvent } from "@hutch/shared";
 import { HARNESSES, harness, type MappedEvent } from "../src/harness/index.ts";
 import { installedVersion, installDirName } from "../src/harness/install.ts";
 import { MAX_TOOL_OUTPUT } from "../src/harness/limits.ts";
+import { claudeTranscriptMapper } from "../src/harness/claude.ts";
 
 const FIXTURES = join(import.meta.dir, "..", "..", "tests", "fixtures", "agents");
 const AGENTS_CACHE = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
@@ -76,9 +77,36 @@ describe.each(["claude", "codex", "opencode", "pi"])("%s, recorded stream", (nam
   });
 });
 
+describe("claude, recorded TUI transcript", () => {
+  const m = claudeTranscriptMapper();
+  const events = readFileSync(join(FIXTURES, "claude-transcript.jsonl"), "utf8").trim().split("\n").flatMap((l) => m.line(l));
+
+  test("the typed prompt, the tool call, its result, the answer, usage, idle, attention: in order, and nothing raw", () => {
+    for (const e of events) expect(checkEvent(e.kind, e.data)).toBeNull();
+    const order = [
+      first(events, "message.completed", (d) => d.role === "user" && d.text === "create hello.txt containing hi"),
+      first(events, "tool.called", (d) => d.name === "Bash"),
+      first(events, "tool.completed", (d) => d.status === "ok"),
+      first(events, "message.completed", (d) => d.role === "assistant" && String(d.text).startsWith("Created hello.txt")),
+      events.findLastIndex((e) => e.kind === "usage.reported"),
+      first(events, "agent.state", (d) => d.state === "idle"),
+      first(events, "attention.required"),
+    ];
+    expect(order.every((i) => i >= 0)).toBe(true);
+    expect([...order].sort((a, b) => a - b)).toEqual(order);
+    expect(events.filter((e) => e.kind === "agent.raw")).toEqual([]);
+  });
+
+  test("a model call that failed for good ends the turn in error", () => {
+    const failed = claudeTranscriptMapper().line(JSON.stringify({ type: "assistant", isApiErrorMessage: true, message: { id: "m1", role: "assistant", content: [{ type: "text", text: "API Error: 502" }], stop_reason: "stop_sequence", usage: { input_tokens: 0, output_tokens: 0 } } }));
+    expect(failed.map((e) => e.kind)).toEqual(["agent.state", "message.started", "message.completed", "error.raised", "agent.state", "attention.required"]);
+    expect(failed.at(-2)!.data.state).toBe("error");
+  });
+});
+
 describe("recorded fixtures and installed CLIs", () => {
-  test.each(["claude", "codex", "opencode", "pi"])("%s: the fixture was recorded from the pinned version, and the installed CLI is that version", (name) => {
-    const h = HARNESSES[name as "claude"];
+  test.each(["claude", "claude-transcript", "codex", "opencode", "pi"])("%s: the fixture was recorded from the pinned version, and the installed CLI is that version", (name) => {
+    const h = HARNESSES[name.replace("-transcript", "") as "claude"];
     const rerecord = `re-record: bun tests/fixtures/agents/record.ts ${name}`;
     if (versions[name]?.version !== h.npm!.version) {
       throw new Error(`${name}: fixture recorded from ${versions[name]?.package}@${versions[name]?.version}, harness pins ${h.npm!.version}; ${rerecord}`);
