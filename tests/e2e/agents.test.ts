@@ -99,6 +99,22 @@ test("nothing the agents wrote in the box holds a secret (a planted copy is foun
   expect(r.stdout.trim().split("\n")).toEqual(["/tmp/planted"]);
 }, 60_000);
 
+test("a follow-up prompt from the driver continues the same conversation in the same session", async () => {
+  const first = await h.run(["run", "ag", "--agent", "pi", "--prompt", PROMPT, "--json"]);
+  expect(first.code, first.stderr).toBe(0);
+  const id = (JSON.parse(first.stdout) as { session: string }).session;
+  expect((await h.run(["session", "driver", "acquire", id])).code).toBe(0);
+  fake.reset();
+  expect((await h.run(["session", "send", id, "create two.txt containing yo"])).code).toBe(0);
+  const wait = await h.run(["session", "wait", id, "--json"]);
+  expect(JSON.parse(wait.stdout)).toMatchObject({ state: "idle", ok: true });
+  expect((await h.run(["exec", "ag", "--", "cat", "/workspace/two.txt"])).stdout).toBe("yo");
+  // The model saw the first exchange again: the agent resumed its conversation.
+  expect(JSON.stringify(fake.modelCalls().at(-1)!.body)).toContain(PROMPT);
+  const inputs = (await events(h, id)).filter((e) => e.kind === "input.sent");
+  expect(inputs.map((e) => [(e.data as { text: string }).text.trim(), e.actor.kind])).toEqual([[PROMPT, "user"], ["create two.txt containing yo", "user"]]);
+}, 120_000);
+
 test("two clients subscribed to the same session see the same events in the same order", async () => {
   const run = await h.run(["run", "ag", "--agent", "claude", "--prompt", PROMPT, "--detach", "--json"]);
   expect(run.code, run.stderr).toBe(0);

@@ -159,8 +159,9 @@ export const claude: Harness = {
     }),
     ".claude/settings.json": JSON.stringify({ skipDangerousModePermissionPrompt: true }),
   }),
-  headless: (prompt, ctx) => [
+  headless: (prompt, ctx, resume) => [
     "-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--dangerously-skip-permissions",
+    ...(resume ? ["--continue"] : []),
     ...(ctx.model ? ["--model", ctx.model] : []),
     "--", prompt,
   ],

@@ -108,11 +108,12 @@ export const codex: Harness = {
       ``,
     ].join("\n"),
   }),
-  headless: (prompt, ctx) => [
+  headless: (prompt, ctx, resume) => [
     "exec", "--json", "--skip-git-repo-check",
     // The box is the sandbox: Codex's own (landlock/seccomp) is not nested inside it.
     "--dangerously-bypass-approvals-and-sandbox",
     "-m", model(ctx),
+    ...(resume ? ["resume", "--last"] : []),
     "--", prompt,
   ],
   interactive: (ctx) => ["--dangerously-bypass-approvals-and-sandbox", "-m", model(ctx)],

@@ -72,7 +72,7 @@ export const opencode: Harness = {
     OPENCODE_DISABLE_MODELS_FETCH: "1",
   }),
   files: () => ({}),
-  headless: (prompt, ctx) => ["run", "--format", "json", "--auto", "--model", model(ctx), "--", prompt],
+  headless: (prompt, ctx, resume) => ["run", "--format", "json", "--auto", "--model", model(ctx), ...(resume ? ["--continue"] : []), "--", prompt],
   interactive: (ctx) => ["--model", model(ctx)],
   mapper: opencodeMapper,
   stop: { signal: "INT", graceMs: 5000 },

@@ -102,7 +102,7 @@ export const pi: Harness = {
       },
     }),
   }),
-  headless: (prompt, ctx) => ["--mode", "json", "-p", "--provider", "hutch", "--model", model(ctx), prompt],
+  headless: (prompt, ctx, resume) => ["--mode", "json", "-p", "--provider", "hutch", "--model", model(ctx), ...(resume ? ["--continue"] : []), prompt],
   interactive: (ctx) => ["--provider", "hutch", "--model", model(ctx)],
   mapper: piMapper,
   stop: { signal: "INT", graceMs: 5000 },

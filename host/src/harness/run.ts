@@ -29,6 +29,8 @@ export interface RunOptions {
   harness: Harness;
   prompt: string;
   model?: string;
+  /** Continue the conversation of the box's last turn (a follow-up prompt in the same session). */
+  resume: boolean;
   /** Who the agent's own events are attributed to. */
   actor: Actor;
   sink: RunSink;
@@ -83,7 +85,7 @@ export class AgentRunner {
    * Prepares the box (CLI installed, config files written) and returns the
    * argv and environment for the agent. Throws a named error when it cannot.
    */
-  async prepare(o: Omit<RunOptions, "prompt" | "sink" | "actor">, mode: { prompt: string } | "interactive"): Promise<Prepared> {
+  async prepare(o: Omit<RunOptions, "prompt" | "sink" | "actor" | "resume">, mode: { prompt: string; resume: boolean } | "interactive"): Promise<Prepared> {
     const h = o.harness;
     if (h.npm) {
       const box = this.boxes.byId(o.boxId);
@@ -104,7 +106,7 @@ export class AgentRunner {
       const r = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1"', "sh", `${ctx.home}/${rel}`], text);
       if (r.code !== 0) throw new HutchError("failed", `${h.name}: could not write ${rel} in the box: ${r.stderr.trim()}`, "check the box: hutch box info");
     }
-    if (mode !== "interactive") return { argv: [command, ...h.headless(mode.prompt, ctx)], env: h.env(ctx), cwd: AGENT_WORKDIR };
+    if (mode !== "interactive") return { argv: [command, ...h.headless(mode.prompt, ctx, mode.resume)], env: h.env(ctx), cwd: AGENT_WORKDIR };
     const agentSession = crypto.randomUUID();
     return {
       argv: [command, ...h.interactive(ctx), ...(h.transcript ? h.transcript.args(agentSession) : [])],
@@ -172,7 +174,7 @@ export class AgentRunner {
     emit([{ kind: "agent.state", data: { state: "busy", reason: `starting ${h.name}` } }]);
     let spec: Prepared;
     try {
-      spec = await this.prepare(o, { prompt: o.prompt });
+      spec = await this.prepare(o, { prompt: o.prompt, resume: o.resume });
     } catch (err) {
       const e = err instanceof HutchError ? err : new HutchError("failed", (err as Error).message);
       return fail(`${e.message}${e.hint ? ` (next: ${e.hint})` : ""}`);

@@ -60,8 +60,8 @@ export interface Harness {
   env(ctx: AgentContext): Record<string, string>;
   /** Config files to write before it starts, by path relative to ctx.home. */
   files(ctx: AgentContext): Record<string, string>;
-  /** argv after the binary for a headless turn (structured stream on stdout). */
-  headless(prompt: string, ctx: AgentContext): string[];
+  /** argv after the binary for a headless turn (structured stream on stdout); `resume` continues the box's last conversation. */
+  headless(prompt: string, ctx: AgentContext, resume: boolean): string[];
   /** argv after the binary for the interactive TUI (run in a box terminal). */
   interactive(ctx: AgentContext): string[];
   /** A new mapper for one run of the headless stream. */

@@ -134,7 +134,7 @@ export class SessionService {
     this.append(id, [{ kind: "session.created", data: { box: box.id, agent: agent.name, ...(body.label ? { label: body.label } : {}) }, actor }]);
     if (headless) {
       this.append(id, [{ kind: "input.sent", data: { text: body.prompt }, actor }]);
-      this.startTurn(this.store.get(id)!, agent, body.prompt!, body.model);
+      this.startTurn(this.store.get(id)!, agent, body.prompt!, false, body.model);
     } else {
       await this.recorder.ensurePty(this.store.get(id)!, { cols: body.cols ?? 80, rows: body.rows ?? 24 });
     }
@@ -152,7 +152,7 @@ export class SessionService {
     return this.turns.has(id);
   }
 
-  private startTurn(row: SessionRow, agent: Harness, prompt: string, model?: string): void {
+  private startTurn(row: SessionRow, agent: Harness, prompt: string, resume: boolean, model?: string): void {
     if (!this.agents) throw new HutchError("failed", "agents are not ready yet", "retry in a moment");
     const { runner, agentsDir, install } = this.agents;
     const turn = runner
@@ -160,6 +160,7 @@ export class SessionService {
         boxId: row.box_id,
         harness: agent,
         prompt,
+        resume,
         ...(model ? { model } : {}),
         actor: { kind: "agent", id: `${row.owner}/agent:${agent.name}` },
         sink: { append: (events) => void this.append(row.id, events) },
@@ -208,7 +209,8 @@ export class SessionService {
     const [seq] = this.store.append(id, [{ kind: "input.sent", data: { text }, actor, ...(key ? { idempotencyKey: key } : {}) }]);
     if (seq!.fresh) {
       this.bus.publish(id, seq!.seq, seq!.json);
-      if (headless) this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""));
+      // A follow-up prompt continues the conversation the session's earlier turns had.
+      if (headless) this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""), true);
       else await this.recorder!.write(row, new TextEncoder().encode(text));
     }
     return seq!.seq;
