@@ -168,6 +168,26 @@ test("interactive claude: attach, type a prompt, detach; the structured events k
   fake.reset();
 }, 180_000);
 
+test("closing a session mid-turn stops its agent cleanly and logs how the turn ended before the close", async () => {
+  fake.reset();
+  fake.latencyMs = 20_000;
+  const run = await h.run(["run", "ag", "--agent", "claude", "--prompt", PROMPT, "--detach", "--json"]);
+  expect(run.code, run.stderr).toBe(0);
+  const id = (JSON.parse(run.stdout) as { id: string }).id;
+  for (let i = 0; i < 100 && fake.modelCalls().length === 0; i++) await Bun.sleep(100);
+  expect(fake.modelCalls().length).toBeGreaterThan(0);
+  const t0 = Date.now();
+  const close = await h.run(["session", "close", id]);
+  expect(close.code, close.stderr).toBe(0);
+  // Claude Code's stop signal (SIGINT) is enough: the close did not wait for the slow model.
+  expect(Date.now() - t0).toBeLessThan(15_000);
+  const kinds = (await events(h, id)).map((e) => e.kind);
+  expect(kinds.indexOf("exec.exited")).toBeGreaterThan(kinds.indexOf("exec.started"));
+  expect(kinds.indexOf("session.closed")).toBeGreaterThan(kinds.indexOf("exec.exited"));
+  expect(kinds.at(-1)).toBe("session.closed");
+  fake.reset();
+}, 120_000);
+
 describe("bad input", () => {
   test("a box without the agent's binding: an error event, a clear message naming the fix, and the session stays open", async () => {
     expect((await h.run(["box", "create", "nob", "--start"])).code).toBe(0);

@@ -38,6 +38,8 @@ export interface RunOptions {
   agentsDir: string;
   /** Install a missing CLI with npm (off on hosts without the registry). */
   install: boolean;
+  /** Aborting stops the agent: its harness's stop signal, then SIGKILL after the grace period. */
+  signal?: AbortSignal;
 }
 
 export interface Prepared {
@@ -186,6 +188,14 @@ export class AgentRunner {
     const splitter = new LineSplitter((line, truncated) => emit(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
     const { channel } = this.boxes.channel(o.boxId);
     const stream: MuxStream = channel.mux.open({ tool: "exec", argv: spec.argv, env: spec.env, cwd: spec.cwd });
+    let killTimer: ReturnType<typeof setTimeout> | undefined;
+    const stop = () => {
+      stream.msg({ type: "signal", signal: h.stop.signal });
+      // The guest kills what is left when the stream closes.
+      killTimer = setTimeout(() => stream.close(), h.stop.graceMs);
+    };
+    if (o.signal?.aborted) stop();
+    else o.signal?.addEventListener("abort", stop, { once: true });
     return new Promise<RunResult>((resolve) => {
       let exit: ExitMsg | null = null;
       let started = false;
@@ -207,6 +217,8 @@ export class AgentRunner {
           }
         },
         close: (error) => {
+          clearTimeout(killTimer);
+          o.signal?.removeEventListener("abort", stop);
           if (!started) return resolve(fail(`${h.name} could not start: ${error?.message ?? "the box closed the stream"}`));
           splitter.end();
           const ex = exit ? { code: exit.code, signal: exit.signal } : { code: null, signal: "lost" };

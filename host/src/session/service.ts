@@ -22,8 +22,8 @@ export class SessionService {
   readonly bus = new SessionBus();
   private recorder?: Recorder;
   private agents?: { runner: AgentRunner; agentsDir: string; install: boolean };
-  /** Headless turns in flight, by session: one at a time. */
-  private readonly turns = new Map<string, Promise<unknown>>();
+  /** Headless turns in flight, by session (one at a time), and how to stop each. */
+  private readonly turns = new Map<string, { done: Promise<unknown>; stop: AbortController }>();
   private lapseTimer?: ReturnType<typeof setInterval>;
 
   constructor(
@@ -155,7 +155,8 @@ export class SessionService {
   private startTurn(row: SessionRow, agent: Harness, prompt: string, resume: boolean, model?: string): void {
     if (!this.agents) throw new HutchError("failed", "agents are not ready yet", "retry in a moment");
     const { runner, agentsDir, install } = this.agents;
-    const turn = runner
+    const stop = new AbortController();
+    const done = runner
       .run({
         boxId: row.box_id,
         harness: agent,
@@ -166,10 +167,11 @@ export class SessionService {
         sink: { append: (events) => void this.append(row.id, events) },
         agentsDir,
         install,
+        signal: stop.signal,
       })
       .catch((err) => logger.error("agent turn failed", { session: row.id, err }))
       .finally(() => this.turns.delete(row.id));
-    this.turns.set(row.id, turn);
+    this.turns.set(row.id, { done, stop });
   }
 
   /** Appends events and publishes them live. The only way anything enters a log. */
@@ -287,6 +289,12 @@ export class SessionService {
   async close(id: string, actor: Actor, reason?: string): Promise<Session> {
     const row = this.row(id, actor);
     if (row.state === "closed") return this.toSession(row);
+    // A headless turn in flight is stopped the way its agent wants, and ends before the session does.
+    const turn = this.turns.get(id);
+    if (turn) {
+      turn.stop.abort();
+      await turn.done;
+    }
     await this.recorder?.stop(row);
     this.append(id, [{ kind: "session.closed", data: reason ? { reason } : {}, actor }], () =>
       this.store.update(id, { state: "closed", closed_at: new Date().toISOString(), driver: null, driver_lease_ms: null, driver_expires_at: null }),
