@@ -25,6 +25,8 @@ const broker = new BrokerService(new BrokerStore(db), await Sealer.load(join(hom
   return a;
 });
 let fake: FakeModel;
+let sawAuth: string | null = null;
+const firstSeen = Promise.withResolvers<void>();
 let echo: ReturnType<typeof Bun.serve>;
 const gates: Gate[] = [];
 const sockA = join(home, "a.sock");
@@ -33,12 +35,31 @@ const sockB = join(home, "b.sock");
 beforeAll(async () => {
   fake = await startFakeModel();
   // A TLS server standing in for an allowlisted host (CONNECT goes through untouched).
-  echo = Bun.serve({ hostname: "127.0.0.1", port: 0, tls: { cert: fake.ca.cert, key: fake.ca.key }, fetch: (req) => new Response(`hello over ${new URL(req.url).pathname}`) });
+  echo = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    tls: { cert: fake.ca.cert, key: fake.ca.key },
+    fetch: (req) => {
+      if (new URL(req.url).pathname !== "/v1/stream") return new Response(`hello over ${new URL(req.url).pathname}`);
+      sawAuth = req.headers.get("authorization");
+      // The second event is held back until the test has seen the first through the broker.
+      const body = new ReadableStream<Uint8Array>({
+        async start(c) {
+          c.enqueue(new TextEncoder().encode("data: first\n\n"));
+          await firstSeen.promise;
+          c.enqueue(new TextEncoder().encode("data: second\n\n"));
+          c.close();
+        },
+      });
+      return new Response(body, { headers: { "content-type": "text/event-stream" } });
+    },
+  });
   writeFileSync(
     join(home, "config.json"),
     JSON.stringify({
       bindings: {
         fake: { host: "localhost", port: fake.port, address: "127.0.0.1", ca: fake.ca.caFile, header: "x-api-key", format: "{secret}", secret: "fake", methods: ["POST", "GET"], paths: ["/v1/"] },
+        sse: { host: "localhost", port: echo.port, address: "127.0.0.1", ca: fake.ca.caFile, header: "Authorization", format: "Bearer {secret}", secret: "fake", methods: ["GET"], paths: ["/v1/"] },
       },
       broker: { pins: { "tls.example.test": "127.0.0.1" } },
     }),
@@ -46,7 +67,7 @@ beforeAll(async () => {
   broker.setSecret("fake", SECRET);
   db.query("INSERT INTO box_policy (box_id, allow, bindings) VALUES ('box_a', ?, ?), ('box_b', ?, ?)").run(
     JSON.stringify([`tls.example.test:${echo.port}`, "metadata.example.test", "loop.example.test", "169.254.169.254", "localhost"]),
-    JSON.stringify(["fake"]),
+    JSON.stringify(["fake", "sse"]),
     JSON.stringify([]),
     JSON.stringify(["fake"]),
   );
@@ -96,6 +117,24 @@ describe("credentialed endpoints", () => {
     expect(seen[0]!.headers["x-api-key"]).toBe(SECRET);
     expect(JSON.stringify(seen[0]!.headers)).not.toContain("hutch-stub");
     expect(out).not.toContain(SECRET);
+  });
+
+  test("an event stream is passed on as it arrives, not when it ends", async () => {
+    const s = netConnect(sockA);
+    let got = "";
+    const first = new Promise<void>((resolve) =>
+      s.on("data", (c: Buffer) => {
+        got += c.toString("latin1");
+        if (got.includes("data: first")) resolve();
+      }),
+    );
+    s.write(`GET /sse/v1/stream HTTP/1.1\r\nauthorization: Bearer ${broker.stub("box_a", "sse")}\r\nconnection: close\r\n\r\n`);
+    await first;
+    expect(got).not.toContain("data: second");
+    firstSeen.resolve();
+    await new Promise<void>((resolve) => s.on("close", () => resolve()));
+    expect(got).toContain("data: second");
+    expect(sawAuth).toBe(`Bearer ${SECRET}`);
   });
 
   test("box A's stub presented through box B's listener is refused and nothing is forwarded", async () => {

@@ -9,3 +9,4 @@ export * from "./validate.ts";
 export * from "./tar/index.ts";
 export * from "./events.ts";
 export * from "./broker.ts";
+export * from "./protocol/socket-join.ts";

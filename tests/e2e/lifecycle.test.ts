@@ -115,7 +115,7 @@ describe("box lifecycle", () => {
     await h.run(["exec", "life", "--", "sh", "-c", "sleep 300 >/dev/null 2>&1 & sleep 300 >/dev/null 2>&1 & echo started"]);
     expect(boxPids(b.id).length).toBeGreaterThan(2);
     const d = await h.run(["box", "delete", "life", "--json"]);
-    expect(d.code).toBe(0);
+    expect(d.code, d.stdout + d.stderr).toBe(0);
     expect(JSON.parse(d.stdout)).toEqual({ id: b.id, name: "life", deleted: true });
     expect(boxPids(b.id)).toEqual([]);
     expect(existsSync(join(h.home, "boxes", b.id))).toBe(false);

@@ -152,6 +152,20 @@ describe("a VM box", () => {
     expect(qemuFor(id)).toEqual(before);
   }, 180_000);
 
+  test("the VM's only way out is its broker, over the channel (also after the daemon restarted): denied, then allowed by policy", async () => {
+    const connect = 'curl -s -o /dev/null -w "%{http_connect}" --max-time 20 https://registry.npmjs.org/; true';
+    const denied = await h.run(["exec", "v", "--", "sh", "-c", connect]);
+    expect(denied.stdout).toBe("403");
+    const egress = await h.run(["box", "egress", "v", "--json"]);
+    expect(JSON.parse(egress.stdout)).toContainEqual(expect.objectContaining({ decision: "denied", host: "registry.npmjs.org", port: 443 }));
+    expect((await h.run(["box", "policy", "v", "--allow", "registry.npmjs.org"])).code).toBe(0);
+    const allowed = await h.run(["exec", "v", "--", "sh", "-c", connect]);
+    expect(allowed.stdout).toBe("200");
+    // No NIC: nothing else leaves the VM.
+    const links = await h.run(["exec", "v", "--", "sh", "-c", "ls /sys/class/net"]);
+    expect(links.stdout.trim()).toBe("lo");
+  }, 120_000);
+
   test("delete removes the overlay, sockets, logs and the QEMU process", async () => {
     const id = (await info("v")).id;
     const dir = join(h.home, "boxes", id);

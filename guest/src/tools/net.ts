@@ -3,7 +3,7 @@
 // reaches its broker with no network of its own: processes in the box dial
 // 127.0.0.1:<port>, the host relays the stream to that box's broker listener.
 import { createServer, type Server, type Socket } from "node:net";
-import { Chan, type MuxStream } from "@hutch/shared";
+import { Chan, joinSocket, type MuxStream } from "@hutch/shared";
 import { takeFrames } from "./inbox.ts";
 import type { Req } from "./context.ts";
 import type { GuestConfig } from "../config.ts";
@@ -55,7 +55,7 @@ export class NetTable {
     if (!entry) return stream.close({ code: "not_found", message: `connection ${req.conn} is gone (closed, or not taken in time)` });
     this.waiting.delete(req.conn);
     clearTimeout(entry.timer);
-    pipe(entry.socket, stream);
+    joinSocket(stream, entry.socket, Chan.stdin, Chan.stdout, (h) => takeFrames(stream, h, false));
   }
 
   private arrived(port: number, socket: Socket): void {
@@ -82,45 +82,4 @@ export class NetTable {
     }
     if (!listener.stream.closed) listener.stream.close();
   }
-}
-
-/** Socket bytes out on chan 1 (paused while credit runs out), stream bytes in from chan 0. */
-function pipe(socket: Socket, stream: MuxStream): void {
-  let done = false;
-  const finish = () => {
-    if (done) return;
-    done = true;
-    socket.destroy();
-    if (!stream.closed) stream.close();
-  };
-  takeFrames(
-    stream,
-    {
-      data: (chan, bytes) => {
-        if (chan !== Chan.stdin) return;
-        // Credit goes back once the kernel took the bytes, so the host holds at most a window.
-        if (socket.write(bytes)) stream.consumed(bytes.length);
-        else socket.once("drain", () => stream.consumed(bytes.length));
-      },
-      eof: (chan) => {
-        if (chan === Chan.stdin) socket.end();
-      },
-      close: finish,
-    },
-    false,
-  );
-  socket.on("data", (chunk: Buffer) => {
-    socket.pause();
-    void stream.write(Chan.stdout, chunk).then((ok) => (ok ? socket.resume() : finish()));
-  });
-  socket.on("end", () => {
-    if (!stream.closed) stream.eof(Chan.stdout);
-  });
-  socket.on("close", () => {
-    // Both halves done (or reset): the stream ends with the socket.
-    if (!stream.closed) stream.close();
-    done = true;
-  });
-  socket.on("error", () => finish());
-  socket.resume();
 }

@@ -16,7 +16,7 @@ import { shortSignal, signalName, type ProcessTable } from "../procs.ts";
 import type { Req } from "./context.ts";
 import { takeFrames } from "./inbox.ts";
 import { Attachment } from "./pty-attachment.ts";
-import { Screen } from "./pty-screen.ts";
+import type { Screen } from "./pty-screen.ts";
 import { spawnCwd, spawnEnv, spawnError } from "./spawn.ts";
 
 /** How long output may still drain after the process exited (a background job can hold the terminal open). */
@@ -25,7 +25,6 @@ const EOF_GRACE_MS = 1000;
 class PtySession {
   readonly attachments = new Set<Attachment>();
   readonly startedAt = new Date().toISOString();
-  readonly screen: Screen;
   proc!: Bun.Subprocess;
   private sawEof!: Promise<void>;
 
@@ -35,9 +34,8 @@ class PtySession {
     public cols: number,
     public rows: number,
     private readonly stallMs: number,
-  ) {
-    this.screen = new Screen(cols, rows);
-  }
+    readonly screen: Screen,
+  ) {}
 
   start(cwd: string, env: Record<string, string>): void {
     let eof!: () => void;
@@ -123,7 +121,10 @@ export class PtyTable {
   async open(stream: MuxStream, req: Req<"pty.open">): Promise<void> {
     const cwd = await spawnCwd(this.config, req);
     if (typeof cwd !== "string") return stream.close(cwd);
-    const session = new PtySession(newId("pty"), req.argv, req.cols, req.rows, this.config.ptyStallMs);
+    // xterm.js is loaded with the first PTY, not at start: evaluating it costs
+    // PID 1 about 3 MiB of idle RSS in a box that may never open a terminal.
+    const { Screen } = await import("./pty-screen.ts");
+    const session = new PtySession(newId("pty"), req.argv, req.cols, req.rows, this.config.ptyStallMs, new Screen(req.cols, req.rows));
     try {
       session.start(cwd, spawnEnv(this.config, req, { TERM: "xterm-256color" }));
     } catch (err) {

@@ -1,12 +1,12 @@
 // The broker: secrets sealed at rest, per-box policy and stubs, one gate per
 // running box, and the relay that joins the box's loopback listener (over
 // the agent channel) to that gate. Every decision is recorded.
-import { connect, type Socket } from "node:net";
-import { statSync } from "node:fs";
+import { connect } from "node:net";
+import { rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { lookup } from "node:dns/promises";
-import { Chan, HutchError, type Binding, type BoxPolicy, type EgressDecision, type EgressRecord, type HutchConfig, type MuxStream, type PolicyChangeBody, type SecretInfo } from "@hutch/shared";
+import { Chan, HutchError, joinSocket, type Binding, type BoxPolicy, type EgressDecision, type EgressRecord, type HutchConfig, type MuxStream, type PolicyChangeBody, type SecretInfo } from "@hutch/shared";
 import type { BrokerStore } from "../store/broker.ts";
 import type { Channel } from "../engine/channel.ts";
 import { BOX_FILES } from "../paths.ts";
@@ -197,6 +197,7 @@ export class BrokerService {
     this.running.delete(boxId);
     if (r.listen && !r.listen.closed) r.listen.close();
     r.gate.close();
+    rmSync(r.socketPath, { force: true });
   }
 
   close(): void {
@@ -215,7 +216,7 @@ export class BrokerService {
         if (m.type === "conn" && typeof m.conn === "number" && Number.isInteger(m.conn) && m.conn > 0) this.relay(r, m.conn);
       },
       close: (error) => {
-        if (error && r.listen === stream) logger.warn("the guest's broker listener failed", { box: boxId, error: error.message });
+        if (error && r.listen === stream && r.channel.mux.alive) logger.warn("the guest's broker listener failed", { box: boxId, error: error.message });
       },
     };
   }
@@ -224,31 +225,11 @@ export class BrokerService {
   private relay(r: Running, conn: number): void {
     if (!r.channel.mux.alive) return;
     const stream = r.channel.mux.open({ tool: "net.accept", conn });
-    const sock: Socket = connect(r.socketPath);
-    stream.autoCredit = false;
-    stream.handlers = {
-      data: (chan, bytes) => {
-        if (chan !== Chan.stdout) return;
-        // Credit goes back once the gate took the bytes: the box can have one window in flight.
-        if (sock.write(bytes)) stream.consumed(bytes.length);
-        else sock.once("drain", () => stream.consumed(bytes.length));
-      },
-      eof: (chan) => {
-        if (chan === Chan.stdout) sock.end();
-      },
-      close: () => sock.destroy(),
-    };
-    sock.on("data", (chunk: Buffer) => {
-      sock.pause();
-      void stream.write(Chan.stdin, chunk).then((ok) => (ok ? sock.resume() : sock.destroy()));
+    const sock = connect(r.socketPath);
+    joinSocket(stream, sock, Chan.stdout, Chan.stdin, (h) => {
+      stream.autoCredit = false;
+      stream.handlers = h;
     });
-    sock.on("end", () => {
-      if (!stream.closed) stream.eof(Chan.stdin);
-    });
-    sock.on("close", () => {
-      if (!stream.closed) stream.close();
-    });
-    sock.on("error", () => sock.destroy());
   }
 
   private record(boxId: string, decision: EgressDecision, facts: EgressFacts): void {

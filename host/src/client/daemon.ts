@@ -63,19 +63,27 @@ async function startDaemon(home: string, socket: string, timeoutMs?: number): Pr
   if (await health(socket)) return;
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const logPath = join(home, HOME_FILES.log);
-  const fd = openSync(logPath, "a", 0o600);
-  const child = Bun.spawn(selfArgv("daemon"), { stdin: "ignore", stdout: fd, stderr: fd, detached: true, env: process.env });
-  closeSync(fd);
-  child.unref();
-  let exited: number | null = null;
-  void child.exited.then((code) => (exited = code));
   const deadline = Date.now() + (timeoutMs ?? 15_000);
-  while (Date.now() < deadline) {
-    if (await health(socket)) return;
-    if (exited !== null && exited !== 0) {
-      throw new HutchError("unavailable", `the daemon exited with ${exited} while starting:\n${logTail(logPath)}`, `see the log: ${logPath}`);
+  for (;;) {
+    const fd = openSync(logPath, "a", 0o600);
+    const child = Bun.spawn(selfArgv("daemon"), { stdin: "ignore", stdout: fd, stderr: fd, detached: true, env: process.env });
+    closeSync(fd);
+    child.unref();
+    let exited: { code: number | null; signaled: boolean } | null = null;
+    void child.exited.then((code) => (exited = { code, signaled: child.signalCode !== null }));
+    while (Date.now() < deadline && exited === null) {
+      if (await health(socket)) return;
+      await Bun.sleep(15);
     }
-    await Bun.sleep(15);
+    if (await health(socket)) return;
+    const end = exited as { code: number | null; signaled: boolean } | null;
+    if (end === null || Date.now() >= deadline) break;
+    // Killed while starting (a signal, not an error of its own): start another. An exit
+    // with a status is the daemon refusing to run, which a retry would not change.
+    if (!end.signaled && end.code !== 0) {
+      throw new HutchError("unavailable", `the daemon exited with ${end.code} while starting:\n${logTail(logPath)}`, `see the log: ${logPath}`);
+    }
+    await Bun.sleep(50);
   }
   throw new HutchError("unavailable", `the daemon did not become ready in time:\n${logTail(logPath)}`, `see the log: ${logPath}`);
 }

@@ -59,6 +59,13 @@ export async function runDaemon(home: string): Promise<number> {
   const subscribers = subscribeSocket(sessions, sessionStore);
   const server = Bun.serve<StreamSocketData | SubscribeData>({
     unix: socketPath,
+    // Bun closes a request that sends nothing for 10 s by default, and a
+    // `box start` under tcg (boot plus a first accelerator probe) takes longer.
+    // The socket is local: a client that dies has its connection closed by the
+    // kernel. bun-types 1.4.5 declares idleTimeout for TCP servers only, but the
+    // runtime applies it to unix sockets too; server.timeout(req, 0) does not
+    // hold for the second request on a keep-alive connection (measured).
+    ...({ idleTimeout: 0 } as object),
     fetch(req, srv) {
       if (upgradeStream(req, srv as Server<StreamSocketData>, localUser)) return undefined;
       const sub = upgradeSubscribe(req, srv as Server<SubscribeData>, sessions, localUser);

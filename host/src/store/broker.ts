@@ -14,7 +14,11 @@ export interface PolicyRow {
 
 const now = () => new Date().toISOString();
 
+const PRUNE_EVERY = 100;
+
 export class BrokerStore {
+  private readonly sinceTrim = new Map<string, number>();
+
   constructor(private readonly db: Database) {}
 
   setSecret(name: string, sealed: Uint8Array): void {
@@ -50,12 +54,16 @@ export class BrokerStore {
   }
 
   logEgress(boxId: string, record: EgressRecord): void {
-    this.db.transaction(() => {
-      this.db.query("INSERT INTO egress_log (box_id, decision, record) VALUES (?, ?, ?)").run(boxId, record.decision, JSON.stringify(record));
+    this.db.query("INSERT INTO egress_log (box_id, decision, record) VALUES (?, ?, ?)").run(boxId, record.decision, JSON.stringify(record));
+    // Trimming costs more than the insert, so it runs once per PRUNE_EVERY decisions of a box:
+    // the log holds between EGRESS_KEPT and EGRESS_KEPT + PRUNE_EVERY rows.
+    const n = (this.sinceTrim.get(boxId) ?? 0) + 1;
+    this.sinceTrim.set(boxId, n % PRUNE_EVERY);
+    if (n >= PRUNE_EVERY) {
       this.db
         .query("DELETE FROM egress_log WHERE box_id = ? AND id <= (SELECT id FROM egress_log WHERE box_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)")
         .run(boxId, boxId, EGRESS_KEPT);
-    })();
+    }
   }
 
   egress(boxId: string, decision: EgressDecision | undefined, limit: number): EgressRecord[] {

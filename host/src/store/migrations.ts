@@ -82,6 +82,7 @@ export const MIGRATIONS: readonly string[] = [
     decision TEXT NOT NULL,
     record TEXT NOT NULL
   );
-  CREATE INDEX egress_box ON egress_log(box_id, decision, id);
+  CREATE INDEX egress_box ON egress_log(box_id, id);
+  CREATE INDEX egress_box_decision ON egress_log(box_id, decision, id);
   `,
 ];

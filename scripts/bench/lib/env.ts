@@ -110,9 +110,9 @@ export class HutchHome {
     return run([this.bin, ...args], { ...opts, env: this.env });
   }
 
-  async createBox(name: string): Promise<void> {
-    const r = await this.hutch(["box", "create", name, "--start"], { timeoutMs: 60_000 });
-    if (r.code !== 0) throw new Error(describeFailure(r, `hutch box create ${name} --start`));
+  async createBox(name: string, extra: string[] = []): Promise<void> {
+    const r = await this.hutch(["box", "create", name, "--start", ...extra], { timeoutMs: 60_000 });
+    if (r.code !== 0) throw new Error(describeFailure(r, `hutch box create ${name} --start ${extra.join(" ")}`));
     this.boxes.push(name);
   }
 

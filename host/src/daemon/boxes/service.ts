@@ -263,6 +263,8 @@ export class BoxService {
 
   private async driveDeleted(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
     if ((await engine.inspect(box)).running) {
+      // Not "running" any more, so the guest's channel closing as it stops is not taken for a fault.
+      this.setState(row.id, "stopping");
       const ch = this.channels.get(row.id);
       await engine.stop(box, 3000, () => ch?.mux.control({ type: "shutdown", graceMs: 1000 }));
     }
@@ -315,7 +317,11 @@ export class BoxService {
     const ch = this.channels.get(boxId);
     if (!ch) return;
     this.channels.delete(boxId);
-    this.onChannelGone?.(boxId);
+    try {
+      this.onChannelGone?.(boxId);
+    } catch (err) {
+      logger.warn("cleaning up after a box's channel failed", { box: boxId, error: (err as Error).message });
+    }
     ch.close();
   }
 }
