@@ -61,7 +61,7 @@ async function execSmall(boxes: BoxService, boxId: string, argv: string[], stdin
   return new Promise((resolve, reject) => {
     const out: string[] = [];
     const err: string[] = [];
-    const dec = new TextDecoder();
+    const decoders = [new TextDecoder(), new TextDecoder()];
     let code: number | null = null;
     s.handlers = {
       msg: (m) => {
@@ -71,7 +71,7 @@ async function execSmall(boxes: BoxService, boxId: string, argv: string[], stdin
           else s.eof(0);
         } else if (m.type === "exit") code = m.code;
       },
-      data: (chan, bytes) => void (chan === 1 ? out : err).push(dec.decode(bytes, { stream: true })),
+      data: (chan, bytes) => void (chan === 1 ? out : err).push(decoders[chan === 1 ? 0 : 1]!.decode(bytes, { stream: true })),
       close: (error) => (error ? reject(new HutchError("failed", `${argv[0]}: ${error.message}`)) : resolve({ code, stdout: out.join(""), stderr: err.join("") })),
     };
   });
