@@ -188,6 +188,31 @@ test("closing a session mid-turn stops its agent cleanly and logs how the turn e
   fake.reset();
 }, 120_000);
 
+test("a daemon killed mid-turn: the restarted daemon ends the lost turn in the log, and the agent is gone from the box", async () => {
+  fake.reset();
+  fake.latencyMs = 30_000;
+  const run = await h.run(["run", "ag", "--agent", "claude", "--prompt", PROMPT, "--detach", "--json"]);
+  expect(run.code, run.stderr).toBe(0);
+  const id = (JSON.parse(run.stdout) as { id: string }).id;
+  for (let i = 0; i < 100 && fake.modelCalls().length === 0; i++) await Bun.sleep(100);
+  expect(fake.modelCalls().length).toBeGreaterThan(0);
+  const before = await events(h, id);
+  process.kill(h.daemonPid()!, "SIGKILL");
+  // The next verb starts a new daemon, which finds the turn lost.
+  const wait = await h.run(["session", "wait", id, "--json"]);
+  expect(wait.code).toBe(1);
+  expect(JSON.parse(wait.stdout)).toMatchObject({ state: "error", ok: false });
+  const after = await events(h, id);
+  expect(after.slice(0, before.length)).toEqual(before);
+  expect(after.some((e) => e.kind === "error.raised" && String((e.data as { message: string }).message).includes("the daemon stopped during this turn"))).toBe(true);
+  // The guest itself shows up (the listing works); the agent does not.
+  const ps = await h.run(["exec", "ag", "--", "sh", "-c", "ps -eo args > /tmp/ps.txt; grep -c '[h]utch-guest' /tmp/ps.txt; grep -c '[c]laude-2.1.332' /tmp/ps.txt || true"]);
+  const [guests, agents] = ps.stdout.trim().split("\n");
+  expect(Number(guests)).toBeGreaterThan(0);
+  expect(agents).toBe("0");
+  fake.reset();
+}, 120_000);
+
 describe("bad input", () => {
   test("a box without the agent's binding: an error event, a clear message naming the fix, and the session stays open", async () => {
     expect((await h.run(["box", "create", "nob", "--start"])).code).toBe(0);

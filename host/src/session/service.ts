@@ -147,6 +147,29 @@ export class SessionService {
     return row.argv === "[]";
   }
 
+  /**
+   * After a daemon restart: a headless turn that was running then has lost
+   * its agent (the guest stops a piped process whose client is gone). Each
+   * one is ended in the log, so waiters and readers learn it will not finish.
+   */
+  recoverTurns(): void {
+    for (const row of this.store.list({ state: "open" })) {
+      if (!this.isHeadless(row) || this.turns.has(row.id)) continue;
+      const from = Math.max(1, row.last_seq - 999);
+      const tail = this.store.readText(row.id, from, 1000).text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { seq: number; kind: string });
+      const lastOf = (kind: string) => tail.findLast((e) => e.kind === kind)?.seq ?? 0;
+      if (lastOf("input.sent") <= lastOf("attention.required")) continue;
+      const reason = "the daemon stopped during this turn, and the agent with it; send the prompt again to retry";
+      this.append(row.id, [
+        ...(lastOf("exec.started") > lastOf("exec.exited") ? [{ kind: "exec.exited", data: { code: null, signal: "lost" }, actor: SYSTEM }] : []),
+        { kind: "error.raised", data: { message: reason, code: "agent-lost" }, actor: SYSTEM },
+        { kind: "agent.state", data: { state: "error", reason }, actor: SYSTEM },
+        { kind: "attention.required", data: { reason }, actor: SYSTEM },
+      ]);
+      logger.warn("a headless turn was lost to a daemon restart", { session: row.id });
+    }
+  }
+
   /** Whether a headless turn is running now. */
   busy(id: string): boolean {
     return this.turns.has(id);
