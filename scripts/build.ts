@@ -4,7 +4,9 @@
 // each host writes out exactly the guest it was built with
 // (host/src/engine/guest-binary.ts).
 //
-//   HUTCH_BUILD_TARGETS=host bun run build   # only dist/hutch and dist/hutch-guest
+// Last, dist/hutch.vsix: the VS Code extension (extension/build.ts).
+//
+//   HUTCH_BUILD_TARGETS=host bun run build   # only dist/hutch, dist/hutch-guest and dist/hutch.vsix
 import { copyFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 
@@ -57,4 +59,8 @@ for (const [target, out, guestArch] of onlyHost ? hosts.slice(0, 1) : hosts) {
   step(`dist/${out} (guest ${guestArch} ${guestSha})`);
   await run([...common, ...(target ? [`--target=${target}`] : []), "--define", `HUTCH_GUEST_SHA="${guestSha}"`, "host/src/main.ts", "--outfile", join(dist, out)]);
 }
+// The VS Code extension, with this host's hutch bundled as its fallback binary.
+step("dist/hutch.vsix");
+const { buildExtension } = await import("../extension/build.ts");
+await buildExtension(join(dist, "hutch"), join(dist, "hutch.vsix"));
 step("done");

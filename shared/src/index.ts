@@ -10,3 +10,4 @@ export * from "./tar/index.ts";
 export * from "./events.ts";
 export * from "./broker.ts";
 export * from "./protocol/socket-join.ts";
+export * from "./ide.ts";

@@ -16,6 +16,7 @@ import { runCommand } from "./run.ts";
 import { agentsCommand } from "./agent.ts";
 import { imageCommand } from "./image.ts";
 import { secretCommand } from "./secret.ts";
+import { ideCommand } from "./ide.ts";
 
 let handlerExit = 0;
 /** Verbs set the process exit code here (yargs handlers return nothing). */
@@ -59,6 +60,7 @@ export async function runCli(argv: string[]): Promise<number> {
     .command(daemonCommand)
     .command(imageCommand)
     .command(secretCommand)
+    .command(ideCommand)
     .completion("completion", "print a shell completion script (bash/zsh): hutch completion >> ~/.bashrc")
     .demandCommand(1, "name a command; see: hutch --help")
     .strict()

@@ -30,7 +30,7 @@ export function selfArgv(...args: string[]): string[] {
   return compiled ? [process.execPath, ...args] : [process.execPath, Bun.main, ...args];
 }
 
-async function health(socket: string): Promise<Health | null> {
+export async function health(socket: string): Promise<Health | null> {
   try {
     const res = await fetch("http://hutch/v1/health", { unix: socket, signal: AbortSignal.timeout(2000) });
     return res.ok ? ((await res.json()) as Health) : null;
@@ -48,9 +48,10 @@ function logTail(path: string, lines = 15): string {
 }
 
 /** Returns a client for the daemon of this home, starting one if none answers. */
-export async function connectDaemon(home: string, opts: { start?: boolean; timeoutMs?: number } = {}): Promise<DaemonClient> {
+export async function connectDaemon(home: string, opts: { start?: boolean; timeoutMs?: number; kind?: string } = {}): Promise<DaemonClient> {
   const socket = join(home, HOME_FILES.socket);
-  const client = makeClient(home, socket, () => startDaemon(home, socket, opts.timeoutMs));
+  // start: false (the IDE bridge) waits for a daemon to come back instead of starting one.
+  const client = makeClient(home, socket, opts.start === false ? async () => {} : () => startDaemon(home, socket, opts.timeoutMs), opts.kind);
   if (await health(socket)) return client;
   if (opts.start === false) {
     throw new HutchError("unavailable", `no daemon answers at ${socket}`, "start one: hutch daemon");
@@ -59,42 +60,49 @@ export async function connectDaemon(home: string, opts: { start?: boolean; timeo
   return client;
 }
 
+/** A client that never starts a daemon and does not need one now: it waits for one (the IDE bridge). */
+export function waitingClient(home: string, kind?: string): DaemonClient {
+  return makeClient(home, join(home, HOME_FILES.socket), async () => {}, kind);
+}
+
 async function startDaemon(home: string, socket: string, timeoutMs?: number): Promise<void> {
   if (await health(socket)) return;
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const logPath = join(home, HOME_FILES.log);
-  const deadline = Date.now() + (timeoutMs ?? 15_000);
-  for (;;) {
+  const spawnDaemon = () => {
     const fd = openSync(logPath, "a", 0o600);
     const child = Bun.spawn(selfArgv("daemon"), { stdin: "ignore", stdout: fd, stderr: fd, detached: true, env: process.env });
     closeSync(fd);
     child.unref();
-    let exited: { code: number | null; signaled: boolean } | null = null;
-    void child.exited.then((code) => (exited = { code, signaled: child.signalCode !== null }));
-    while (Date.now() < deadline && exited === null) {
-      if (await health(socket)) return;
-      await Bun.sleep(15);
-    }
+    const state = { exited: null as number | null, killed: false, at: Date.now() };
+    void child.exited.then((code) => {
+      state.exited = code;
+      state.killed = child.signalCode !== null;
+    });
+    return state;
+  };
+  let child = spawnDaemon();
+  const deadline = Date.now() + (timeoutMs ?? 15_000);
+  while (Date.now() < deadline) {
     if (await health(socket)) return;
-    const end = exited as { code: number | null; signaled: boolean } | null;
-    if (end === null || Date.now() >= deadline) break;
-    // Killed while starting (a signal, not an error of its own): start another. An exit
-    // with a status is the daemon refusing to run, which a retry would not change.
-    if (!end.signaled && end.code !== 0) {
-      throw new HutchError("unavailable", `the daemon exited with ${end.code} while starting:\n${logTail(logPath)}`, `see the log: ${logPath}`);
+    if (child.exited !== null && child.exited !== 0 && !child.killed) {
+      throw new HutchError("unavailable", `the daemon exited with ${child.exited} while starting:\n${logTail(logPath)}`, `see the log: ${logPath}`);
     }
-    await Bun.sleep(50);
+    // Exit 0 means another daemon held the lock; if that one was shutting down, nobody serves now. A daemon
+    // killed by a signal was stopped, not broken. Either way: start again.
+    if (child.exited !== null && Date.now() - child.at > 250) child = spawnDaemon();
+    await Bun.sleep(15);
   }
   throw new HutchError("unavailable", `the daemon did not become ready in time:\n${logTail(logPath)}`, `see the log: ${logPath}`);
 }
 
-function clientHeaders(): Record<string, string> {
+function clientHeaders(kind?: string): Record<string, string> {
   const name = env.clientName();
-  return { "x-hutch-client": env.clientKind(), ...(name ? { "x-hutch-client-name": name } : {}) };
+  return { "x-hutch-client": kind ?? env.clientKind(), ...(name ? { "x-hutch-client-name": name } : {}) };
 }
 
-function makeClient(home: string, socket: string, restart: () => Promise<void>): DaemonClient {
-  const base = clientHeaders();
+function makeClient(home: string, socket: string, restart: () => Promise<void>, kind?: string): DaemonClient {
+  const base = clientHeaders(kind);
   const self: DaemonClient = {
     home,
     socket,

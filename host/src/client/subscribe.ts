@@ -20,7 +20,8 @@ export interface Subscription {
 
 const RECONNECT_FOR_MS = 30_000;
 
-export function subscribe(daemon: DaemonClient, session: string, from: number, h: SubscribeHandlers): Subscription {
+export function subscribe(daemon: DaemonClient, session: string, from: number, h: SubscribeHandlers, opts: { reconnectForMs?: number } = {}): Subscription {
+  const reconnectFor = opts.reconnectForMs ?? RECONNECT_FOR_MS;
   let next = from;
   let ws: WebSocket | null = null;
   let stopped = false;
@@ -72,7 +73,7 @@ export function subscribe(daemon: DaemonClient, session: string, from: number, h
         if (e.code === 4000) return connect();
         if (e.code >= 4400 && e.code < 4500) return fail(new HutchError("failed", e.reason || "subscription refused"));
         lostSince ??= Date.now();
-        if (Date.now() - lostSince > RECONNECT_FOR_MS) {
+        if (Date.now() - lostSince > reconnectFor) {
           return fail(new HutchError("unavailable", "lost the daemon and it did not come back", "see: hutch doctor"));
         }
         await Bun.sleep(100);

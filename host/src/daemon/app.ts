@@ -7,6 +7,8 @@ import type { BoxService } from "./boxes/service.ts";
 import { boxesController } from "./boxes/index.ts";
 import { streamDoc } from "./stream/index.ts";
 import { sessionsController } from "./sessions/index.ts";
+import { changesController } from "./changes/index.ts";
+import { ChangeService } from "./changes/service.ts";
 import { localUser, type Identify } from "./actor.ts";
 import type { SessionService } from "../session/service.ts";
 import type { SessionStore } from "../store/sessions.ts";
@@ -19,6 +21,8 @@ export interface AppDeps {
   sessionStore: SessionStore;
   broker: BrokerService;
   home: string;
+  /** The change feed; the server passes its own so shutdown can end open feeds. */
+  changes?: ChangeService;
   /** Who the connection belongs to; the local socket's is the daemon's OS user. */
   identify?: Identify;
 }
@@ -55,7 +59,8 @@ export function buildApp(deps: AppDeps) {
     .use(boxesController(deps.boxes))
     .use(brokerController(deps.broker, deps.boxes))
     .use(streamDoc())
-    .use(sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser));
+    .use(sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser))
+    .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser));
 }
 
 export type App = ReturnType<typeof buildApp>;

@@ -7,6 +7,7 @@ import { ProcessEngine } from "../engine/process/index.ts";
 import { QemuEngine } from "../engine/qemu/index.ts";
 import { buildApp } from "./app.ts";
 import { createServices } from "./services.ts";
+import { ChangeService } from "./changes/service.ts";
 import { streamSocket, upgradeStream, type StreamSocketData } from "./stream/index.ts";
 import { subscribeSocket, upgradeSubscribe, type SubscribeData } from "./sessions/subscribe.ts";
 import { socketHandlers } from "./sockets.ts";
@@ -55,7 +56,8 @@ export async function runDaemon(home: string): Promise<number> {
 
   rmSync(socketPath, { force: true });
   const oldMask = process.umask(0o177);
-  const app = buildApp({ boxes, sessions, sessionStore, broker, home, identify: localUser });
+  const changes = new ChangeService(boxes, sessions);
+  const app = buildApp({ boxes, sessions, sessionStore, broker, home, identify: localUser, changes });
   const streams = streamSocket(boxes, sessions);
   const subscribers = subscribeSocket(sessions, sessionStore);
   const server = Bun.serve<StreamSocketData | SubscribeData>({
@@ -86,7 +88,11 @@ export async function runDaemon(home: string): Promise<number> {
       if (stopping) return;
       stopping = true;
       logger.info("shutting down; boxes keep running", { signal });
-      await server.stop();
+      changes.close();
+      // Subscribers' WebSockets never end by themselves: give in-flight requests a moment, then close what is left
+      // (clients resume from their next seq; writes carry idempotency keys).
+      await Promise.race([server.stop(), Bun.sleep(1000)]);
+      await server.stop(true);
       sessions.stop();
       await boxes.close();
       broker.close();

@@ -96,7 +96,13 @@ export async function killBox(boxId: string, id: ProcIdentity | null, pidfile: s
     killQuietly(id.pid);
     await waitGone(id, 5000);
   }
-  for (const pid of pidsOfBox(boxId)) killQuietly(pid);
+  // SIGKILL is not instant: a process on a busy host can still be exiting when kill(2)
+  // returns. Wait for the box's processes to be gone, so "left behind" means left behind.
+  const deadline = Date.now() + 5000;
+  for (let left = pidsOfBox(boxId); left.length > 0 && Date.now() < deadline; left = pidsOfBox(boxId)) {
+    for (const pid of left) killQuietly(pid);
+    await Bun.sleep(20);
+  }
   rmSync(pidfile, { force: true });
 }
 

@@ -3,8 +3,17 @@
 // sees an event that is not durable.
 export type Listener = (seq: number, json: string) => void;
 
+export type AnyListener = (session: string, kind: string) => void;
+
 export class SessionBus {
   private readonly listeners = new Map<string, Set<Listener>>();
+  private readonly anyListeners = new Set<AnyListener>();
+
+  /** Hears the kind of every event of every session (the change feed). */
+  subscribeAll(fn: AnyListener): () => void {
+    this.anyListeners.add(fn);
+    return () => this.anyListeners.delete(fn);
+  }
 
   subscribe(session: string, fn: Listener): () => void {
     let set = this.listeners.get(session);
@@ -16,7 +25,8 @@ export class SessionBus {
     };
   }
 
-  publish(session: string, seq: number, json: string): void {
+  publish(session: string, seq: number, json: string, kind: string): void {
+    for (const fn of this.anyListeners) fn(session, kind);
     const set = this.listeners.get(session);
     if (!set) return;
     for (const fn of set) fn(seq, json);

@@ -200,7 +200,7 @@ export class SessionService {
   /** Appends events and publishes them live. The only way anything enters a log. */
   append(sessionId: string, events: NewEvent[], also?: () => void): number[] {
     const results = this.store.append(sessionId, events, also);
-    for (const r of results) if (r.fresh) this.bus.publish(sessionId, r.seq, r.json);
+    results.forEach((r, i) => r.fresh && this.bus.publish(sessionId, r.seq, r.json, events[i]!.kind));
     return results.map((r) => r.seq);
   }
 
@@ -233,7 +233,7 @@ export class SessionService {
     }
     const [seq] = this.store.append(id, [{ kind: "input.sent", data: { text }, actor, ...(key ? { idempotencyKey: key } : {}) }]);
     if (seq!.fresh) {
-      this.bus.publish(id, seq!.seq, seq!.json);
+      this.bus.publish(id, seq!.seq, seq!.json, "input.sent");
       // A follow-up prompt continues the conversation the session's earlier turns had.
       if (headless) this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""), true);
       else await this.recorder!.write(row, new TextEncoder().encode(text));

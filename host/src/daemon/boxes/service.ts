@@ -23,12 +23,24 @@ export class BoxService {
   onChannelGone?: (boxId: string) => void;
   /** Checks the egress policy a create asks for (bindings must exist). */
   checkPolicy?: (policy: BoxPolicy) => void;
+  /** Told when a box appears, changes state or goes (the change feed). */
+  private readonly watchers = new Set<(boxId: string) => void>();
 
   constructor(
     private readonly store: BoxStore,
     private readonly engines: Record<string, Engine>,
     private readonly home: string,
   ) {}
+
+  /** Calls fn with the box id after every create, state change and delete; returns the unwatch. */
+  watch(fn: (boxId: string) => void): () => void {
+    this.watchers.add(fn);
+    return () => this.watchers.delete(fn);
+  }
+
+  private changed(boxId: string): void {
+    for (const fn of this.watchers) fn(boxId);
+  }
 
   list(): Box[] {
     return this.store.list().map((r) => this.toBox(r));
@@ -53,6 +65,7 @@ export class BoxService {
     const before = this.store.byId(boxId)?.state;
     this.store.setState(boxId, state, reason);
     if (before !== state) this.onStateChange?.(boxId, state, reason);
+    this.changed(boxId);
   }
 
   async create(body: BoxCreateBody, idemKey: string | null): Promise<Box> {
@@ -71,6 +84,7 @@ export class BoxService {
     this.checkPolicy?.(policy);
     const { box, op } = this.store.insertBox(body.name, engine, body.start ? "running" : "stopped", idemKey, config, policy);
     logger.info("box created", { box: box.name, id: box.id, engine });
+    this.changed(box.id);
     return this.finish(box.id, op.id);
   }
 
@@ -274,6 +288,7 @@ export class BoxService {
     const left = await engine.leftovers(box);
     if (left.length > 0) throw new Error(`delete left things behind: ${left.join(", ")}`);
     this.store.deleteBox(row.id);
+    this.changed(row.id);
     if (this.store.countRows(row.id) !== 0) throw new Error("delete left database rows behind");
     logger.info("box deleted", { box: row.name, id: row.id });
   }

@@ -1,0 +1,149 @@
+// The sidebar's and the editor's commands. Each asks what it needs, calls the
+// bridge, and shows the daemon's own error (with its next step) on failure.
+import * as vscode from "vscode";
+import { IdeMethods, type Box, type Session, type SessionView } from "@hutch/shared";
+import type { Ctx } from "./extension.ts";
+import type { Node } from "./tree.ts";
+import { cliEnv } from "./bridge.ts";
+
+/** Agents a new session can run. Only the shell exists until the agent harness lands. */
+const AGENTS = [{ label: "shell", description: "a login shell in the box" }];
+
+type RpcError = { message: string; data?: { hint?: string } };
+const showError = (what: string, err: unknown) => {
+  const e = err as RpcError;
+  void vscode.window.showErrorMessage(`hutch: ${what} failed: ${e.message ?? String(err)}${e.data?.hint ? ` (next: ${e.data.hint})` : ""}`);
+};
+
+export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposable[] {
+  const rpc = async <T>(what: string, method: string, params?: unknown): Promise<T | undefined> => {
+    const c = ctx.client();
+    if (!c) {
+      void vscode.window.showErrorMessage("hutch: not connected to hutch; see the hutch sidebar");
+      return undefined;
+    }
+    try {
+      return await c.sendRequest<T>(method, params);
+    } catch (err) {
+      showError(what, err);
+      return undefined;
+    }
+  };
+
+  const pickSession = async (node?: Node): Promise<SessionView | undefined> => {
+    if (node?.type === "session") return node.session;
+    const list = ctx.tree.openSessions();
+    if (list.length === 1) return list[0];
+    if (list.length === 0) {
+      void vscode.window.showInformationMessage("hutch: no open session; start one with hutch: New Session");
+      return undefined;
+    }
+    const pick = await vscode.window.showQuickPick(
+      list.map((s) => ({ label: s.label ?? s.id, description: `${s.id} · ${s.boxName} · ${s.activity}`, s })),
+      { placeHolder: "Which session?", ignoreFocusOut: true },
+    );
+    return pick?.s;
+  };
+
+  const pickBox = async (node?: Node): Promise<Box | undefined> => {
+    if (node?.type === "box") return node.box;
+    const boxes = ctx.tree.allBoxes();
+    if (boxes.length === 0) return undefined;
+    const pick = await vscode.window.showQuickPick(
+      [{ label: "a new box", description: "created for this session", box: undefined as Box | undefined }, ...boxes.map((b) => ({ label: b.name, description: `${b.state} · ${b.engine}`, box: b as Box | undefined }))],
+      { placeHolder: "Which box?" },
+    );
+    return pick?.box;
+  };
+
+  const terminal = (name: string, args: string[]) => {
+    const bin = ctx.bin();
+    if (!bin) return void vscode.window.showErrorMessage("hutch: no hutch binary; fix the hutch.path setting");
+    const t = vscode.window.createTerminal({ name, shellPath: bin.path, shellArgs: args, env: cliEnv(ctx.config()) });
+    t.show();
+  };
+
+  const boxAction = (action: "start" | "stop" | "delete") => async (node?: Node) => {
+    if (node?.type !== "box") return;
+    if (action === "delete") {
+      const ok = await vscode.window.showWarningMessage(`Delete box "${node.box.name}"? Its workspace and home go with it.`, { modal: true }, "Delete");
+      if (ok !== "Delete") return;
+    }
+    await vscode.window.withProgress({ location: { viewId: "hutch.boxes" }, title: `${action} ${node.box.name}` }, () =>
+      rpc(`${action} box ${node.box.name}`, IdeMethods.box, { action, name: node.box.name }),
+    );
+  };
+
+  return [
+    vscode.commands.registerCommand("hutch.refresh", () => (ctx.client() ? ctx.refresh() : restart())),
+    vscode.commands.registerCommand("hutch.doctor", () => terminal("hutch doctor", ["doctor"])),
+    vscode.commands.registerCommand("hutch.box.create", async () => {
+      const name = await vscode.window.showInputBox({
+        prompt: "Box name",
+        placeHolder: "lower-case letters, digits and dashes",
+        validateInput: (v) => (/^[a-z0-9][a-z0-9-]{0,62}$/.test(v) ? null : "lower-case letters, digits and dashes; starts with a letter or digit"),
+      });
+      if (!name) return;
+      const engine = await vscode.window.showQuickPick(
+        [
+          { label: "process", description: "namespace sandbox (bubblewrap), starts in a blink" },
+          { label: "qemu", description: "a VM (needs an image: hutch image build)" },
+        ],
+        { placeHolder: "Engine" },
+      );
+      if (!engine) return;
+      await vscode.window.withProgress({ location: { viewId: "hutch.boxes" }, title: `create ${name}` }, () =>
+        rpc(`create box ${name}`, IdeMethods.box, { action: "create", name, engine: engine.label, start: true }),
+      );
+    }),
+    vscode.commands.registerCommand("hutch.box.start", boxAction("start")),
+    vscode.commands.registerCommand("hutch.box.stop", boxAction("stop")),
+    vscode.commands.registerCommand("hutch.box.delete", boxAction("delete")),
+    vscode.commands.registerCommand("hutch.session.create", async (node?: Node) => {
+      const box = await pickBox(node);
+      const agent = await vscode.window.showQuickPick(AGENTS, { placeHolder: "Agent" });
+      if (!agent) return;
+      const label = await vscode.window.showInputBox({ prompt: "Label (optional)" });
+      if (label === undefined) return;
+      const s = await rpc<Session>("new session", IdeMethods.sessionCreate, { ...(box ? { box: box.name } : {}), agent: agent.label, ...(label ? { label } : {}) });
+      if (s) void ctx.refresh();
+    }),
+    vscode.commands.registerCommand("hutch.session.attach", async (node?: Node) => {
+      const s = await pickSession(node);
+      if (s) terminal(`hutch: ${s.label ?? s.id}`, ["session", "attach", s.id]);
+    }),
+    vscode.commands.registerCommand("hutch.session.log", async (node?: Node | string) => {
+      if (typeof node === "string") return ctx.logs.show(node, ctx.tree.session(node)?.label ?? node);
+      const s: SessionView | undefined = node?.type === "session" ? node.session : undefined;
+      if (!s) {
+        const pick = await vscode.window.showQuickPick(
+          [...ctx.tree.openSessions().map((x) => ({ label: x.label ?? x.id, description: x.id, id: x.id })), { label: "Another session id…", description: "", id: "" }],
+          { placeHolder: "Which session's log?", ignoreFocusOut: true },
+        );
+        if (!pick) return;
+        const id = pick.id || (await vscode.window.showInputBox({ prompt: "Session id", placeHolder: "ses_…", ignoreFocusOut: true }));
+        if (!id) return;
+        return ctx.logs.show(id, ctx.tree.session(id)?.label ?? id);
+      }
+      ctx.logs.show(s.id, s.label ?? s.id);
+    }),
+    vscode.commands.registerCommand("hutch.copyId", async (node?: Node) => {
+      if (!node) return;
+      const id = node.type === "box" ? node.box.id : node.session.id;
+      await vscode.env.clipboard.writeText(id);
+      vscode.window.setStatusBarMessage(`copied ${id}`, 3000);
+    }),
+    vscode.commands.registerCommand("hutch.annotate", async () => {
+      const editor = vscode.window.activeTextEditor;
+      if (!editor) return void vscode.window.showInformationMessage("hutch: open a file and select the lines to annotate");
+      const session = await pickSession();
+      if (!session) return;
+      const line = editor.selection.start.line + 1;
+      const path = vscode.workspace.asRelativePath(editor.document.uri, false);
+      const text = await vscode.window.showInputBox({ prompt: `Annotate ${path}:${line} in ${session.label ?? session.id}` });
+      if (!text) return;
+      const r = await rpc<{ seq: number }>("annotate", IdeMethods.annotate, { session: session.id, text, anchor: { path, line } });
+      if (r) vscode.window.setStatusBarMessage(`hutch: annotated ${path}:${line} (#${r.seq})`, 4000);
+    }),
+  ];
+}

@@ -1,0 +1,100 @@
+// The hutch extension: a sidebar of boxes and sessions, attach, the live log
+// and annotations, all through `hutch ide --stdio` (the bridge).
+import * as vscode from "vscode";
+import { State, type LanguageClient } from "vscode-languageclient/node";
+import { IDE_PROTOCOL_VERSION, IdeMethods, IdeNotifications, type Change, type DaemonStatus, type EventsNotification, type ListResult, type SubscriptionEnded } from "@hutch/shared";
+import { BinaryError, resolveHutch, type HutchBinary } from "./binary.ts";
+import { bridgeClient } from "./bridge.ts";
+import { HutchTree, type Node } from "./tree.ts";
+import { LogPanels } from "./log/panel.ts";
+import { registerCommands } from "./commands.ts";
+
+export interface Ctx {
+  tree: HutchTree;
+  logs: LogPanels;
+  client(): LanguageClient | undefined;
+  bin(): HutchBinary | undefined;
+  config(): vscode.WorkspaceConfiguration;
+  refresh(): Promise<void>;
+}
+
+let client: LanguageClient | undefined;
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  const tree = new HutchTree();
+  let bin: HutchBinary | undefined;
+  const config = () => vscode.workspace.getConfiguration("hutch");
+  const logs = new LogPanels(context.extensionUri, () => client);
+  const setConnected = (on: boolean) => void vscode.commands.executeCommand("setContext", "hutch.connected", on);
+  setConnected(false);
+
+  const refresh = async () => {
+    if (!client || client.state !== State.Running) return;
+    const list = await client.sendRequest<ListResult>(IdeMethods.list);
+    tree.reset(list);
+    setConnected(list.connected);
+  };
+
+  const start = async () => {
+    await client?.dispose().catch(() => undefined);
+    client = undefined;
+    tree.disconnect();
+    setConnected(false);
+    try {
+      bin = await resolveHutch(config().get<string>("path") ?? "", context.extensionPath, minVersion(context));
+    } catch (err) {
+      const e = err instanceof BinaryError ? err : new BinaryError(String(err), "check the hutch.path setting");
+      const pick = await vscode.window.showErrorMessage(`hutch: ${e.message}. Fix: ${e.fix}`, "Open Settings");
+      if (pick) void vscode.commands.executeCommand("workbench.action.openSettings", "hutch.path");
+      return;
+    }
+    const c = bridgeClient(bin, config());
+    client = c;
+    c.onNotification(IdeNotifications.changed, (ch: Change) => tree.apply(ch));
+    c.onNotification(IdeNotifications.events, (n: EventsNotification) => logs.events(n));
+    c.onNotification(IdeNotifications.subscriptionEnded, (n: SubscriptionEnded) => logs.ended(n));
+    c.onNotification(IdeNotifications.daemon, (s: DaemonStatus) => {
+      // Subscriptions survive a daemon restart inside the bridge; only the tree needs a fresh list.
+      if (s.connected) void refresh();
+      else {
+        tree.disconnect();
+        setConnected(false);
+      }
+    });
+    c.onDidChangeState((e) => {
+      // A restarted bridge (after a crash) starts with no subscriptions: the views ask again.
+      if (e.newState === State.Running) void refresh().then(() => logs.resubscribeAll());
+      if (e.newState === State.Stopped) {
+        tree.disconnect();
+        setConnected(false);
+      }
+    });
+    await c.start();
+    const info = c.initializeResult as { hutch?: { protocolVersion?: number } } | undefined;
+    const proto = info?.hutch?.protocolVersion;
+    if (proto !== IDE_PROTOCOL_VERSION) {
+      void vscode.window.showErrorMessage(
+        `hutch: ${bin.path} speaks IDE protocol ${proto ?? "(none)"}, this extension needs ${IDE_PROTOCOL_VERSION}. Fix: update hutch (bun run build) or set hutch.path to a matching binary`,
+      );
+    }
+  };
+
+  const ctx: Ctx = { tree, logs, client: () => client, bin: () => bin, config, refresh };
+  context.subscriptions.push(
+    vscode.window.createTreeView<Node>("hutch.boxes", { treeDataProvider: tree, showCollapseAll: true }),
+    ...registerCommands(ctx, () => void start()),
+    vscode.workspace.onDidChangeConfiguration((e) => {
+      if (e.affectsConfiguration("hutch")) void start();
+    }),
+    { dispose: () => void client?.dispose() },
+  );
+  await start();
+}
+
+function minVersion(context: vscode.ExtensionContext): string {
+  return (context.extension.packageJSON as { hutch?: { minVersion?: string } }).hutch?.minVersion ?? "0.0.0";
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.dispose();
+}

@@ -1,0 +1,59 @@
+// The change feed: what a sidebar needs to stay current without polling.
+// Boxes that appear, change state or go, and sessions whose row changed
+// (created, closed, driver moved). Live only: a client lists after it starts
+// listening, so nothing falls between the list and the feed.
+import type { Actor, Box, Session } from "@hutch/shared";
+import type { BoxService } from "../boxes/service.ts";
+import type { SessionService } from "../../session/service.ts";
+
+export type FeedChange = { type: "box"; box: Box } | { type: "box.removed"; id: string } | { type: "session"; session: Session };
+
+/** Event kinds after which a session's row (state, driver) differs. */
+const SESSION_ROW_KINDS = /^session\./;
+
+export class ChangeService {
+  private readonly closers = new Set<() => void>();
+
+  constructor(
+    private readonly boxes: BoxService,
+    private readonly sessions: SessionService,
+  ) {}
+
+  /** Registers how to end one open feed; close() ends them all (a long response would hold the daemon's shutdown). */
+  onClose(fn: () => void): () => void {
+    this.closers.add(fn);
+    return () => this.closers.delete(fn);
+  }
+
+  close(): void {
+    for (const fn of [...this.closers]) fn();
+    this.closers.clear();
+  }
+
+  /** Calls fn with every change the actor may see; returns the unwatch. */
+  watch(actor: Actor, fn: (c: FeedChange) => void): () => void {
+    const offBoxes = this.boxes.watch((id) => {
+      const row = this.boxes.byId(id);
+      fn(row ? { type: "box", box: this.boxes.get(id) } : { type: "box.removed", id });
+    });
+    const offSessions = this.sessions.bus.subscribeAll((id, kind) => {
+      if (!SESSION_ROW_KINDS.test(kind)) return;
+      // Publishing follows the transaction that also updated the row, so the row read here is current.
+      const session = this.visible(id, actor);
+      if (session) fn({ type: "session", session });
+    });
+    return () => {
+      offBoxes();
+      offSessions();
+    };
+  }
+
+  /** The session, or null when this actor may not see it. */
+  private visible(id: string, actor: Actor): Session | null {
+    try {
+      return this.sessions.get(id, actor);
+    } catch {
+      return null;
+    }
+  }
+}

@@ -1,0 +1,50 @@
+// Annotations anchored to a file and line become diagnostics on that file.
+// Anchor paths name files in the box's workspace: relative, or under
+// /workspace; the IDE's first workspace folder is that workspace.
+import { isAbsolute, join, normalize } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { Anchor, SessionEvent } from "@hutch/shared";
+
+const BOX_WORKSPACE = "/workspace";
+/** Editors clamp a range to the line's length, so this spans the whole line. */
+const LINE_END = 10_000;
+
+/** The file URI an anchor names, or null when it points outside the workspace. */
+export function anchorUri(root: string | null, anchor: Anchor): string | null {
+  const p = normalize(anchor.path);
+  if (p.startsWith("..")) return null;
+  if (isAbsolute(p)) {
+    if (root && (p === BOX_WORKSPACE || p.startsWith(BOX_WORKSPACE + "/"))) return pathToFileURL(join(root, p.slice(BOX_WORKSPACE.length))).href;
+    if (root && (p === root || p.startsWith(root + "/"))) return pathToFileURL(p).href;
+    return null;
+  }
+  return root ? pathToFileURL(join(root, p)).href : null;
+}
+
+export interface AnnotationDiagnostic {
+  range: { start: { line: number; character: number }; end: { line: number; character: number } };
+  severity: 3;
+  source: "hutch";
+  code: string;
+  message: string;
+}
+
+/** The diagnostic for an annotation event with a line anchor, or null. */
+export function annotationDiagnostic(root: string | null, e: SessionEvent, sessionName: string): { uri: string; diagnostic: AnnotationDiagnostic } | null {
+  if (e.kind !== "annotation.added") return null;
+  const data = e.data as { text?: unknown; anchor?: Anchor };
+  if (typeof data.text !== "string" || !data.anchor?.line) return null;
+  const uri = anchorUri(root, data.anchor);
+  if (!uri) return null;
+  const line = data.anchor.line - 1;
+  return {
+    uri,
+    diagnostic: {
+      range: { start: { line, character: 0 }, end: { line, character: LINE_END } },
+      severity: 3,
+      source: "hutch",
+      code: `${e.session}#${e.seq}`,
+      message: `${data.text} (${e.actor.id}, ${sessionName})`,
+    },
+  };
+}

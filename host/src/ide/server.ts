@@ -1,0 +1,146 @@
+// `hutch ide --stdio`: the bridge between the VS Code extension and the
+// daemon. JSON-RPC with LSP framing (vscode-languageserver), so the
+// extension's vscode-languageclient brings restarts and tracing; custom
+// hutch/... methods (schemas in shared/src/ide.ts) for the sidebar, logs and
+// annotations, and textDocument/publishDiagnostics for anchored annotations.
+import { createConnection, ResponseError, type Connection } from "vscode-languageserver/node";
+import { fileURLToPath } from "node:url";
+import {
+  HUTCH_VERSION,
+  HutchError,
+  IDE_PROTOCOL_VERSION,
+  IdeMethods,
+  IdeNotifications,
+  type AnnotateParams,
+  type Box,
+  type BoxParams,
+  type Change,
+  type DriverParams,
+  type ListResult,
+  type SendParams,
+  type Session,
+  type SessionCreateParams,
+  type SubscribeParams,
+  type UnsubscribeParams,
+} from "@hutch/shared";
+import { waitingClient, type DaemonClient } from "../client/daemon.ts";
+import { Feed } from "./feed.ts";
+import { DiagnosticsStore } from "./diagnostics.ts";
+import { SessionWatchers } from "./watchers.ts";
+import { ClientSubscriptions } from "./subscriptions.ts";
+import { log } from "../log.ts";
+
+const logger = log.create({ service: "ide" });
+const sessionPath = (id: string, rest = "") => `/v1/sessions/${encodeURIComponent(id)}${rest}`;
+
+/** Daemon errors become JSON-RPC errors whose data carries the code and the next step. */
+function rpcError(err: unknown): ResponseError<{ code: string; hint?: string }> {
+  const e = err instanceof HutchError ? err : new HutchError("failed", err instanceof Error ? err.message : String(err));
+  return new ResponseError(-32000, e.message, { code: e.code, ...(e.hint ? { hint: e.hint } : {}) });
+}
+
+function handle<P, R>(conn: Connection, method: string, fn: (p: P) => Promise<R>): void {
+  conn.onRequest(method, async (p: P) => {
+    try {
+      return await fn(p);
+    } catch (err) {
+      return rpcError(err);
+    }
+  });
+}
+
+export interface BridgeOptions {
+  home: string;
+  input?: NodeJS.ReadableStream;
+  output?: NodeJS.WritableStream;
+}
+
+/** Runs the bridge until the client says exit or closes stdin. */
+export function runBridge(opts: BridgeOptions): Promise<number> {
+  const conn = createConnection(opts.input ?? process.stdin, opts.output ?? process.stdout);
+  const daemon: DaemonClient = waitingClient(opts.home, "ide");
+  let root: string | null = null;
+
+  const diagnostics = new DiagnosticsStore((uri, list) => void conn.sendDiagnostics({ uri, diagnostics: list }));
+  const changed = (c: Change) => void conn.sendNotification(IdeNotifications.changed, c);
+  const watchers = new SessionWatchers(daemon, () => root, diagnostics, (session) => changed({ type: "session", session }));
+  const subs = new ClientSubscriptions(daemon, {
+    events: (n) => conn.sendNotification(IdeNotifications.events, n),
+    ended: (n) => void conn.sendNotification(IdeNotifications.subscriptionEnded, n),
+  });
+
+  const trackAll = async () => {
+    for (const s of await daemon.request<Session[]>("GET", "/v1/sessions")) watchers.track(s);
+  };
+  const feed = new Feed(daemon, {
+    up: async () => {
+      logger.info("daemon connected", { socket: daemon.socket });
+      await trackAll().catch((err) => logger.warn("listing sessions failed", { error: String(err) }));
+      void conn.sendNotification(IdeNotifications.daemon, { connected: true });
+    },
+    down: (reason) => {
+      logger.info("daemon not reachable", { reason });
+      void conn.sendNotification(IdeNotifications.daemon, { connected: false, reason });
+    },
+    change: (c) => {
+      if (c.type === "session") changed({ type: "session", session: watchers.track(c.session) });
+      else changed(c);
+    },
+  });
+
+  conn.onInitialize((params) => {
+    const folder = params.workspaceFolders?.[0]?.uri ?? params.rootUri;
+    root = folder?.startsWith("file:") ? fileURLToPath(folder) : null;
+    return {
+      capabilities: {},
+      serverInfo: { name: "hutch", version: HUTCH_VERSION },
+      hutch: { protocolVersion: IDE_PROTOCOL_VERSION, home: opts.home },
+    };
+  });
+  conn.onInitialized(() => feed.start());
+
+  handle<void, ListResult>(conn, IdeMethods.list, async () => {
+    if (!feed.connected) return { connected: false, boxes: [], sessions: [] };
+    const [boxes, sessions] = await Promise.all([daemon.request<Box[]>("GET", "/v1/boxes"), daemon.request<Session[]>("GET", "/v1/sessions")]);
+    return { connected: true, boxes, sessions: sessions.map((s) => watchers.track(s)) };
+  });
+  handle<SubscribeParams, { subscription: string }>(conn, IdeMethods.subscribe, async (p) => ({ subscription: subs.open(p.session, p.from) }));
+  handle<UnsubscribeParams, { closed: boolean }>(conn, IdeMethods.unsubscribe, async (p) => ({ closed: subs.close(p.subscription) }));
+  handle<SendParams, { seq: number }>(conn, IdeMethods.send, (p) => {
+    const key = crypto.randomUUID();
+    return daemon.request("POST", sessionPath(p.session, "/input"), { text: p.text, idempotencyKey: key }, { idempotencyKey: key });
+  });
+  handle<AnnotateParams, { seq: number }>(conn, IdeMethods.annotate, (p) => {
+    const key = crypto.randomUUID();
+    return daemon.request("POST", sessionPath(p.session, "/annotations"), { text: p.text, ...(p.anchor ? { anchor: p.anchor } : {}), idempotencyKey: key }, { idempotencyKey: key });
+  });
+  handle<DriverParams, Session>(conn, IdeMethods.driver, (p) =>
+    daemon.request("POST", sessionPath(p.session, `/driver/${p.action}`), p.action === "release" ? undefined : p.leaseMs ? { leaseMs: p.leaseMs } : {}),
+  );
+  handle<BoxParams, unknown>(conn, IdeMethods.box, (p) => {
+    const key = crypto.randomUUID();
+    const ref = encodeURIComponent(p.name);
+    if (p.action === "create") return daemon.request("POST", "/v1/boxes", { name: p.name, ...(p.engine ? { engine: p.engine } : {}), ...(p.start ? { start: true } : {}) }, { idempotencyKey: key });
+    if (p.action === "delete") return daemon.request("DELETE", `/v1/boxes/${ref}`, undefined, { idempotencyKey: key });
+    return daemon.request("POST", `/v1/boxes/${ref}/${p.action}`, undefined, { idempotencyKey: key });
+  });
+  handle<SessionCreateParams, Session>(conn, IdeMethods.sessionCreate, (p) =>
+    daemon.request("POST", "/v1/sessions", { ...(p.box ? { box: p.box } : {}), ...(p.agent ? { agent: p.agent } : {}), ...(p.label ? { label: p.label } : {}) }),
+  );
+
+  return new Promise<number>((resolve) => {
+    let shutdown = false;
+    conn.onShutdown(() => {
+      shutdown = true;
+    });
+    const end = (code: number) => {
+      feed.stop();
+      subs.closeAll();
+      watchers.close();
+      resolve(code);
+    };
+    // vscode-languageserver exits the process after this (and when stdin closes).
+    conn.onExit(() => end(shutdown ? 0 : 1));
+    conn.listen();
+  });
+}

@@ -1,0 +1,112 @@
+// The IDE bridge's contract: custom JSON-RPC methods and notifications that
+// `hutch ide --stdio` speaks to the VS Code extension over LSP framing. Both
+// sides read their params and results through these schemas.
+import { Type, type Static } from "@sinclair/typebox";
+import { Box, Session, BoxName, EngineName } from "./api.ts";
+import { Anchor, SessionEvent } from "./events.ts";
+
+/** Bumped when a method or notification changes incompatibly; the extension refuses an older bridge. */
+export const IDE_PROTOCOL_VERSION = 1;
+
+/** What a session is doing, as the sidebar shows it. */
+export const SessionActivity = Type.Union([Type.Literal("busy"), Type.Literal("idle"), Type.Literal("needs-input"), Type.Literal("closed")]);
+export type SessionActivity = Static<typeof SessionActivity>;
+
+export const SessionView = Type.Composite([Session, Type.Object({ activity: SessionActivity })]);
+export type SessionView = Static<typeof SessionView>;
+
+/** The error a failed request carries in its JSON-RPC `data`, as the daemon named it. */
+export const IdeErrorData = Type.Object({ code: Type.String(), hint: Type.Optional(Type.String()) });
+export type IdeErrorData = Static<typeof IdeErrorData>;
+
+export const IdeInitializeResult = Type.Object({
+  serverInfo: Type.Object({ name: Type.Literal("hutch"), version: Type.String() }),
+  hutch: Type.Object({ protocolVersion: Type.Integer(), home: Type.String() }),
+});
+
+export const ListResult = Type.Object({ connected: Type.Boolean(), boxes: Type.Array(Box), sessions: Type.Array(SessionView) });
+export type ListResult = Static<typeof ListResult>;
+
+export const Change = Type.Union([
+  Type.Object({ type: Type.Literal("box"), box: Box }),
+  Type.Object({ type: Type.Literal("box.removed"), id: Type.String() }),
+  Type.Object({ type: Type.Literal("session"), session: SessionView }),
+]);
+export type Change = Static<typeof Change>;
+
+export const DaemonStatus = Type.Object({ connected: Type.Boolean(), reason: Type.Optional(Type.String()) });
+export type DaemonStatus = Static<typeof DaemonStatus>;
+
+export const SubscribeParams = Type.Object({ session: Type.String(), from: Type.Integer({ minimum: 1 }) });
+export type SubscribeParams = Static<typeof SubscribeParams>;
+export const SubscribeResult = Type.Object({ subscription: Type.String() });
+export type SubscribeResult = Static<typeof SubscribeResult>;
+export const UnsubscribeParams = Type.Object({ subscription: Type.String() });
+export type UnsubscribeParams = Static<typeof UnsubscribeParams>;
+
+/** Events of one subscription, in seq order, batched; `caughtUp` once the replay reached the live end. */
+export const EventsNotification = Type.Object({
+  subscription: Type.String(),
+  session: Type.String(),
+  events: Type.Array(SessionEvent),
+  caughtUp: Type.Optional(Type.Integer()),
+});
+export type EventsNotification = Static<typeof EventsNotification>;
+
+/** A subscription that cannot go on (the session is gone, or access was refused). */
+export const SubscriptionEnded = Type.Object({
+  subscription: Type.String(),
+  session: Type.String(),
+  message: Type.String(),
+  code: Type.String(),
+  hint: Type.Optional(Type.String()),
+});
+export type SubscriptionEnded = Static<typeof SubscriptionEnded>;
+
+export const SendParams = Type.Object({ session: Type.String(), text: Type.String({ maxLength: 65536 }) });
+export type SendParams = Static<typeof SendParams>;
+
+export const AnnotateParams = Type.Object({ session: Type.String(), text: Type.String({ minLength: 1, maxLength: 65536 }), anchor: Type.Optional(Anchor) });
+export type AnnotateParams = Static<typeof AnnotateParams>;
+
+export const SeqResult = Type.Object({ seq: Type.Integer() });
+export type SeqResult = Static<typeof SeqResult>;
+
+export const DriverParams = Type.Object({
+  session: Type.String(),
+  action: Type.Union([Type.Literal("acquire"), Type.Literal("release"), Type.Literal("steal")]),
+  leaseMs: Type.Optional(Type.Integer({ minimum: 1 })),
+});
+export type DriverParams = Static<typeof DriverParams>;
+
+export const BoxParams = Type.Union([
+  Type.Object({ action: Type.Literal("create"), name: BoxName, engine: Type.Optional(EngineName), start: Type.Optional(Type.Boolean()) }),
+  Type.Object({ action: Type.Union([Type.Literal("start"), Type.Literal("stop"), Type.Literal("delete")]), name: Type.String({ minLength: 1 }) }),
+]);
+export type BoxParams = Static<typeof BoxParams>;
+
+export const SessionCreateParams = Type.Object({
+  box: Type.Optional(Type.String({ minLength: 1 })),
+  agent: Type.Optional(Type.String({ minLength: 1 })),
+  label: Type.Optional(Type.String({ maxLength: 256 })),
+});
+export type SessionCreateParams = Static<typeof SessionCreateParams>;
+
+/** Method and notification names, one place. */
+export const IdeMethods = {
+  list: "hutch/list",
+  subscribe: "hutch/subscribe",
+  unsubscribe: "hutch/unsubscribe",
+  send: "hutch/send",
+  annotate: "hutch/annotate",
+  driver: "hutch/driver",
+  box: "hutch/box",
+  sessionCreate: "hutch/session/create",
+} as const;
+
+export const IdeNotifications = {
+  changed: "hutch/changed",
+  daemon: "hutch/daemon",
+  events: "hutch/events",
+  subscriptionEnded: "hutch/subscriptionEnded",
+} as const;
