@@ -33,6 +33,10 @@ export const env = {
     if (!["kvm", "hvf", "whpx", "tcg"].includes(v)) throw new Error(`HUTCH_QEMU_ACCEL=${v}: expected kvm, hvf, whpx or tcg`);
     return v;
   },
+  /** Where agent CLIs are installed (default $HUTCH_HOME/agents); shared read-only with process boxes. */
+  agentsDir: (home: string) => process.env.HUTCH_AGENTS_DIR || join(home, "agents"),
+  /** Install a missing agent CLI with npm when a session needs it (HUTCH_AGENT_INSTALL=0 on hosts without the registry). */
+  agentInstall: () => process.env.HUTCH_AGENT_INSTALL !== "0",
   /** What kind of client this CLI declares itself to the daemon: cli, agent, ide, orchestrator. */
   clientKind: () => process.env.HUTCH_CLIENT || "cli",
   /** An optional name telling clients of one kind apart (e.g. two agents). */

@@ -39,6 +39,13 @@ describe("bwrapArgs", () => {
     expect(after(args, flag, width)).toContainEqual([...pair]);
   });
 
+  test("the agent CLI cache is shared read-only, never writable, and only when given", () => {
+    const withAgents = bwrapArgs({ ...base, agents: "/var/tmp/hutch-agents" });
+    expect(after(withAgents, "--ro-bind", 2)).toContainEqual(["/var/tmp/hutch-agents", "/.hutch/agents"]);
+    expect(after(withAgents, "--bind", 2).map(([src]) => src)).not.toContain("/var/tmp/hutch-agents");
+    expect(args.join(" ")).not.toContain("/.hutch/agents");
+  });
+
   test("the host's /etc as a whole, /root and /home are never bound", () => {
     const sources = [...after(args, "--bind", 2), ...after(args, "--ro-bind", 2)].map(([src]) => src);
     expect(sources).not.toContain("/etc");

@@ -85,6 +85,8 @@ export const Session = Type.Object({
   state: SessionState,
   owner: Type.String(),
   pty: Type.Optional(Type.String()),
+  /** The agent runs headless, one process per prompt, with no terminal. */
+  headless: Type.Optional(Type.Boolean()),
   driver: Type.Optional(
     Type.Object({
       actor: Type.Object({ kind: Type.String(), id: Type.String() }),
@@ -98,11 +100,18 @@ export const Session = Type.Object({
 });
 export type Session = Static<typeof Session>;
 
+/** The coding agents hutch can run (host/src/harness); `shell` is a plain login shell. */
+export const AgentName = Type.Union([Type.Literal("claude"), Type.Literal("codex"), Type.Literal("opencode"), Type.Literal("pi"), Type.Literal("shell")]);
+export type AgentName = Static<typeof AgentName>;
+
 export const SessionCreateBody = Type.Object(
   {
     box: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
-    agent: Type.Optional(Type.Literal("shell")),
+    agent: Type.Optional(AgentName),
     label: Type.Optional(Type.String({ maxLength: 256 })),
+    /** Run the agent headless with this prompt (its structured stream becomes events) instead of in a terminal. */
+    prompt: Type.Optional(Type.String({ minLength: 1, maxLength: 65536 })),
+    model: Type.Optional(Type.String({ minLength: 1, maxLength: 256, pattern: "^[A-Za-z0-9._:/@-]+$" })),
     argv: Type.Optional(Type.Array(Type.String(), { minItems: 1, maxItems: 256 })),
     cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
     rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),

@@ -76,6 +76,9 @@ export const Anchor = Type.Object(
 );
 export type Anchor = Static<typeof Anchor>;
 
+const MessageRole = Type.Union([Type.Literal("assistant"), Type.Literal("user"), Type.Literal("reasoning")]);
+const TokenCount = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
+
 export const Events = {
   sessionCreated: defineEvent(
     "session.created",
@@ -117,6 +120,34 @@ export const Events = {
   egressDenied: defineEvent("egress.denied", EgressData),
   egressInjected: defineEvent("egress.injected", EgressData),
   errorRaised: defineEvent("error.raised", Type.Object({ message: Text(), code: Type.Optional(Text(64)) }), { byClients: true }),
+  // Coding agents (issue 6): what an agent CLI in a box does, mapped from its
+  // structured stream by host/src/harness. Written by the daemon only.
+  messageStarted: defineEvent("message.started", Type.Object({ id: Text(256), role: MessageRole })),
+  messageDelta: defineEvent("message.delta", Type.Object({ id: Text(256), text: Text() })),
+  messageCompleted: defineEvent("message.completed", Type.Object({ id: Text(256), role: MessageRole, text: Text(), truncated: Type.Optional(Type.Boolean()) })),
+  toolCalled: defineEvent("tool.called", Type.Object({ id: Text(256), name: Text(256), input: Type.Unknown() })),
+  toolCompleted: defineEvent(
+    "tool.completed",
+    Type.Object({ id: Text(256), output: Text(), status: Type.Union([Type.Literal("ok"), Type.Literal("error")]), truncated: Type.Optional(Type.Boolean()) }),
+  ),
+  /** Token counts as the agent reported them; null where it reported none (`available: false` when it reported nothing at all). */
+  usageReported: defineEvent(
+    "usage.reported",
+    Type.Object({ available: Type.Boolean(), input: TokenCount, output: TokenCount, cached: TokenCount }),
+  ),
+  agentState: defineEvent(
+    "agent.state",
+    Type.Object({
+      state: Type.Union([Type.Literal("busy"), Type.Literal("idle"), Type.Literal("needs-input"), Type.Literal("error")]),
+      reason: Type.Optional(Text(1024)),
+      exit: Type.Optional(Type.Object({ code: Type.Union([Type.Integer(), Type.Null()]), signal: Type.Union([Type.String(), Type.Null()]) })),
+    }),
+  ),
+  /** A stream record the harness did not understand (or could not parse), kept verbatim up to 64 KiB. */
+  agentRaw: defineEvent(
+    "agent.raw",
+    Type.Object({ line: Text(), reason: Type.Union([Type.Literal("unknown"), Type.Literal("unparsed"), Type.Literal("invalid"), Type.Literal("stderr")]), truncated: Type.Optional(Type.Boolean()) }),
+  ),
 };
 
 /** One stored event. */

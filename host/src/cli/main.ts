@@ -13,6 +13,7 @@ import { doctorCommand } from "./doctor.ts";
 import { daemonCommand } from "./daemon.ts";
 import { sessionCommand } from "./session.ts";
 import { runCommand } from "./run.ts";
+import { agentsCommand } from "./agent.ts";
 import { imageCommand } from "./image.ts";
 import { secretCommand } from "./secret.ts";
 import { ideCommand } from "./ide.ts";
@@ -50,6 +51,7 @@ export async function runCli(argv: string[]): Promise<number> {
     .middleware((a) => configureLog({ level: (a["log-level"] as string | undefined) ?? env.logLevel(), format: (a["log-format"] as string | undefined) ?? env.logFormat() }))
     .command(runCommand)
     .command(sessionCommand)
+    .command(agentsCommand)
     .command(boxCommand)
     .command(execCommand)
     .command(cpCommand)

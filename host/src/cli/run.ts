@@ -1,33 +1,51 @@
 import type { CommandModule } from "yargs";
-import type { Session } from "@hutch/shared";
+import { HutchError, type Session } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { attachSession } from "../client/exec.ts";
+import { waitTurn } from "../client/turn.ts";
+import { renderEntry } from "../client/transcript.ts";
 import { printJson } from "./output.ts";
 import { setExitCode, type GlobalArgs } from "./main.ts";
 
-type RunArgs = GlobalArgs & { box?: string; agent: string; detach: boolean; label?: string };
+type RunArgs = GlobalArgs & { box?: string; agent: string; prompt?: string; model?: string; detach: boolean; label?: string };
 
 export const runCommand: CommandModule<GlobalArgs, RunArgs> = {
   command: "run [box]",
-  describe: "start a session (a shell for now) in a box, creating one when none is named, and attach to it",
+  describe: "start a session: a shell or a coding agent in a box (a new box when none is named); attach, or with --prompt run one headless turn",
   builder: (y) =>
     y
       .positional("box", { type: "string", describe: "box name or id (default: a new box)" })
-      .option("agent", { type: "string", choices: ["shell"], default: "shell" })
-      .option("detach", { alias: "d", type: "boolean", default: false, describe: "do not attach; print the session id" })
+      .option("agent", { type: "string", choices: ["claude", "codex", "opencode", "pi", "shell"], default: "shell" })
+      .option("prompt", { alias: "p", type: "string", describe: "run the agent headless with this prompt; its messages, tool calls and usage become events" })
+      .option("model", { type: "string", describe: "model name passed to the agent" })
+      .option("detach", { alias: "d", type: "boolean", default: false, describe: "do not attach or wait; print the session id" })
       .option("label", { type: "string" }),
   handler: async (a) => {
+    if (a.model && !a.prompt && a.agent === "shell") throw new HutchError("invalid", "--model needs an agent", "e.g. hutch run --agent claude --model NAME");
     const d = await connectDaemon(a.home);
     const s = await d.request<Session>("POST", "/v1/sessions", {
       ...(a.box ? { box: a.box } : {}),
       agent: a.agent,
       ...(a.label ? { label: a.label } : {}),
+      ...(a.prompt !== undefined ? { prompt: a.prompt } : {}),
+      ...(a.model ? { model: a.model } : {}),
       cols: process.stdout.columns || 80,
       rows: process.stdout.rows || 24,
     });
     if (a.detach) {
       if (a.json) printJson(s);
       else process.stdout.write(`${s.id}\n`);
+      return;
+    }
+    if (a.prompt !== undefined) {
+      if (!a.json) process.stderr.write(`session ${s.id} in box ${s.boxName}: ${a.agent}, headless\n`);
+      const partial = new Map<string, string>();
+      const r = await waitTurn(d, s, (e) => {
+        if (!a.json) for (const line of renderEntry(e, partial)) process.stdout.write(line + "\n");
+      });
+      if (a.json) printJson(r);
+      else if (!r.ok) process.stderr.write(`hutch: the ${a.agent} turn ended in ${r.state ?? "an unknown state"}${r.reason ? `: ${r.reason}` : ""}\n  next: read it: hutch session transcript ${s.id}\n`);
+      setExitCode(r.ok ? 0 : 1);
       return;
     }
     process.stderr.write(`session ${s.id} in box ${s.boxName} (Ctrl-A d detaches)\n`);

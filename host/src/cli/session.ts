@@ -4,6 +4,8 @@ import { connectDaemon, type DaemonClient } from "../client/daemon.ts";
 import { subscribe } from "../client/subscribe.ts";
 import { renderEvent } from "../client/render.ts";
 import { attachSession } from "../client/exec.ts";
+import { resolveSession, waitTurn } from "../client/turn.ts";
+import { CONVERSATION_KINDS, renderTranscript } from "../client/transcript.ts";
 import { printJson, table } from "./output.ts";
 import { setExitCode, type GlobalArgs } from "./main.ts";
 
@@ -164,6 +166,33 @@ export const sessionCommand: CommandModule<GlobalArgs, GlobalArgs> = {
             .demandCommand(1, "name a driver command; see: hutch session driver --help"),
         () => undefined,
       )
+      .command<GlobalArgs & { ref: string; idle: boolean }>(
+        "wait <ref>",
+        "wait until the agent's turn settles (done, needs input, or failed); exits 0 when it ended well",
+        (c) =>
+          c
+            .positional("ref", { type: "string", demandOption: true, describe: "session id, or a box (its newest open session)" })
+            .option("idle", { type: "boolean", default: true, describe: "wait for the agent to be idle or need input (the only condition so far)" }),
+        async (a) => {
+          const d = await connectDaemon(a.home);
+          const r = await waitTurn(d, await resolveSession(d, a.ref));
+          if (a.json) printJson(r);
+          else process.stdout.write(`${r.session}: ${r.state ?? "no agent state"}${r.reason ? ` (${r.reason})` : ""}${r.exit ? `, exited ${r.exit.signal ? `by signal ${r.exit.signal}` : `with code ${r.exit.code}`}` : ""}\n`);
+          setExitCode(r.ok ? 0 : 1);
+        },
+      )
+      .command<IdArgs>("transcript <id>", "print the conversation: prompts, messages, tool calls and results, usage", id, async (a) => {
+        const d = await connectDaemon(a.home);
+        const events: SessionEvent[] = [];
+        for (let from = 1; ; ) {
+          const page = await d.request<{ events: SessionEvent[]; next: number; last: number }>("GET", path(a.id, `/events?from=${from}&limit=1000`));
+          events.push(...page.events.filter((e) => CONVERSATION_KINDS.has(e.kind)));
+          if (page.events.length === 0 || page.next > page.last) break;
+          from = page.next;
+        }
+        if (a.json) printJson(events);
+        else process.stdout.write(renderTranscript(events));
+      })
       .command<IdArgs>("close <id>", "close the session (its log stays)", id, async (a) => {
         const d = await connectDaemon(a.home);
         const s = await d.request<Session>("POST", path(a.id, "/close"), {});

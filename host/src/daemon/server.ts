@@ -51,6 +51,7 @@ export async function runDaemon(home: string): Promise<number> {
   const { boxes, sessions, sessionStore, broker, recorder } = await createServices(home, db, { process: new ProcessEngine(home), qemu: new QemuEngine(home) });
   await boxes.recover();
   await recorder.recover();
+  sessions.recoverTurns();
   sessions.start();
 
   rmSync(socketPath, { force: true });

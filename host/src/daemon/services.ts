@@ -12,6 +12,8 @@ import { BrokerService } from "../broker/service.ts";
 import { Sealer } from "../broker/seal.ts";
 import type { Engine } from "../engine/types.ts";
 import { HOME_FILES } from "../paths.ts";
+import { wireAgents } from "../harness/wire.ts";
+import { brokerLink } from "../harness/broker-link.ts";
 
 export interface Services {
   boxes: BoxService;
@@ -28,6 +30,7 @@ export async function createServices(home: string, db: Database, engines: Record
   const sessions = new SessionService(sessionStore, boxes);
   const recorder = new Recorder(sessionStore, sessions, boxes);
   sessions.attachRecorder(recorder);
+  wireAgents({ sessions, recorder, boxes, home, link: brokerLink(broker, (id) => boxes.byId(id)?.name ?? id) });
   boxes.checkPolicy = (p) => broker.checkPolicy(p);
   boxes.onChannel = (boxId, dir, channel) => broker.attach(boxId, dir, channel);
   boxes.onChannelGone = (boxId) => broker.detach(boxId);

@@ -17,6 +17,10 @@ interface Live {
 export class Recorder {
   private readonly live = new Map<string, Live>();
   private readonly opening = new Map<string, Promise<Live>>();
+  /** How an agent session's terminal starts (argv, env, cwd), when it is not the stored argv as is. */
+  spawn?: (row: SessionRow) => Promise<{ argv: string[]; env: Record<string, string>; cwd: string } | null>;
+  /** A new terminal's process started (not a re-attach). */
+  onStarted?: (row: SessionRow, pid: number) => void;
 
   constructor(
     private readonly store: SessionStore,
@@ -27,7 +31,7 @@ export class Recorder {
   /** Re-attaches to the terminals of every open session whose box runs (daemon start). */
   async recover(): Promise<void> {
     for (const row of this.store.list({ state: "open" })) {
-      if (this.boxes.byId(row.box_id)?.state !== "running") continue;
+      if (this.boxes.byId(row.box_id)?.state !== "running" || this.sessions.isHeadless(row)) continue;
       await this.ensurePty(row, { cols: 80, rows: 24 }).catch((err) => logger.warn("could not re-attach a session", { session: row.id, err }));
     }
   }
@@ -73,8 +77,9 @@ export class Recorder {
         // The terminal is gone (the box restarted): the session goes on in a new one.
       }
     }
-    const argv = JSON.parse(row.argv) as string[];
-    const live = await this.follow(row.id, channel.mux.open({ tool: "pty.open", argv, ...size }), argv);
+    const spec = this.spawn ? await this.spawn(row) : null;
+    const argv = spec?.argv ?? (JSON.parse(row.argv) as string[]);
+    const live = await this.follow(row.id, channel.mux.open({ tool: "pty.open", argv, ...(spec ? { env: spec.env, cwd: spec.cwd } : {}), ...size }), argv);
     this.store.update(row.id, { pty: live.pty });
     return live;
   }
@@ -91,7 +96,11 @@ export class Recorder {
             started = true;
             const live = { stream, pty: m.pty };
             this.live.set(sessionId, live);
-            if (argv) this.sessions.append(sessionId, [{ kind: "exec.started", data: { argv, pid: m.pid }, actor: SYSTEM }]);
+            if (argv) {
+              this.sessions.append(sessionId, [{ kind: "exec.started", data: { argv, pid: m.pid }, actor: SYSTEM }]);
+              const row = this.store.get(sessionId);
+              if (row) this.onStarted?.(row, m.pid);
+            }
             resolve(live);
           } else if (m.type === "screen") {
             redraw = m.bytes;

@@ -5,6 +5,8 @@ import type { SessionRow, SessionStore, NewEvent } from "../store/sessions.ts";
 import type { BoxService } from "../daemon/boxes/service.ts";
 import { SessionBus } from "./bus.ts";
 import type { Recorder } from "./recorder.ts";
+import { harness, type Harness } from "../harness/index.ts";
+import type { AgentRunner } from "../harness/run.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "sessions" });
@@ -19,6 +21,9 @@ const describe = (a: Actor) => `${a.id} (${a.kind})`;
 export class SessionService {
   readonly bus = new SessionBus();
   private recorder?: Recorder;
+  private agents?: { runner: AgentRunner; agentsDir: string; install: boolean };
+  /** Headless turns in flight, by session (one at a time), and how to stop each. */
+  private readonly turns = new Map<string, { done: Promise<unknown>; stop: AbortController }>();
   private lapseTimer?: ReturnType<typeof setInterval>;
 
   constructor(
@@ -28,6 +33,10 @@ export class SessionService {
 
   attachRecorder(recorder: Recorder): void {
     this.recorder = recorder;
+  }
+
+  attachAgents(agents: { runner: AgentRunner; agentsDir: string; install: boolean }): void {
+    this.agents = agents;
   }
 
   /** Starts the lease checker. */
@@ -50,6 +59,7 @@ export class SessionService {
       state: row.state,
       owner: row.owner,
       ...(row.pty ? { pty: row.pty } : {}),
+      ...(this.isHeadless(row) ? { headless: true } : {}),
       ...(row.driver
         ? {
             driver: {
@@ -101,13 +111,19 @@ export class SessionService {
 
   async create(body: SessionCreateBody, actor: Actor): Promise<Session> {
     if (!this.recorder) throw new HutchError("failed", "sessions are not ready yet", "retry in a moment");
-    const box = body.box ? await this.boxes.ensureRunning(body.box) : await this.boxes.create({ name: `run-${newId("ses").slice(-6)}`, start: true }, null);
-    const argv = body.argv ?? ["bash", "-l"];
+    const agent = harness(body.agent ?? "shell");
+    // A new box for an agent gets the agent's bindings and egress; an existing box keeps its own policy.
+    const box = body.box
+      ? await this.boxes.ensureRunning(body.box)
+      : await this.boxes.create({ name: `run-${newId("ses").slice(-6)}`, start: true, ...(agent.bindings.length ? { secrets: agent.bindings } : {}), ...(agent.egress.length ? { allow: agent.egress } : {}) }, null);
+    const headless = body.prompt !== undefined;
+    // A headless session has no terminal (argv []); an agent's terminal argv is settled when it opens (Recorder's spawn hook).
+    const argv = headless ? [] : (body.argv ?? (agent.name === "shell" ? ["bash", "-l"] : [agent.name]));
     const id = newId("ses");
     this.store.insert({
       id,
       box_id: box.id,
-      agent: body.agent ?? "shell",
+      agent: agent.name,
       label: body.label ?? null,
       state: "open",
       owner: actorUser(actor),
@@ -115,10 +131,70 @@ export class SessionService {
       pty: null,
       created_at: new Date().toISOString(),
     });
-    this.append(id, [{ kind: "session.created", data: { box: box.id, agent: body.agent ?? "shell", ...(body.label ? { label: body.label } : {}) }, actor }]);
-    await this.recorder.ensurePty(this.store.get(id)!, { cols: body.cols ?? 80, rows: body.rows ?? 24 });
-    logger.info("session created", { session: id, box: box.name });
+    this.append(id, [{ kind: "session.created", data: { box: box.id, agent: agent.name, ...(body.label ? { label: body.label } : {}) }, actor }]);
+    if (headless) {
+      this.append(id, [{ kind: "input.sent", data: { text: body.prompt }, actor }]);
+      this.startTurn(this.store.get(id)!, agent, body.prompt!, false, body.model);
+    } else {
+      await this.recorder.ensurePty(this.store.get(id)!, { cols: body.cols ?? 80, rows: body.rows ?? 24 });
+    }
+    logger.info("session created", { session: id, box: box.name, agent: agent.name, headless });
     return this.toSession(this.store.get(id)!);
+  }
+
+  /** A headless session runs its agent once per input, never in a terminal. */
+  isHeadless(row: SessionRow): boolean {
+    return row.argv === "[]";
+  }
+
+  /**
+   * After a daemon restart: a headless turn that was running then has lost
+   * its agent (the guest stops a piped process whose client is gone). Each
+   * one is ended in the log, so waiters and readers learn it will not finish.
+   */
+  recoverTurns(): void {
+    for (const row of this.store.list({ state: "open" })) {
+      if (!this.isHeadless(row) || this.turns.has(row.id)) continue;
+      const from = Math.max(1, row.last_seq - 999);
+      const tail = this.store.readText(row.id, from, 1000).text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { seq: number; kind: string });
+      const lastOf = (kind: string) => tail.findLast((e) => e.kind === kind)?.seq ?? 0;
+      if (lastOf("input.sent") <= lastOf("attention.required")) continue;
+      const reason = "the daemon stopped during this turn, and the agent with it; send the prompt again to retry";
+      this.append(row.id, [
+        ...(lastOf("exec.started") > lastOf("exec.exited") ? [{ kind: "exec.exited", data: { code: null, signal: "lost" }, actor: SYSTEM }] : []),
+        { kind: "error.raised", data: { message: reason, code: "agent-lost" }, actor: SYSTEM },
+        { kind: "agent.state", data: { state: "error", reason }, actor: SYSTEM },
+        { kind: "attention.required", data: { reason }, actor: SYSTEM },
+      ]);
+      logger.warn("a headless turn was lost to a daemon restart", { session: row.id });
+    }
+  }
+
+  /** Whether a headless turn is running now. */
+  busy(id: string): boolean {
+    return this.turns.has(id);
+  }
+
+  private startTurn(row: SessionRow, agent: Harness, prompt: string, resume: boolean, model?: string): void {
+    if (!this.agents) throw new HutchError("failed", "agents are not ready yet", "retry in a moment");
+    const { runner, agentsDir, install } = this.agents;
+    const stop = new AbortController();
+    const done = runner
+      .run({
+        boxId: row.box_id,
+        harness: agent,
+        prompt,
+        resume,
+        ...(model ? { model } : {}),
+        actor: { kind: "agent", id: `${row.owner}/agent:${agent.name}` },
+        sink: { append: (events) => void this.append(row.id, events) },
+        agentsDir,
+        install,
+        signal: stop.signal,
+      })
+      .catch((err) => logger.error("agent turn failed", { session: row.id, err }))
+      .finally(() => this.turns.delete(row.id));
+    this.turns.set(row.id, { done, stop });
   }
 
   /** Appends events and publishes them live. The only way anything enters a log. */
@@ -151,10 +227,16 @@ export class SessionService {
     const row = this.row(id, actor);
     this.requireOpen(row);
     this.requireDriver(row, actor);
+    const headless = this.isHeadless(row);
+    if (headless && this.turns.has(id)) {
+      throw new HutchError("conflict", `the agent in session ${id} is still working on its turn`, `wait for it: hutch session wait ${id} --idle`);
+    }
     const [seq] = this.store.append(id, [{ kind: "input.sent", data: { text }, actor, ...(key ? { idempotencyKey: key } : {}) }]);
     if (seq!.fresh) {
       this.bus.publish(id, seq!.seq, seq!.json, "input.sent");
-      await this.recorder!.write(row, new TextEncoder().encode(text));
+      // A follow-up prompt continues the conversation the session's earlier turns had.
+      if (headless) this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""), true);
+      else await this.recorder!.write(row, new TextEncoder().encode(text));
     }
     return seq!.seq;
   }
@@ -168,6 +250,9 @@ export class SessionService {
   async attach(id: string, actor: Actor, steal: boolean) {
     const row = this.row(id, actor);
     this.requireOpen(row);
+    if (this.isHeadless(row)) {
+      throw new HutchError("conflict", `session ${id} runs its agent headless: it has no terminal to attach to`, `watch it: hutch session watch ${id}, or send the next prompt: hutch session send ${id} TEXT`);
+    }
     if (steal) this.steal(id, actor);
     else this.acquire(id, actor);
     const live = await this.recorder!.ensurePty(this.store.get(id)!, { cols: 80, rows: 24 });
@@ -227,6 +312,12 @@ export class SessionService {
   async close(id: string, actor: Actor, reason?: string): Promise<Session> {
     const row = this.row(id, actor);
     if (row.state === "closed") return this.toSession(row);
+    // A headless turn in flight is stopped the way its agent wants, and ends before the session does.
+    const turn = this.turns.get(id);
+    if (turn) {
+      turn.stop.abort();
+      await turn.done;
+    }
     await this.recorder?.stop(row);
     this.append(id, [{ kind: "session.closed", data: reason ? { reason } : {}, actor }], () =>
       this.store.update(id, { state: "closed", closed_at: new Date().toISOString(), driver: null, driver_lease_ms: null, driver_expires_at: null }),

@@ -14,6 +14,8 @@ export interface BwrapSpec {
   system: HostEntry[];
   /** /etc entries that exist on the host and are safe to share read-only. */
   etc: string[];
+  /** The host's agent CLI cache, shared read-only at GUEST_AGENTS (host/src/harness/install.ts). */
+  agents?: string;
 }
 
 export const GUEST_UID = 1000;
@@ -21,6 +23,7 @@ export const GUEST_HOME = "/home/hutch";
 export const GUEST_WORKSPACE = "/workspace";
 export const GUEST_RUN = "/run/hutch";
 export const GUEST_BIN = "/.hutch/hutch-guest";
+export const GUEST_AGENTS = "/.hutch/agents";
 
 /**
  * Host /etc entries a box may see. The rest of /etc (shadow, ssh keys, the
@@ -59,6 +62,7 @@ export function bwrapArgs(s: BwrapSpec): string[] {
     "--bind", `${s.boxDir}/workspace`, GUEST_WORKSPACE,
     "--bind", `${s.boxDir}/home`, GUEST_HOME,
     "--ro-bind", s.guestBinary, GUEST_BIN,
+    ...(s.agents ? ["--ro-bind", s.agents, GUEST_AGENTS] : []),
     "--chdir", GUEST_WORKSPACE,
     "--clearenv",
     "--setenv", "HOME", GUEST_HOME,

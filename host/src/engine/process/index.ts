@@ -73,6 +73,8 @@ export class ProcessEngine implements Engine {
     await this.create(box);
     rmSync(join(box.dir, BOX_FILES.socket), { force: true });
     const guest = await guestBinaryPath(this.home);
+    const agents = env.agentsDir(this.home);
+    mkdirSync(agents, { recursive: true });
     const argv = bwrapArgs({
       bwrap: env.bwrap(),
       boxId: box.id,
@@ -81,6 +83,7 @@ export class ProcessEngine implements Engine {
       guestBinary: guest,
       system: hostLayout(),
       etc: SHARED_ETC.filter((e) => existsSync(`/etc/${e}`)),
+      agents,
     });
     const consoleFd = openSync(join(box.dir, BOX_FILES.console), "a");
     let proc: ReturnType<typeof Bun.spawn>;

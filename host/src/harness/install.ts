@@ -1,0 +1,70 @@
+// Agent CLIs are installed on the host, once per pinned version, with npm
+// into a cache directory ($HUTCH_AGENTS_DIR, default $HUTCH_HOME/agents) that
+// process boxes see read-only at /.hutch/agents. A box never runs npm and
+// never needs the registry; an install is atomic (a temp dir renamed into
+// place), so a half-finished one is never used.
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { HutchError } from "@hutch/shared";
+import type { Harness, NpmPackage } from "./types.ts";
+import { log } from "../log.ts";
+
+const logger = log.create({ service: "harness.install" });
+
+export { GUEST_AGENTS as GUEST_AGENTS_DIR } from "../engine/process/bwrap-args.ts";
+
+export const installDirName = (h: Harness) => (h.npm ? `${h.name}-${h.npm.version}` : h.name);
+
+/** The executable inside the cache (host side) or the box (guest side); `bash` for the shell. */
+export function agentCommand(h: Harness, root: string): string {
+  return h.npm ? join(root, installDirName(h), "node_modules", ".bin", h.npm.bin) : "bash";
+}
+
+/** The version of a package installed under dir, or null. */
+export function installedVersion(dir: string, pkg: NpmPackage): string | null {
+  try {
+    return (JSON.parse(readFileSync(join(dir, "node_modules", pkg.name, "package.json"), "utf8")) as { version?: string }).version ?? null;
+  } catch {
+    return null;
+  }
+}
+
+export interface Installed {
+  agent: string;
+  package: string | null;
+  version: string | null;
+  path: string;
+  fresh: boolean;
+}
+
+/** Installs the pinned CLI into the cache unless it is there already. */
+export async function installAgent(h: Harness, cacheDir: string): Promise<Installed> {
+  if (!h.npm) return { agent: h.name, package: null, version: null, path: "bash", fresh: false };
+  const dir = join(cacheDir, installDirName(h));
+  const bin = agentCommand(h, cacheDir);
+  if (installedVersion(dir, h.npm) === h.npm.version && existsSync(bin)) {
+    return { agent: h.name, package: h.npm.name, version: h.npm.version, path: bin, fresh: false };
+  }
+  mkdirSync(cacheDir, { recursive: true });
+  const tmp = join(cacheDir, `.tmp-${installDirName(h)}-${process.pid}`);
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp);
+  const spec = `${h.npm.name}@${h.npm.version}`;
+  logger.info("installing agent CLI", { agent: h.name, spec, dir });
+  let proc;
+  try {
+    proc = Bun.spawn(["npm", "install", "--prefix", tmp, "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error", spec], { stdout: "pipe", stderr: "pipe" });
+  } catch {
+    rmSync(tmp, { recursive: true, force: true });
+    throw new HutchError("unavailable", `npm is not installed, so ${spec} cannot be installed`, "install Node.js and npm (apt-get install -y npm), then retry");
+  }
+  const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+  if (code !== 0 || installedVersion(tmp, h.npm) !== h.npm.version) {
+    rmSync(tmp, { recursive: true, force: true });
+    const tail = err.trim().split("\n").slice(-5).join("\n");
+    throw new HutchError("failed", `npm install ${spec} failed (exit ${code}):\n${tail}`, `check the registry is reachable (npm view ${h.npm.name} version), then: hutch agent install ${h.name}`);
+  }
+  rmSync(dir, { recursive: true, force: true });
+  renameSync(tmp, dir);
+  return { agent: h.name, package: h.npm.name, version: h.npm.version, path: bin, fresh: true };
+}

@@ -1,0 +1,236 @@
+// Runs a coding agent headless in a box and turns what it does into session
+// events: the CLI's structured stdout goes line by line through its
+// harness's mapper; every mapped event is checked against the registry (one
+// that does not fit is kept as agent.raw, never dropped); stderr is kept as a
+// bounded tail for the error a failed run reports. No HTTP here.
+import { check, checkEvent, ExitMsg, GuestMsg, HutchError, type Actor, type MuxStream } from "@hutch/shared";
+import type { BoxService } from "../daemon/boxes/service.ts";
+import type { NewEvent } from "../store/sessions.ts";
+import { agentContext, type BrokerLink } from "./broker-link.ts";
+import { agentCommand, GUEST_AGENTS_DIR, installAgent } from "./install.ts";
+import { LineSplitter } from "./lines.ts";
+import { raw } from "./limits.ts";
+import type { AgentContext, Harness, MappedEvent } from "./types.ts";
+import { log } from "../log.ts";
+
+const logger = log.create({ service: "harness" });
+
+/** Where agents work inside a box. */
+export const AGENT_WORKDIR = "/workspace";
+const STDERR_TAIL = 4096;
+
+export interface RunSink {
+  /** Appends events to the session log (the daemon stamps seq and time). */
+  append(events: NewEvent[]): void;
+}
+
+export interface RunOptions {
+  boxId: string;
+  harness: Harness;
+  prompt: string;
+  model?: string;
+  /** Continue the conversation of the box's last turn (a follow-up prompt in the same session). */
+  resume: boolean;
+  /** Who the agent's own events are attributed to. */
+  actor: Actor;
+  sink: RunSink;
+  /** Host directory of installed agent CLIs. */
+  agentsDir: string;
+  /** Install a missing CLI with npm (off on hosts without the registry). */
+  install: boolean;
+  /** Aborting stops the agent: its harness's stop signal, then SIGKILL after the grace period. */
+  signal?: AbortSignal;
+}
+
+export interface Prepared {
+  argv: string[];
+  env: Record<string, string>;
+  cwd: string;
+  /** The transcript file an interactive agent will write, to be tailed. */
+  transcript?: string;
+}
+
+export interface RunResult {
+  exit: { code: number | null; signal: string | null } | null;
+}
+
+/** Small helper: run a command in the box to completion, with optional stdin. */
+async function execSmall(boxes: BoxService, boxId: string, argv: string[], stdin?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const { channel } = boxes.channel(boxId);
+  const s = channel.mux.open({ tool: "exec", argv });
+  return new Promise((resolve, reject) => {
+    const out: string[] = [];
+    const err: string[] = [];
+    const decoders = [new TextDecoder(), new TextDecoder()];
+    let code: number | null = null;
+    s.handlers = {
+      msg: (m) => {
+        if (!check(GuestMsg, m)) return;
+        if (m.type === "started") {
+          if (stdin) void s.write(0, new TextEncoder().encode(stdin)).then(() => s.eof(0));
+          else s.eof(0);
+        } else if (m.type === "exit") code = m.code;
+      },
+      data: (chan, bytes) => void (chan === 1 ? out : err).push(decoders[chan === 1 ? 0 : 1]!.decode(bytes, { stream: true })),
+      close: (error) => (error ? reject(new HutchError("failed", `${argv[0]}: ${error.message}`)) : resolve({ code, stdout: out.join(""), stderr: err.join("") })),
+    };
+  });
+}
+
+export class AgentRunner {
+  constructor(
+    private readonly boxes: BoxService,
+    private readonly link: BrokerLink,
+  ) {}
+
+  /**
+   * Prepares the box (CLI installed, config files written) and returns the
+   * argv and environment for the agent. Throws a named error when it cannot.
+   */
+  async prepare(o: Omit<RunOptions, "prompt" | "sink" | "actor" | "resume">, mode: { prompt: string; resume: boolean } | "interactive"): Promise<Prepared> {
+    const h = o.harness;
+    if (h.npm) {
+      const box = this.boxes.byId(o.boxId);
+      if (box?.engine !== "process") {
+        throw new HutchError("unavailable", `${h.name} runs only in process boxes for now: the agent CLI cache is not shared with VM images`, `use a process box: hutch run --agent ${h.name} (without --engine qemu)`);
+      }
+      if (o.install) await installAgent(h, o.agentsDir);
+    }
+    const command = agentCommand(h, GUEST_AGENTS_DIR);
+    const probe = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'printf "%s\\n" "$HOME"; if [ -x "$1" ] || command -v "$1" >/dev/null 2>&1; then echo present; else echo missing; fi', "sh", command]);
+    const [home, present] = probe.stdout.trim().split("\n");
+    if (present !== "present") {
+      throw new HutchError("not_found", `${h.name}: the agent CLI is not installed (${h.npm ? `${h.npm.name}@${h.npm.version}` : command} is missing in the box)`, `install it: hutch agent install ${h.name}`);
+    }
+    const link = await this.link.forBox(o.boxId, h.bindings);
+    const ctx: AgentContext = agentContext(link, home || "/home/hutch", AGENT_WORKDIR, o.model);
+    for (const [rel, text] of Object.entries(h.files(ctx))) {
+      const r = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1"', "sh", `${ctx.home}/${rel}`], text);
+      if (r.code !== 0) throw new HutchError("failed", `${h.name}: could not write ${rel} in the box: ${r.stderr.trim()}`, "check the box: hutch box info");
+    }
+    if (mode !== "interactive") return { argv: [command, ...h.headless(mode.prompt, ctx, mode.resume)], env: h.env(ctx), cwd: AGENT_WORKDIR };
+    const agentSession = crypto.randomUUID();
+    return {
+      argv: [command, ...h.interactive(ctx), ...(h.transcript ? h.transcript.args(agentSession) : [])],
+      env: h.env(ctx),
+      cwd: AGENT_WORKDIR,
+      ...(h.transcript ? { transcript: h.transcript.path(ctx, agentSession) } : {}),
+    };
+  }
+
+  /** Checks mapped events against the registry and logs them as the agent; one that does not fit is kept raw. */
+  private emitter(h: Harness, actor: Actor, sink: RunSink) {
+    return (events: MappedEvent[]) => {
+      if (events.length === 0) return;
+      sink.append(
+        events.map((e) => {
+          const problem = checkEvent(e.kind, e.data);
+          if (!problem) return { ...e, actor };
+          logger.warn("mapped event does not fit its kind; kept raw", { agent: h.name, kind: e.kind, problem });
+          return { ...raw(JSON.stringify(e), "invalid"), actor };
+        }),
+      );
+    };
+  }
+
+  /**
+   * Follows an interactive agent's transcript file in the box (tail -F,
+   * ending with the agent's process), mapping its records into the log while
+   * the user types in the terminal, attached or not.
+   */
+  tail(o: { boxId: string; harness: Harness; path: string; pid: number; actor: Actor; sink: RunSink }): void {
+    const t = o.harness.transcript;
+    if (!t) return;
+    const emit = this.emitter(o.harness, o.actor, o.sink);
+    const mapper = t.mapper();
+    const splitter = new LineSplitter((line, truncated) => emit(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
+    const { channel } = this.boxes.channel(o.boxId);
+    const stream = channel.mux.open({ tool: "exec", argv: ["tail", "-n", "+1", "-F", `--pid=${o.pid}`, o.path] });
+    stream.handlers = {
+      msg: (m) => {
+        if (check(GuestMsg, m) && m.type === "started") stream.eof(0);
+      },
+      data: (chan, bytes) => {
+        if (chan === 1) splitter.push(bytes);
+      },
+      close: (error) => {
+        splitter.end();
+        if (error) logger.warn("transcript tail ended", { agent: o.harness.name, error: error.message });
+      },
+    };
+  }
+
+  /** One headless turn: resolves when the agent process ends (or could not start). */
+  async run(o: RunOptions): Promise<RunResult> {
+    const h = o.harness;
+    const emit = this.emitter(h, o.actor, o.sink);
+    const fail = (message: string): RunResult => {
+      emit([
+        { kind: "error.raised", data: { message, code: "agent-start" } },
+        { kind: "agent.state", data: { state: "error", reason: message.slice(0, 1024) } },
+        { kind: "attention.required", data: { reason: message.slice(0, 1024) } },
+      ]);
+      return { exit: null };
+    };
+
+    emit([{ kind: "agent.state", data: { state: "busy", reason: `starting ${h.name}` } }]);
+    let spec: Prepared;
+    try {
+      spec = await this.prepare(o, { prompt: o.prompt, resume: o.resume });
+    } catch (err) {
+      const e = err instanceof HutchError ? err : new HutchError("failed", (err as Error).message);
+      return fail(`${e.message}${e.hint ? ` (next: ${e.hint})` : ""}`);
+    }
+
+    const mapper = h.mapper();
+    let stderr = "";
+    // A cut line is not a record any more: kept raw (raw() marks it truncated).
+    const splitter = new LineSplitter((line, truncated) => emit(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
+    const { channel } = this.boxes.channel(o.boxId);
+    const stream: MuxStream = channel.mux.open({ tool: "exec", argv: spec.argv, env: spec.env, cwd: spec.cwd });
+    let killTimer: ReturnType<typeof setTimeout> | undefined;
+    const stop = () => {
+      stream.msg({ type: "signal", signal: h.stop.signal });
+      // The guest kills what is left when the stream closes.
+      killTimer = setTimeout(() => stream.close(), h.stop.graceMs);
+    };
+    if (o.signal?.aborted) stop();
+    else o.signal?.addEventListener("abort", stop, { once: true });
+    return new Promise<RunResult>((resolve) => {
+      let exit: ExitMsg | null = null;
+      let started = false;
+      stream.handlers = {
+        msg: (m) => {
+          if (!check(GuestMsg, m)) return;
+          if (m.type === "started") {
+            started = true;
+            // Headless agents get their prompt in argv; an open stdin would make some wait for more.
+            stream.eof(0);
+            emit([{ kind: "exec.started", data: { argv: [spec.argv[0]!, ...(h.npm ? [`(${h.name} ${h.npm.version} headless)`] : spec.argv.slice(1))], pid: m.pid } }]);
+          } else if (m.type === "exit") exit = m;
+        },
+        data: (chan, bytes) => {
+          if (chan === 1) splitter.push(bytes);
+          else if (chan === 2) {
+            stderr = (stderr + new TextDecoder().decode(bytes)).slice(-STDERR_TAIL);
+            logger.debug(`${h.name}[stderr]: ${new TextDecoder().decode(bytes).trimEnd()}`);
+          }
+        },
+        close: (error) => {
+          clearTimeout(killTimer);
+          o.signal?.removeEventListener("abort", stop);
+          if (!started) return resolve(fail(`${h.name} could not start: ${error?.message ?? "the box closed the stream"}`));
+          splitter.end();
+          const ex = exit ? { code: exit.code, signal: exit.signal } : { code: null, signal: "lost" };
+          const tail = stderr.trim().split("\n").slice(-3).join(" | ");
+          const end = mapper.end(ex);
+          // A failed run says why, with the CLI's last words.
+          if (tail && (ex.code !== 0 || end.some((e) => e.kind === "agent.state" && e.data.state === "error"))) emit([{ ...raw(tail, "stderr") }]);
+          emit(end);
+          emit([{ kind: "exec.exited", data: { code: ex.code, signal: ex.signal } }]);
+          resolve({ exit: ex });
+        },
+      };
+    });
+  }
+}

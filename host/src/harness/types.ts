@@ -1,0 +1,82 @@
+// The one adapter interface every coding agent implements: how its CLI is
+// installed, configured for the broker, started (headless or in a terminal),
+// read (its structured stream, mapped to session events) and stopped.
+import type { AgentName } from "@hutch/shared";
+
+/** Credentialed endpoints the broker serves (`http://127.0.0.1:3128/<binding>` inside a box). */
+export type Binding = "anthropic" | "openai" | "github";
+
+export type { AgentName } from "@hutch/shared";
+export const AGENTS: readonly AgentName[] = ["claude", "codex", "opencode", "pi", "shell"];
+
+/** What an adapter needs to build an agent's environment: one call per box. */
+export interface AgentContext {
+  /** The broker as the box sees it, e.g. `http://127.0.0.1:3128`. */
+  brokerUrl: string;
+  /** Base URL of a credentialed binding; `${brokerUrl}/${binding}` in a box, the fake model API when recording on the host. */
+  endpoint(binding: Binding): string;
+  /** The per-box stub credential for a binding: never the real secret (the broker swaps it). */
+  stub(binding: Binding): string;
+  /** The agent's HOME (config and state files go under it). */
+  home: string;
+  /** Where it works. */
+  workdir: string;
+  model?: string;
+}
+
+/** A session event as a harness maps it; the daemon stamps seq, time and actor. */
+export interface MappedEvent {
+  kind: string;
+  data: Record<string, unknown>;
+}
+
+/**
+ * Turns one agent's output stream into events. Stateful per run (it remembers
+ * which message a delta belongs to); fed line by line; never throws on bad
+ * input: what it does not understand comes back as `agent.raw`.
+ */
+export interface Mapper {
+  line(text: string): MappedEvent[];
+  /** The process ended: whatever the stream left unsaid (a turn that never finished is an error). */
+  end(exit: { code: number | null; signal: string | null }): MappedEvent[];
+}
+
+export interface NpmPackage {
+  name: string;
+  /** Pinned: fixtures are recorded against this version and a test fails when the installed one differs. */
+  version: string;
+  /** The executable under node_modules/.bin. */
+  bin: string;
+}
+
+export interface Harness {
+  name: AgentName;
+  /** null for `shell`, which needs nothing installed. */
+  npm: NpmPackage | null;
+  bindings: Binding[];
+  /** Hosts the agent must reach directly through the broker's CONNECT allowlist (beyond its bindings). */
+  egress: string[];
+  /** Environment for the agent, pointing it at the broker with stub credentials. */
+  env(ctx: AgentContext): Record<string, string>;
+  /** Config files to write before it starts, by path relative to ctx.home. */
+  files(ctx: AgentContext): Record<string, string>;
+  /** argv after the binary for a headless turn (structured stream on stdout); `resume` continues the box's last conversation. */
+  headless(prompt: string, ctx: AgentContext, resume: boolean): string[];
+  /** argv after the binary for the interactive TUI (run in a box terminal). */
+  interactive(ctx: AgentContext): string[];
+  /** A new mapper for one run of the headless stream. */
+  mapper(): Mapper;
+  /**
+   * For the interactive TUI: the transcript file it keeps, tailed for
+   * structure while the user types in the terminal (absent: the terminal's
+   * bytes are all the log gets).
+   */
+  transcript?: {
+    /** Extra argv naming the agent's session, so the file's path is known before it starts. */
+    args(agentSession: string): string[];
+    path(ctx: AgentContext, agentSession: string): string;
+    mapper(): Mapper;
+  };
+  /** Signal that asks it to stop cleanly; forced with SIGKILL after graceMs. */
+  stop: { signal: "INT" | "TERM"; graceMs: number };
+}

@@ -1,0 +1,90 @@
+// The bounded line splitter the runner reads agent output with, and the
+// CLI's turn tracking and transcript rendering, as tables.
+import { describe, expect, test } from "bun:test";
+import type { SessionEvent } from "@hutch/shared";
+import { LineSplitter } from "../src/harness/lines.ts";
+import { renderTranscript, TurnTracker } from "../src/client/transcript.ts";
+
+const enc = (s: string) => new TextEncoder().encode(s);
+
+function split(chunks: Uint8Array[], max?: number): [string, boolean][] {
+  const out: [string, boolean][] = [];
+  const s = new LineSplitter((l, t) => out.push([l, t]), max);
+  for (const c of chunks) s.push(c);
+  s.end();
+  return out;
+}
+
+describe("LineSplitter", () => {
+  const table: [string, Uint8Array[], number | undefined, [string, boolean][]][] = [
+    ["lines across chunks", [enc('{"a":'), enc('1}\n{"b"'), enc(":2}\n")], undefined, [['{"a":1}', false], ['{"b":2}', false]]],
+    ["a last line without newline", [enc("x\ny")], undefined, [["x", false], ["y", false]]],
+    ["CRLF and empty lines", [enc("a\r\n\n\nb\n")], undefined, [["a", false], ["b", false]]],
+    ["an over-long line is cut, marked, and the rest of it skipped", [enc("abcdefgh"), enc("ij\nok\n")], 4, [["abcd", true], ["ok", false]]],
+    ["UTF-8 split across chunks", [new Uint8Array([0x63, 0x61, 0x66, 0xc3]), new Uint8Array([0xa9, 0x0a])], undefined, [["café", false]]],
+  ];
+  test.each(table)("%s", (_name, chunks, max, want) => {
+    expect(split(chunks, max)).toEqual(want);
+  });
+});
+
+let seq = 0;
+const ev = (kind: string, data: Record<string, unknown> = {}, actor = { kind: "agent" as const, id: "alice/agent:claude" }): SessionEvent => ({
+  session: "ses_x",
+  seq: ++seq,
+  at: "2026-11-29T18:00:00.000Z",
+  actor,
+  kind,
+  data,
+});
+
+describe("TurnTracker", () => {
+  const input = () => ev("input.sent", { text: "do it" }, { kind: "user" as never, id: "alice" });
+  test.each([
+    ["headless: attention but the process still runs", true, [input(), ev("exec.started"), ev("agent.state", { state: "idle" }), ev("attention.required")], false],
+    ["headless: attention and exit", true, [input(), ev("exec.started"), ev("agent.state", { state: "idle" }), ev("attention.required"), ev("exec.exited", { code: 0, signal: null })], true],
+    ["headless: could not start (no process)", true, [input(), ev("agent.state", { state: "error" }), ev("attention.required")], true],
+    ["terminal: attention is enough", false, [ev("exec.started"), input(), ev("agent.state", { state: "idle" }), ev("attention.required")], true],
+    ["a new input after the last attention: not settled", false, [ev("attention.required"), input()], false],
+    ["closed: settled", false, [input(), ev("session.closed")], true],
+  ] as const)("%s", (_name, headless, events, settled) => {
+    const t = new TurnTracker(headless);
+    for (const e of events) t.see(e);
+    expect(t.settled).toBe(settled);
+  });
+
+  test("ok only when the turn ended idle and the process exited 0", () => {
+    const t = new TurnTracker(true);
+    for (const e of [input(), ev("exec.started"), ev("agent.state", { state: "idle" }), ev("attention.required"), ev("exec.exited", { code: 2, signal: null })]) t.see(e);
+    expect(t.ok).toBe(false);
+  });
+});
+
+test("the transcript folds deltas, shows tools and usage, and says when a message never completed", () => {
+  const text = renderTranscript([
+    ev("input.sent", { text: "create hello.txt\n" }, { kind: "user" as never, id: "alice" }),
+    ev("tool.called", { id: "t1", name: "Bash", input: { command: "echo hi > hello.txt" } }),
+    ev("tool.completed", { id: "t1", output: "", status: "ok" }),
+    ev("message.delta", { id: "m1", text: "Cre" }),
+    ev("message.delta", { id: "m1", text: "ated." }),
+    ev("message.completed", { id: "m1", role: "assistant", text: "Created." }),
+    ev("usage.reported", { available: true, input: 10, output: 2, cached: 0 }),
+    ev("message.delta", { id: "m2", text: "Half a" }),
+    ev("agent.state", { state: "error", reason: "the agent exited with code 1 before finishing its turn" }),
+  ]);
+  expect(text).toBe(
+    [
+      "> alice: create hello.txt",
+      "tool Bash [t1]",
+      '  {"command":"echo hi > hello.txt"}',
+      "  → ok",
+      "assistant:",
+      "  Created.",
+      "usage: input 10, output 2, cached 0",
+      "-- error: the agent exited with code 1 before finishing its turn",
+      "assistant (incomplete, m2):",
+      "  Half a",
+      "",
+    ].join("\n"),
+  );
+});
