@@ -2,7 +2,8 @@
 // (agent messages, tools, egress): keyed on the kind string, unknown kinds as
 // kind + JSON.
 import { describe, expect, test } from "bun:test";
-import { render, type Rendered } from "../src/log/render.ts";
+import { render, renderedKinds, type Rendered } from "../src/log/render.ts";
+import { eventKinds } from "@hutch/shared";
 
 describe("render", () => {
   const cases: [string, unknown, { summary: string; tone?: Rendered["tone"]; detail?: RegExp; anchor?: Rendered["anchor"] }][] = [
@@ -42,4 +43,9 @@ describe("render", () => {
     expect(render("mystery.kind", "plain").detail).toBe('"plain"');
     expect(render("exec.exited", null).summary).toBe("exited");
   });
+});
+
+test("every kind with its own rendering is a registered event kind (a renamed kind would silently render generically)", () => {
+  const registered = new Set(eventKinds());
+  expect(renderedKinds().filter((k) => !registered.has(k))).toEqual([]);
 });

@@ -32,7 +32,7 @@ const renderers: Record<string, (d: Data) => Rendered> = {
     detail: `output:\n${typeof d.output === "string" ? d.output : json(d.output)}`,
     tone: d.status === "error" ? "error" : "ok",
   }),
-  usage: (d) => ({ summary: `usage ${oneLine(JSON.stringify(d))}`, tone: "dim" }),
+  "usage.reported": (d) => ({ summary: `usage ${oneLine(JSON.stringify(d))}`, tone: "dim" }),
   "agent.state": (d) => ({ summary: `agent is ${str(d.state)}${d.reason ? `: ${str(d.reason)}` : ""}`, tone: d.state === "needs-input" || d.state === "waiting" ? "warn" : "dim" }),
   "agent.raw": (d) => ({ summary: "agent output (raw)", detail: json(d), tone: "dim" }),
   "exec.started": (d) => ({ summary: `exec ${Array.isArray(d.argv) ? d.argv.map(str).join(" ") : ""}${d.pid ? ` (pid ${str(d.pid)})` : ""}` }),
@@ -72,6 +72,9 @@ function egress(kind: string, d: Data): Rendered {
     tone: what === "denied" ? "error" : what === "injected" ? "warn" : "ok",
   };
 }
+
+/** The kinds with their own rendering (tests hold them to the registry in shared/). */
+export const renderedKinds = (): string[] => Object.keys(renderers);
 
 export function render(kind: string, data: unknown): Rendered {
   const d = (data && typeof data === "object" ? data : { value: data }) as Data;
