@@ -23,11 +23,7 @@ requireHutch();
 const home = new HutchHome();
 const sock = join(home.dir, "hutch.sock");
 
-async function post(path: string, body: unknown): Promise<unknown> {
-  const res = await fetch(`http://localhost${path}`, { method: "POST", unix: sock, headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-  if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
-  return res.json();
-}
+const post = (path: string, body: unknown) => home.post(path, body);
 
 const bridge = spawn(home.bin, ["ide", "--stdio"], { env: home.env as NodeJS.ProcessEnv, stdio: ["pipe", "pipe", "inherit"] });
 const conn = createMessageConnection(new StreamMessageReader(bridge.stdout!), new StreamMessageWriter(bridge.stdin!));

@@ -25,11 +25,7 @@ requireHutch();
 const home = new HutchHome();
 const sock = join(home.dir, "hutch.sock");
 
-async function post(path: string, body: unknown): Promise<unknown> {
-  const res = await fetch(`http://localhost${path}`, { method: "POST", unix: sock, headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
-  if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
-  return res.json();
-}
+const post = (path: string, body: unknown) => home.post(path, body);
 
 const event = (i: number) => ({ kind: "annotation.added", data: { text: `event ${i} of the benchmark` } });
 

@@ -110,6 +110,13 @@ export class HutchHome {
     return run([this.bin, ...args], { ...opts, env: this.env });
   }
 
+  /** POSTs JSON to this home's daemon over its socket and returns the JSON answer. */
+  async post(path: string, body: unknown): Promise<unknown> {
+    const res = await fetch(`http://localhost${path}`, { method: "POST", unix: join(this.dir, "hutch.sock"), headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
+    return res.json();
+  }
+
   async createBox(name: string, extra: string[] = []): Promise<void> {
     const r = await this.hutch(["box", "create", name, "--start", ...extra], { timeoutMs: 60_000 });
     if (r.code !== 0) throw new Error(describeFailure(r, `hutch box create ${name} --start ${extra.join(" ")}`));
