@@ -113,7 +113,7 @@ describe("recorded fixtures and installed CLIs", () => {
     }
     const installed = installedVersion(join(AGENTS_CACHE, installDirName(h)), h.npm!);
     if (installed !== h.npm!.version) {
-      throw new Error(`${name}: installed CLI in ${AGENTS_CACHE} is ${installed ?? "missing"}, fixtures are from ${h.npm!.version}; install it (bash scripts/setup) and ${rerecord}`);
+      throw new Error(`${name}: installed CLI in ${AGENTS_CACHE} is ${installed ?? "missing"}, fixtures are from ${h.npm!.version}; install it (bash scripts/setup-tests) and ${rerecord}`);
     }
   });
 });

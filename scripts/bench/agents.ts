@@ -9,7 +9,7 @@
 //                 over the same lines (the floor any mapper pays).
 //
 //   bun scripts/bench/agents.ts [--json] [--runs 5]
-// Needs the agent CLIs installed (bash scripts/setup, or dist/hutch agent install).
+// Needs the agent CLIs installed (bash scripts/setup-tests, or dist/hutch agent install).
 import { parseArgs } from "node:util";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";

@@ -43,7 +43,7 @@ beforeAll(async () => {
   for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
   const box = await h.run(["box", "create", "ag", "--start", "--secret", "anthropic", "--secret", "openai"]);
   expect(box.code, box.stderr).toBe(0);
-  // Installs what scripts/setup has not (a no-op when the cache is warm).
+  // Installs what scripts/setup-tests has not (a no-op when the cache is warm).
   const install = await h.run(["agent", "install"]);
   expect(install.code, install.stderr).toBe(0);
 }, 600_000);

@@ -1,7 +1,7 @@
 // The packaged extension (dist/hutch.vsix) in a real VS Code: code-server
 // from npm on loopback, driven by playwright-core in Debian's Chromium
 // (tests/e2e/vscode/drive.mjs), against the real daemon the CLI talks to.
-// Needs scripts/setup-vscode (run by scripts/setup). Keeps a screenshot at
+// Needs scripts/setup-vscode (run by scripts/setup-tests). Keeps a screenshot at
 // artifacts/vscode.png.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -32,7 +32,7 @@ async function freePort(): Promise<number> {
 
 beforeAll(async () => {
   for (const [what, path] of [["code-server", CODE_SERVER], ["Node 24", join(NODE24, "node")], ["playwright-core", PLAYWRIGHT], ["the extension", VSIX]] as const) {
-    if (!existsSync(path)) throw new Error(`${what} is missing at ${path}: run bash scripts/setup (VS Code tools) and bun run build`);
+    if (!existsSync(path)) throw new Error(`${what} is missing at ${path}: run bash scripts/setup-tests (VS Code tools) and bun run build`);
   }
   h = makeHome("hutch-vsc-");
   run = mkdtempSync(join(tmpdir(), "hutch-vsc-run-"));
