@@ -19,7 +19,7 @@ const home = mkdtempSync(join(tmpdir(), "hutch-gate-"));
 const db = openDb(join(home, "hutch.db"));
 // Test names: a public-looking name that resolves to the metadata address, and one to loopback.
 const names: Record<string, string> = { "metadata.example.test": "169.254.169.254", "loop.example.test": "127.0.0.1", localhost: "::1" };
-const broker = new BrokerService(new BrokerStore(db), await Sealer.load(join(home, "keys/secrets.key")), join(home, "config.json"), async (h) => {
+const broker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, "keys/secrets.key")), join(home, "config.json"), async (h) => {
   const a = names[h];
   if (!a) throw new Error("NXDOMAIN");
   return a;
@@ -64,7 +64,7 @@ beforeAll(async () => {
       broker: { pins: { "tls.example.test": "127.0.0.1" } },
     }),
   );
-  broker.setSecret("fake", SECRET);
+  await broker.setSecret("fake", SECRET);
   db.query("INSERT INTO box_policy (box_id, allow, bindings) VALUES ('box_a', ?, ?), ('box_b', ?, ?)").run(
     JSON.stringify([`tls.example.test:${echo.port}`, "metadata.example.test", "loop.example.test", "169.254.169.254", "localhost"]),
     JSON.stringify(["fake", "sse"]),
@@ -182,7 +182,7 @@ describe("credentialed endpoints", () => {
       expect(out).toStartWith("HTTP/1.1 503");
       expect(out).toContain("hutch secret set fake");
     } finally {
-      broker.setSecret("fake", SECRET);
+      await broker.setSecret("fake", SECRET);
     }
   });
 });

@@ -45,7 +45,7 @@ export interface GateContext {
   lookup(host: string): Promise<string>;
   stub(binding: string): string;
   /** The real secret, unsealed now; undefined when it is not set. */
-  secret(name: string): string | undefined;
+  secret(name: string): Promise<string | undefined>;
   record(decision: EgressDecision, facts: EgressFacts): void;
 }
 
@@ -191,7 +191,7 @@ export class Gate {
       this.refuse(conn, err, base, true, started);
       return false;
     }
-    const secret = this.ctx.secret(binding.secret);
+    const secret = await this.ctx.secret(binding.secret);
     if (secret === undefined) {
       this.refuse(conn, new HttpError(503, `secret "${binding.secret}" is not set; set it on the host: hutch secret set ${binding.secret}`), base, close, started);
       return !close;

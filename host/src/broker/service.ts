@@ -49,12 +49,12 @@ export class BrokerService {
 
   // ---- secrets ----
 
-  setSecret(name: string, value: string): SecretInfo {
+  async setSecret(name: string, value: string): Promise<SecretInfo> {
     const trimmed = value.replace(/\r?\n$/, "");
     if (trimmed.length === 0) throw new HutchError("invalid", `secret "${name}" is empty`, `pipe the value in: printf %s "$VALUE" | hutch secret set ${name}`);
     if (trimmed.length > MAX_SECRET) throw new HutchError("invalid", `secret "${name}" is longer than ${MAX_SECRET} bytes`, "secrets are credentials sent in a header; check what you piped in");
     if (/[\x00-\x1f\x7f]/.test(trimmed)) throw new HutchError("invalid", `secret "${name}" contains control characters (a line break inside?)`, "a secret is one line; check what you piped in");
-    this.store.setSecret(name, this.sealer.seal(new TextEncoder().encode(trimmed)));
+    this.store.setSecret(name, await this.sealer.seal(new TextEncoder().encode(trimmed)));
     logger.info("secret set", { name });
     return this.secretInfo(name)!;
   }
@@ -76,9 +76,9 @@ export class BrokerService {
     return { name, bindings, createdAt: row.createdAt, updatedAt: row.updatedAt };
   }
 
-  private reveal(name: string): string | undefined {
+  private async reveal(name: string): Promise<string | undefined> {
     const sealed = this.store.sealed(name);
-    return sealed ? new TextDecoder().decode(this.sealer.open(sealed)) : undefined;
+    return sealed ? new TextDecoder().decode(await this.sealer.open(sealed)) : undefined;
   }
 
   // ---- configuration and policy ----

@@ -25,7 +25,7 @@ export interface Services {
 
 export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
   const boxes = new BoxService(new BoxStore(db), engines, home);
-  const broker = new BrokerService(new BrokerStore(db), await Sealer.load(join(home, HOME_FILES.secretsKey)), join(home, HOME_FILES.config));
+  const broker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, HOME_FILES.secretsKey)), join(home, HOME_FILES.config));
   const sessionStore = new SessionStore(db);
   const sessions = new SessionService(sessionStore, boxes);
   const recorder = new Recorder(sessionStore, sessions, boxes);
