@@ -31,7 +31,6 @@ export function brokerLink(broker: BrokerService, boxName: (boxId: string) => st
 
 export function agentContext(link: { brokerUrl: string; stub(binding: Binding): string }, home: string, workdir: string, model?: string): AgentContext {
   return {
-    brokerUrl: link.brokerUrl,
     endpoint: (binding) => `${link.brokerUrl}/${binding}`,
     stub: link.stub,
     home,

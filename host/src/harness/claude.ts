@@ -4,7 +4,6 @@
 // assistant and user messages (tool calls and results), and a final result
 // with the turn's usage. Flags checked against `claude --help` of the pinned version.
 import { Emitter } from "./emit.ts";
-import { proxyEnv } from "./env.ts";
 import { obj, parseRecord, raw, str } from "./limits.ts";
 import type { Harness, MappedEvent, Mapper } from "./types.ts";
 
@@ -139,7 +138,6 @@ export const claude: Harness = {
   bindings: ["anthropic"],
   egress: [],
   env: (ctx) => ({
-    ...proxyEnv(ctx),
     ANTHROPIC_BASE_URL: ctx.endpoint("anthropic"),
     ANTHROPIC_API_KEY: ctx.stub("anthropic"),
     // Without this it calls the vendor directly whatever ANTHROPIC_BASE_URL says (FIELD-NOTES).

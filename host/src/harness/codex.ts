@@ -5,7 +5,6 @@
 // token deltas, so a message's one delta is its whole text. Flags checked
 // against `codex exec --help` of the pinned version.
 import { Emitter } from "./emit.ts";
-import { proxyEnv } from "./env.ts";
 import { obj, parseRecord, raw, str } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent, Mapper } from "./types.ts";
 
@@ -88,7 +87,7 @@ export const codex: Harness = {
   npm: { name: "@openai/codex", version: "0.171.0", bin: "codex" },
   bindings: ["openai"],
   egress: [],
-  env: (ctx) => ({ ...proxyEnv(ctx), OPENAI_API_KEY: ctx.stub("openai") }),
+  env: (ctx) => ({ OPENAI_API_KEY: ctx.stub("openai") }),
   // A provider of our own: the built-in one ignores OPENAI_BASE_URL and
   // prefers a WebSocket to the vendor; this one speaks HTTPS Responses to the broker.
   files: (ctx) => ({

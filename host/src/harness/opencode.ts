@@ -4,7 +4,6 @@
 // tokens and why the step ended), error. Flags checked against
 // `opencode run --help` of the pinned version.
 import { Emitter } from "./emit.ts";
-import { proxyEnv } from "./env.ts";
 import { obj, parseRecord, raw, str } from "./limits.ts";
 import type { AgentContext, Harness, Mapper } from "./types.ts";
 
@@ -60,7 +59,6 @@ export const opencode: Harness = {
   bindings: ["anthropic"],
   egress: [],
   env: (ctx) => ({
-    ...proxyEnv(ctx),
     ANTHROPIC_API_KEY: ctx.stub("anthropic"),
     OPENCODE_CONFIG_CONTENT: JSON.stringify({
       autoupdate: false,

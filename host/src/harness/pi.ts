@@ -5,7 +5,6 @@
 // declared in ~/.pi/agent/models.json (OpenAI Chat Completions at the broker).
 // Flags checked against `pi --help` and docs/json.md of the pinned version.
 import { Emitter } from "./emit.ts";
-import { proxyEnv } from "./env.ts";
 import { obj, parseRecord, raw, str } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent, Mapper } from "./types.ts";
 
@@ -87,7 +86,7 @@ export const pi: Harness = {
   npm: { name: "@mariozechner/pi-coding-agent", version: "0.73.1", bin: "pi" },
   bindings: ["openai"],
   egress: [],
-  env: (ctx) => ({ ...proxyEnv(ctx), OPENAI_API_KEY: ctx.stub("openai"), PI_OFFLINE: "1", PI_TELEMETRY: "0" }),
+  env: (ctx) => ({ OPENAI_API_KEY: ctx.stub("openai"), PI_OFFLINE: "1", PI_TELEMETRY: "0" }),
   files: (ctx) => ({
     ".pi/agent/models.json": JSON.stringify({
       providers: {

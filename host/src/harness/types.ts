@@ -11,9 +11,10 @@ export const AGENTS: readonly AgentName[] = ["claude", "codex", "opencode", "pi"
 
 /** What an adapter needs to build an agent's environment: one call per box. */
 export interface AgentContext {
-  /** The broker as the box sees it, e.g. `http://127.0.0.1:3128`. */
-  brokerUrl: string;
-  /** Base URL of a credentialed binding; `${brokerUrl}/${binding}` in a box, the fake model API when recording on the host. */
+  /**
+   * Base URL of a credentialed binding; `<broker>/<binding>` in a box, the fake model API when recording on the host.
+   * (The proxy settings for CONNECT are not the adapter's: every process in a box gets them from the broker's listener.)
+   */
   endpoint(binding: Binding): string;
   /** The per-box stub credential for a binding: never the real secret (the broker swaps it). */
   stub(binding: Binding): string;
