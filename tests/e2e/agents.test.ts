@@ -176,11 +176,11 @@ test("closing a session mid-turn stops its agent cleanly and logs how the turn e
   const id = (JSON.parse(run.stdout) as { id: string }).id;
   for (let i = 0; i < 100 && fake.modelCalls().length === 0; i++) await Bun.sleep(100);
   expect(fake.modelCalls().length).toBeGreaterThan(0);
-  const t0 = Date.now();
   const close = await h.run(["session", "close", id]);
   expect(close.code, close.stderr).toBe(0);
-  // Claude Code's stop signal (SIGINT) is enough: the close did not wait for the slow model.
-  expect(Date.now() - t0).toBeLessThan(15_000);
+  // Claude Code's stop signal (SIGINT) is enough: the close did not wait for the slow model,
+  // which is still holding its answer when the close returns.
+  expect(fake.modelCalls().filter((c) => c.reply !== undefined)).toEqual([]);
   const kinds = (await events(h, id)).map((e) => e.kind);
   expect(kinds.indexOf("exec.exited")).toBeGreaterThan(kinds.indexOf("exec.started"));
   expect(kinds.indexOf("session.closed")).toBeGreaterThan(kinds.indexOf("exec.exited"));
