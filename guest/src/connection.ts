@@ -13,7 +13,7 @@ import {
   ProtocolError,
   ShutdownMsg,
   type GuestHello,
-} from "@hutch/shared";
+} from "@hutch/shared/wire";
 import { SocketWriter, type ByteSink } from "./socket-writer.ts";
 import { handleOpen } from "./tools/index.ts";
 import type { ToolContext } from "./tools/context.ts";

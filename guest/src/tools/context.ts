@@ -1,5 +1,5 @@
 // What every tool handler gets: configuration and the guest-wide tables.
-import type { MuxStream, StreamError, ToolOpen } from "@hutch/shared";
+import type { MuxStream, StreamError, ToolOpen } from "@hutch/shared/wire";
 import type { GuestConfig } from "../config.ts";
 import type { Logger } from "../log.ts";
 import { PathError, type PathPolicy } from "../paths.ts";

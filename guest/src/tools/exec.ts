@@ -2,7 +2,7 @@
 // grants credit, and stdin is credited back only once the process has taken
 // the bytes, so neither direction buffers more than one window.
 import { Value } from "@sinclair/typebox/value";
-import { Chan, HostMsg, type MuxStream } from "@hutch/shared";
+import { Chan, HostMsg, type MuxStream } from "@hutch/shared/wire";
 import { shortSignal, signalName } from "../procs.ts";
 import type { Req, ToolContext } from "./context.ts";
 import { takeFrames } from "./inbox.ts";

@@ -4,7 +4,7 @@ import { constants } from "node:fs";
 import { lstat, open, readdir, readlink, rename, stat, unlink, type FileHandle } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import type { Stats } from "node:fs";
-import { Chan, MAX_PAYLOAD, type FileStat, type MuxStream } from "@hutch/shared";
+import { Chan, MAX_PAYLOAD, type FileStat, type MuxStream } from "@hutch/shared/wire";
 import { PathError } from "../paths.ts";
 import { toStreamError, type Req, type ToolContext } from "./context.ts";
 import { takeFrames } from "./inbox.ts";

@@ -2,7 +2,7 @@
 // its setup (resolving a path, spawning). holdFrames() keeps them, uncredited
 // so the peer can send at most one window, until the tool installs its
 // handlers with takeFrames() and they are replayed in order.
-import type { MuxStream, StreamError, StreamHandlers } from "@hutch/shared";
+import type { MuxStream, StreamError, StreamHandlers } from "@hutch/shared/wire";
 
 type Held =
   | { kind: "data"; chan: number; bytes: Uint8Array }

@@ -19,7 +19,7 @@ import {
   TarOut,
   type MuxStream,
   type ToolOpen,
-} from "@hutch/shared";
+} from "@hutch/shared/wire";
 import { guard, type ToolContext } from "./context.ts";
 import { runExec } from "./exec.ts";
 import { fsList, fsRead, fsStat, fsWrite } from "./fs.ts";

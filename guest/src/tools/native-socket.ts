@@ -2,7 +2,7 @@
 // joinSocket (shared) uses. Native rather than node:net: PID 1 never loads
 // node:net and node:stream, which would stay resident for the broker listener.
 import type { Socket, TCPSocketListener } from "bun";
-import type { JoinableSocket } from "@hutch/shared";
+import type { JoinableSocket } from "@hutch/shared/wire";
 
 type Event = "data" | "end" | "close" | "error" | "drain";
 /** Handlers take the chunk for "data" and nothing otherwise. */

@@ -4,7 +4,7 @@
 // 127.0.0.1:<port>, the host relays the stream to that box's broker listener.
 import type { TCPSocketListener } from "bun";
 import { listenLoopback, type NativeSocket } from "./native-socket.ts";
-import { Chan, joinSocket, type MuxStream } from "@hutch/shared";
+import { Chan, joinSocket, type MuxStream } from "@hutch/shared/wire";
 import { takeFrames } from "./inbox.ts";
 import type { Req } from "./context.ts";
 import type { GuestConfig } from "../config.ts";

@@ -6,7 +6,7 @@
 // burst (cat of a big file) costs a redraw, not the attachment. A host that
 // grants nothing for stallMs while behind is dropped with "failed"; it may
 // attach again.
-import { Chan, type ExitMsg, type MuxStream } from "@hutch/shared";
+import { Chan, type ExitMsg, type MuxStream } from "@hutch/shared/wire";
 
 export const MAX_QUEUED = 1024 * 1024;
 

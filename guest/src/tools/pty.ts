@@ -9,7 +9,7 @@ import {
   type ExitMsg,
   type MuxStream,
   type PtyInfo,
-} from "@hutch/shared";
+} from "@hutch/shared/wire";
 import type { GuestConfig } from "../config.ts";
 import type { Logger } from "../log.ts";
 import { shortSignal, signalName, type ProcessTable } from "../procs.ts";

@@ -2,7 +2,7 @@
 // and how a failed spawn is reported.
 import { stat } from "node:fs/promises";
 import { resolve } from "node:path";
-import type { StreamError } from "@hutch/shared";
+import type { StreamError } from "@hutch/shared/wire";
 import type { GuestConfig } from "../config.ts";
 
 export interface SpawnRequest {

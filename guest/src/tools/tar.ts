@@ -1,8 +1,8 @@
 // tar.out and tar.in: the archive format and its safety rules live in
 // shared/src/tar; this file only moves its bytes over a stream.
 import { mkdir, stat } from "node:fs/promises";
-import { Chan, type MuxStream } from "@hutch/shared";
-import { createUnpacker, packTar } from "@hutch/shared";
+import { Chan, type MuxStream } from "@hutch/shared/wire";
+import { createUnpacker, packTar } from "@hutch/shared/wire";
 import { PathError } from "../paths.ts";
 import type { Req, ToolContext } from "./context.ts";
 import { takeFrames } from "./inbox.ts";
