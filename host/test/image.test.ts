@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
-import { WANTED_MODULES, moduleName, parseBuiltin, parseModulesDep, resolveModules } from "../src/image/modules.ts";
+import { WANTED_MODULES, moduleName, parseBuiltin, parseModulesDep, resolveModules, stripSignature } from "../src/image/modules.ts";
 import { recipeHash, type Recipe } from "../src/image/recipe.ts";
 import { MANIFEST_FORMAT, validateManifest, type Manifest } from "../src/image/manifest.ts";
 import { writeCpio } from "../src/image/cpio.ts";
@@ -32,6 +32,11 @@ kernel/drivers/block/virtio_blk.ko: kernel/drivers/virtio/virtio.ko kernel/drive
 kernel/drivers/net/virtio_net.ko: kernel/drivers/net/net_failover.ko kernel/net/core/failover.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
 kernel/drivers/net/net_failover.ko: kernel/net/core/failover.ko
 kernel/net/core/failover.ko:
+kernel/drivers/nvdimm/libnvdimm.ko:
+kernel/drivers/nvdimm/nd_btt.ko: kernel/drivers/nvdimm/libnvdimm.ko
+kernel/drivers/nvdimm/nd_pmem.ko: kernel/drivers/nvdimm/nd_btt.ko kernel/drivers/nvdimm/libnvdimm.ko
+kernel/drivers/nvdimm/nd_virtio.ko: kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/nvdimm/virtio_pmem.ko: kernel/drivers/nvdimm/nd_virtio.ko kernel/drivers/nvdimm/libnvdimm.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
 `;
 const BUILTIN = "kernel/crypto/rng.ko\nkernel/lib/crc32.ko\nkernel/drivers/char/hw_random/rng-core.ko\n";
 
@@ -46,7 +51,7 @@ describe("kernel modules", () => {
     const plan = resolveModules(parseModulesDep(MODULES_DEP), parseBuiltin(BUILTIN), WANTED_MODULES);
     expect(plan.order.map(moduleName)).toEqual([
       "virtio_pci_legacy_dev", "virtio_pci_modern_dev", "virtio_ring", "virtio", "virtio_pci",
-      "virtio_blk", "virtio_console", "virtio_rng", "failover", "net_failover", "virtio_net",
+      "virtio_blk", "nd_virtio", "libnvdimm", "virtio_pmem", "nd_btt", "nd_pmem", "virtio_console", "virtio_rng",
       "crc32c_generic", "crc16", "mbcache", "jbd2", "ext4",
     ]);
     expect(plan.builtin).toEqual([]);
@@ -71,6 +76,20 @@ describe("kernel modules", () => {
     expect(() => resolveModules(dep, new Set(), ["nosuch"])).toThrow("the kernel has no module nosuch");
     expect(() => resolveModules(parseModulesDep("a.ko: b.ko\n"), new Set(), ["a"])).toThrow("no line for it");
     expect(() => resolveModules(parseModulesDep("a.ko: b.ko\nb.ko: a.ko\n"), new Set(), ["a"])).toThrow("cycle: a -> b -> a");
+  });
+
+  test("an appended signature is cut off; an unsigned module is left as it is", () => {
+    const enc = new TextEncoder();
+    const body = enc.encode("\x7fELF module body");
+    const sig = new Uint8Array(40).fill(7);
+    const info = new Uint8Array(12);
+    new DataView(info.buffer).setUint32(8, sig.length);
+    const signed = new Uint8Array([...body, ...sig, ...info, ...enc.encode("~Module signature appended~\n")]);
+    expect(stripSignature(signed)).toEqual(body);
+    expect(stripSignature(body)).toBe(body);
+    new DataView(info.buffer).setUint32(8, 10_000);
+    const lying = new Uint8Array([...body, ...sig, ...info, ...enc.encode("~Module signature appended~\n")]);
+    expect(() => stripSignature(lying)).toThrow("longer than the module");
   });
 
   test("a modules.dep line without a colon is refused", () => {
@@ -316,7 +335,10 @@ test.skipIf(!Bun.which("mke2fs") || !Bun.which("debugfs"))("the guest disk holds
     const bin = join(home, "hutch-guest");
     writeFileSync(bin, "#!/bin/sh\necho guest\n".padEnd(300_000, "#"));
     const img = await ensureGuestDisk(home, bin, "abc123");
-    expect(img).toBe(join(home, "guest", "abc123", "guest.img"));
+    expect(img).toBe(join(home, "guest", "abc123", "guest.v2.img"));
+    // DAX (the pmem attachment) maps whole pages: 4 KiB blocks, and a size in 2 MiB units.
+    expect(Bun.spawnSync(["dumpe2fs", "-h", img], { stderr: "ignore" }).stdout.toString()).toMatch(/Block size:\s+4096/);
+    expect(statSync(img).size % (2 * 1024 * 1024)).toBe(0);
     const stat = Bun.spawnSync(["debugfs", "-R", "stat /hutch-guest", img]).stdout.toString();
     expect(stat).toMatch(/Mode:\s+0755/);
     expect(stat).toMatch(/Size: 300000/);
@@ -325,7 +347,7 @@ test.skipIf(!Bun.which("mke2fs") || !Bun.which("debugfs"))("the guest disk holds
     const mtime = statSync(img).mtimeMs;
     expect(await ensureGuestDisk(home, bin, "abc123")).toBe(img);
     expect(statSync(img).mtimeMs).toBe(mtime);
-    expect(readdirSync(join(home, "guest", "abc123"))).toEqual(["guest.img"]);
+    expect(readdirSync(join(home, "guest", "abc123"))).toEqual(["guest.v2.img"]);
   } finally {
     rmSync(home, { recursive: true, force: true });
   }

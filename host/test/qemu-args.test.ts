@@ -16,6 +16,7 @@ const base = {
   cmdline: "",
   rootDisk: "/h/boxes/box_0000000000aaaaaaaaaa/disk.qcow2",
   guestDisk: "/h/guest/abc/guest.img",
+  guestDiskBytes: 130 * 1024 * 1024,
   agent: "/h/boxes/box_0000000000aaaaaaaaaa/agent.sock",
   qmp: "/h/boxes/box_0000000000aaaaaaaaaa/qmp.sock",
   consoleLog: "/h/boxes/box_0000000000aaaaaaaaaa/console.log",

@@ -19,6 +19,8 @@ export interface Ext4Options {
   bytes: number;
   /** A read-only disk needs no journal. */
   journal: boolean;
+  /** mke2fs picks 1 KiB blocks for small images; DAX mounts need the page size. */
+  blockSize?: 1024 | 2048 | 4096;
 }
 
 /**
@@ -37,6 +39,7 @@ export async function makeExt4(dir: string, file: string, opts: Ext4Options): Pr
     TOOLS.mke2fs.bin, "-q", "-F", "-t", "ext4", "-d", dir, "-L", opts.label, "-m", "0",
     "-E", "lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0",
     ...(opts.journal ? [] : ["-O", "^has_journal"]),
+    ...(opts.blockSize ? ["-b", String(opts.blockSize)] : []),
     file,
   ]);
 }

@@ -4,7 +4,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import { download } from "./apt.ts";
-import { WANTED_MODULES, moduleName, parseBuiltin, parseModulesDep, resolveModules } from "./modules.ts";
+import { WANTED_MODULES, moduleName, parseBuiltin, parseModulesDep, resolveModules, stripSignature } from "./modules.ts";
 import { TOOLS, ensureTools, run } from "./tools.ts";
 
 export interface KernelModule {
@@ -71,6 +71,6 @@ export async function fetchKernel(work: string, pkg: string, version: string, on
     throw new HutchError("failed", `${pkg}: ${(err as Error).message}`);
   }
   const modules: KernelModule[] = [];
-  for (const rel of plan.order) modules.push({ file: `${moduleName(rel)}.ko`, data: await uncompressed(join(modDir, rel)) });
+  for (const rel of plan.order) modules.push({ file: `${moduleName(rel)}.ko`, data: stripSignature(await uncompressed(join(modDir, rel))) });
   return { release, vmlinuz, modules, builtin: plan.builtin };
 }

@@ -3,7 +3,7 @@
 import { createHash } from "node:crypto";
 
 /** Bump when the build steps change in a way the fields below do not show. */
-export const RECIPE_FORMAT = 1;
+export const RECIPE_FORMAT = 2; // 2: module signatures stripped
 
 export interface Recipe {
   format: number;

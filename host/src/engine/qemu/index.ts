@@ -3,7 +3,7 @@
 // read-only disk of its own, and the agent channel on a virtio-serial port
 // (see image/BOOT.md). QEMU runs detached from the daemon; a restarted daemon
 // finds it by pidfile (pid + start time + its box id on the command line).
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import type { BoxHandle, ChannelEndpoint, Engine, Observed, ProbeResult } from "../types.ts";
@@ -135,6 +135,7 @@ export class QemuEngine implements Engine {
       cmdline: cfg.kernelArgs ?? "",
       rootDisk: join(box.dir, VM_FILES.disk),
       guestDisk,
+      guestDiskBytes: statSync(guestDisk).size,
       agent: join(box.dir, VM_FILES.agent),
       qmp: join(box.dir, VM_FILES.qmp),
       consoleLog: join(box.dir, VM_FILES.console),
