@@ -3,7 +3,7 @@ import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
-import { WANTED_MODULES, moduleName, parseBuiltin, parseModulesDep, resolveModules, stripSignature } from "../src/image/modules.ts";
+import { WANTED_MODULES, moduleName, parseBuiltin, parseModulesDep, planLanes, resolveModules, stripSignature } from "../src/image/modules.ts";
 import { recipeHash, type Recipe } from "../src/image/recipe.ts";
 import { MANIFEST_FORMAT, validateManifest, type Manifest } from "../src/image/manifest.ts";
 import { writeCpio } from "../src/image/cpio.ts";
@@ -55,6 +55,19 @@ describe("kernel modules", () => {
       "crc32c_generic", "crc16", "mbcache", "jbd2", "ext4",
     ]);
     expect(plan.builtin).toEqual([]);
+  });
+
+  test("two lanes for /init to load at once: the drivers, and the filesystem stack", () => {
+    const dep = parseModulesDep(MODULES_DEP);
+    const { lanes } = planLanes(dep, parseBuiltin(BUILTIN));
+    expect(lanes[1].map(moduleName)).toEqual(["crc32c_generic", "crc16", "mbcache", "jbd2", "ext4"]);
+    expect(lanes[0].map(moduleName)).toContain("virtio_pmem");
+    expect(lanes[0].filter((m) => lanes[1].includes(m))).toEqual([]);
+    // Lanes that would share a module (loaded twice at once, the second fails) become one.
+    const sharing = parseModulesDep(MODULES_DEP.replace("kernel/fs/mbcache.ko:", "kernel/fs/mbcache.ko: kernel/drivers/virtio/virtio_ring.ko"));
+    const one = planLanes(sharing, new Set());
+    expect(one.lanes[1]).toEqual([]);
+    expect(one.lanes[0]).toEqual(resolveModules(sharing, new Set(), WANTED_MODULES).order);
   });
 
   test("every module comes after everything it depends on", () => {
@@ -189,8 +202,9 @@ function readCpio(buf: Uint8Array): { name: string; mode: number; rdev: [number,
 
 describe("initramfs", () => {
   const entries = initramfsEntries(new TextEncoder().encode("BUSYBOX"), [
-    { file: "virtio_ring.ko", data: new TextEncoder().encode("ring") },
-    { file: "virtio.ko", data: new TextEncoder().encode("virtio!") },
+    { file: "virtio_ring.ko", data: new TextEncoder().encode("ring"), lane: 0 },
+    { file: "crc16.ko", data: new TextEncoder().encode("crc"), lane: 1 },
+    { file: "virtio.ko", data: new TextEncoder().encode("virtio!"), lane: 0 },
   ], "#!/bin/sh\necho hi\n");
   const archive = writeCpio(entries);
 
@@ -206,6 +220,7 @@ describe("initramfs", () => {
     expect(by.get("bin/busybox")!.data).toBe("BUSYBOX");
     expect(by.get("lib/modules/virtio.ko")!.data).toBe("virtio!");
     expect(by.get("modules.order")!.data).toBe("virtio_ring.ko\nvirtio.ko\n");
+    expect(by.get("modules.fs")!.data).toBe("crc16.ko\n");
     expect(archive.length % 4).toBe(0);
   });
 

@@ -4,20 +4,22 @@ import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import { download } from "./apt.ts";
-import { WANTED_MODULES, moduleName, parseBuiltin, parseModulesDep, resolveModules, stripSignature } from "./modules.ts";
+import { moduleName, parseBuiltin, parseModulesDep, planLanes, stripSignature } from "./modules.ts";
 import { TOOLS, ensureTools, run } from "./tools.ts";
 
 export interface KernelModule {
   /** File name inside the initramfs (/lib/modules/<file>), uncompressed. */
   file: string;
   data: Uint8Array;
+  /** Which of /init's two parallel lanes loads it (modules.order or modules.fs). */
+  lane: 0 | 1;
 }
 
 export interface Kernel {
   /** uname -r of the kernel, e.g. 6.1.0-57-amd64. */
   release: string;
   vmlinuz: string;
-  /** Dependencies first: the order /init loads them in. */
+  /** Dependencies first within each lane: the order /init loads them in. */
   modules: KernelModule[];
   builtin: string[];
 }
@@ -66,11 +68,13 @@ export async function fetchKernel(work: string, pkg: string, version: string, on
   const builtin = parseBuiltin(existsSync(builtinPath) ? readFileSync(builtinPath, "utf8") : "");
   let plan;
   try {
-    plan = resolveModules(dep, builtin, WANTED_MODULES);
+    plan = planLanes(dep, builtin);
   } catch (err) {
     throw new HutchError("failed", `${pkg}: ${(err as Error).message}`);
   }
   const modules: KernelModule[] = [];
-  for (const rel of plan.order) modules.push({ file: `${moduleName(rel)}.ko`, data: stripSignature(await uncompressed(join(modDir, rel))) });
+  for (const lane of [0, 1] as const) {
+    for (const rel of plan.lanes[lane]) modules.push({ file: `${moduleName(rel)}.ko`, data: stripSignature(await uncompressed(join(modDir, rel))), lane });
+  }
   return { release, vmlinuz, modules, builtin: plan.builtin };
 }
