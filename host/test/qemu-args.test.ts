@@ -17,6 +17,7 @@ const base = {
   rootDisk: "/h/boxes/box_0000000000aaaaaaaaaa/disk.qcow2",
   guestDisk: "/h/guest/abc/guest.img",
   guestDiskBytes: 130 * 1024 * 1024,
+  imageHasPmem: true,
   agent: "/h/boxes/box_0000000000aaaaaaaaaa/agent.sock",
   qmp: "/h/boxes/box_0000000000aaaaaaaaaa/qmp.sock",
   consoleLog: "/h/boxes/box_0000000000aaaaaaaaaa/console.log",
@@ -36,6 +37,14 @@ describe("qemuArgs golden", () => {
     const got = qemuArgs(spec).join("\n") + "\n";
     if (process.env.UPDATE_GOLDEN === "1" || !existsSync(file)) writeFileSync(file, got);
     expect(got).toBe(readFileSync(file, "utf8"));
+  });
+
+  test("an image built before virtio-pmem gets its guest disk as vdb", () => {
+    const a = qemuArgs({ ...base, platform: "linux", arch: "x86_64", accel: "tcg", imageHasPmem: false });
+    expect(a.join(" ")).toContain("hutch.guest=vdb");
+    expect(a).toContain("if=none,id=guest,file=/h/guest/abc/guest.img,format=raw,readonly=on");
+    expect(a.join(" ")).not.toContain("pmem");
+    expect(a[a.indexOf("-m") + 1]).toBe("1024M");
   });
 
   test("the hardening every box gets", () => {

@@ -24,6 +24,8 @@ export interface QemuSpec {
   guestDisk: string;
   /** The guest disk's size: a virtio-pmem device maps exactly this much. */
   guestDiskBytes: number;
+  /** The image's initramfs carries virtio_pmem (images built before it only know vdb). */
+  imageHasPmem: boolean;
   /** Unix socket path (a named pipe name on Windows) for the agent channel. */
   agent: string;
   qmp: string;
@@ -45,7 +47,8 @@ interface Profile {
    * in the guest's page cache. Under tcg every page read through virtio-blk
    * costs ~70 µs of emulated kernel work, half a second of each boot. "blk":
    * a read-only virtio-blk disk, where the machine has no memory devices for
-   * pmem (microvm) or it is not proven on that host yet.
+   * pmem (microvm) or it is not proven on that host yet, and for images whose
+   * initramfs has no virtio_pmem (built before it).
    */
   guestDisk: "pmem" | "blk";
   /** How a local socket chardev is spelled on this OS. */
@@ -78,14 +81,15 @@ const dev = (bus: "pci" | "device", kind: string) => `virtio-${kind}-${bus}`;
 const MiB = 1024 * 1024;
 
 /** The guest disk's QEMU arguments, and the -m suffix a pmem device needs (room above RAM for it). */
-function guestDiskArgs(pr: Profile, s: QemuSpec): { args: string[]; memory: string } {
-  if (pr.guestDisk === "blk") {
-    return { args: ["-drive", `if=none,id=guest,file=${s.guestDisk},format=raw,readonly=on`, "-device", `${dev(pr.bus, "blk")},drive=guest`], memory: "" };
+function guestDiskArgs(pr: Profile, s: QemuSpec): { via: "pmem" | "blk"; args: string[]; memory: string } {
+  if (pr.guestDisk === "blk" || !s.imageHasPmem) {
+    return { via: "blk", args: ["-drive", `if=none,id=guest,file=${s.guestDisk},format=raw,readonly=on`, "-device", `${dev(pr.bus, "blk")},drive=guest`], memory: "" };
   }
   // share=off with readonly=on: a private read-only mapping of the file, so
   // every box on the host shares the one copy in the host's page cache.
   const maxMiB = s.memoryMiB + Math.ceil(s.guestDiskBytes / MiB);
   return {
+    via: "pmem",
     args: ["-object", `memory-backend-file,id=guest,mem-path=${s.guestDisk},size=${s.guestDiskBytes},share=off,readonly=on`, "-device", "virtio-pmem-pci,memdev=guest,id=guestdisk"],
     memory: `,slots=1,maxmem=${maxMiB}M`,
   };
@@ -105,7 +109,7 @@ export function qemuArgs(s: QemuSpec): string[] {
     "-m", `${s.memoryMiB}M${guest.memory}`,
     "-kernel", s.kernel,
     "-initrd", s.initrd,
-    "-append", `console=${pr.console} panic=-1 quiet rdinit=/init hutch.guest=${pr.guestDisk === "pmem" ? "pmem0" : "vdb"} hutch.box=${s.name} hutch.id=${s.boxId}${s.cmdline ? ` ${s.cmdline}` : ""}`,
+    "-append", `console=${pr.console} panic=-1 quiet rdinit=/init hutch.guest=${guest.via === "pmem" ? "pmem0" : "vdb"} hutch.box=${s.name} hutch.id=${s.boxId}${s.cmdline ? ` ${s.cmdline}` : ""}`,
     "-drive", `if=none,id=root,file=${s.rootDisk},format=qcow2,cache=writeback,discard=unmap`,
     "-device", `${dev(pr.bus, "blk")},drive=root`,
     ...guest.args,

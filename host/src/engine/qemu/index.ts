@@ -136,6 +136,7 @@ export class QemuEngine implements Engine {
       rootDisk: join(box.dir, VM_FILES.disk),
       guestDisk,
       guestDiskBytes: statSync(guestDisk).size,
+      imageHasPmem: loadImage(this.home, cfg.image).modules.includes("virtio_pmem.ko"),
       agent: join(box.dir, VM_FILES.agent),
       qmp: join(box.dir, VM_FILES.qmp),
       consoleLog: join(box.dir, VM_FILES.console),
