@@ -13,6 +13,7 @@ import { blockedReason } from "./address.ts";
 import { ChunkedDecoder, HttpError, bodyFraming, brokerResponse, concat, header, parseHead, reason, type RequestHead } from "./http.ts";
 import { SocketReader } from "./reader.ts";
 import { Conn, handlers } from "./conn.ts";
+import { BOX_SEND_BUFFER, splicer, type Splicer } from "./splice.ts";
 import { renderCredential } from "./bindings.ts";
 import { allowedBy } from "./policy.ts";
 
@@ -52,6 +53,9 @@ export interface GateContext {
 export class Gate {
   private server?: UnixSocketListener<Conn>;
   private readonly conns = new Set<Conn>();
+  /** Tunnels handed to the kernel copy path, cut when the gate closes. */
+  private readonly tunnels = new Set<number>();
+  private closed = false;
 
   constructor(private readonly ctx: GateContext) {}
 
@@ -62,6 +66,9 @@ export class Gate {
   }
 
   close(): void {
+    this.closed = true;
+    if (this.tunnels.size > 0) splicer()?.cut([...this.tunnels]);
+    this.tunnels.clear();
     this.server?.stop(true);
     this.server = undefined;
     for (const c of this.conns) c.destroy();
@@ -128,14 +135,21 @@ export class Gate {
     } catch (err) {
       return this.refuse(conn, new HttpError(502, `cannot reach ${target!.host}:${target!.port} (${address}): ${(err as Error).message}`), facts, true, started);
     }
-    if (conn.closed) return upstream.destroy();
+    // Nothing moves until the tunnel is joined; what arrives meanwhile is held, in order.
+    upstream.pause();
+    if (conn.closed || this.closed) return upstream.destroy();
     const early = reader.detach();
     conn.write("HTTP/1.1 200 Connection established\r\n\r\n");
+    const kernel = splicer();
+    if (kernel && conn.fd >= 0 && upstream.fd >= 0) return this.splice(kernel, conn, upstream, early, facts, started);
     const bytesBefore = conn.bytesIn;
     if (early.length > 0) upstream.write(early);
+    for (const b of conn.takeHeld()) upstream.write(b);
+    for (const b of upstream.takeHeld()) conn.write(b);
     conn.pipeTo(upstream);
     upstream.pipeTo(conn);
     conn.resume();
+    upstream.resume();
     conn.onClose(() => upstream.end());
     upstream.onClose(() => conn.end());
     let recorded = false;
@@ -146,6 +160,38 @@ export class Gate {
     };
     conn.onClose(done);
     upstream.onClose(done);
+  }
+
+  /** The tunnel's bytes from here on are copied by the kernel (splice.ts); the decision is recorded when it ends. */
+  private async splice(kernel: Splicer, conn: Conn, upstream: Conn, early: Uint8Array, facts: Pick<EgressFacts, "host" | "port" | "method">, started: number): Promise<void> {
+    let up = 0;
+    let down = 0;
+    const toUpstream = (b: Uint8Array) => {
+      up += b.length;
+      upstream.write(b);
+    };
+    if (early.length > 0) toUpstream(early);
+    // Whatever either side sent before the handover goes across first, in order, and is on its way before the fds change hands.
+    for (;;) {
+      conn.takeHeld().forEach(toUpstream);
+      for (const b of upstream.takeHeld()) {
+        down += b.length;
+        conn.write(b);
+      }
+      const drained = (await conn.drained()) && (await upstream.drained());
+      if (!drained || this.closed) {
+        conn.destroy();
+        upstream.destroy();
+        this.ctx.record("allowed", { ...facts, status: 200, bytesUp: up, bytesDown: down, ms: Math.round(performance.now() - started) });
+        return;
+      }
+      if (!conn.holds && !upstream.holds) break;
+    }
+    const { id, done } = kernel.join(kernel.take(conn, BOX_SEND_BUFFER), kernel.take(upstream));
+    this.tunnels.add(id);
+    const r = await done;
+    this.tunnels.delete(id);
+    this.ctx.record("allowed", { ...facts, status: 200, bytesUp: up + r.up, bytesDown: down + r.down, ms: Math.round(performance.now() - started) });
   }
 
   /** The one address CONNECT dials: a pin, a literal, or the first DNS answer, checked once and used as is. */
