@@ -32,15 +32,6 @@ const EFD_CLOEXEC = 0o2000000;
 const EFD_NONBLOCK = 0o4000;
 const SOL_SOCKET = 1;
 const SO_LINGER = 13;
-const SO_SNDBUF = 7;
-/**
- * The send buffer asked for on the box's side of a tunnel (a unix socket, where
- * the sender's buffer is all the queue there is). At the default ~208 KiB the
- * box's reader and the splice worker wake each other every few hundred KiB and
- * a 1 GiB download measured 560–900 MiB/s; at 4 MiB, 1,080–1,170 against
- * 1,090–1,330 direct. The kernel caps it at net.core.wmem_max.
- */
-export const BOX_SEND_BUFFER = 4 * 1024 * 1024;
 
 function openLibc() {
   const { i32, u32, u64, ptr } = FFIType;
@@ -96,9 +87,8 @@ export class Splicer {
    * Takes the connection from Bun: a duplicate of its fd (close-on-exec), then
    * Bun's socket closed, which leaves the connection to the duplicate. -1 when
    * there is nothing to take (the caller keeps copying in JavaScript).
-   * sendBuffer: SO_SNDBUF for a unix socket (TCP keeps its autotuning).
    */
-  take(conn: Conn, sendBuffer?: number): number {
+  take(conn: Conn): number {
     const fd = conn.fd;
     if (fd < 0) return -1;
     const copy = this.libc.fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -106,7 +96,6 @@ export class Splicer {
     conn.destroy();
     // Bun's terminate asked for a reset on close; the tunnel ends with a FIN like any other.
     this.libc.setsockopt(copy, SOL_SOCKET, SO_LINGER, new Int32Array([0, 0]), 8);
-    if (sendBuffer) this.libc.setsockopt(copy, SOL_SOCKET, SO_SNDBUF, new Int32Array([sendBuffer]), 4);
     return copy;
   }
 
