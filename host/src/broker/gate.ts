@@ -58,7 +58,11 @@ export class Gate {
   private readonly tunnels = new Set<number>();
   private closed = false;
 
-  constructor(private readonly ctx: GateContext) {}
+  constructor(
+    private readonly ctx: GateContext,
+    /** The kernel copy path for tunnels (null: copy in JavaScript); asked for with the first tunnel. */
+    private readonly kernelCopy: () => Splicer | null = splicer,
+  ) {}
 
   async listen(path: string): Promise<void> {
     rmSync(path, { force: true });
@@ -68,7 +72,7 @@ export class Gate {
 
   close(): void {
     this.closed = true;
-    if (this.tunnels.size > 0) splicer()?.cut([...this.tunnels]);
+    if (this.tunnels.size > 0) this.kernelCopy()?.cut([...this.tunnels]);
     this.tunnels.clear();
     this.server?.stop(true);
     this.server = undefined;
@@ -142,7 +146,7 @@ export class Gate {
     if (conn.closed || this.closed) return upstream.destroy();
     const early = reader.detach();
     conn.write("HTTP/1.1 200 Connection established\r\n\r\n");
-    const kernel = splicer();
+    const kernel = this.kernelCopy();
     if (kernel && conn.fd >= 0 && upstream.fd >= 0) return this.splice(kernel, conn, upstream, early, facts, started);
     const bytesBefore = conn.bytesIn;
     if (early.length > 0) upstream.write(early);
@@ -189,11 +193,21 @@ export class Gate {
       }
       if (!conn.holds && !upstream.holds) break;
     }
-    const { id, done } = kernel.join(kernel.take(conn), kernel.take(upstream));
+    const a = kernel.take(conn);
+    const b = kernel.take(upstream);
+    if (a < 0 || b < 0) {
+      // Only if dup failed (out of fds): the tunnel ends, as it would on any resource error.
+      for (const fd of [a, b]) if (fd >= 0) kernel.drop(fd);
+      conn.destroy();
+      upstream.destroy();
+      this.ctx.record("allowed", { ...facts, status: 200, reason: "no file descriptor for the tunnel", bytesUp: up, bytesDown: down, ms: Math.round(performance.now() - started) });
+      return;
+    }
+    const { id, done } = kernel.join(a, b);
     this.tunnels.add(id);
     const r = await done;
     this.tunnels.delete(id);
-    this.ctx.record("allowed", { ...facts, status: 200, bytesUp: up + r.up, bytesDown: down + r.down, ms: Math.round(performance.now() - started) });
+    this.ctx.record("allowed", { ...facts, status: 200, ...(r.error ? { reason: r.error } : {}), bytesUp: up + r.up, bytesDown: down + r.down, ms: Math.round(performance.now() - started) });
   }
 
   /** The one address CONNECT dials: a pin, a literal, or the first DNS answer, checked once and used as is. */

@@ -147,7 +147,7 @@ let shared: Splicer | null | undefined;
 
 /** The one splicer of this process, started with the first tunnel; null where it does not load. */
 export function splicer(): Splicer | null {
-  if (shared === undefined) shared = process.env.HUTCH_BROKER_SPLICE === "0" ? null : Splicer.start();
+  if (shared === undefined) shared = Splicer.start();
   return shared;
 }
 
