@@ -312,6 +312,8 @@ export class Gate {
     await write(conn, new TextEncoder().encode(text + "\r\n"));
     let bytes = 0;
     if (noBody || !res.body) return { bytes, complete: true };
+    const declared = length === null ? -1 : Number(length);
+    if (declared >= BULK_BODY && conn.fd >= 0) return relayBulk(conn, res, declared);
     // readMany is Bun's (typed in bun-types, hidden here by the DOM lib's reader type).
     const body = res.body.getReader() as unknown as { readMany(): Promise<Bun.ReadableStreamDefaultReadManyResult<Uint8Array>> | Bun.ReadableStreamDefaultReadManyResult<Uint8Array> };
     try {
@@ -337,6 +339,31 @@ export class Gate {
       conn.destroy();
       return { bytes, complete: false };
     }
+  }
+}
+
+/** Bodies with a length of at least this go to the box natively (relayBulk); smaller ones, and SSE, through JavaScript. */
+const BULK_BODY = 256 * 1024;
+
+/**
+ * A large body with a length, from fetch straight into the box's socket
+ * (Bun.write to its fd): no JavaScript per chunk, and about half the CPU of
+ * reading fetch's stream (a 1 GiB download in the bench: ~0.6× direct
+ * instead of ~0.5×). The connection's own socket is paused meanwhile (the
+ * reader holds it between requests), so nothing else writes to the fd.
+ */
+async function relayBulk(conn: Conn, res: Response, length: number): Promise<{ bytes: number; complete: boolean }> {
+  if (!(await conn.drained())) return { bytes: 0, complete: false };
+  try {
+    const bytes = await Bun.write(Bun.file(conn.fd), res);
+    if (bytes === length) return { bytes, complete: true };
+    // Shorter than its length (the upstream cut it): the box sees the connection end mid-body, as it would direct.
+    conn.destroy();
+    return { bytes, complete: false };
+  } catch {
+    // The box went away, or the upstream failed mid-body; how much left is not known, so none is counted.
+    conn.destroy();
+    return { bytes: 0, complete: false };
   }
 }
 
