@@ -51,6 +51,11 @@ export class Splicer {
   private nextId = 1;
   private broken?: string;
 
+  /** True once the worker has died: new tunnels are then copied in JavaScript. */
+  get failed(): boolean {
+    return this.broken !== undefined;
+  }
+
   private constructor(
     private readonly libc: ReturnType<typeof openLibc>,
     private readonly worker: Worker,
@@ -148,7 +153,7 @@ let shared: Splicer | null | undefined;
 /** The one splicer of this process, started with the first tunnel; null where it does not load. */
 export function splicer(): Splicer | null {
   if (shared === undefined) shared = Splicer.start();
-  return shared;
+  return shared?.failed ? null : shared;
 }
 
 /**
@@ -196,6 +201,11 @@ function spliceWorker(): void {
     up: Dir;
     down: Dir;
   }
+
+  // Listening starts now, before the first await: a message that arrived with no listener would be lost.
+  const inbox: ToWorker[] = [];
+  let handle: ((m: ToWorker) => void) | undefined;
+  addEventListener("message", (e: MessageEvent<ToWorker>) => (handle ? handle(e.data) : inbox.push(e.data)));
 
   void (async () => {
     const ffi = (await import(["bun", "ffi"].join(":"))) as typeof import("bun:ffi");
@@ -312,8 +322,7 @@ function spliceWorker(): void {
       serve(t);
     };
 
-    addEventListener("message", (e: MessageEvent<ToWorker>) => {
-      const m = e.data;
+    handle = (m: ToWorker) => {
       if (m.type === "init") {
         ctl = m.ctl;
         wake = m.wake;
@@ -328,7 +337,7 @@ function spliceWorker(): void {
         if (t) finish(t, "closed by the broker");
       }
       arrived?.();
-    });
+    };
 
     const loop = async (): Promise<void> => {
       for (;;) {
@@ -350,5 +359,6 @@ function spliceWorker(): void {
         arrived = undefined;
       }
     };
+    for (const m of inbox.splice(0)) handle(m);
   })().catch((err: Error) => postMessage({ type: "failed", error: err.message }));
 }
