@@ -350,9 +350,10 @@ const NATIVE_BULK = process.platform === "linux";
 /**
  * A large body with a length, from fetch straight into the box's socket
  * (Bun.write to its fd): no JavaScript per chunk, and about half the CPU of
- * reading fetch's stream (a 1 GiB download in the bench: ~0.6× direct
- * instead of ~0.5×). The connection's own socket is paused meanwhile (the
- * reader holds it between requests), so nothing else writes to the fd.
+ * reading fetch's stream (a 1 GiB download in scripts/bench/broker.ts:
+ * 0.66–0.75× direct instead of 0.40–0.57×). The connection's own socket is
+ * paused meanwhile (the reader holds it between requests), so nothing else
+ * writes to the fd. Bun waits for the socket when the box reads slowly.
  */
 async function relayBulk(conn: Conn, res: Response, length: number): Promise<{ bytes: number; complete: boolean }> {
   if (!(await conn.drained())) return { bytes: 0, complete: false };
