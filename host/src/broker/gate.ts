@@ -351,7 +351,7 @@ const NATIVE_BULK = process.platform === "linux";
  * A large body with a length, from fetch straight into the box's socket
  * (Bun.write to its fd): no JavaScript per chunk, and about half the CPU of
  * reading fetch's stream (a 1 GiB download in scripts/bench/broker.ts:
- * 0.66–0.75× direct instead of 0.40–0.57×). The connection's own socket is
+ * 0.62–0.75× direct instead of 0.40–0.57×). The connection's own socket is
  * paused meanwhile (the reader holds it between requests), so nothing else
  * writes to the fd. Bun waits for the socket when the box reads slowly.
  */
