@@ -12,6 +12,8 @@ export class Conn {
   private readonly closeHooks: (() => void)[] = [];
   private pending: Uint8Array[] = [];
   private drainWaiters: ((ok: boolean) => void)[] = [];
+  /** What arrived while nobody listened (between parsing and a tunnel); the socket is paused meanwhile. */
+  private held: Uint8Array[] = [];
   /** Resumed when this socket drains (a tunnel's other side, paused while this one is full). */
   private resumeOnDrain?: Conn;
   closed = false;
@@ -67,6 +69,21 @@ export class Conn {
     else void this.drained().then((ok) => ok && this.sock.end());
   }
 
+  get holds(): boolean {
+    return this.held.length > 0;
+  }
+
+  /** Bytes that arrived with no one listening, handed over once. */
+  takeHeld(): Uint8Array[] {
+    return this.held.splice(0);
+  }
+
+  /** The socket's fd (Bun has it but does not type it), or -1. */
+  get fd(): number {
+    const fd = (this.sock as unknown as { fd?: unknown }).fd;
+    return typeof fd === "number" && !this.closed ? fd : -1;
+  }
+
   destroy(): void {
     if (this.closed) return;
     this.sock.terminate();
@@ -87,7 +104,9 @@ export class Conn {
 
   handleData(bytes: Uint8Array): void {
     this.bytesIn += bytes.length;
-    this.onData?.(bytes);
+    if (this.onData) return this.onData(bytes);
+    this.held.push(bytes.slice());
+    this.sock.pause();
   }
 
   handleDrain(): void {
