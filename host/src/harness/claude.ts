@@ -4,7 +4,7 @@
 // assistant and user messages (tool calls and results), and a final result
 // with the turn's usage. Flags checked against `claude --help` of the pinned version.
 import { Emitter } from "./emit.ts";
-import { obj, parseRecord, raw, str } from "./limits.ts";
+import { jsonLines, obj, raw, str } from "./limits.ts";
 import type { Harness, MappedEvent, Mapper } from "./types.ts";
 
 function textOf(content: unknown): string {
@@ -34,10 +34,7 @@ export function claudeMapper(e = new Emitter()): Mapper {
   };
 
   return {
-    line(text) {
-      const r = parseRecord(text);
-      if ("bad" in r) return [r.bad];
-      const rec = r.rec;
+    line: jsonLines((rec, text) => {
       switch (rec.type) {
         case "system":
           // init starts the run; status ("requesting") says it is working on the next model call.
@@ -86,7 +83,7 @@ export function claudeMapper(e = new Emitter()): Mapper {
         default:
           return [raw(text, "unknown")];
       }
-    },
+    }),
     end: (exit) => e.exited(exit),
   };
 }
@@ -107,10 +104,7 @@ export function claudeTranscriptMapper(): Mapper {
   const e = new Emitter();
   const stream = claudeMapper(e);
   return {
-    line(text) {
-      const r = parseRecord(text);
-      if ("bad" in r) return [r.bad];
-      const rec = r.rec;
+    line: jsonLines((rec, text) => {
       const type = str(rec.type) ?? "";
       if (TRANSCRIPT_NOISE.has(type)) return [];
       if (type === "user" && typeof obj(rec.message)?.content === "string") {
@@ -127,7 +121,7 @@ export function claudeTranscriptMapper(): Mapper {
       // The turn is done; the next prompt makes it busy again.
       if (type === "system" && rec.subtype === "turn_duration") return e.idle();
       return stream.line(text);
-    },
+    }),
     end: () => [],
   };
 }

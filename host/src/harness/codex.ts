@@ -5,7 +5,7 @@
 // token deltas, so a message's one delta is its whole text. Flags checked
 // against `codex exec --help` of the pinned version.
 import { Emitter } from "./emit.ts";
-import { obj, parseRecord, raw, str } from "./limits.ts";
+import { jsonLines, obj, raw, str } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent, Mapper } from "./types.ts";
 
 /** Item types that are the agent acting (tool calls), with the input they carry. */
@@ -48,10 +48,7 @@ export function codexMapper(): Mapper {
     }
   };
   return {
-    line(text) {
-      const r = parseRecord(text);
-      if ("bad" in r) return [r.bad];
-      const rec = r.rec;
+    line: jsonLines((rec, text) => {
       switch (rec.type) {
         case "thread.started":
         case "turn.started":
@@ -73,7 +70,7 @@ export function codexMapper(): Mapper {
         default:
           return [raw(text, "unknown")];
       }
-    },
+    }),
     end: (exit) => e.exited(exit),
   };
 }

@@ -32,8 +32,16 @@ export const num = (v: unknown): number | null => (typeof v === "number" && Numb
 export const obj = (v: unknown): Record<string, unknown> | undefined =>
   typeof v === "object" && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 
+/** A Mapper's line(): each line parsed as a JSON object and handed to `map`; anything else comes back as agent.raw. */
+export function jsonLines(map: (rec: Record<string, unknown>, text: string) => MappedEvent[]): (text: string) => MappedEvent[] {
+  return (text) => {
+    const r = parseRecord(text);
+    return "bad" in r ? [r.bad] : map(r.rec, text);
+  };
+}
+
 /** Parses one stream line as a JSON object, or gives the agent.raw that keeps it. */
-export function parseRecord(line: string): { rec: Record<string, unknown> } | { bad: MappedEvent } {
+function parseRecord(line: string): { rec: Record<string, unknown> } | { bad: MappedEvent } {
   try {
     const v = obj(JSON.parse(line));
     return v ? { rec: v } : { bad: raw(line, "unparsed") };

@@ -4,16 +4,13 @@
 // tokens and why the step ended), error. Flags checked against
 // `opencode run --help` of the pinned version.
 import { Emitter } from "./emit.ts";
-import { obj, parseRecord, raw, str } from "./limits.ts";
+import { jsonLines, obj, raw, str } from "./limits.ts";
 import type { AgentContext, Harness, Mapper } from "./types.ts";
 
 export function opencodeMapper(): Mapper {
   const e = new Emitter();
   return {
-    line(text) {
-      const r = parseRecord(text);
-      if ("bad" in r) return [r.bad];
-      const rec = r.rec;
+    line: jsonLines((rec, text) => {
       const part = obj(rec.part);
       switch (rec.type) {
         case "step_start":
@@ -46,7 +43,7 @@ export function opencodeMapper(): Mapper {
         default:
           return [raw(text, "unknown")];
       }
-    },
+    }),
     end: (exit) => e.exited(exit),
   };
 }

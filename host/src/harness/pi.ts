@@ -5,7 +5,7 @@
 // declared in ~/.pi/agent/models.json (OpenAI Chat Completions at the broker).
 // Flags checked against `pi --help` and docs/json.md of the pinned version.
 import { Emitter } from "./emit.ts";
-import { obj, parseRecord, raw, str } from "./limits.ts";
+import { jsonLines, obj, raw, str } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent, Mapper } from "./types.ts";
 
 const texts = (content: unknown, type: string, field: string) =>
@@ -19,10 +19,7 @@ export function piMapper(): Mapper {
   /** The error the last assistant message ended with, if it did. */
   let lastError: string | null = null;
   return {
-    line(text) {
-      const r = parseRecord(text);
-      if ("bad" in r) return [r.bad];
-      const rec = r.rec;
+    line: jsonLines((rec, text) => {
       const msg = obj(rec.message);
       switch (rec.type) {
         case "session":
@@ -74,7 +71,7 @@ export function piMapper(): Mapper {
         default:
           return [raw(text, "unknown")];
       }
-    },
+    }),
     end: (exit) => e.exited(exit),
   };
 }
