@@ -172,6 +172,13 @@ export class Gate {
   private async splice(kernel: Splicer, conn: Conn, upstream: Conn, early: Uint8Array, facts: Pick<EgressFacts, "host" | "port" | "method">, started: number): Promise<void> {
     let up = 0;
     let down = 0;
+    const ended = (reason?: string, after: { up: number; down: number } = { up: 0, down: 0 }) =>
+      this.ctx.record("allowed", { ...facts, status: 200, ...(reason ? { reason } : {}), bytesUp: up + after.up, bytesDown: down + after.down, ms: Math.round(performance.now() - started) });
+    const cut = (reason?: string) => {
+      conn.destroy();
+      upstream.destroy();
+      ended(reason);
+    };
     const toUpstream = (b: Uint8Array) => {
       up += b.length;
       upstream.write(b);
@@ -185,12 +192,7 @@ export class Gate {
         conn.write(b);
       }
       const drained = (await conn.drained()) && (await upstream.drained());
-      if (!drained || this.closed) {
-        conn.destroy();
-        upstream.destroy();
-        this.ctx.record("allowed", { ...facts, status: 200, bytesUp: up, bytesDown: down, ms: Math.round(performance.now() - started) });
-        return;
-      }
+      if (!drained || this.closed) return cut();
       if (!conn.holds && !upstream.holds) break;
     }
     const a = kernel.take(conn);
@@ -198,16 +200,13 @@ export class Gate {
     if (a < 0 || b < 0) {
       // Only if dup failed (out of fds): the tunnel ends, as it would on any resource error.
       for (const fd of [a, b]) if (fd >= 0) kernel.drop(fd);
-      conn.destroy();
-      upstream.destroy();
-      this.ctx.record("allowed", { ...facts, status: 200, reason: "no file descriptor for the tunnel", bytesUp: up, bytesDown: down, ms: Math.round(performance.now() - started) });
-      return;
+      return cut("no file descriptor for the tunnel");
     }
     const { id, done } = kernel.join(a, b);
     this.tunnels.add(id);
     const r = await done;
     this.tunnels.delete(id);
-    this.ctx.record("allowed", { ...facts, status: 200, ...(r.error ? { reason: r.error } : {}), bytesUp: up + r.up, bytesDown: down + r.down, ms: Math.round(performance.now() - started) });
+    ended(r.error, r);
   }
 
   /** The one address CONNECT dials: a pin, a literal, or the first DNS answer, checked once and used as is. */
