@@ -1,8 +1,11 @@
 // hutch-guest: serves the tools in guest/PROTOCOL.md to the host, on a unix
 // socket (process engine) or a virtio-serial port (QEMU engine, where it is
-// also PID 1: see src/init/ and image/BOOT.md).
+// also PID 1: see src/init/ and image/BOOT.md). In a process box it is PID 1
+// of the sandbox's pid namespace: it reaps orphans there, and its exit ends
+// the box, but there is no machine to set up or power off.
 import { loadConfig } from "./config.ts";
-import { guardPid1, powerOff, prepareBox } from "./init/index.ts";
+import { guardPid1, initRole, powerOff, prepareBox } from "./init/index.ts";
+import { setCloseOnExec, setNonDumpable } from "./init/ffi.ts";
 import { libcWait, Reaper } from "./init/reaper.ts";
 import { ProcessTable } from "./procs.ts";
 import { createLogger } from "./log.ts";
@@ -14,9 +17,23 @@ import type { Channel } from "./transport/channel.ts";
 import { listenUnix } from "./transport/unix.ts";
 import { openVport } from "./transport/vport.ts";
 
-const pid1 = process.pid === 1;
+// Descriptors a process box's sandbox handed over on the way in (the guest's
+// own binary among them) are marked close-on-exec, so no process the guest
+// starts inherits them. Not closed: bwrap closed some already, and the runtime
+// may have reused those numbers for its own.
+for (const fd of (process.env.HUTCH_GUEST_INHERITED_FDS ?? "").split(",")) {
+  if (/^\d+$/.test(fd) && Number(fd) > 2) setCloseOnExec(Number(fd));
+}
+
+const role = initRole(process.pid, process.env);
+const pid1 = role === "vm";
 const initLog = createLogger("init");
 if (pid1) guardPid1(initLog);
+try {
+  setNonDumpable();
+} catch (err) {
+  initLog.warn("could not make the guest non-dumpable", { error: (err as Error).message });
+}
 
 let stopping = false;
 let channel: Channel | undefined;
@@ -52,7 +69,7 @@ try {
 
   const deps = { ctx, shutdown };
   channel = config.channel.kind === "unix" ? await listenUnix(config.channel.path, deps) : await openVport(config.channel.name, deps);
-  if (pid1) new Reaper(libcWait, (pid) => procs.has(pid), log).start();
+  if (role !== "none") new Reaper(libcWait, (pid) => procs.has(pid), log).start();
   process.on("SIGTERM", () => shutdown(config.graceMs, "SIGTERM"));
   process.on("SIGINT", () => shutdown(config.graceMs, "SIGINT"));
   log.info("listening", { channel: channel.where, roots: config.roots.join(":"), pid: process.pid });

@@ -22,6 +22,8 @@ function open() {
     socket: { args: [i32, i32, i32], returns: i32 },
     ioctl: { args: [i32, u64, ptr], returns: i32 },
     close: { args: [i32], returns: i32 },
+    prctl: { args: [i32, u64, u64, u64, u64], returns: i32 },
+    fcntl: { args: [i32, i32, i32], returns: i32 },
     __errno_location: { args: [], returns: ptr },
   }).symbols;
 }
@@ -91,6 +93,28 @@ export function sethostname(name: string): void {
 
 export function sync(): void {
   libc().sync();
+}
+
+const PR_SET_DUMPABLE = 4;
+
+/**
+ * Makes this process non-dumpable: processes of the same uid can no longer
+ * ptrace it or open its /proc entries (its fds among them, such as the
+ * console log on fd 1 and 2). The guest runs as the box's user in process
+ * boxes, beside everything the box runs.
+ */
+export function setNonDumpable(): void {
+  check(libc().prctl(PR_SET_DUMPABLE, 0, 0, 0, 0), "prctl(PR_SET_DUMPABLE)");
+}
+
+const F_GETFD = 1;
+const F_SETFD = 2;
+const FD_CLOEXEC = 1;
+
+/** Marks fd close-on-exec (if it is open): no process the guest starts inherits it. */
+export function setCloseOnExec(fd: number): void {
+  const flags = libc().fcntl(fd, F_GETFD, 0);
+  if (flags >= 0) libc().fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
 }
 
 const RB_POWER_OFF = 0x4321fedc;

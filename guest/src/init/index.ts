@@ -10,6 +10,18 @@ export const GUEST_HOME = "/home/hutch";
 export const GUEST_WORKSPACE = "/workspace";
 
 /**
+ * What being this process's pid means: "vm" is PID 1 of a machine (mounts,
+ * power-off, must never exit); "sandbox" is PID 1 of a process box's pid
+ * namespace (reaps orphans; its exit ends the box); "none" is any other pid.
+ * The process engine names its role: a VM's PID 1 gets its environment from
+ * the kernel, which never sets HUTCH_GUEST_INIT.
+ */
+export function initRole(pid: number, env: NodeJS.ProcessEnv): "vm" | "sandbox" | "none" {
+  if (pid !== 1) return "none";
+  return env.HUTCH_GUEST_INIT === "sandbox" ? "sandbox" : "vm";
+}
+
+/**
  * Mounts, hostname, lo, and the environment the guest configures itself from
  * (and hands its processes). Failures are logged and skipped: a box without
  * /dev/shm is still more use to the host than a box that powered off.
