@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import type { Harness, NpmPackage } from "./types.ts";
 import { log } from "../log.ts";
+import { agentsForBoxes, agentsShared, buildAgentDisk, dropAgentDisk } from "../engine/agent-disks.ts";
 
 const logger = log.create({ service: "harness.install" });
 
@@ -29,6 +30,16 @@ export function installedVersion(dir: string, pkg: NpmPackage): string | null {
   }
 }
 
+/**
+ * The CLI's read-only disk (what VMs attach, and what a root daemon's process
+ * boxes read: host/src/engine/agent-disks.ts), made once; and, when boxes are
+ * already reading the shared directory, mounted there so running boxes see it.
+ */
+async function publish(cacheDir: string, name: string): Promise<void> {
+  await buildAgentDisk(cacheDir, name);
+  if (process.getuid?.() === 0 && agentsShared(cacheDir)) await agentsForBoxes(cacheDir);
+}
+
 export interface Installed {
   agent: string;
   package: string | null;
@@ -43,6 +54,7 @@ export async function installAgent(h: Harness, cacheDir: string): Promise<Instal
   const dir = join(cacheDir, installDirName(h));
   const bin = agentCommand(h, cacheDir);
   if (installedVersion(dir, h.npm) === h.npm.version && existsSync(bin)) {
+    await publish(cacheDir, installDirName(h));
     return { agent: h.name, package: h.npm.name, version: h.npm.version, path: bin, fresh: false };
   }
   mkdirSync(cacheDir, { recursive: true });
@@ -53,7 +65,8 @@ export async function installAgent(h: Harness, cacheDir: string): Promise<Instal
   logger.info("installing agent CLI", { agent: h.name, spec, dir });
   let proc;
   try {
-    proc = Bun.spawn(["npm", "install", "--prefix", tmp, "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error", spec], { stdout: "pipe", stderr: "pipe" });
+    // umask 022: every box's own host uid must read the CLI, whatever umask the daemon runs with.
+    proc = Bun.spawn(["sh", "-c", 'umask 022 && exec "$@"', "sh", "npm", "install", "--prefix", tmp, "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error", spec], { stdout: "pipe", stderr: "pipe" });
   } catch {
     rmSync(tmp, { recursive: true, force: true });
     throw new HutchError("unavailable", `npm is not installed, so ${spec} cannot be installed`, "install Node.js and npm (apt-get install -y npm), then retry");
@@ -64,7 +77,9 @@ export async function installAgent(h: Harness, cacheDir: string): Promise<Instal
     const tail = err.trim().split("\n").slice(-5).join("\n");
     throw new HutchError("failed", `npm install ${spec} failed (exit ${code}):\n${tail}`, `check the registry is reachable (npm view ${h.npm.name} version), then: hutch agent install ${h.name}`);
   }
+  await dropAgentDisk(cacheDir, installDirName(h));
   rmSync(dir, { recursive: true, force: true });
   renameSync(tmp, dir);
+  await publish(cacheDir, installDirName(h));
   return { agent: h.name, package: h.npm.name, version: h.npm.version, path: bin, fresh: true };
 }

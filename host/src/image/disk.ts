@@ -21,6 +21,8 @@ export interface Ext4Options {
   journal: boolean;
   /** mke2fs picks 1 KiB blocks for small images; DAX mounts need the page size. */
   blockSize?: 1024 | 2048 | 4096;
+  /** Inodes to make (mke2fs -N); its default ratio runs out on trees of many small files. */
+  inodes?: number;
 }
 
 /**
@@ -40,6 +42,7 @@ export async function makeExt4(dir: string, file: string, opts: Ext4Options): Pr
     "-E", "lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0",
     ...(opts.journal ? [] : ["-O", "^has_journal"]),
     ...(opts.blockSize ? ["-b", String(opts.blockSize)] : []),
+    ...(opts.inodes ? ["-N", String(opts.inodes)] : []),
     file,
   ]);
 }

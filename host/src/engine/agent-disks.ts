@@ -1,0 +1,125 @@
+// The agent CLI cache as boxes see it. Each installed CLI (one directory per
+// pinned version, host/src/harness/install.ts) also gets a read-only ext4
+// disk of its own, <cache>/<agent>-<version>.img, made once beside it. A root
+// daemon shows boxes those disks, not the directories: it mounts a tiny tmpfs
+// at <cache>/.mnt, marks it shared, and loop-mounts every disk inside it; a
+// box binds <cache>/.mnt at /.hutch/agents. So the box reads the CLIs from
+// filesystems of their own (its mount table names no host path), and a CLI
+// installed while a box runs still appears in it: bwrap makes a box's mounts
+// slaves of the host's, so a disk mounted later under the shared tmpfs
+// propagates into every running box. Without root the directory itself is
+// bound, as before. The same disks are what VMs attach.
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { HutchError } from "@hutch/shared";
+import { makeExt4, MiB, roundUp, treeBytes } from "../image/disk.ts";
+import { parseMountinfo } from "./cgroup.ts";
+import { log } from "../log.ts";
+
+const logger = log.create({ service: "agents" });
+
+export const AGENT_DISKS = {
+  /** The shared tmpfs every agent disk is mounted in. */
+  mount: ".mnt",
+  image: (dir: string) => `${dir}.img`,
+} as const;
+
+/** Installed CLI directories in the cache (the names install.ts gives them). */
+function installed(cacheDir: string): string[] {
+  if (!existsSync(cacheDir)) return [];
+  return readdirSync(cacheDir, { withFileTypes: true })
+    .filter((e) => e.isDirectory() && /^[a-z0-9]+-[0-9A-Za-z.+-]+$/.test(e.name))
+    .map((e) => e.name);
+}
+
+function mountPoints(): Set<string> {
+  return new Set(parseMountinfo(readFileSync("/proc/self/mountinfo", "utf8")).map((m) => m.point));
+}
+
+async function sh(argv: string[], what: string): Promise<void> {
+  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "ignore", stderr: "pipe", env: { PATH: `${process.env.PATH ?? ""}:/usr/sbin:/sbin` } });
+  const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
+  if (code !== 0) throw new HutchError("failed", `${what}: ${argv.join(" ")} exited ${code}: ${err.trim()}`, "check the host: hutch doctor");
+}
+
+/** Makes <cache>/<name>.img from <cache>/<name> unless it exists (temp file, then rename). */
+export async function buildAgentDisk(cacheDir: string, name: string): Promise<string> {
+  const image = join(cacheDir, AGENT_DISKS.image(name));
+  if (existsSync(image)) return image;
+  const dir = join(cacheDir, name);
+  const files = readdirSync(dir, { recursive: true }).length;
+  const tmp = `${image}.tmp-${process.pid}`;
+  logger.info("making the read-only disk of an agent CLI (once per version)", { agent: name });
+  try {
+    // du's allocated size plus room for ext4's own metadata; an inode per file with headroom.
+    await makeExt4(dir, tmp, { label: name.slice(0, 16), bytes: roundUp(Math.ceil((await treeBytes(dir)) * 1.1) + 32 * MiB, MiB), journal: false, blockSize: 4096, inodes: Math.ceil(files * 1.2) + 256 });
+    renameSync(tmp, image);
+  } finally {
+    rmSync(tmp, { force: true });
+  }
+  return image;
+}
+
+/** Drops an agent's disk (before its directory is replaced): unmounted lazily, so a box reading it keeps its view. */
+export async function dropAgentDisk(cacheDir: string, name: string): Promise<void> {
+  const point = join(cacheDir, AGENT_DISKS.mount, name);
+  if (mountPoints().has(point)) await sh(["umount", "-l", point], "unmounting an agent CLI's disk");
+  rmSync(join(cacheDir, AGENT_DISKS.image(name)), { force: true });
+}
+
+/** Are boxes already reading the shared directory (a root daemon set it up)? */
+export function agentsShared(cacheDir: string): boolean {
+  return mountPoints().has(join(cacheDir, AGENT_DISKS.mount));
+}
+
+/** One daemon at a time sets the shared mounts up (several homes may share a cache). */
+async function withLock<T>(cacheDir: string, fn: () => Promise<T>): Promise<T> {
+  const lock = join(cacheDir, ".mnt.lock");
+  for (let i = 0; ; i++) {
+    try {
+      const fd = openSync(lock, "wx", 0o600);
+      writeSync(fd, String(process.pid));
+      closeSync(fd);
+      break;
+    } catch {
+      // A holder that died leaves its lock: older than a minute is stale.
+      if (existsSync(lock) && Date.now() - statSync(lock).mtimeMs > 60_000) rmSync(lock, { force: true });
+      if (i > 600) throw new HutchError("failed", `${lock} is held by another hutch`, `if no hutch is setting agents up, remove it: rm ${lock}`);
+      await Bun.sleep(100);
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    rmSync(lock, { force: true });
+  }
+}
+
+/**
+ * Root daemons: the directory to bind at /.hutch/agents, with every installed
+ * CLI's disk made and mounted in it. Idempotent; cheap when all is in place.
+ */
+export async function agentsForBoxes(cacheDir: string): Promise<string> {
+  mkdirSync(cacheDir, { recursive: true });
+  const shared = join(cacheDir, AGENT_DISKS.mount);
+  const names = installed(cacheDir);
+  const points = mountPoints();
+  if (points.has(shared) && names.every((n) => points.has(join(shared, n)))) return shared;
+  return withLock(cacheDir, async () => {
+    let now = mountPoints();
+    if (!now.has(shared)) {
+      mkdirSync(shared, { recursive: true, mode: 0o755 });
+      await sh(["mount", "-t", "tmpfs", "-o", "mode=0755,size=1m,nosuid,nodev", "hutch-agents", shared], "mounting the agents' directory");
+      await sh(["mount", "--make-shared", shared], "sharing the agents' directory with boxes");
+    }
+    now = mountPoints();
+    for (const name of names) {
+      const point = join(shared, name);
+      if (now.has(point)) continue;
+      const image = await buildAgentDisk(cacheDir, name);
+      mkdirSync(point, { recursive: true });
+      await sh(["mount", "-t", "ext4", "-o", "loop,ro,nosuid,nodev,noatime", image, point], `mounting ${name}'s disk`);
+    }
+    return shared;
+  });
+}
