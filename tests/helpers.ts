@@ -65,10 +65,25 @@ export function makeHome(prefix = "hutch-e2e-"): Home {
         }
         for (let i = 0; i < 100 && pidAlive(pid); i++) await Bun.sleep(20);
       }
+      unmountUnder(home);
       rmSync(home, { recursive: true, force: true });
     },
   };
   return self;
+}
+
+/**
+ * Unmounts whatever is still mounted under dir (a box's disk, when a test
+ * left its box behind), deepest first, so removing dir never descends into
+ * a mounted filesystem.
+ */
+export function unmountUnder(dir: string): void {
+  const points = readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .map((l) => l.split(" ")[4] ?? "")
+    .filter((p) => p.startsWith(`${dir}/`))
+    .sort((a, b) => b.length - a.length);
+  for (const p of points) Bun.spawnSync(["umount", "-l", p]);
 }
 
 export function pidAlive(pid: number): boolean {

@@ -38,15 +38,29 @@ export const Box = Type.Object({
 });
 export type Box = Static<typeof Box>;
 
+/**
+ * A box's resource limits, on every engine: CPUs, memory, processes (the
+ * process engine; a VM's own kernel bounds its processes) and disk (the
+ * process engine's per-box disk, or a VM's overlay).
+ */
+const BoxLimitFields = {
+  cpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
+  memoryMiB: Type.Optional(Type.Integer({ minimum: 64, maximum: 1048576 })),
+  pids: Type.Optional(Type.Integer({ minimum: 16, maximum: 4194304 })),
+  disk: Type.Optional(Type.String({ pattern: "^[1-9][0-9]{0,6}[MGT]$", description: "disk size, e.g. 20G" })),
+};
+
+/** `hutch box set`: new limits for a stopped box, applied at its next start. */
+export const BoxSetBody = Type.Object(BoxLimitFields, { additionalProperties: false, minProperties: 1 });
+export type BoxSetBody = Static<typeof BoxSetBody>;
+
 export const BoxCreateBody = Type.Object(
   {
     name: BoxName,
     engine: Type.Optional(EngineName),
     start: Type.Optional(Type.Boolean()),
+    ...BoxLimitFields,
     /** VM settings (qemu engine). */
-    cpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 64 })),
-    memoryMiB: Type.Optional(Type.Integer({ minimum: 256, maximum: 262144 })),
-    disk: Type.Optional(Type.String({ pattern: "^[1-9][0-9]*[MGT]$", description: "overlay size, e.g. 20G" })),
     image: Type.Optional(Type.String({ pattern: "^[a-z0-9][a-z0-9._-]{0,63}$" })),
     /** Extra kernel command line for the VM (debugging a boot). */
     kernelArgs: Type.Optional(Type.String({ maxLength: 1024, pattern: "^[ -~]*$" })),

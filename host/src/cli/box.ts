@@ -38,6 +38,25 @@ export function parseMemory(s: string): number {
   return Number(m[1]) * (m[2]?.toUpperCase() === "G" ? 1024 : 1);
 }
 
+type LimitArgs = { cpus?: number; memory?: string; pids?: number; disk?: string };
+
+/** The limit flags `box create` and `box set` share (host/src/engine/process/README.md has the defaults). */
+const LIMIT_OPTIONS = {
+  cpus: { type: "number", describe: "CPUs: a VM's virtual CPUs (default 2); a process box's CPU time cap (default: no cap)" },
+  memory: { type: "string", describe: "memory, e.g. 4G or 768M (default: 1G for a VM, 4G for a process box)" },
+  pids: { type: "number", describe: "process box: most processes and threads at once (default 4096)" },
+  disk: { type: "string", describe: "disk size, e.g. 20G (default: 16G for a process box, the image's for a VM)" },
+} as const;
+
+function limitsOf(a: LimitArgs): Record<string, number | string> {
+  return {
+    ...(a.cpus !== undefined ? { cpus: a.cpus } : {}),
+    ...(a.memory ? { memoryMiB: parseMemory(a.memory) } : {}),
+    ...(a.pids !== undefined ? { pids: a.pids } : {}),
+    ...(a.disk ? { disk: a.disk } : {}),
+  };
+}
+
 const names = (y: Argv) => y.positional("names", { type: "string", array: true, demandOption: true, describe: "box names or ids" });
 
 export const boxCommand: CommandModule<GlobalArgs, GlobalArgs> = {
@@ -45,7 +64,7 @@ export const boxCommand: CommandModule<GlobalArgs, GlobalArgs> = {
   describe: "create, start, stop, delete and inspect boxes",
   builder: (y) =>
     y
-      .command<GlobalArgs & { name: string; engine: string; start: boolean; cpus?: number; memory?: string; disk?: string; image?: string; "kernel-args"?: string; allow?: string[]; secret?: string[] }>(
+      .command<GlobalArgs & LimitArgs & { name: string; engine: string; start: boolean; image?: string; "kernel-args"?: string; allow?: string[]; secret?: string[] }>(
         "create <name>",
         "create a box (stopped unless --start)",
         (c) =>
@@ -53,20 +72,31 @@ export const boxCommand: CommandModule<GlobalArgs, GlobalArgs> = {
             .positional("name", { type: "string", demandOption: true, describe: "lower-case letters, digits and dashes" })
             .option("engine", { type: "string", choices: ["process", "qemu"], default: "process", describe: "process: a namespace sandbox; qemu: a VM with its own kernel" })
             .option("start", { type: "boolean", default: false, describe: "start it once created" })
-            .option("cpus", { type: "number", describe: "VM: virtual CPUs (default 2)" })
-            .option("memory", { type: "string", describe: "VM: memory, e.g. 1G or 768M (default 1G)" })
-            .option("disk", { type: "string", describe: "VM: disk size, e.g. 20G (default: the image's)" })
+            .options(LIMIT_OPTIONS)
             .option("image", { type: "string", describe: "VM: image name (default: default)" })
             .option("kernel-args", { type: "string", describe: "VM: extra kernel command line (debugging a boot)" })
             .option("allow", { type: "string", array: true, describe: "egress: a host[:port] the box may CONNECT to (repeatable; *.domain for subdomains)" })
             .option("secret", { type: "string", array: true, describe: "egress: a binding whose credential the broker injects (anthropic, openai, github, or one from config.json)" }),
         async (a) => {
           const d = await connectDaemon(a.home);
-          const vm = { ...(a.cpus ? { cpus: a.cpus } : {}), ...(a.memory ? { memoryMiB: parseMemory(a.memory) } : {}), ...(a.disk ? { disk: a.disk } : {}), ...(a.image ? { image: a.image } : {}), ...(a["kernel-args"] ? { kernelArgs: a["kernel-args"] } : {}) };
+          const vm = { ...limitsOf(a), ...(a.image ? { image: a.image } : {}), ...(a["kernel-args"] ? { kernelArgs: a["kernel-args"] } : {}) };
           const egress = { ...(a.allow?.length ? { allow: a.allow } : {}), ...(a.secret?.length ? { secrets: a.secret } : {}) };
           const box = await d.request<Box>("POST", "/v1/boxes", { name: a.name, engine: a.engine, start: a.start, ...vm, ...egress }, { idempotencyKey: crypto.randomUUID() });
           if (a.json) printJson(box);
           else process.stdout.write(`created ${box.name} (${box.id}), ${box.state}\n`);
+        },
+      )
+      .command<GlobalArgs & LimitArgs & { name: string }>(
+        "set <name>",
+        "change a stopped box's limits (applied when it next starts)",
+        (c) => c.positional("name", { type: "string", demandOption: true }).options(LIMIT_OPTIONS).example("$0 box set web --memory 8G --disk 40G", "more room for a stopped box"),
+        async (a) => {
+          const change = limitsOf(a);
+          if (Object.keys(change).length === 0) throw new HutchError("invalid", "name a limit to change", "e.g. hutch box set NAME --memory 8G (see: hutch box set --help)");
+          const d = await connectDaemon(a.home);
+          const box = await d.request<Box>("PATCH", `/v1/boxes/${encodeURIComponent(a.name)}`, change);
+          if (a.json) printJson(box);
+          else process.stdout.write(`${box.name}: limits changed; they apply when it next starts\n`);
         },
       )
       .command<Names>("start <names..>", "start boxes", names, async (a) => {

@@ -37,7 +37,10 @@ export async function guestBinaryPath(home: string): Promise<string> {
   mkdirSync(dir, { recursive: true });
   const tmp = `${target}.tmp-${process.pid}`;
   await Bun.write(tmp, Bun.file(source));
-  chmodSync(tmp, 0o755);
+  // Every box's own host uid must read and run it; nobody may change it. It
+  // holds nothing private (it is inside dist/hutch), and every directory on
+  // the way to it is 0700, so other users of the host cannot reach it.
+  chmodSync(tmp, 0o555);
   renameSync(tmp, target);
   return target;
 }

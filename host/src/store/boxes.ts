@@ -121,6 +121,11 @@ export class BoxStore {
     this.db.query("UPDATE boxes SET state = ?, reason = ?, updated_at = ? WHERE id = ?").run(state, reason, now(), boxId);
   }
 
+  /** Replaces a box's engine settings (limits); the engine applies them at the next start. */
+  setConfig(boxId: string, config: Record<string, unknown>): void {
+    this.db.query("UPDATE boxes SET config = ?, updated_at = ? WHERE id = ?").run(JSON.stringify(config), now(), boxId);
+  }
+
   setDesired(boxId: string, desired: DesiredState): void {
     this.db.query("UPDATE boxes SET desired = ?, updated_at = ? WHERE id = ?").run(desired, now(), boxId);
   }

@@ -13,6 +13,7 @@ export function boxesController(boxes: BoxService) {
       return boxes.create(body, idem(headers));
     }, { body: BoxModel.create, detail: { summary: "Create a box (and start it when start is true)" } })
     .get("/:ref", ({ params }) => boxes.get(params.ref), { params: BoxModel.ref, detail: { summary: "One box, by name or id" } })
+    .patch("/:ref", ({ params, body }) => boxes.set(params.ref, body), { params: BoxModel.ref, body: BoxModel.set, response: BoxModel.box, detail: { summary: "Change a stopped box's limits (applied at its next start)" } })
     .post("/:ref/start", ({ params, headers }) => boxes.start(params.ref, idem(headers)), { params: BoxModel.ref, detail: { summary: "Start a box" } })
     .post("/:ref/stop", ({ params, headers }) => boxes.stop(params.ref, idem(headers)), { params: BoxModel.ref, detail: { summary: "Stop a box: graceful, then forced after a timeout" } })
     .post("/:ref/pause", ({ params, headers }) => boxes.pause(params.ref, idem(headers)), { params: BoxModel.ref, detail: { summary: "Freeze a box (VM engines)" } })

@@ -2,7 +2,7 @@
 // toward it, and every lifecycle request is an op in the journal. A daemon
 // that dies mid-operation finds the op pending on restart and finishes it.
 import { join } from "node:path";
-import { HutchError, type Box, type BoxCreateBody, type BoxPolicy, type BoxState, type DesiredState, type EngineName } from "@hutch/shared";
+import { HutchError, type Box, type BoxCreateBody, type BoxPolicy, type BoxSetBody, type BoxState, type DesiredState, type EngineName } from "@hutch/shared";
 import type { BoxRow, BoxStore, OpKind } from "../../store/boxes.ts";
 import type { BoxHandle, Engine } from "../../engine/types.ts";
 import { openChannel, type Channel } from "../../engine/channel.ts";
@@ -10,6 +10,22 @@ import { env } from "../../env.ts";
 import { log } from "../../log.ts";
 
 const logger = log.create({ service: "boxes" });
+
+const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
+
+/** Which settings each engine takes: limits on both (but processes only outside a VM), image and kernel args only for VMs. */
+function checkSettings(engine: string, name: string, config: Record<string, unknown>): void {
+  const vmOnly = ["image", "kernelArgs"].filter((k) => k in config);
+  if (engine !== "qemu" && vmOnly.length > 0) {
+    throw new HutchError("invalid", `${vmOnly.join(" and ")} apply to VM boxes, not to the ${engine} engine`, `create a VM: hutch box create ${name} --engine qemu`);
+  }
+  if (engine === "qemu" && "pids" in config) {
+    throw new HutchError("invalid", "--pids applies to process boxes: a VM's processes are bounded by its own kernel, and cannot fork-bomb the host", "leave --pids out for a VM box");
+  }
+  if (engine === "qemu" && typeof config.memoryMiB === "number" && config.memoryMiB < 256) {
+    throw new HutchError("invalid", `a VM needs at least 256 MiB of memory, not ${config.memoryMiB}`, "e.g. --memory 1G");
+  }
+}
 
 export class BoxService {
   private readonly channels = new Map<string, Channel>();
@@ -76,16 +92,28 @@ export class BoxService {
     if (this.store.byName(body.name)) {
       throw new HutchError("conflict", `box "${body.name}" already exists`, `use it, or delete it first: hutch box delete ${body.name}`);
     }
-    const config = Object.fromEntries(Object.entries({ cpus: body.cpus, memoryMiB: body.memoryMiB, disk: body.disk, image: body.image, kernelArgs: body.kernelArgs }).filter(([, v]) => v !== undefined));
-    if (Object.keys(config).length > 0 && engine !== "qemu") {
-      throw new HutchError("invalid", `cpus, memory, disk and image apply to VM boxes, not to the ${engine} engine`, `create a VM: hutch box create ${body.name} --engine qemu`);
-    }
+    const config = defined({ cpus: body.cpus, memoryMiB: body.memoryMiB, pids: body.pids, disk: body.disk, image: body.image, kernelArgs: body.kernelArgs });
+    checkSettings(engine, body.name, config);
     const policy: BoxPolicy = { allow: [...new Set(body.allow ?? [])], bindings: [...new Set(body.secrets ?? [])] };
     this.checkPolicy?.(policy);
     const { box, op } = this.store.insertBox(body.name, engine, body.start ? "running" : "stopped", idemKey, config, policy);
     logger.info("box created", { box: box.name, id: box.id, engine });
     this.changed(box.id);
     return this.finish(box.id, op.id);
+  }
+
+  /** New limits for a stopped box, applied at its next start. */
+  set(ref: string, body: BoxSetBody): Box {
+    const row = this.row(ref);
+    if (row.state !== "stopped" && row.state !== "failed" && row.state !== "creating") {
+      throw new HutchError("conflict", `box "${row.name}" is ${row.state}; limits change only while it is stopped`, `stop it first: hutch box stop ${row.name}`);
+    }
+    const change = defined({ cpus: body.cpus, memoryMiB: body.memoryMiB, pids: body.pids, disk: body.disk });
+    checkSettings(row.engine, row.name, change);
+    this.store.setConfig(row.id, { ...(JSON.parse(row.config) as Record<string, unknown>), ...change });
+    logger.info("box limits changed", { box: row.name, ...Object.fromEntries(Object.entries(change).map(([k, v]) => [k, String(v)])) });
+    this.changed(row.id);
+    return this.toBox(this.row(row.id));
   }
 
   async start(ref: string, idemKey: string | null): Promise<Box> {

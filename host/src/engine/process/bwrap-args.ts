@@ -1,29 +1,69 @@
 // The bubblewrap command line for a process-engine box, built as data by a
 // pure function so it can be table-tested without starting anything.
+//
+// Two ways to give the box its user (uid 1000 inside):
+//   mapped (the daemon is root): box uid 1000 is the box's own unprivileged
+//     host uid (host/src/engine/idmap.ts), never host root. bwrap waits on
+//     --userns-block-fd while the daemon writes the namespace's id maps, then
+//     sets the box up as namespace root (host root owns what it binds, so it
+//     may read it) and execs setpriv, which drops to uid 1000 with no
+//     capabilities before the guest runs. Nested user namespaces are refused
+//     by the seccomp filter (bwrap's --disable-userns cannot be combined with
+//     an id map written from outside).
+//   same-user (the daemon is not root): box uid 1000 is the daemon's own uid,
+//     as with any rootless sandbox; --disable-userns closes nested namespaces.
+// Either way the guest binary is executed from a file descriptor the daemon
+// opened and the small /etc files are copied in from descriptors, so no path
+// of the host's appears in the box's mount table for them; the writable roots
+// come from the box's own disk when it has one (./disk.ts).
 
 /** How a top-level host directory appears: a symlink (merged /usr) or a real directory. */
 export type HostEntry = { path: string; symlink?: string };
+
+/** Descriptors the daemon hands bwrap, by number in the child. */
+export interface BwrapFds {
+  /** bwrap waits to read a byte here: the id maps are written and the box joined its cgroups. */
+  block: number;
+  /** bwrap writes {"child-pid": N} here once the box's first process exists. */
+  info: number;
+  /** The compiled seccomp filter (./seccomp.ts). */
+  seccomp?: number;
+  /** The guest binary, opened read-only; executed as /proc/self/fd/N. */
+  guest: number;
+  passwd: number;
+  group: number;
+  hosts: number;
+}
 
 export interface BwrapSpec {
   bwrap: string;
   boxId: string;
   hostname: string;
-  boxDir: string;
-  guestBinary: string;
+  /** Host directories for the box's writable roots. */
+  roots: { workspace: string; home: string; run: string };
   /** Top-level system paths to expose read-only (merged-/usr symlinks are recreated as symlinks). */
   system: HostEntry[];
   /** /etc entries that exist on the host and are safe to share read-only. */
   etc: string[];
   /** The host's agent CLI cache, shared read-only at GUEST_AGENTS (host/src/harness/install.ts). */
   agents?: string;
+  fds: BwrapFds;
+  /** The daemon maps the box user onto the box's own host uid (root daemons); see the header. */
+  mapped: boolean;
+  /** Size caps for the box's memory-backed filesystems. */
+  tmpBytes?: number;
+  runBytes?: number;
+  /** setpriv (util-linux), which drops to the box user in mapped mode. */
+  setpriv?: string;
 }
 
 export const GUEST_UID = 1000;
 export const GUEST_HOME = "/home/hutch";
 export const GUEST_WORKSPACE = "/workspace";
 export const GUEST_RUN = "/run/hutch";
-export const GUEST_BIN = "/.hutch/hutch-guest";
 export const GUEST_AGENTS = "/.hutch/agents";
+/** A symlink to the descriptor of the guest binary: exec resolves it in the exec'ing process, and ps shows this name. */
+export const GUEST_BIN = "/.hutch/hutch-guest";
 
 /**
  * Host /etc entries a box may see. The rest of /etc (shadow, ssh keys, the
@@ -40,7 +80,12 @@ export function bwrapArgs(s: BwrapSpec): string[] {
   const args = [
     s.bwrap,
     "--unshare-user", "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-    "--uid", String(GUEST_UID), "--gid", String(GUEST_UID),
+    ...(s.mapped
+      ? ["--userns-block-fd", String(s.fds.block), "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+      : ["--uid", String(GUEST_UID), "--gid", String(GUEST_UID), "--disable-userns", "--block-fd", String(s.fds.block)]),
+    "--info-fd", String(s.fds.info),
+    // The guest is the pid namespace's init: no bwrap process (which would be host root in mapped mode) stays in the box.
+    "--as-pid-1",
     "--hostname", s.hostname,
     // A new session keeps a box process from pushing input into the host's terminal (TIOCSTI).
     "--new-session",
@@ -49,20 +94,24 @@ export function bwrapArgs(s: BwrapSpec): string[] {
     if (e.symlink) args.push("--symlink", e.symlink, e.path);
     else args.push("--ro-bind", e.path, e.path);
   }
+  // Directories bwrap would otherwise make 0700 as namespace root, which the box user could not enter in mapped mode.
+  for (const dir of ["/etc", "/home", "/.hutch"]) args.push("--perms", "0755", "--dir", dir);
   for (const name of s.etc) args.push("--ro-bind", `/etc/${name}`, `/etc/${name}`);
   args.push(
-    "--ro-bind", `${s.boxDir}/etc/passwd`, "/etc/passwd",
-    "--ro-bind", `${s.boxDir}/etc/group`, "/etc/group",
-    "--ro-bind", `${s.boxDir}/etc/hosts`, "/etc/hosts",
+    // Namespace root makes these in mapped mode: --perms gives the box user what it had as their owner before.
+    "--perms", "0644", "--ro-bind-data", String(s.fds.passwd), "/etc/passwd",
+    "--perms", "0644", "--ro-bind-data", String(s.fds.group), "/etc/group",
+    "--perms", "0644", "--ro-bind-data", String(s.fds.hosts), "/etc/hosts",
     "--proc", "/proc",
     "--dev", "/dev",
-    "--tmpfs", "/tmp",
-    "--tmpfs", "/run",
-    "--bind", `${s.boxDir}/run`, GUEST_RUN,
-    "--bind", `${s.boxDir}/workspace`, GUEST_WORKSPACE,
-    "--bind", `${s.boxDir}/home`, GUEST_HOME,
-    "--ro-bind", s.guestBinary, GUEST_BIN,
+    ...tmpfs("/dev/shm", "1777", s.tmpBytes),
+    ...tmpfs("/tmp", "1777", s.tmpBytes),
+    ...tmpfs("/run", "0755", s.runBytes),
+    "--bind", s.roots.run, GUEST_RUN,
+    "--bind", s.roots.workspace, GUEST_WORKSPACE,
+    "--bind", s.roots.home, GUEST_HOME,
     ...(s.agents ? ["--ro-bind", s.agents, GUEST_AGENTS] : []),
+    "--symlink", `/proc/self/fd/${s.fds.guest}`, GUEST_BIN,
     "--chdir", GUEST_WORKSPACE,
     "--clearenv",
     "--setenv", "HOME", GUEST_HOME,
@@ -73,11 +122,25 @@ export function bwrapArgs(s: BwrapSpec): string[] {
     "--setenv", "LANG", "C.UTF-8",
     "--setenv", "TERM", "xterm-256color",
     "--setenv", "HUTCH_BOX_ID", s.boxId,
+    "--setenv", "HUTCH_GUEST_INIT", "sandbox",
     "--setenv", "HUTCH_GUEST_SOCKET", `${GUEST_RUN}/agent.sock`,
     "--setenv", "HUTCH_GUEST_ROOTS", `${GUEST_WORKSPACE}:${GUEST_HOME}`,
+    "--setenv", "HUTCH_GUEST_INHERITED_FDS", inheritedFds(s.fds).join(","),
+    ...(s.fds.seccomp !== undefined ? ["--seccomp", String(s.fds.seccomp)] : []),
+    "--",
+    ...(s.mapped ? [s.setpriv ?? "/usr/bin/setpriv", `--reuid=${GUEST_UID}`, `--regid=${GUEST_UID}`, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"] : []),
     GUEST_BIN,
   );
   return args;
+}
+
+function tmpfs(dest: string, perms: string, bytes: number | undefined): string[] {
+  return ["--perms", perms, ...(bytes ? ["--size", String(bytes)] : []), "--tmpfs", dest];
+}
+
+/** The descriptors that reach the guest only because bwrap inherited them: it marks them close-on-exec at start. */
+export function inheritedFds(fds: BwrapFds): number[] {
+  return [fds.block, fds.info, fds.seccomp, fds.guest, fds.passwd, fds.group, fds.hosts].filter((n): n is number => n !== undefined);
 }
 
 export function passwdFile(): string {

@@ -1,13 +1,24 @@
 // The process engine: hutch-guest on the host inside a bubblewrap sandbox
 // (own user, pid, mount, net, ipc and uts namespaces; no network). For hosts
 // without virtualization and for fast tests. Reports isolation: namespace.
-import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, rmSync, writeFileSync, openSync, closeSync } from "node:fs";
+// When the daemon is root, each box also gets its own unprivileged host uid,
+// its own disk (a quota), cgroup limits and a seccomp filter; see README.md
+// beside this file for how they fit together.
+import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readlinkSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { totalmem } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import type { BoxHandle, ChannelEndpoint, Engine, Observed, ProbeResult } from "../types.ts";
-import { bwrapArgs, groupFile, hostsFile, passwdFile, SHARED_ETC, type HostEntry } from "./bwrap-args.ts";
+import { bwrapArgs, groupFile, hostsFile, passwdFile, SHARED_ETC, type BwrapFds, type HostEntry } from "./bwrap-args.ts";
 import { boxLeftovers, childrenOf, isAlive, killBox, procStartTime, readIdentity, waitGone } from "../pidfile.ts";
 import { guestBinaryPath } from "../guest-binary.ts";
+import { BoxCgroup, hostCgroups, type CgroupPlan } from "../cgroup.ts";
+import { boxIdentity, readIdentityFile, type BoxIdentity } from "../idmap.ts";
+import { boxRoots, diskBytes, ensureDisk, isMountPoint, resizeDisk, unmountDisk, DISK_FILES, type BoxRoots } from "./disk.ts";
+import { hostSeccompArch, seccompBytes } from "./seccomp.ts";
+import { parseSize, formatSize } from "../limits.ts";
+import { consoleTailOf } from "../console.ts";
+import { agentsForBoxes } from "../agent-disks.ts";
 import { env } from "../../env.ts";
 import { log } from "../../log.ts";
 
@@ -17,10 +28,32 @@ const logger = log.create({ service: "engine.process" });
 export const BOX_FILES = {
   pid: "box.pid",
   console: "console.log",
-  socket: "run/agent.sock",
+  seccomp: "seccomp.bpf",
+  /** The box's channel socket, relative to its run root (./disk.ts). */
+  socket: "agent.sock",
 } as const;
 
 const SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/sbin", "/lib32", "/libx32", "/opt"];
+
+/** Defaults where `box create` names no limit (README.md beside this file says why these). */
+export const PROCESS_DEFAULTS = {
+  memoryMiB: Math.min(4096, Math.floor(totalmem() / 1024 / 1024 / 2)),
+  pids: 4096,
+  disk: "16G",
+} as const;
+
+/** /run in the box holds only the guest's socket directory and what programs put there. */
+const RUN_BYTES = 16 * 1024 * 1024;
+
+export interface ProcessLimits {
+  cpus?: number;
+  memoryMiB: number;
+  pids: number;
+  /** Bytes of the box's disk (mapped mode only). */
+  diskBytes: number;
+  /** /tmp's size: half the memory limit, since a tmpfs is memory the box's limit is charged for. */
+  tmpBytes: number;
+}
 
 function hostLayout(): HostEntry[] {
   const out: HostEntry[] = [];
@@ -38,11 +71,38 @@ function hostLayout(): HostEntry[] {
 
 const readPid = (box: BoxHandle) => readIdentity(join(box.dir, BOX_FILES.pid));
 
+/** Root daemons map each box onto its own host uid (./bwrap-args.ts); others run boxes as themselves. */
+export const mappedMode = (): boolean => process.getuid?.() === 0;
+
+/** Reads bwrap's --info-fd JSON ({"child-pid": N}); null if bwrap exited first. */
+async function readChildPid(fd: number, timeoutMs: number): Promise<number | null> {
+  const reader = Bun.file(fd).stream().getReader();
+  let text = "";
+  const timer = setTimeout(() => void reader.cancel(), timeoutMs);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+      const m = /"child-pid"\s*:\s*(\d+)/.exec(text);
+      if (m) return Number(m[1]);
+    }
+  } catch {
+    // cancelled by the timeout
+  } finally {
+    clearTimeout(timer);
+  }
+  return null;
+}
+
 export class ProcessEngine implements Engine {
   readonly name = "process" as const;
   readonly capabilities = { isolation: "namespace" as const, pause: false, memorySnapshot: false, screenshot: false };
 
-  constructor(private readonly home: string) {}
+  constructor(
+    private readonly home: string,
+    private readonly cgroups: () => CgroupPlan = hostCgroups,
+  ) {}
 
   async probe(): Promise<ProbeResult> {
     let proc: { exitCode: number | null; stderr?: Buffer };
@@ -51,71 +111,184 @@ export class ProcessEngine implements Engine {
     } catch (err) {
       proc = { exitCode: null, stderr: Buffer.from((err as Error).message) };
     }
-    if (proc.exitCode === 0) return { ok: true, engine: "process", detail: "bubblewrap can create user, pid and network namespaces" };
-    const err = proc.stderr?.toString().trim() || `exit ${proc.exitCode}`;
-    const missing = proc.exitCode === null || /ENOENT|not found|No such file/i.test(err);
+    if (proc.exitCode !== 0) {
+      const err = proc.stderr?.toString().trim() || `exit ${proc.exitCode}`;
+      const missing = proc.exitCode === null || /ENOENT|not found|No such file/i.test(err);
+      return {
+        ok: false,
+        engine: "process",
+        detail: missing ? "bubblewrap (bwrap) is not installed" : `bubblewrap cannot create namespaces: ${err}`,
+        fix: missing ? "apt-get install -y bubblewrap" : "enable unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1",
+      };
+    }
+    if (mappedMode() && !existsSync("/usr/bin/setpriv")) {
+      return { ok: false, engine: "process", detail: "setpriv (util-linux) is missing: a root daemon needs it to drop box processes to their own uid", fix: "apt-get install -y util-linux" };
+    }
+    return { ok: true, engine: "process", detail: "bubblewrap can create user, pid and network namespaces" };
+  }
+
+  /** The box's effective limits: its own settings over the defaults. */
+  limits(box: BoxHandle): ProcessLimits {
+    const c = box.config as { cpus?: number; memoryMiB?: number; pids?: number; disk?: string };
+    const memoryMiB = c.memoryMiB ?? PROCESS_DEFAULTS.memoryMiB;
     return {
-      ok: false,
-      engine: "process",
-      detail: missing ? "bubblewrap (bwrap) is not installed" : `bubblewrap cannot create namespaces: ${err}`,
-      fix: missing ? "apt-get install -y bubblewrap" : "enable unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1",
+      ...(c.cpus ? { cpus: c.cpus } : {}),
+      memoryMiB,
+      pids: c.pids ?? PROCESS_DEFAULTS.pids,
+      diskBytes: parseSize(c.disk ?? PROCESS_DEFAULTS.disk),
+      tmpBytes: Math.floor((memoryMiB * 1024 * 1024) / 2),
     };
   }
 
+  private cgroup(box: BoxHandle): BoxCgroup | null {
+    const plan = this.cgroups();
+    return Object.values(plan).some((p) => p.ok) ? new BoxCgroup(plan, box.id) : null;
+  }
+
+  private identity(box: BoxHandle): BoxIdentity | null {
+    return mappedMode() ? boxIdentity(join(this.home, "boxes"), box.id) : null;
+  }
+
+  describe(box: BoxHandle): Record<string, string> {
+    const l = this.limits(box);
+    const plan = this.cgroups();
+    const enforced = (ok: boolean, value: string) => (ok ? value : `${value} (not enforced on this host: hutch doctor)`);
+    const out: Record<string, string> = {
+      cpus: enforced(plan.cpu.ok, l.cpus ? String(l.cpus) : "all"),
+      memory: enforced(plan.memory.ok, formatSize(l.memoryMiB * 1024 * 1024)),
+      pids: enforced(plan.pids.ok, String(l.pids)),
+      tmp: formatSize(l.tmpBytes),
+    };
+    const disk = diskBytes(box.dir);
+    out.disk = disk !== null ? formatSize(disk) : mappedMode() ? formatSize(l.diskBytes) : `${formatSize(l.diskBytes)} (not enforced: the daemon is not root)`;
+    const id = mappedMode() ? readIdentityFile(box.dir) : null;
+    if (id) out["host uid"] = String(id.uid);
+    const use = this.cgroup(box)?.usage();
+    if (use?.memoryBytes !== undefined) out["memory used"] = formatSize(use.memoryBytes);
+    if (use?.pids !== undefined) out["processes"] = String(use.pids);
+    return out;
+  }
+
   async create(box: BoxHandle): Promise<void> {
-    for (const d of ["workspace", "home", "run", "etc"]) mkdirSync(join(box.dir, d), { recursive: true });
+    mkdirSync(join(box.dir, "etc"), { recursive: true });
     writeFileSync(join(box.dir, "etc/passwd"), passwdFile());
     writeFileSync(join(box.dir, "etc/group"), groupFile());
     writeFileSync(join(box.dir, "etc/hosts"), hostsFile(box.name));
+    this.identity(box);
+  }
+
+  /** The box's writable roots, ready: its own disk (mapped mode), else plain directories. */
+  private async roots(box: BoxHandle, limits: ProcessLimits, id: BoxIdentity | null): Promise<BoxRoots> {
+    const legacy = boxRoots(box.dir);
+    if (!id || (!legacy.quota && existsSync(legacy.workspace))) {
+      // Not root, or a box made before quotas: plain directories as before.
+      for (const d of [legacy.workspace, legacy.home, legacy.run]) mkdirSync(d, { recursive: true });
+      return legacy;
+    }
+    const now = diskBytes(box.dir);
+    if (now !== null && now !== limits.diskBytes) await resizeDisk(box.dir, limits.diskBytes);
+    return ensureDisk(box.dir, limits.diskBytes, id);
   }
 
   async start(box: BoxHandle): Promise<void> {
     await this.create(box);
-    rmSync(join(box.dir, BOX_FILES.socket), { force: true });
+    const limits = this.limits(box);
+    const id = this.identity(box);
+    const roots = await this.roots(box, limits, id);
+    rmSync(join(roots.run, BOX_FILES.socket), { force: true });
+    const cg = this.cgroup(box);
+    cg?.create({ ...(limits.cpus ? { cpus: limits.cpus } : {}), memoryBytes: limits.memoryMiB * 1024 * 1024, pids: limits.pids });
     const guest = await guestBinaryPath(this.home);
-    const agents = env.agentsDir(this.home);
-    mkdirSync(agents, { recursive: true });
-    const argv = bwrapArgs({
-      bwrap: env.bwrap(),
-      boxId: box.id,
-      hostname: box.name,
-      boxDir: box.dir,
-      guestBinary: guest,
-      system: hostLayout(),
-      etc: SHARED_ETC.filter((e) => existsSync(`/etc/${e}`)),
-      agents,
-    });
+    const cache = env.agentsDir(this.home);
+    mkdirSync(cache, { recursive: true });
+    const agents = id ? await agentsForBoxes(cache) : cache;
+    const arch = hostSeccompArch();
+    if (arch) writeFileSync(join(box.dir, BOX_FILES.seccomp), seccompBytes(arch));
+    else if (id) throw new HutchError("unavailable", `no seccomp filter for ${process.arch}, which a root daemon's boxes need (nested user namespaces are refused by it)`, "run hutch as a non-root user on this machine");
+
+    // The child's fds, by position in stdio: 3 and 4 are pipes; the rest are files opened here.
+    const opened: number[] = [];
+    const open = (path: string) => {
+      const fd = openSync(path, "r");
+      opened.push(fd);
+      return fd;
+    };
     const consoleFd = openSync(join(box.dir, BOX_FILES.console), "a");
+    opened.push(consoleFd);
+    const fds: BwrapFds = { block: 3, info: 4, guest: 5, passwd: 6, group: 7, hosts: 8, ...(arch ? { seccomp: 9 } : {}) };
     let proc: ReturnType<typeof Bun.spawn>;
     try {
+      const stdio = [
+        "ignore", consoleFd, consoleFd, "pipe", "pipe",
+        open(guest), open(join(box.dir, "etc/passwd")), open(join(box.dir, "etc/group")), open(join(box.dir, "etc/hosts")),
+        ...(arch ? [open(join(box.dir, BOX_FILES.seccomp))] : []),
+      ];
+      const argv = bwrapArgs({
+        bwrap: env.bwrap(),
+        boxId: box.id,
+        hostname: box.name,
+        roots,
+        system: hostLayout(),
+        etc: SHARED_ETC.filter((e) => existsSync(`/etc/${e}`)),
+        agents,
+        fds,
+        mapped: id !== null,
+        tmpBytes: limits.tmpBytes,
+        runBytes: RUN_BYTES,
+      });
       // Detached: the box outlives the daemon; a restarted daemon finds it by its pidfile.
       proc = Bun.spawn(argv, {
-        stdin: "ignore",
-        stdout: consoleFd,
-        stderr: consoleFd,
+        stdio: stdio as never,
         detached: true,
         env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id },
       });
     } catch (err) {
       throw new HutchError("failed", `could not run bubblewrap: ${(err as Error).message}`, "check the host: hutch doctor");
     } finally {
-      closeSync(consoleFd);
+      for (const fd of opened) closeSync(fd);
     }
     proc.unref();
+    const [blockFd, infoFd] = [proc.stdio[3] as unknown as number, proc.stdio[4] as unknown as number];
+    try {
+      const child = await readChildPid(infoFd, 10_000);
+      if (!child) throw new HutchError("failed", `the sandbox did not start: ${await this.consoleTail(box)}`, "check the host: hutch doctor");
+      if (id) {
+        // Namespace root stays host root only for bwrap's own setup (it must read what it binds); setpriv leaves it before the guest runs.
+        writeFileSync(`/proc/${child}/uid_map`, `0 0 1\n1000 ${id.uid} 1\n`);
+        writeFileSync(`/proc/${child}/gid_map`, `0 0 1\n1000 ${id.gid} 1\n`);
+      }
+      cg?.attach(child);
+      writeSync(blockFd, "1");
+    } catch (err) {
+      proc.kill("SIGKILL");
+      throw err instanceof HutchError ? err : new HutchError("failed", `could not set the box up: ${(err as Error).message}`, "check the host: hutch doctor");
+    } finally {
+      for (const fd of [blockFd, infoFd]) {
+        try {
+          closeSync(fd);
+        } catch {
+          // closed already
+        }
+      }
+    }
     const startTime = procStartTime(proc.pid);
     if (!startTime) {
       throw new HutchError("failed", `box process exited at once: ${await this.consoleTail(box)}`, "check the host: hutch doctor");
     }
     writeFileSync(join(box.dir, BOX_FILES.pid), JSON.stringify({ pid: proc.pid, startTime }));
-    logger.info("box process started", { box: box.name, pid: proc.pid });
+    logger.info("box process started", { box: box.name, pid: proc.pid, ...(id ? { uid: id.uid } : {}) });
   }
 
   async stop(box: BoxHandle, timeoutMs: number, requestShutdown: () => void): Promise<{ forced: boolean }> {
     const id = readPid(box);
-    if (!id || !isAlive(id)) return { forced: false };
+    if (!id || !isAlive(id)) {
+      await this.release(box);
+      return { forced: false };
+    }
     requestShutdown();
     if (await waitGone(id, timeoutMs)) {
       rmSync(join(box.dir, BOX_FILES.pid), { force: true });
+      await this.release(box);
       return { forced: false };
     }
     logger.warn("graceful stop timed out; killing", { box: box.name, timeoutMs });
@@ -127,6 +300,15 @@ export class ProcessEngine implements Engine {
     const id = readPid(box);
     // Killing the sandbox's pid-namespace init takes every process in the box with it.
     await killBox(box.id, id, join(box.dir, BOX_FILES.pid), id ? childrenOf(id.pid) : []);
+    await this.release(box);
+  }
+
+  /** What a stopped box no longer needs on the host: its cgroups and its mounted disk. */
+  private async release(box: BoxHandle): Promise<void> {
+    const cg = this.cgroup(box);
+    const left = (await cg?.remove()) ?? [];
+    if (left.length > 0) logger.warn("box cgroups still busy", { box: box.name, groups: left.join(" ") });
+    await unmountDisk(box.dir);
   }
 
   async inspect(box: BoxHandle): Promise<Observed> {
@@ -136,15 +318,21 @@ export class ProcessEngine implements Engine {
   }
 
   channel(box: BoxHandle): ChannelEndpoint {
-    return { kind: "unix", path: join(box.dir, BOX_FILES.socket) };
+    return { kind: "unix", path: join(boxRoots(box.dir).run, BOX_FILES.socket) };
   }
 
   async destroy(box: BoxHandle): Promise<void> {
+    await this.release(box);
+    // Never through a mounted disk: rm would empty the box's filesystem and then fail on its mount point.
+    if (isMountPoint(join(box.dir, DISK_FILES.mount))) throw new HutchError("failed", `the box's disk is still mounted at ${join(box.dir, DISK_FILES.mount)}`, `unmount it: umount ${join(box.dir, DISK_FILES.mount)}`);
     rmSync(box.dir, { recursive: true, force: true });
   }
 
   async leftovers(box: BoxHandle): Promise<string[]> {
-    return boxLeftovers(box.id, box.dir);
+    const left = boxLeftovers(box.id, box.dir);
+    if (isMountPoint(join(box.dir, DISK_FILES.mount))) left.push(`mount ${join(box.dir, DISK_FILES.mount)}`);
+    for (const d of this.cgroup(box)?.existing() ?? []) left.push(`cgroup ${d}`);
+    return left;
   }
 
   async helloTimeoutMs(): Promise<number> {
@@ -152,11 +340,6 @@ export class ProcessEngine implements Engine {
   }
 
   async consoleTail(box: BoxHandle, lines = 20): Promise<string> {
-    try {
-      const text = readFileSync(join(box.dir, BOX_FILES.console), "utf8");
-      return text.trimEnd().split("\n").slice(-lines).join("\n") || "(console log is empty)";
-    } catch {
-      return "(no console log)";
-    }
+    return consoleTailOf(join(box.dir, BOX_FILES.console), lines);
   }
 }
