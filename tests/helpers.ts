@@ -3,6 +3,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { sharedMount } from "../host/src/engine/agent-disks.ts";
 
 export const ROOT = join(import.meta.dir, "..");
 export const HUTCH = join(ROOT, "dist", "hutch");
@@ -66,6 +67,7 @@ export function makeHome(prefix = "hutch-e2e-"): Home {
         for (let i = 0; i < 100 && pidAlive(pid); i++) await Bun.sleep(20);
       }
       unmountUnder(home);
+      unmountUnder(sharedMount(join(home, "agents")), true);
       rmSync(home, { recursive: true, force: true });
     },
   };
@@ -77,11 +79,11 @@ export function makeHome(prefix = "hutch-e2e-"): Home {
  * left its box behind), deepest first, so removing dir never descends into
  * a mounted filesystem.
  */
-export function unmountUnder(dir: string): void {
+export function unmountUnder(dir: string, andItself = false): void {
   const points = readFileSync("/proc/self/mountinfo", "utf8")
     .split("\n")
     .map((l) => l.split(" ")[4] ?? "")
-    .filter((p) => p.startsWith(`${dir}/`))
+    .filter((p) => p.startsWith(`${dir}/`) || (andItself && p === dir))
     .sort((a, b) => b.length - a.length);
   for (const p of points) Bun.spawnSync(["umount", "-l", p]);
 }

@@ -2,14 +2,16 @@
 // pinned version, host/src/harness/install.ts) also gets a read-only ext4
 // disk of its own, <cache>/<agent>-<version>.img, made once beside it. A root
 // daemon shows boxes those disks, not the directories: it mounts a tiny tmpfs
-// at <cache>/.mnt, marks it shared, and loop-mounts every disk inside it; a
-// box binds <cache>/.mnt at /.hutch/agents. So the box reads the CLIs from
+// at /run/hutch/agents/<key of the cache's path>, marks it shared, and
+// loop-mounts every disk inside it; a box binds that at /.hutch/agents. (Under
+// /run, not in the cache: runtime mounts go when the host reboots, and never
+// stand in the way of removing a home or a cache.) So the box reads the CLIs from
 // filesystems of their own (its mount table names no host path), and a CLI
 // installed while a box runs still appears in it: bwrap makes a box's mounts
 // slaves of the host's, so a disk mounted later under the shared tmpfs
 // propagates into every running box. Without root the directory itself is
 // bound, as before. The same disks are what VMs attach.
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import { makeExt4, MiB, roundUp, treeBytes } from "../image/disk.ts";
@@ -19,10 +21,16 @@ import { log } from "../log.ts";
 const logger = log.create({ service: "agents" });
 
 export const AGENT_DISKS = {
-  /** The shared tmpfs every agent disk is mounted in. */
-  mount: ".mnt",
+  /** Where the shared tmpfs of each cache is mounted. */
+  runDir: "/run/hutch/agents",
   image: (dir: string) => `${dir}.img`,
 } as const;
+
+/** The shared tmpfs a cache's disks are mounted in: /run/hutch/agents/<16 hex of sha256(the cache's real path)>. */
+export function sharedMount(cacheDir: string): string {
+  const real = existsSync(cacheDir) ? realpathSync(cacheDir) : cacheDir;
+  return join(AGENT_DISKS.runDir, new Bun.CryptoHasher("sha256").update(real).digest("hex").slice(0, 16));
+}
 
 /** Installed CLI directories in the cache (the names install.ts gives them). */
 function installed(cacheDir: string): string[] {
@@ -62,19 +70,20 @@ export async function buildAgentDisk(cacheDir: string, name: string): Promise<st
 
 /** Drops an agent's disk (before its directory is replaced): unmounted lazily, so a box reading it keeps its view. */
 export async function dropAgentDisk(cacheDir: string, name: string): Promise<void> {
-  const point = join(cacheDir, AGENT_DISKS.mount, name);
+  const point = join(sharedMount(cacheDir), name);
   if (mountPoints().has(point)) await sh(["umount", "-l", point], "unmounting an agent CLI's disk");
   rmSync(join(cacheDir, AGENT_DISKS.image(name)), { force: true });
 }
 
 /** Are boxes already reading the shared directory (a root daemon set it up)? */
 export function agentsShared(cacheDir: string): boolean {
-  return mountPoints().has(join(cacheDir, AGENT_DISKS.mount));
+  return mountPoints().has(sharedMount(cacheDir));
 }
 
 /** One daemon at a time sets the shared mounts up (several homes may share a cache). */
-async function withLock<T>(cacheDir: string, fn: () => Promise<T>): Promise<T> {
-  const lock = join(cacheDir, ".mnt.lock");
+async function withLock<T>(shared: string, fn: () => Promise<T>): Promise<T> {
+  const lock = `${shared}.lock`;
+  mkdirSync(AGENT_DISKS.runDir, { recursive: true, mode: 0o755 });
   for (let i = 0; ; i++) {
     try {
       const fd = openSync(lock, "wx", 0o600);
@@ -101,11 +110,11 @@ async function withLock<T>(cacheDir: string, fn: () => Promise<T>): Promise<T> {
  */
 export async function agentsForBoxes(cacheDir: string): Promise<string> {
   mkdirSync(cacheDir, { recursive: true });
-  const shared = join(cacheDir, AGENT_DISKS.mount);
+  const shared = sharedMount(cacheDir);
   const names = installed(cacheDir);
   const points = mountPoints();
   if (points.has(shared) && names.every((n) => points.has(join(shared, n)))) return shared;
-  return withLock(cacheDir, async () => {
+  return withLock(shared, async () => {
     let now = mountPoints();
     if (!now.has(shared)) {
       mkdirSync(shared, { recursive: true, mode: 0o755 });
