@@ -47,6 +47,15 @@ describe("qemuArgs golden", () => {
     expect(a[a.indexOf("-m") + 1]).toBe("1024M");
   });
 
+  test("a root daemon's VM drops to the box's own host uid once its files are open (set*id allowed for that drop only)", () => {
+    const a = qemuArgs({ ...base, platform: "linux", arch: "x86_64", accel: "tcg", runAs: { uid: 1000001000, gid: 1000001000 } });
+    expect(a[a.indexOf("-runas") + 1]).toBe("1000001000:1000001000");
+    expect(a[a.indexOf("-sandbox") + 1]).toContain("elevateprivileges=allow");
+    const root = qemuArgs({ ...base, platform: "linux", arch: "x86_64", accel: "tcg" });
+    expect(root).not.toContain("-runas");
+    expect(root[root.indexOf("-sandbox") + 1]).toContain("elevateprivileges=deny");
+  });
+
   test("the hardening every box gets", () => {
     for (const [, spec] of cases) {
       const a = qemuArgs(spec);

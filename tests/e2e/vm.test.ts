@@ -140,6 +140,16 @@ describe("a VM box", () => {
     expect((await read()) - after).toBeGreaterThan(2);
   }, 180_000);
 
+  test("QEMU runs as the box's own unprivileged host uid, in the box's own cgroups", async () => {
+    const v = await info("v");
+    const [pid] = qemuFor(v.id);
+    const uid = Number(Bun.spawnSync(["ps", "-o", "uid=", "-p", String(pid)]).stdout.toString().trim());
+    expect(uid).toBe(Number((v as unknown as { engineInfo: Record<string, string> }).engineInfo["host uid"]));
+    expect(uid).not.toBe(0);
+    const groups = readFileSync(`/proc/${pid}/cgroup`, "utf8");
+    expect(groups).toContain(`/hutch/${v.id}`);
+  });
+
   test("SIGKILL of the daemon: the VM is found again, exec works, one QEMU", async () => {
     const id = (await info("v")).id;
     const before = qemuFor(id);

@@ -31,6 +31,8 @@ export interface QemuSpec {
   qmp: string;
   consoleLog: string;
   pidfile: string;
+  /** Linux, daemon is root: QEMU drops to the box's own host uid once its files are open. */
+  runAs?: { uid: number; gid: number };
 }
 
 interface Profile {
@@ -126,7 +128,10 @@ export function qemuArgs(s: QemuSpec): string[] {
   if (s.platform === "windows") args.splice(args.indexOf("rng-random,id=rng,filename=/dev/urandom"), 1, "rng-builtin,id=rng");
   // spawn=deny forbids fork, so QEMU is not told to -daemonize: the engine
   // starts it detached itself and knows it by its pidfile.
-  if (pr.sandbox) args.push("-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+  // -runas changes uid after the filter is in place, so set*id must stay allowed then; an
+  // unprivileged QEMU cannot elevate with them, which is what the deny guarded against.
+  if (pr.sandbox) args.push("-sandbox", `on,obsolete=deny,elevateprivileges=${s.runAs ? "allow" : "deny"},spawn=deny,resourcecontrol=deny`);
+  if (s.runAs && s.platform !== "windows") args.push("-runas", `${s.runAs.uid}:${s.runAs.gid}`);
   args.push("-pidfile", s.pidfile);
   return args;
 }

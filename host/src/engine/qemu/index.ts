@@ -6,7 +6,7 @@
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
-import type { BoxHandle, ChannelEndpoint, Engine, Observed, ProbeResult } from "../types.ts";
+import type { BoxHandle, ChannelEndpoint, Engine, LimitReport, Observed, ProbeResult } from "../types.ts";
 import { boxLeftovers, isAlive, killBox, procStartTime, readIdentity, waitGone, type ProcIdentity } from "../pidfile.ts";
 import { guestBinary } from "../guest-binary.ts";
 import { qemuArgs, type Arch, type Platform } from "./args.ts";
@@ -16,6 +16,10 @@ import { env } from "../../env.ts";
 import { ensureGuestDisk } from "../../image/guest-disk.ts";
 import { imagePaths, loadImage } from "../../image/index.ts";
 import { log } from "../../log.ts";
+import { BoxCgroup, describePlan, hostCgroups, type CgroupPlan, type Limits } from "../cgroup.ts";
+import { boxIdentity, readIdentityFile } from "../idmap.ts";
+import { readEnd, stripControls } from "../console.ts";
+import { formatSize } from "../limits.ts";
 
 const logger = log.create({ service: "engine.qemu" });
 
@@ -42,6 +46,18 @@ export interface VmConfig {
 
 export const DEFAULT_VM: VmConfig = { image: "default", cpus: 2, memoryMiB: 1024 };
 
+/**
+ * The cgroup limits of a VM's QEMU process: the guest's RAM plus QEMU's own
+ * (tcg's translation buffer grows towards 1 GiB; with an accelerator QEMU
+ * needs far less), its vCPUs plus one for device emulation, and a thread cap
+ * (vCPUs, I/O workers) no working VM comes near. The guest itself is bounded
+ * by its RAM and vCPUs; these bound QEMU going wrong.
+ */
+export function qemuLimits(cfg: VmConfig, accel: string): Limits {
+  const overheadMiB = accel === "tcg" ? 1280 : 512;
+  return { cpus: cfg.cpus + 1, memoryBytes: (cfg.memoryMiB + overheadMiB) * 1024 * 1024, pids: 512 };
+}
+
 function tail(path: string, lines: number): string {
   try {
     return readFileSync(path, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
@@ -62,6 +78,7 @@ export class QemuEngine implements Engine {
   constructor(
     private readonly home: string,
     private readonly host: { platform: Platform; arch: Arch } = { platform: process.platform === "darwin" ? "darwin" : process.platform === "win32" ? "windows" : "linux", arch: process.arch === "arm64" ? "aarch64" : "x86_64" },
+    private readonly cgroups: () => CgroupPlan = hostCgroups,
   ) {}
 
   private binary(): string {
@@ -89,13 +106,38 @@ export class QemuEngine implements Engine {
   describe(box: BoxHandle): Record<string, string> {
     const cfg = this.config(box);
     const accel = currentAccel(this.home);
+    const lim = qemuLimits(cfg, accel?.accel ?? "kvm");
+    const plan = this.cgroups();
+    const cap = (ok: boolean, what: string) => (this.host.platform === "linux" && ok ? what : "not enforced on this host: hutch doctor");
+    const id = readIdentityFile(box.dir);
     return {
       image: cfg.image,
       cpus: String(cfg.cpus),
       memory: `${cfg.memoryMiB} MiB`,
       ...(cfg.disk ? { disk: cfg.disk } : {}),
+      "qemu process": `memory ${formatSize(lim.memoryBytes!)} (${cap(plan.memory.ok, "capped")}), ${lim.cpus} CPUs of time (${cap(plan.cpu.ok, "capped")}), ${lim.pids} threads (${cap(plan.pids.ok, "capped")})`,
+      ...(id ? { "host uid": String(id.uid) } : {}),
       ...(accel ? { accel: accel.accel, "accel reason": accel.reason } : {}),
     };
+  }
+
+  limits(): LimitReport[] {
+    if (this.host.platform !== "linux") return [{ name: "qemu process cgroup", enforced: false, detail: `cgroups are a Linux feature; on ${this.host.platform} the VM's RAM and vCPUs are its limits` }];
+    const plan = describePlan(this.cgroups());
+    const all = plan.memory.enforced && plan.cpu.enforced && plan.pids.enforced;
+    const root = process.getuid?.() === 0;
+    return [
+      { name: "vm memory, cpus, disk", enforced: true, detail: "a VM has the RAM and vCPUs it is given, and its overlay disk cannot grow past its size" },
+      {
+        name: "qemu process cgroup",
+        enforced: all,
+        detail: all ? "QEMU runs in the box's own cgroups (memory, CPU time, threads)" : `not all enforced: ${Object.entries(plan).filter(([, v]) => !v.enforced).map(([k, v]) => `${k}: ${v.detail}`).join("; ")}`,
+        ...(all ? {} : { fix: "run the daemon as root, or as a systemd service with Delegate=yes (cgroup v2)" }),
+      },
+      root
+        ? { name: "qemu identity", enforced: true, detail: "QEMU drops to the box's own unprivileged host uid (-runas) once its files are open" }
+        : { name: "qemu identity", enforced: true, detail: "QEMU runs as the daemon's own user (it is not root)" },
+    ];
   }
 
   async create(box: BoxHandle): Promise<void> {
@@ -121,6 +163,7 @@ export class QemuEngine implements Engine {
     const image = imagePaths(this.home, cfg.image);
     const guest = await guestBinary(this.home);
     const guestDisk = await ensureGuestDisk(this.home, guest.path, guest.sha);
+    const id = this.host.platform === "linux" && process.getuid?.() === 0 ? boxIdentity(join(this.home, "boxes"), box.id) : null;
     const accel = await resolveAccel(this.home, this.host.platform);
     for (const f of [VM_FILES.agent, VM_FILES.qmp, VM_FILES.qemuPid]) rmSync(join(box.dir, f), { force: true });
     const argv = qemuArgs({
@@ -141,7 +184,10 @@ export class QemuEngine implements Engine {
       qmp: join(box.dir, VM_FILES.qmp),
       consoleLog: join(box.dir, VM_FILES.console),
       pidfile: join(box.dir, VM_FILES.qemuPid),
+      ...(id ? { runAs: { uid: id.uid, gid: id.gid } } : {}),
     });
+    const cg = this.cgroup(box);
+    cg?.create(qemuLimits(cfg, accel.accel));
     if (accel.accel === "tcg") logger.warn("booting under tcg (software emulation): slow", { box: box.name, reason: accel.reason });
     const logFd = openSync(join(box.dir, VM_FILES.qemuLog), "w");
     let proc: ReturnType<typeof Bun.spawn>;
@@ -151,6 +197,13 @@ export class QemuEngine implements Engine {
       closeSync(logFd);
     }
     proc.unref();
+    // At once: QEMU has touched little of its memory yet, and every thread it starts later is born in the group.
+    try {
+      cg?.attach(proc.pid);
+    } catch (err) {
+      proc.kill("SIGKILL");
+      throw new HutchError("failed", `could not put the VM in its cgroups: ${(err as Error).message}`, "check the host: hutch doctor");
+    }
     // Ready when QMP answers. Until then the spawn handle says whether QEMU lives:
     // right after spawn the pid may not show QEMU's command line yet.
     const deadline = Date.now() + 15_000;
@@ -179,7 +232,10 @@ export class QemuEngine implements Engine {
     requestShutdown();
     // ACPI too, for a guest that is not listening on its channel.
     await qmp(join(box.dir, VM_FILES.qmp), "system_powerdown").catch(() => undefined);
-    if (await waitGone(id, timeoutMs)) return { forced: false };
+    if (await waitGone(id, timeoutMs)) {
+      await this.release(box);
+      return { forced: false };
+    }
     logger.warn("VM did not power off in time; killing it", { box: box.name, timeoutMs });
     await this.kill(box);
     return { forced: true };
@@ -187,6 +243,19 @@ export class QemuEngine implements Engine {
 
   async kill(box: BoxHandle): Promise<void> {
     await killBox(box.id, this.identity(box), join(box.dir, VM_FILES.pid));
+    await this.release(box);
+  }
+
+  private cgroup(box: BoxHandle): BoxCgroup | null {
+    if (this.host.platform !== "linux") return null;
+    const plan = this.cgroups();
+    return Object.values(plan).some((p) => p.ok) ? new BoxCgroup(plan, box.id) : null;
+  }
+
+  /** The VM's cgroups go once QEMU is gone. */
+  private async release(box: BoxHandle): Promise<void> {
+    const left = (await this.cgroup(box)?.remove()) ?? [];
+    if (left.length > 0) logger.warn("VM cgroups still busy", { box: box.name, groups: left.join(" ") });
   }
 
   async pause(box: BoxHandle): Promise<void> {
@@ -213,17 +282,13 @@ export class QemuEngine implements Engine {
   }
 
   async leftovers(box: BoxHandle): Promise<string[]> {
-    return boxLeftovers(box.id, box.dir);
+    return [...boxLeftovers(box.id, box.dir), ...(this.cgroup(box)?.existing() ?? []).map((d) => `cgroup ${d}`)];
   }
 
   async consoleTail(box: BoxHandle, lines = 20): Promise<string> {
     // A panic's stack trace fills any tail: keep the line that says what happened.
-    let all = "";
-    try {
-      all = readFileSync(join(box.dir, VM_FILES.console), "utf8");
-    } catch {
-      // no console yet
-    }
+    let all = readEnd(join(box.dir, VM_FILES.console)) ?? "";
+    all = stripControls(all);
     const last = all.trimEnd().split("\n").slice(-lines);
     const cause = all.split("\n").filter((l) => /Kernel panic|hutch-init:|not syncing/.test(l) && !last.includes(l));
     const console = [...cause.map((l) => l.trimEnd()), ...(cause.length ? ["…"] : []), ...last].join("\n");
