@@ -58,6 +58,9 @@ export const doctorCommand: CommandModule<GlobalArgs, GlobalArgs> = {
       if (choice.accel === "tcg") process.stderr.write(`hutch: VM boxes will use tcg (software emulation, slow): ${choice.reason}\n`);
       if (checks[0]!.ok) checks.push(await bootCheck(a.home, "qemu"));
     }
+    for (const [engine, e] of [["process", new ProcessEngine(a.home)], ["qemu", new QemuEngine(a.home)]] as const) {
+      for (const l of e.limits()) checks.push({ name: `limit: ${engine} ${l.name}`, ok: l.enforced, detail: `${l.enforced ? "enforced" : "not enforced"}: ${l.detail}`, ...(l.fix ? { fix: l.fix } : {}) });
+    }
     const usable = checks.some((c) => c.name.endsWith("engine") && c.ok);
     if (a.json) printJson({ ok: usable, checks });
     else {

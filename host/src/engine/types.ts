@@ -27,6 +27,14 @@ export interface ProbeResult {
   fix?: string;
 }
 
+/** One resource limit as this host can (or cannot) enforce it, for `hutch doctor`. */
+export interface LimitReport {
+  name: string;
+  enforced: boolean;
+  detail: string;
+  fix?: string;
+}
+
 export interface Observed {
   running: boolean;
   /** Running but frozen (engines with the pause capability). */
@@ -69,4 +77,6 @@ export interface Engine {
   helloTimeoutMs(box: BoxHandle): Promise<number>;
   /** What `box info` should show about this engine's view of the box (accelerator, sizes). */
   describe?(box: BoxHandle): Record<string, string>;
+  /** Which per-box limits this host enforces for this engine, and why not where it does not. */
+  limits?(): LimitReport[];
 }

@@ -8,12 +8,12 @@ import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readlinkSync, rm
 import { totalmem } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
-import type { BoxHandle, ChannelEndpoint, Engine, Observed, ProbeResult } from "../types.ts";
+import type { BoxHandle, ChannelEndpoint, Engine, LimitReport, Observed, ProbeResult } from "../types.ts";
 import { bwrapArgs, groupFile, hostsFile, passwdFile, SHARED_ETC, type BwrapFds, type HostEntry } from "./bwrap-args.ts";
 import { boxLeftovers, childrenOf, isAlive, killBox, procStartTime, readIdentity, waitGone } from "../pidfile.ts";
 import { guestBinaryPath } from "../guest-binary.ts";
-import { BoxCgroup, hostCgroups, type CgroupPlan } from "../cgroup.ts";
-import { boxIdentity, readIdentityFile, type BoxIdentity } from "../idmap.ts";
+import { BoxCgroup, describePlan, hostCgroups, type CgroupPlan } from "../cgroup.ts";
+import { boxIdentity, hostRanges, readIdentityFile, type BoxIdentity } from "../idmap.ts";
 import { boxRoots, diskBytes, ensureDisk, isMountPoint, resizeDisk, unmountDisk, DISK_FILES, type BoxRoots } from "./disk.ts";
 import { hostSeccompArch, seccompBytes } from "./seccomp.ts";
 import { parseSize, formatSize } from "../limits.ts";
@@ -128,7 +128,7 @@ export class ProcessEngine implements Engine {
   }
 
   /** The box's effective limits: its own settings over the defaults. */
-  limits(box: BoxHandle): ProcessLimits {
+  boxLimits(box: BoxHandle): ProcessLimits {
     const c = box.config as { cpus?: number; memoryMiB?: number; pids?: number; disk?: string };
     const memoryMiB = c.memoryMiB ?? PROCESS_DEFAULTS.memoryMiB;
     return {
@@ -150,7 +150,7 @@ export class ProcessEngine implements Engine {
   }
 
   describe(box: BoxHandle): Record<string, string> {
-    const l = this.limits(box);
+    const l = this.boxLimits(box);
     const plan = this.cgroups();
     const enforced = (ok: boolean, value: string) => (ok ? value : `${value} (not enforced on this host: hutch doctor)`);
     const out: Record<string, string> = {
@@ -167,6 +167,29 @@ export class ProcessEngine implements Engine {
     if (use?.memoryBytes !== undefined) out["memory used"] = formatSize(use.memoryBytes);
     if (use?.pids !== undefined) out["processes"] = String(use.pids);
     return out;
+  }
+
+  limits(): LimitReport[] {
+    const plan = describePlan(this.cgroups());
+    const fixCg = "run the daemon as root, or as a systemd service with Delegate=yes (cgroup v2)";
+    const root = mappedMode();
+    const cg = (name: string, c: keyof typeof plan) => ({ name, enforced: plan[c].enforced, detail: plan[c].detail, ...(plan[c].enforced ? {} : { fix: fixCg }) });
+    const arch = hostSeccompArch();
+    return [
+      root
+        ? { name: "host identity", enforced: true, detail: `each box runs as its own unprivileged host uid (${hostRanges().uid.source})` }
+        : { name: "host identity", enforced: true, detail: "boxes run as the daemon's own user (it is not root), like any rootless sandbox" },
+      cg("processes", "pids"),
+      cg("memory", "memory"),
+      cg("cpu", "cpu"),
+      root
+        ? { name: "disk", enforced: true, detail: "each box's /workspace and home are on a disk image of their own (loop-mounted ext4)" }
+        : { name: "disk", enforced: false, detail: "the daemon is not root, so it cannot mount a disk image per box; boxes write to plain directories", fix: "run the daemon as root for per-box disk quotas" },
+      { name: "/tmp size", enforced: true, detail: "/tmp and /dev/shm are tmpfs mounts capped at half the box's memory" },
+      arch
+        ? { name: "seccomp filter", enforced: true, detail: `${arch}: nested namespaces, keyrings, bpf, perf, modules, mounts and clock changes are refused (EPERM)` }
+        : { name: "seccomp filter", enforced: false, detail: `no filter for ${process.arch}`, fix: "run hutch on x86_64 or arm64 Linux" },
+    ];
   }
 
   async create(box: BoxHandle): Promise<void> {
@@ -192,7 +215,7 @@ export class ProcessEngine implements Engine {
 
   async start(box: BoxHandle): Promise<void> {
     await this.create(box);
-    const limits = this.limits(box);
+    const limits = this.boxLimits(box);
     const id = this.identity(box);
     const roots = await this.roots(box, limits, id);
     rmSync(join(roots.run, BOX_FILES.socket), { force: true });

@@ -1,0 +1,178 @@
+// A box cannot hurt the host or other boxes (issue 12), tried as an attacker
+// in the box would: a fork bomb, filling the disk, eating memory, nested user
+// namespaces, filtered syscalls, reading the host's paths, reaching the
+// guest's descriptors, and terminal escapes through the console log. Real
+// process boxes, real cgroups, real loop-mounted disks (the suite runs as root,
+// as a server's daemon would).
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { boxPids, makeHome, pidAlive, waitFor, type Home } from "../helpers.ts";
+import { SYSCALLS } from "../../host/src/engine/process/seccomp.ts";
+import { BLOCK, BOX_USER, hostRanges } from "../../host/src/engine/idmap.ts";
+
+let h: Home;
+
+interface Info {
+  id: string;
+  state: string;
+  engineInfo: Record<string, string>;
+}
+
+async function info(name: string): Promise<Info> {
+  const r = await h.run(["box", "info", name, "--json"]);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as Info;
+}
+
+/** Bytes free for an unprivileged writer on the filesystem holding path. */
+function avail(path: string): number {
+  return Number(Bun.spawnSync(["df", "-B1", "--output=avail", path]).stdout.toString().split("\n")[1]);
+}
+
+beforeAll(async () => {
+  h = makeHome();
+  for (const args of [["bomb", "--pids", "128", "--cpus", "1"], ["calm"], ["small", "--disk", "64M", "--memory", "128M"]]) {
+    const r = await h.run(["box", "create", ...args, "--start"]);
+    expect(r.code, r.stderr).toBe(0);
+  }
+}, 60_000);
+afterAll(() => h.cleanup(), 60_000);
+
+describe("limits", () => {
+  test("a fork bomb stops at the box's process limit; the host, the daemon and another box keep forking; the box's processes are its own host uid", async () => {
+    const bomb = await info("bomb");
+    const uid = Number(bomb.engineInfo["host uid"]);
+    const range = hostRanges().uid;
+    expect(uid).not.toBe(0);
+    expect((uid - BOX_USER - range.base) % BLOCK).toBe(0);
+    // Every process forks two more and waits for them: the tree grows until fork fails, and stays.
+    const run = h.spawn(["exec", "bomb", "--", "sh", "-c", "f() { f & f & wait; }; f 2>/dev/null"]);
+    try {
+      await waitFor("the bomb to reach the box's limit", async () => Number((await info("bomb")).engineInfo.processes) >= 120, 30_000);
+      expect(Number((await info("bomb")).engineInfo.processes)).toBeLessThanOrEqual(128);
+      // The host forks.
+      const hostForks = await Promise.all(Array.from({ length: 20 }, () => Bun.spawn(["true"]).exited));
+      expect(hostForks.every((c) => c === 0)).toBe(true);
+      // The daemon serves, and another box forks.
+      expect((await h.run(["box", "list"])).code).toBe(0);
+      const calm = await h.run(["exec", "calm", "--", "sh", "-c", "for i in 1 2 3 4 5 6 7 8; do sh -c true || exit 1; done; echo forked"]);
+      expect(calm.stdout).toBe("forked\n");
+      // Seen from the host: every process in the box belongs to the box's own uid, none to root.
+      const monitor = (JSON.parse(readFileSync(join(h.home, "boxes", bomb.id, "box.pid"), "utf8")) as { pid: number }).pid;
+      const inBox = boxPids(bomb.id).filter((p) => p !== monitor);
+      // pids.max counts threads: the guest's own take some of the 128.
+      expect(inBox.length).toBeGreaterThan(50);
+      const ps = Bun.spawnSync(["ps", "-o", "uid=", "-p", inBox.join(",")]).stdout.toString().trim().split(/\s+/).map(Number);
+      expect(new Set(ps)).toEqual(new Set([uid]));
+    } finally {
+      run.kill("SIGKILL");
+      expect((await h.run(["box", "stop", "bomb"])).code).toBe(0);
+    }
+    expect(boxPids(bomb.id)).toEqual([]);
+  }, 120_000);
+
+  test("writing past the disk quota fails with ENOSPC in the box, and the host's free space is untouched beyond it", async () => {
+    const before = avail(h.home);
+    const r = await h.run(["exec", "small", "--", "sh", "-c", "dd if=/dev/zero of=/workspace/fill bs=1M count=200; echo rc=$?"]);
+    expect(r.stderr).toContain("No space left on device");
+    expect(r.stdout).toBe("rc=1\n");
+    const used = before - avail(h.home);
+    expect(used).toBeLessThan(80 * 1024 * 1024);
+    expect((await h.run(["exec", "small", "--", "rm", "/workspace/fill"])).code).toBe(0);
+  });
+
+  test("allocating past the memory limit kills the allocating process in the box, not the daemon; the box keeps serving", async () => {
+    const daemon = h.daemonPid()!;
+    const r = await h.run(["exec", "small", "--", "python3", "-c", "b = bytearray(400 * 1024 * 1024); print('survived')"]);
+    expect(r.code).toBe(137);
+    expect(r.stdout).not.toContain("survived");
+    expect(pidAlive(daemon)).toBe(true);
+    expect(h.daemonPid()).toBe(daemon);
+    expect((await h.run(["exec", "small", "--", "echo", "still here"])).stdout).toBe("still here\n");
+  });
+
+  test("box info shows each limit; box set changes a stopped box's, applied at its next start", async () => {
+    expect((await info("small")).engineInfo).toMatchObject({ memory: "128MiB", disk: "64MiB", tmp: "64MiB" });
+    const running = await h.run(["box", "set", "small", "--memory", "256M"]);
+    expect(running.code).toBe(1);
+    expect(running.stderr).toContain("hutch box stop small");
+    expect((await h.run(["box", "stop", "small"])).code).toBe(0);
+    expect((await h.run(["box", "set", "small", "--memory", "256M", "--disk", "96M"])).code).toBe(0);
+    expect((await h.run(["box", "start", "small"])).code).toBe(0);
+    expect((await info("small")).engineInfo).toMatchObject({ memory: "256MiB", disk: "96MiB" });
+    const df = await h.run(["exec", "small", "--", "df", "-B1M", "--output=size", "/workspace"]);
+    expect(Number(df.stdout.trim().split("\n")[1])).toBeGreaterThan(64);
+    const bad = await h.run(["box", "set", "small", "--pids", "1"]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("pids");
+  }, 60_000);
+});
+
+describe("a tighter sandbox", () => {
+  test("nested user namespaces are refused; a filtered syscall fails with EPERM; ordinary work still runs", async () => {
+    const keyctl = SYSCALLS.keyctl![process.arch === "arm64" ? "aarch64" : "x86_64"];
+    const r = await h.run(["exec", "calm", "--", "sh", "-c", `unshare -Ur true 2>&1; echo "unshare=$?"; perl -e 'syscall(${keyctl}, 0, 0, 0, 0, 0); print "keyctl: $!\\n"'; python3 -c 'import threading; t = threading.Thread(target=print, args=("threads work",)); t.start(); t.join()'`]);
+    expect(r.stdout).toContain("unshare: unshare failed: Operation not permitted");
+    expect(r.stdout).toContain("unshare=1");
+    expect(r.stdout).toContain("keyctl: Operation not permitted");
+    expect(r.stdout).toContain("threads work");
+  });
+
+  test("the box's mount table names no host path: no home, no cache, nothing of the host's but the system directories it shares", async () => {
+    const r = await h.run(["exec", "calm", "--", "cat", "/proc/self/mountinfo"]);
+    expect(r.code).toBe(0);
+    expect(r.stdout).not.toContain(h.home);
+    if (process.env.HUTCH_AGENTS_DIR) expect(r.stdout).not.toContain(process.env.HUTCH_AGENTS_DIR);
+    expect(r.stdout).not.toContain(tmpdir() + "/");
+    const hostRoot = (readFileSync("/proc/self/mountinfo", "utf8").split("\n").find((l) => l.split(" ")[4] === "/") ?? "").split(" - ")[1]?.split(" ")[1];
+    const lines = r.stdout.trim().split("\n").map((l) => ({ root: l.split(" ")[3]!, point: l.split(" ")[4]!, source: l.split(" - ")[1]!.split(" ")[1]! }));
+    expect(lines.some((m) => m.point === "/workspace")).toBe(true);
+    for (const m of lines.filter((m) => m.source === hostRoot)) {
+      // The host's own filesystem appears only as the system directories shared read-only, under their own names.
+      expect(m.root === m.point || m.root.startsWith("/usr/"), `${m.root} at ${m.point}`).toBe(true);
+    }
+  });
+
+  test("the guest's descriptors (the console log among them) are out of reach of the box's processes", async () => {
+    const r = await h.run(["exec", "calm", "--", "sh", "-c", "ls /proc/1/fd >/dev/null 2>&1 && echo listed; echo x >> /proc/1/fd/2 2>/dev/null && echo wrote; echo done"]);
+    expect(r.stdout).toBe("done\n");
+  });
+
+  test("doctor says which limits this host enforces, each with why", async () => {
+    const r = await h.run(["doctor", "--json"]);
+    const checks = (JSON.parse(r.stdout) as { checks: { name: string; ok: boolean; detail: string }[] }).checks.filter((c) => c.name.startsWith("limit: "));
+    const names = checks.map((c) => c.name);
+    for (const n of ["process host identity", "process processes", "process memory", "process cpu", "process disk", "process seccomp filter", "qemu qemu process cgroup"]) expect(names).toContain(`limit: ${n}`);
+    for (const c of checks) expect(c.detail).toMatch(/^(enforced|not enforced): ./);
+    // This suite runs as root on cgroup v1: everything is enforced here.
+    expect(checks.filter((c) => !c.ok)).toEqual([]);
+  }, 120_000);
+});
+
+describe("the console log", () => {
+  let fx: string;
+  let c: Home;
+  beforeAll(() => {
+    fx = mkdtempSync(join(tmpdir(), "hutch-console-guest-"));
+    const guest = join(fx, "guest.sh");
+    // A guest that fails at once, printing a window-title change, a screen clear and a colour: what a hostile box could put there.
+    writeFileSync(guest, "#!/bin/sh\nprintf 'boot \\033]0;owned\\007\\033[2Jfailed \\033[31mred\\033[0m here\\n' >&2\nexit 1\n");
+    chmodSync(guest, 0o755);
+    c = makeHome();
+    Object.assign(c.env, { HUTCH_GUEST_BIN: guest, HUTCH_HELLO_TIMEOUT_MS: "3000" });
+  });
+  afterAll(async () => {
+    await c.cleanup();
+    rmSync(fx, { recursive: true, force: true });
+  });
+
+  test("its tail reaches error messages without terminal control sequences", async () => {
+    const r = await c.run(["box", "create", "hostile", "--start"]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain("boot failed red here");
+    expect(r.stderr).not.toContain("\x1b");
+    expect(r.stderr).not.toContain("\x07");
+  }, 60_000);
+});
