@@ -19,7 +19,8 @@ import { log } from "../../log.ts";
 import { BoxCgroup, describePlan, hostCgroups, type CgroupPlan, type Limits } from "../cgroup.ts";
 import { boxIdentity, readIdentityFile } from "../idmap.ts";
 import { readEnd, stripControls } from "../console.ts";
-import { formatSize } from "../limits.ts";
+import { formatSize, parseSize } from "../limits.ts";
+import { virtualBytes } from "../../image/disk.ts";
 
 const logger = log.create({ service: "engine.qemu" });
 
@@ -160,6 +161,7 @@ export class QemuEngine implements Engine {
   async start(box: BoxHandle): Promise<void> {
     await this.create(box);
     const cfg = this.config(box);
+    await this.resize(box, cfg);
     const image = imagePaths(this.home, cfg.image);
     const guest = await guestBinary(this.home);
     const guestDisk = await ensureGuestDisk(this.home, guest.path, guest.sha);
@@ -224,6 +226,19 @@ export class QemuEngine implements Engine {
     const startTime = procStartTime(proc.pid);
     if (startTime) writeFileSync(join(box.dir, VM_FILES.pid), JSON.stringify({ pid: proc.pid, startTime }));
     logger.info("VM started", { box: box.name, pid: proc.pid, accel: accel.accel });
+  }
+
+  /** A `box set --disk` since the overlay was made: grown with qemu-img (a qcow2 overlay cannot shrink under its guest's filesystem). */
+  private async resize(box: BoxHandle, cfg: VmConfig): Promise<void> {
+    if (!cfg.disk) return;
+    const disk = join(box.dir, VM_FILES.disk);
+    const want = parseSize(cfg.disk);
+    const have = await virtualBytes(disk);
+    if (want === have) return;
+    if (want < have) throw new HutchError("invalid", `a VM's disk cannot shrink (it is ${formatSize(have)}, asked for ${cfg.disk})`, `set a size of at least ${formatSize(have)}: hutch box set ${box.name} --disk ${Math.ceil(have / 1024 ** 3)}G`);
+    const r = run(["qemu-img", "resize", "-q", "-f", "qcow2", disk, String(want)]);
+    if (!r.ok) throw new HutchError("failed", `could not grow the box's disk: ${r.out}`, `see: qemu-img info ${disk}`);
+    logger.info("VM disk grown", { box: box.name, from: have, to: want });
   }
 
   async stop(box: BoxHandle, timeoutMs: number, requestShutdown: () => void): Promise<{ forced: boolean }> {
