@@ -17,6 +17,7 @@ import { splicer, type Splicer } from "./splice.ts";
 import { growSendBuffer } from "./sockopt.ts";
 import { renderCredential } from "./bindings.ts";
 import { allowedBy } from "./policy.ts";
+import { parseRoute, requestUrl, type Route } from "./route.ts";
 
 /** How long a box may take to send a request head before the connection is dropped. */
 const HEAD_TIMEOUT_MS = 30_000;
@@ -227,14 +228,27 @@ export class Gate {
   /** Forwards one request; true when the connection can carry another. */
   private async forward(conn: Conn, reader: SocketReader, head: RequestHead): Promise<boolean> {
     const started = performance.now();
-    const route = parseRoute(head.target);
     const close = (header(head, "connection") ?? "").toLowerCase() === "close" || head.version === "HTTP/1.0";
-    const base = { host: "", port: 0, method: head.method, path: route?.path.slice(0, 1024) ?? head.target.slice(0, 1024), ...(route ? { binding: route.binding } : {}) };
+    const base: Omit<EgressFacts, "bytesUp" | "bytesDown" | "ms"> = { host: "", port: 0, method: head.method, path: head.target.slice(0, 1024) };
     let body: Uint8Array;
     let binding: Binding;
+    let url: string;
+    // What is checked below is what is sent: the normalised path (route.ts), never the raw target.
+    let route: Route | null = null;
+    let badTarget: unknown;
     try {
-      // The body is read even for a refusal, so the next request on this connection parses.
+      route = parseRoute(head.target);
+    } catch (err) {
+      badTarget = err;
+    }
+    if (route) {
+      base.binding = route.binding;
+      base.path = (route.path + route.query).slice(0, 1024);
+    }
+    try {
+      // The body is read even for a refusal, so the box is not cut off while it still sends.
       body = await readBody(reader, head);
+      if (badTarget) throw badTarget;
       if (!route) throw new HttpError(403, `${head.target.slice(0, 80)}: the broker only forwards /<binding>/<path> (plain-HTTP proxying is refused; use https through CONNECT)`);
       const found = this.ctx.bindings()[route.binding];
       if (!found) throw new HttpError(404, `no binding named "${route.binding}"`);
@@ -243,7 +257,11 @@ export class Gate {
       base.port = binding.port ?? 443;
       if (!this.ctx.policy().bindings.includes(route.binding)) throw new HttpError(403, `binding "${route.binding}" is not enabled for this box; enable it: hutch box policy BOX --secret ${route.binding}`);
       if (!binding.methods.includes(head.method)) throw new HttpError(405, `${head.method} is not allowed for binding "${route.binding}"`);
-      if (!binding.paths.some((p) => route.path.startsWith(p))) throw new HttpError(403, `path ${route.path.split("?")[0]!.slice(0, 200)} is not allowed for binding "${route.binding}"`);
+      const path = route.path;
+      if (!binding.paths.some((p) => path.startsWith(p))) {
+        throw new HttpError(403, `path ${path.slice(0, 200)} is not allowed for binding "${route.binding}" (it allows paths under ${binding.paths.join(", ").slice(0, 200)})`);
+      }
+      url = requestUrl(`https://${binding.address ? bracket(binding.address) : binding.host}:${base.port}`, route.path + route.query);
       const presented = header(head, binding.header);
       if (presented === undefined || presented !== renderCredential(binding.format, this.ctx.stub(route.binding))) {
         throw new HttpError(403, `the credential in ${binding.header} is not this box's stub for "${route.binding}"`);
@@ -264,14 +282,13 @@ export class Gate {
       headers.append(name, value);
     }
     headers.set(binding.header, renderCredential(binding.format, secret));
-    const port = binding.port ?? 443;
-    headers.set("host", port === 443 ? binding.host : `${binding.host}:${port}`);
+    headers.set("host", base.port === 443 ? binding.host : `${binding.host}:${base.port}`);
     const abort = new AbortController();
     const onClose = () => abort.abort();
     conn.onClose(onClose);
     let res: Response;
     try {
-      res = await fetch(`https://${binding.address ? bracket(binding.address) : binding.host}:${port}${route!.path}`, {
+      res = await fetch(url, {
         method: head.method,
         headers,
         ...(body.length > 0 ? { body } : {}),
@@ -404,17 +421,6 @@ export function parseAuthority(target: string): { host: string; port: number } |
   const port = Number(m[2]);
   if (port < 1 || port > 65535) return null;
   return { host: m[1]!.toLowerCase(), port };
-}
-
-/** `/binding/rest` (or the same as an absolute URL naming the broker on loopback). */
-export function parseRoute(target: string): { binding: string; path: string } | null {
-  let path = target;
-  const abs = /^http:\/\/(127\.0\.0\.1|localhost)(:[0-9]{1,5})?(\/.*)$/i.exec(target);
-  if (abs) path = abs[3]!;
-  const m = /^\/([a-z0-9][a-z0-9-]{0,31})(\/[^#]*|\?[^#]*)?$/.exec(path);
-  if (!m) return null;
-  const rest = m[2] ?? "/";
-  return { binding: m[1]!, path: rest.startsWith("?") ? `/${rest}` : rest };
 }
 
 const caCache = new Map<string, { mtimeMs: number; pem: string }>();
