@@ -29,6 +29,10 @@ const broker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, "ke
 });
 let fake: FakeModel;
 let rec: RecordingUpstream;
+/** The same broker with a short body idle time, for the test of it. */
+const IDLE_MS = 1000;
+const idleBroker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, "keys/secrets.key")), join(home, "config.json"), async () => "127.0.0.1", { bodyIdleMs: IDLE_MS });
+const sockIdle = join(home, "idle.sock");
 let sawAuth: string | null = null;
 const firstSeen = Promise.withResolvers<void>();
 let echo: ReturnType<typeof Bun.serve>;
@@ -79,7 +83,7 @@ beforeAll(async () => {
     JSON.stringify([]),
     JSON.stringify(["fake"]),
   );
-  gates.push(await broker.openGate("box_a", sockA), await broker.openGate("box_b", sockB));
+  gates.push(await broker.openGate("box_a", sockA), await broker.openGate("box_b", sockB), await idleBroker.openGate("box_a", sockIdle));
 });
 
 afterAll(async () => {
@@ -335,6 +339,59 @@ describe("paths: the upstream receives only the path that was checked", () => {
     await raw(sockA, `GET /rec/v1/%2e%2e/admin HTTP/1.1\r\nx-api-key: ${stub}\r\nconnection: close\r\n\r\n`);
     expect(broker.egress("box_a", "denied", 1)[0]).toMatchObject({ path: "/rec/v1/%2e%2e/admin", status: 400 });
     expect(broker.egress("box_a", "denied", 1)[0]!.reason).toContain("%2e");
+  });
+});
+
+describe("request bodies that stall", () => {
+  /** Sends a head and then body pieces with pauses; resolves to what came back and whether the broker closed the connection. */
+  async function send(head: string, pieces: string[], pauseMs: number): Promise<{ out: string; closedByBroker: boolean }> {
+    const s = netConnect(sockIdle);
+    let out = "";
+    let closedByBroker = false;
+    s.on("data", (c: Buffer) => (out += c.toString("latin1")));
+    const closed = new Promise<void>((resolve) => s.on("close", () => resolve()));
+    s.on("end", () => (closedByBroker = true));
+    s.write(head);
+    for (const p of pieces) {
+      await Bun.sleep(pauseMs);
+      if (!s.destroyed) s.write(p);
+    }
+    const timeout = setTimeout(() => s.destroy(), 4_000);
+    await closed;
+    clearTimeout(timeout);
+    return { out, closedByBroker };
+  }
+
+  test("a body that stops arriving is answered 408, recorded as egress.denied, and its connection closed; nothing is forwarded", async () => {
+    fake.reset();
+    const before = idleBroker.egress("box_a", "denied", 100_000).length;
+    const stub = broker.stub("box_a", "fake");
+    const head = `POST /fake/v1/messages HTTP/1.1\r\nx-api-key: ${stub}\r\ncontent-length: ${BODY.length}\r\n\r\n`;
+    const { out, closedByBroker } = await send(head + BODY.slice(0, 10), [], 0);
+    expect(out).toStartWith("HTTP/1.1 408 Request Timeout");
+    expect(out).toContain("the request body stalled");
+    expect(out).toContain("connection: close");
+    expect(closedByBroker).toBe(true);
+    expect(fake.requests).toHaveLength(0);
+    const denied = idleBroker.egress("box_a", "denied", 100_000);
+    expect(denied.length).toBe(before + 1);
+    expect(denied.at(-1)).toMatchObject({ decision: "denied", status: 408, binding: "fake", path: "/v1/messages", method: "POST" });
+  });
+
+  test("a chunked body that stops arriving is answered 408 too", async () => {
+    const stub = broker.stub("box_a", "fake");
+    const { out } = await send(`POST /fake/v1/messages HTTP/1.1\r\nx-api-key: ${stub}\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel`, [], 0);
+    expect(out).toStartWith("HTTP/1.1 408");
+  });
+
+  test("a body that arrives slowly but steadily, for longer than the idle time in all, goes through", async () => {
+    fake.reset();
+    const stub = broker.stub("box_a", "fake");
+    const pieces = Array.from({ length: 6 }, (_, i) => BODY.slice((i * BODY.length) / 6, ((i + 1) * BODY.length) / 6));
+    const head = `POST /fake/v1/messages HTTP/1.1\r\nx-api-key: ${stub}\r\nconnection: close\r\ncontent-length: ${BODY.length}\r\n\r\n`;
+    const { out } = await send(head, pieces, IDLE_MS / 4);
+    expect(out).toStartWith("HTTP/1.1 200");
+    expect(fake.modelCalls("anthropic")[0]!.body).toEqual(JSON.parse(BODY));
   });
 });
 

@@ -19,8 +19,10 @@ import { renderCredential } from "./bindings.ts";
 import { allowedBy } from "./policy.ts";
 import { parseRoute, requestUrl, type Route } from "./route.ts";
 
-/** How long a box may take to send a request head before the connection is dropped. */
+/** How long a box may take to send a request head before the connection is dropped (a total, not an idle time). */
 const HEAD_TIMEOUT_MS = 30_000;
+/** A request body that sends no byte for this long is answered 408 and its connection closed. */
+export const BODY_IDLE_MS = 30_000;
 const CONNECT_TIMEOUT_MS = 15_000;
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"]);
 
@@ -52,18 +54,27 @@ export interface GateContext {
   record(decision: EgressDecision, facts: EgressFacts): void;
 }
 
+export interface GateLimits {
+  /** See BODY_IDLE_MS; tests make it short. */
+  bodyIdleMs: number;
+}
+
 export class Gate {
   private server?: UnixSocketListener<Conn>;
   private readonly conns = new Set<Conn>();
   /** Tunnels handed to the kernel copy path, cut when the gate closes. */
   private readonly tunnels = new Set<number>();
   private closed = false;
+  private readonly limits: GateLimits;
 
   constructor(
     private readonly ctx: GateContext,
     /** The kernel copy path for tunnels (null: copy in JavaScript); asked for with the first tunnel. */
     private readonly kernelCopy: () => Splicer | null = splicer,
-  ) {}
+    limits: Partial<GateLimits> = {},
+  ) {
+    this.limits = { bodyIdleMs: BODY_IDLE_MS, ...limits };
+  }
 
   async listen(path: string): Promise<void> {
     rmSync(path, { force: true });
@@ -247,7 +258,7 @@ export class Gate {
     }
     try {
       // The body is read even for a refusal, so the box is not cut off while it still sends.
-      body = await readBody(reader, head);
+      body = await readBody(reader, head, this.limits.bodyIdleMs);
       if (badTarget) throw badTarget;
       if (!route) throw new HttpError(403, `${head.target.slice(0, 80)}: the broker only forwards /<binding>/<path> (plain-HTTP proxying is refused; use https through CONNECT)`);
       const found = this.ctx.bindings()[route.binding];
@@ -396,9 +407,10 @@ function write(conn: Conn, bytes: Uint8Array): Promise<boolean> {
   return conn.drained();
 }
 
-async function readBody(reader: SocketReader, head: RequestHead): Promise<Uint8Array> {
+/** The whole body, in memory (bounded by MAX_BODY); 408 when no byte of it arrives for idleMs. */
+async function readBody(reader: SocketReader, head: RequestHead, idleMs: number): Promise<Uint8Array> {
   const framing = bodyFraming(head);
-  if (framing.kind === "length") return framing.length === 0 ? new Uint8Array(0) : reader.exactly(framing.length);
+  if (framing.kind === "length") return framing.length === 0 ? new Uint8Array(0) : reader.exactly(framing.length, idleMs);
   const decoder = new ChunkedDecoder();
   let body: Uint8Array = new Uint8Array(0);
   let input = reader.take(reader.buf.length);
@@ -409,7 +421,7 @@ async function readBody(reader: SocketReader, head: RequestHead): Promise<Uint8A
       reader.buf = concat(decoder.rest(), reader.buf);
       return body;
     }
-    if (!(await reader.more())) throw new HttpError(400, "connection closed inside a chunked body");
+    if (!(await reader.more(idleMs))) throw new HttpError(400, "connection closed inside a chunked body");
     input = reader.take(reader.buf.length);
   }
 }

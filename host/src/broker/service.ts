@@ -13,8 +13,9 @@ import { BOX_FILES } from "../paths.ts";
 import { log } from "../log.ts";
 import type { Sealer } from "./seal.ts";
 import { allBindings, bindingEnv, loadConfig } from "./bindings.ts";
-import { Gate, type EgressFacts } from "./gate.ts";
+import { Gate, type EgressFacts, type GateLimits } from "./gate.ts";
 import { changePolicy } from "./policy.ts";
+import { splicer } from "./splice.ts";
 
 const logger = log.create({ service: "broker" });
 
@@ -45,6 +46,8 @@ export class BrokerService {
     private readonly configPath: string,
     /** Name resolution for CONNECT (the system resolver; tests give names of their own). */
     private readonly lookup: (host: string) => Promise<string> = systemLookup,
+    /** The gates' limits (gate.ts); tests make them small. */
+    private readonly limits: Partial<GateLimits> = {},
   ) {}
 
   // ---- secrets ----
@@ -177,16 +180,20 @@ export class BrokerService {
 
   /** The box's own listener: whatever connects to socketPath speaks as this box. */
   async openGate(boxId: string, socketPath: string): Promise<Gate> {
-    const gate = new Gate({
-      boxId,
-      policy: () => this.policy(boxId),
-      bindings: () => this.bindings(),
-      pins: () => this.configNow().broker?.pins ?? {},
-      lookup: this.lookup,
-      stub: (b) => this.stub(boxId, b),
-      secret: (name) => this.reveal(name),
-      record: (decision, facts) => this.record(boxId, decision, facts),
-    });
+    const gate = new Gate(
+      {
+        boxId,
+        policy: () => this.policy(boxId),
+        bindings: () => this.bindings(),
+        pins: () => this.configNow().broker?.pins ?? {},
+        lookup: this.lookup,
+        stub: (b) => this.stub(boxId, b),
+        secret: (name) => this.reveal(name),
+        record: (decision, facts) => this.record(boxId, decision, facts),
+      },
+      splicer,
+      this.limits,
+    );
     await gate.listen(socketPath);
     return gate;
   }
