@@ -1,6 +1,7 @@
 // The broker's gate in-process: real unix listeners per box, a real sealed
-// secret in sqlite, real TLS upstreams on loopback (the fake model API and a
-// plain TLS echo server), and raw bytes from the "box" side.
+// secret in sqlite, real TLS upstreams on loopback (the fake model API, a
+// plain TLS echo server, and one that records each request line as it
+// arrived), and raw bytes from the "box" side.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { connect as netConnect, type Socket } from "node:net";
@@ -14,6 +15,7 @@ import { Sealer } from "../src/broker/seal.ts";
 import type { Gate } from "../src/broker/gate.ts";
 import type { EgressRecord } from "@hutch/shared";
 import { startFakeModel, type FakeModel } from "../../tests/fixtures/fake-model/index.ts";
+import { startRecordingUpstream, type RecordingUpstream } from "../../tests/fixtures/recording-upstream.ts";
 
 const SECRET = "sk-ant-real-" + crypto.randomUUID();
 const home = mkdtempSync(join(tmpdir(), "hutch-gate-"));
@@ -26,6 +28,11 @@ const broker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, "ke
   return a;
 });
 let fake: FakeModel;
+let rec: RecordingUpstream;
+/** The same broker with a short body idle time, for the test of it. */
+const IDLE_MS = 1000;
+const idleBroker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, "keys/secrets.key")), join(home, "config.json"), async () => "127.0.0.1", { bodyIdleMs: IDLE_MS });
+const sockIdle = join(home, "idle.sock");
 let sawAuth: string | null = null;
 const firstSeen = Promise.withResolvers<void>();
 let echo: ReturnType<typeof Bun.serve>;
@@ -35,6 +42,7 @@ const sockB = join(home, "b.sock");
 
 beforeAll(async () => {
   fake = await startFakeModel();
+  rec = startRecordingUpstream(fake.ca);
   // A TLS server standing in for an allowlisted host (CONNECT goes through untouched).
   echo = Bun.serve({
     hostname: "127.0.0.1",
@@ -63,6 +71,7 @@ beforeAll(async () => {
       bindings: {
         fake: { host: "localhost", port: fake.port, address: "127.0.0.1", ca: fake.ca.caFile, header: "x-api-key", format: "{secret}", secret: "fake", methods: ["POST", "GET"], paths: ["/v1/"] },
         sse: { host: "localhost", port: echo.port, address: "127.0.0.1", ca: fake.ca.caFile, header: "Authorization", format: "Bearer {secret}", secret: "fake", methods: ["GET"], paths: ["/v1/"] },
+        rec: { host: "localhost", port: rec.port, address: "127.0.0.1", ca: fake.ca.caFile, header: "x-api-key", format: "{secret}", secret: "fake", methods: ["GET", "POST"], paths: ["/v1/", "/api/"] },
       },
       broker: { pins: { "tls.example.test": "127.0.0.1" } },
     }),
@@ -70,16 +79,17 @@ beforeAll(async () => {
   await broker.setSecret("fake", SECRET);
   db.query("INSERT INTO box_policy (box_id, allow, bindings) VALUES ('box_a', ?, ?), ('box_b', ?, ?)").run(
     JSON.stringify([`tls.example.test:${echo.port}`, "metadata.example.test", "loop.example.test", "169.254.169.254", "localhost"]),
-    JSON.stringify(["fake", "sse"]),
+    JSON.stringify(["fake", "sse", "rec"]),
     JSON.stringify([]),
     JSON.stringify(["fake"]),
   );
-  gates.push(await broker.openGate("box_a", sockA), await broker.openGate("box_b", sockB));
+  gates.push(await broker.openGate("box_a", sockA), await broker.openGate("box_b", sockB), await idleBroker.openGate("box_a", sockIdle));
 });
 
 afterAll(async () => {
   for (const g of gates) g.close();
   echo.stop(true);
+  rec.stop();
   await fake.stop();
   db.close();
   rmSync(home, { recursive: true, force: true });
@@ -250,6 +260,138 @@ describe("credentialed endpoints", () => {
     } finally {
       await broker.setSecret("fake", SECRET);
     }
+  });
+});
+
+describe("paths: the upstream receives only the path that was checked", () => {
+  // Each target from the box, and either the status the broker answers or the exact request-target the upstream receives.
+  const cases: [string, number | string][] = [
+    ["/rec/v1/messages", "/v1/messages"],
+    ["/rec/v1/../secret", 403],
+    ["/rec/v1/%2e%2e/admin", 400],
+    ["/rec/v1/%2E%2E/admin", 400],
+    ["/rec/v1/.%2e/admin", 400],
+    ["/rec/v1/./../x", 403],
+    ["/rec/v1/../../../../etc/passwd", 404],
+    ["/rec/v1/./messages", "/v1/messages"],
+    ["/rec/v1/a/../messages", "/v1/messages"],
+    ["/rec/v1//messages", "/v1/messages"],
+    ["/rec//v1/messages", "/v1/messages"],
+    ["/rec/v1/messages/..", "/v1/"],
+    ["/rec/v1/..", 403],
+    ["/rec/v1//../admin", "/v1/admin"],
+    ["/rec/v1/..\\admin", 400],
+    ["/rec/v1\\..\\admin", 400],
+    ["/rec/v1/%5c..%5cadmin", 400],
+    ["/rec/v1/..%2fadmin", 400],
+    ["/rec/v1/%2F..%2Fadmin", 400],
+    ["/rec/v1/%c0%ae%c0%ae/admin", 400],
+    ["/rec/v1/..;/admin", 400],
+    ["/rec/v1/x%00", 400],
+    ["/rec/v1/x%0d%0aevil:%201", 400],
+    ["/rec/v1/x#/../../admin", 400],
+    ["/rec/v1/x?/../../admin", "/v1/x?/../../admin"],
+    ["/rec/v1?/../x", 403],
+    ["/rec/v1/x?q=%2e%2e", "/v1/x?q=%2e%2e"],
+    ["/rec/v1/a\"b", 400],
+    ["/rec/v1/x?q='", 400],
+    ["/rec/v1/%41bc", "/v1/%41bc"],
+    ["/rec/%2e%2e/other", 400],
+    ["/rec/../fake/v1/x", 403],
+    ["http://127.0.0.1:3128/rec/v1/../admin", 403],
+    ["http://127.0.0.1:3128/rec/v1/./ok", "/v1/ok"],
+    ["http://localhost/rec/v1/%2e%2e/admin", 400],
+    ["HTTP://LOCALHOST:3128/rec//api/./x", "/api/x"],
+    ["http://localhost@127.0.0.1/rec/v1/x", 403],
+    ["http://example.com/rec/v1/x", 403],
+  ];
+
+  test("each trick is refused, or sent in its normalised form when that form is allowed; nothing else reaches the upstream", async () => {
+    rec.requests.length = 0;
+    const stub = broker.stub("box_a", "rec");
+    const expected: string[] = [];
+    for (const [target, want] of cases) {
+      const before = rec.requests.length;
+      const out = await raw(sockA, `GET ${target} HTTP/1.1\r\nx-api-key: ${stub}\r\nconnection: close\r\n\r\n`);
+      if (typeof want === "number") {
+        expect(`${target} → ${out.split(" ", 2).join(" ")}`).toBe(`${target} → HTTP/1.1 ${want}`);
+        expect(out).toContain("hutch broker:");
+        expect(rec.requests.length).toBe(before);
+      } else {
+        expect(`${target} → ${out.split("\r\n")[0]}`).toBe(`${target} → HTTP/1.1 200 OK`);
+        expect(rec.requests.at(-1)?.target).toBe(want);
+        expected.push(want);
+      }
+    }
+    // The upstream's own record, request line by request line: exactly the normalised targets, each under a prefix, each with the secret.
+    expect(rec.requests.map((r) => r.target)).toEqual(expected);
+    for (const r of rec.requests) {
+      expect(["/v1/", "/api/"].some((p) => r.target.startsWith(p))).toBe(true);
+      expect(r.target.split("?")[0]).not.toMatch(/\/\.\.?(\/|$)|\/\/|%2e|%2f|%5c|\\\\/i);
+      expect(r.headers["x-api-key"]).toBe(SECRET);
+    }
+  });
+
+  test("a refused path is an egress.denied record naming the path as checked", async () => {
+    const stub = broker.stub("box_a", "rec");
+    await raw(sockA, `GET /rec/v1/../secret HTTP/1.1\r\nx-api-key: ${stub}\r\nconnection: close\r\n\r\n`);
+    expect(broker.egress("box_a", "denied", 1)[0]).toMatchObject({ binding: "rec", path: "/secret", status: 403 });
+    await raw(sockA, `GET /rec/v1/%2e%2e/admin HTTP/1.1\r\nx-api-key: ${stub}\r\nconnection: close\r\n\r\n`);
+    expect(broker.egress("box_a", "denied", 1)[0]).toMatchObject({ path: "/rec/v1/%2e%2e/admin", status: 400 });
+    expect(broker.egress("box_a", "denied", 1)[0]!.reason).toContain("%2e");
+  });
+});
+
+describe("request bodies that stall", () => {
+  /** Sends a head and then body pieces with pauses; resolves to what came back and whether the broker closed the connection. */
+  async function send(head: string, pieces: string[], pauseMs: number): Promise<{ out: string; closedByBroker: boolean }> {
+    const s = netConnect(sockIdle);
+    let out = "";
+    let closedByBroker = false;
+    s.on("data", (c: Buffer) => (out += c.toString("latin1")));
+    const closed = new Promise<void>((resolve) => s.on("close", () => resolve()));
+    s.on("end", () => (closedByBroker = true));
+    s.write(head);
+    for (const p of pieces) {
+      await Bun.sleep(pauseMs);
+      if (!s.destroyed) s.write(p);
+    }
+    const timeout = setTimeout(() => s.destroy(), 4_000);
+    await closed;
+    clearTimeout(timeout);
+    return { out, closedByBroker };
+  }
+
+  test("a body that stops arriving is answered 408, recorded as egress.denied, and its connection closed; nothing is forwarded", async () => {
+    fake.reset();
+    const before = idleBroker.egress("box_a", "denied", 100_000).length;
+    const stub = broker.stub("box_a", "fake");
+    const head = `POST /fake/v1/messages HTTP/1.1\r\nx-api-key: ${stub}\r\ncontent-length: ${BODY.length}\r\n\r\n`;
+    const { out, closedByBroker } = await send(head + BODY.slice(0, 10), [], 0);
+    expect(out).toStartWith("HTTP/1.1 408 Request Timeout");
+    expect(out).toContain("the request body stalled");
+    expect(out).toContain("connection: close");
+    expect(closedByBroker).toBe(true);
+    expect(fake.requests).toHaveLength(0);
+    const denied = idleBroker.egress("box_a", "denied", 100_000);
+    expect(denied.length).toBe(before + 1);
+    expect(denied.at(-1)).toMatchObject({ decision: "denied", status: 408, binding: "fake", path: "/v1/messages", method: "POST" });
+  });
+
+  test("a chunked body that stops arriving is answered 408 too", async () => {
+    const stub = broker.stub("box_a", "fake");
+    const { out } = await send(`POST /fake/v1/messages HTTP/1.1\r\nx-api-key: ${stub}\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel`, [], 0);
+    expect(out).toStartWith("HTTP/1.1 408");
+  });
+
+  test("a body that arrives slowly but steadily, for longer than the idle time in all, goes through", async () => {
+    fake.reset();
+    const stub = broker.stub("box_a", "fake");
+    const pieces = Array.from({ length: 6 }, (_, i) => BODY.slice((i * BODY.length) / 6, ((i + 1) * BODY.length) / 6));
+    const head = `POST /fake/v1/messages HTTP/1.1\r\nx-api-key: ${stub}\r\nconnection: close\r\ncontent-length: ${BODY.length}\r\n\r\n`;
+    const { out } = await send(head, pieces, IDLE_MS / 4);
+    expect(out).toStartWith("HTTP/1.1 200");
+    expect(fake.modelCalls("anthropic")[0]!.body).toEqual(JSON.parse(BODY));
   });
 });
 

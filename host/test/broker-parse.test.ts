@@ -2,7 +2,8 @@
 import { describe, expect, test } from "bun:test";
 import { blockedReason } from "../src/broker/address.ts";
 import { allowedBy, changePolicy } from "../src/broker/policy.ts";
-import { parseAuthority, parseRoute } from "../src/broker/gate.ts";
+import { parseAuthority } from "../src/broker/gate.ts";
+import { parseRoute } from "../src/broker/route.ts";
 import { ChunkedDecoder, HttpError, bodyFraming, parseHead } from "../src/broker/http.ts";
 import { bindingEnv, PRESETS, renderCredential } from "../src/broker/bindings.ts";
 
@@ -37,10 +38,10 @@ describe("allowlists", () => {
 
 describe("routes and CONNECT targets", () => {
   test.each([
-    ["/anthropic/v1/messages?beta=true", { binding: "anthropic", path: "/v1/messages?beta=true" }],
-    ["http://127.0.0.1:3128/openai/v1/responses", { binding: "openai", path: "/v1/responses" }],
-    ["http://localhost/github/org/repo.git/info/refs?service=git-upload-pack", { binding: "github", path: "/org/repo.git/info/refs?service=git-upload-pack" }],
-    ["/anthropic", { binding: "anthropic", path: "/" }],
+    ["/anthropic/v1/messages?beta=true", { binding: "anthropic", path: "/v1/messages", query: "?beta=true" }],
+    ["http://127.0.0.1:3128/openai/v1/responses", { binding: "openai", path: "/v1/responses", query: "" }],
+    ["http://localhost/github/org/repo.git/info/refs?service=git-upload-pack", { binding: "github", path: "/org/repo.git/info/refs", query: "?service=git-upload-pack" }],
+    ["/anthropic", { binding: "anthropic", path: "/", query: "" }],
   ])("%s", (target, want) => expect(parseRoute(target)).toEqual(want));
   test.each(["http://example.com/anthropic/v1", "/", "/Upper/x", "*"])("%s is not a route", (t) => expect(parseRoute(t)).toBeNull());
   test.each([

@@ -17,9 +17,12 @@ import { splicer, type Splicer } from "./splice.ts";
 import { growSendBuffer } from "./sockopt.ts";
 import { renderCredential } from "./bindings.ts";
 import { allowedBy } from "./policy.ts";
+import { parseRoute, requestUrl, type Route } from "./route.ts";
 
-/** How long a box may take to send a request head before the connection is dropped. */
+/** How long a box may take to send a request head before the connection is dropped (a total, not an idle time). */
 const HEAD_TIMEOUT_MS = 30_000;
+/** A request body that sends no byte for this long is answered 408 and its connection closed. */
+export const BODY_IDLE_MS = 30_000;
 const CONNECT_TIMEOUT_MS = 15_000;
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"]);
 
@@ -51,18 +54,27 @@ export interface GateContext {
   record(decision: EgressDecision, facts: EgressFacts): void;
 }
 
+export interface GateLimits {
+  /** See BODY_IDLE_MS; tests make it short. */
+  bodyIdleMs: number;
+}
+
 export class Gate {
   private server?: UnixSocketListener<Conn>;
   private readonly conns = new Set<Conn>();
   /** Tunnels handed to the kernel copy path, cut when the gate closes. */
   private readonly tunnels = new Set<number>();
   private closed = false;
+  private readonly limits: GateLimits;
 
   constructor(
     private readonly ctx: GateContext,
     /** The kernel copy path for tunnels (null: copy in JavaScript); asked for with the first tunnel. */
     private readonly kernelCopy: () => Splicer | null = splicer,
-  ) {}
+    limits: Partial<GateLimits> = {},
+  ) {
+    this.limits = { bodyIdleMs: BODY_IDLE_MS, ...limits };
+  }
 
   async listen(path: string): Promise<void> {
     rmSync(path, { force: true });
@@ -227,14 +239,27 @@ export class Gate {
   /** Forwards one request; true when the connection can carry another. */
   private async forward(conn: Conn, reader: SocketReader, head: RequestHead): Promise<boolean> {
     const started = performance.now();
-    const route = parseRoute(head.target);
     const close = (header(head, "connection") ?? "").toLowerCase() === "close" || head.version === "HTTP/1.0";
-    const base = { host: "", port: 0, method: head.method, path: route?.path.slice(0, 1024) ?? head.target.slice(0, 1024), ...(route ? { binding: route.binding } : {}) };
+    const base: Omit<EgressFacts, "bytesUp" | "bytesDown" | "ms"> = { host: "", port: 0, method: head.method, path: head.target.slice(0, 1024) };
     let body: Uint8Array;
     let binding: Binding;
+    let url: string;
+    // What is checked below is what is sent: the normalised path (route.ts), never the raw target.
+    let route: Route | null = null;
+    let badTarget: unknown;
     try {
-      // The body is read even for a refusal, so the next request on this connection parses.
-      body = await readBody(reader, head);
+      route = parseRoute(head.target);
+    } catch (err) {
+      badTarget = err;
+    }
+    if (route) {
+      base.binding = route.binding;
+      base.path = (route.path + route.query).slice(0, 1024);
+    }
+    try {
+      // The body is read even for a refusal, so the box is not cut off while it still sends.
+      body = await readBody(reader, head, this.limits.bodyIdleMs);
+      if (badTarget) throw badTarget;
       if (!route) throw new HttpError(403, `${head.target.slice(0, 80)}: the broker only forwards /<binding>/<path> (plain-HTTP proxying is refused; use https through CONNECT)`);
       const found = this.ctx.bindings()[route.binding];
       if (!found) throw new HttpError(404, `no binding named "${route.binding}"`);
@@ -243,7 +268,11 @@ export class Gate {
       base.port = binding.port ?? 443;
       if (!this.ctx.policy().bindings.includes(route.binding)) throw new HttpError(403, `binding "${route.binding}" is not enabled for this box; enable it: hutch box policy BOX --secret ${route.binding}`);
       if (!binding.methods.includes(head.method)) throw new HttpError(405, `${head.method} is not allowed for binding "${route.binding}"`);
-      if (!binding.paths.some((p) => route.path.startsWith(p))) throw new HttpError(403, `path ${route.path.split("?")[0]!.slice(0, 200)} is not allowed for binding "${route.binding}"`);
+      const path = route.path;
+      if (!binding.paths.some((p) => path.startsWith(p))) {
+        throw new HttpError(403, `path ${path.slice(0, 200)} is not allowed for binding "${route.binding}" (it allows paths under ${binding.paths.join(", ").slice(0, 200)})`);
+      }
+      url = requestUrl(`https://${binding.address ? bracket(binding.address) : binding.host}:${base.port}`, route.path + route.query);
       const presented = header(head, binding.header);
       if (presented === undefined || presented !== renderCredential(binding.format, this.ctx.stub(route.binding))) {
         throw new HttpError(403, `the credential in ${binding.header} is not this box's stub for "${route.binding}"`);
@@ -264,14 +293,13 @@ export class Gate {
       headers.append(name, value);
     }
     headers.set(binding.header, renderCredential(binding.format, secret));
-    const port = binding.port ?? 443;
-    headers.set("host", port === 443 ? binding.host : `${binding.host}:${port}`);
+    headers.set("host", base.port === 443 ? binding.host : `${binding.host}:${base.port}`);
     const abort = new AbortController();
     const onClose = () => abort.abort();
     conn.onClose(onClose);
     let res: Response;
     try {
-      res = await fetch(`https://${binding.address ? bracket(binding.address) : binding.host}:${port}${route!.path}`, {
+      res = await fetch(url, {
         method: head.method,
         headers,
         ...(body.length > 0 ? { body } : {}),
@@ -379,9 +407,10 @@ function write(conn: Conn, bytes: Uint8Array): Promise<boolean> {
   return conn.drained();
 }
 
-async function readBody(reader: SocketReader, head: RequestHead): Promise<Uint8Array> {
+/** The whole body, in memory (bounded by MAX_BODY); 408 when no byte of it arrives for idleMs. */
+async function readBody(reader: SocketReader, head: RequestHead, idleMs: number): Promise<Uint8Array> {
   const framing = bodyFraming(head);
-  if (framing.kind === "length") return framing.length === 0 ? new Uint8Array(0) : reader.exactly(framing.length);
+  if (framing.kind === "length") return framing.length === 0 ? new Uint8Array(0) : reader.exactly(framing.length, idleMs);
   const decoder = new ChunkedDecoder();
   let body: Uint8Array = new Uint8Array(0);
   let input = reader.take(reader.buf.length);
@@ -392,7 +421,7 @@ async function readBody(reader: SocketReader, head: RequestHead): Promise<Uint8A
       reader.buf = concat(decoder.rest(), reader.buf);
       return body;
     }
-    if (!(await reader.more())) throw new HttpError(400, "connection closed inside a chunked body");
+    if (!(await reader.more(idleMs))) throw new HttpError(400, "connection closed inside a chunked body");
     input = reader.take(reader.buf.length);
   }
 }
@@ -404,17 +433,6 @@ export function parseAuthority(target: string): { host: string; port: number } |
   const port = Number(m[2]);
   if (port < 1 || port > 65535) return null;
   return { host: m[1]!.toLowerCase(), port };
-}
-
-/** `/binding/rest` (or the same as an absolute URL naming the broker on loopback). */
-export function parseRoute(target: string): { binding: string; path: string } | null {
-  let path = target;
-  const abs = /^http:\/\/(127\.0\.0\.1|localhost)(:[0-9]{1,5})?(\/.*)$/i.exec(target);
-  if (abs) path = abs[3]!;
-  const m = /^\/([a-z0-9][a-z0-9-]{0,31})(\/[^#]*|\?[^#]*)?$/.exec(path);
-  if (!m) return null;
-  const rest = m[2] ?? "/";
-  return { binding: m[1]!, path: rest.startsWith("?") ? `/${rest}` : rest };
 }
 
 const caCache = new Map<string, { mtimeMs: number; pem: string }>();

@@ -33,12 +33,27 @@ export class SocketReader {
     w?.();
   }
 
-  /** Waits for more bytes; false at end of stream. */
-  async more(): Promise<boolean> {
+  /**
+   * Waits for more bytes; false at end of stream. With idleMs (a request
+   * body), HttpError 408 when nothing arrives for that long: a total time
+   * would cut a large upload on a slow link, an idle time only a stalled one.
+   */
+  async more(idleMs?: number): Promise<boolean> {
     if (this.ended) return false;
     const arrived = new Promise<void>((resolve) => (this.wake = resolve));
     this.conn.resume();
-    await arrived;
+    if (idleMs === undefined) await arrived;
+    else {
+      let timer: Timer | undefined;
+      const stalled = new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), idleMs)));
+      const timedOut = await Promise.race([arrived.then(() => false), stalled]);
+      clearTimeout(timer);
+      if (timedOut) {
+        this.wake = undefined;
+        this.conn.pause();
+        throw new HttpError(408, `the request body stalled: no byte of it arrived for ${idleMs / 1000} s, so the broker closed the connection; send the whole body right after the head (as many bytes as Content-Length says)`);
+      }
+    }
     return this.buf.length > 0 || !this.ended;
   }
 
@@ -62,10 +77,10 @@ export class SocketReader {
     }
   }
 
-  /** Exactly n bytes (n is already bounded by the caller). */
-  async exactly(n: number): Promise<Uint8Array> {
+  /** Exactly n bytes (n is already bounded by the caller); idleMs as for more(). */
+  async exactly(n: number, idleMs?: number): Promise<Uint8Array> {
     while (this.buf.length < n) {
-      if (!(await this.more())) throw new HttpError(400, "connection closed inside a request body");
+      if (!(await this.more(idleMs))) throw new HttpError(400, "connection closed inside a request body");
     }
     return this.take(n);
   }

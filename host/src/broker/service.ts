@@ -13,8 +13,11 @@ import { BOX_FILES } from "../paths.ts";
 import { log } from "../log.ts";
 import type { Sealer } from "./seal.ts";
 import { allBindings, bindingEnv, loadConfig } from "./bindings.ts";
-import { Gate, type EgressFacts } from "./gate.ts";
+import { Gate, type EgressFacts, type GateLimits } from "./gate.ts";
 import { changePolicy } from "./policy.ts";
+import { splicer } from "./splice.ts";
+import { ConnCap, MAX_BOX_CONNS } from "./cap.ts";
+import { brokerResponse } from "./http.ts";
 
 const logger = log.create({ service: "broker" });
 
@@ -25,11 +28,23 @@ export const BROKER_PORT = 3128;
 export const BROKER_URL = `http://127.0.0.1:${BROKER_PORT}`;
 /** Secrets are for headers: bounded, printable, single line. */
 const MAX_SECRET = 16 * 1024;
+/**
+ * How long a connection refused over the cap stays open after its answer, so
+ * the box reads the 503 before the guest closes the socket: a close with the
+ * box's unread request still queued is a reset, which can discard the answer.
+ */
+const REFUSED_LINGER_MS = 1_000;
+
+export interface BrokerLimits extends GateLimits {
+  /** Connections one box may hold open through the relay (see cap.ts). */
+  maxConns: number;
+}
 
 interface Running {
   gate: Gate;
   socketPath: string;
   channel: Channel;
+  cap: ConnCap;
   listen?: MuxStream;
 }
 
@@ -38,6 +53,8 @@ export class BrokerService {
   private config: { mtimeMs: number; value: HutchConfig } = { mtimeMs: -1, value: {} };
   /** Told about every decision (the daemon logs it into the box's open sessions). */
   onDecision?: (boxId: string, decision: EgressDecision, facts: EgressFacts) => void;
+  private readonly limits: Partial<GateLimits>;
+  private readonly maxConns: number;
 
   constructor(
     private readonly store: BrokerStore,
@@ -45,7 +62,11 @@ export class BrokerService {
     private readonly configPath: string,
     /** Name resolution for CONNECT (the system resolver; tests give names of their own). */
     private readonly lookup: (host: string) => Promise<string> = systemLookup,
-  ) {}
+    { maxConns = MAX_BOX_CONNS, ...gateLimits }: Partial<BrokerLimits> = {},
+  ) {
+    this.maxConns = maxConns;
+    this.limits = gateLimits;
+  }
 
   // ---- secrets ----
 
@@ -169,7 +190,7 @@ export class BrokerService {
     this.detach(boxId);
     const socketPath = join(boxDir, BOX_FILES.brokerSocket);
     const gate = await this.openGate(boxId, socketPath);
-    const r: Running = { gate, socketPath, channel };
+    const r: Running = { gate, socketPath, channel, cap: new ConnCap(this.maxConns, (n) => this.recordOverCap(boxId, n)) };
     this.running.set(boxId, r);
     if (channel.hello.capabilities.includes("net")) this.openListener(boxId, r);
     else logger.warn("guest cannot listen (no net capability): the box has no way out", { box: boxId });
@@ -177,16 +198,20 @@ export class BrokerService {
 
   /** The box's own listener: whatever connects to socketPath speaks as this box. */
   async openGate(boxId: string, socketPath: string): Promise<Gate> {
-    const gate = new Gate({
-      boxId,
-      policy: () => this.policy(boxId),
-      bindings: () => this.bindings(),
-      pins: () => this.configNow().broker?.pins ?? {},
-      lookup: this.lookup,
-      stub: (b) => this.stub(boxId, b),
-      secret: (name) => this.reveal(name),
-      record: (decision, facts) => this.record(boxId, decision, facts),
-    });
+    const gate = new Gate(
+      {
+        boxId,
+        policy: () => this.policy(boxId),
+        bindings: () => this.bindings(),
+        pins: () => this.configNow().broker?.pins ?? {},
+        lookup: this.lookup,
+        stub: (b) => this.stub(boxId, b),
+        secret: (name) => this.reveal(name),
+        record: (decision, facts) => this.record(boxId, decision, facts),
+      },
+      splicer,
+      this.limits,
+    );
     await gate.listen(socketPath);
     return gate;
   }
@@ -197,6 +222,7 @@ export class BrokerService {
     this.running.delete(boxId);
     if (r.listen && !r.listen.closed) r.listen.close();
     r.gate.close();
+    r.cap.close();
     rmSync(r.socketPath, { force: true });
   }
 
@@ -221,14 +247,43 @@ export class BrokerService {
     };
   }
 
-  /** Joins one connection the guest accepted to this box's gate. */
+  /** Joins one connection the guest accepted to this box's gate, or refuses it when the box is at its cap. */
   private relay(r: Running, conn: number): void {
     if (!r.channel.mux.alive) return;
     const stream = r.channel.mux.open({ tool: "net.accept", conn });
+    if (!r.cap.admit()) return this.refuseOverCap(r, stream);
     const sock = connect(r.socketPath);
+    sock.once("close", () => r.cap.release());
     joinSocket(stream, sock, Chan.stdout, Chan.stdin, (h) => {
       stream.autoCredit = false;
       stream.handlers = h;
+    });
+  }
+
+  /**
+   * Answers a connection over the cap from here, without a gate connection
+   * (no fd): a 503 that names the cap, then the end of the stream once the box
+   * closed or REFUSED_LINGER_MS passed. What the box sends is dropped, and
+   * never credited beyond one window.
+   */
+  private refuseOverCap(r: Running, stream: MuxStream): void {
+    stream.autoCredit = false;
+    const linger = setTimeout(() => stream.close(), REFUSED_LINGER_MS);
+    stream.handlers = { close: () => clearTimeout(linger) };
+    const answer = brokerResponse(503, overCapMessage(r.cap.max), true);
+    // Chan.stdin is the box's way in (guest/PROTOCOL.md, net.accept).
+    void stream.write(Chan.stdin, answer).then((ok) => ok && stream.eof(Chan.stdin));
+  }
+
+  private recordOverCap(boxId: string, refused: number): void {
+    this.record(boxId, "denied", {
+      host: "",
+      port: 0,
+      status: 503,
+      reason: `${refused} connection${refused === 1 ? "" : "s"} refused: ${overCapMessage(this.maxConns)}`,
+      bytesUp: 0,
+      bytesDown: 0,
+      ms: 0,
     });
   }
 
@@ -238,4 +293,8 @@ export class BrokerService {
     else logger.debug(`egress ${decision}`, { box: boxId, host: facts.host, port: facts.port, status: facts.status, bytesDown: facts.bytesDown });
     this.onDecision?.(boxId, decision, facts);
   }
+}
+
+function overCapMessage(max: number): string {
+  return `the box has ${max} connections open to the broker, its cap; close connections it no longer uses (or reuse them with keep-alive), then retry`;
 }
