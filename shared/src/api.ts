@@ -3,6 +3,14 @@
 import { Type, type Static } from "@sinclair/typebox";
 import { BindingName, HostPattern } from "./broker.ts";
 
+/** Bounds on what a client may send, so every bad input is a 400 naming the field. */
+export const API_LIMITS = {
+  /** A request body: a JSON object of at most this many bytes (the server refuses longer ones before reading them)... */
+  bodyBytes: 16 * 1024 * 1024,
+  /** ...nested at most this deep (every object or array is a level; the deepest body the API defines has 6). */
+  depth: 32,
+} as const;
+
 export const BoxName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,62}$", description: "lower-case letters, digits and dashes" });
 export const EngineName = Type.Union([Type.Literal("process"), Type.Literal("qemu")]);
 export type EngineName = Static<typeof EngineName>;

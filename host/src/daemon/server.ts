@@ -13,6 +13,7 @@ import { subscribeSocket, upgradeSubscribe, type SubscribeData } from "./session
 import { socketHandlers } from "./sockets.ts";
 import { localUser } from "./actor.ts";
 import type { Server } from "bun";
+import { API_LIMITS } from "@hutch/shared";
 import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
 import { isAlive, procStartTime } from "../engine/pidfile.ts";
@@ -69,6 +70,8 @@ export async function runDaemon(home: string): Promise<number> {
     // runtime applies it to unix sockets too; server.timeout(req, 0) does not
     // hold for the second request on a keep-alive connection (measured).
     ...({ idleTimeout: 0 } as object),
+    // Refused by Bun before it is read (413); the app's own check (body.ts) names the limit for in-process callers.
+    maxRequestBodySize: API_LIMITS.bodyBytes,
     fetch(req, srv) {
       if (upgradeStream(req, srv as Server<StreamSocketData>, localUser)) return undefined;
       const sub = upgradeSubscribe(req, srv as Server<SubscribeData>, sessions, localUser);
