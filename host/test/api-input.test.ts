@@ -34,6 +34,37 @@ const nest = (depth: number) => '{"a":'.repeat(depth) + "1" + "}".repeat(depth);
 /** A one-event append whose data nests so the whole body is `depth` levels (body, events, event, data, then extra). */
 const appendAtDepth = (depth: number) => `{"events":[{"kind":"attention.required","data":{"reason":"deep","extra":${nest(depth - 4)}}}]}`;
 
+describe("query and path numbers", () => {
+  test.each([
+    [`/v1/sessions/${ses}/events?limit=99999999999999999999`, "limit"],
+    [`/v1/sessions/${ses}/events?limit=1.5`, "limit"],
+    [`/v1/sessions/${ses}/events?limit=0`, "limit"],
+    [`/v1/sessions/${ses}/events?limit=${API_LIMITS.eventsPage + 1}`, "limit"],
+    [`/v1/sessions/${ses}/events?limit=ten`, "limit"],
+    [`/v1/sessions/${ses}/events?from=1e30`, "from"],
+    [`/v1/sessions/${ses}/events?from=2.5`, "from"],
+    [`/v1/sessions/${ses}/events?from=-1`, "from"],
+    ["/v1/boxes/b/egress?limit=1e9", "limit"],
+    ["/v1/boxes/b/egress?limit=1.5", "limit"],
+    ["/v1/boxes/b/egress?decision=maybe", "decision"],
+    [`/v1/sessions/${ses}/output/1.5`, "chunk"],
+    [`/v1/sessions/${ses}/output/99999999999999999999`, "chunk"],
+    [`/v1/sessions?box=${"x".repeat(200)}`, "box"],
+  ])("GET %s is a 400 naming %s", async (path, field) => {
+    const r = await call("GET", path);
+    expect(r.status).toBe(400);
+    expect(r.body.error!.code).toBe("invalid");
+    expect(r.body.error!.message).toStartWith(`${field}: `);
+  });
+
+  test("numbers in range still page", async () => {
+    const r = await app.handle(new Request(`http://hutch/v1/sessions/${ses}/events?from=1&limit=${API_LIMITS.eventsPage}`));
+    expect(r.status).toBe(200);
+    expect(await r.json()).toMatchObject({ events: [], next: 1 });
+    expect((await call("GET", "/v1/boxes/b/egress?limit=1000")).status).toBe(200);
+  });
+});
+
 describe("bodies", () => {
   test("a body nested one level past the limit is refused naming where; at the limit it is stored", async () => {
     const before = store.last(ses);
@@ -61,6 +92,7 @@ describe("bodies", () => {
     ["POST", "/v1/boxes", "[]", "body: expected a JSON object, got an array"],
     ["POST", `/v1/sessions/${ses}/driver/acquire`, "null", "body: expected a JSON object, got null"],
     ["POST", `/v1/sessions/${ses}/driver/acquire`, '"x"', "body: expected a JSON object, got string"],
+    ["POST", `/v1/sessions/${ses}/driver/acquire`, '{"leaseMs":"5000"}', "leaseMs: "],
     ["POST", `/v1/sessions/${ses}/driver/acquire`, '{"leaseMs":1.5}', "leaseMs: "],
     ["POST", "/v1/boxes", '{"name":"c","cpus":"2"}', "cpus: "],
     ["POST", "/v1/boxes", '{"name":"c","memoryMiB":1e30}', "memoryMiB: "],
@@ -72,6 +104,15 @@ describe("bodies", () => {
     expect(r.status).toBe(400);
     expect(r.body.error!.code).toBe("invalid");
     expect(r.body.error!.message).toStartWith(message);
+  });
+
+  test("free-form event data is bounded per event, naming which event", async () => {
+    const before = store.last(ses);
+    const big = { kind: "attention.required", data: { reason: "x", extra: "y".repeat(API_LIMITS.eventData) } };
+    const r = await call("POST", `/v1/sessions/${ses}/events`, JSON.stringify({ events: [{ kind: "attention.required", data: { reason: "fine" } }, big] }));
+    expect(r.status).toBe(400);
+    expect(r.body.error!.message).toBe(`events.1.data: Expected at most ${API_LIMITS.eventData} characters of JSON`);
+    expect(store.last(ses)).toBe(before);
   });
 
   test("a body over the size limit is refused before it is parsed", async () => {
