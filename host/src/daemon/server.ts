@@ -17,6 +17,7 @@ import { API_LIMITS } from "@hutch/shared";
 import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
 import { isAlive, procStartTime } from "../engine/pidfile.ts";
+import { checkHome, tightenHome } from "./home.ts";
 
 const logger = log.create({ service: "daemon" });
 
@@ -41,7 +42,12 @@ function takeLock(path: string): boolean {
 }
 
 export async function runDaemon(home: string): Promise<number> {
+  // Everything the daemon creates in the home is the user's alone: files 0600, directories 0700.
+  // The processes of process boxes inherit the mask through bubblewrap.
+  process.umask(0o077);
+  checkHome(home);
   mkdirSync(home, { recursive: true, mode: 0o700 });
+  for (const failure of tightenHome(home)) logger.warn("could not restrict a file an older hutch left open to others", { failure });
   const lockPath = join(home, HOME_FILES.lock);
   if (!takeLock(lockPath)) {
     logger.info("another daemon already serves this home; exiting", { home });
