@@ -18,7 +18,7 @@ import {
 } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { TarError, createUnpacker, packTar } from "../src/tar/index.ts";
+import { TarError, createUnpacker, packTar, type UnpackOptions } from "../src/tar/index.ts";
 
 const temps: string[] = [];
 afterAll(async () => {
@@ -52,7 +52,7 @@ async function packBytes(path: string, opts?: { maxBytes?: number }): Promise<Ui
 async function unpack(
   bytes: Uint8Array,
   dest: string,
-  opts?: { topName?: string; maxBytes?: number; maxEntries?: number },
+  opts?: UnpackOptions,
   split = 65536,
 ): Promise<{ entries: number; bytes: number }> {
   const u = createUnpacker(dest, opts);
