@@ -28,13 +28,28 @@ export const API_LIMITS = {
 } as const;
 
 /**
- * A whole number from a query string or a path segment. Elysia turns a Number
- * schema there into a numeric string and checks the range after converting it,
- * where the field's name is no longer known, so `error` carries the whole
- * message (a schema's `error` is always the complete message).
+ * A whole number from a query string or a path segment: its digits (or a
+ * number), from `minimum` to `maximum`, decoded to a number. It is a kind of
+ * its own rather than a Number that Elysia converts (t.Numeric), because
+ * Elysia checks that one's range while decoding and, in a binary built with
+ * --minify, loses the error (it matches the error by class name) and passes
+ * the raw string on: `?limit=0` reached SQLite. This one is checked before
+ * decoding, like any field, so the refusal names it.
  */
-export const WholeNumber = (field: string, minimum: number, maximum: number) =>
-  Type.Number({ minimum, maximum, multipleOf: 1, error: `${field}: a whole number from ${minimum} to ${maximum}` });
+export interface TWholeNumber extends TSchema {
+  [Kind]: "WholeNumber";
+  static: number;
+  minimum: number;
+  maximum: number;
+}
+TypeRegistry.Set<TWholeNumber>("WholeNumber", (schema, value) => {
+  const n = typeof value === "string" && /^[0-9]{1,16}$/.test(value) ? Number(value) : value;
+  return typeof n === "number" && Number.isSafeInteger(n) && n >= schema.minimum && n <= schema.maximum;
+});
+export const WholeNumber = (minimum: number, maximum: number) =>
+  Type.Transform({ [Kind]: "WholeNumber", type: "integer", minimum, maximum } as unknown as TWholeNumber)
+    .Decode((v: unknown) => Number(v))
+    .Encode((n) => n);
 
 /** Any JSON of at most `maxJsonLength` characters once serialised: client-supplied free-form data. */
 export interface TJsonData extends TSchema {
@@ -51,7 +66,11 @@ TypeRegistry.Set<TJsonData>("JsonData", (schema, value) => {
   }
 });
 const otherErrors = GetErrorFunction();
-SetErrorFunction((e) => (e.schema[Kind] === "JsonData" ? `Expected at most ${(e.schema as TJsonData).maxJsonLength} characters of JSON` : otherErrors(e)));
+SetErrorFunction((e) => {
+  if (e.schema[Kind] === "JsonData") return `Expected at most ${(e.schema as TJsonData).maxJsonLength} characters of JSON`;
+  if (e.schema[Kind] === "WholeNumber") return `Expected a whole number from ${(e.schema as TWholeNumber).minimum} to ${(e.schema as TWholeNumber).maximum}`;
+  return otherErrors(e);
+});
 export const JsonData = (maxJsonLength: number): TJsonData => ({ [Kind]: "JsonData", maxJsonLength, description: `any JSON of at most ${maxJsonLength} characters` }) as TJsonData;
 
 export const BoxName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,62}$", description: "lower-case letters, digits and dashes" });
@@ -173,14 +192,14 @@ export type SessionCreateBody = Static<typeof SessionCreateBody>;
 
 /** GET /v1/sessions/:id/events */
 export const EventsPageQuery = Type.Object({
-  from: Type.Optional(WholeNumber("from", 1, API_LIMITS.whole)),
-  limit: Type.Optional(WholeNumber("limit", 1, API_LIMITS.eventsPage)),
+  from: Type.Optional(WholeNumber(1, API_LIMITS.whole)),
+  limit: Type.Optional(WholeNumber(1, API_LIMITS.eventsPage)),
 });
 
 /** GET /v1/sessions/:id/output/:chunk */
 export const OutputChunkParams = Type.Object({
   id: Type.String({ pattern: "^ses_[0-9a-z]{20}$" }),
-  chunk: WholeNumber("chunk", 0, API_LIMITS.whole),
+  chunk: WholeNumber(0, API_LIMITS.whole),
 });
 
 /** POST /v1/sessions/:id/events: client kinds, their data checked against the kind's schema by the session service. */
@@ -200,5 +219,5 @@ export const DriverBody = Type.Object({ leaseMs: Type.Optional(Type.Integer({ mi
 /** GET /v1/boxes/:ref/egress */
 export const EgressQuery = Type.Object({
   decision: Type.Optional(EgressDecision),
-  limit: Type.Optional(WholeNumber("limit", 1, API_LIMITS.egressPage)),
+  limit: Type.Optional(WholeNumber(1, API_LIMITS.egressPage)),
 });

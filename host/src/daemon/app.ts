@@ -65,10 +65,8 @@ export function buildApp(deps: AppDeps) {
     .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser));
 }
 
-/** The first failing field, named as a dotted path; a schema's own `error` is the whole message (WholeNumber). */
-function validationError(first: { path?: string; summary?: string; message?: string; schema?: { error?: unknown } } | undefined): HutchError {
-  const custom = first?.schema?.error;
-  if (typeof custom === "string") return new HutchError("invalid", custom, "fix the request and retry");
+/** The first failing field, named as a dotted path. */
+function validationError(first: { path?: string; summary?: string; message?: string } | undefined): HutchError {
   const field = first?.path ? first.path.replace(/^\//, "").replaceAll("/", ".") : "body";
   return new HutchError("invalid", `${field}: ${first?.summary || first?.message || "is invalid"}`, "fix the request and retry");
 }

@@ -52,7 +52,7 @@ export function upgradeSubscribe(req: Request, server: Server<SubscribeData>, se
     const actor = actorFrom(req, identify);
     sessions.row(m[1]!, actor);
     const from = Number(url.searchParams.get("from") ?? "1");
-    if (!Number.isInteger(from) || from < 1 || from > API_LIMITS.whole) throw new HutchError("invalid", `from: a whole number from 1 to ${API_LIMITS.whole}`, "e.g. ?from=1");
+    if (!Number.isInteger(from) || from < 1 || from > API_LIMITS.whole) throw new HutchError("invalid", `from: Expected a whole number from 1 to ${API_LIMITS.whole}`, "e.g. ?from=1");
     if (server.upgrade(req, { data: subscribeData(m[1]!, actor, from) })) return true;
     throw new HutchError("invalid", "could not upgrade to WebSocket", "connect with a WebSocket client");
   } catch (err) {
