@@ -1,7 +1,77 @@
 // Daemon API bodies. The daemon validates requests against these (Elysia's t
 // is TypeBox), the CLI and the extension read responses through the same types.
-import { Type, type Static } from "@sinclair/typebox";
-import { BindingName, HostPattern } from "./broker.ts";
+import { Kind, Type, TypeRegistry, type Static, type TSchema } from "@sinclair/typebox";
+import { GetErrorFunction, SetErrorFunction } from "@sinclair/typebox/errors";
+import { BindingName, EgressDecision, HostPattern } from "./broker.ts";
+import { EventInput } from "./events.ts";
+
+/**
+ * Bounds on what a client may send, so every bad input is a 400 naming the
+ * field and nothing unbounded reaches SQLite, a schema check or an event stream.
+ */
+export const API_LIMITS = {
+  /** A request body: a JSON object of at most this many bytes (the server refuses longer ones before reading them)... */
+  bodyBytes: 16 * 1024 * 1024,
+  /** ...nested at most this deep (every object or array is a level). */
+  depth: 32,
+  /**
+   * The data of one client event, as JSON text. The largest a registered kind
+   * allows is about 70 KiB (64 KiB texts and a 4 KiB anchor path); the rest is
+   * room for the extra fields kinds accept, bounded so one event always fits a
+   * subscriber's buffer.
+   */
+  eventData: 256 * 1024,
+  /** seqs, output chunks: whole numbers a double holds exactly. */
+  whole: Number.MAX_SAFE_INTEGER,
+  eventsPage: 10_000,
+  egressPage: 1_000,
+} as const;
+
+/**
+ * A whole number from a query string or a path segment: its digits (or a
+ * number), from `minimum` to `maximum`, decoded to a number. It is a kind of
+ * its own rather than a Number that Elysia converts (t.Numeric), because
+ * Elysia checks that one's range while decoding and, in a binary built with
+ * --minify, loses the error (it matches the error by class name) and passes
+ * the raw string on: `?limit=0` reached SQLite. This one is checked before
+ * decoding, like any field, so the refusal names it.
+ */
+export interface TWholeNumber extends TSchema {
+  [Kind]: "WholeNumber";
+  static: number;
+  minimum: number;
+  maximum: number;
+}
+TypeRegistry.Set<TWholeNumber>("WholeNumber", (schema, value) => {
+  const n = typeof value === "string" && /^[0-9]{1,16}$/.test(value) ? Number(value) : value;
+  return typeof n === "number" && Number.isSafeInteger(n) && n >= schema.minimum && n <= schema.maximum;
+});
+export const WholeNumber = (minimum: number, maximum: number) =>
+  Type.Transform({ [Kind]: "WholeNumber", type: "integer", minimum, maximum } as unknown as TWholeNumber)
+    .Decode((v: unknown) => Number(v))
+    .Encode((n) => n);
+
+/** Any JSON of at most `maxJsonLength` characters once serialised: client-supplied free-form data. */
+export interface TJsonData extends TSchema {
+  [Kind]: "JsonData";
+  static: unknown;
+  maxJsonLength: number;
+}
+TypeRegistry.Set<TJsonData>("JsonData", (schema, value) => {
+  try {
+    return JSON.stringify(value).length <= schema.maxJsonLength;
+  } catch {
+    // undefined, a cycle, a BigInt: not JSON.
+    return false;
+  }
+});
+const otherErrors = GetErrorFunction();
+SetErrorFunction((e) => {
+  if (e.schema[Kind] === "JsonData") return `Expected at most ${(e.schema as TJsonData).maxJsonLength} characters of JSON`;
+  if (e.schema[Kind] === "WholeNumber") return `Expected a whole number from ${(e.schema as TWholeNumber).minimum} to ${(e.schema as TWholeNumber).maximum}`;
+  return otherErrors(e);
+});
+export const JsonData = (maxJsonLength: number): TJsonData => ({ [Kind]: "JsonData", maxJsonLength, description: `any JSON of at most ${maxJsonLength} characters` }) as TJsonData;
 
 export const BoxName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,62}$", description: "lower-case letters, digits and dashes" });
 export const EngineName = Type.Union([Type.Literal("process"), Type.Literal("qemu")]);
@@ -133,3 +203,35 @@ export const SessionCreateBody = Type.Object(
   { additionalProperties: false },
 );
 export type SessionCreateBody = Static<typeof SessionCreateBody>;
+
+/** GET /v1/sessions/:id/events */
+export const EventsPageQuery = Type.Object({
+  from: Type.Optional(WholeNumber(1, API_LIMITS.whole)),
+  limit: Type.Optional(WholeNumber(1, API_LIMITS.eventsPage)),
+});
+
+/** GET /v1/sessions/:id/output/:chunk */
+export const OutputChunkParams = Type.Object({
+  id: Type.String({ pattern: "^ses_[0-9a-z]{20}$" }),
+  chunk: WholeNumber(0, API_LIMITS.whole),
+});
+
+/** POST /v1/sessions/:id/events: client kinds, their data checked against the kind's schema by the session service. */
+export const EventAppendBody = Type.Object(
+  {
+    events: Type.Array(Type.Object({ ...EventInput.properties, data: JsonData(API_LIMITS.eventData) }, { additionalProperties: false }), {
+      minItems: 1,
+      maxItems: 10_000,
+    }),
+  },
+  { additionalProperties: false },
+);
+
+/** POST /v1/sessions/:id/driver/{acquire,steal} */
+export const DriverBody = Type.Object({ leaseMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 86_400_000 })) }, { additionalProperties: false });
+
+/** GET /v1/boxes/:ref/egress */
+export const EgressQuery = Type.Object({
+  decision: Type.Optional(EgressDecision),
+  limit: Type.Optional(WholeNumber(1, API_LIMITS.egressPage)),
+});

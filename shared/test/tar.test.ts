@@ -18,7 +18,7 @@ import {
 } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { TarError, createUnpacker, packTar } from "../src/tar/index.ts";
+import { TarError, createUnpacker, packTar, type UnpackOptions } from "../src/tar/index.ts";
 
 const temps: string[] = [];
 afterAll(async () => {
@@ -52,7 +52,7 @@ async function packBytes(path: string, opts?: { maxBytes?: number }): Promise<Ui
 async function unpack(
   bytes: Uint8Array,
   dest: string,
-  opts?: { topName?: string; maxBytes?: number; maxEntries?: number },
+  opts?: UnpackOptions,
   split = 65536,
 ): Promise<{ entries: number; bytes: number }> {
   const u = createUnpacker(dest, opts);
@@ -449,6 +449,27 @@ describe("extraction semantics", () => {
     await unpack(tarOf([header("d/", { type: "5", mode: 0o1775 })], file("d/suid", "x", 0o4755)), dest);
     expect((await lstat(join(dest, "d/suid"))).mode & 0o7777).toBe(0o755);
     expect((await lstat(join(dest, "d"))).mode & 0o7777).toBe(0o775);
+  });
+
+  test("a umask clears its bits from every file and directory, as tar --no-same-permissions does", async () => {
+    const dest = await tmp();
+    const archive = tarOf(
+      [header("d/", { type: "5", mode: 0o777 })],
+      [header("d/sticky/", { type: "5", mode: 0o1777 })],
+      file("d/suid", "x", 0o4777),
+      file("d/shared", "y", 0o666),
+      // A parent the archive never names is made by mkdir, under the process's own umask.
+      file("d/implied/f", "z", 0o777),
+    );
+    await unpack(archive, dest, { umask: 0o022 });
+    const modes = Object.fromEntries(
+      await Promise.all(["d", "d/sticky", "d/suid", "d/shared", "d/implied/f"].map(async (p) => [p, ((await lstat(join(dest, p))).mode & 0o7777).toString(8)])),
+    );
+    expect(modes).toEqual({ d: "755", "d/sticky": "755", "d/suid": "755", "d/shared": "644", "d/implied/f": "755" });
+    const strict = await tmp();
+    await unpack(archive, strict, { umask: 0o077 });
+    expect((await lstat(join(strict, "d"))).mode & 0o7777).toBe(0o700);
+    expect((await lstat(join(strict, "d/suid"))).mode & 0o7777).toBe(0o700);
   });
 
   test("a directory merges into an existing one and a file replaces a file", async () => {

@@ -1,6 +1,7 @@
 // `hutch cp`: directory trees in and out of a box as tar streams. What comes
 // out of a box is untrusted: it is unpacked by the safe unpacker (no absolute
-// names, no `..`, no writes through symlinks, bounded), never by a shell tool.
+// names, no `..`, no writes through symlinks, bounded, no setuid and no
+// group/other write), never by a shell tool.
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import { Chan, FileStat, HutchError } from "@hutch/shared";
@@ -70,7 +71,9 @@ async function copyOut(daemon: DaemonClient, box: string, guestPath: string, loc
   const guestName = basename(guestPath.replace(/\/+$/, "")) || "workspace";
   const { dir, name } = placement(local, isDir, guestName);
   if (!existsSync(dir)) throw new HutchError("not_found", `${dir} does not exist`, `create it first: mkdir -p ${dir}`);
-  const unpacker = createUnpacker(dir, { topName: name });
+  // Modes from the box are its to choose, not the user's: no group or other write, and the user's umask, as
+  // cp and tar --no-same-permissions do for a non-root user (0777 lands 0755 under umask 022, 0700 under 077).
+  const unpacker = createUnpacker(dir, { topName: name, umask: process.umask() | 0o022 });
   const { stream, close } = await openToolStream(daemon, box, { tool: "tar.out", path: guestPath });
   stream.autoCredit = false;
   try {

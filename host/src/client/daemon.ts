@@ -1,9 +1,10 @@
 // Talking to the daemon: find it, start it when none answers, send requests.
 import { mkdirSync, openSync, closeSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { HutchError, type Health } from "@hutch/shared";
+import { ErrorCodes, HutchError, type Health } from "@hutch/shared";
 import { HOME_FILES } from "../paths.ts";
 import { env } from "../env.ts";
+import { checkHome } from "../daemon/home.ts";
 
 export interface DaemonClient {
   home: string;
@@ -49,6 +50,8 @@ function logTail(path: string, lines = 15): string {
 
 /** Returns a client for the daemon of this home, starting one if none answers. */
 export async function connectDaemon(home: string, opts: { start?: boolean; timeoutMs?: number; kind?: string } = {}): Promise<DaemonClient> {
+  // Before the socket is used or a daemon started: in a home others can write, the socket could be theirs.
+  checkHome(home);
   const socket = join(home, HOME_FILES.socket);
   // start: false (the IDE bridge) waits for a daemon to come back instead of starting one.
   const client = makeClient(home, socket, opts.start === false ? async () => {} : () => startDaemon(home, socket, opts.timeoutMs), opts.kind);
@@ -62,6 +65,7 @@ export async function connectDaemon(home: string, opts: { start?: boolean; timeo
 
 /** A client that never starts a daemon and does not need one now: it waits for one (the IDE bridge). */
 export function waitingClient(home: string, kind?: string): DaemonClient {
+  checkHome(home);
   return makeClient(home, join(home, HOME_FILES.socket), async () => {}, kind);
 }
 
@@ -86,7 +90,9 @@ async function startDaemon(home: string, socket: string, timeoutMs?: number): Pr
   while (Date.now() < deadline) {
     if (await health(socket)) return;
     if (child.exited !== null && child.exited !== 0 && !child.killed) {
-      throw new HutchError("unavailable", `the daemon exited with ${child.exited} while starting:\n${logTail(logPath)}`, `see the log: ${logPath}`);
+      // Exit 3 is the daemon refusing its configuration (its home, its key): say so, with its own words.
+      const code = child.exited === ErrorCodes.config.exit ? "config" : "unavailable";
+      throw new HutchError(code, `the daemon exited with ${child.exited} while starting:\n${logTail(logPath)}`, `see the log: ${logPath}`);
     }
     // Exit 0 means another daemon held the lock; if that one was shutting down, nobody serves now. A daemon
     // killed by a signal was stopped, not broken. Either way: start again.

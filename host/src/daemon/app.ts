@@ -14,6 +14,7 @@ import type { SessionService } from "../session/service.ts";
 import type { SessionStore } from "../store/sessions.ts";
 import type { BrokerService } from "../broker/service.ts";
 import { brokerController } from "./broker/index.ts";
+import { readJsonBody } from "./body.ts";
 
 export interface AppDeps {
   boxes: BoxService;
@@ -31,18 +32,19 @@ export function buildApp(deps: AppDeps) {
   // normalize: false makes unknown body keys an error instead of silently dropping them.
   return new Elysia({ normalize: false })
     .use(openapi({ path: "/openapi", documentation: { info: { title: "hutch daemon API", version: HUTCH_VERSION } } }))
+    // Every body is JSON, bounded before it is parsed (body.ts). The named "json" after it is never reached
+    // (readJsonBody returns or throws); it is how the OpenAPI document learns that bodies are JSON.
+    .guard({ parse: [({ request }, contentType) => readJsonBody(request, contentType), "json"] })
     .onError(({ error, code, set }) => {
-      if (error instanceof HutchError) {
-        set.status = error.status;
-        return error.toBody();
+      // A parse hook's throw arrives wrapped in Elysia's ParseError.
+      const named = error instanceof HutchError ? error : code === "PARSE" && error.cause instanceof HutchError ? error.cause : undefined;
+      if (named) {
+        set.status = named.status;
+        return named.toBody();
       }
       if (code === "VALIDATION") {
         set.status = 400;
-        const first = error.all[0];
-        const path = first && "path" in first ? first.path : "";
-        const field = path ? path.replace(/^\//, "").replaceAll("/", ".") : "body";
-        const detail = first && "summary" in first && first.summary ? first.summary : (first?.message ?? "is invalid");
-        return new HutchError("invalid", `${field}: ${detail}`, "fix the request and retry").toBody();
+        return validationError(error.all[0]).toBody();
       }
       if (code === "NOT_FOUND") {
         set.status = 404;
@@ -61,6 +63,12 @@ export function buildApp(deps: AppDeps) {
     .use(streamDoc())
     .use(sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser))
     .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser));
+}
+
+/** The first failing field, named as a dotted path. */
+function validationError(first: { path?: string; summary?: string; message?: string } | undefined): HutchError {
+  const field = first?.path ? first.path.replace(/^\//, "").replaceAll("/", ".") : "body";
+  return new HutchError("invalid", `${field}: ${first?.summary || first?.message || "is invalid"}`, "fix the request and retry");
 }
 
 export type App = ReturnType<typeof buildApp>;

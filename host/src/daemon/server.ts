@@ -13,9 +13,11 @@ import { subscribeSocket, upgradeSubscribe, type SubscribeData } from "./session
 import { socketHandlers } from "./sockets.ts";
 import { localUser } from "./actor.ts";
 import type { Server } from "bun";
+import { API_LIMITS } from "@hutch/shared";
 import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
 import { isAlive, procStartTime } from "../engine/pidfile.ts";
+import { checkHome, tightenHome } from "./home.ts";
 
 const logger = log.create({ service: "daemon" });
 
@@ -40,7 +42,12 @@ function takeLock(path: string): boolean {
 }
 
 export async function runDaemon(home: string): Promise<number> {
+  // Everything the daemon creates in the home is the user's alone: files 0600, directories 0700.
+  // The processes of process boxes inherit the mask through bubblewrap.
+  process.umask(0o077);
+  checkHome(home);
   mkdirSync(home, { recursive: true, mode: 0o700 });
+  for (const failure of tightenHome(home)) logger.warn("could not restrict a file an older hutch left open to others", { failure });
   const lockPath = join(home, HOME_FILES.lock);
   if (!takeLock(lockPath)) {
     logger.info("another daemon already serves this home; exiting", { home });
@@ -69,6 +76,8 @@ export async function runDaemon(home: string): Promise<number> {
     // runtime applies it to unix sockets too; server.timeout(req, 0) does not
     // hold for the second request on a keep-alive connection (measured).
     ...({ idleTimeout: 0 } as object),
+    // Refused by Bun before it is read (413); the app's own check (body.ts) names the limit for in-process callers.
+    maxRequestBodySize: API_LIMITS.bodyBytes,
     fetch(req, srv) {
       if (upgradeStream(req, srv as Server<StreamSocketData>, localUser)) return undefined;
       const sub = upgradeSubscribe(req, srv as Server<SubscribeData>, sessions, localUser);

@@ -2,9 +2,11 @@
 // WAL + synchronous=NORMAL survives a killed process (not a power cut) with
 // every committed transaction, which is the promise "acknowledged = kept".
 import { Database } from "bun:sqlite";
+import { chmodSync, closeSync, openSync, statSync } from "node:fs";
 import { MIGRATIONS } from "./migrations.ts";
 
 export function openDb(path: string): Database {
+  if (path !== ":memory:") ownerOnly(path);
   const db = new Database(path, { create: true, strict: true });
   db.exec("PRAGMA journal_mode = WAL");
   db.exec("PRAGMA synchronous = NORMAL");
@@ -26,5 +28,23 @@ export function migrate(db: Database): void {
       db.exec(MIGRATIONS[v]!);
       db.exec(`PRAGMA user_version = ${v + 1}`);
     })();
+  }
+}
+
+/**
+ * The database holds every box, session log and egress record: 0600 whatever
+ * the umask. SQLite creates -wal and -shm with the database file's mode, so
+ * creating it first is enough for new ones; files an older hutch made 0644 are
+ * tightened here.
+ */
+function ownerOnly(path: string): void {
+  closeSync(openSync(path, "a", 0o600));
+  for (const p of [path, `${path}-wal`, `${path}-shm`]) {
+    try {
+      const mode = statSync(p).mode & 0o777;
+      if (mode & 0o077) chmodSync(p, mode & 0o600);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+    }
   }
 }

@@ -65,7 +65,11 @@ export class Extractor implements EntrySink {
   private dirMeta = new Map<string, DirMeta>();
   private file: { fh: FileHandle; entry: Entry; rel: string } | undefined;
 
-  constructor(private readonly destDir: string) {}
+  /** @param modeMask the permission bits an entry may keep (never setuid, setgid or sticky) */
+  constructor(
+    private readonly destDir: string,
+    private readonly modeMask = 0o777,
+  ) {}
 
   async begin(entry: Entry): Promise<void> {
     const rel = entry.parts.join("/");
@@ -80,7 +84,7 @@ export class Extractor implements EntrySink {
         if (existing === undefined) await attempt(rel, "mkdir", () => mkdir(abs, 0o700));
         else if (existing !== "dir") throw new TarError(`entry "${rel}": directory would replace an existing ${existing}`);
         this.dirs.add(rel);
-        this.dirMeta.set(rel, { mode: entry.mode & 0o777, mtime: entry.mtime });
+        this.dirMeta.set(rel, { mode: entry.mode & this.modeMask & 0o777, mtime: entry.mtime });
         return;
       case "symlink":
         if (existing !== undefined) throw new TarError(`entry "${rel}": symlink would replace an existing ${existing}`);
@@ -117,7 +121,7 @@ export class Extractor implements EntrySink {
     this.file = undefined;
     try {
       // Permission bits only: setuid/setgid/sticky from a box are dropped.
-      await f.fh.chmod(f.entry.mode & 0o777);
+      await f.fh.chmod(f.entry.mode & this.modeMask & 0o777);
       await f.fh.utimes(f.entry.mtime, f.entry.mtime);
     } catch (err) {
       throw fsFailure(f.rel, "set metadata", err);

@@ -20,6 +20,12 @@ export interface UnpackOptions {
   maxBytes?: number;
   /** Bound on entries (default 1,000,000). */
   maxEntries?: number;
+  /**
+   * Permission bits cleared from every file and directory, as tar
+   * --no-same-permissions applies the umask (default none: the archive's bits).
+   * Setuid, setgid and sticky are cleared whatever this says.
+   */
+  umask?: number;
 }
 
 const DEFAULT_MAX_BYTES = 8 * 1024 ** 3;
@@ -32,7 +38,7 @@ const MAX_META = 1024 * 1024;
  * directory `destDir/.hutch-unpack-*` so a refused archive leaves nothing behind.
  */
 export function createUnpacker(destDir: string, opts: UnpackOptions = {}): Unpacker {
-  const extractor = new Extractor(destDir);
+  const extractor = new Extractor(destDir, 0o777 & ~(opts.umask ?? 0));
   const parser = new TarParser(extractor, {
     topName: opts.topName,
     maxBytes: opts.maxBytes ?? DEFAULT_MAX_BYTES,

@@ -1,6 +1,6 @@
 // Request and response schemas of the broker controller (TypeBox, from shared).
 import { t } from "elysia";
-import { BoxPolicy, EgressRecord, PolicyChangeBody, SecretInfo, SecretName } from "@hutch/shared";
+import { BoxPolicy, EgressQuery, EgressRecord, PolicyChangeBody, SecretInfo, SecretName } from "@hutch/shared";
 
 export const BrokerModel = {
   secretName: t.Object({ name: SecretName }),
@@ -12,9 +12,6 @@ export const BrokerModel = {
   ref: t.Object({ ref: t.String({ minLength: 1, maxLength: 128 }) }),
   policy: BoxPolicy,
   policyChange: PolicyChangeBody,
-  egressQuery: t.Object({
-    decision: t.Optional(t.Union([t.Literal("allowed"), t.Literal("denied"), t.Literal("injected")])),
-    limit: t.Optional(t.Numeric({ minimum: 1, maximum: 1000 })),
-  }),
+  egressQuery: EgressQuery,
   egress: t.Array(EgressRecord),
 };

@@ -7,7 +7,7 @@
 // reason {"resumeFrom":N}: every event before N was handed to the socket (and
 // arrives before the close), so reconnecting from N loses and repeats nothing.
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
-import { HutchError, type Actor } from "@hutch/shared";
+import { API_LIMITS, HutchError, type Actor } from "@hutch/shared";
 import { actorFrom, type Identify } from "../actor.ts";
 import type { SessionService } from "../../session/service.ts";
 import type { SessionStore } from "../../store/sessions.ts";
@@ -52,7 +52,7 @@ export function upgradeSubscribe(req: Request, server: Server<SubscribeData>, se
     const actor = actorFrom(req, identify);
     sessions.row(m[1]!, actor);
     const from = Number(url.searchParams.get("from") ?? "1");
-    if (!Number.isInteger(from) || from < 1) throw new HutchError("invalid", "from: a seq is a whole number from 1", "e.g. ?from=1");
+    if (!Number.isInteger(from) || from < 1 || from > API_LIMITS.whole) throw new HutchError("invalid", `from: Expected a whole number from 1 to ${API_LIMITS.whole}`, "e.g. ?from=1");
     if (server.upgrade(req, { data: subscribeData(m[1]!, actor, from) })) return true;
     throw new HutchError("invalid", "could not upgrade to WebSocket", "connect with a WebSocket client");
   } catch (err) {
