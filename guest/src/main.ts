@@ -25,6 +25,10 @@ for (const fd of (process.env.HUTCH_GUEST_INHERITED_FDS ?? "").split(",")) {
   if (/^\d+$/.test(fd) && Number(fd) > 2) setCloseOnExec(Number(fd));
 }
 
+// The box's own processes get the umask of any machine, whatever the host's
+// daemon runs with (077, for its own files).
+process.umask(0o022);
+
 const role = initRole(process.pid, process.env);
 const pid1 = role === "vm";
 const initLog = createLogger("init");

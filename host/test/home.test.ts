@@ -4,7 +4,7 @@ import { chmodSync, lstatSync, mkdirSync, mkdtempSync, rmSync, statSync, symlink
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
-import { checkHome, tightenHome } from "../src/daemon/home.ts";
+import { checkHome, tightenHome } from "../src/home.ts";
 import { openDb } from "../src/store/db.ts";
 
 const root = mkdtempSync(join(tmpdir(), "hutch-homecheck-"));

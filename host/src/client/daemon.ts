@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { ErrorCodes, HutchError, type Health } from "@hutch/shared";
 import { HOME_FILES } from "../paths.ts";
 import { env } from "../env.ts";
-import { checkHome } from "../daemon/home.ts";
+import { checkHome } from "../home.ts";
 
 export interface DaemonClient {
   home: string;

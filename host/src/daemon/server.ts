@@ -17,7 +17,7 @@ import { API_LIMITS } from "@hutch/shared";
 import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
 import { isAlive, procStartTime } from "../engine/pidfile.ts";
-import { checkHome, tightenHome } from "./home.ts";
+import { checkHome, tightenHome } from "../home.ts";
 
 const logger = log.create({ service: "daemon" });
 

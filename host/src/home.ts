@@ -9,7 +9,7 @@
 import { chmodSync, lstatSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
-import { HOME_FILES } from "../paths.ts";
+import { HOME_FILES } from "./paths.ts";
 
 /** What a shell needs to take a path as one word. */
 const shellWord = (p: string) => (/^[\w@%+=:,./-]+$/.test(p) ? p : `'${p.replaceAll("'", "'\\''")}'`);
