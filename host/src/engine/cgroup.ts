@@ -182,10 +182,10 @@ function enableSubtree(dir: string, controllers: Controller[]): void {
   if (want.length > 0) write(dir, "cgroup.subtree_control", want.map((c) => `+${c}`).join(" "));
 }
 
-/** Makes the parents a plan names (v2: moves the daemon into its leaf, turns controllers on). Idempotent. */
-export function preparePlan(plan: CgroupPlan, pid = process.pid): void {
-  const v2 = CONTROLLERS.filter((c) => plan[c].ok && (plan[c] as { version: number }).version === 2);
-  for (const c of CONTROLLERS) {
+/** Makes the parents a plan names for these controllers (v2: moves the daemon into its leaf, turns them on). Idempotent. */
+export function preparePlan(plan: CgroupPlan, controllers: readonly Controller[] = CONTROLLERS, pid = process.pid): void {
+  const v2 = controllers.filter((c) => plan[c].ok && (plan[c] as { version: number }).version === 2);
+  for (const c of controllers) {
     const p = plan[c];
     if (!p.ok) continue;
     if (p.version === 1) {
@@ -202,21 +202,33 @@ export function preparePlan(plan: CgroupPlan, pid = process.pid): void {
   enableSubtree(parent, v2);
 }
 
-/** One box's groups: made with its limits, joined by its first process, removed when it is gone. */
+/**
+ * One box's groups: made with its limits, joined by its first process,
+ * removed when it is gone. The cpu controller is used only for a box with a
+ * CPU cap: a group of its own costs the scheduler even uncapped (a pipeline
+ * through the box lost about a tenth of its throughput to it, measured in
+ * scripts/bench/README.md), and without a cap it buys nothing.
+ */
 export class BoxCgroup {
+  private used: readonly Controller[] = ["pids", "memory"];
+
   constructor(
     readonly plan: CgroupPlan,
     readonly boxId: string,
   ) {}
 
-  /** Every directory this box's groups live in (one per v1 controller; v2 shares one). */
-  dirs(): string[] {
+  private dirsOf(controllers: readonly Controller[]): string[] {
     const out = new Set<string>();
-    for (const c of CONTROLLERS) {
+    for (const c of controllers) {
       const p = this.plan[c];
       if (p.ok) out.add(join(p.parent, this.boxId));
     }
     return [...out];
+  }
+
+  /** Every directory this box's groups may live in (one per v1 controller; v2 shares one). */
+  dirs(): string[] {
+    return this.dirsOf(CONTROLLERS);
   }
 
   private dir(c: Controller): string | null {
@@ -230,8 +242,9 @@ export class BoxCgroup {
 
   /** Creates the groups and writes the limits; a limit left undefined is "max". */
   create(limits: Limits): void {
-    preparePlan(this.plan);
-    for (const d of this.dirs()) mkdirSync(d, { recursive: true });
+    this.used = limits.cpus ? CONTROLLERS : ["pids", "memory"];
+    preparePlan(this.plan, this.used);
+    for (const d of this.dirsOf(this.used)) mkdirSync(d, { recursive: true });
     const pids = this.dir("pids");
     if (pids) write(pids, "pids.max", limits.pids ? String(limits.pids) : "max");
     const mem = this.dir("memory");
@@ -249,7 +262,7 @@ export class BoxCgroup {
         if (existsSync(join(mem, "memory.swap.max"))) write(mem, "memory.swap.max", limits.memoryBytes ? "0" : "max");
       }
     }
-    const cpu = this.dir("cpu");
+    const cpu = this.used.includes("cpu") ? this.dir("cpu") : null;
     if (cpu) {
       const period = 100_000;
       const quota = limits.cpus ? Math.max(1000, Math.round(limits.cpus * period)) : -1;
@@ -264,7 +277,7 @@ export class BoxCgroup {
 
   /** Moves a process (all its threads) into every group of the box. */
   attach(pid: number): void {
-    for (const d of this.dirs()) write(d, "cgroup.procs", String(pid));
+    for (const d of this.dirsOf(this.used)) write(d, "cgroup.procs", String(pid));
   }
 
   /** The box's groups that still exist. */
