@@ -3,7 +3,7 @@
 import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import { HUTCH_VERSION, HutchError } from "@hutch/shared";
-import type { BoxService } from "./boxes/service.ts";
+import type { BoxService } from "../box/service.ts";
 import { boxesController } from "./boxes/index.ts";
 import { streamDoc } from "./stream/index.ts";
 import { sessionsController } from "./sessions/index.ts";

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { BoxStore } from "../store/boxes.ts";
 import { SessionStore } from "../store/sessions.ts";
 import { BrokerStore } from "../store/broker.ts";
-import { BoxService } from "./boxes/service.ts";
+import { BoxService } from "../box/service.ts";
 import { SessionService } from "../session/service.ts";
 import { Recorder } from "../session/recorder.ts";
 import { BrokerService } from "../broker/service.ts";

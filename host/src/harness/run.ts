@@ -4,7 +4,7 @@
 // that does not fit is kept as agent.raw, never dropped); stderr is kept as a
 // bounded tail for the error a failed run reports. No HTTP here.
 import { check, checkEvent, ExitMsg, GuestMsg, HutchError, type Actor, type MuxStream } from "@hutch/shared";
-import type { BoxService } from "../daemon/boxes/service.ts";
+import type { BoxService } from "../box/service.ts";
 import type { NewEvent } from "../store/sessions.ts";
 import { agentContext, type BrokerLink } from "./broker-link.ts";
 import { agentCommand, GUEST_AGENTS_DIR, installAgent } from "./install.ts";

@@ -1,7 +1,7 @@
 // Connects the harness to the daemon's sessions: headless turns run through
 // the AgentRunner; an agent's terminal (interactive sessions) starts with the
 // argv, environment and config files its harness gives it.
-import type { BoxService } from "../daemon/boxes/service.ts";
+import type { BoxService } from "../box/service.ts";
 import type { Recorder } from "../session/recorder.ts";
 import type { SessionService } from "../session/service.ts";
 import { env } from "../env.ts";

@@ -3,7 +3,7 @@
 // anyone watches, and is how `session send` types into the terminal.
 import { check, ExitMsg, GuestMsg, HutchError, type MuxStream } from "@hutch/shared";
 import type { SessionRow, SessionStore } from "../store/sessions.ts";
-import type { BoxService } from "../daemon/boxes/service.ts";
+import type { BoxService } from "../box/service.ts";
 import { SYSTEM, type SessionService } from "./service.ts";
 import { log } from "../log.ts";
 

@@ -2,7 +2,7 @@
 // drive it. No HTTP here; controllers and the recorder call in.
 import { checkEvent, HutchError, newId, type Actor, type Anchor, type EventInput, type Session, type SessionCreateBody } from "@hutch/shared";
 import type { SessionRow, SessionStore, NewEvent } from "../store/sessions.ts";
-import type { BoxService } from "../daemon/boxes/service.ts";
+import type { BoxService } from "../box/service.ts";
 import { SessionBus } from "./bus.ts";
 import type { Recorder } from "./recorder.ts";
 import { harness, type Harness } from "../harness/index.ts";

@@ -1,6 +1,6 @@
 // HTTP for boxes: parse, validate, call the service. No logic here.
 import { Elysia } from "elysia";
-import type { BoxService } from "./service.ts";
+import type { BoxService } from "../../box/service.ts";
 import { BoxModel } from "./model.ts";
 
 const idem = (headers: Record<string, string | undefined>) => headers["idempotency-key"] ?? null;

@@ -2,7 +2,7 @@
 // policy, and its recent decisions. No logic here.
 import { Elysia } from "elysia";
 import type { BrokerService } from "../../broker/service.ts";
-import type { BoxService } from "../boxes/service.ts";
+import type { BoxService } from "../../box/service.ts";
 import { BrokerModel } from "./model.ts";
 
 export function brokerController(broker: BrokerService, boxes: BoxService) {

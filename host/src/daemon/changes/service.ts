@@ -3,7 +3,7 @@
 // (created, closed, driver moved). Live only: a client lists after it starts
 // listening, so nothing falls between the list and the feed.
 import type { Actor, Box, Session } from "@hutch/shared";
-import type { BoxService } from "../boxes/service.ts";
+import type { BoxService } from "../../box/service.ts";
 import type { SessionService } from "../../session/service.ts";
 
 export type FeedChange = { type: "box"; box: Box } | { type: "box.removed"; id: string } | { type: "session"; session: Session };

@@ -9,7 +9,7 @@
 import { Elysia, t } from "elysia";
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
 import { type Actor, HUTCH_VERSION, HostHello, check, firstError, HutchError, Mux, PROTOCOL_VERSION, ProtocolError, ToolOpen, CAPABILITIES, DEFAULT_WINDOW, type MuxStream } from "@hutch/shared";
-import type { BoxService } from "../boxes/service.ts";
+import type { BoxService } from "../../box/service.ts";
 import { actorFrom, type Identify } from "../actor.ts";
 import { relay } from "./relay.ts";
 import { log } from "../../log.ts";

@@ -3,11 +3,11 @@
 // that dies mid-operation finds the op pending on restart and finishes it.
 import { join } from "node:path";
 import { HutchError, type Box, type BoxCreateBody, type BoxPolicy, type BoxSetBody, type BoxState, type DesiredState, type EngineName } from "@hutch/shared";
-import type { BoxRow, BoxStore, OpKind } from "../../store/boxes.ts";
-import type { BoxHandle, Engine } from "../../engine/types.ts";
-import { openChannel, type Channel } from "../../engine/channel.ts";
-import { env } from "../../env.ts";
-import { log } from "../../log.ts";
+import type { BoxRow, BoxStore, OpKind } from "../store/boxes.ts";
+import type { BoxHandle, Engine } from "../engine/types.ts";
+import { openChannel, type Channel } from "../engine/channel.ts";
+import { env } from "../env.ts";
+import { log } from "../log.ts";
 
 const logger = log.create({ service: "boxes" });
 
