@@ -8,6 +8,7 @@ import type { BoxHandle, Engine } from "../engine/types.ts";
 import { openChannel, type Channel } from "../engine/channel.ts";
 import { env } from "../env.ts";
 import { log } from "../log.ts";
+import { Listeners } from "../listeners.ts";
 
 const logger = log.create({ service: "boxes" });
 
@@ -32,31 +33,22 @@ export class BoxService {
   /** One reconcile at a time per box; requests queue behind it. */
   private readonly locks = new Map<string, Promise<void>>();
   private closing = false;
-  /** Told about every state change (sessions log them as box.state.changed). */
-  onStateChange?: (boxId: string, state: BoxState, reason: string | null) => void;
-  /** Told when a box's channel opens and closes (the broker opens and closes its gate). */
-  onChannel?: (boxId: string, dir: string, channel: Channel) => Promise<void>;
-  onChannelGone?: (boxId: string) => void;
-  /** Checks the egress policy a create asks for (bindings must exist). */
-  checkPolicy?: (policy: BoxPolicy) => void;
-  /** Told when a box appears, changes state or goes (the change feed). */
-  private readonly watchers = new Set<(boxId: string) => void>();
+  /** Every state change (sessions log them as box.state.changed). */
+  readonly stateChanged = new Listeners<[boxId: string, state: BoxState, reason: string | null]>("box state");
+  /** A box's channel opened (the broker opens its gate); awaited before the box counts as running. */
+  readonly channelOpened = new Listeners<[boxId: string, dir: string, channel: Channel]>("box channel");
+  /** A box's channel closed (the broker closes its gate). */
+  readonly channelClosed = new Listeners<[boxId: string]>("box channel");
+  /** Vetoes on the egress policy a create asks for (bindings must exist): a listener throws to refuse. */
+  readonly policyChecks = new Listeners<[policy: BoxPolicy]>("box policy");
+  /** A box appeared, changed (state, limits) or went (the change feed). */
+  readonly changes = new Listeners<[boxId: string]>("box change");
 
   constructor(
     private readonly store: BoxStore,
     private readonly engines: Record<string, Engine>,
     private readonly home: string,
   ) {}
-
-  /** Calls fn with the box id after every create, state change and delete; returns the unwatch. */
-  watch(fn: (boxId: string) => void): () => void {
-    this.watchers.add(fn);
-    return () => this.watchers.delete(fn);
-  }
-
-  private changed(boxId: string): void {
-    for (const fn of this.watchers) fn(boxId);
-  }
 
   list(): Box[] {
     return this.store.list().map((r) => this.toBox(r));
@@ -80,8 +72,8 @@ export class BoxService {
   private setState(boxId: string, state: BoxState, reason: string | null = null): void {
     const before = this.store.byId(boxId)?.state;
     this.store.setState(boxId, state, reason);
-    if (before !== state) this.onStateChange?.(boxId, state, reason);
-    this.changed(boxId);
+    if (before !== state) this.stateChanged.emit(boxId, state, reason);
+    this.changes.emit(boxId);
   }
 
   async create(body: BoxCreateBody, idemKey: string | null): Promise<Box> {
@@ -95,10 +87,10 @@ export class BoxService {
     const config = defined({ cpus: body.cpus, memoryMiB: body.memoryMiB, pids: body.pids, disk: body.disk, image: body.image, kernelArgs: body.kernelArgs });
     checkSettings(engine, body.name, config);
     const policy: BoxPolicy = { allow: [...new Set(body.allow ?? [])], bindings: [...new Set(body.secrets ?? [])] };
-    this.checkPolicy?.(policy);
+    this.policyChecks.check(policy);
     const { box, op } = this.store.insertBox(body.name, engine, body.start ? "running" : "stopped", idemKey, config, policy);
     logger.info("box created", { box: box.name, id: box.id, engine });
-    this.changed(box.id);
+    this.changes.emit(box.id);
     return this.finish(box.id, op.id);
   }
 
@@ -112,7 +104,7 @@ export class BoxService {
     checkSettings(row.engine, row.name, change);
     this.store.setConfig(row.id, { ...(JSON.parse(row.config) as Record<string, unknown>), ...change });
     logger.info("box limits changed", { box: row.name, ...Object.fromEntries(Object.entries(change).map(([k, v]) => [k, String(v)])) });
-    this.changed(row.id);
+    this.changes.emit(row.id);
     return this.toBox(this.row(row.id));
   }
 
@@ -316,7 +308,7 @@ export class BoxService {
     const left = await engine.leftovers(box);
     if (left.length > 0) throw new Error(`delete left things behind: ${left.join(", ")}`);
     this.store.deleteBox(row.id);
-    this.changed(row.id);
+    this.changes.emit(row.id);
     if (this.store.countRows(row.id) !== 0) throw new Error("delete left database rows behind");
     logger.info("box deleted", { box: row.name, id: row.id });
   }
@@ -334,7 +326,7 @@ export class BoxService {
       );
       this.channels.set(row.id, ch);
       logger.info("guest channel open", { box: row.name, guest: ch.hello.version });
-      await this.onChannel?.(row.id, box.dir, ch);
+      await this.channelOpened.settle(row.id, box.dir, ch);
     } catch (err) {
       const tail = await engine.consoleTail(box, 10);
       throw new Error(`${(err as Error).message}; console log (${join(box.dir, "console.log")}):\n${tail}`);
@@ -360,11 +352,7 @@ export class BoxService {
     const ch = this.channels.get(boxId);
     if (!ch) return;
     this.channels.delete(boxId);
-    try {
-      this.onChannelGone?.(boxId);
-    } catch (err) {
-      logger.warn("cleaning up after a box's channel failed", { box: boxId, error: (err as Error).message });
-    }
+    this.channelClosed.emit(boxId);
     ch.close();
   }
 }

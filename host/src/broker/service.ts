@@ -18,6 +18,7 @@ import { changePolicy } from "./policy.ts";
 import { splicer } from "./splice.ts";
 import { ConnCap, MAX_BOX_CONNS } from "./cap.ts";
 import { brokerResponse } from "./http.ts";
+import { Listeners } from "../listeners.ts";
 
 const logger = log.create({ service: "broker" });
 
@@ -51,8 +52,8 @@ interface Running {
 export class BrokerService {
   private readonly running = new Map<string, Running>();
   private config: { mtimeMs: number; value: HutchConfig } = { mtimeMs: -1, value: {} };
-  /** Told about every decision (the daemon logs it into the box's open sessions). */
-  onDecision?: (boxId: string, decision: EgressDecision, facts: EgressFacts) => void;
+  /** Every decision (the daemon logs it into the box's open sessions). */
+  readonly decisions = new Listeners<[boxId: string, decision: EgressDecision, facts: EgressFacts]>("egress decision");
   private readonly limits: Partial<GateLimits>;
   private readonly maxConns: number;
 
@@ -291,7 +292,7 @@ export class BrokerService {
     this.store.logEgress(boxId, { at: new Date().toISOString(), decision, ...facts });
     if (decision === "denied") logger.info("egress denied", { box: boxId, host: facts.host, port: facts.port, reason: facts.reason });
     else logger.debug(`egress ${decision}`, { box: boxId, host: facts.host, port: facts.port, status: facts.status, bytesDown: facts.bytesDown });
-    this.onDecision?.(boxId, decision, facts);
+    this.decisions.emit(boxId, decision, facts);
   }
 }
 

@@ -55,9 +55,9 @@ export async function runDaemon(home: string): Promise<number> {
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const { boxes, sessions, sessionStore, broker, recorder } = await createServices(home, db, { process: new ProcessEngine(home), qemu: new QemuEngine(home) });
+  const { boxes, sessions, sessionStore, broker } = await createServices(home, db, { process: new ProcessEngine(home), qemu: new QemuEngine(home) });
   await boxes.recover();
-  await recorder.recover();
+  await sessions.recorder.recover();
   sessions.recoverTurns();
   sessions.start();
 

@@ -7,12 +7,13 @@ import { SessionStore } from "../store/sessions.ts";
 import { BrokerStore } from "../store/broker.ts";
 import { BoxService } from "../box/service.ts";
 import { SessionService } from "../session/service.ts";
-import { Recorder } from "../session/recorder.ts";
 import { BrokerService } from "../broker/service.ts";
 import { Sealer } from "../broker/seal.ts";
 import type { Engine } from "../engine/types.ts";
 import { HOME_FILES } from "../paths.ts";
-import { wireAgents } from "../harness/wire.ts";
+import { AgentTerminals } from "../harness/wire.ts";
+import { AgentRunner } from "../harness/run.ts";
+import { env } from "../env.ts";
 import { brokerLink } from "../harness/broker-link.ts";
 
 export interface Services {
@@ -20,21 +21,20 @@ export interface Services {
   sessions: SessionService;
   sessionStore: SessionStore;
   broker: BrokerService;
-  recorder: Recorder;
 }
 
 export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
   const boxes = new BoxService(new BoxStore(db), engines, home);
   const broker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, HOME_FILES.secretsKey)), join(home, HOME_FILES.config));
   const sessionStore = new SessionStore(db);
-  const sessions = new SessionService(sessionStore, boxes);
-  const recorder = new Recorder(sessionStore, sessions, boxes);
-  sessions.attachRecorder(recorder);
-  wireAgents({ sessions, recorder, boxes, home, link: brokerLink(broker, (id) => boxes.byId(id)?.name ?? id) });
-  boxes.checkPolicy = (p) => broker.checkPolicy(p);
-  boxes.onChannel = (boxId, dir, channel) => broker.attach(boxId, dir, channel);
-  boxes.onChannelGone = (boxId) => broker.detach(boxId);
-  boxes.onStateChange = (boxId, state, reason) => sessions.boxChanged(boxId, state, reason);
-  broker.onDecision = (boxId, decision, facts) => sessions.boxEvent(boxId, `egress.${decision}`, { box: boxId, ...facts });
-  return { boxes, sessions, sessionStore, broker, recorder };
+  const runner = new AgentRunner(boxes, brokerLink(broker, (id) => boxes.byId(id)?.name ?? id));
+  const terminals = new AgentTerminals(runner, env.agentsDir(home), env.agentInstall());
+  const sessions = new SessionService(sessionStore, boxes, terminals);
+  sessions.recorder.started.add((row, pid) => terminals.started(row, pid, sessions));
+  boxes.policyChecks.add((p) => broker.checkPolicy(p));
+  boxes.channelOpened.add((boxId, dir, channel) => broker.attach(boxId, dir, channel));
+  boxes.channelClosed.add((boxId) => broker.detach(boxId));
+  boxes.stateChanged.add((boxId, state, reason) => sessions.boxChanged(boxId, state, reason));
+  broker.decisions.add((boxId, decision, facts) => sessions.boxEvent(boxId, `egress.${decision}`, { box: boxId, ...facts }));
+  return { boxes, sessions, sessionStore, broker };
 }

@@ -1,33 +1,35 @@
 // Connects the harness to the daemon's sessions: headless turns run through
 // the AgentRunner; an agent's terminal (interactive sessions) starts with the
-// argv, environment and config files its harness gives it.
-import type { BoxService } from "../box/service.ts";
-import type { Recorder } from "../session/recorder.ts";
-import type { SessionService } from "../session/service.ts";
-import { env } from "../env.ts";
-import type { BrokerLink } from "./broker-link.ts";
+// argv, environment and config files its harness gives it, and once its
+// process runs, its transcript is tailed into the session's log.
+import type { NewEvent, SessionRow } from "../store/sessions.ts";
+import type { SessionAgents } from "../session/service.ts";
 import { harness } from "./index.ts";
-import { AgentRunner } from "./run.ts";
+import type { AgentRunner } from "./run.ts";
 
-export function wireAgents(deps: { sessions: SessionService; recorder: Recorder; boxes: BoxService; home: string; link: BrokerLink }): AgentRunner {
-  const runner = new AgentRunner(deps.boxes, deps.link);
-  const agentsDir = env.agentsDir(deps.home);
-  const install = env.agentInstall();
-  deps.sessions.attachAgents({ runner, agentsDir, install });
+export class AgentTerminals implements SessionAgents {
   /** Transcript files of agent terminals being started, by session: tailed once the agent runs. */
-  const transcripts = new Map<string, string>();
-  deps.recorder.spawn = async (row) => {
+  private readonly transcripts = new Map<string, string>();
+
+  constructor(
+    readonly runner: AgentRunner,
+    readonly agentsDir: string,
+    readonly install: boolean,
+  ) {}
+
+  readonly spawn = async (row: SessionRow) => {
     if (row.agent === "shell") return null;
-    const spec = await runner.prepare({ boxId: row.box_id, harness: harness(row.agent), agentsDir, install }, "interactive");
-    if (spec.transcript) transcripts.set(row.id, spec.transcript);
+    const spec = await this.runner.prepare({ boxId: row.box_id, harness: harness(row.agent), agentsDir: this.agentsDir, install: this.install }, "interactive");
+    if (spec.transcript) this.transcripts.set(row.id, spec.transcript);
     return spec;
   };
-  deps.recorder.onStarted = (row, pid) => {
-    const path = transcripts.get(row.id);
-    transcripts.delete(row.id);
+
+  /** The terminal's process started: tail its transcript (if its harness keeps one) into the log. */
+  started(row: SessionRow, pid: number, log: { append(sessionId: string, events: NewEvent[]): unknown }): void {
+    const path = this.transcripts.get(row.id);
+    this.transcripts.delete(row.id);
     if (!path) return;
     const h = harness(row.agent);
-    runner.tail({ boxId: row.box_id, harness: h, path, pid, actor: { kind: "agent", id: `${row.owner}/agent:${h.name}` }, sink: { append: (events) => void deps.sessions.append(row.id, events) } });
-  };
-  return runner;
+    this.runner.tail({ boxId: row.box_id, harness: h, path, pid, actor: { kind: "agent", id: `${row.owner}/agent:${h.name}` }, sink: { append: (events) => void log.append(row.id, events) } });
+  }
 }

@@ -1,10 +1,11 @@
 // The daemon's own attachment to every open session's terminal: it records
 // all output into the log (bytes beside it, in pty_chunks), whether or not
 // anyone watches, and is how `session send` types into the terminal.
-import { check, ExitMsg, GuestMsg, HutchError, type MuxStream } from "@hutch/shared";
-import type { SessionRow, SessionStore } from "../store/sessions.ts";
+import { check, ExitMsg, GuestMsg, HutchError, type Actor, type MuxStream } from "@hutch/shared";
+import type { NewEvent, SessionRow, SessionStore } from "../store/sessions.ts";
 import type { BoxService } from "../box/service.ts";
-import { SYSTEM, type SessionService } from "./service.ts";
+import { SYSTEM } from "./actors.ts";
+import { Listeners } from "../listeners.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "recorder" });
@@ -14,18 +15,27 @@ interface Live {
   pty: string;
 }
 
+/** How an agent session's terminal starts (argv, env, cwd), when it is not the stored argv as is; null for that. */
+export type TerminalSpawner = (row: SessionRow) => Promise<{ argv: string[]; env: Record<string, string>; cwd: string } | null>;
+
+/** What the recorder needs of the session log. */
+export interface SessionSink {
+  append(sessionId: string, events: NewEvent[]): unknown;
+  close(sessionId: string, actor: Actor, reason: string): Promise<unknown>;
+  isHeadless(row: SessionRow): boolean;
+}
+
 export class Recorder {
   private readonly live = new Map<string, Live>();
   private readonly opening = new Map<string, Promise<Live>>();
-  /** How an agent session's terminal starts (argv, env, cwd), when it is not the stored argv as is. */
-  spawn?: (row: SessionRow) => Promise<{ argv: string[]; env: Record<string, string>; cwd: string } | null>;
   /** A new terminal's process started (not a re-attach). */
-  onStarted?: (row: SessionRow, pid: number) => void;
+  readonly started = new Listeners<[row: SessionRow, pid: number]>("terminal started");
 
   constructor(
     private readonly store: SessionStore,
-    private readonly sessions: SessionService,
+    private readonly sessions: SessionSink,
     private readonly boxes: BoxService,
+    private readonly spawn: TerminalSpawner = async () => null,
   ) {}
 
   /** Re-attaches to the terminals of every open session whose box runs (daemon start). */
@@ -77,7 +87,7 @@ export class Recorder {
         // The terminal is gone (the box restarted): the session goes on in a new one.
       }
     }
-    const spec = this.spawn ? await this.spawn(row) : null;
+    const spec = await this.spawn(row);
     const argv = spec?.argv ?? (JSON.parse(row.argv) as string[]);
     const live = await this.follow(row.id, channel.mux.open({ tool: "pty.open", argv, ...(spec ? { env: spec.env, cwd: spec.cwd } : {}), ...size }), argv);
     this.store.update(row.id, { pty: live.pty });
@@ -99,7 +109,7 @@ export class Recorder {
             if (argv) {
               this.sessions.append(sessionId, [{ kind: "exec.started", data: { argv, pid: m.pid }, actor: SYSTEM }]);
               const row = this.store.get(sessionId);
-              if (row) this.onStarted?.(row, m.pid);
+              if (row) this.started.emit(row, m.pid);
             }
             resolve(live);
           } else if (m.type === "screen") {

@@ -4,24 +4,30 @@ import { checkEvent, HutchError, newId, type Actor, type Anchor, type EventInput
 import type { SessionRow, SessionStore, NewEvent } from "../store/sessions.ts";
 import type { BoxService } from "../box/service.ts";
 import { SessionBus } from "./bus.ts";
-import type { Recorder } from "./recorder.ts";
+import { Recorder, type TerminalSpawner } from "./recorder.ts";
+import { SYSTEM, actorUser } from "./actors.ts";
 import { harness, type Harness } from "../harness/index.ts";
 import type { AgentRunner } from "../harness/run.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "sessions" });
 
-export const SYSTEM: Actor = { kind: "system", id: "hutchd" };
-
-/** The user part of an actor id ("alice/agent" → "alice"). */
-export const actorUser = (a: Actor) => a.id.split("/")[0]!;
 const sameActor = (a: Actor, b: Actor) => a.kind === b.kind && a.id === b.id;
 const describe = (a: Actor) => `${a.id} (${a.kind})`;
 
+/** How sessions reach agents: the runner for headless turns, where the CLIs are, and how a terminal's agent starts. */
+export interface SessionAgents {
+  runner: AgentRunner;
+  agentsDir: string;
+  install: boolean;
+  /** How an agent session's terminal starts (argv, env, cwd); null for a shell. */
+  spawn: TerminalSpawner;
+}
+
 export class SessionService {
   readonly bus = new SessionBus();
-  private recorder?: Recorder;
-  private agents?: { runner: AgentRunner; agentsDir: string; install: boolean };
+  /** The daemon's own attachment to every open session's terminal. */
+  readonly recorder: Recorder;
   /** Headless turns in flight, by session (one at a time), and how to stop each. */
   private readonly turns = new Map<string, { done: Promise<unknown>; stop: AbortController }>();
   private lapseTimer?: ReturnType<typeof setInterval>;
@@ -29,14 +35,9 @@ export class SessionService {
   constructor(
     private readonly store: SessionStore,
     private readonly boxes: BoxService,
-  ) {}
-
-  attachRecorder(recorder: Recorder): void {
-    this.recorder = recorder;
-  }
-
-  attachAgents(agents: { runner: AgentRunner; agentsDir: string; install: boolean }): void {
-    this.agents = agents;
+    private readonly agents: SessionAgents,
+  ) {
+    this.recorder = new Recorder(store, this, boxes, agents.spawn);
   }
 
   /** Starts the lease checker. */
@@ -110,7 +111,6 @@ export class SessionService {
   }
 
   async create(body: SessionCreateBody, actor: Actor): Promise<Session> {
-    if (!this.recorder) throw new HutchError("failed", "sessions are not ready yet", "retry in a moment");
     const agent = harness(body.agent ?? "shell");
     // A new box for an agent gets the agent's bindings and egress; an existing box keeps its own policy.
     const box = body.box
@@ -176,7 +176,6 @@ export class SessionService {
   }
 
   private startTurn(row: SessionRow, agent: Harness, prompt: string, resume: boolean, model?: string): void {
-    if (!this.agents) throw new HutchError("failed", "agents are not ready yet", "retry in a moment");
     const { runner, agentsDir, install } = this.agents;
     const stop = new AbortController();
     const done = runner
@@ -236,7 +235,7 @@ export class SessionService {
       this.bus.publish(id, seq!.seq, seq!.json, "input.sent");
       // A follow-up prompt continues the conversation the session's earlier turns had.
       if (headless) this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""), true);
-      else await this.recorder!.write(row, new TextEncoder().encode(text));
+      else await this.recorder.write(row, new TextEncoder().encode(text));
     }
     return seq!.seq;
   }
@@ -255,7 +254,7 @@ export class SessionService {
     }
     if (steal) this.steal(id, actor);
     else this.acquire(id, actor);
-    const live = await this.recorder!.ensurePty(this.store.get(id)!, { cols: 80, rows: 24 });
+    const live = await this.recorder.ensurePty(this.store.get(id)!, { cols: 80, rows: 24 });
     const decoder = new TextDecoder();
     return {
       box: row.box_id,
@@ -318,7 +317,7 @@ export class SessionService {
       turn.stop.abort();
       await turn.done;
     }
-    await this.recorder?.stop(row);
+    await this.recorder.stop(row);
     this.append(id, [{ kind: "session.closed", data: reason ? { reason } : {}, actor }], () =>
       this.store.update(id, { state: "closed", closed_at: new Date().toISOString(), driver: null, driver_lease_ms: null, driver_expires_at: null }),
     );

@@ -32,7 +32,7 @@ export class ChangeService {
 
   /** Calls fn with every change the actor may see; returns the unwatch. */
   watch(actor: Actor, fn: (c: FeedChange) => void): () => void {
-    const offBoxes = this.boxes.watch((id) => {
+    const offBoxes = this.boxes.changes.add((id) => {
       const row = this.boxes.byId(id);
       fn(row ? { type: "box", box: this.boxes.get(id) } : { type: "box.removed", id });
     });
