@@ -4,3 +4,4 @@ export * from "./validate.ts";
 export * from "./events.ts";
 export * from "./broker.ts";
 export * from "./ide.ts";
+export * from "./protocol/follow.ts";

@@ -3,7 +3,8 @@
 // harness's mapper; every mapped event is checked against the registry (one
 // that does not fit is kept as agent.raw, never dropped); stderr is kept as a
 // bounded tail for the error a failed run reports. No HTTP here.
-import { check, checkEvent, ExitMsg, GuestMsg, HutchError, type Actor, type MuxStream } from "@hutch/shared";
+import { checkEvent, HutchError, type Actor } from "@hutch/shared";
+import { execCollect, execIn } from "../box/exec.ts";
 import type { BoxService } from "../box/service.ts";
 import type { NewEvent } from "../store/sessions.ts";
 import { agentContext, type BrokerLink } from "./broker-link.ts";
@@ -54,27 +55,11 @@ export interface RunResult {
   exit: { code: number | null; signal: string | null } | null;
 }
 
-/** Small helper: run a command in the box to completion, with optional stdin. */
+/** Runs a command in the box to completion, with optional stdin; a stream that broke is a named error. */
 async function execSmall(boxes: BoxService, boxId: string, argv: string[], stdin?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const { channel } = boxes.channel(boxId);
-  const s = channel.mux.open({ tool: "exec", argv });
-  return new Promise((resolve, reject) => {
-    const out: string[] = [];
-    const err: string[] = [];
-    const decoders = [new TextDecoder(), new TextDecoder()];
-    let code: number | null = null;
-    s.handlers = {
-      msg: (m) => {
-        if (!check(GuestMsg, m)) return;
-        if (m.type === "started") {
-          if (stdin) void s.write(0, new TextEncoder().encode(stdin)).then(() => s.eof(0));
-          else s.eof(0);
-        } else if (m.type === "exit") code = m.code;
-      },
-      data: (chan, bytes) => void (chan === 1 ? out : err).push(decoders[chan === 1 ? 0 : 1]!.decode(bytes, { stream: true })),
-      close: (error) => (error ? reject(new HutchError("failed", `${argv[0]}: ${error.message}`)) : resolve({ code, stdout: out.join(""), stderr: err.join("") })),
-    };
-  });
+  const r = await execCollect(boxes.channel(boxId).channel, argv, stdin);
+  if (r.error) throw new HutchError("failed", `${argv[0]}: ${r.error}`);
+  return r;
 }
 
 export class AgentRunner {
@@ -144,20 +129,15 @@ export class AgentRunner {
     const emit = this.emitter(o.harness, o.actor, o.sink);
     const mapper = t.mapper();
     const splitter = new LineSplitter((line, truncated) => emit(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
-    const { channel } = this.boxes.channel(o.boxId);
-    const stream = channel.mux.open({ tool: "exec", argv: ["tail", "-n", "+1", "-F", `--pid=${o.pid}`, o.path] });
-    stream.handlers = {
-      msg: (m) => {
-        if (check(GuestMsg, m) && m.type === "started") stream.eof(0);
-      },
-      data: (chan, bytes) => {
+    const { done } = execIn(this.boxes.channel(o.boxId).channel, { tool: "exec", argv: ["tail", "-n", "+1", "-F", `--pid=${o.pid}`, o.path] }, {
+      onData: (chan, bytes) => {
         if (chan === 1) splitter.push(bytes);
       },
-      close: (error) => {
-        splitter.end();
-        if (error) logger.warn("transcript tail ended", { agent: o.harness.name, error: error.message });
-      },
-    };
+    });
+    void done.then((end) => {
+      splitter.end();
+      if (end.error) logger.warn("transcript tail ended", { agent: o.harness.name, error: end.error.message });
+    });
   }
 
   /** One headless turn: resolves when the agent process ends (or could not start). */
@@ -186,9 +166,18 @@ export class AgentRunner {
     let stderr = "";
     // A cut line is not a record any more: kept raw (raw() marks it truncated).
     const splitter = new LineSplitter((line, truncated) => emit(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
-    const { channel } = this.boxes.channel(o.boxId);
-    const stream: MuxStream = channel.mux.open({ tool: "exec", argv: spec.argv, env: spec.env, cwd: spec.cwd });
     let killTimer: ReturnType<typeof setTimeout> | undefined;
+    // Headless agents get their prompt in argv; stdin is closed at once (an open one would make some wait for more).
+    const { stream, done } = execIn(this.boxes.channel(o.boxId).channel, { tool: "exec", argv: spec.argv, env: spec.env, cwd: spec.cwd }, {
+      onStarted: (m) => emit([{ kind: "exec.started", data: { argv: [spec.argv[0]!, ...(h.npm ? [`(${h.name} ${h.npm.version} headless)`] : spec.argv.slice(1))], pid: m.pid } }]),
+      onData: (chan, bytes) => {
+        if (chan === 1) splitter.push(bytes);
+        else if (chan === 2) {
+          stderr = (stderr + new TextDecoder().decode(bytes)).slice(-STDERR_TAIL);
+          logger.debug(`${h.name}[stderr]: ${new TextDecoder().decode(bytes).trimEnd()}`);
+        }
+      },
+    });
     const stop = () => {
       stream.msg({ type: "signal", signal: h.stop.signal });
       // The guest kills what is left when the stream closes.
@@ -196,41 +185,18 @@ export class AgentRunner {
     };
     if (o.signal?.aborted) stop();
     else o.signal?.addEventListener("abort", stop, { once: true });
-    return new Promise<RunResult>((resolve) => {
-      let exit: ExitMsg | null = null;
-      let started = false;
-      stream.handlers = {
-        msg: (m) => {
-          if (!check(GuestMsg, m)) return;
-          if (m.type === "started") {
-            started = true;
-            // Headless agents get their prompt in argv; an open stdin would make some wait for more.
-            stream.eof(0);
-            emit([{ kind: "exec.started", data: { argv: [spec.argv[0]!, ...(h.npm ? [`(${h.name} ${h.npm.version} headless)`] : spec.argv.slice(1))], pid: m.pid } }]);
-          } else if (m.type === "exit") exit = m;
-        },
-        data: (chan, bytes) => {
-          if (chan === 1) splitter.push(bytes);
-          else if (chan === 2) {
-            stderr = (stderr + new TextDecoder().decode(bytes)).slice(-STDERR_TAIL);
-            logger.debug(`${h.name}[stderr]: ${new TextDecoder().decode(bytes).trimEnd()}`);
-          }
-        },
-        close: (error) => {
-          clearTimeout(killTimer);
-          o.signal?.removeEventListener("abort", stop);
-          if (!started) return resolve(fail(`${h.name} could not start: ${error?.message ?? "the box closed the stream"}`));
-          splitter.end();
-          const ex = exit ? { code: exit.code, signal: exit.signal } : { code: null, signal: "lost" };
-          const tail = stderr.trim().split("\n").slice(-3).join(" | ");
-          const end = mapper.end(ex);
-          // A failed run says why, with the CLI's last words.
-          if (tail && (ex.code !== 0 || end.some((e) => e.kind === "agent.state" && e.data.state === "error"))) emit([{ ...raw(tail, "stderr") }]);
-          emit(end);
-          emit([{ kind: "exec.exited", data: { code: ex.code, signal: ex.signal } }]);
-          resolve({ exit: ex });
-        },
-      };
-    });
+    const end = await done;
+    clearTimeout(killTimer);
+    o.signal?.removeEventListener("abort", stop);
+    if (!end.started) return fail(`${h.name} could not start: ${end.error?.message ?? "the box closed the stream"}`);
+    splitter.end();
+    const ex = end.exit ?? { code: null, signal: "lost" };
+    const tail = stderr.trim().split("\n").slice(-3).join(" | ");
+    const ended = mapper.end(ex);
+    // A failed run says why, with the CLI's last words.
+    if (tail && (ex.code !== 0 || ended.some((e) => e.kind === "agent.state" && e.data.state === "error"))) emit([{ ...raw(tail, "stderr") }]);
+    emit(ended);
+    emit([{ kind: "exec.exited", data: { code: ex.code, signal: ex.signal } }]);
+    return { exit: ex };
   }
 }

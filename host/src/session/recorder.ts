@@ -1,7 +1,7 @@
 // The daemon's own attachment to every open session's terminal: it records
 // all output into the log (bytes beside it, in pty_chunks), whether or not
 // anyone watches, and is how `session send` types into the terminal.
-import { check, ExitMsg, GuestMsg, HutchError, type Actor, type MuxStream } from "@hutch/shared";
+import { follow, HutchError, type Actor, type ExitMsg, type MuxStream } from "@hutch/shared";
 import type { NewEvent, SessionRow, SessionStore } from "../store/sessions.ts";
 import type { BoxService } from "../box/service.ts";
 import { SYSTEM } from "./actors.ts";
@@ -96,38 +96,35 @@ export class Recorder {
 
   /** Follows a terminal stream: records its output; resolves once it started. */
   private follow(sessionId: string, stream: MuxStream, argv?: string[]): Promise<Live> {
+    let redraw = 0;
     return new Promise((resolve, reject) => {
-      let started = false;
-      let redraw = 0;
-      stream.handlers = {
-        msg: (m) => {
-          if (!check(GuestMsg, m)) return;
-          if (m.type === "started" && m.pty) {
-            started = true;
-            const live = { stream, pty: m.pty };
-            this.live.set(sessionId, live);
-            if (argv) {
-              this.sessions.append(sessionId, [{ kind: "exec.started", data: { argv, pid: m.pid }, actor: SYSTEM }]);
-              const row = this.store.get(sessionId);
-              if (row) this.started.emit(row, m.pid);
-            }
-            resolve(live);
-          } else if (m.type === "screen") {
-            redraw = m.bytes;
-          } else if (m.type === "exit") {
-            void this.exited(sessionId, m);
+      void follow(stream, {
+        // The terminal's input is ours to write (session send, attach), for as long as it runs.
+        stdin: "open",
+        onStarted: (m) => {
+          if (!m.pty) return;
+          const live = { stream, pty: m.pty };
+          this.live.set(sessionId, live);
+          if (argv) {
+            this.sessions.append(sessionId, [{ kind: "exec.started", data: { argv, pid: m.pid }, actor: SYSTEM }]);
+            const row = this.store.get(sessionId);
+            if (row) this.started.emit(row, m.pid);
           }
+          resolve(live);
         },
-        data: (_chan, bytes) => {
+        onMessage: (m) => {
+          if (m.type === "screen") redraw = m.bytes;
+          else if (m.type === "exit") void this.exited(sessionId, m);
+        },
+        onData: (_chan, bytes) => {
           const snapshot = redraw > 0;
           redraw = Math.max(0, redraw - bytes.length);
           this.record(sessionId, bytes, snapshot);
         },
-        close: (error) => {
-          if (this.live.get(sessionId)?.stream === stream) this.live.delete(sessionId);
-          if (!started) reject(error ? new HutchError(error.code === "not_found" ? "not_found" : "failed", error.message) : new HutchError("failed", "the terminal ended before it started"));
-        },
-      };
+      }).then(({ started, error }) => {
+        if (this.live.get(sessionId)?.stream === stream) this.live.delete(sessionId);
+        if (!started?.pty) reject(error ? new HutchError(error.code === "not_found" ? "not_found" : "failed", error.message) : new HutchError("failed", "the terminal ended before it started"));
+      });
     });
   }
 

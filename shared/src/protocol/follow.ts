@@ -1,0 +1,66 @@
+// The host's side of one tool stream, from open to close, in one place:
+// "started" comes once the process runs (stdin is then fed and closed, unless
+// the caller keeps it), data is handed on by channel, "exit" and "result"
+// are kept, and the close settles the whole thing. Every message is checked
+// against the protocol before use: what comes out of a box is untrusted.
+// Exec, the harness's agent runs and probes, the recorder's terminals and the
+// CLI's request/response tools all go through it (the stream may be a guest
+// channel's or a CLI's WebSocket to the daemon: both are a MuxStream).
+import { check } from "../validate.ts";
+import type { MuxStream, StreamError } from "./mux.ts";
+import { GuestMsg, type ExitMsg } from "./tools.ts";
+
+type Started = Extract<GuestMsg, { type: "started" }>;
+
+export interface FollowIo {
+  /** Sent on stdin once the process started, then EOF. "open": stdin stays the caller's to write and end. Default: EOF at once. */
+  stdin?: Uint8Array | string | "open";
+  onStarted?(m: Started): void;
+  onData?(chan: number, bytes: Uint8Array): void;
+  /** Every other checked message (a screen redraw's size, a connection). */
+  onMessage?(m: GuestMsg): void;
+}
+
+export interface StreamEnd {
+  /** The process's start, or null when it never started (see error). */
+  started: Started | null;
+  exit: { code: number | null; signal: string | null } | null;
+  /** A request/response tool's answer (not yet checked against the tool's own schema). */
+  result?: { value: unknown };
+  error?: StreamError;
+}
+
+/** Takes over the stream's handlers; resolves when it closes. */
+export function follow(stream: MuxStream, io: FollowIo = {}): Promise<StreamEnd> {
+  return new Promise((resolve) => {
+    const end: StreamEnd = { started: null, exit: null };
+    stream.handlers = {
+      msg(m) {
+        if (!check(GuestMsg, m)) return;
+        if (m.type === "started") {
+          end.started = m;
+          if (io.stdin === undefined) stream.eof(0);
+          else if (io.stdin !== "open") {
+            const bytes = typeof io.stdin === "string" ? new TextEncoder().encode(io.stdin) : io.stdin;
+            void stream.write(0, bytes).then(() => stream.eof(0));
+          }
+          io.onStarted?.(m);
+        } else if (m.type === "exit") {
+          end.exit = { code: (m as ExitMsg).code, signal: (m as ExitMsg).signal };
+          io.onMessage?.(m);
+        } else if (m.type === "result") {
+          end.result = { value: m.value };
+        } else {
+          io.onMessage?.(m);
+        }
+      },
+      data(chan, bytes) {
+        io.onData?.(chan, bytes);
+      },
+      close(error) {
+        if (error) end.error = error;
+        resolve(end);
+      },
+    };
+  });
+}
