@@ -36,7 +36,13 @@ describe("connections", () => {
     const open = encodeFrame("open", 1, 0, 1, encodeJson({ tool: "exec", argv: ["touch", marker] }));
     raw.write(new Uint8Array([...hello, ...open]));
     await gone;
-    await Bun.sleep(200);
+    // A command run to its end on a fresh connection: whatever the refused one had started would be done by now.
+    const h = await connect(g.socket);
+    await h.hello;
+    const done = collect(h.mux.open({ tool: "exec", argv: ["sh", "-c", `test -e '${marker}' && echo ran || echo not-run`] }));
+    await done.closed;
+    expect(new TextDecoder().decode(Buffer.concat(done.out))).toBe("not-run\n");
+    h.close();
     expect(await Bun.file(marker).exists()).toBe(false);
   });
 

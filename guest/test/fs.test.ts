@@ -4,6 +4,15 @@ import { join } from "node:path";
 import { DEFAULT_WINDOW } from "@hutch/shared";
 import { call, collect, result, type Guest, type Host, useGuest } from "./harness.ts";
 
+/** Until the guest's temporary file for a write shows in dir: the bytes sent so far were handled. */
+async function waitForTmp(dir: string): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if ((await readdir(dir)).some((n) => n.endsWith(".tmp"))) return;
+    await Bun.sleep(10);
+  }
+  throw new Error(`no temporary file appeared in ${dir}`);
+}
+
 let g: Guest;
 let h: Host;
 useGuest(async (guest, host) => {
@@ -82,7 +91,7 @@ describe("fs tools", () => {
     const s = h.mux.open({ tool: "fs.write", path: "src/a.txt", mode: 0o640 });
     const c = collect(s);
     await s.write(0, new TextEncoder().encode("new content, part one; "));
-    await Bun.sleep(50);
+    await waitForTmp(join(g.workspace, "src"));
     // Before eof the old content is still there and a temporary file sits beside it.
     expect(await Bun.file(target).text()).toBe("hello\n");
     expect((await readdir(join(g.workspace, "src"))).some((n) => n.endsWith(".tmp"))).toBe(true);
@@ -99,9 +108,10 @@ describe("fs tools", () => {
   test("a write whose stream is closed before eof leaves no file and no temp file", async () => {
     const s = h.mux.open({ tool: "fs.write", path: "half.txt" });
     await s.write(0, new TextEncoder().encode("half"));
-    await Bun.sleep(50);
+    await waitForTmp(g.workspace);
     s.close();
-    await Bun.sleep(100);
+    // A tool call after the close, answered: the guest has handled the close before it.
+    await call(h, { tool: "fs.stat", path: "." });
     expect((await readdir(g.workspace)).filter((n) => n.includes("half"))).toEqual([]);
   });
 

@@ -51,6 +51,18 @@ async function fillTo(sid: string, total: number): Promise<void> {
 }
 
 /** Runs `hutch session subscribe` and collects its NDJSON lines. */
+/** Everything the session's terminal printed so far, from its output events. */
+async function outputText(sid: string): Promise<string> {
+  let text = "";
+  for (const e of (await allEvents(sid)).filter((e) => e.kind === "output.appended")) {
+    text += await (await fetch(`http://localhost/v1/sessions/${sid}/output/${e.data.chunk}`, { unix: sock })).text();
+  }
+  return text;
+}
+
+/** The shell's first prompt is on the screen (and in the log): nothing more arrives until something is typed. */
+const promptShown = (sid: string) => waitFor("the shell's first prompt", async () => (await outputText(sid)).includes("$ "));
+
 function subscriber(sid: string, from: number) {
   const lines: Ev[] = [];
   const proc = h.spawn(["session", "subscribe", sid, "--from", String(from)]);
@@ -72,8 +84,7 @@ describe("the log", () => {
   test("subscribe replays 1,000 events in order, then delivers a new one live; --from 900 starts at 900", async () => {
     const sid = await newSession("thousand");
     // Let the shell's first prompt land before counting.
-    await waitFor("the prompt's output event", async () => (await allEvents(sid)).some((e) => e.kind === "output.appended"));
-    await Bun.sleep(300);
+    await promptShown(sid);
     await fillTo(sid, 1000);
 
     const all = subscriber(sid, 1);
@@ -97,11 +108,11 @@ describe("the log", () => {
     const sid = await newSession("beyond");
     const last = (await api("GET", `/v1/sessions/${sid}`)).body.lastSeq as number;
     const sub = subscriber(sid, last + 5);
-    await Bun.sleep(300);
-    expect(sub.lines).toEqual([]);
     for (let i = 0; i < 5; i++) await h.run(["session", "annotate", sid, `n${i}`]);
     await waitFor("the event at the asked seq", () => sub.lines.length >= 1);
+    // Delivery is in order, so the first line arriving at last + 5 shows none before it was sent, and the subscriber waited.
     expect(sub.lines[0]!.seq).toBe(last + 5);
+    expect(sub.proc.exitCode).toBeNull();
     sub.proc.kill();
     const code = await sub.proc.exited;
     expect([0, 143]).toContain(code);
@@ -248,8 +259,7 @@ describe("durability", () => {
 describe("slow consumers", () => {
   test("a subscriber that stops reading is closed with a resume seq; resuming yields every event once", async () => {
     const sid = await newSession("slow");
-    await waitFor("the prompt's output event", async () => (await allEvents(sid)).some((e) => e.kind === "output.appended"));
-    await Bun.sleep(300);
+    await promptShown(sid);
     const base = (await api("GET", `/v1/sessions/${sid}`)).body.lastSeq as number;
     const got: number[] = [];
     let closeInfo: { code: number; reason: string } | null = null;
@@ -350,7 +360,8 @@ describe("attach", () => {
     // Detaching gave the slot back.
     expect(JSON.parse((await h.run(["session", "info", sid, "--json"])).stdout).driver).toBeUndefined();
     const seenBefore = Math.max(...[...a.text().matchAll(/beat-(\d+)/g)].map((m) => Number(m[1])));
-    await Bun.sleep(1200);
+    // While nobody is attached the loop goes on, and the log records it.
+    await waitFor("beats logged while detached", async () => (await outputText(sid)).includes(`beat-${seenBefore + 4}`));
 
     const b = onTerminal(h, ["session", "attach", sid]);
     await b.until("while true; do");
@@ -378,8 +389,9 @@ describe("attach", () => {
     const sid = await newSession("ctrl-a");
     const a = onTerminal(h, ["session", "attach", sid]);
     await a.until("$ ");
-    a.type("cat -v\n");
-    await Bun.sleep(300);
+    // Once the marker prints, the shell has left its line editor: what is typed next is cat's.
+    a.type("echo cat-$((6*7)); cat -v\n");
+    await a.until("cat-42");
     a.type("\x01\x01x\n");
     await a.until("^Ax");
     a.type("\x03");

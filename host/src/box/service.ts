@@ -48,6 +48,8 @@ export class BoxService {
     private readonly store: BoxStore,
     private readonly engines: Record<string, Engine>,
     private readonly home: string,
+    /** How a box's channel is opened (the reconciler's table test scripts the guest side). */
+    private readonly open: typeof openChannel = openChannel,
   ) {}
 
   list(): Box[] {
@@ -315,7 +317,7 @@ export class BoxService {
 
   private async connect(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
     try {
-      const ch = await openChannel(
+      const ch = await this.open(
         engine.channel(box),
         await engine.helloTimeoutMs(box),
         {
