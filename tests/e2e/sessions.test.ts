@@ -357,6 +357,7 @@ describe("attach", () => {
     a.type("\x01d");
     expect(await a.proc.exited).toBe(0);
     expect(a.text()).toContain(`reattach: hutch session attach ${sid}`);
+    expect(a.text()).toContain(`what was recorded: hutch session log ${sid}`);
     // Detaching gave the slot back.
     expect(JSON.parse((await h.run(["session", "info", sid, "--json"])).stdout).driver).toBeUndefined();
     const seenBefore = Math.max(...[...a.text().matchAll(/beat-(\d+)/g)].map((m) => Number(m[1])));

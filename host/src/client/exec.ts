@@ -13,6 +13,8 @@ export interface ExecOptions {
   query?: Record<string, string>;
   /** The command that reattaches, shown on detach. */
   reattach?: string;
+  /** The command that shows what was recorded meanwhile, shown on detach (sessions). */
+  recorded?: string;
 }
 
 const FORWARDED_SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"] as const;
@@ -206,7 +208,10 @@ async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boole
 
   try {
     const code = await done;
-    if (detached && ptyId) process.stderr.write(`\r\n[detached from ${ptyId}; reattach: ${opts.reattach ?? `hutch pty attach ${box} ${ptyId}`}]\r\n`);
+    if (detached && ptyId) {
+      const reattach = opts.reattach ?? `hutch pty attach ${box} ${ptyId}`;
+      process.stderr.write(opts.recorded ? `\r\n[detached; it keeps running and every byte is logged]\r\n  what was recorded: ${opts.recorded}\r\n  reattach: ${reattach}\r\n` : `\r\n[detached from ${ptyId}; reattach: ${reattach}]\r\n`);
+    }
     return code;
   } finally {
     for (const c of cleanups) c();
@@ -244,5 +249,6 @@ export async function attachSession(daemon: DaemonClient, id: string, opts: { st
     json: opts.json,
     query: { session: id, ...(opts.steal ? { steal: "1" } : {}) },
     reattach: `hutch session attach ${id}`,
+    recorded: `hutch session log ${id}`,
   });
 }
