@@ -6,7 +6,7 @@
 //                client → gate → TLS upstream, against client → TLS upstream
 //   credentialed 1 GiB download through /<binding>/ (stub swapped for the secret)
 //   tunnel       1 GiB download through CONNECT (TLS end to end, untouched)
-// Goals (issue 5): at most 1 ms added per request; at least 80 % of direct throughput.
+// Goals: at most 1 ms added per request; at least 80 % of direct throughput.
 //
 //   bun scripts/bench/broker.ts [--json] [--requests 2000] [--mib 1024]
 import { parseArgs } from "node:util";

@@ -115,12 +115,12 @@ export const Events = {
     { byClients: true },
   ),
   attentionRequired: defineEvent("attention.required", Type.Object({ reason: Text(1024) }), { byClients: true }),
-  // The broker (issue 5): every egress decision, never the secret.
+  // The broker: every egress decision, never the secret.
   egressAllowed: defineEvent("egress.allowed", EgressData),
   egressDenied: defineEvent("egress.denied", EgressData),
   egressInjected: defineEvent("egress.injected", EgressData),
   errorRaised: defineEvent("error.raised", Type.Object({ message: Text(), code: Type.Optional(Text(64)) }), { byClients: true }),
-  // Coding agents (issue 6): what an agent CLI in a box does, mapped from its
+  // Coding agents: what an agent CLI in a box does, mapped from its
   // structured stream by host/src/harness. Written by the daemon only.
   messageStarted: defineEvent("message.started", Type.Object({ id: Text(256), role: MessageRole })),
   messageDelta: defineEvent("message.delta", Type.Object({ id: Text(256), text: Text() })),

@@ -1,4 +1,4 @@
-// Issue 6's acceptance, end to end: the real agent CLIs (pinned, installed on
+// Coding agents end to end: the real agent CLIs (pinned, installed on
 // the host and shared read-only with the box) run headless in a process box
 // through the broker against the fake model API (the one fake allowed), and
 // what they do lands in the session log in order.

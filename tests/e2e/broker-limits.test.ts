@@ -1,4 +1,4 @@
-// Issue 12's broker cap, end to end: one process box opens 10,000 connections
+// The broker's per-box cap, end to end: one process box opens 10,000 connections
 // to its broker and leaves each request half sent. It gets its cap's worth
 // held and a 503 naming the cap for the rest, the session log gets a few
 // counting records instead of thousands, the daemon's fds stay bounded, and a

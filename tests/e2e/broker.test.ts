@@ -1,4 +1,4 @@
-// Issue 5's acceptance, end to end: a real Claude Code CLI, installed from npm
+// The broker end to end: a real Claude Code CLI, installed from npm
 // inside a box through the broker's CONNECT gate, completes a turn against the
 // fake Anthropic API (TLS on loopback, its CA trusted by the broker alone)
 // holding only a stub; the fake sees the real secret; then the secret is

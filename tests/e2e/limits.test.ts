@@ -1,4 +1,4 @@
-// A box cannot hurt the host or other boxes (issue 12), tried as an attacker
+// A box cannot hurt the host or other boxes, tried as an attacker
 // in the box would: a fork bomb, filling the disk, eating memory, nested user
 // namespaces, filtered syscalls, reading the host's paths, reaching the
 // guest's descriptors, and terminal escapes through the console log. Real

@@ -1,4 +1,4 @@
-// The engine interface (DESIGN.md, Engines). The daemon talks to every engine
+// The engine interface. The daemon talks to every engine
 // through this and nothing else; optional abilities are reported as
 // capabilities, never guessed from the engine's name.
 import type { EngineName } from "@hutch/shared";

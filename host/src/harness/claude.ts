@@ -134,7 +134,7 @@ export const claude: Harness = {
   env: (ctx) => ({
     ANTHROPIC_BASE_URL: ctx.endpoint("anthropic"),
     ANTHROPIC_API_KEY: ctx.stub("anthropic"),
-    // Without this it calls the vendor directly whatever ANTHROPIC_BASE_URL says (FIELD-NOTES).
+    // Without this it calls the vendor directly whatever ANTHROPIC_BASE_URL says (measured: DISABLE_TELEMETRY alone does not stop it).
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
     DISABLE_AUTOUPDATER: "1",
     // The box is the sandbox; as root (VMs) --dangerously-skip-permissions is refused without it.
