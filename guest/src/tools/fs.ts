@@ -116,6 +116,9 @@ export async function fsWrite(stream: MuxStream, req: Req<"fs.write">, ctx: Tool
     await upload.idle();
     if (!complete || stream.closed) throw new Error("stream ended before eof");
     await fh.chmod(req.mode ?? (existing ? existing.mode & 0o7777 : 0o644));
+    // A root guest (a VM's PID 1) writes for the box's user: the replaced file keeps its owner, a new one is the user's.
+    const owner = ctx.config.boxUser ? (existing ?? ctx.config.boxUser) : null;
+    if (owner) await fh.chown(owner.uid, owner.gid);
     await fh.sync();
     await fh.close();
     await rename(tmp, path);

@@ -4,7 +4,7 @@ import { connectDaemon } from "../client/daemon.ts";
 import { execInBox } from "../client/exec.ts";
 import { setExitCode, type GlobalArgs } from "./main.ts";
 
-type ExecArgs = GlobalArgs & { box: string; cmd?: string[]; tty: boolean; env?: string[]; workdir?: string; "--"?: string[] };
+type ExecArgs = GlobalArgs & { box: string; cmd?: string[]; tty: boolean; env?: string[]; workdir?: string; user?: "hutch" | "root"; "--"?: string[] };
 
 export function parseEnv(pairs: string[] = []): Record<string, string> | undefined {
   if (pairs.length === 0) return undefined;
@@ -28,13 +28,14 @@ export const execCommand: CommandModule<GlobalArgs, ExecArgs> = {
       .option("tty", { alias: "t", type: "boolean", default: false, describe: "on a terminal owned by the box (detach: Ctrl-A d)" })
       .option("env", { alias: "e", type: "string", array: true, describe: "KEY=VALUE, repeatable" })
       .option("workdir", { alias: "w", type: "string", describe: "working directory in the box (default /workspace)" })
+      .option("user", { alias: "u", type: "string", choices: ["hutch", "root"] as const, describe: "who runs it: the box's user hutch (uid 1000, default) or root (VM boxes only)" })
       .example("$0 exec web -- sh -c 'make test'", "run a command")
       .example("$0 exec -t web -- bash", "an interactive shell"),
   handler: async (a) => {
     const argv = [...(a.cmd ?? []), ...(a["--"] ?? [])].map(String);
     if (argv.length === 0) throw new HutchError("invalid", "no command given", `e.g. hutch exec ${a.box} -- sh -c 'echo hi'`);
     const d = await connectDaemon(a.home);
-    const code = await execInBox(d, a.box, { argv, env: parseEnv(a.env), cwd: a.workdir, tty: a.tty }, { json: a.json });
+    const code = await execInBox(d, a.box, { argv, env: parseEnv(a.env), cwd: a.workdir, tty: a.tty, ...(a.user ? { user: a.user } : {}) }, { json: a.json });
     setExitCode(code);
   },
 };

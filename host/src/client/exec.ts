@@ -224,6 +224,8 @@ export interface ExecCall {
   env?: Record<string, string>;
   cwd?: string;
   tty?: boolean;
+  /** Who runs it: the box's user (default) or root (VM boxes). */
+  user?: "hutch" | "root";
 }
 
 function termSize(): { cols: number; rows: number } {
@@ -231,7 +233,7 @@ function termSize(): { cols: number; rows: number } {
 }
 
 export function execInBox(daemon: DaemonClient, box: string, call: ExecCall, opts: ExecOptions = {}): Promise<number> {
-  const base = { argv: call.argv, ...(call.env ? { env: call.env } : {}), ...(call.cwd ? { cwd: call.cwd } : {}) };
+  const base = { argv: call.argv, ...(call.env ? { env: call.env } : {}), ...(call.cwd ? { cwd: call.cwd } : {}), ...(call.user ? { user: call.user } : {}) };
   if (call.tty) return run(daemon, box, { tool: "pty.open", ...base, ...termSize() }, true, opts);
   return run(daemon, box, { tool: "exec", ...base }, false, opts);
 }

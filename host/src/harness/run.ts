@@ -8,7 +8,8 @@ import { execCollect, execIn } from "../box/exec.ts";
 import type { BoxService } from "../box/service.ts";
 import type { NewEvent } from "../store/sessions.ts";
 import { agentContext, type BrokerLink } from "./broker-link.ts";
-import { agentCommand, GUEST_AGENTS_DIR, installAgent } from "./install.ts";
+import { agentCommand, GUEST_AGENTS_DIR, installAgent, installDirName, installedVersion } from "./install.ts";
+import { join } from "node:path";
 import { LineSplitter } from "./lines.ts";
 import { raw } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent } from "./types.ts";
@@ -74,18 +75,17 @@ export class AgentRunner {
    */
   async prepare(o: Omit<RunOptions, "prompt" | "sink" | "actor" | "resume">, mode: { prompt: string; resume: boolean } | "interactive"): Promise<Prepared> {
     const h = o.harness;
-    if (h.npm) {
-      const box = this.boxes.byId(o.boxId);
-      if (box?.engine !== "process") {
-        throw new HutchError("unavailable", `${h.name} runs only in process boxes for now: the agent CLI cache is not shared with VM images`, `use a process box: hutch run --agent ${h.name} (without --engine qemu)`);
-      }
-      if (o.install) await installAgent(h, o.agentsDir);
-    }
+    if (h.npm && o.install) await installAgent(h, o.agentsDir);
     const command = agentCommand(h, GUEST_AGENTS_DIR);
     const probe = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'printf "%s\\n" "$HOME"; if [ -x "$1" ] || command -v "$1" >/dev/null 2>&1; then echo present; else echo missing; fi', "sh", command]);
     const [home, present] = probe.stdout.trim().split("\n");
     if (present !== "present") {
-      throw new HutchError("not_found", `${h.name}: the agent CLI is not installed (${h.npm ? `${h.npm.name}@${h.npm.version}` : command} is missing in the box)`, `install it: hutch agent install ${h.name}`);
+      const box = this.boxes.byId(o.boxId);
+      // A VM gets the CLIs' disks when it boots: one installed since is there after a restart.
+      const hint = box?.engine === "qemu" && h.npm && installedVersion(join(o.agentsDir, installDirName(h)), h.npm) === h.npm.version
+        ? `it was installed after the box started; restart the box to attach it: hutch box stop ${box.name} && hutch box start ${box.name}`
+        : `install it: hutch agent install ${h.name}`;
+      throw new HutchError("not_found", `${h.name}: the agent CLI is not installed (${h.npm ? `${h.npm.name}@${h.npm.version}` : command} is missing in the box)`, hint);
     }
     const link = await this.link.forBox(o.boxId, h.bindings);
     const ctx: AgentContext = agentContext(link, home || "/home/hutch", AGENT_WORKDIR, o.model);

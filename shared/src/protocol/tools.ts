@@ -8,6 +8,9 @@ const Argv = Type.Array(Type.String(), { minItems: 1, maxItems: 4096 });
 const GuestPath = Type.String({ minLength: 1, maxLength: 4096 });
 const Cols = Type.Integer({ minimum: 1, maximum: 1000 });
 const Rows = Type.Integer({ minimum: 1, maximum: 1000 });
+/** Who a process runs as: the box's user (uid 1000, the default) or root (VM boxes only: a process box has no root). */
+export const BoxUser = Type.Union([Type.Literal("hutch"), Type.Literal("root")]);
+export type BoxUser = Static<typeof BoxUser>;
 
 export const ExecOpen = Type.Object(
   {
@@ -15,6 +18,7 @@ export const ExecOpen = Type.Object(
     argv: Argv,
     env: Type.Optional(Env),
     cwd: Type.Optional(GuestPath),
+    user: Type.Optional(BoxUser),
   },
   { additionalProperties: false },
 );
@@ -25,6 +29,7 @@ export const PtyOpen = Type.Object(
     argv: Argv,
     env: Type.Optional(Env),
     cwd: Type.Optional(GuestPath),
+    user: Type.Optional(BoxUser),
     cols: Cols,
     rows: Rows,
   },

@@ -19,6 +19,7 @@ import { log } from "../../log.ts";
 import { BoxCgroup, describePlan, hostCgroups, type CgroupPlan, type Limits } from "../cgroup.ts";
 import { boxIdentity, readIdentityFile } from "../idmap.ts";
 import { readEnd, stripControls } from "../console.ts";
+import { agentDisks } from "../agent-disks.ts";
 import { formatSize, parseSize } from "../limits.ts";
 import { virtualBytes } from "../../image/disk.ts";
 
@@ -188,6 +189,7 @@ export class QemuEngine implements Engine {
       consoleLog: join(box.dir, VM_FILES.console),
       pidfile: join(box.dir, VM_FILES.qemuPid),
       ...(id ? { runAs: { uid: id.uid, gid: id.gid } } : {}),
+      agentDisks: await agentDisks(env.agentsDir(this.home)),
     });
     const cg = this.cgroup(box);
     cg?.create(qemuLimits(cfg, accel.accel));
