@@ -1,6 +1,6 @@
 // Drives the compiled dist/hutch as a user would: a private $HUTCH_HOME per
 // test file, the real daemon it starts, real bubblewrap boxes.
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sharedMount } from "../host/src/engine/agent-disks.ts";
@@ -86,6 +86,21 @@ export function unmountUnder(dir: string, andItself = false): void {
     .filter((p) => p.startsWith(`${dir}/`) || (andItself && p === dir))
     .sort((a, b) => b.length - a.length);
   for (const p of points) Bun.spawnSync(["umount", "-l", p]);
+}
+
+/**
+ * Gives a home the VM image, built once per machine in a shared cache
+ * ($HUTCH_TEST_IMAGE_HOME, default /var/tmp/hutch-test-images) and copied in;
+ * returns its manifest.
+ */
+export function installTestImage(h: Home): { kernel: { release?: string; version?: string } | string } & Record<string, unknown> {
+  const cache = process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images";
+  mkdirSync(cache, { recursive: true });
+  const b = Bun.spawnSync([HUTCH, "image", "build"], { env: { ...h.env, HUTCH_HOME: cache }, stderr: "inherit", stdout: "pipe" });
+  if (b.exitCode !== 0) throw new Error("hutch image build failed");
+  mkdirSync(join(h.home, "images"), { recursive: true });
+  cpSync(join(cache, "images", "default"), join(h.home, "images", "default"), { recursive: true });
+  return JSON.parse(readFileSync(join(h.home, "images/default/manifest.json"), "utf8"));
 }
 
 export function pidAlive(pid: number): boolean {

@@ -2,9 +2,9 @@
 // doctor proves it by booting). The image is built once per machine into a
 // shared cache and reused by every run.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { cpSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeSync, closeSync } from "node:fs";
+import { cpSync, existsSync, openSync, readdirSync, readFileSync, rmSync, writeSync, closeSync } from "node:fs";
 import { join } from "node:path";
-import { boxPids, makeHome, onTerminal, pidAlive, waitFor, type Home } from "../helpers.ts";
+import { boxPids, installTestImage, makeHome, onTerminal, pidAlive, waitFor, type Home } from "../helpers.ts";
 
 let h: Home;
 let kernelRelease: string;
@@ -31,15 +31,8 @@ async function info(name: string) {
 beforeAll(async () => {
   h = makeHome("hutch-vm-");
   Object.assign(h.env, { HUTCH_QEMU_ACCEL: "tcg" });
-  // One image per machine: build it (or find it cached) in a shared home, then share it.
-  const cache = process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images";
-  mkdirSync(cache, { recursive: true });
-  const b = Bun.spawnSync([join(import.meta.dir, "../../dist/hutch"), "image", "build"], { env: { ...h.env, HUTCH_HOME: cache }, stderr: "inherit", stdout: "pipe" });
-  if (b.exitCode !== 0) throw new Error("hutch image build failed");
-  mkdirSync(join(h.home, "images"), { recursive: true });
-  cpSync(join(cache, "images", "default"), join(h.home, "images", "default"), { recursive: true });
-  const manifest = JSON.parse(readFileSync(join(h.home, "images/default/manifest.json"), "utf8"));
-  kernelRelease = manifest.kernel.release ?? manifest.kernel.version ?? manifest.kernel;
+  const { kernel } = installTestImage(h);
+  kernelRelease = typeof kernel === "string" ? kernel : (kernel.release ?? kernel.version ?? "");
 }, 900_000);
 afterAll(() => h.cleanup(), 120_000);
 

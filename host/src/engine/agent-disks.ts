@@ -87,6 +87,7 @@ export async function dropAgentDisk(cacheDir: string, name: string): Promise<voi
   const point = join(sharedMount(cacheDir), name);
   if (mountPoints().has(point)) await sh(["umount", "-l", point], "unmounting an agent CLI's disk");
   rmSync(join(cacheDir, AGENT_DISKS.image(name)), { force: true });
+  rmSync(join(cacheDir, `${name}.img`), { force: true });
 }
 
 /** Are boxes already reading the shared directory (a root daemon set it up)? */

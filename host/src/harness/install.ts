@@ -3,7 +3,7 @@
 // process boxes see read-only at /.hutch/agents. A box never runs npm and
 // never needs the registry; an install is atomic (a temp dir renamed into
 // place), so a half-finished one is never used.
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import type { Harness, NpmPackage } from "./types.ts";
@@ -14,11 +14,23 @@ const logger = log.create({ service: "harness.install" });
 
 export { GUEST_AGENTS as GUEST_AGENTS_DIR } from "../engine/process/bwrap-args.ts";
 
-export const installDirName = (h: Harness) => (h.npm ? `${h.name}-${h.npm.version}` : h.name);
+/** One directory per pinned version (and pinned runtime): its content never changes once installed. */
+export const installDirName = (h: Harness) => (h.npm ? `${h.name}-${h.npm.version}${h.npm.runtime ? `+node-${h.npm.runtime.version}` : ""}` : h.name);
 
 /** The executable inside the cache (host side) or the box (guest side); `bash` for the shell. */
 export function agentCommand(h: Harness, root: string): string {
   return h.npm ? join(root, installDirName(h), "node_modules", ".bin", h.npm.bin) : "bash";
+}
+
+/** How the CLI is started: its executable, behind its pinned runtime when it has one. */
+export function agentArgv(h: Harness, root: string): string[] {
+  const rt = h.npm?.runtime;
+  return rt ? [join(root, installDirName(h), "node_modules", rt.name, rt.bin), agentCommand(h, root)] : [agentCommand(h, root)];
+}
+
+/** Both the CLI and its runtime are installed at their pinned versions. */
+function complete(dir: string, pkg: NpmPackage): boolean {
+  return installedVersion(dir, pkg) === pkg.version && (!pkg.runtime || installedVersion(dir, pkg.runtime) === pkg.runtime.version);
 }
 
 /** The version of a package installed under dir, or null. */
@@ -36,8 +48,20 @@ export function installedVersion(dir: string, pkg: NpmPackage): string | null {
  * already reading the shared directory, mounted there so running boxes see it.
  */
 async function publish(cacheDir: string, name: string): Promise<void> {
+  await pruneOthers(cacheDir, name);
   await buildAgentDisk(cacheDir, name);
   if (process.getuid?.() === 0 && agentsShared(cacheDir)) await agentsForBoxes(cacheDir);
+}
+
+/** Earlier pins of the same agent (another version or runtime) go, with their disks: the cache holds what hutch runs. */
+async function pruneOthers(cacheDir: string, current: string): Promise<void> {
+  const agent = current.slice(0, current.indexOf("-") + 1);
+  for (const e of readdirSync(cacheDir, { withFileTypes: true })) {
+    if (!e.isDirectory() || !e.name.startsWith(agent) || e.name === current || e.name.startsWith(".")) continue;
+    logger.info("removing an agent CLI no longer pinned", { dir: e.name });
+    await dropAgentDisk(cacheDir, e.name);
+    rmSync(join(cacheDir, e.name), { recursive: true, force: true });
+  }
 }
 
 export interface Installed {
@@ -53,7 +77,7 @@ export async function installAgent(h: Harness, cacheDir: string): Promise<Instal
   if (!h.npm) return { agent: h.name, package: null, version: null, path: "bash", fresh: false };
   const dir = join(cacheDir, installDirName(h));
   const bin = agentCommand(h, cacheDir);
-  if (installedVersion(dir, h.npm) === h.npm.version && existsSync(bin)) {
+  if (complete(dir, h.npm) && existsSync(bin)) {
     await publish(cacheDir, installDirName(h));
     return { agent: h.name, package: h.npm.name, version: h.npm.version, path: bin, fresh: false };
   }
@@ -62,17 +86,18 @@ export async function installAgent(h: Harness, cacheDir: string): Promise<Instal
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp);
   const spec = `${h.npm.name}@${h.npm.version}`;
+  const specs = [spec, ...(h.npm.runtime ? [`${h.npm.runtime.name}@${h.npm.runtime.version}`] : [])];
   logger.info("installing agent CLI", { agent: h.name, spec, dir });
   let proc;
   try {
     // umask 022: every box's own host uid must read the CLI, whatever umask the daemon runs with.
-    proc = Bun.spawn(["sh", "-c", 'umask 022 && exec "$@"', "sh", "npm", "install", "--prefix", tmp, "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error", spec], { stdout: "pipe", stderr: "pipe" });
+    proc = Bun.spawn(["sh", "-c", 'umask 022 && exec "$@"', "sh", "npm", "install", "--prefix", tmp, "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error", ...specs], { stdout: "pipe", stderr: "pipe" });
   } catch {
     rmSync(tmp, { recursive: true, force: true });
     throw new HutchError("unavailable", `npm is not installed, so ${spec} cannot be installed`, "install Node.js and npm (apt-get install -y npm), then retry");
   }
   const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
-  if (code !== 0 || installedVersion(tmp, h.npm) !== h.npm.version) {
+  if (code !== 0 || !complete(tmp, h.npm)) {
     rmSync(tmp, { recursive: true, force: true });
     const tail = err.trim().split("\n").slice(-5).join("\n");
     throw new HutchError("failed", `npm install ${spec} failed (exit ${code}):\n${tail}`, `check the registry is reachable (npm view ${h.npm.name} version), then: hutch agent install ${h.name}`);

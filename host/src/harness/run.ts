@@ -8,7 +8,7 @@ import { execCollect, execIn } from "../box/exec.ts";
 import type { BoxService } from "../box/service.ts";
 import type { NewEvent } from "../store/sessions.ts";
 import { agentContext, type BrokerLink } from "./broker-link.ts";
-import { agentCommand, GUEST_AGENTS_DIR, installAgent, installDirName, installedVersion } from "./install.ts";
+import { agentArgv, agentCommand, GUEST_AGENTS_DIR, installAgent, installDirName, installedVersion } from "./install.ts";
 import { join } from "node:path";
 import { LineSplitter } from "./lines.ts";
 import { raw } from "./limits.ts";
@@ -76,8 +76,9 @@ export class AgentRunner {
   async prepare(o: Omit<RunOptions, "prompt" | "sink" | "actor" | "resume">, mode: { prompt: string; resume: boolean } | "interactive"): Promise<Prepared> {
     const h = o.harness;
     if (h.npm && o.install) await installAgent(h, o.agentsDir);
-    const command = agentCommand(h, GUEST_AGENTS_DIR);
-    const probe = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'printf "%s\\n" "$HOME"; if [ -x "$1" ] || command -v "$1" >/dev/null 2>&1; then echo present; else echo missing; fi', "sh", command]);
+    const launch = agentArgv(h, GUEST_AGENTS_DIR);
+    const command = launch.at(-1)!;
+    const probe = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'printf "%s\\n" "$HOME"; for c; do [ -x "$c" ] || command -v "$c" >/dev/null 2>&1 || { echo missing; exit 0; }; done; echo present', "sh", ...launch]);
     const [home, present] = probe.stdout.trim().split("\n");
     if (present !== "present") {
       const box = this.boxes.byId(o.boxId);
@@ -93,10 +94,10 @@ export class AgentRunner {
       const r = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1"', "sh", `${ctx.home}/${rel}`], text);
       if (r.code !== 0) throw new HutchError("failed", `${h.name}: could not write ${rel} in the box: ${r.stderr.trim()}`, "check the box: hutch box info");
     }
-    if (mode !== "interactive") return { argv: [command, ...h.headless(mode.prompt, ctx, mode.resume)], env: h.env(ctx), cwd: AGENT_WORKDIR };
+    if (mode !== "interactive") return { argv: [...launch, ...h.headless(mode.prompt, ctx, mode.resume)], env: h.env(ctx), cwd: AGENT_WORKDIR };
     const agentSession = crypto.randomUUID();
     return {
-      argv: [command, ...h.interactive(ctx), ...(h.transcript ? h.transcript.args(agentSession) : [])],
+      argv: [...launch, ...h.interactive(ctx), ...(h.transcript ? h.transcript.args(agentSession) : [])],
       env: h.env(ctx),
       cwd: AGENT_WORKDIR,
       ...(h.transcript ? { transcript: h.transcript.path(ctx, agentSession) } : {}),
@@ -169,7 +170,7 @@ export class AgentRunner {
     let killTimer: ReturnType<typeof setTimeout> | undefined;
     // Headless agents get their prompt in argv; stdin is closed at once (an open one would make some wait for more).
     const { stream, done } = execIn(this.boxes.channel(o.boxId).channel, { tool: "exec", argv: spec.argv, env: spec.env, cwd: spec.cwd }, {
-      onStarted: (m) => emit([{ kind: "exec.started", data: { argv: [spec.argv[0]!, ...(h.npm ? [`(${h.name} ${h.npm.version} headless)`] : spec.argv.slice(1))], pid: m.pid } }]),
+      onStarted: (m) => emit([{ kind: "exec.started", data: { argv: [h.npm ? agentCommand(h, GUEST_AGENTS_DIR) : spec.argv[0]!, ...(h.npm ? [`(${h.name} ${h.npm.version} headless)`] : spec.argv.slice(1))], pid: m.pid } }]),
       onData: (chan, bytes) => {
         if (chan === 1) splitter.push(bytes);
         else if (chan === 2) {

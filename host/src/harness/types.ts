@@ -48,6 +48,13 @@ export interface NpmPackage {
   version: string;
   /** The executable under node_modules/.bin. */
   bin: string;
+  /**
+   * A runtime the CLI needs that a box's own may lack, installed beside it
+   * from npm, pinned, and run explicitly (pi needs Node 20.6 or later; Debian
+   * 12, which VM images are made from, has 18): `bin` is its executable
+   * inside its package.
+   */
+  runtime?: { name: string; version: string; bin: string };
 }
 
 export interface Harness {
