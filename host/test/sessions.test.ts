@@ -9,6 +9,9 @@ import { openDb } from "../src/store/db.ts";
 import { ProcessEngine } from "../src/engine/process/index.ts";
 import { buildApp } from "../src/daemon/app.ts";
 import { createServices } from "../src/daemon/services.ts";
+import { SYSTEM } from "../src/session/actors.ts";
+import { pieces } from "../src/session/service.ts";
+import { BOX_REASON_MAX, emit, EVENT_TEXT_MAX, Events } from "@hutch/shared";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-ses-"));
 const db = openDb(join(home, "hutch.db"));
@@ -22,7 +25,7 @@ afterAll(() => {
 
 /** A page of events, parsed. */
 const read = (session: string, from: number, limit: number) =>
-  store.readText(session, from, limit).text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { seq: number; kind: string; actor: unknown });
+  store.readText(session, from, limit).text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { seq: number; kind: string; actor: unknown; data: unknown });
 
 /** A session row without a terminal (no box needs to run for log and driver rules). */
 function seed(owner: string): string {
@@ -119,5 +122,33 @@ describe("who may see and drive", () => {
     const r = await call("GET", `/v1/sessions/${s}`, "alice", undefined, "root");
     expect(r.status).toBe(400);
     expect(r.body.error.message).toContain("x-hutch-client");
+  });
+});
+
+describe("every event is checked when it is written", () => {
+  test("a malformed event the daemon writes is refused by the service, and its whole batch with it", () => {
+    const s = seed("alice");
+    // `as never`: the compiler refuses these shapes; a bug that slipped one past it is what this guards.
+    expect(() => sessions.append(s, [{ kind: "box.state.changed", data: { box: "box_none" } as never, actor: SYSTEM }])).toThrow("box.state.changed: data.state: Expected required property");
+    const fine = { ...emit(Events.boxStateChanged, { box: "box_none", state: "running" }), actor: SYSTEM };
+    expect(() => sessions.append(s, [fine, { kind: "egress.allowed", data: { box: "box_none", host: "h", port: 443, bytes: 1 } as never, actor: SYSTEM }])).toThrow(/^events\.1\.egress\.allowed: data\.bytesUp/);
+    expect(store.last(s)).toBe(0);
+    expect(sessions.append(s, [fine])).toEqual([1]);
+  });
+
+  test("a box reason longer than an event holds is cut, not refused", () => {
+    const s = seed("alice");
+    const boxId = store.get(s)!.box_id;
+    sessions.boxChanged(boxId, "failed", "console line\n".repeat(1000));
+    const logged = read(s, 1, 10).map((e) => e.data as { reason: string });
+    expect(logged.map((d) => d.reason.length)).toEqual([BOX_REASON_MAX]);
+  });
+
+  test("typed input is split into pieces an event holds, never inside a surrogate pair", () => {
+    expect(pieces("", 4)).toEqual([]);
+    expect(pieces("abcdefghij", 4)).toEqual(["abcd", "efgh", "ij"]);
+    expect(pieces("abc😀def", 4)).toEqual(["abc", "😀de", "f"]);
+    const big = "x".repeat(EVENT_TEXT_MAX * 2 + 1);
+    expect(pieces(big, EVENT_TEXT_MAX).map((p) => p.length)).toEqual([EVENT_TEXT_MAX, EVENT_TEXT_MAX, 1]);
   });
 });

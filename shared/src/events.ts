@@ -55,7 +55,12 @@ export function checkEvent(kind: string, data: unknown, from: "client" | "daemon
   return `data.${firstError(entry.data, data)}`;
 }
 
-const Text = (max = 65536) => Type.String({ maxLength: max });
+/** The longest text one event holds (a message, a tool's output, typed input); producers cut or split longer ones. */
+export const EVENT_TEXT_MAX = 65536;
+/** The longest reason a box.state.changed holds (a failed box's carries its console's last lines). */
+export const BOX_REASON_MAX = 4096;
+
+const Text = (max = EVENT_TEXT_MAX) => Type.String({ maxLength: max });
 const Seq = Type.Integer({ minimum: 1 });
 
 const EgressData = Type.Object({
@@ -91,7 +96,7 @@ export const Events = {
     Type.Object({ box: Type.String(), agent: Type.String(), label: Type.Optional(Text(256)), pty: Type.Optional(Type.String()) }),
   ),
   sessionClosed: defineEvent("session.closed", Type.Object({ reason: Type.Optional(Text(1024)) })),
-  boxStateChanged: defineEvent("box.state.changed", Type.Object({ box: Type.String(), state: Type.String(), reason: Type.Optional(Text(4096)) })),
+  boxStateChanged: defineEvent("box.state.changed", Type.Object({ box: Type.String(), state: Type.String(), reason: Type.Optional(Text(BOX_REASON_MAX)) })),
   inputSent: defineEvent("input.sent", Type.Object({ text: Text() })),
   outputAppended: defineEvent(
     "output.appended",
