@@ -11,7 +11,8 @@ import { buildApp } from "../src/daemon/app.ts";
 import { createServices } from "../src/daemon/services.ts";
 import { SYSTEM } from "../src/session/actors.ts";
 import { pieces } from "../src/session/service.ts";
-import { BOX_REASON_MAX, emit, EVENT_TEXT_MAX, Events } from "@hutch/shared";
+import { BOX_REASON_MAX, EVENT_TEXT_MAX, Events } from "@hutch/shared";
+import { fixtureEvent } from "../../tests/fixtures/events.ts";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-ses-"));
 const db = openDb(join(home, "hutch.db"));
@@ -26,6 +27,8 @@ afterAll(() => {
 /** A page of events, parsed. */
 const read = (session: string, from: number, limit: number) =>
   store.readText(session, from, limit).text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { seq: number; kind: string; actor: unknown; data: unknown });
+
+const note = (text: string) => fixtureEvent(Events.annotationAdded, { text });
 
 /** A session row without a terminal (no box needs to run for log and driver rules). */
 function seed(owner: string): string {
@@ -50,8 +53,8 @@ describe("session store", () => {
     const a = seed("alice");
     const b = seed("alice");
     const actor = { kind: "user" as const, id: "alice" };
-    const seqsA = store.append(a, Array.from({ length: 5 }, () => ({ kind: "annotation.added", data: { text: "x" }, actor }))).map((r) => r.seq);
-    const seqsB = store.append(b, [{ kind: "annotation.added", data: { text: "y" }, actor }]).map((r) => r.seq);
+    const seqsA = store.append(a, Array.from({ length: 5 }, () => ({ ...note("x"), actor }))).map((r) => r.seq);
+    const seqsB = store.append(b, [{ ...note("y"), actor }]).map((r) => r.seq);
     expect(seqsA).toEqual([1, 2, 3, 4, 5]);
     expect(seqsB).toEqual([1]);
     expect(read(a, 3, 10).map((e) => e.seq)).toEqual([3, 4, 5]);
@@ -61,11 +64,11 @@ describe("session store", () => {
   test("a repeated idempotency key returns the first seq, also inside one batch", () => {
     const s = seed("alice");
     const actor = { kind: "user" as const, id: "alice" };
-    const first = store.append(s, [{ kind: "annotation.added", data: { text: "a" }, actor, idempotencyKey: "k" }]);
+    const first = store.append(s, [{ ...note("a"), actor, idempotencyKey: "k" }]);
     const again = store.append(s, [
-      { kind: "annotation.added", data: { text: "a" }, actor, idempotencyKey: "k" },
-      { kind: "annotation.added", data: { text: "b" }, actor, idempotencyKey: "k2" },
-      { kind: "annotation.added", data: { text: "b" }, actor, idempotencyKey: "k2" },
+      { ...note("a"), actor, idempotencyKey: "k" },
+      { ...note("b"), actor, idempotencyKey: "k2" },
+      { ...note("b"), actor, idempotencyKey: "k2" },
     ]);
     expect(first.map((r) => [r.seq, r.fresh])).toEqual([[1, true]]);
     expect(again.map((r) => [r.seq, r.fresh])).toEqual([
@@ -80,7 +83,7 @@ describe("session store", () => {
     const s = seed("alice");
     const actor = { kind: "user" as const, id: "alice" };
     // A NUL-free but unencodable value: a BigInt makes JSON.stringify throw mid-batch.
-    expect(() => store.append(s, [{ kind: "annotation.added", data: { text: "ok" }, actor }, { kind: "annotation.added", data: { n: 1n } as never, actor }])).toThrow();
+    expect(() => store.append(s, [{ ...note("ok"), actor }, { kind: "annotation.added", data: { n: 1n } as never, actor }])).toThrow();
     expect(store.last(s)).toBe(0);
     expect(read(s, 1, 10)).toEqual([]);
   });
@@ -109,7 +112,7 @@ describe("who may see and drive", () => {
 
   test("the actor comes from the connection, never from the body", async () => {
     const s = seed("alice");
-    const r = await call("POST", `/v1/sessions/${s}/events`, "alice", { events: [{ kind: "annotation.added", data: { text: "t" }, actor: { kind: "system", id: "hutchd" } }] });
+    const r = await call("POST", `/v1/sessions/${s}/events`, "alice", { events: [{ ...note("t"), actor: { kind: "system", id: "hutchd" } }] });
     expect(r.status).toBe(400);
     expect(r.body.error.message).toContain("actor");
     const ok = await call("POST", `/v1/sessions/${s}/annotations`, "alice", { text: "t" }, "orchestrator");
@@ -130,7 +133,7 @@ describe("every event is checked when it is written", () => {
     const s = seed("alice");
     // `as never`: the compiler refuses these shapes; a bug that slipped one past it is what this guards.
     expect(() => sessions.append(s, [{ kind: "box.state.changed", data: { box: "box_none" } as never, actor: SYSTEM }])).toThrow("box.state.changed: data.state: Expected required property");
-    const fine = { ...emit(Events.boxStateChanged, { box: "box_none", state: "running" }), actor: SYSTEM };
+    const fine = { ...fixtureEvent(Events.boxStateChanged, { box: "box_none", state: "running" }), actor: SYSTEM };
     expect(() => sessions.append(s, [fine, { kind: "egress.allowed", data: { box: "box_none", host: "h", port: 443, bytes: 1 } as never, actor: SYSTEM }])).toThrow(/^events\.1\.egress\.allowed: data\.bytesUp/);
     expect(store.last(s)).toBe(0);
     expect(sessions.append(s, [fine])).toEqual([1]);

@@ -3,6 +3,7 @@
 // accepted), read and isEvent check data coming back from the log at run time.
 import { describe, expect, test } from "bun:test";
 import { checkEvent, emit, Events, isEvent, read, type TypedEvent } from "../src/events.ts";
+import { checkFixture, fixtureEvent, fixtureLog } from "../../tests/fixtures/events.ts";
 
 describe("emit", () => {
   test("builds the event of a kind with its data", () => {
@@ -51,5 +52,24 @@ describe("isEvent", () => {
     expect(isEvent({ kind: "exec.started", data: {} })).toBe(false);
     expect(isEvent({ kind: "box.state.changed", data: { box: "b", state: "running" } }, "client")).toBe(false);
     expect(checkEvent("exec.started", {})).toBe("data.argv: Expected required property");
+  });
+});
+
+describe("test fixtures go through the registry's checker", () => {
+  test("an off-schema fixture fails where it is built, naming the field", () => {
+    // `as never` gets it past the compiler, as a fixture written with a cast or parsed from JSON would.
+    expect(() => fixtureEvent(Events.execStarted, {} as never)).toThrow("fixture event exec.started does not fit the registry: data.argv: Expected required property");
+    // Types alone cannot say this: a name the schema bounds to 256 characters.
+    expect(() => fixtureEvent(Events.checkpointCreated, { name: "x".repeat(257) })).toThrow(/checkpoint\.created .*data\.name/);
+    expect(() => fixtureLog()(Events.attentionRequired, {} as never)).toThrow(/attention\.required .*data\.reason/);
+    expect(() => checkFixture({ kind: "agent.state", data: { state: "waiting" } })).toThrow(/agent\.state .*data\.state/);
+  });
+
+  test("a fixture that fits is the event the daemon would log", () => {
+    const ev = fixtureLog("ses_f");
+    expect([ev(Events.inputSent, { text: "a" }), ev(Events.inputSent, { text: "b" })]).toMatchObject([
+      { session: "ses_f", seq: 1, actor: { kind: "user", id: "alice" }, kind: "input.sent", data: { text: "a" } },
+      { seq: 2, data: { text: "b" } },
+    ]);
   });
 });
