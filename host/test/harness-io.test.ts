@@ -83,3 +83,9 @@ test("the transcript folds deltas, shows tools and usage, and says when a messag
     ].join("\n"),
   );
 });
+
+test("the transcript shows an event that does not fit its kind as such, instead of reading it as if it did", () => {
+  // Off-schema on purpose: what a broken daemon could send, which the CLI must not trust.
+  const odd = { ...ev(Events.errorRaised, { message: "x" }), data: { message: 5 } };
+  expect(renderTranscript([odd])).toBe('?? (error.raised that does not fit its schema) {"message":5}\n');
+});

@@ -8,8 +8,8 @@ import { Anchor, SessionEvent } from "./events.ts";
 /** Bumped when a method or notification changes incompatibly; the extension refuses an older bridge. */
 export const IDE_PROTOCOL_VERSION = 1;
 
-/** What a session is doing, as the sidebar shows it. */
-export const SessionActivity = Type.Union([Type.Literal("busy"), Type.Literal("idle"), Type.Literal("needs-input"), Type.Literal("closed")]);
+/** What a session is doing, as the sidebar shows it; `error`: its agent's last turn failed (until the next input). */
+export const SessionActivity = Type.Union([Type.Literal("busy"), Type.Literal("idle"), Type.Literal("needs-input"), Type.Literal("error"), Type.Literal("closed")]);
 export type SessionActivity = Static<typeof SessionActivity>;
 
 export const SessionView = Type.Composite([Session, Type.Object({ activity: SessionActivity })]);

@@ -1,6 +1,6 @@
 // Sessions: the durable, ordered log of what happens in a box, and who may
 // drive it. No HTTP here; controllers and the recorder call in.
-import { BOX_REASON_MAX, checkEvent, emit, EVENT_TEXT_MAX, Events, HutchError, isEvent, newId, type Actor, type Anchor, type EventInput, type Session, type SessionCreateBody, type TypedEvent } from "@hutch/shared";
+import { BOX_REASON_MAX, checkEvent, emit, EVENT_TEXT_MAX, Events, HutchError, isEvent, newId, type Actor, type Anchor, type EventDef, type EventInput, type Session, type SessionCreateBody, type TypedEvent } from "@hutch/shared";
 import type { SessionRow, SessionStore, NewEvent } from "../store/sessions.ts";
 import type { BoxService } from "../box/service.ts";
 import { SessionBus } from "./bus.ts";
@@ -170,11 +170,11 @@ export class SessionService {
       if (!this.isHeadless(row) || this.turns.has(row.id)) continue;
       const from = Math.max(1, row.last_seq - 999);
       const tail = this.store.readText(row.id, from, 1000).text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { seq: number; kind: string });
-      const lastOf = (kind: string) => tail.findLast((e) => e.kind === kind)?.seq ?? 0;
-      if (lastOf("input.sent") <= lastOf("attention.required")) continue;
+      const lastOf = (def: EventDef) => tail.findLast((e) => e.kind === def.kind)?.seq ?? 0;
+      if (lastOf(Events.inputSent) <= lastOf(Events.attentionRequired)) continue;
       const reason = "the daemon stopped during this turn, and the agent with it; send the prompt again to retry";
       const lost = [
-        ...(lastOf("exec.started") > lastOf("exec.exited") ? [emit(Events.execExited, { code: null, signal: "lost" })] : []),
+        ...(lastOf(Events.execStarted) > lastOf(Events.execExited) ? [emit(Events.execExited, { code: null, signal: "lost" })] : []),
         emit(Events.errorRaised, { message: reason, code: "agent-lost" }),
         emit(Events.agentState, { state: "error", reason }),
         emit(Events.attentionRequired, { reason }),
