@@ -184,6 +184,19 @@ export const Session = Type.Object({
 });
 export type Session = Static<typeof Session>;
 
+/**
+ * GET /v1/changes is NDJSON: `hello` first, then a line per change, and a
+ * `ping` every 5 s. Live only: a client lists after `hello`.
+ */
+export const BoxChange = Type.Object({ type: Type.Literal("box"), box: Box });
+export const BoxRemovedChange = Type.Object({ type: Type.Literal("box.removed"), id: Type.String() });
+/** A session's row changed (created, closed, driver moved). */
+export const SessionChange = Type.Object({ type: Type.Literal("session"), session: Session });
+export const FeedChange = Type.Union([BoxChange, BoxRemovedChange, SessionChange]);
+export type FeedChange = Static<typeof FeedChange>;
+export const FeedLine = Type.Union([Type.Object({ type: Type.Literal("hello") }), Type.Object({ type: Type.Literal("ping") }), FeedChange]);
+export type FeedLine = Static<typeof FeedLine>;
+
 /** The coding agents hutch can run (host/src/harness); `shell` is a plain login shell. */
 export const AgentName = Type.Union([Type.Literal("claude"), Type.Literal("codex"), Type.Literal("opencode"), Type.Literal("pi"), Type.Literal("shell")]);
 export type AgentName = Static<typeof AgentName>;

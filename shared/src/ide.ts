@@ -2,7 +2,7 @@
 // `hutch ide --stdio` speaks to the VS Code extension over LSP framing. Both
 // sides read their params and results through these schemas.
 import { Type, type Static } from "@sinclair/typebox";
-import { Box, Session, BoxName, EngineName } from "./api.ts";
+import { Box, BoxChange, BoxName, BoxRemovedChange, EngineName, Session } from "./api.ts";
 import { Anchor, SessionEvent } from "./events.ts";
 
 /** Bumped when a method or notification changes incompatibly; the extension refuses an older bridge. */
@@ -27,11 +27,8 @@ export const IdeInitializeResult = Type.Object({
 export const ListResult = Type.Object({ connected: Type.Boolean(), boxes: Type.Array(Box), sessions: Type.Array(SessionView) });
 export type ListResult = Static<typeof ListResult>;
 
-export const Change = Type.Union([
-  Type.Object({ type: Type.Literal("box"), box: Box }),
-  Type.Object({ type: Type.Literal("box.removed"), id: Type.String() }),
-  Type.Object({ type: Type.Literal("session"), session: SessionView }),
-]);
+/** The change feed's lines (api.ts), a session's as the sidebar shows it. */
+export const Change = Type.Union([BoxChange, BoxRemovedChange, Type.Object({ type: Type.Literal("session"), session: SessionView })]);
 export type Change = Static<typeof Change>;
 
 export const DaemonStatus = Type.Object({ connected: Type.Boolean(), reason: Type.Optional(Type.String()) });

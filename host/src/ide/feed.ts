@@ -1,7 +1,7 @@
 // The bridge's line to the daemon: the change feed (GET /v1/changes), held
 // open and reopened whenever it drops. Its state is the sidebar's "is the
 // daemon there" (the welcome view shows while it is down).
-import type { FeedChange } from "../daemon/changes/service.ts";
+import type { FeedChange } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
 
 export interface FeedHandlers {
