@@ -3,7 +3,7 @@
 import { Kind, Type, TypeRegistry, type Static, type TSchema } from "@sinclair/typebox";
 import { GetErrorFunction, SetErrorFunction } from "@sinclair/typebox/errors";
 import { BindingName, EgressDecision, HostPattern } from "./broker.ts";
-import { EventInput } from "./events.ts";
+import { Anchor, EventInput } from "./events.ts";
 
 /**
  * Bounds on what a client may send, so every bad input is a 400 naming the
@@ -242,6 +242,21 @@ export const EventAppendBody = Type.Object(
 
 /** POST /v1/sessions/:id/driver/{acquire,steal} */
 export const DriverBody = Type.Object({ leaseMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 86_400_000 })) }, { additionalProperties: false });
+export type DriverBody = Static<typeof DriverBody>;
+
+const Key = Type.Optional(Type.String({ minLength: 1, maxLength: 128 }));
+
+/** POST /v1/sessions/:id/input: typed into the session's terminal (or the next headless prompt), driver only. */
+export const SessionInputBody = Type.Object({ text: Type.String({ minLength: 1, maxLength: 65536 }), idempotencyKey: Key }, { additionalProperties: false });
+export type SessionInputBody = Static<typeof SessionInputBody>;
+
+/** POST /v1/sessions/:id/annotations */
+export const AnnotateBody = Type.Object({ text: Type.String({ minLength: 1, maxLength: 65536 }), anchor: Type.Optional(Anchor), idempotencyKey: Key }, { additionalProperties: false });
+export type AnnotateBody = Static<typeof AnnotateBody>;
+
+/** POST /v1/sessions/:id/close */
+export const SessionCloseBody = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 1024 })) }, { additionalProperties: false });
+export type SessionCloseBody = Static<typeof SessionCloseBody>;
 
 /** GET /v1/boxes/:ref/egress */
 export const EgressQuery = Type.Object({
