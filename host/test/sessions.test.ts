@@ -11,7 +11,7 @@ import { buildApp } from "../src/daemon/app.ts";
 import { createServices } from "../src/daemon/services.ts";
 import { SYSTEM } from "../src/session/actors.ts";
 import { pieces } from "../src/session/service.ts";
-import { BOX_REASON_MAX, EVENT_TEXT_MAX, Events } from "@hutch/shared";
+import { BOX_REASON_MAX, check, EVENT_TEXT_MAX, Events, EventsPage, firstError } from "@hutch/shared";
 import { fixtureEvent } from "../../tests/fixtures/events.ts";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-ses-"));
@@ -154,4 +154,14 @@ describe("every event is checked when it is written", () => {
     const big = "x".repeat(EVENT_TEXT_MAX * 2 + 1);
     expect(pieces(big, EVENT_TEXT_MAX).map((p) => p.length)).toEqual([EVENT_TEXT_MAX, EVENT_TEXT_MAX, 1]);
   });
+});
+
+test("a page of events is the EventsPage shared/src/api.ts defines (the daemon assembles it as text)", async () => {
+  const s = seed("alice");
+  const actor = { kind: "user" as const, id: "alice" };
+  sessions.append(s, ["a", "b", "c"].map((t) => ({ ...note(t), actor })));
+  const r = await call("GET", `/v1/sessions/${s}/events?from=2&limit=1`, "alice");
+  expect(r.status).toBe(200);
+  expect(check(EventsPage, r.body) ? null : firstError(EventsPage, r.body)).toBeNull();
+  expect(r.body).toMatchObject({ events: [{ seq: 2, kind: "annotation.added", data: { text: "b" } }], next: 3, last: 3 });
 });

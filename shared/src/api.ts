@@ -3,7 +3,7 @@
 import { Kind, Type, TypeRegistry, type Static, type TSchema } from "@sinclair/typebox";
 import { GetErrorFunction, SetErrorFunction } from "@sinclair/typebox/errors";
 import { BindingName, EgressDecision, HostPattern } from "./broker.ts";
-import { Anchor, EventInput } from "./events.ts";
+import { Anchor, EventInput, SessionEvent } from "./events.ts";
 
 /**
  * Bounds on what a client may send, so every bad input is a 400 naming the
@@ -222,6 +222,23 @@ export const EventsPageQuery = Type.Object({
   from: Type.Optional(WholeNumber(1, API_LIMITS.whole)),
   limit: Type.Optional(WholeNumber(1, API_LIMITS.eventsPage)),
 });
+
+/** A page of the log: `next` is the seq to ask for next, `last` the log's last seq when the page was read. */
+export const EventsPage = Type.Object({ events: Type.Array(SessionEvent), next: Type.Integer({ minimum: 1 }), last: Type.Integer({ minimum: 0 }) });
+export type EventsPage = Static<typeof EventsPage>;
+
+/**
+ * GET /v1/sessions/:id/subscribe?from=SEQ upgrades to a WebSocket whose text
+ * messages hold one or more lines: each a SessionEvent, in seq order, and
+ * once, when the replay has reached the live end, this line.
+ */
+export const CaughtUpLine = Type.Object({ type: Type.Literal("caught-up"), seq: Type.Integer({ minimum: 0 }) });
+export type CaughtUpLine = Static<typeof CaughtUpLine>;
+/** A subscriber too slow for its buffer is closed with this code and a SlowCloseReason (JSON) as the reason. */
+export const SUBSCRIBE_CLOSE_SLOW = 4000;
+/** Every event before `resumeFrom` was sent before the close: subscribing again from it loses and repeats nothing. */
+export const SlowCloseReason = Type.Object({ resumeFrom: Type.Integer({ minimum: 1 }) });
+export type SlowCloseReason = Static<typeof SlowCloseReason>;
 
 /** GET /v1/sessions/:id/output/:chunk */
 export const OutputChunkParams = Type.Object({

@@ -1,5 +1,5 @@
 import { t } from "elysia";
-import { AnnotateBody, DriverBody, EventAppendBody, EventsPageQuery, OutputChunkParams, Session, SessionCloseBody, SessionCreateBody, SessionInputBody } from "@hutch/shared";
+import { AnnotateBody, DriverBody, EventAppendBody, EventsPage, EventsPageQuery, OutputChunkParams, Session, SessionCloseBody, SessionCreateBody, SessionInputBody } from "@hutch/shared";
 
 export const SessionModel = {
   session: Session,
@@ -8,6 +8,7 @@ export const SessionModel = {
   id: t.Object({ id: t.String({ pattern: "^ses_[0-9a-z]{20}$" }) }),
   list: t.Object({ box: t.Optional(t.String({ minLength: 1, maxLength: 128 })), state: t.Optional(t.Union([t.Literal("open"), t.Literal("closed")])) }),
   page: EventsPageQuery,
+  eventsPage: EventsPage,
   append: EventAppendBody,
   input: SessionInputBody,
   annotate: AnnotateBody,
