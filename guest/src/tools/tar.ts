@@ -1,7 +1,7 @@
 // tar.out and tar.in: the archive format and its safety rules live in
 // shared/src/tar; this file only moves its bytes over a stream.
 import { mkdir, stat } from "node:fs/promises";
-import { Chan, type MuxStream } from "@hutch/shared/wire";
+import { Chan, type MuxStream, type TarInResult, type TarOutResult } from "@hutch/shared/wire";
 import { createUnpacker, packTar } from "@hutch/shared/wire";
 import { PathError } from "../paths.ts";
 import type { Req, ToolContext } from "./context.ts";
@@ -18,7 +18,7 @@ export async function tarOut(stream: MuxStream, req: Req<"tar.out">, ctx: ToolCo
     size += chunk.length;
   }
   stream.eof(Chan.stdout);
-  stream.msg({ type: "result", value: { size } });
+  stream.msg({ type: "result", value: { size } satisfies TarOutResult });
   stream.close();
 }
 
@@ -66,7 +66,7 @@ export async function tarIn(stream: MuxStream, req: Req<"tar.in">, ctx: ToolCont
         try {
           const { entries, bytes } = await unpacker.end();
           settled = true;
-          stream.msg({ type: "result", value: { entries, bytes } });
+          stream.msg({ type: "result", value: { entries, bytes } satisfies TarInResult });
           stream.close();
         } catch (err) {
           fail(err);

@@ -4,7 +4,7 @@
 // group/other write), never by a shell tool.
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
-import { Chan, FileStat, HutchError } from "@hutch/shared";
+import { Chan, check, FileStat, firstError, HutchError, ResultMsg, TarInResult } from "@hutch/shared";
 import { packTar, createUnpacker } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { openToolStream, streamError } from "./stream.ts";
@@ -46,14 +46,21 @@ async function copyIn(daemon: DaemonClient, local: string, box: string, guestPat
   const { dir, name } = placement(guestPath, st?.type === "dir", basename(local));
   const { stream, close } = await openToolStream(daemon, box, { tool: "tar.in", path: dir, name });
   try {
-    const result = new Promise<{ entries: number; bytes: number }>((res, rej) => {
-      let value: { entries: number; bytes: number } | null = null;
+    const result = new Promise<TarInResult>((res, rej) => {
+      let value: TarInResult | null = null;
+      let bad: string | null = null;
       stream.handlers = {
+        // What the box answers is untrusted: checked against the tool's result schema.
         msg: (m) => {
-          const msg = m as { type: string; value?: { entries: number; bytes: number } };
-          if (msg.type === "result" && msg.value) value = msg.value;
+          if (!check(ResultMsg, m)) return;
+          if (check(TarInResult, m.value)) value = m.value;
+          else bad = firstError(TarInResult, m.value);
         },
-        close: (e) => (e ? rej(streamError(e)) : value ? res(value) : rej(new HutchError("failed", "tar.in ended without a result"))),
+        close: (e) => {
+          if (e) return rej(streamError(e));
+          if (value) return res(value);
+          rej(new HutchError("failed", bad ? `the box answered tar.in with a malformed result: ${bad}` : "tar.in ended without a result", `the guest may be broken: hutch box info ${box}`));
+        },
       };
     });
     for await (const chunk of packTar(local)) {

@@ -117,6 +117,20 @@ export const FileStat = Type.Object({
   target: Type.Optional(Type.String({ maxLength: 4096 })),
 });
 export type FileStat = Static<typeof FileStat>;
+/** The most entries fs.list answers with; a larger directory is an error. */
+export const FS_LIST_MAX = 100_000;
+/** fs.list: the directory's entries by name, sorted, not followed (a symlink is one, with its target). */
+export const FsListResult = Type.Array(Type.Composite([Type.Object({ name: Type.String({ minLength: 1, maxLength: 255 }) }), FileStat]), { maxItems: FS_LIST_MAX });
+export type FsListResult = Static<typeof FsListResult>;
+/** fs.read, fs.write: the bytes read or written. */
+export const FsSizeResult = Type.Object({ size: Type.Integer({ minimum: 0 }) });
+export type FsSizeResult = Static<typeof FsSizeResult>;
+/** tar.out: the bytes of archive sent on chan 1. */
+export const TarOutResult = Type.Object({ size: Type.Integer({ minimum: 0 }) });
+export type TarOutResult = Static<typeof TarOutResult>;
+/** tar.in: the entries unpacked, and the bytes of their contents. */
+export const TarInResult = Type.Object({ entries: Type.Integer({ minimum: 0 }), bytes: Type.Integer({ minimum: 0 }) });
+export type TarInResult = Static<typeof TarInResult>;
 export const PtyInfo = Type.Object({
   id: Type.String({ pattern: "^pty_[0-9a-z]+$" }),
   argv: Type.Array(Type.String()),
