@@ -86,6 +86,24 @@ describe("mux", () => {
     expect(closedWith).toEqual({ code: "denied", message: "nope" });
     expect(hostMux.openStreams).toBe(0);
   });
+  test("a close's hint is a field of its own: the message is never split to find it", async () => {
+    const { hostMux, opened } = pair();
+    const s = hostMux.open({ tool: "x" });
+    let closedWith: unknown = "not yet";
+    s.handlers.close = (e) => (closedWith = e);
+    await tick();
+    opened[0]!.stream.close({ code: "conflict", message: "session s is driven by a; only the driver sends input", hint: "take it over: hutch session driver steal s" });
+    await tick();
+    expect(closedWith).toEqual({ code: "conflict", message: "session s is driven by a; only the driver sends input", hint: "take it over: hutch session driver steal s" });
+  });
+  test("a close whose hint is not text is a protocol violation", async () => {
+    const { hostMux, opened } = pair();
+    hostMux.open({ tool: "x" });
+    await tick();
+    opened[0]!.stream.close({ code: "failed", message: "m", hint: 7 } as never);
+    await tick();
+    expect(hostMux.alive).toBe(false);
+  });
   test("a frame before hello is refused", () => {
     const errors: string[] = [];
     const m = new Mux({ write() {}, close() {} }, { role: "guest", onError: (e) => errors.push(e.message) });

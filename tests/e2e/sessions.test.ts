@@ -346,6 +346,8 @@ describe("attach", () => {
     const other = await h.run(["session", "attach", sid], { env: { HUTCH_CLIENT: "agent" } });
     expect(other.code).toBe(1);
     expect(other.stderr).toContain("is driven by root (user)");
+    // The refusal closes the attach stream; its next step arrives as the close's own hint field.
+    expect(other.stderr).toContain(`next: take it over: hutch session driver steal ${sid}`);
 
     a.type("\x01d");
     expect(await a.proc.exited).toBe(0);
