@@ -4,6 +4,7 @@ import { Kind, Type, TypeRegistry, type Static, type TSchema } from "@sinclair/t
 import { GetErrorFunction, SetErrorFunction } from "@sinclair/typebox/errors";
 import { BindingName, EgressDecision, HostPattern } from "./broker.ts";
 import { Anchor, EventInput, SessionEvent } from "./events.ts";
+import { idPattern } from "./ids.ts";
 
 /**
  * Bounds on what a client may send, so every bad input is a 400 naming the
@@ -73,9 +74,12 @@ SetErrorFunction((e) => {
 });
 export const JsonData = (maxJsonLength: number): TJsonData => ({ [Kind]: "JsonData", maxJsonLength, description: `any JSON of at most ${maxJsonLength} characters` }) as TJsonData;
 
-export const BoxName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,62}$", description: "lower-case letters, digits and dashes" });
+/** A box name, unanchored (to compose into other patterns): it is also the box's hostname. */
+export const BOX_NAME = "[a-z0-9][a-z0-9-]{0,62}";
+export const BoxName = Type.String({ pattern: `^${BOX_NAME}$`, description: "lower-case letters, digits and dashes" });
 export const EngineName = Type.Union([Type.Literal("process"), Type.Literal("qemu")]);
 export type EngineName = Static<typeof EngineName>;
+export const ENGINE_NAMES: readonly EngineName[] = EngineName.anyOf.map((s) => s.const);
 
 export const BoxState = Type.Union([
   Type.Literal("creating"),
@@ -200,6 +204,7 @@ export type FeedLine = Static<typeof FeedLine>;
 /** The coding agents hutch can run (host/src/harness); `shell` is a plain login shell. */
 export const AgentName = Type.Union([Type.Literal("claude"), Type.Literal("codex"), Type.Literal("opencode"), Type.Literal("pi"), Type.Literal("shell")]);
 export type AgentName = Static<typeof AgentName>;
+export const AGENT_NAMES: readonly AgentName[] = AgentName.anyOf.map((s) => s.const);
 
 export const SessionCreateBody = Type.Object(
   {
@@ -242,7 +247,7 @@ export type SlowCloseReason = Static<typeof SlowCloseReason>;
 
 /** GET /v1/sessions/:id/output/:chunk */
 export const OutputChunkParams = Type.Object({
-  id: Type.String({ pattern: "^ses_[0-9a-z]{20}$" }),
+  id: Type.String({ pattern: idPattern("ses") }),
   chunk: WholeNumber(0, API_LIMITS.whole),
 });
 

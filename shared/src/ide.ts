@@ -2,7 +2,7 @@
 // `hutch ide --stdio` speaks to the VS Code extension over LSP framing. Both
 // sides read their params and results through these schemas.
 import { Type, type Static } from "@sinclair/typebox";
-import { Box, BoxChange, BoxName, BoxRemovedChange, EngineName, Session } from "./api.ts";
+import { AgentName, Box, BoxChange, BoxName, BoxRemovedChange, EngineName, Session } from "./api.ts";
 import { Anchor, SessionEvent } from "./events.ts";
 
 /** Bumped when a method or notification changes incompatibly; the extension refuses an older bridge. */
@@ -84,7 +84,7 @@ export type BoxParams = Static<typeof BoxParams>;
 
 export const SessionCreateParams = Type.Object({
   box: Type.Optional(Type.String({ minLength: 1 })),
-  agent: Type.Optional(Type.String({ minLength: 1 })),
+  agent: Type.Optional(AgentName),
   label: Type.Optional(Type.String({ maxLength: 256 })),
 });
 export type SessionCreateParams = Static<typeof SessionCreateParams>;

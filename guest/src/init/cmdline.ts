@@ -1,16 +1,18 @@
 // What the host tells a box on the kernel command line: hutch.box=<name>
 // (the hostname) and hutch.id=<box id> (HUTCH_BOX_ID).
+import { idPattern } from "@hutch/shared/wire";
+
 export interface BootParams {
   /** Box name, valid as a hostname. */
   box?: string;
-  /** Box id, `box_` and 20 of [0-9a-z]. */
+  /** Box id (shared's id pattern for `box`). */
   boxId?: string;
   /** Parameters present but refused, with the reason (for the log). */
   refused: string[];
 }
 
 const HOSTNAME = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-const BOX_ID = /^box_[0-9a-z]{20}$/;
+const BOX_ID = new RegExp(idPattern("box"));
 
 /** Splits like the kernel does: on whitespace, double quotes group. */
 export function splitCmdline(text: string): string[] {

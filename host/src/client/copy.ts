@@ -4,7 +4,7 @@
 // group/other write), never by a shell tool.
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
-import { Chan, check, FileStat, firstError, HutchError, ResultMsg, TarInResult } from "@hutch/shared";
+import { BOX_NAME, Chan, check, FileStat, firstError, HutchError, ID_BODY, ResultMsg, TarInResult } from "@hutch/shared";
 import { packTar, createUnpacker } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { openToolStream, streamError } from "./stream.ts";
@@ -12,9 +12,11 @@ import { callTool } from "./tool.ts";
 
 export type CpEnd = { box: string; path: string } | { path: string };
 
+const CP_BOX_ARG = new RegExp(`^(${BOX_NAME}|box_${ID_BODY}):(.*)$`);
+
 /** `BOX:/path` names a path in a box; anything else is local. A leading ./ or / forces local. */
 export function parseCpArg(arg: string): CpEnd {
-  const m = /^([a-z0-9][a-z0-9-]{0,62}|box_[0-9a-z]{20}):(.*)$/.exec(arg);
+  const m = CP_BOX_ARG.exec(arg);
   if (!m || arg.startsWith("./") || arg.startsWith("/")) return { path: arg };
   return { box: m[1]!, path: m[2] || "/workspace" };
 }

@@ -7,7 +7,6 @@ import type { AgentName, TypedEvent } from "@hutch/shared";
 export type Binding = "anthropic" | "openai" | "github";
 
 export type { AgentName } from "@hutch/shared";
-export const AGENTS: readonly AgentName[] = ["claude", "codex", "opencode", "pi", "shell"];
 
 /** What an adapter needs to build an agent's environment: one call per box. */
 export interface AgentContext {

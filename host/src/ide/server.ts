@@ -22,6 +22,7 @@ import {
   type ListResult,
   type SendParams,
   type Session,
+  type SessionCreateBody,
   type SessionCreateParams,
   type SessionInputBody,
   type SubscribeParams,
@@ -129,7 +130,7 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
     return daemon.request("POST", `/v1/boxes/${ref}/${p.action}`, undefined, { idempotencyKey: key });
   });
   handle<SessionCreateParams, Session>(conn, IdeMethods.sessionCreate, (p) =>
-    daemon.request("POST", "/v1/sessions", { ...(p.box ? { box: p.box } : {}), ...(p.agent ? { agent: p.agent } : {}), ...(p.label ? { label: p.label } : {}) }),
+    daemon.request("POST", "/v1/sessions", { ...(p.box ? { box: p.box } : {}), ...(p.agent ? { agent: p.agent } : {}), ...(p.label ? { label: p.label } : {}) } satisfies SessionCreateBody),
   );
 
   return new Promise<number>((resolve) => {

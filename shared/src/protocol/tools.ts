@@ -2,12 +2,14 @@
 // stream exchanges. Validated on both ends; the host treats every guest
 // message as untrusted and checks it against these before use.
 import { Type, type Static } from "@sinclair/typebox";
+import { idPattern } from "../ids.ts";
 
 const Env = Type.Record(Type.String({ pattern: "^[^=\\0]+$" }), Type.String());
 const Argv = Type.Array(Type.String(), { minItems: 1, maxItems: 4096 });
 const GuestPath = Type.String({ minLength: 1, maxLength: 4096 });
 const Cols = Type.Integer({ minimum: 1, maximum: 1000 });
 const Rows = Type.Integer({ minimum: 1, maximum: 1000 });
+const PtyId = Type.String({ pattern: idPattern("pty") });
 
 export const ExecOpen = Type.Object(
   {
@@ -32,12 +34,12 @@ export const PtyOpen = Type.Object(
 );
 
 export const PtyAttach = Type.Object(
-  { tool: Type.Literal("pty.attach"), id: Type.String({ pattern: "^pty_[0-9a-z]+$" }), cols: Type.Optional(Cols), rows: Type.Optional(Rows) },
+  { tool: Type.Literal("pty.attach"), id: PtyId, cols: Type.Optional(Cols), rows: Type.Optional(Rows) },
   { additionalProperties: false },
 );
 export const PtyList = Type.Object({ tool: Type.Literal("pty.list") }, { additionalProperties: false });
 export const PtyKill = Type.Object(
-  { tool: Type.Literal("pty.kill"), id: Type.String({ pattern: "^pty_[0-9a-z]+$" }), signal: Type.Optional(Type.String()) },
+  { tool: Type.Literal("pty.kill"), id: PtyId, signal: Type.Optional(Type.String()) },
   { additionalProperties: false },
 );
 
@@ -91,7 +93,7 @@ export type HostMsg = Static<typeof HostMsg>;
 export const StartedMsg = Type.Object({
   type: Type.Literal("started"),
   pid: Type.Integer({ minimum: 1 }),
-  pty: Type.Optional(Type.String({ pattern: "^pty_[0-9a-z]+$" })),
+  pty: Type.Optional(PtyId),
 });
 export const ExitMsg = Type.Object({
   type: Type.Literal("exit"),
@@ -132,7 +134,7 @@ export type TarOutResult = Static<typeof TarOutResult>;
 export const TarInResult = Type.Object({ entries: Type.Integer({ minimum: 0 }), bytes: Type.Integer({ minimum: 0 }) });
 export type TarInResult = Static<typeof TarInResult>;
 export const PtyInfo = Type.Object({
-  id: Type.String({ pattern: "^pty_[0-9a-z]+$" }),
+  id: PtyId,
   argv: Type.Array(Type.String()),
   pid: Type.Integer(),
   cols: Cols,
@@ -142,7 +144,7 @@ export const PtyInfo = Type.Object({
 });
 export type PtyInfo = Static<typeof PtyInfo>;
 export const PtyListResult = Type.Array(PtyInfo, { maxItems: 10000 });
-export const PtyKillResult = Type.Object({ id: Type.String({ pattern: "^pty_[0-9a-z]+$" }), pid: Type.Integer(), signal: Type.String({ maxLength: 16 }) });
+export const PtyKillResult = Type.Object({ id: PtyId, pid: Type.Integer(), signal: Type.String({ maxLength: 16 }) });
 
 // The hellos.
 export const HostHello = Type.Object({ protocol: Type.Integer(), client: Type.String(), version: Type.String() });

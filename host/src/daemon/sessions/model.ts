@@ -1,11 +1,11 @@
 import { t } from "elysia";
-import { AnnotateBody, DriverBody, EventAppendBody, EventsPage, EventsPageQuery, OutputChunkParams, Session, SessionCloseBody, SessionCreateBody, SessionInputBody } from "@hutch/shared";
+import { idPattern, AnnotateBody, DriverBody, EventAppendBody, EventsPage, EventsPageQuery, OutputChunkParams, Session, SessionCloseBody, SessionCreateBody, SessionInputBody } from "@hutch/shared";
 
 export const SessionModel = {
   session: Session,
   sessions: t.Array(Session),
   create: SessionCreateBody,
-  id: t.Object({ id: t.String({ pattern: "^ses_[0-9a-z]{20}$" }) }),
+  id: t.Object({ id: t.String({ pattern: idPattern("ses") }) }),
   list: t.Object({ box: t.Optional(t.String({ minLength: 1, maxLength: 128 })), state: t.Optional(t.Union([t.Literal("open"), t.Literal("closed")])) }),
   page: EventsPageQuery,
   eventsPage: EventsPage,

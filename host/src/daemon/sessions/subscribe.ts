@@ -8,7 +8,7 @@
 // was handed to the socket (and arrives before the close), so reconnecting
 // from N loses and repeats nothing.
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
-import { API_LIMITS, HutchError, SUBSCRIBE_CLOSE_SLOW, type Actor, type CaughtUpLine, type SlowCloseReason } from "@hutch/shared";
+import { API_LIMITS, HutchError, ID_BODY, SUBSCRIBE_CLOSE_SLOW, type Actor, type CaughtUpLine, type SlowCloseReason } from "@hutch/shared";
 import { actorFrom, type Identify } from "../actor.ts";
 import type { SessionService } from "../../session/service.ts";
 import type { SessionStore } from "../../store/sessions.ts";
@@ -38,7 +38,7 @@ export function subscribeData(session: string, actor: Actor, from: number): Subs
   return { kind: "subscribe", session, actor, next: Math.max(1, from), replaying: true, pending: [], done: false };
 }
 
-const SUBSCRIBE_PATH = /^\/v1\/sessions\/(ses_[0-9a-z]{20})\/subscribe$/;
+const SUBSCRIBE_PATH = new RegExp(`^/v1/sessions/(ses_${ID_BODY})/subscribe$`);
 
 /**
  * Upgrades a subscribe request. Returns undefined when the request is not one,
