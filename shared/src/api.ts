@@ -3,7 +3,7 @@
 import { Kind, Type, TypeRegistry, type Static, type TSchema } from "@sinclair/typebox";
 import { GetErrorFunction, SetErrorFunction } from "@sinclair/typebox/errors";
 import { BindingName, EgressDecision, HostPattern } from "./broker.ts";
-import { Anchor, EventInput, SessionEvent } from "./events.ts";
+import { Actor, Anchor, EventInput, SessionEvent } from "./events.ts";
 import { idPattern } from "./ids.ts";
 
 /**
@@ -177,7 +177,7 @@ export const Session = Type.Object({
   headless: Type.Optional(Type.Boolean()),
   driver: Type.Optional(
     Type.Object({
-      actor: Type.Object({ kind: Type.String(), id: Type.String() }),
+      actor: Actor,
       leaseMs: Type.Optional(Type.Integer()),
       expiresAt: Type.Optional(Type.String()),
     }),
