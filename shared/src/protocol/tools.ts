@@ -2,14 +2,14 @@
 // stream exchanges. Validated on both ends; the host treats every guest
 // message as untrusted and checks it against these before use.
 import { Type, type Static } from "@sinclair/typebox";
-import { idPattern } from "../ids.ts";
 
 const Env = Type.Record(Type.String({ pattern: "^[^=\\0]+$" }), Type.String());
 const Argv = Type.Array(Type.String(), { minItems: 1, maxItems: 4096 });
 const GuestPath = Type.String({ minLength: 1, maxLength: 4096 });
 const Cols = Type.Integer({ minimum: 1, maximum: 1000 });
 const Rows = Type.Integer({ minimum: 1, maximum: 1000 });
-const PtyId = Type.String({ pattern: idPattern("pty") });
+/** A terminal's id: `pty_` and any run of id characters, so a mistyped one is "no such terminal" (exit 4), not a schema error. */
+const PtyId = Type.String({ pattern: "^pty_[0-9a-z]+$" });
 
 export const ExecOpen = Type.Object(
   {
