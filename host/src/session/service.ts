@@ -224,7 +224,7 @@ export class SessionService {
       const problem = checkEvent(e.kind, e.data);
       if (problem) {
         logger.error("refused an event the daemon wrote", { session: sessionId, kind: e.kind, problem });
-        throw new HutchError("invalid", `${events.length > 1 ? `events.${i}.` : ""}${e.kind}: ${problem}`, "this is a bug in hutch; the event was not logged");
+        throw new HutchError("failed", `${events.length > 1 ? `events.${i}.` : ""}${e.kind}: ${problem}`, "this is a bug in hutch; the event was not logged");
       }
     });
     const results = this.store.append(sessionId, events, also);
