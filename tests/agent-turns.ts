@@ -2,7 +2,7 @@
 // log, and the checks of one headless turn, the same for a process box and a
 // VM box.
 import { expect } from "bun:test";
-import type { SessionEvent } from "../shared/src/index.ts";
+import { Events, read, type EventDef, type SessionEvent, type Static } from "../shared/src/index.ts";
 import type { FakeModel } from "./fixtures/fake-model/index.ts";
 import type { Home } from "./helpers.ts";
 
@@ -29,8 +29,12 @@ export async function events(home: Home, session: string): Promise<SessionEvent[
   return r.stdout.trim().split("\n").map((l) => JSON.parse(l) as SessionEvent);
 }
 
-export const at = (list: SessionEvent[], kind: string, pred: (d: Record<string, unknown>) => boolean = () => true) =>
-  list.findIndex((e) => e.kind === kind && pred(e.data as Record<string, unknown>));
+/** The index of the first event of def's kind whose (checked) data passes pred. */
+export const at = <D extends EventDef>(list: SessionEvent[], def: D, pred: (d: Static<D["data"]>) => boolean = () => true) =>
+  list.findIndex((e) => {
+    const d = read(e, def);
+    return d !== null && pred(d);
+  });
 
 /**
  * One headless turn of `agent` in `box`: the file is written, the log holds
@@ -49,19 +53,19 @@ export async function expectHeadlessTurn(h: Home, box: string, agent: string, fa
   expect(file.stdout).toBe("hi");
 
   const log = await events(h, result.session);
-  const input = at(log, "input.sent", (d) => d.text === PROMPT);
+  const input = at(log, Events.inputSent, (d) => d.text === PROMPT);
   expect(log[input]!.actor.kind).toBe("user");
-  const call = at(log, "tool.called", (d) => JSON.stringify(d.input).includes("hello.txt"));
-  const callId = (log[call]?.data as { id?: string } | undefined)?.id;
-  const done = at(log, "tool.completed", (d) => d.id === callId && d.status === "ok");
-  const final = at(log, "message.completed", (d) => d.role === "assistant" && String(d.text).includes('Created hello.txt containing "hi"'));
-  const usage = log.findLastIndex((e) => e.kind === "usage.reported" && (e.data as { available: boolean }).available);
-  const idle = at(log, "agent.state", (d) => d.state === "idle");
+  const call = at(log, Events.toolCalled, (d) => JSON.stringify(d.input).includes("hello.txt"));
+  const callId = log[call] && read(log[call], Events.toolCalled)?.id;
+  const done = at(log, Events.toolCompleted, (d) => d.id === callId && d.status === "ok");
+  const final = at(log, Events.messageCompleted, (d) => d.role === "assistant" && d.text.includes('Created hello.txt containing "hi"'));
+  const usage = log.findLastIndex((e) => read(e, Events.usageReported)?.available === true);
+  const idle = at(log, Events.agentState, (d) => d.state === "idle");
   const order = [input, call, done, final, usage, idle];
   expect(order.every((i) => i >= 0), JSON.stringify(order)).toBe(true);
   expect([...order].sort((a, b) => a - b)).toEqual(order);
   expect(log[call]!.actor.kind).toBe("agent");
-  expect(log.filter((e) => e.kind === "agent.raw" && (e.data as { reason: string }).reason !== "unknown")).toEqual([]);
+  expect(log.filter((e) => e.kind === "agent.raw" && read(e, Events.agentRaw)?.reason !== "unknown")).toEqual([]);
 
   // The secret arrived at the fake only through the broker: every model call carried it, none a stub.
   const calls = fake.modelCalls();

@@ -1,7 +1,7 @@
 // The sidebar: boxes, and under each its sessions. Kept current by the
 // bridge's hutch/changed notifications; a full list only on (re)connect.
 import * as vscode from "vscode";
-import type { Box, Change, ListResult, SessionView } from "@hutch/shared";
+import type { Box, Change, ListResult, SessionActivity, SessionView } from "@hutch/shared";
 
 export type Node = { type: "box"; box: Box } | { type: "session"; session: SessionView };
 
@@ -15,10 +15,11 @@ const BOX_ICONS: Record<string, [string, string?]> = {
   failed: ["error", "errorForeground"],
 };
 
-const ACTIVITY_ICONS: Record<string, [string, string?]> = {
+const ACTIVITY_ICONS: Record<SessionActivity, [string, string?]> = {
   busy: ["sync~spin"],
   idle: ["circle-outline"],
   "needs-input": ["bell-dot", "editorWarning.foreground"],
+  error: ["error", "errorForeground"],
   closed: ["circle-slash", "disabledForeground"],
 };
 

@@ -1,9 +1,10 @@
 // The bounded line splitter the runner reads agent output with, and the
 // CLI's turn tracking and transcript rendering, as tables.
 import { describe, expect, test } from "bun:test";
-import type { SessionEvent } from "@hutch/shared";
+import { Events } from "@hutch/shared";
 import { LineSplitter } from "../src/harness/lines.ts";
 import { renderTranscript, TurnTracker } from "../src/client/transcript.ts";
+import { FIXTURE_AGENT, FIXTURE_USER, fixtureLog } from "../../tests/fixtures/events.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 
@@ -28,25 +29,19 @@ describe("LineSplitter", () => {
   });
 });
 
-let seq = 0;
-const ev = (kind: string, data: Record<string, unknown> = {}, actor = { kind: "agent" as const, id: "alice/agent:claude" }): SessionEvent => ({
-  session: "ses_x",
-  seq: ++seq,
-  at: "2026-11-29T18:00:00.000Z",
-  actor,
-  kind,
-  data,
-});
+const ev = fixtureLog("ses_x", FIXTURE_AGENT);
 
 describe("TurnTracker", () => {
-  const input = () => ev("input.sent", { text: "do it" }, { kind: "user" as never, id: "alice" });
+  const input = () => ev(Events.inputSent, { text: "do it" }, FIXTURE_USER);
+  const started = () => ev(Events.execStarted, { argv: ["claude"], pid: 42 });
+  const attention = () => ev(Events.attentionRequired, { reason: "the agent finished its turn" });
   test.each([
-    ["headless: attention but the process still runs", true, [input(), ev("exec.started"), ev("agent.state", { state: "idle" }), ev("attention.required")], false],
-    ["headless: attention and exit", true, [input(), ev("exec.started"), ev("agent.state", { state: "idle" }), ev("attention.required"), ev("exec.exited", { code: 0, signal: null })], true],
-    ["headless: could not start (no process)", true, [input(), ev("agent.state", { state: "error" }), ev("attention.required")], true],
-    ["terminal: attention is enough", false, [ev("exec.started"), input(), ev("agent.state", { state: "idle" }), ev("attention.required")], true],
-    ["a new input after the last attention: not settled", false, [ev("attention.required"), input()], false],
-    ["closed: settled", false, [input(), ev("session.closed")], true],
+    ["headless: attention but the process still runs", true, [input(), started(), ev(Events.agentState, { state: "idle" }), attention()], false],
+    ["headless: attention and exit", true, [input(), started(), ev(Events.agentState, { state: "idle" }), attention(), ev(Events.execExited, { code: 0, signal: null })], true],
+    ["headless: could not start (no process)", true, [input(), ev(Events.agentState, { state: "error" }), attention()], true],
+    ["terminal: attention is enough", false, [started(), input(), ev(Events.agentState, { state: "idle" }), attention()], true],
+    ["a new input after the last attention: not settled", false, [attention(), input()], false],
+    ["closed: settled", false, [input(), ev(Events.sessionClosed, {})], true],
   ] as const)("%s", (_name, headless, events, settled) => {
     const t = new TurnTracker(headless);
     for (const e of events) t.see(e);
@@ -55,22 +50,22 @@ describe("TurnTracker", () => {
 
   test("ok only when the turn ended idle and the process exited 0", () => {
     const t = new TurnTracker(true);
-    for (const e of [input(), ev("exec.started"), ev("agent.state", { state: "idle" }), ev("attention.required"), ev("exec.exited", { code: 2, signal: null })]) t.see(e);
+    for (const e of [input(), started(), ev(Events.agentState, { state: "idle" }), attention(), ev(Events.execExited, { code: 2, signal: null })]) t.see(e);
     expect(t.ok).toBe(false);
   });
 });
 
 test("the transcript folds deltas, shows tools and usage, and says when a message never completed", () => {
   const text = renderTranscript([
-    ev("input.sent", { text: "create hello.txt\n" }, { kind: "user" as never, id: "alice" }),
-    ev("tool.called", { id: "t1", name: "Bash", input: { command: "echo hi > hello.txt" } }),
-    ev("tool.completed", { id: "t1", output: "", status: "ok" }),
-    ev("message.delta", { id: "m1", text: "Cre" }),
-    ev("message.delta", { id: "m1", text: "ated." }),
-    ev("message.completed", { id: "m1", role: "assistant", text: "Created." }),
-    ev("usage.reported", { available: true, input: 10, output: 2, cached: 0 }),
-    ev("message.delta", { id: "m2", text: "Half a" }),
-    ev("agent.state", { state: "error", reason: "the agent exited with code 1 before finishing its turn" }),
+    ev(Events.inputSent, { text: "create hello.txt\n" }, FIXTURE_USER),
+    ev(Events.toolCalled, { id: "t1", name: "Bash", input: { command: "echo hi > hello.txt" } }),
+    ev(Events.toolCompleted, { id: "t1", output: "", status: "ok" }),
+    ev(Events.messageDelta, { id: "m1", text: "Cre" }),
+    ev(Events.messageDelta, { id: "m1", text: "ated." }),
+    ev(Events.messageCompleted, { id: "m1", role: "assistant", text: "Created." }),
+    ev(Events.usageReported, { available: true, input: 10, output: 2, cached: 0 }),
+    ev(Events.messageDelta, { id: "m2", text: "Half a" }),
+    ev(Events.agentState, { state: "error", reason: "the agent exited with code 1 before finishing its turn" }),
   ]);
   expect(text).toBe(
     [
@@ -87,4 +82,10 @@ test("the transcript folds deltas, shows tools and usage, and says when a messag
       "",
     ].join("\n"),
   );
+});
+
+test("the transcript shows an event that does not fit its kind as such, instead of reading it as if it did", () => {
+  // Off-schema on purpose: what a broken daemon could send, which the CLI must not trust.
+  const odd = { ...ev(Events.errorRaised, { message: "x" }), data: { message: 5 } };
+  expect(renderTranscript([odd])).toBe('?? (error.raised that does not fit its schema) {"message":5}\n');
 });

@@ -2,14 +2,14 @@
 // `hutch ide --stdio` speaks to the VS Code extension over LSP framing. Both
 // sides read their params and results through these schemas.
 import { Type, type Static } from "@sinclair/typebox";
-import { Box, Session, BoxName, EngineName } from "./api.ts";
+import { AgentName, Box, BoxChange, BoxName, BoxRemovedChange, EngineName, Session } from "./api.ts";
 import { Anchor, SessionEvent } from "./events.ts";
 
 /** Bumped when a method or notification changes incompatibly; the extension refuses an older bridge. */
 export const IDE_PROTOCOL_VERSION = 1;
 
-/** What a session is doing, as the sidebar shows it. */
-export const SessionActivity = Type.Union([Type.Literal("busy"), Type.Literal("idle"), Type.Literal("needs-input"), Type.Literal("closed")]);
+/** What a session is doing, as the sidebar shows it; `error`: its agent's last turn failed (until the next input). */
+export const SessionActivity = Type.Union([Type.Literal("busy"), Type.Literal("idle"), Type.Literal("needs-input"), Type.Literal("error"), Type.Literal("closed")]);
 export type SessionActivity = Static<typeof SessionActivity>;
 
 export const SessionView = Type.Composite([Session, Type.Object({ activity: SessionActivity })]);
@@ -27,11 +27,8 @@ export const IdeInitializeResult = Type.Object({
 export const ListResult = Type.Object({ connected: Type.Boolean(), boxes: Type.Array(Box), sessions: Type.Array(SessionView) });
 export type ListResult = Static<typeof ListResult>;
 
-export const Change = Type.Union([
-  Type.Object({ type: Type.Literal("box"), box: Box }),
-  Type.Object({ type: Type.Literal("box.removed"), id: Type.String() }),
-  Type.Object({ type: Type.Literal("session"), session: SessionView }),
-]);
+/** The change feed's lines (api.ts), a session's as the sidebar shows it. */
+export const Change = Type.Union([BoxChange, BoxRemovedChange, Type.Object({ type: Type.Literal("session"), session: SessionView })]);
 export type Change = Static<typeof Change>;
 
 export const DaemonStatus = Type.Object({ connected: Type.Boolean(), reason: Type.Optional(Type.String()) });
@@ -87,7 +84,7 @@ export type BoxParams = Static<typeof BoxParams>;
 
 export const SessionCreateParams = Type.Object({
   box: Type.Optional(Type.String({ minLength: 1 })),
-  agent: Type.Optional(Type.String({ minLength: 1 })),
+  agent: Type.Optional(AgentName),
   label: Type.Optional(Type.String({ maxLength: 256 })),
 });
 export type SessionCreateParams = Static<typeof SessionCreateParams>;

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { SessionEvent } from "../../shared/src/index.ts";
+import { Events, read, type SessionEvent } from "../../shared/src/index.ts";
 import { makeHome, onTerminal, type Home } from "../helpers.ts";
 import { at, events, expectHeadlessTurn, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
@@ -59,7 +59,7 @@ test("a follow-up prompt from the driver continues the same conversation in the 
   // The model saw the first exchange again: the agent resumed its conversation.
   expect(JSON.stringify(fake.modelCalls().at(-1)!.body)).toContain(PROMPT);
   const inputs = (await events(h, id)).filter((e) => e.kind === "input.sent");
-  expect(inputs.map((e) => [(e.data as { text: string }).text.trim(), e.actor.kind])).toEqual([[PROMPT, "user"], ["create two.txt containing yo", "user"]]);
+  expect(inputs.map((e) => [read(e, Events.inputSent)?.text.trim(), e.actor.kind])).toEqual([[PROMPT, "user"], ["create two.txt containing yo", "user"]]);
 }, 120_000);
 
 test("two clients subscribed to the same session see the same events in the same order", async () => {
@@ -101,8 +101,8 @@ test("interactive claude: attach, type a prompt, detach; the structured events k
   const log = await events(h, sid);
   const after = log.filter((e) => e.seq > detachedAt).map((e) => e.kind);
   expect(after).toEqual(expect.arrayContaining(["tool.called", "tool.completed", "message.completed", "usage.reported", "agent.state", "attention.required"]));
-  const prompt = at(log, "message.completed", (d) => d.role === "user" && d.text === PROMPT);
-  const final = at(log, "message.completed", (d) => d.role === "assistant" && String(d.text).includes("Created hello.txt"));
+  const prompt = at(log, Events.messageCompleted, (d) => d.role === "user" && d.text === PROMPT);
+  const final = at(log, Events.messageCompleted, (d) => d.role === "assistant" && d.text.includes("Created hello.txt"));
   expect(prompt).toBeGreaterThanOrEqual(0);
   expect(final).toBeGreaterThan(prompt);
   expect((await h.run(["exec", "ag", "--", "cat", "/workspace/hello.txt"])).stdout).toBe("hi");
@@ -151,7 +151,7 @@ test("a daemon killed mid-turn: the restarted daemon ends the lost turn in the l
   expect(JSON.parse(wait.stdout)).toMatchObject({ state: "error", ok: false });
   const after = await events(h, id);
   expect(after.slice(0, before.length)).toEqual(before);
-  expect(after.some((e) => e.kind === "error.raised" && String((e.data as { message: string }).message).includes("the daemon stopped during this turn"))).toBe(true);
+  expect(after.some((e) => read(e, Events.errorRaised)?.message.includes("the daemon stopped during this turn"))).toBe(true);
   // The guest itself shows up (the listing works); the headless agent does not (an earlier test's TUI may).
   const list = "ps -eo args > /tmp/ps.txt; grep -c '[h]utch-guest' /tmp/ps.txt; grep -c '[s]tream-json' /tmp/ps.txt || true";
   let counts: string[] = [];

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { Events } from "../../shared/src/index.ts";
 import { installTestImage, makeHome, onTerminal, type Home } from "../helpers.ts";
 import { at, events, expectHeadlessTurn, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
@@ -74,7 +75,7 @@ describe("the agent CLIs in a VM", () => {
     expect(JSON.parse(wait.stdout), wait.stderr).toMatchObject({ state: "idle", ok: true });
     const log = await events(h, sid);
     expect(log.filter((e) => e.seq > detachedAt).map((e) => e.kind)).toEqual(expect.arrayContaining(["tool.called", "tool.completed", "message.completed", "agent.state", "attention.required"]));
-    expect(at(log, "message.completed", (d) => d.role === "assistant" && String(d.text).includes("Created hello.txt"))).toBeGreaterThan(at(log, "message.completed", (d) => d.role === "user" && d.text === PROMPT));
+    expect(at(log, Events.messageCompleted, (d) => d.role === "assistant" && d.text.includes("Created hello.txt"))).toBeGreaterThan(at(log, Events.messageCompleted, (d) => d.role === "user" && d.text === PROMPT));
     expect((await h.run(["exec", "vm", "--", "stat", "-c", "%u %s", "/workspace/hello.txt"])).stdout.trim()).toBe("1000 2");
 
     const b = onTerminal(h, ["session", "attach", sid], 120, 40);

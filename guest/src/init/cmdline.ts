@@ -1,10 +1,12 @@
 // What the host tells a box on the kernel command line: hutch.box=<name>
 // (the hostname), hutch.id=<box id> (HUTCH_BOX_ID), and hutch.agents=<a,b,…>
 // with hutch.agentdev=<pmem|blk>: the agent CLI disks attached, in device order.
+import { idPattern } from "@hutch/shared/wire";
+
 export interface BootParams {
   /** Box name, valid as a hostname. */
   box?: string;
-  /** Box id, `box_` and 20 of [0-9a-z]. */
+  /** Box id (shared's id pattern for `box`). */
   boxId?: string;
   /** Agent CLI disks, in the order QEMU attached them (image/BOOT.md). */
   agents: string[];
@@ -18,7 +20,7 @@ export interface BootParams {
 const AGENT = /^[a-z0-9]+-[0-9A-Za-z.+-]{1,64}$/;
 
 const HOSTNAME = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
-const BOX_ID = /^box_[0-9a-z]{20}$/;
+const BOX_ID = new RegExp(idPattern("box"));
 
 /** Splits like the kernel does: on whitespace, double quotes group. */
 export function splitCmdline(text: string): string[] {

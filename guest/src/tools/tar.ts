@@ -2,7 +2,7 @@
 // shared/src/tar; this file only moves its bytes over a stream.
 import { chown, mkdir, stat } from "node:fs/promises";
 import { dirname } from "node:path";
-import { Chan, type MuxStream } from "@hutch/shared/wire";
+import { Chan, type MuxStream, type TarInResult, type TarOutResult } from "@hutch/shared/wire";
 import { createUnpacker, packTar } from "@hutch/shared/wire";
 import { PathError } from "../paths.ts";
 import type { Req, ToolContext } from "./context.ts";
@@ -19,7 +19,7 @@ export async function tarOut(stream: MuxStream, req: Req<"tar.out">, ctx: ToolCo
     size += chunk.length;
   }
   stream.eof(Chan.stdout);
-  stream.msg({ type: "result", value: { size } });
+  stream.msg({ type: "result", value: { size } satisfies TarOutResult });
   stream.close();
 }
 
@@ -70,7 +70,7 @@ export async function tarIn(stream: MuxStream, req: Req<"tar.in">, ctx: ToolCont
         try {
           const { entries, bytes } = await unpacker.end();
           settled = true;
-          stream.msg({ type: "result", value: { entries, bytes } });
+          stream.msg({ type: "result", value: { entries, bytes } satisfies TarInResult });
           stream.close();
         } catch (err) {
           fail(err);

@@ -11,8 +11,7 @@ export interface ToolStream {
 /** Maps a stream's close error to the CLI's named error (exit codes follow). */
 export function streamError(e: StreamError): HutchError {
   const code = e.code in ErrorCodes ? (e.code as keyof typeof ErrorCodes) : e.code === "denied" ? "denied" : e.code === "channel_lost" ? "unavailable" : "failed";
-  const [message, hint] = e.message.split("; ", 2) as [string, string | undefined];
-  return new HutchError(code, message, hint);
+  return new HutchError(code, e.message, e.hint);
 }
 
 export function openToolStream(daemon: DaemonClient, box: string, call: ToolOpen, query: Record<string, string> = {}): Promise<ToolStream> {

@@ -1,7 +1,7 @@
 // Replay-then-tail from the CLI's side: one WebSocket subscription that
 // resumes by itself (after a slow-consumer close, or a daemon restart) from
 // the next seq it has not delivered, so callers see every event once, in order.
-import { HutchError, type SessionEvent } from "@hutch/shared";
+import { CaughtUpLine, check, firstError, HutchError, SessionEvent, SUBSCRIBE_CLOSE_SLOW } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 
 export interface SubscribeHandlers {
@@ -35,11 +35,11 @@ export function subscribe(daemon: DaemonClient, session: string, from: number, h
   });
 
   const deliver = (line: string) => {
-    const msg = JSON.parse(line) as SessionEvent | { type: "caught-up"; seq: number };
-    if ("type" in msg) {
-      if (msg.type === "caught-up") h.caughtUp?.(msg.seq);
-      return;
-    }
+    const msg: unknown = JSON.parse(line);
+    if (check(CaughtUpLine, msg)) return h.caughtUp?.(msg.seq);
+    // Other lines with a type are the protocol's, and this client knows none; a line without one is an event.
+    if (typeof msg === "object" && msg !== null && "type" in msg) return;
+    if (!check(SessionEvent, msg)) throw new HutchError("failed", `the daemon sent an event line that is not an event (${firstError(SessionEvent, msg)})`, "see: hutch doctor");
     if (msg.seq < next) return; // already delivered before a reconnect
     if (msg.seq > next) throw new HutchError("failed", `event stream skipped from seq ${next} to ${msg.seq}`);
     next = msg.seq + 1;
@@ -68,9 +68,9 @@ export function subscribe(daemon: DaemonClient, session: string, from: number, h
     };
     sock.onclose = (e) => {
       if (stopped) return finish();
-      // 4000: we were too slow; the reason says where to resume (our `next` agrees once the chain drains).
+      // Too slow: the reason says where to resume, and our `next` agrees once the chain drains.
       void chain.then(async () => {
-        if (e.code === 4000) return connect();
+        if (e.code === SUBSCRIBE_CLOSE_SLOW) return connect();
         if (e.code >= 4400 && e.code < 4500) return fail(new HutchError("failed", e.reason || "subscription refused"));
         lostSince ??= Date.now();
         if (Date.now() - lostSince > reconnectFor) {

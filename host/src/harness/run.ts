@@ -3,7 +3,7 @@
 // harness's mapper; every mapped event is checked against the registry (one
 // that does not fit is kept as agent.raw, never dropped); stderr is kept as a
 // bounded tail for the error a failed run reports. No HTTP here.
-import { checkEvent, HutchError, type Actor } from "@hutch/shared";
+import { checkEvent, emit, Events, HutchError, type Actor } from "@hutch/shared";
 import { execCollect, execIn } from "../box/exec.ts";
 import type { BoxService } from "../box/service.ts";
 import type { NewEvent } from "../store/sessions.ts";
@@ -127,9 +127,9 @@ export class AgentRunner {
   tail(o: { boxId: string; harness: Harness; path: string; pid: number; actor: Actor; sink: RunSink }): void {
     const t = o.harness.transcript;
     if (!t) return;
-    const emit = this.emitter(o.harness, o.actor, o.sink);
+    const record = this.emitter(o.harness, o.actor, o.sink);
     const mapper = t.mapper();
-    const splitter = new LineSplitter((line, truncated) => emit(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
+    const splitter = new LineSplitter((line, truncated) => record(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
     const { done } = execIn(this.boxes.channel(o.boxId).channel, { tool: "exec", argv: ["tail", "-n", "+1", "-F", `--pid=${o.pid}`, o.path] }, {
       onData: (chan, bytes) => {
         if (chan === 1) splitter.push(bytes);
@@ -144,17 +144,17 @@ export class AgentRunner {
   /** One headless turn: resolves when the agent process ends (or could not start). */
   async run(o: RunOptions): Promise<RunResult> {
     const h = o.harness;
-    const emit = this.emitter(h, o.actor, o.sink);
+    const record = this.emitter(h, o.actor, o.sink);
     const fail = (message: string): RunResult => {
-      emit([
-        { kind: "error.raised", data: { message, code: "agent-start" } },
-        { kind: "agent.state", data: { state: "error", reason: message.slice(0, 1024) } },
-        { kind: "attention.required", data: { reason: message.slice(0, 1024) } },
+      record([
+        emit(Events.errorRaised, { message, code: "agent-start" }),
+        emit(Events.agentState, { state: "error", reason: message.slice(0, 1024) }),
+        emit(Events.attentionRequired, { reason: message.slice(0, 1024) }),
       ]);
       return { exit: null };
     };
 
-    emit([{ kind: "agent.state", data: { state: "busy", reason: `starting ${h.name}` } }]);
+    record([emit(Events.agentState, { state: "busy", reason: `starting ${h.name}` })]);
     let spec: Prepared;
     try {
       spec = await this.prepare(o, { prompt: o.prompt, resume: o.resume });
@@ -166,11 +166,11 @@ export class AgentRunner {
     const mapper = h.mapper();
     let stderr = "";
     // A cut line is not a record any more: kept raw (raw() marks it truncated).
-    const splitter = new LineSplitter((line, truncated) => emit(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
+    const splitter = new LineSplitter((line, truncated) => record(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
     let killTimer: ReturnType<typeof setTimeout> | undefined;
     // Headless agents get their prompt in argv; stdin is closed at once (an open one would make some wait for more).
     const { stream, done } = execIn(this.boxes.channel(o.boxId).channel, { tool: "exec", argv: spec.argv, env: spec.env, cwd: spec.cwd }, {
-      onStarted: (m) => emit([{ kind: "exec.started", data: { argv: [h.npm ? agentCommand(h, GUEST_AGENTS_DIR) : spec.argv[0]!, ...(h.npm ? [`(${h.name} ${h.npm.version} headless)`] : spec.argv.slice(1))], pid: m.pid } }]),
+      onStarted: (m) => record([emit(Events.execStarted, { argv: [h.npm ? agentCommand(h, GUEST_AGENTS_DIR) : spec.argv[0]!, ...(h.npm ? [`(${h.name} ${h.npm.version} headless)`] : spec.argv.slice(1))], pid: m.pid })]),
       onData: (chan, bytes) => {
         if (chan === 1) splitter.push(bytes);
         else if (chan === 2) {
@@ -195,9 +195,9 @@ export class AgentRunner {
     const tail = stderr.trim().split("\n").slice(-3).join(" | ");
     const ended = mapper.end(ex);
     // A failed run says why, with the CLI's last words.
-    if (tail && (ex.code !== 0 || ended.some((e) => e.kind === "agent.state" && e.data.state === "error"))) emit([{ ...raw(tail, "stderr") }]);
-    emit(ended);
-    emit([{ kind: "exec.exited", data: { code: ex.code, signal: ex.signal } }]);
+    if (tail && (ex.code !== 0 || ended.some((e) => e.kind === "agent.state" && e.data.state === "error"))) record([{ ...raw(tail, "stderr") }]);
+    record(ended);
+    record([emit(Events.execExited, { code: ex.code, signal: ex.signal })]);
     return { exit: ex };
   }
 }

@@ -1,32 +1,28 @@
 // What a session is doing, folded from its events: the sidebar's busy / idle
-// / needs-input. Agent events (agent.state, message.*, tool.*) arrive with the
-// agent harness; a shell session has none and reads as idle.
-import type { SessionActivity } from "@hutch/shared";
+// / needs-input / error. Agent events (agent.state, message.*, tool.*) arrive
+// with the agent harness; a shell session has none and reads as idle. Events
+// come from the daemon: one whose data does not fit its kind changes nothing.
+import { isEvent, type EventData, type SessionActivity } from "@hutch/shared";
 
-const AGENT_STATES: Record<string, SessionActivity> = {
+/** Every state agent.state may carry, as the sidebar shows it. */
+const AGENT_STATES: Record<EventData<"agent.state">["state"], SessionActivity> = {
   busy: "busy",
-  working: "busy",
-  running: "busy",
-  thinking: "busy",
   idle: "idle",
-  done: "idle",
-  waiting: "needs-input",
   "needs-input": "needs-input",
-  blocked: "needs-input",
+  error: "error",
 };
 
 /** The activity after one event, given the one before it. */
-export function nextActivity(before: SessionActivity, kind: string, data: unknown): SessionActivity {
-  if (before === "closed") return before;
-  switch (kind) {
+export function nextActivity(before: SessionActivity, e: { kind: string; data: unknown }): SessionActivity {
+  if (before === "closed" || !isEvent(e)) return before;
+  switch (e.kind) {
     case "session.closed":
       return "closed";
     case "attention.required":
-      return "needs-input";
-    case "agent.state": {
-      const state = (data as { state?: unknown } | null)?.state;
-      return typeof state === "string" ? (AGENT_STATES[state] ?? before) : before;
-    }
+      // A failed turn asks for attention too; it stays shown as failed.
+      return before === "error" ? before : "needs-input";
+    case "agent.state":
+      return AGENT_STATES[e.data.state];
     case "message.started":
     case "tool.called":
       return "busy";
@@ -35,7 +31,7 @@ export function nextActivity(before: SessionActivity, kind: string, data: unknow
       return "idle";
     case "input.sent":
       // Someone answered: no longer waiting on a person.
-      return before === "needs-input" ? "idle" : before;
+      return before === "needs-input" || before === "error" ? "idle" : before;
     default:
       return before;
   }

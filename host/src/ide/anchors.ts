@@ -3,7 +3,7 @@
 // /workspace; the IDE's first workspace folder is that workspace.
 import { isAbsolute, join, normalize } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { Anchor, SessionEvent } from "@hutch/shared";
+import { Events, read, type Anchor, type SessionEvent } from "@hutch/shared";
 
 const BOX_WORKSPACE = "/workspace";
 /** Editors clamp a range to the line's length, so this spans the whole line. */
@@ -31,9 +31,8 @@ export interface AnnotationDiagnostic {
 
 /** The diagnostic for an annotation event with a line anchor, or null. */
 export function annotationDiagnostic(root: string | null, e: SessionEvent, sessionName: string): { uri: string; diagnostic: AnnotationDiagnostic } | null {
-  if (e.kind !== "annotation.added") return null;
-  const data = e.data as { text?: unknown; anchor?: Anchor };
-  if (typeof data.text !== "string" || !data.anchor?.line) return null;
+  const data = read(e, Events.annotationAdded);
+  if (!data?.anchor?.line) return null;
   const uri = anchorUri(root, data.anchor);
   if (!uri) return null;
   const line = data.anchor.line - 1;

@@ -1,8 +1,11 @@
 // The bridge's line to the daemon: the change feed (GET /v1/changes), held
 // open and reopened whenever it drops. Its state is the sidebar's "is the
 // daemon there" (the welcome view shows while it is down).
-import type { FeedChange } from "../daemon/changes/service.ts";
+import { check, FeedLine, firstError, type FeedChange } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
+import { log } from "../log.ts";
+
+const logger = log.create({ service: "ide" });
 
 export interface FeedHandlers {
   /** The feed is open (first time, or after the daemon came back). */
@@ -64,11 +67,13 @@ export class Feed {
         while ((nl = buf.indexOf("\n")) >= 0) {
           const line = buf.slice(0, nl);
           buf = buf.slice(nl + 1);
-          const msg = JSON.parse(line) as FeedChange | { type: "hello" | "ping" };
-          if (msg.type === "hello") {
+          const msg: unknown = JSON.parse(line);
+          // A line of another shape (a newer daemon's) is passed over: the rest of the feed still holds.
+          if (!check(FeedLine, msg)) logger.warn("skipped a change line that does not fit", { problem: firstError(FeedLine, msg) });
+          else if (msg.type === "hello") {
             this.connected = true;
             await this.h.up();
-          } else if (msg.type !== "ping") this.h.change(msg as FeedChange);
+          } else if (msg.type !== "ping") this.h.change(msg);
         }
       }
     } catch {

@@ -48,7 +48,7 @@ export class SessionWatchers {
       {
         event: (e) => {
           const before = w.activity;
-          w.activity = nextActivity(before, e.kind, e.data);
+          w.activity = nextActivity(before, e);
           const d = annotationDiagnostic(this.root(), e, w.session.label ?? w.session.id);
           if (d) this.diagnostics.add(d.uri, d.diagnostic);
           if (w.activity !== before) this.changed(this.view(session.id, w.session));

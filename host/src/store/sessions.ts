@@ -3,7 +3,7 @@
 // monotonic per session; an idempotency key makes a repeat return the first
 // seq and store nothing.
 import type { Database, Statement } from "bun:sqlite";
-import type { Actor } from "@hutch/shared";
+import type { Actor, TypedEvent } from "@hutch/shared";
 
 export interface SessionRow {
   id: string;
@@ -23,12 +23,11 @@ export interface SessionRow {
   closed_at: string | null;
 }
 
-export interface NewEvent {
-  kind: string;
-  data: unknown;
+/** An event to store: its data typed by its kind (checked again by the session service before it gets here). */
+export type NewEvent = TypedEvent & {
   actor: Actor;
   idempotencyKey?: string;
-}
+};
 
 /** The start of every event line of one session (computed once per page). */
 const eventHead = (session: string) => `{"session":${JSON.stringify(session)},"seq":`;

@@ -21,12 +21,12 @@ export function sessionsController(sessions: SessionService, store: SessionStore
       ({ params, query, actor }) => {
         sessions.row(params.id, actor);
         const page = store.readText(params.id, query.from ?? 1, query.limit ?? 1000, ",");
-        // Events are stored as JSON; the page is assembled without re-parsing them.
+        // An EventsPage: events are stored as JSON, so the page is assembled without re-parsing them.
         return new Response(`{"events":[${page.text}],"next":${page.last + 1},"last":${store.last(params.id)}}`, {
           headers: { "content-type": "application/json" },
         });
       },
-      { params: SessionModel.id, query: SessionModel.page, detail: { summary: "A page of events from a seq" } },
+      { params: SessionModel.id, query: SessionModel.page, response: SessionModel.eventsPage, detail: { summary: "A page of events from a seq" } },
     )
     .post("/sessions/:id/events", ({ params, body, actor }) => ({ seqs: sessions.appendFromClient(params.id, actor, body.events) }), {
       params: SessionModel.id,
