@@ -3,7 +3,7 @@
 // process boxes see read-only at /.hutch/agents. A box never runs npm and
 // never needs the registry; an install is atomic (a temp dir renamed into
 // place), so a half-finished one is never used.
-import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import type { Harness, NpmPackage } from "./types.ts";
@@ -48,20 +48,8 @@ export function installedVersion(dir: string, pkg: NpmPackage): string | null {
  * already reading the shared directory, mounted there so running boxes see it.
  */
 async function publish(cacheDir: string, name: string): Promise<void> {
-  await pruneOthers(cacheDir, name);
   await buildAgentDisk(cacheDir, name);
   if (process.getuid?.() === 0 && agentsShared(cacheDir)) await agentsForBoxes(cacheDir);
-}
-
-/** Earlier pins of the same agent (another version or runtime) go, with their disks: the cache holds what hutch runs. */
-async function pruneOthers(cacheDir: string, current: string): Promise<void> {
-  const agent = current.slice(0, current.indexOf("-") + 1);
-  for (const e of readdirSync(cacheDir, { withFileTypes: true })) {
-    if (!e.isDirectory() || !e.name.startsWith(agent) || e.name === current || e.name.startsWith(".")) continue;
-    logger.info("removing an agent CLI no longer pinned", { dir: e.name });
-    await dropAgentDisk(cacheDir, e.name);
-    rmSync(join(cacheDir, e.name), { recursive: true, force: true });
-  }
 }
 
 export interface Installed {
