@@ -40,7 +40,7 @@ export const doctorCommand: CommandModule<GlobalArgs, GlobalArgs> = {
     const checks: Check[] = [];
     try {
       const d = await connectDaemon(a.home);
-      checks.push({ name: "daemon", ok: true, detail: `answers at ${d.socket}` });
+      checks.push({ name: "daemon", ok: true, detail: `answers at ${d.transport.where}` });
     } catch (err) {
       checks.push({ name: "daemon", ok: false, detail: (err as Error).message, fix: (err as HutchError).hint });
     }

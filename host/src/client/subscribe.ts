@@ -48,9 +48,7 @@ export function subscribe(daemon: DaemonClient, session: string, from: number, h
 
   const connect = () => {
     if (stopped) return;
-    const sock = new WebSocket(`ws+unix://${daemon.socket}:/v1/sessions/${encodeURIComponent(session)}/subscribe?from=${next}`, {
-      headers: daemon.headers,
-    } as unknown as string[]);
+    const sock = daemon.transport.websocket(`/v1/sessions/${encodeURIComponent(session)}/subscribe?from=${next}`, daemon.headers);
     ws = sock;
     sock.onopen = () => {
       lostSince = null;

@@ -3,6 +3,7 @@
 // daemon there" (the welcome view shows while it is down).
 import type { FeedChange } from "../daemon/changes/service.ts";
 import type { DaemonClient } from "../client/daemon.ts";
+import { ndjson } from "../client/transport.ts";
 
 export interface FeedHandlers {
   /** The feed is open (first time, or after the daemon came back). */
@@ -48,28 +49,21 @@ export class Feed {
   /** Reads one feed until it ends; returns why it ended. */
   private async once(): Promise<string> {
     this.abort = new AbortController();
+    const { transport } = this.daemon;
     let res: Response;
     try {
-      res = await fetch("http://localhost/v1/changes", { unix: this.daemon.socket, headers: this.daemon.headers, signal: this.abort.signal });
+      res = await transport.fetch("/v1/changes", { headers: this.daemon.headers, signal: this.abort.signal });
     } catch {
-      return `no daemon answers at ${this.daemon.socket}`;
+      return `no daemon answers at ${transport.where}`;
     }
     if (!res.ok || !res.body) return `the daemon refused the change feed (${res.status})`;
-    const decoder = new TextDecoder();
-    let buf = "";
     try {
-      for await (const chunk of res.body) {
-        buf += decoder.decode(chunk, { stream: true });
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + 1);
-          const msg = JSON.parse(line) as FeedChange | { type: "hello" | "ping" };
-          if (msg.type === "hello") {
-            this.connected = true;
-            await this.h.up();
-          } else if (msg.type !== "ping") this.h.change(msg as FeedChange);
-        }
+      for await (const line of ndjson(res.body)) {
+        const msg = line as FeedChange | { type: "hello" | "ping" };
+        if (msg.type === "hello") {
+          this.connected = true;
+          await this.h.up();
+        } else if (msg.type !== "ping") this.h.change(msg as FeedChange);
       }
     } catch {
       // the daemon went away mid-stream

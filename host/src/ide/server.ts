@@ -74,7 +74,7 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
   };
   const feed = new Feed(daemon, {
     up: async () => {
-      logger.info("daemon connected", { socket: daemon.socket });
+      logger.info("daemon connected", { daemon: daemon.transport.where });
       await trackAll().catch((err) => logger.warn("listing sessions failed", { error: String(err) }));
       void conn.sendNotification(IdeNotifications.daemon, { connected: true });
     },
