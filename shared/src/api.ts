@@ -216,10 +216,10 @@ export const OutputChunkParams = Type.Object({
   chunk: WholeNumber(0, API_LIMITS.whole),
 });
 
-/** POST /v1/sessions/:id/events: client kinds, their data checked against the kind's schema by the session service. */
+/** POST /v1/sessions/:id/events: client kinds, their data checked against the kind's schema by the session service (the idempotency key is the header). */
 export const EventAppendBody = Type.Object(
   {
-    events: Type.Array(Type.Object({ ...EventInput.properties, data: JsonData(API_LIMITS.eventData) }, { additionalProperties: false }), {
+    events: Type.Array(Type.Object({ kind: EventInput.properties.kind, data: JsonData(API_LIMITS.eventData) }, { additionalProperties: false }), {
       minItems: 1,
       maxItems: 10_000,
     }),

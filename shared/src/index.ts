@@ -5,3 +5,4 @@ export * from "./events.ts";
 export * from "./broker.ts";
 export * from "./ide.ts";
 export * from "./protocol/follow.ts";
+export * from "./ops.ts";

@@ -120,7 +120,7 @@ export const sessionCommand: CommandModule<GlobalArgs, GlobalArgs> = {
         async (a) => {
           const d = await connectDaemon(a.home);
           const key = crypto.randomUUID();
-          const r = await d.request<{ seq: number }>("POST", path(a.id, "/input"), { text: a.text + (a.newline ? "\n" : ""), idempotencyKey: key }, { idempotencyKey: key });
+          const r = await d.request<{ seq: number }>("POST", path(a.id, "/input"), { text: a.text + (a.newline ? "\n" : "") }, { idempotencyKey: key });
           if (a.json) printJson(r);
         },
       )
@@ -140,7 +140,7 @@ export const sessionCommand: CommandModule<GlobalArgs, GlobalArgs> = {
             anchor.seq = a.seq;
           }
           const key = crypto.randomUUID();
-          const r = await d.request<{ seq: number }>("POST", path(a.id, "/annotations"), { text: a.text, ...(anchor ? { anchor } : {}), idempotencyKey: key }, { idempotencyKey: key });
+          const r = await d.request<{ seq: number }>("POST", path(a.id, "/annotations"), { text: a.text, ...(anchor ? { anchor } : {}) }, { idempotencyKey: key });
           if (a.json) printJson(r);
           else process.stdout.write(`annotated ${a.id} at #${r.seq}\n`);
         },

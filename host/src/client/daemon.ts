@@ -1,7 +1,7 @@
 // Talking to the daemon: find it, start it when none answers, send requests.
 import { mkdirSync, openSync, closeSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ErrorCodes, HutchError, type Health } from "@hutch/shared";
+import { ErrorCodes, HutchError, IDEMPOTENCY_HEADER, type Health } from "@hutch/shared";
 import { HOME_FILES } from "../paths.ts";
 import { env } from "../env.ts";
 import { checkHome } from "../home.ts";
@@ -123,7 +123,7 @@ function makeClient(home: string, t: Transport, restart: () => Promise<void>, ki
     async request<T>(method: string, path: string, body?: unknown, opts: { idempotencyKey?: string } = {}): Promise<T> {
       const headers: Record<string, string> = { ...base };
       if (body !== undefined) headers["content-type"] = "application/json";
-      if (opts.idempotencyKey) headers["idempotency-key"] = opts.idempotencyKey;
+      if (opts.idempotencyKey) headers[IDEMPOTENCY_HEADER] = opts.idempotencyKey;
       const retryable = method === "GET" || opts.idempotencyKey !== undefined;
       const deadline = Date.now() + RETRY_FOR_MS;
       let res: Response;

@@ -108,11 +108,11 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
   handle<UnsubscribeParams, { closed: boolean }>(conn, IdeMethods.unsubscribe, async (p) => ({ closed: subs.close(p.subscription) }));
   handle<SendParams, { seq: number }>(conn, IdeMethods.send, (p) => {
     const key = crypto.randomUUID();
-    return daemon.request("POST", sessionPath(p.session, "/input"), { text: p.text, idempotencyKey: key }, { idempotencyKey: key });
+    return daemon.request("POST", sessionPath(p.session, "/input"), { text: p.text }, { idempotencyKey: key });
   });
   handle<AnnotateParams, { seq: number }>(conn, IdeMethods.annotate, (p) => {
     const key = crypto.randomUUID();
-    return daemon.request("POST", sessionPath(p.session, "/annotations"), { text: p.text, ...(p.anchor ? { anchor: p.anchor } : {}), idempotencyKey: key }, { idempotencyKey: key });
+    return daemon.request("POST", sessionPath(p.session, "/annotations"), { text: p.text, ...(p.anchor ? { anchor: p.anchor } : {}) }, { idempotencyKey: key });
   });
   handle<DriverParams, Session>(conn, IdeMethods.driver, (p) =>
     daemon.request("POST", sessionPath(p.session, `/driver/${p.action}`), p.action === "release" ? undefined : p.leaseMs ? { leaseMs: p.leaseMs } : {}),

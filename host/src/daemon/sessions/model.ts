@@ -1,7 +1,5 @@
 import { t } from "elysia";
-import { Anchor, DriverBody, EventAppendBody, EventsPageQuery, OutputChunkParams, Session, SessionCreateBody } from "@hutch/shared";
-
-const Key = t.Optional(t.String({ minLength: 1, maxLength: 128 }));
+import { Anchor, DriverBody, EventAppendBody, EventsPageQuery, IdempotencyHeaders, OutputChunkParams, Session, SessionCreateBody } from "@hutch/shared";
 
 export const SessionModel = {
   session: Session,
@@ -11,8 +9,9 @@ export const SessionModel = {
   list: t.Object({ box: t.Optional(t.String({ minLength: 1, maxLength: 128 })), state: t.Optional(t.Union([t.Literal("open"), t.Literal("closed")])) }),
   page: EventsPageQuery,
   append: EventAppendBody,
-  input: t.Object({ text: t.String({ minLength: 1, maxLength: 65536 }), idempotencyKey: Key }, { additionalProperties: false }),
-  annotate: t.Object({ text: t.String({ minLength: 1, maxLength: 65536 }), anchor: t.Optional(Anchor), idempotencyKey: Key }, { additionalProperties: false }),
+  input: t.Object({ text: t.String({ minLength: 1, maxLength: 65536 }) }, { additionalProperties: false }),
+  annotate: t.Object({ text: t.String({ minLength: 1, maxLength: 65536 }), anchor: t.Optional(Anchor) }, { additionalProperties: false }),
+  idem: IdempotencyHeaders,
   driver: DriverBody,
   close: t.Object({ reason: t.Optional(t.String({ maxLength: 1024 })) }, { additionalProperties: false }),
   chunk: OutputChunkParams,
