@@ -148,3 +148,14 @@ export function onTerminal(h: Home, args: string[], cols = 80, rows = 24) {
       waitFor(`terminal output ${what}`, () => (typeof what === "string" ? screen.includes(what) : what.test(screen)), ms),
   };
 }
+
+/**
+ * The NDJSON an operation prints with --json (shared/src/ops.ts): every line
+ * parsed, and the result's value, which must be the last line.
+ */
+export function opOutput<T>(stdout: string): { lines: { type: string; [k: string]: unknown }[]; result: T } {
+  const lines = stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as { type: string; [k: string]: unknown });
+  const last = lines.at(-1);
+  if (last?.type !== "result") throw new Error(`the last line is not a result: ${JSON.stringify(last)}`);
+  return { lines, result: last.value as T };
+}

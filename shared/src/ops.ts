@@ -1,5 +1,11 @@
-// How the daemon's operations are asked for and answered.
-import { Type } from "@sinclair/typebox";
+// Operations: daemon work that takes a while and reports as it goes (doctor,
+// image build, agent install). The op's route answers NDJSON: progress lines
+// in the order the work makes them, then exactly one last line, the result or
+// the error; nothing follows it. A request refused before the work starts
+// (a bad body, a conflict) is an ordinary error answer, not a stream. The CLI
+// draws the progress on a terminal and passes the lines through with --json.
+import { Type, type Static, type TSchema } from "@sinclair/typebox";
+import { ErrorCodes } from "./errors.ts";
 
 /**
  * The one way an idempotency key travels, on every route that takes one: a
@@ -9,3 +15,46 @@ export const IDEMPOTENCY_HEADER = "idempotency-key";
 export const IdempotencyKey = Type.String({ minLength: 1, maxLength: 128, pattern: "^[!-~]+$", description: "1-128 visible ASCII characters, e.g. a UUID" });
 /** The headers schema of a route that takes a key (other headers pass). */
 export const IdempotencyHeaders = Type.Object({ [IDEMPOTENCY_HEADER]: Type.Optional(IdempotencyKey) });
+
+const line = <T extends string, P extends Record<string, TSchema>>(type: T, props: P) => Type.Object({ type: Type.Literal(type), ...props }, { additionalProperties: false });
+
+/** A check doctor made, by trying it: what it found and, for a gap, the fix. */
+export const DoctorCheck = Type.Object(
+  { name: Type.String(), ok: Type.Boolean(), detail: Type.String(), fix: Type.Optional(Type.String()) },
+  { additionalProperties: false },
+);
+export type DoctorCheck = Static<typeof DoctorCheck>;
+
+/** A new step of the work began; `n` of `total` when the op knows how many there are. */
+export const OpStep = line("step", { n: Type.Integer({ minimum: 1 }), total: Type.Optional(Type.Integer({ minimum: 1 })), title: Type.String() });
+/** What the current step is doing now (a package being fetched); the latest replaces the last. */
+export const OpDetail = line("detail", { text: Type.String() });
+/** Something the person should read whatever the outcome (a slow fallback, a tool being installed). */
+export const OpNote = line("note", { text: Type.String() });
+/** The op's one-line summary, just before its result ("built image default in 312s"). */
+export const OpDone = line("done", { summary: Type.String() });
+/** One of doctor's checks, as soon as it is known. */
+export const OpCheck = line("check", { check: DoctorCheck });
+export const OpProgress = Type.Union([OpStep, OpDetail, OpNote, OpDone, OpCheck]);
+export type OpProgress = Static<typeof OpProgress>;
+
+/** The last line when the work failed: the error body every route answers with, tagged. */
+export const OpError = line("error", {
+  error: Type.Object({
+    code: Type.Union(Object.keys(ErrorCodes).map((c) => Type.Literal(c as keyof typeof ErrorCodes))),
+    message: Type.String(),
+    hint: Type.Optional(Type.String()),
+    data: Type.Optional(Type.Record(Type.String(), Type.Unknown())),
+  }),
+});
+export type OpError = Static<typeof OpError>;
+
+/** The last line when the work succeeded. */
+export const OpResult = <S extends TSchema>(value: S) => line("result", { value });
+
+/** Every line an op with this result can send. */
+export const OpLine = <S extends TSchema>(value: S) => Type.Union([OpProgress, OpResult(value), OpError]);
+
+// POST /v1/doctor
+export const DoctorReport = Type.Object({ ok: Type.Boolean(), checks: Type.Array(DoctorCheck) }, { additionalProperties: false });
+export type DoctorReport = Static<typeof DoctorReport>;

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { boxPids, makeHome, pidAlive, waitFor, type Home } from "../helpers.ts";
+import { boxPids, makeHome, opOutput, pidAlive, waitFor, type Home } from "../helpers.ts";
 import { SYSCALLS } from "../../host/src/engine/process/seccomp.ts";
 import { BLOCK, BOX_USER, hostRanges } from "../../host/src/engine/idmap.ts";
 
@@ -142,7 +142,7 @@ describe("a tighter sandbox", () => {
 
   test("doctor says which limits this host enforces, each with why", async () => {
     const r = await h.run(["doctor", "--json"]);
-    const checks = (JSON.parse(r.stdout) as { checks: { name: string; ok: boolean; detail: string }[] }).checks.filter((c) => c.name.startsWith("limit: "));
+    const checks = opOutput<{ checks: { name: string; ok: boolean; detail: string }[] }>(r.stdout).result.checks.filter((c) => c.name.startsWith("limit: "));
     const names = checks.map((c) => c.name);
     for (const n of ["process host identity", "process processes", "process memory", "process cpu", "process disk", "process seccomp filter", "qemu qemu process cgroup"]) expect(names).toContain(`limit: ${n}`);
     for (const c of checks) expect(c.detail).toMatch(/^(enforced|not enforced): ./);

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { cpSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeSync, closeSync } from "node:fs";
 import { join } from "node:path";
-import { boxPids, makeHome, onTerminal, pidAlive, waitFor, type Home } from "../helpers.ts";
+import { boxPids, makeHome, onTerminal, opOutput, pidAlive, waitFor, type Home } from "../helpers.ts";
 
 let h: Home;
 let kernelRelease: string;
@@ -191,7 +191,7 @@ describe("doctor with VMs", () => {
   test("proves accelerators by booting, boots a throwaway VM, and says loudly when it falls back to tcg", async () => {
     const r = await h.run(["doctor", "--json"]);
     expect(r.code).toBe(0);
-    const doc = JSON.parse(r.stdout) as { checks: { name: string; ok: boolean; detail: string; fix?: string }[] };
+    const doc = opOutput<{ checks: { name: string; ok: boolean; detail: string; fix?: string }[] }>(r.stdout).result;
     const kvm = doc.checks.find((c) => c.name === "accelerator kvm")!;
     expect(kvm).toBeDefined();
     if (!kvm.ok) {
