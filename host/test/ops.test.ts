@@ -8,10 +8,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Elysia } from "elysia";
 import { t as Type } from "elysia";
-import { HutchError, type OpProgress } from "@hutch/shared";
+import { HutchError, ndjson, type OpProgress } from "@hutch/shared";
 import { opResponse, RunningOps, type OpWork } from "../src/daemon/ops.ts";
 import { runOp } from "../src/client/ops.ts";
-import { localTarget, ndjson, transport } from "../src/client/transport.ts";
+import { localTarget, transport } from "../src/client/transport.ts";
 import type { DaemonClient } from "../src/client/daemon.ts";
 
 const running = new RunningOps();

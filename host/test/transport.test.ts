@@ -5,7 +5,8 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { localTarget, ndjson, transport } from "../src/client/transport.ts";
+import { ndjson } from "@hutch/shared";
+import { localTarget, transport } from "../src/client/transport.ts";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-transport-"));
 const server = Bun.serve<string | null>({

@@ -6,3 +6,4 @@ export * from "./broker.ts";
 export * from "./ide.ts";
 export * from "./protocol/follow.ts";
 export * from "./ops.ts";
+export * from "./ndjson.ts";

@@ -58,3 +58,35 @@ export const OpLine = <S extends TSchema>(value: S) => Type.Union([OpProgress, O
 // POST /v1/doctor
 export const DoctorReport = Type.Object({ ok: Type.Boolean(), checks: Type.Array(DoctorCheck) }, { additionalProperties: false });
 export type DoctorReport = Static<typeof DoctorReport>;
+
+// POST /v1/images/build
+export const ImageName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,62}$", description: "lower-case letters, digits and dashes" });
+export const ImageBuildBody = Type.Object(
+  { name: Type.Optional(ImageName), force: Type.Optional(Type.Boolean({ description: "rebuild even if an image with the same recipe exists" })) },
+  { additionalProperties: false },
+);
+export type ImageBuildBody = Static<typeof ImageBuildBody>;
+
+export const MANIFEST_FORMAT = 1;
+const FileInfo = Type.Object({ bytes: Type.Integer({ minimum: 0 }), sha256: Type.String({ pattern: "^[0-9a-f]{64}$" }) });
+/** An image's manifest.json (image/BOOT.md): what it was built from, and every file's size and sha256. */
+export const ImageManifest = Type.Object({
+  format: Type.Literal(MANIFEST_FORMAT),
+  name: ImageName,
+  hutchVersion: Type.String(),
+  builtAt: Type.String(),
+  buildSeconds: Type.Number({ minimum: 0 }),
+  recipeHash: Type.String({ pattern: "^[0-9a-f]{64}$" }),
+  kernel: Type.Object({ package: Type.String(), version: Type.String(), release: Type.String() }),
+  busybox: Type.String(),
+  modules: Type.Array(Type.String()),
+  suite: Type.String(),
+  mirror: Type.String(),
+  packages: Type.Array(Type.String()),
+  root: Type.Object({ contentBytes: Type.Integer({ minimum: 0 }), virtualBytes: Type.Integer({ minimum: 0 }) }),
+  files: Type.Object({ vmlinuz: FileInfo, "initramfs.img": FileInfo, "root.qcow2": FileInfo }),
+});
+export type ImageManifest = Static<typeof ImageManifest>;
+/** `cached`: an image with the same recipe was there, and nothing was built. */
+export const ImageBuildResult = Type.Object({ manifest: ImageManifest, cached: Type.Boolean() }, { additionalProperties: false });
+export type ImageBuildResult = Static<typeof ImageBuildResult>;

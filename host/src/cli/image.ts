@@ -1,5 +1,5 @@
 import type { CommandModule } from "yargs";
-import { silentProgress, stderrProgress } from "../image/progress.ts";
+import { ImageBuildResult } from "@hutch/shared";
 import { printJson, table } from "./output.ts";
 import type { GlobalArgs } from "./main.ts";
 
@@ -17,19 +17,25 @@ export const imageCommand: CommandModule<GlobalArgs, GlobalArgs> = {
     y
       .command<Named & { force: boolean }>(
         "build",
-        "build an image from Debian packages (needs root and the apt mirror)",
+        "build an image from Debian packages, in the daemon (it needs root and the apt mirror)",
         (c) =>
           c
             .option("name", { type: "string", default: "default", describe: "image name" })
             .option("force", { type: "boolean", default: false, describe: "rebuild even if an image with the same recipe exists" }),
         async (a) => {
-          const { BUILD_STEPS, buildImage } = await images();
-          const progress = a.json ? silentProgress : stderrProgress(BUILD_STEPS);
+          // The daemon builds it (for the machine that runs the boxes); this shows its progress.
+          const { connectDaemon } = await import("../client/daemon.ts");
+          const { runOp } = await import("../client/ops.ts");
+          const { progressDisplay } = await import("../client/progress.ts");
+          const d = await connectDaemon(a.home);
+          const display = a.json ? null : progressDisplay();
           try {
-            const r = await buildImage({ home: a.home, name: a.name, force: a.force, progress });
-            if (a.json) printJson(r.manifest);
+            await runOp(d, "/v1/images/build", { name: a.name, force: a.force }, ImageBuildResult, {
+              line: (l) => a.json && process.stdout.write(JSON.stringify(l) + "\n"),
+              progress: (p) => (a.json ? p.type === "note" && process.stderr.write(`hutch: ${p.text}\n`) : display!.show(p)),
+            });
           } finally {
-            progress.stop();
+            display?.stop();
           }
         },
       )

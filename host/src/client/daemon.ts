@@ -5,6 +5,7 @@ import { ErrorCodes, HutchError, IDEMPOTENCY_HEADER, type Health } from "@hutch/
 import { HOME_FILES } from "../paths.ts";
 import { env } from "../env.ts";
 import { checkHome } from "../home.ts";
+import { selfArgv } from "../self.ts";
 import { localTarget, transport, type Transport } from "./transport.ts";
 
 export interface DaemonClient {
@@ -26,12 +27,6 @@ export interface DaemonClient {
 
 /** How long a request keeps retrying while the daemon is away. */
 const RETRY_FOR_MS = 30_000;
-
-/** argv that runs this same program as `hutch daemon` (compiled binary or from source). */
-export function selfArgv(...args: string[]): string[] {
-  const compiled = Bun.main.startsWith("/$bunfs/") || Bun.main.startsWith("B:/~BUN/");
-  return compiled ? [process.execPath, ...args] : [process.execPath, Bun.main, ...args];
-}
 
 export async function health(t: Transport): Promise<Health | null> {
   try {

@@ -3,9 +3,8 @@
 // use. Progress goes to the caller as it arrives; the result is returned, an
 // error line thrown as the named error it carries. A body that ends without
 // either means the daemon went away mid-operation.
-import { check, firstError, HutchError, OpLine, type OpError, type OpProgress, type Static, type TSchema } from "@hutch/shared";
+import { check, firstError, HutchError, ndjson, OpLine, type OpError, type OpProgress, type Static, type TSchema } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
-import { ndjson } from "./transport.ts";
 
 export interface OpHandlers {
   /** Each progress line, parsed and checked, in order. */

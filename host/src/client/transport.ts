@@ -38,22 +38,3 @@ export function transport(target: DaemonTarget): Transport {
     websocket: (path, headers) => new WebSocket(`ws+unix://${socket}:${path}`, { headers } as unknown as string[]),
   };
 }
-
-/**
- * The lines of an NDJSON body as they arrive, each parsed (the change feed,
- * operations). Ends when the body does; a body cut short ends early or
- * throws, so the caller decides what a missing last line means.
- */
-export async function* ndjson(body: ReadableStream<Uint8Array>): AsyncGenerator<unknown> {
-  const decoder = new TextDecoder();
-  let buf = "";
-  for await (const chunk of body) {
-    buf += decoder.decode(chunk, { stream: true });
-    let nl: number;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, nl);
-      buf = buf.slice(nl + 1);
-      if (line) yield JSON.parse(line);
-    }
-  }
-}

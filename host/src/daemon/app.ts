@@ -17,6 +17,8 @@ import type { BrokerService } from "../broker/service.ts";
 import { brokerController } from "./broker/index.ts";
 import { readJsonBody } from "./body.ts";
 import { doctorController } from "./doctor/index.ts";
+import { imagesController } from "./images/index.ts";
+import { ImageBuilds } from "../image/worker.ts";
 import { RunningOps } from "./ops.ts";
 import type { Engine } from "../engine/types.ts";
 import { HOME_FILES } from "../paths.ts";
@@ -73,7 +75,8 @@ export function buildApp(deps: AppDeps) {
     .use(streamDoc())
     .use(sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser))
     .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))
-    .use(doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops));
+    .use(doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops))
+    .use(imagesController(new ImageBuilds(deps.home), ops));
 }
 
 /** The first failing field, named as a dotted path. */

@@ -1,9 +1,9 @@
 // The bridge's line to the daemon: the change feed (GET /v1/changes), held
 // open and reopened whenever it drops. Its state is the sidebar's "is the
 // daemon there" (the welcome view shows while it is down).
+import { ndjson } from "@hutch/shared";
 import type { FeedChange } from "../daemon/changes/service.ts";
 import type { DaemonClient } from "../client/daemon.ts";
-import { ndjson } from "../client/transport.ts";
 
 export interface FeedHandlers {
   /** The feed is open (first time, or after the daemon came back). */
