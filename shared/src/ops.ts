@@ -5,6 +5,7 @@
 // (a bad body, a conflict) is an ordinary error answer, not a stream. The CLI
 // draws the progress on a terminal and passes the lines through with --json.
 import { Type, type Static, type TSchema } from "@sinclair/typebox";
+import { AgentName } from "./api.ts";
 import { ErrorCodes } from "./errors.ts";
 
 /**
@@ -90,3 +91,28 @@ export type ImageManifest = Static<typeof ImageManifest>;
 /** `cached`: an image with the same recipe was there, and nothing was built. */
 export const ImageBuildResult = Type.Object({ manifest: ImageManifest, cached: Type.Boolean() }, { additionalProperties: false });
 export type ImageBuildResult = Static<typeof ImageBuildResult>;
+
+// GET /v1/agents, POST /v1/agents/install
+export const AgentInfo = Type.Object(
+  {
+    agent: AgentName,
+    package: Type.Union([Type.String(), Type.Null()]),
+    pinned: Type.Union([Type.String(), Type.Null()]),
+    /** The installed version, "built in" for the shell, null when missing. */
+    installed: Type.Union([Type.String(), Type.Null()]),
+    path: Type.String(),
+    bindings: Type.Array(Type.String()),
+  },
+  { additionalProperties: false },
+);
+export type AgentInfo = Static<typeof AgentInfo>;
+/** Names are checked by the daemon, so an unknown one is refused with the list of agents. */
+export const AgentInstallBody = Type.Object({ names: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 16 })) }, { additionalProperties: false });
+export type AgentInstallBody = Static<typeof AgentInstallBody>;
+/** `fresh`: npm ran; otherwise the pinned version was already there. */
+export const AgentInstalled = Type.Object(
+  { agent: AgentName, package: Type.Union([Type.String(), Type.Null()]), version: Type.Union([Type.String(), Type.Null()]), path: Type.String(), fresh: Type.Boolean() },
+  { additionalProperties: false },
+);
+export type AgentInstalled = Static<typeof AgentInstalled>;
+export const AgentInstallResult = Type.Array(AgentInstalled);

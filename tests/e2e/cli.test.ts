@@ -111,6 +111,35 @@ describe("cli conventions", () => {
     }
   });
 
+  test("agent list and install ask the daemon: its agents cache, whatever the CLI's environment says", async () => {
+    const agents = process.env.HUTCH_AGENTS_DIR ?? "/var/tmp/hutch-agents";
+    const a = makeHome();
+    try {
+      a.env.HUTCH_AGENTS_DIR = agents;
+      expect((await a.run(["box", "list"])).code).toBe(0);
+      // This CLI names another cache; the daemon's is the one its boxes read, and the one that counts.
+      const elsewhere = { HUTCH_AGENTS_DIR: "/nonexistent/agents" };
+      const list = await a.run(["agent", "list", "--json"], { env: elsewhere });
+      expect(list.code).toBe(0);
+      const claude = (JSON.parse(list.stdout) as { agent: string; pinned: string; installed: string | null; path: string }[]).find((r) => r.agent === "claude")!;
+      expect(claude.path.startsWith(`${agents}/`)).toBe(true);
+      expect(claude.installed).toBe(claude.pinned);
+      const install = await a.run(["agent", "install", "claude", "--json"], { env: elsewhere });
+      expect(install.code, install.stderr).toBe(0);
+      const { lines, result } = opOutput<{ agent: string; package: string; version: string; fresh: boolean; path: string }[]>(install.stdout);
+      expect(lines[0]).toMatchObject({ type: "step", n: 1, total: 1 });
+      expect(String(lines[0]!.title)).toStartWith("claude: ");
+      expect(result).toEqual([{ agent: "claude", package: expect.any(String), version: claude.pinned, fresh: false, path: claude.path }]);
+      // An unknown agent is refused before anything is installed, with the list to pick from.
+      const bad = await a.run(["agent", "install", "claude", "nope"]);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('unknown agent "nope"');
+      expect(bad.stderr).toContain("pick one of: claude");
+    } finally {
+      await a.cleanup();
+    }
+  }, 120_000);
+
   test("with --json, an error is one JSON document on stdout", async () => {
     const r = await h.run(["box", "start", "missing", "--json"]);
     expect(r.code).toBe(4);

@@ -18,6 +18,8 @@ import { brokerController } from "./broker/index.ts";
 import { readJsonBody } from "./body.ts";
 import { doctorController } from "./doctor/index.ts";
 import { imagesController } from "./images/index.ts";
+import { agentsController } from "./agents/index.ts";
+import { env } from "../env.ts";
 import { ImageBuilds } from "../image/worker.ts";
 import { RunningOps } from "./ops.ts";
 import type { Engine } from "../engine/types.ts";
@@ -76,7 +78,8 @@ export function buildApp(deps: AppDeps) {
     .use(sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser))
     .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))
     .use(doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops))
-    .use(imagesController(new ImageBuilds(deps.home), ops));
+    .use(imagesController(new ImageBuilds(deps.home), ops))
+    .use(agentsController(env.agentsDir(deps.home), ops));
 }
 
 /** The first failing field, named as a dotted path. */
