@@ -1,16 +1,14 @@
-import type { CommandModule } from "yargs";
 import { DoctorReport, HutchError, type DoctorCheck } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { runOp } from "../client/ops.ts";
 import { progressDisplay } from "../client/progress.ts";
-import { setExitCode, type GlobalArgs } from "./main.ts";
+import { body, type GlobalArgs } from "./args.ts";
+import { setExitCode } from "./exit.ts";
 
 const checkLine = (c: DoctorCheck) => `${c.ok ? "ok  " : "GAP "} ${c.name}: ${c.detail}${c.fix && !c.ok ? `\n     fix: ${c.fix}` : ""}\n`;
 
-export const doctorCommand: CommandModule<GlobalArgs, GlobalArgs> = {
-  command: "doctor",
-  describe: "find out what the daemon's host can run, by trying it, and how to fix each gap",
-  handler: async (a) => {
+export const doctor = body<GlobalArgs>({
+  run: async (a) => {
     let d;
     try {
       d = await connectDaemon(a.home);
@@ -39,4 +37,4 @@ export const doctorCommand: CommandModule<GlobalArgs, GlobalArgs> = {
     if (!a.json) process.stdout.write(report.ok ? "this host can run boxes\n" : "this host cannot run boxes yet; fix the gaps above\n");
     setExitCode(report.ok ? 0 : 1);
   },
-};
+});

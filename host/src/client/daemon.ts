@@ -1,7 +1,8 @@
 // Talking to the daemon: find it, start it when none answers, send requests.
 import { mkdirSync, openSync, closeSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ErrorCodes, HutchError, IDEMPOTENCY_HEADER, type Health } from "@hutch/shared";
+import { ErrorCodes, HutchError, IDEMPOTENCY_HEADER } from "@hutch/shared/base";
+import type { Health } from "@hutch/shared";
 import { HOME_FILES } from "../paths.ts";
 import { env } from "../env.ts";
 import { checkHome } from "../home.ts";

@@ -1,6 +1,7 @@
 // A tool stream to a box through the daemon: a WebSocket carrying guest
 // protocol frames, with a host-role Mux on our end.
-import { HutchError, HUTCH_VERSION, Mux, PROTOCOL_VERSION, ErrorCodes, type MuxStream, type ToolOpen, type StreamError } from "@hutch/shared";
+import { HutchError, HUTCH_VERSION, Mux, PROTOCOL_VERSION, ErrorCodes, type MuxStream, type StreamError } from "@hutch/shared/base";
+import type { ToolOpen } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 
 export interface ToolStream {

@@ -1,7 +1,8 @@
 // Replay-then-tail from the CLI's side: one WebSocket subscription that
 // resumes by itself (after a slow-consumer close, or a daemon restart) from
 // the next seq it has not delivered, so callers see every event once, in order.
-import { HutchError, type SessionEvent } from "@hutch/shared";
+import { HutchError } from "@hutch/shared/base";
+import type { SessionEvent } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 
 export interface SubscribeHandlers {
