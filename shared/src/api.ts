@@ -251,10 +251,10 @@ export const OutputChunkParams = Type.Object({
   chunk: WholeNumber(0, API_LIMITS.whole),
 });
 
-/** POST /v1/sessions/:id/events: client kinds, their data checked against the kind's schema by the session service. */
+/** POST /v1/sessions/:id/events: client kinds, their data checked against the kind's schema by the session service (the idempotency key is the header). */
 export const EventAppendBody = Type.Object(
   {
-    events: Type.Array(Type.Object({ ...EventInput.properties, data: JsonData(API_LIMITS.eventData) }, { additionalProperties: false }), {
+    events: Type.Array(Type.Object({ kind: EventInput.properties.kind, data: JsonData(API_LIMITS.eventData) }, { additionalProperties: false }), {
       minItems: 1,
       maxItems: 10_000,
     }),
@@ -266,14 +266,12 @@ export const EventAppendBody = Type.Object(
 export const DriverBody = Type.Object({ leaseMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 86_400_000 })) }, { additionalProperties: false });
 export type DriverBody = Static<typeof DriverBody>;
 
-const Key = Type.Optional(Type.String({ minLength: 1, maxLength: 128 }));
-
 /** POST /v1/sessions/:id/input: typed into the session's terminal (or the next headless prompt), driver only. */
-export const SessionInputBody = Type.Object({ text: Type.String({ minLength: 1, maxLength: 65536 }), idempotencyKey: Key }, { additionalProperties: false });
+export const SessionInputBody = Type.Object({ text: Type.String({ minLength: 1, maxLength: 65536 }) }, { additionalProperties: false });
 export type SessionInputBody = Static<typeof SessionInputBody>;
 
 /** POST /v1/sessions/:id/annotations */
-export const AnnotateBody = Type.Object({ text: Type.String({ minLength: 1, maxLength: 65536 }), anchor: Type.Optional(Anchor), idempotencyKey: Key }, { additionalProperties: false });
+export const AnnotateBody = Type.Object({ text: Type.String({ minLength: 1, maxLength: 65536 }), anchor: Type.Optional(Anchor) }, { additionalProperties: false });
 export type AnnotateBody = Static<typeof AnnotateBody>;
 
 /** POST /v1/sessions/:id/close */

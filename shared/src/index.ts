@@ -5,3 +5,6 @@ export * from "./events.ts";
 export * from "./broker.ts";
 export * from "./ide.ts";
 export * from "./protocol/follow.ts";
+export * from "./idempotency.ts";
+export * from "./ops.ts";
+export * from "./ndjson.ts";

@@ -208,8 +208,8 @@ describe("durability", () => {
           const res = await fetch(`http://localhost/v1/sessions/${sid}/events`, {
             method: "POST",
             unix: sock,
-            headers: { "content-type": "application/json" },
-            body: JSON.stringify({ events: [{ ...fixtureEvent(Events.annotationAdded, { text: `e${i}` }), idempotencyKey: `k${i}` }] }),
+            headers: { "content-type": "application/json", "idempotency-key": `k${i}` },
+            body: JSON.stringify({ events: [fixtureEvent(Events.annotationAdded, { text: `e${i}` })] }),
           });
           if (res.status === 200) break;
         } catch {
@@ -335,8 +335,8 @@ describe("bad input", () => {
 
   test("an idempotency key repeated returns the first seq and stores nothing", async () => {
     const sid = await newSession("idem");
-    const a = await api("POST", `/v1/sessions/${sid}/annotations`, { text: "once", idempotencyKey: "same" });
-    const b = await api("POST", `/v1/sessions/${sid}/annotations`, { text: "once", idempotencyKey: "same" });
+    const a = await api("POST", `/v1/sessions/${sid}/annotations`, { text: "once" }, { "idempotency-key": "same" });
+    const b = await api("POST", `/v1/sessions/${sid}/annotations`, { text: "once" }, { "idempotency-key": "same" });
     expect(b.body.seq).toBe(a.body.seq);
     expect((await allEvents(sid)).filter((e) => e.kind === "annotation.added").length).toBe(1);
   });

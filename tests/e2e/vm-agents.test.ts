@@ -18,7 +18,7 @@ let fake: FakeModel;
 beforeAll(async () => {
   h = makeHome("hutch-vma-");
   Object.assign(h.env, { HUTCH_QEMU_ACCEL: "tcg", HUTCH_AGENTS_DIR: AGENTS_DIR });
-  installTestImage(h);
+  await installTestImage(h);
   fake = await startFakeModel();
   writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
   for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);

@@ -1,7 +1,8 @@
 // Replay-then-tail from the CLI's side: one WebSocket subscription that
 // resumes by itself (after a slow-consumer close, or a daemon restart) from
 // the next seq it has not delivered, so callers see every event once, in order.
-import { CaughtUpLine, check, firstError, HutchError, SessionEvent, SUBSCRIBE_CLOSE_SLOW } from "@hutch/shared";
+import { HutchError } from "@hutch/shared/base";
+import { CaughtUpLine, check, firstError, SessionEvent, SUBSCRIBE_CLOSE_SLOW } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 
 export interface SubscribeHandlers {
@@ -48,9 +49,7 @@ export function subscribe(daemon: DaemonClient, session: string, from: number, h
 
   const connect = () => {
     if (stopped) return;
-    const sock = new WebSocket(`ws+unix://${daemon.socket}:/v1/sessions/${encodeURIComponent(session)}/subscribe?from=${next}`, {
-      headers: daemon.headers,
-    } as unknown as string[]);
+    const sock = daemon.transport.websocket(`/v1/sessions/${encodeURIComponent(session)}/subscribe?from=${next}`, daemon.headers);
     ws = sock;
     sock.onopen = () => {
       lostSince = null;

@@ -1,6 +1,7 @@
 // Waiting for an agent's turn to settle, from the CLI: replay the log, then
 // tail it, until the agent asks for attention (done, stuck or failed).
-import { HutchError, idPattern, type Session, type SessionEvent } from "@hutch/shared";
+import { HutchError } from "@hutch/shared/base";
+import { idPattern, type Session, type SessionEvent } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { subscribe } from "./subscribe.ts";
 import { TurnTracker } from "./transcript.ts";

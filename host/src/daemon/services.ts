@@ -25,6 +25,8 @@ export interface Services {
   sessions: SessionService;
   sessionStore: SessionStore;
   broker: BrokerService;
+  /** The engines boxes run on, by name (doctor checks them in this order). */
+  engines: Record<string, Engine>;
 }
 
 export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
@@ -40,5 +42,5 @@ export async function createServices(home: string, db: Database, engines: Record
   boxes.channelClosed.add((boxId) => broker.detach(boxId));
   boxes.stateChanged.add((boxId, state, reason) => sessions.boxChanged(boxId, state, reason));
   broker.decisions.add((boxId, decision, facts) => sessions.boxEvent(boxId, emit(EGRESS_EVENTS[decision], { box: boxId, ...facts })));
-  return { boxes, sessions, sessionStore, broker };
+  return { boxes, sessions, sessionStore, broker, engines };
 }

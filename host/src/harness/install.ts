@@ -5,8 +5,9 @@
 // place), so a half-finished one is never used.
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { HutchError } from "@hutch/shared";
+import { HutchError, type AgentInfo, type AgentInstalled, type OpProgress } from "@hutch/shared";
 import type { Harness, NpmPackage } from "./types.ts";
+import { HARNESSES, harness } from "./index.ts";
 import { log } from "../log.ts";
 import { agentsForBoxes, agentsShared, buildAgentDisk, dropAgentDisk } from "../engine/agent-disks.ts";
 
@@ -52,16 +53,56 @@ async function publish(cacheDir: string, name: string): Promise<void> {
   if (process.getuid?.() === 0 && agentsShared(cacheDir)) await agentsForBoxes(cacheDir);
 }
 
-export interface Installed {
-  agent: string;
-  package: string | null;
-  version: string | null;
-  path: string;
-  fresh: boolean;
+/** What an install did (the operation's result, shared/src/ops.ts). */
+export type Installed = AgentInstalled;
+
+/** Every agent: its pinned version, and what of it the cache holds. */
+export function listAgents(cacheDir: string): AgentInfo[] {
+  return Object.values(HARNESSES).map((h) => ({
+    agent: h.name,
+    package: h.npm?.name ?? null,
+    pinned: h.npm?.version ?? null,
+    installed: h.npm ? installedVersion(join(cacheDir, installDirName(h)), h.npm) : "built in",
+    path: agentCommand(h, cacheDir),
+    bindings: h.bindings,
+  }));
 }
 
+/** The agents to install for these names (every one with a package when none is named); an unknown name throws. */
+export function installList(names: string[]): Harness[] {
+  return (names.length ? names.map(harness) : Object.values(HARNESSES)).filter((h) => h.npm);
+}
+
+/** `hutch agent install`: one after another, each a step of the operation. */
+export async function installAgents(list: Harness[], cacheDir: string, report: (p: OpProgress) => void, signal: AbortSignal): Promise<Installed[]> {
+  const done: Installed[] = [];
+  for (const [i, h] of list.entries()) {
+    signal.throwIfAborted();
+    report({ type: "step", n: i + 1, total: list.length, title: `${h.name}: ${h.npm!.name}@${h.npm!.version}` });
+    done.push(await installAgent(h, cacheDir));
+  }
+  return done;
+}
+
+/**
+ * Installs run in the daemon (for `hutch agent install` and for a session
+ * that needs a missing CLI), so two can ask for the same one at once: they
+ * share one install, whose temporary directory is then its alone.
+ */
+const installing = new Map<string, Promise<Installed>>();
+
 /** Installs the pinned CLI into the cache unless it is there already. */
-export async function installAgent(h: Harness, cacheDir: string): Promise<Installed> {
+export function installAgent(h: Harness, cacheDir: string): Promise<Installed> {
+  const key = join(cacheDir, installDirName(h));
+  let p = installing.get(key);
+  if (!p) {
+    p = install(h, cacheDir).finally(() => installing.delete(key));
+    installing.set(key, p);
+  }
+  return p;
+}
+
+async function install(h: Harness, cacheDir: string): Promise<Installed> {
   if (!h.npm) return { agent: h.name, package: null, version: null, path: "bash", fresh: false };
   const dir = join(cacheDir, installDirName(h));
   const bin = agentCommand(h, cacheDir);

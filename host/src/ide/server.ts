@@ -79,7 +79,7 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
   };
   const feed = new Feed(daemon, {
     up: async () => {
-      logger.info("daemon connected", { socket: daemon.socket });
+      logger.info("daemon connected", { daemon: daemon.transport.where });
       await trackAll().catch((err) => logger.warn("listing sessions failed", { error: String(err) }));
       void conn.sendNotification(IdeNotifications.daemon, { connected: true });
     },
@@ -113,11 +113,11 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
   handle<UnsubscribeParams, { closed: boolean }>(conn, IdeMethods.unsubscribe, async (p) => ({ closed: subs.close(p.subscription) }));
   handle<SendParams, { seq: number }>(conn, IdeMethods.send, (p) => {
     const key = crypto.randomUUID();
-    return daemon.request("POST", sessionPath(p.session, "/input"), { text: p.text, idempotencyKey: key } satisfies SessionInputBody, { idempotencyKey: key });
+    return daemon.request("POST", sessionPath(p.session, "/input"), { text: p.text } satisfies SessionInputBody, { idempotencyKey: key });
   });
   handle<AnnotateParams, { seq: number }>(conn, IdeMethods.annotate, (p) => {
     const key = crypto.randomUUID();
-    return daemon.request("POST", sessionPath(p.session, "/annotations"), { text: p.text, ...(p.anchor ? { anchor: p.anchor } : {}), idempotencyKey: key } satisfies AnnotateBody, { idempotencyKey: key });
+    return daemon.request("POST", sessionPath(p.session, "/annotations"), { text: p.text, ...(p.anchor ? { anchor: p.anchor } : {}) } satisfies AnnotateBody, { idempotencyKey: key });
   });
   handle<DriverParams, Session>(conn, IdeMethods.driver, (p) =>
     daemon.request("POST", sessionPath(p.session, `/driver/${p.action}`), p.action === "release" ? undefined : ((p.leaseMs ? { leaseMs: p.leaseMs } : {}) satisfies DriverBody)),

@@ -1,5 +1,5 @@
 import { t } from "elysia";
-import { idPattern, AnnotateBody, DriverBody, EventAppendBody, EventsPage, EventsPageQuery, OutputChunkParams, Session, SessionCloseBody, SessionCreateBody, SessionInputBody } from "@hutch/shared";
+import { idPattern, AnnotateBody, DriverBody, EventAppendBody, EventsPage, EventsPageQuery, OutputChunkParams, Session, SessionCloseBody, SessionCreateBody, SessionInputBody, IdempotencyHeaders } from "@hutch/shared";
 
 export const SessionModel = {
   session: Session,
@@ -12,6 +12,7 @@ export const SessionModel = {
   append: EventAppendBody,
   input: SessionInputBody,
   annotate: AnnotateBody,
+  idem: IdempotencyHeaders,
   driver: DriverBody,
   close: SessionCloseBody,
   chunk: OutputChunkParams,
