@@ -1,6 +1,6 @@
 // Drives the compiled dist/hutch as a user would: a private $HUTCH_HOME per
 // test file, the real daemon it starts, real bubblewrap boxes.
-import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sharedMount } from "../host/src/engine/agent-disks.ts";
@@ -186,10 +186,12 @@ export async function testImage(): Promise<string> {
     if (existsSync(join(cached, "manifest.json"))) symlinkSync(cached, mine);
     const build = Bun.spawn([HUTCH, "image", "build"], { env: b.env, stdout: "inherit", stderr: "inherit" });
     if ((await build.exited) !== 0) throw new Error("hutch image build failed");
-    if (!lstatSync(mine).isSymbolicLink()) {
+    // A rebuild points the name at a new build in the home's store (image/store.ts), no longer at the cache.
+    const built = realpathSync(mine);
+    if (!existsSync(cached) || built !== realpathSync(cached)) {
       const fresh = `${cached}.tmp-${process.pid}`;
       const old = `${cached}.old-${process.pid}`;
-      cpSync(mine, fresh, { recursive: true });
+      cpSync(built, fresh, { recursive: true });
       if (existsSync(cached)) renameSync(cached, old);
       renameSync(fresh, cached);
       rmSync(old, { recursive: true, force: true });

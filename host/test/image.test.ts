@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync, mkdirSync, readdirSync } from "node:fs";
+import { cpSync, lstatSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync, existsSync, mkdirSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
@@ -8,9 +8,10 @@ import { recipeHash, type Recipe } from "../src/image/recipe.ts";
 import { MANIFEST_FORMAT, validateManifest, type Manifest } from "../src/image/manifest.ts";
 import { writeCpio } from "../src/image/cpio.ts";
 import { initramfsEntries } from "../src/image/initramfs.ts";
-import { parseKernelDepends, parseVersions, pickMirror } from "../src/image/apt.ts";
-import { mountsUnder } from "../src/image/staging.ts";
-import { ensureGuestDisk, imagePaths, importImage, listImages, loadImage, removeImage } from "../src/image/index.ts";
+import { imageSources, listDates, listName, parseKernelDepends, parseVersions, pickMirror } from "../src/image/apt.ts";
+import { mountsUnder, sweepStale } from "../src/image/staging.ts";
+import { installImage } from "../src/image/store.ts";
+import { ensureGuestDisk, imagePaths, importImage, listImages, loadImage, movedBuild, removeImage } from "../src/image/index.ts";
 
 // The lines of Debian 6.1's modules.dep that the wanted modules reach, plus unrelated ones.
 const MODULES_DEP = `kernel/arch/x86/crypto/crc32c-intel.ko:
@@ -113,6 +114,7 @@ describe("kernel modules", () => {
 const recipe: Recipe = {
   format: 1,
   suite: "bookworm",
+  updates: ["bookworm Sat, 14 Nov 2026 10:00:00 UTC", "bookworm-updates Sun, 29 Nov 2026 08:00:00 UTC", "bookworm-security Sun, 29 Nov 2026 00:53:13 UTC"],
   packages: ["git", "curl"],
   kernel: "linux-image-6.1.0-57-amd64=6.1.192-3",
   busybox: "busybox-static=1:1.35.0-4+deb12u1+b1",
@@ -133,6 +135,7 @@ describe("recipe hash", () => {
     ["module order", { modules: ["ext4", "virtio_pci"] }],
     ["busybox", { busybox: "busybox-static=1:1.36.0-1" }],
     ["format", { format: 2 }],
+    ["security updates", { updates: ["bookworm Sat, 14 Nov 2026 10:00:00 UTC", "bookworm-updates Sun, 29 Nov 2026 08:00:00 UTC", "bookworm-security Tue, 01 Dec 2026 06:10:00 UTC"] }],
   ] as const)("changes with the %s", (_, change) => {
     expect(recipeHash({ ...recipe, ...change })).not.toBe(recipeHash(recipe));
   });
@@ -259,6 +262,42 @@ describe("apt", () => {
   });
 });
 
+describe("the suites of an image", () => {
+  test("the release, its updates and its security updates, each from the host's mirror for it", () => {
+    const deb822 = "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\n\nTypes: deb\nURIs: http://sec.example/debian-security\nSuites: bookworm-security\n";
+    expect(imageSources("bookworm", [{ name: "debian.sources", text: deb822 }])).toEqual([
+      { suite: "bookworm", uri: "http://mirror.example/debian" },
+      { suite: "bookworm-updates", uri: "http://mirror.example/debian" },
+      { suite: "bookworm-security", uri: "http://sec.example/debian-security" },
+    ]);
+  });
+
+  test("a host naming no security source still gets Debian's security archive, and updates from its own mirror", () => {
+    const list = "deb http://one.example/debian bookworm main\n";
+    expect(imageSources("bookworm", [{ name: "sources.list", text: list }])).toEqual([
+      { suite: "bookworm", uri: "http://one.example/debian" },
+      { suite: "bookworm-updates", uri: "http://one.example/debian" },
+      { suite: "bookworm-security", uri: "http://deb.debian.org/debian-security" },
+    ]);
+  });
+
+  test("each suite's publication date is read from apt's lists; one the lists lack is null", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hutch-lists-"));
+    try {
+      const sec = { suite: "bookworm-security", uri: "http://deb.debian.org/debian-security" };
+      expect(listName(sec)).toBe("deb.debian.org_debian-security_dists_bookworm-security_InRelease");
+      writeFileSync(join(dir, listName(sec)), "-----BEGIN PGP SIGNED MESSAGE-----\nOrigin: Debian\nSuite: oldstable-security\nDate: Sun, 29 Nov 2026 00:53:13 UTC\n");
+      const main = { suite: "bookworm", uri: "http://deb.debian.org/debian/" };
+      expect(listDates([main, sec], dir)).toEqual([
+        { ...main, date: null },
+        { ...sec, date: "Sun, 29 Nov 2026 00:53:13 UTC" },
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 test("mounts under a staging directory are found deepest first, escapes undone", () => {
   const info = [
     "22 1 8:1 / / rw - ext4 /dev/vda rw",
@@ -317,13 +356,80 @@ describe("installed images", () => {
       await expect(importImage({ home, file: packTar(home, "default"), force: false })).rejects.toThrow('image "default" exists');
       const renamed = await importImage({ home, file: packTar(home, "default"), name: "other", force: false });
       expect(loadImage(home, "other").name).toBe(renamed.name);
-      removeImage(home, "default");
+      removeImage(home, "default", () => []);
       expect(existsSync(imagePaths(home, "default").dir)).toBe(false);
-      expect(() => removeImage(home, "default")).toThrow('no image "default"');
-      // Nothing half-made is left beside the images.
-      expect(readdirSync(join(home, "images"))).toEqual(["other"]);
+      expect(() => removeImage(home, "default", () => [])).toThrow('no image "default"');
+      // Nothing half-made is left beside the images; the removed name's build went with it.
+      expect(readdirSync(join(home, "images")).sort()).toEqual([".store", "other"]);
+      expect(readdirSync(join(home, "images", ".store"))).toHaveLength(1);
     } finally {
       rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  test("a name is a pointer into the store of builds: a rebuild keeps a build boxes use, drops one none does, and rm of a name in use is refused with the boxes", () => {
+    const home = mkdtempSync(join(tmpdir(), "hutch-image-"));
+    try {
+      const inUse = new Set<string>();
+      const users = (dir: string) => (inUse.has(dir) ? ["box_1"] : []);
+      const install = () => {
+        const ready = fixtureImage(home, "default");
+        const scratch = join(home, "scratch");
+        mkdirSync(scratch, { recursive: true });
+        return installImage(home, "default", ready, scratch, users);
+      };
+      const first = install();
+      expect(imagePaths(home, "default").dir).toBe(first);
+      expect(first).toStartWith(join(home, "images", ".store") + "/");
+      // A box is built on the first build; a rebuild points the name at a new one and keeps the first.
+      inUse.add(first);
+      const second = install();
+      expect(second).not.toBe(first);
+      expect(imagePaths(home, "default").dir).toBe(second);
+      expect(existsSync(first)).toBe(true);
+      inUse.delete(first);
+      inUse.add(second);
+      // Removing the name a box is built on is refused, naming the box and the way to free it.
+      expect(() => removeImage(home, "default", users, () => "web")).toThrow('image "default" is used by box web');
+      expect(() => removeImage(home, "default", users, () => "web")).toThrow(expect.objectContaining({ hint: expect.stringContaining("hutch box delete web") }));
+      // Once nothing uses them, rm takes the name and every build no one needs.
+      inUse.clear();
+      removeImage(home, "default", users);
+      expect(readdirSync(join(home, "images", ".store"))).toEqual([]);
+      expect(readdirSync(join(home, "images")).filter((n) => !n.startsWith("."))).toEqual([]);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  test("an image installed as a plain directory, replaced while a box is built on it, moves into the store and says where it was", () => {
+    const home = mkdtempSync(join(tmpdir(), "hutch-image-"));
+    try {
+      const legacy = join(home, "images", "default");
+      mkdirSync(join(home, "images"), { recursive: true });
+      cpSync(fixtureImage(home, "default"), legacy, { recursive: true });
+      const users = (dir: string) => (dir === legacy ? ["box_1"] : []);
+      const scratch = join(home, "scratch");
+      mkdirSync(scratch);
+      installImage(home, "default", fixtureImage(home, "default"), scratch, users);
+      const moved = movedBuild(home, legacy);
+      expect(moved).not.toBeNull();
+      expect(readFileSync(join(moved!, "manifest.json"), "utf8")).toContain('"default"');
+      expect(lstatSync(legacy).isSymbolicLink()).toBe(true);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  test("what an interrupted (SIGKILLed) run left is swept; what a live one holds is kept", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hutch-sweep-"));
+    try {
+      const dead = Bun.spawnSync(["true"]).pid;
+      for (const n of [`.tmp-build-default-${dead}-AbC123`, ".tmp-build-default-OldFmt", `.tmp-link-default-${dead}`, `.tmp-build-other-${process.ppid}-Xyz789`, "default"]) mkdirSync(join(dir, n));
+      expect(sweepStale(dir).sort()).toEqual([`.tmp-build-default-${dead}-AbC123`, ".tmp-build-default-OldFmt", `.tmp-link-default-${dead}`].sort());
+      expect(readdirSync(dir).sort()).toEqual([`.tmp-build-other-${process.ppid}-Xyz789`, "default"].sort());
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

@@ -16,7 +16,7 @@
 //   bun scripts/bench/agents.ts [--json] [--runs 5] [--no-vm] [--accel tcg]
 // Needs the agent CLIs installed (bash scripts/setup-tests, or dist/hutch agent install).
 import { parseArgs } from "node:util";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchHome, describeFailure, log, repoRoot, requireHutch } from "./lib/env.ts";
@@ -103,7 +103,8 @@ async function giveImage(h: HutchHome): Promise<void> {
   const b = Bun.spawnSync([h.bin, "image", "build"], { env: { ...h.env, HUTCH_HOME: cache }, stdout: "ignore", stderr: "inherit" });
   if (b.exitCode !== 0) throw new Error("hutch image build failed");
   mkdirSync(join(h.dir, "images"), { recursive: true });
-  cpSync(join(cache, "images/default"), join(h.dir, "images/default"), { recursive: true });
+  // The name is a link into the cache's image store; the home gets a plain copy of the build it points at.
+  cpSync(realpathSync(join(cache, "images/default")), join(h.dir, "images/default"), { recursive: true });
 }
 
 /** Wall ms of `hutch box start` of a stopped VM box (until its guest answers), then stops it again. */

@@ -9,7 +9,7 @@
 //
 //   bun scripts/bench/vm.ts [--json] [--runs 3] [--accel tcg]
 import { parseArgs } from "node:util";
-import { cpSync, existsSync, lstatSync, mkdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync } from "node:fs";
 import { probeAccel } from "../../host/src/engine/qemu/accel.ts";
 import type { Accel } from "../../host/src/engine/qemu/args.ts";
 import { join } from "node:path";
@@ -44,9 +44,11 @@ try {
   if (existsSync(join(cached, "manifest.json"))) symlinkSync(cached, mine);
   const build = await home.hutch(["image", "build"], { timeoutMs: 900_000 });
   if (build.code !== 0) throw new Error(describeFailure(build, "hutch image build"));
-  if (!lstatSync(mine).isSymbolicLink()) {
+  // A rebuild points the name at a new build in this home's image store, no longer at the cache.
+  const built = realpathSync(mine);
+  if (!existsSync(cached) || built !== realpathSync(cached)) {
     rmSync(cached, { recursive: true, force: true });
-    cpSync(mine, cached, { recursive: true });
+    cpSync(built, cached, { recursive: true });
   }
 
   log("creating the box (the accelerator is proven on first use)");

@@ -80,6 +80,10 @@ export const ImageManifest = Type.Object({
   modules: Type.Array(Type.String()),
   suite: Type.String(),
   mirror: Type.String(),
+  /** The suites the root disk's packages come from (the release, its updates, its security updates), each with its lists' publication date; null: its mirror could not be read. Absent in images built before. */
+  sources: Type.Optional(Type.Array(Type.Object({ suite: Type.String(), uri: Type.String(), date: Type.Union([Type.String(), Type.Null()]) }, { additionalProperties: false }))),
+  /** "name=version" of every package the updates changed. */
+  upgraded: Type.Optional(Type.Array(Type.String())),
   packages: Type.Array(Type.String()),
   root: Type.Object({ contentBytes: Type.Integer({ minimum: 0 }), virtualBytes: Type.Integer({ minimum: 0 }) }),
   files: Type.Object({ vmlinuz: FileInfo, "initramfs.img": FileInfo, "root.qcow2": FileInfo }),

@@ -12,6 +12,14 @@ const size = (bytes: number): string => (bytes >= 1024 ** 3 ? `${(bytes / 1024 *
 
 type Named = GlobalArgs & { name: string };
 
+/** The day the security updates an image has were published: "2026-11-29", "none" when its mirror was not reached, "-" for a build that predates them. */
+function securityOf(sources: { suite: string; date: string | null }[] | undefined): string {
+  const s = sources?.find((x) => x.suite.endsWith("-security"));
+  if (!s) return "-";
+  const day = s.date ? new Date(s.date) : null;
+  return day && !Number.isNaN(day.getTime()) ? day.toISOString().slice(0, 10) : "none";
+}
+
 export const image = body<GlobalArgs>({
   demand: "name an image command",
   commands: [
@@ -46,10 +54,10 @@ export const image = body<GlobalArgs>({
         if (all.length === 0) return void process.stdout.write("no images; build one: sudo hutch image build\n");
         const rows = all.map((i) =>
           i.manifest
-            ? [i.name, i.manifest.kernel.release, String(i.manifest.packages.length), size(Object.values(i.manifest.files).reduce((n, f) => n + f.bytes, 0)), i.manifest.builtAt.slice(0, 16).replace("T", " ")]
-            : [i.name, `BROKEN: ${i.problem}`, "", "", ""],
+            ? [i.name, i.manifest.kernel.release, String(i.manifest.packages.length), securityOf(i.manifest.sources), size(Object.values(i.manifest.files).reduce((n, f) => n + f.bytes, 0)), i.manifest.builtAt.slice(0, 16).replace("T", " ")]
+            : [i.name, `BROKEN: ${i.problem}`, "", "", "", ""],
         );
-        process.stdout.write(table([["NAME", "KERNEL", "PACKAGES", "SIZE", "BUILT"], ...rows]));
+        process.stdout.write(table([["NAME", "KERNEL", "PACKAGES", "SECURITY", "SIZE", "BUILT"], ...rows]));
       },
     }),
     command<Named>({
@@ -66,9 +74,10 @@ export const image = body<GlobalArgs>({
     command<Named>({
       command: "rm <name>",
       aliases: ["delete"],
-      describe: "remove an image",
+      describe: "remove an image (refused while boxes are built on it)",
       run: async (a) => {
-        (await images()).removeImage(a.home, a.name);
+        // The daemon knows which boxes are built on it (it refuses then, naming them).
+        await (await connectDaemon(a.home)).request("DELETE", `/v1/images/${encodeURIComponent(a.name)}`);
         if (a.json) printJson({ name: a.name, removed: true });
         else process.stdout.write(`removed image ${a.name}\n`);
       },

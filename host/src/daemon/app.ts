@@ -78,7 +78,7 @@ export function buildApp(deps: AppDeps) {
     .use(sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser))
     .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))
     .use(doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops))
-    .use(imagesController(new ImageBuilds(deps.home), ops))
+    .use(imagesController(new ImageBuilds(deps.home), ops, deps.boxes))
     .use(agentsController(env.agentsDir(deps.home), ops));
 }
 

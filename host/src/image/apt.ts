@@ -53,8 +53,8 @@ export function pickMirror(files: { name: string; text: string }[], suite: strin
   return undefined;
 }
 
-/** Reads /etc/apt/sources.list and sources.list.d/*.{list,sources}, in apt's order. */
-export function hostMirror(suite: string): string {
+/** /etc/apt/sources.list and sources.list.d/*.{list,sources}, in apt's order. */
+function hostSourceFiles(): { name: string; text: string }[] {
   const files: { name: string; text: string }[] = [];
   if (existsSync("/etc/apt/sources.list")) files.push({ name: "sources.list", text: readFileSync("/etc/apt/sources.list", "utf8") });
   const dir = "/etc/apt/sources.list.d";
@@ -63,7 +63,52 @@ export function hostMirror(suite: string): string {
       if (name.endsWith(".list") || name.endsWith(".sources")) files.push({ name, text: readFileSync(join(dir, name), "utf8") });
     }
   }
-  return pickMirror(files, suite) ?? DEFAULT_MIRROR;
+  return files;
+}
+
+/** The mirror the host's apt uses for suite, or Debian's own. */
+export function hostMirror(suite: string): string {
+  return pickMirror(hostSourceFiles(), suite) ?? DEFAULT_MIRROR;
+}
+
+export const DEFAULT_SECURITY_MIRROR = "http://deb.debian.org/debian-security";
+
+/** One suite an image's packages come from, and where. */
+export interface SuiteSource {
+  suite: string;
+  uri: string;
+}
+
+/**
+ * The suites of an image, in apt's order: the release itself, its stable
+ * updates and its security updates, each from the mirror the host uses for it
+ * (Debian's own where the host names none: security lives on its own archive).
+ */
+export function imageSources(suite: string, files = hostSourceFiles()): SuiteSource[] {
+  const main = pickMirror(files, suite) ?? DEFAULT_MIRROR;
+  return [
+    { suite, uri: main },
+    { suite: `${suite}-updates`, uri: pickMirror(files, `${suite}-updates`) ?? main },
+    { suite: `${suite}-security`, uri: pickMirror(files, `${suite}-security`) ?? DEFAULT_SECURITY_MIRROR },
+  ];
+}
+
+/** apt's name for a suite's Release file under its lists dir: "deb.debian.org_debian-security_dists_bookworm-security_InRelease". */
+export function listName(s: SuiteSource): string {
+  return `${s.uri.replace(/^[a-z]+:\/\//, "").replace(/\/+$/, "").replaceAll("/", "_")}_dists_${s.suite}_InRelease`;
+}
+
+/** The Date of a Release file ("Sun, 29 Nov 2026 00:53:13 UTC"), or undefined. */
+export function parseReleaseDate(text: string): string | undefined {
+  return /^Date:\s*(.+?)\s*$/m.exec(text)?.[1];
+}
+
+/** When each suite was last published, as the package lists in listsDir have it; null for a suite they lack. */
+export function listDates(sources: SuiteSource[], listsDir = "/var/lib/apt/lists"): (SuiteSource & { date: string | null })[] {
+  return sources.map((s) => {
+    const path = join(listsDir, listName(s));
+    return { ...s, date: (existsSync(path) && parseReleaseDate(readFileSync(path, "utf8"))) || null };
+  });
 }
 
 /** `apt-cache depends linux-image-amd64` -> "linux-image-6.1.0-57-amd64". */

@@ -4,7 +4,7 @@
 import { copyFileSync, mkdirSync, rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { HUTCH_VERSION, HutchError } from "@hutch/shared";
-import { candidateVersions, hostMirror, kernelPackage } from "./apt.ts";
+import { candidateVersions, imageSources, kernelPackage, listDates } from "./apt.ts";
 import { GiB, MiB, makeExt4, roundUp, toQcow2, treeBytes, virtualBytes } from "./disk.ts";
 import { buildInitramfs, fetchBusybox, initScript } from "./initramfs.ts";
 import { fetchKernel } from "./kernel.ts";
@@ -12,9 +12,9 @@ import { IMAGE_FILES, MANIFEST_FORMAT, sha256File, type Manifest } from "./manif
 import { WANTED_MODULES } from "./modules.ts";
 import type { Progress } from "./progress.ts";
 import { RECIPE_FORMAT, recipeHash, type Recipe } from "./recipe.ts";
-import { PACKAGES, SUITE, customize, debootstrap, installedPackages } from "./rootfs.ts";
-import { withStaging } from "./staging.ts";
-import { imagePaths, imagesDir, installImage, loadImage } from "./store.ts";
+import { PACKAGES, SUITE, customize, debootstrap, installedPackages, upgrade } from "./rootfs.ts";
+import { sweepStale, withStaging } from "./staging.ts";
+import { imagePaths, imagesDir, installImage, loadImage, overlayUsers } from "./store.ts";
 import { TOOLS, ensureTools, isRoot } from "./tools.ts";
 
 export interface BuildOptions {
@@ -45,6 +45,7 @@ async function resolveRecipe(): Promise<Recipe> {
   return {
     format: RECIPE_FORMAT,
     suite: SUITE,
+    updates: listDates(imageSources(SUITE)).map((s) => `${s.suite} ${s.date ?? "not in the host's lists"}`),
     packages: PACKAGES,
     kernel: `${kernel}=${kernelVersion}`,
     busybox: `busybox-static=${busybox}`,
@@ -86,6 +87,8 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
     }
   }
 
+  // What an interrupted build left behind (SIGKILL lets nothing clean up) goes first.
+  for (const left of sweepStale(imagesDir(home))) p.note(`removed ${left}, left by an interrupted build`);
   const again = `sudo hutch image build${name === "default" ? "" : ` --name ${name}`}${opts.force ? " --force" : ""}`;
   return withStaging(imagesDir(home), `build-${name}`, again, async (staging) => {
     const out = join(staging, "image");
@@ -104,9 +107,14 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
     await Bun.write(join(out, "initramfs.img"), buildInitramfs(busybox, kernel.modules));
 
     p.step(`root filesystem (debootstrap ${SUITE} minbase)`);
-    const mirror = hostMirror(SUITE);
+    const sources = imageSources(SUITE);
+    const mirror = sources[0]!.uri;
     const rootfs = join(work, "rootfs");
     await debootstrap(rootfs, mirror, p.detail);
+    p.detail(`updates: ${sources.slice(1).map((s) => s.suite).join(", ")}`);
+    const updates = await upgrade(rootfs, sources, p.detail);
+    for (const s of updates.sources) if (!s.date) p.note(`${s.suite} could not be read from ${s.uri}: the image has no updates from it (the manifest says so); rebuild when the mirror is reachable`);
+    p.detail(`${updates.upgraded.length} packages upgraded`);
     p.detail("user hutch, /workspace, /.hutch, cleaning apt caches");
     await customize(rootfs);
     const packages = await installedPackages(rootfs);
@@ -140,13 +148,15 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
       modules: kernel.modules.map((m) => m.file),
       suite: SUITE,
       mirror,
+      sources: updates.sources,
+      upgraded: updates.upgraded,
       packages,
       root: { contentBytes, virtualBytes: await virtualBytes(join(out, "root.qcow2")) },
       files,
     };
     await Bun.write(join(out, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n");
 
-    installImage(home, name, out, staging);
+    installImage(home, name, out, staging, overlayUsers(home));
     p.done(`built image "${name}" in ${paths.dir}`);
     return { manifest, cached: false };
   });

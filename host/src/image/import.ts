@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { HutchError, TarError, createUnpacker } from "@hutch/shared";
 import { IMAGE_FILES, validateManifest, type Manifest } from "./manifest.ts";
 import { withStaging } from "./staging.ts";
-import { checkImageName, imagePaths, imagesDir, installImage, verifyFiles } from "./store.ts";
+import { checkImageName, imagePaths, imagesDir, installImage, overlayUsers, verifyFiles } from "./store.ts";
 
 export interface ImportOptions {
   home: string;
@@ -62,7 +62,7 @@ export async function importImage(opts: ImportOptions): Promise<Manifest> {
     }
     const installed: Manifest = { ...manifest, name };
     if (name !== manifest.name) await Bun.write(join(root, "manifest.json"), JSON.stringify(installed, null, 2) + "\n");
-    installImage(home, name, root, staging);
+    installImage(home, name, root, staging, overlayUsers(home));
     return installed;
   });
 }

@@ -2,6 +2,7 @@
 // expects (user hutch, /workspace, the /.hutch mountpoint), without apt caches.
 import { chownSync, mkdirSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { listDates, type SuiteSource } from "./apt.ts";
 import { TOOLS, run } from "./tools.ts";
 
 export const SUITE = "bookworm";
@@ -16,6 +17,42 @@ export async function debootstrap(dir: string, mirror: string, onLine: (line: st
   await run([TOOLS.debootstrap.bin, "--variant=minbase", `--include=${PACKAGES.join(",")}`, SUITE, dir, mirror], {
     onLine: (l) => l.startsWith("I: ") && onLine(l.slice(3)),
   });
+}
+
+/** What an upgrade against the suite's updates did: each suite with the date its lists were published (null: unreachable), and the packages it changed. */
+export interface Upgrade {
+  sources: (SuiteSource & { date: string | null })[];
+  upgraded: string[];
+}
+
+/**
+ * Brings the tree's packages up to date with the suite's stable and security
+ * updates (debootstrap installs the release as first published, plus point
+ * releases): sources.list names all three suites, then apt-get update and
+ * upgrade in the chroot. A suite whose mirror cannot be reached is reported
+ * (date null) and the build goes on with what the others have; the release
+ * itself must be there, since debootstrap just used it.
+ */
+export async function upgrade(dir: string, sources: SuiteSource[], onLine: (line: string) => void): Promise<Upgrade> {
+  writeFileSync(join(dir, "etc/apt/sources.list"), sources.map((s) => `deb ${s.uri} ${s.suite} main\n`).join(""));
+  // No service starts inside the build's chroot (a package's postinst would otherwise try).
+  const policy = join(dir, "usr/sbin/policy-rc.d");
+  writeFileSync(policy, "#!/bin/sh\nexit 101\n", { mode: 0o755 });
+  const env = { DEBIAN_FRONTEND: "noninteractive", LC_ALL: "C" };
+  try {
+    // apt-get update exits 100 when any suite failed to download; which ones did is read from the lists below.
+    await run([TOOLS.chroot.bin, dir, "apt-get", "-o", "Acquire::Retries=1", "-o", "Acquire::http::Timeout=30", "update"], { env, onLine: (l) => /^(Err|W|E):/.test(l) && onLine(l) }).catch((e: unknown) => onLine(`apt-get update: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`));
+    const dated = listDates(sources, join(dir, "var/lib/apt/lists"));
+    const before = new Set(await installedPackages(dir));
+    await run([TOOLS.chroot.bin, dir, "apt-get", "-y", "-o", "Dpkg::Options::=--force-confold", "--no-install-recommends", "upgrade"], {
+      env,
+      onLine: (l) => l.startsWith("Unpacking ") && onLine(l),
+    });
+    const upgraded = (await installedPackages(dir)).filter((p) => !before.has(p));
+    return { sources: dated, upgraded };
+  } finally {
+    rmSync(policy, { force: true });
+  }
 }
 
 function emptyDir(path: string): void {

@@ -1,6 +1,6 @@
 // Scratch directories beside their target: whatever happens (failure, Ctrl-C)
 // they are removed, and only a finished directory is ever renamed into place.
-import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
 import { HutchError } from "@hutch/shared";
@@ -35,10 +35,43 @@ export function removeTree(dir: string): void {
 
 export const STAGING_PREFIX = ".tmp-";
 
-/** A fresh directory in parent, named so listings skip it. */
+/** A fresh directory in parent, named so listings skip it, and with the pid that owns it (sweepStale). */
 export function makeStaging(parent: string, purpose: string): string {
   mkdirSync(parent, { recursive: true });
-  return mkdtempSync(join(parent, `${STAGING_PREFIX}${purpose}-`));
+  return mkdtempSync(join(parent, `${STAGING_PREFIX}${purpose}-${process.pid}-`));
+}
+
+/**
+ * Removes what an interrupted run left in parent (a SIGKILLed build cannot
+ * clean up after itself): every staging entry whose owner is gone, with
+ * whatever is still mounted under it. One whose owner runs is kept.
+ */
+export function sweepStale(parent: string): string[] {
+  const removed: string[] = [];
+  let names: string[];
+  try {
+    names = readdirSync(parent);
+  } catch {
+    return removed;
+  }
+  for (const name of names) {
+    if (!name.startsWith(STAGING_PREFIX)) continue;
+    const pid = Number(/-(\d+)-[^-]*$/.exec(name)?.[1] ?? /-(\d+)$/.exec(name)?.[1] ?? NaN);
+    if (Number.isInteger(pid) && pid !== process.pid && alive(pid)) continue;
+    if (pid === process.pid) continue;
+    removeTree(join(parent, name));
+    removed.push(name);
+  }
+  return removed;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -1,10 +1,26 @@
-// Installed images: where they live under $HUTCH_HOME/images/<name>/, reading,
-// listing, verifying, replacing and removing them.
-import { existsSync, readFileSync, readdirSync, renameSync, statSync } from "node:fs";
-import { join } from "node:path";
+// Installed images. Each build is immutable and lives in a store of its own,
+// $HUTCH_HOME/images/.store/<recipe hash, 12 hex>-<build id>/ (vmlinuz,
+// initramfs.img, root.qcow2, manifest.json); a name, images/<name>, is a
+// symlink to one of them. A box's qcow2 overlay has the build's root.qcow2 as
+// its backing file, and the engine boots the kernel and initramfs beside that
+// backing file, so rebuilding or removing a name never changes what an
+// existing box boots. A build no name points at and no box's overlay backs
+// onto is removed; `image rm` of a name a box uses is refused with the boxes.
+// An image installed by copying a directory to images/<name> (older homes,
+// tests) still works; when a build replaces it while boxes use it, it moves
+// into the store and says where it came from (moved-from), so those boxes
+// find it at their next start.
+import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { spawnSync } from "node:child_process";
 import { HutchError } from "@hutch/shared";
 import { IMAGE_FILES, sha256File, validateManifest, type Manifest } from "./manifest.ts";
-import { makeStaging, removeTree } from "./staging.ts";
+import { STAGING_PREFIX, makeStaging, removeTree } from "./staging.ts";
+
+/** Where builds live, under the images directory. */
+export const STORE = ".store";
+/** In a build moved into the store from a plain images/<name> directory: the directory it was. */
+export const MOVED_FROM = "moved-from";
 
 export const DEFAULT_IMAGE = "default";
 const NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
@@ -15,9 +31,8 @@ export function checkImageName(name: string): void {
 
 export const imagesDir = (home: string): string => join(home, "images");
 
-export function imagePaths(home: string, name: string) {
-  checkImageName(name);
-  const dir = join(imagesDir(home), name);
+/** The files of an image directory (a build in the store, or what a name points at). */
+export function imageFiles(dir: string) {
   return {
     dir,
     kernel: join(dir, "vmlinuz"),
@@ -25,6 +40,19 @@ export function imagePaths(home: string, name: string) {
     root: join(dir, "root.qcow2"),
     manifest: join(dir, "manifest.json"),
   };
+}
+
+/** A name's files, resolved to the build it points at now (the name's own path when it points nowhere yet). */
+export function imagePaths(home: string, name: string) {
+  checkImageName(name);
+  const link = join(imagesDir(home), name);
+  let dir = link;
+  try {
+    dir = realpathSync(link);
+  } catch {
+    // not there: callers say "no image"
+  }
+  return imageFiles(dir);
 }
 export type ImagePaths = ReturnType<typeof imagePaths>;
 
@@ -65,6 +93,7 @@ export function listImages(home: string): ImageEntry[] {
   const dir = imagesDir(home);
   if (!existsSync(dir)) return [];
   const names = readdirSync(dir).filter((n) => !n.startsWith(".") && NAME.test(n)).sort();
+  // A name whose build is gone (a dangling link) is listed with that problem, so it can be removed.
   const out: ImageEntry[] = [];
   for (const name of names) {
     try {
@@ -76,20 +105,160 @@ export function listImages(home: string): ImageEntry[] {
   return out;
 }
 
-/** Removes an image at once (renamed aside first, so it never half-exists). */
-export function removeImage(home: string, name: string): void {
-  const p = imagePaths(home, name);
-  if (!existsSync(p.dir)) throw new HutchError("not_found", `no image "${name}"`, "see the images there are: hutch image list");
-  const trash = makeStaging(imagesDir(home), `rm-${name}`);
-  renameSync(p.dir, join(trash, name));
-  removeTree(trash);
+/** Which boxes' overlays back onto each build: realpath of a build directory -> box ids. */
+export type ImageUsers = (buildDir: string) => string[];
+
+/**
+ * Removes a name. Refused while a box's overlay backs onto its build (naming
+ * the boxes and the command that frees it); the build itself goes with the
+ * name unless another name points at it.
+ */
+export function removeImage(home: string, name: string, users: ImageUsers, describe: (ids: string[]) => string = (ids) => ids.join(", ")): void {
+  checkImageName(name);
+  const link = join(imagesDir(home), name);
+  if (!lexists(link)) throw new HutchError("not_found", `no image "${name}"`, "see the images there are: hutch image list");
+  const target = resolved(link);
+  const using = target ? users(target) : [];
+  if (using.length > 0) {
+    throw new HutchError("conflict", `image "${name}" is used by ${using.length === 1 ? "box" : "boxes"} ${describe(using)}: their disks are built on it`, `delete them first (hutch box delete ${describe(using).replaceAll(",", "")}), or keep the image`);
+  }
+  if (lstatSync(link).isSymbolicLink()) rmSync(link);
+  else {
+    // An image installed as a plain directory (older homes): renamed aside first, so it never half-exists.
+    const trash = makeStaging(imagesDir(home), `rm-${name}`);
+    renameSync(link, join(trash, name));
+    removeTree(trash);
+  }
+  collectBuilds(home, users);
 }
 
-/** Moves a finished image directory into place, replacing any old one; the old one is removed after. */
-export function installImage(home: string, name: string, ready: string, scratch: string): void {
-  const p = imagePaths(home, name);
-  if (existsSync(p.dir)) renameSync(p.dir, join(scratch, "replaced"));
-  renameSync(ready, p.dir);
+/**
+ * Installs the finished image directory `ready` as a new build and points
+ * `name` at it, in one rename. What the name pointed at before stays for the
+ * boxes built on it and goes once none is.
+ */
+export function installImage(home: string, name: string, ready: string, scratch: string, users: ImageUsers = () => []): string {
+  checkImageName(name);
+  const m = validateManifest(JSON.parse(readFileSync(join(ready, "manifest.json"), "utf8")), `the new image "${name}"`);
+  const store = join(imagesDir(home), STORE);
+  mkdirSync(store, { recursive: true, mode: 0o700 });
+  const build = join(store, `${m.recipeHash.slice(0, 12)}-${crypto.randomUUID().slice(0, 8)}`);
+  renameSync(ready, build);
+  const link = join(imagesDir(home), name);
+  if (lexists(link) && !lstatSync(link).isSymbolicLink()) retireDirectory(home, link, scratch, users);
+  const tmp = join(imagesDir(home), `${STAGING_PREFIX}link-${name}-${process.pid}`);
+  rmSync(tmp, { force: true });
+  symlinkSync(join(STORE, build.slice(store.length + 1)), tmp);
+  renameSync(tmp, link);
+  collectBuilds(home, users);
+  return build;
+}
+
+/** A plain images/<name> directory being replaced: into the store when boxes use it (remembering where it was), else away. */
+function retireDirectory(home: string, dir: string, scratch: string, users: ImageUsers): void {
+  if (users(realpathSync(dir)).length === 0) {
+    renameSync(dir, join(scratch, "replaced"));
+    return;
+  }
+  const moved = join(imagesDir(home), STORE, `moved-${dir.slice(dir.lastIndexOf("/") + 1)}-${crypto.randomUUID().slice(0, 8)}`);
+  renameSync(dir, moved);
+  writeFileSync(join(moved, MOVED_FROM), `${dir}\n`, { mode: 0o600 });
+}
+
+/** Removes the builds no name points at and no box's overlay backs onto. */
+export function collectBuilds(home: string, users: ImageUsers): void {
+  const store = join(imagesDir(home), STORE);
+  if (!existsSync(store)) return;
+  const named = new Set<string>();
+  for (const n of readdirSync(imagesDir(home))) {
+    if (n.startsWith(".")) continue;
+    const t = resolved(join(imagesDir(home), n));
+    if (t) named.add(t);
+  }
+  for (const b of readdirSync(store)) {
+    const dir = join(store, b);
+    if (named.has(dir) || users(dir).length > 0) continue;
+    // A moved build's boxes still name where it was, until their next start points them here.
+    const from = movedFrom(dir);
+    if (from && users(from).length > 0) continue;
+    removeTree(dir);
+  }
+}
+
+/**
+ * Where a build moved to when its plain directory was replaced (moved-from
+ * names it), for an overlay whose backing file is gone; null if none did.
+ */
+export function movedBuild(home: string, oldDir: string): string | null {
+  const store = join(imagesDir(home), STORE);
+  if (!existsSync(store)) return null;
+  for (const b of readdirSync(store)) if (movedFrom(join(store, b)) === oldDir) return join(store, b);
+  return null;
+}
+
+function movedFrom(build: string): string | null {
+  try {
+    return readFileSync(join(build, MOVED_FROM), "utf8").trim();
+  } catch {
+    return null;
+  }
+}
+
+/** The backing file a qcow2 overlay names (read with -U: a running VM holds its lock), or null. */
+export function overlayBacking(disk: string): string | null {
+  const r = spawnSync("qemu-img", ["info", "-U", "--output=json", disk], { encoding: "utf8" });
+  if (r.status !== 0) return null;
+  try {
+    const info = JSON.parse(r.stdout) as { "full-backing-filename"?: string; "backing-filename"?: string };
+    return info["full-backing-filename"] ?? info["backing-filename"] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * The boxes whose overlay (boxes/<id>/disk.qcow2) backs onto each build, read
+ * from the overlays themselves once per call: the overlay is what a box boots
+ * from, so it is the truth, whatever the database says.
+ */
+export function overlayUsers(home: string): ImageUsers {
+  const byDir = new Map<string, string[]>();
+  const boxes = join(home, "boxes");
+  for (const id of existsSync(boxes) ? readdirSync(boxes) : []) {
+    const disk = join(boxes, id, "disk.qcow2");
+    if (!existsSync(disk)) continue;
+    const backing = overlayBacking(disk);
+    if (!backing) continue;
+    const dir = resolved(dirname(backing)) ?? dirname(backing);
+    byDir.set(dir, [...(byDir.get(dir) ?? []), id]);
+  }
+  return (dir) => byDir.get(dir) ?? [];
+}
+
+function lexists(p: string): boolean {
+  try {
+    lstatSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function resolved(p: string): string | null {
+  try {
+    return realpathSync(p);
+  } catch {
+    return null;
+  }
+}
+
+/** For display: what a name points at, relative to the images directory. */
+export function pointerOf(home: string, name: string): string | null {
+  try {
+    return readlinkSync(join(imagesDir(home), name));
+  } catch {
+    return null;
+  }
 }
 
 /** Checks every file's sha256 against the manifest of the image directory `dir`; throws naming the first mismatch. */

@@ -12,7 +12,7 @@ import { check, firstError, HutchError, ImageBuildBody, ImageBuildResult, ndjson
 import { log } from "../log.ts";
 import { selfArgv } from "../self.ts";
 import { BUILD_STEPS, buildImage } from "./build.ts";
-import { DEFAULT_IMAGE, checkImageName } from "./store.ts";
+import { DEFAULT_IMAGE, checkImageName, overlayUsers, removeImage } from "./store.ts";
 
 const logger = log.create({ service: "image.build" });
 
@@ -68,6 +68,12 @@ export class ImageBuilds {
     if (this.running.has(name)) throw new HutchError("conflict", `image "${name}" is being built already`, "wait for that build to finish, then run it again if you still need to");
     this.running.add(name);
     return (report, signal) => this.inWorker(body, report, signal).finally(() => this.running.delete(name));
+  }
+
+  /** Removes a name, unless it is building or boxes are built on it (named through `names`). */
+  remove(name: string, names: (ids: string[]) => string): void {
+    if (this.running.has(name)) throw new HutchError("conflict", `image "${name}" is being built`, "wait for the build to finish, then remove it");
+    removeImage(this.home, name, overlayUsers(this.home), names);
   }
 
   private async inWorker(body: ImageBuildBody, report: (p: OpProgress) => void, signal: AbortSignal): Promise<ImageBuildResult> {

@@ -4,7 +4,7 @@
 // (see image/BOOT.md). QEMU runs detached from the daemon; a restarted daemon
 // finds it by pidfile (pid + start time + its box id on the command line).
 import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import type { BoxHandle, ChannelEndpoint, Engine, LimitReport, Observed, ProbeResult } from "../types.ts";
 import { boxLeftovers, isAlive, killBox, procStartTime, readIdentity, waitGone, type ProcIdentity } from "../pidfile.ts";
@@ -14,7 +14,7 @@ import { qmp, type QmpStatus } from "./qmp.ts";
 import { chooseAccel, currentAccel, resolveAccel } from "./accel.ts";
 import { env } from "../../env.ts";
 import { ensureGuestDisk } from "../../image/guest-disk.ts";
-import { imagePaths, loadImage } from "../../image/index.ts";
+import { imageFiles, imagePaths, loadImage, movedBuild, overlayBacking, validateManifest, type Manifest } from "../../image/index.ts";
 import { log } from "../../log.ts";
 import { BoxCgroup, describePlan, hostCgroups, type CgroupPlan, type Limits } from "../cgroup.ts";
 import { boxIdentity, readIdentityFile } from "../idmap.ts";
@@ -165,11 +165,39 @@ export class QemuEngine implements Engine {
     renameSync(tmp, disk);
   }
 
+  /**
+   * The image build the box's overlay backs onto: what it boots, whatever its
+   * image name points at now (a rebuild or an rm never changes it). A backing
+   * build that moved into the store when its plain directory was replaced is
+   * found by where it came from, and the overlay is pointed at it.
+   */
+  private bootImage(box: BoxHandle): { files: ReturnType<typeof imageFiles>; manifest: Manifest } {
+    const disk = join(box.dir, VM_FILES.disk);
+    const backing = overlayBacking(disk);
+    if (!backing) throw new HutchError("failed", `the box's disk ${disk} names no base image`, `recreate the box: hutch box delete ${box.name} && hutch box create ${box.name} --engine qemu`);
+    let dir = dirname(backing);
+    // An overlay made before its image's plain directory was replaced names that directory, where the new
+    // build's name now points: the build it was made on is the one that moved, whatever is there now.
+    const moved = movedBuild(this.home, dir);
+    if (!moved && !existsSync(backing)) {
+      throw new HutchError("not_found", `the image the box was built on is gone (${dir})`, `recreate the box: hutch box delete ${box.name} && hutch box create ${box.name} --engine qemu`);
+    }
+    if (moved) {
+      const r = run(["qemu-img", "rebase", "-u", "-F", "qcow2", "-b", imageFiles(moved).root, disk]);
+      if (!r.ok) throw new HutchError("failed", `could not point the box's disk at its moved image: ${r.out}`, `see: qemu-img info ${disk}`);
+      logger.info("box disk follows its moved image", { box: box.name, from: dir, to: moved });
+      dir = moved;
+    }
+    const files = imageFiles(dir);
+    const manifest = validateManifest(JSON.parse(readFileSync(files.manifest, "utf8")), `the image under box "${box.name}"`);
+    return { files, manifest };
+  }
+
   async start(box: BoxHandle): Promise<void> {
     await this.create(box);
     const cfg = this.config(box);
     await this.resize(box, cfg);
-    const image = imagePaths(this.home, cfg.image);
+    const { files: image, manifest } = this.bootImage(box);
     const guest = await guestBinary(this.home);
     const guestDisk = await ensureGuestDisk(this.home, guest.path, guest.sha);
     const id = this.host.platform === "linux" && process.getuid?.() === 0 ? boxIdentity(join(this.home, "boxes"), box.id) : null;
@@ -188,7 +216,7 @@ export class QemuEngine implements Engine {
       rootDisk: join(box.dir, VM_FILES.disk),
       guestDisk,
       guestDiskBytes: statSync(guestDisk).size,
-      imageHasPmem: loadImage(this.home, cfg.image).modules.includes("virtio_pmem.ko"),
+      imageHasPmem: manifest.modules.includes("virtio_pmem.ko"),
       agent: join(box.dir, VM_FILES.agent),
       qmp: join(box.dir, VM_FILES.qmp),
       consoleLog: join(box.dir, VM_FILES.console),
