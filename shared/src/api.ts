@@ -1,10 +1,11 @@
 // Daemon API bodies. The daemon validates requests against these (Elysia's t
 // is TypeBox), the CLI and the extension read responses through the same types.
-import { Kind, Type, TypeRegistry, type Static, type TSchema } from "@sinclair/typebox";
+import { Kind, Type, TypeRegistry, type Static, type TLiteral, type TSchema } from "@sinclair/typebox";
 import { GetErrorFunction, SetErrorFunction } from "@sinclair/typebox/errors";
 import { BindingName, EgressDecision, HostPattern } from "./broker.ts";
 import { Actor, Anchor, EventInput, SessionEvent } from "./events.ts";
 import { idPattern } from "./ids.ts";
+import { AGENT_NAMES, ENGINE_NAMES } from "./names.ts";
 
 /**
  * Bounds on what a client may send, so every bad input is a 400 naming the
@@ -77,9 +78,13 @@ export const JsonData = (maxJsonLength: number): TJsonData => ({ [Kind]: "JsonDa
 /** A box name, unanchored (to compose into other patterns): it is also the box's hostname. */
 export const BOX_NAME = "[a-z0-9][a-z0-9-]{0,62}";
 export const BoxName = Type.String({ pattern: `^${BOX_NAME}$`, description: "lower-case letters, digits and dashes" });
-export const EngineName = Type.Union([Type.Literal("process"), Type.Literal("qemu")]);
+/** A union of literals from a list of names, typed member by member (a plain map would type it as one wide literal). */
+type Literals<T extends readonly string[]> = { -readonly [K in keyof T]: TLiteral<T[K]> };
+const literals = <T extends readonly string[]>(names: T): Literals<T> => names.map((n) => Type.Literal(n)) as unknown as Literals<T>;
+
+export const EngineName = Type.Union(literals(ENGINE_NAMES));
 export type EngineName = Static<typeof EngineName>;
-export const ENGINE_NAMES: readonly EngineName[] = EngineName.anyOf.map((s) => s.const);
+export { ENGINE_NAMES };
 
 export const BoxState = Type.Union([
   Type.Literal("creating"),
@@ -201,10 +206,9 @@ export type FeedChange = Static<typeof FeedChange>;
 export const FeedLine = Type.Union([Type.Object({ type: Type.Literal("hello") }), Type.Object({ type: Type.Literal("ping") }), FeedChange]);
 export type FeedLine = Static<typeof FeedLine>;
 
-/** The coding agents hutch can run (host/src/harness); `shell` is a plain login shell. */
-export const AgentName = Type.Union([Type.Literal("claude"), Type.Literal("codex"), Type.Literal("opencode"), Type.Literal("pi"), Type.Literal("shell")]);
+export const AgentName = Type.Union(literals(AGENT_NAMES));
 export type AgentName = Static<typeof AgentName>;
-export const AGENT_NAMES: readonly AgentName[] = AgentName.anyOf.map((s) => s.const);
+export { AGENT_NAMES };
 
 export const SessionCreateBody = Type.Object(
   {

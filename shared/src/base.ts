@@ -7,5 +7,6 @@
 export * from "./errors.ts";
 export * from "./version.ts";
 export * from "./idempotency.ts";
+export * from "./names.ts";
 export * from "./protocol/codec.ts";
 export * from "./protocol/mux.ts";

@@ -1,4 +1,4 @@
-import { HutchError } from "@hutch/shared/base";
+import { ENGINE_NAMES, HutchError } from "@hutch/shared/base";
 import type { Box, BoxPolicy, EgressRecord } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { body, command, type GlobalArgs, type OptionSpec } from "./args.ts";
@@ -82,7 +82,7 @@ export const box = body<GlobalArgs>({
       describe: "create a box (stopped unless --start)",
       positionals: { name: { describe: "lower-case letters, digits and dashes" } },
       options: {
-        engine: { type: "string", choices: ["process", "qemu"], default: "process", describe: "process: a namespace sandbox; qemu: a VM with its own kernel" },
+        engine: { type: "string", choices: ENGINE_NAMES, default: "process", describe: "process: a namespace sandbox; qemu: a VM with its own kernel" },
         start: { type: "boolean", default: false, describe: "start it once created" },
         ...LIMIT_OPTIONS,
         image: { type: "string", describe: "VM: image name (default: default)" },

@@ -1,4 +1,4 @@
-import { HutchError } from "@hutch/shared/base";
+import { AGENT_NAMES, HutchError } from "@hutch/shared/base";
 import type { Session } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { attachSession } from "../client/exec.ts";
@@ -13,7 +13,7 @@ type RunArgs = GlobalArgs & { box?: string; agent: string; prompt?: string; mode
 export const run = body<RunArgs>({
   positionals: { box: { describe: "box name or id (default: a new box)" } },
   options: {
-    agent: { type: "string", choices: ["claude", "codex", "opencode", "pi", "shell"], default: "shell" },
+    agent: { type: "string", choices: AGENT_NAMES, default: "shell" },
     prompt: { alias: "p", type: "string", describe: "run the agent headless with this prompt; its messages, tool calls and usage become events" },
     model: { type: "string", describe: "model name passed to the agent" },
     detach: { alias: "d", type: "boolean", default: false, describe: "do not attach or wait; print the session id" },

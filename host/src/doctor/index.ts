@@ -4,7 +4,7 @@
 // are proven by booting too, and the choice is recorded for boxes to use.
 // Every check is reported as soon as it is known; the report ends with which
 // limits each engine enforces on this host.
-import { HutchError, type DoctorCheck, type DoctorReport, type OpProgress } from "@hutch/shared";
+import { HutchError, type DoctorCheck, type DoctorReport, type EngineName, type OpProgress } from "@hutch/shared";
 import type { BoxService } from "../box/service.ts";
 import { execCollect } from "../box/exec.ts";
 import type { Engine } from "../engine/types.ts";
@@ -27,7 +27,7 @@ async function bootCheck(boxes: BoxService, engine: string): Promise<DoctorCheck
   const name = `doctor-${crypto.randomUUID().slice(0, 8)}`;
   const t0 = performance.now();
   try {
-    await boxes.create({ name, engine: engine as "process" | "qemu", start: true }, null);
+    await boxes.create({ name, engine: engine as EngineName, start: true }, null);
     const r = await execCollect(boxes.channel(name).channel, ["true"]);
     if (r.error) throw new HutchError("failed", `\`true\` did not run in the box: ${r.error}`);
     if (r.code !== 0) throw new HutchError("failed", `\`true\` exited ${r.code} in the box`);
