@@ -16,7 +16,7 @@
 //   bun scripts/bench/agents.ts [--json] [--runs 5] [--no-vm] [--accel tcg]
 // Needs the agent CLIs installed (bash scripts/setup-tests, or dist/hutch agent install).
 import { parseArgs } from "node:util";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchHome, describeFailure, log, repoRoot, requireHutch } from "./lib/env.ts";
@@ -96,17 +96,6 @@ function mappingRate(name: "claude" | "codex" | "opencode" | "pi") {
   return { agent: name, records: RECORDS, events, eventsPerS: round(events / (mapMs / 1000), 0), recordsPerS: round(RECORDS / (mapMs / 1000), 0), parseRecordsPerS: round(RECORDS / (parseMs / 1000), 0), ratioToParse: round(mapMs / parseMs, 2) };
 }
 
-/** The VM image, built once per machine in the test cache (as tests/e2e/vm.test.ts does), copied into a home. */
-async function giveImage(h: HutchHome): Promise<void> {
-  const cache = process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images";
-  mkdirSync(cache, { recursive: true });
-  const b = Bun.spawnSync([h.bin, "image", "build"], { env: { ...h.env, HUTCH_HOME: cache }, stdout: "ignore", stderr: "inherit" });
-  if (b.exitCode !== 0) throw new Error("hutch image build failed");
-  mkdirSync(join(h.dir, "images"), { recursive: true });
-  // The name is a link into the cache's image store; the home gets a plain copy of the build it points at.
-  cpSync(realpathSync(join(cache, "images/default")), join(h.dir, "images/default"), { recursive: true });
-}
-
 /** Wall ms of `hutch box start` of a stopped VM box (until its guest answers), then stops it again. */
 async function vmBoot(h: HutchHome, box: string): Promise<number> {
   const t0 = performance.now();
@@ -160,7 +149,7 @@ try {
   let vm: { accel: string; firstDelta: { hutchMs: number; hostMs: number; ratio: number; samples: { hutch: number[]; host: number[] } }; boot: { withDisksMs: number; withoutMs: number; ratio: number; goal: number; met: boolean; samples: { with: number[]; without: number[] } } } | null = null;
   if (flags.vm) {
     log("VM rows: the image, and a QEMU box with the agent disks");
-    await giveImage(home);
+    await home.useTestImage();
     const c = await home.hutch(["box", "create", "agvm", "--engine", "qemu", "--memory", "2G", "--secret", "anthropic", "--start"], { timeoutMs: 600_000 });
     if (c.code !== 0) throw new Error(describeFailure(c, "hutch box create agvm --engine qemu"));
     const accel = (JSON.parse((await home.hutch(["box", "info", "agvm", "--json"])).stdout) as { engineInfo?: Record<string, string> }).engineInfo?.accel ?? "?";
@@ -178,7 +167,7 @@ try {
     const emptyCache = mkdtempSync(join(tmpdir(), "hutch-bench-no-agents-"));
     Object.assign(bare.env, { HUTCH_AGENTS_DIR: emptyCache, ...(flags.accel ? { HUTCH_QEMU_ACCEL: flags.accel } : {}) });
     try {
-      await giveImage(bare);
+      await bare.useTestImage();
       const b = await bare.hutch(["box", "create", "nod", "--engine", "qemu", "--memory", "2G"], { timeoutMs: 120_000 });
       if (b.code !== 0) throw new Error(describeFailure(b, "hutch box create nod"));
       await vmBoot(bare, "nod");

@@ -9,7 +9,7 @@
 //
 //   bun scripts/bench/vm.ts [--json] [--runs 3] [--accel tcg]
 import { parseArgs } from "node:util";
-import { cpSync, existsSync, mkdirSync, readFileSync, realpathSync, rmSync, symlinkSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { probeAccel } from "../../host/src/engine/qemu/accel.ts";
 import type { Accel } from "../../host/src/engine/qemu/args.ts";
 import { join } from "node:path";
@@ -36,20 +36,7 @@ async function bareBoot(accel: string): Promise<number> {
 }
 
 try {
-  // The image: the test cache's (tests/helpers.ts testImage), seen through a symlink and found up to date by
-  // this home's daemon (images are the daemon's work), or rebuilt here and copied back into the cache.
-  const cached = join(process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images", "images", "default");
-  const mine = join(home.dir, "images", "default");
-  mkdirSync(join(home.dir, "images"), { recursive: true });
-  if (existsSync(join(cached, "manifest.json"))) symlinkSync(cached, mine);
-  const build = await home.hutch(["image", "build"], { timeoutMs: 900_000 });
-  if (build.code !== 0) throw new Error(describeFailure(build, "hutch image build"));
-  // A rebuild points the name at a new build in this home's image store, no longer at the cache.
-  const built = realpathSync(mine);
-  if (!existsSync(cached) || built !== realpathSync(cached)) {
-    rmSync(cached, { recursive: true, force: true });
-    cpSync(built, cached, { recursive: true });
-  }
+  await home.useTestImage();
 
   log("creating the box (the accelerator is proven on first use)");
   const c = await home.hutch(["box", "create", "vmb", "--engine", "qemu"], { timeoutMs: 120_000 });

@@ -1,9 +1,9 @@
 // What every bench needs around the measurement: the compiled CLI, a
 // throwaway HUTCH_HOME with one running box, the ssh peer, and child processes
 // that cannot outlive a timeout.
-import { copyFileSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 export const repoRoot = join(import.meta.dir, "..", "..", "..");
 export const hutchBin = join(repoRoot, "dist", "hutch");
@@ -124,9 +124,32 @@ export class HutchHome {
     this.boxes.push(name);
   }
 
-  /** Deletes the boxes, stops the daemon (TERM, then KILL after 5 s), removes the home. */
+  /**
+   * The VM image: the test cache's (tests/helpers.ts testImage), seen through a symlink and found up to date by
+   * this home's daemon (images are the daemon's work), or rebuilt here and copied back into the cache.
+   */
+  async useTestImage(): Promise<void> {
+    const cached = join(process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images", "images", "default");
+    const mine = join(this.dir, "images", "default");
+    mkdirSync(join(this.dir, "images"), { recursive: true });
+    if (existsSync(join(cached, "manifest.json"))) symlinkSync(cached, mine);
+    const build = await this.hutch(["image", "build"], { timeoutMs: 900_000 });
+    if (build.code !== 0) throw new Error(describeFailure(build, "hutch image build"));
+    // A rebuild points the name at a new build in this home's image store, no longer at the cache.
+    const built = realpathSync(mine);
+    if (!existsSync(cached) || built !== realpathSync(cached)) {
+      rmSync(cached, { recursive: true, force: true });
+      mkdirSync(dirname(cached), { recursive: true });
+      cpSync(built, cached, { recursive: true });
+    }
+  }
+
+  /** Deletes every box (those a bench made without createBox too, when it stopped half-way), stops the daemon (TERM, then KILL after 5 s), removes the home. */
   async dispose(): Promise<void> {
-    for (const name of this.boxes) {
+    const list = await this.hutch(["box", "list", "--json"], { timeoutMs: 30_000 });
+    const names = new Set(this.boxes);
+    if (list.code === 0) for (const b of JSON.parse(list.stdout) as { name: string }[]) names.add(b.name);
+    for (const name of names) {
       const r = await this.hutch(["box", "delete", name], { timeoutMs: 30_000 });
       if (r.code !== 0) log(describeFailure(r, `cleanup: hutch box delete ${name}`));
     }
