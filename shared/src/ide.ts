@@ -4,13 +4,10 @@
 import { Type, type Static } from "@sinclair/typebox";
 import { Box, Session, BoxName, EngineName } from "./api.ts";
 import { Anchor, SessionEvent } from "./events.ts";
+import { SessionActivity } from "./summary.ts";
 
 /** Bumped when a method or notification changes incompatibly; the extension refuses an older bridge. */
 export const IDE_PROTOCOL_VERSION = 1;
-
-/** What a session is doing, as the sidebar shows it. */
-export const SessionActivity = Type.Union([Type.Literal("busy"), Type.Literal("idle"), Type.Literal("needs-input"), Type.Literal("closed")]);
-export type SessionActivity = Static<typeof SessionActivity>;
 
 export const SessionView = Type.Composite([Session, Type.Object({ activity: SessionActivity })]);
 export type SessionView = Static<typeof SessionView>;

@@ -1,10 +1,11 @@
 // Sessions: the durable, ordered log of what happens in a box, and who may
 // drive it. No HTTP here; controllers and the recorder call in.
-import { checkEvent, HutchError, newId, type Actor, type Anchor, type EventInput, type Session, type SessionCreateBody } from "@hutch/shared";
+import { checkEvent, HutchError, newId, type Actor, type Anchor, type EventInput, type Session, type SessionCreateBody, type SessionSummary } from "@hutch/shared";
 import type { SessionRow, SessionStore, NewEvent } from "../store/sessions.ts";
 import type { BoxService } from "../box/service.ts";
 import { SessionBus } from "./bus.ts";
 import { Recorder, type TerminalSpawner } from "./recorder.ts";
+import { SessionSummaries } from "./summaries.ts";
 import { SYSTEM, actorUser } from "./actors.ts";
 import { harness, type Harness } from "../harness/index.ts";
 import type { AgentRunner } from "../harness/run.ts";
@@ -28,6 +29,8 @@ export class SessionService {
   readonly bus = new SessionBus();
   /** The daemon's own attachment to every open session's terminal. */
   readonly recorder: Recorder;
+  /** Each session's turn and anchored annotations, folded as events are stored. */
+  readonly summaries: SessionSummaries;
   /** Headless turns in flight, by session (one at a time), and how to stop each. */
   private readonly turns = new Map<string, { done: Promise<unknown>; stop: AbortController }>();
   private lapseTimer?: ReturnType<typeof setInterval>;
@@ -38,6 +41,7 @@ export class SessionService {
     private readonly agents: SessionAgents,
   ) {
     this.recorder = new Recorder(store, this, boxes, agents.spawn);
+    this.summaries = new SessionSummaries(store);
   }
 
   /** Starts the lease checker. */
@@ -108,6 +112,14 @@ export class SessionService {
       .list({ boxId, state: filter.state })
       .filter((r) => actor.kind === "system" || r.owner === actorUser(actor))
       .map((r) => this.toSession(r));
+  }
+
+  summary(id: string, actor: Actor): SessionSummary {
+    return this.summaries.of(this.get(id, actor));
+  }
+
+  summaryList(actor: Actor, filter: { box?: string; state?: string } = {}): SessionSummary[] {
+    return this.list(actor, filter).map((s) => this.summaries.of(s));
   }
 
   async create(body: SessionCreateBody, actor: Actor): Promise<Session> {
