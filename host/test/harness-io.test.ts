@@ -1,9 +1,9 @@
 // The bounded line splitter the runner reads agent output with, and the
-// CLI's turn tracking and transcript rendering, as tables.
+// CLI's transcript rendering, as tables (turn tracking: fold.test.ts).
 import { describe, expect, test } from "bun:test";
 import type { SessionEvent } from "@hutch/shared";
 import { LineSplitter } from "../src/harness/lines.ts";
-import { renderTranscript, TurnTracker } from "../src/client/transcript.ts";
+import { renderTranscript } from "../src/client/transcript.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 
@@ -36,28 +36,6 @@ const ev = (kind: string, data: Record<string, unknown> = {}, actor = { kind: "a
   actor,
   kind,
   data,
-});
-
-describe("TurnTracker", () => {
-  const input = () => ev("input.sent", { text: "do it" }, { kind: "user" as never, id: "alice" });
-  test.each([
-    ["headless: attention but the process still runs", true, [input(), ev("exec.started"), ev("agent.state", { state: "idle" }), ev("attention.required")], false],
-    ["headless: attention and exit", true, [input(), ev("exec.started"), ev("agent.state", { state: "idle" }), ev("attention.required"), ev("exec.exited", { code: 0, signal: null })], true],
-    ["headless: could not start (no process)", true, [input(), ev("agent.state", { state: "error" }), ev("attention.required")], true],
-    ["terminal: attention is enough", false, [ev("exec.started"), input(), ev("agent.state", { state: "idle" }), ev("attention.required")], true],
-    ["a new input after the last attention: not settled", false, [ev("attention.required"), input()], false],
-    ["closed: settled", false, [input(), ev("session.closed")], true],
-  ] as const)("%s", (_name, headless, events, settled) => {
-    const t = new TurnTracker(headless);
-    for (const e of events) t.see(e);
-    expect(t.settled).toBe(settled);
-  });
-
-  test("ok only when the turn ended idle and the process exited 0", () => {
-    const t = new TurnTracker(true);
-    for (const e of [input(), ev("exec.started"), ev("agent.state", { state: "idle" }), ev("attention.required"), ev("exec.exited", { code: 2, signal: null })]) t.see(e);
-    expect(t.ok).toBe(false);
-  });
 });
 
 test("the transcript folds deltas, shows tools and usage, and says when a message never completed", () => {

@@ -167,13 +167,11 @@ export class SessionService {
   recoverTurns(): void {
     for (const row of this.store.list({ state: "open" })) {
       if (!this.isHeadless(row) || this.turns.has(row.id)) continue;
-      const from = Math.max(1, row.last_seq - 999);
-      const tail = this.store.readText(row.id, from, 1000).text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { seq: number; kind: string });
-      const lastOf = (kind: string) => tail.findLast((e) => e.kind === kind)?.seq ?? 0;
-      if (lastOf("input.sent") <= lastOf("attention.required")) continue;
+      const turn = this.summaries.turn(row.id);
+      if (turn.input <= turn.attention) continue;
       const reason = "the daemon stopped during this turn, and the agent with it; send the prompt again to retry";
       this.append(row.id, [
-        ...(lastOf("exec.started") > lastOf("exec.exited") ? [{ kind: "exec.exited", data: { code: null, signal: "lost" }, actor: SYSTEM }] : []),
+        ...(turn.started > turn.exited ? [{ kind: "exec.exited", data: { code: null, signal: "lost" }, actor: SYSTEM }] : []),
         { kind: "error.raised", data: { message: reason, code: "agent-lost" }, actor: SYSTEM },
         { kind: "agent.state", data: { state: "error", reason }, actor: SYSTEM },
         { kind: "attention.required", data: { reason }, actor: SYSTEM },
