@@ -1,30 +1,7 @@
-// The bridge's pure parts as tables: activity folding and anchor → file URI.
+// The bridge's pure parts as tables: anchor → file URI and diagnostic (activity: fold.test.ts).
 import { describe, expect, test } from "bun:test";
-import type { SessionActivity, SessionEvent } from "@hutch/shared";
-import { nextActivity } from "../src/ide/activity.ts";
+import type { AnchoredAnnotation } from "@hutch/shared";
 import { anchorUri, annotationDiagnostic } from "../src/ide/anchors.ts";
-
-describe("nextActivity", () => {
-  const cases: [SessionActivity, string, unknown, SessionActivity][] = [
-    ["idle", "message.started", { role: "assistant" }, "busy"],
-    ["busy", "message.completed", { role: "assistant", text: "done" }, "idle"],
-    ["idle", "tool.called", { id: "t1", name: "Write" }, "busy"],
-    ["busy", "attention.required", { reason: "approve?" }, "needs-input"],
-    ["needs-input", "input.sent", { text: "y\n" }, "idle"],
-    ["busy", "input.sent", { text: "x" }, "busy"],
-    ["idle", "agent.state", { state: "working" }, "busy"],
-    ["busy", "agent.state", { state: "waiting" }, "needs-input"],
-    ["busy", "agent.state", { state: "something-new" }, "busy"],
-    ["busy", "agent.state", null, "busy"],
-    ["busy", "exec.exited", { code: 0, signal: null }, "idle"],
-    ["busy", "session.closed", {}, "closed"],
-    ["closed", "message.started", {}, "closed"],
-    ["idle", "output.appended", { chunk: 0, offset: 0, length: 3 }, "idle"],
-  ];
-  for (const [before, kind, data, after] of cases) {
-    test(`${before} + ${kind} ${JSON.stringify(data)} → ${after}`, () => expect(nextActivity(before, kind, data)).toBe(after));
-  }
-});
 
 describe("anchorUri", () => {
   const cases: [string | null, string, string | null][] = [
@@ -42,19 +19,17 @@ describe("anchorUri", () => {
 });
 
 describe("annotationDiagnostic", () => {
-  const ev = (data: unknown, kind = "annotation.added"): SessionEvent => ({ session: "ses_x", seq: 7, at: "", actor: { kind: "user", id: "alice" }, kind, data });
+  const note = (path: string, line: number): AnchoredAnnotation => ({ seq: 7, at: "", actor: { kind: "user", id: "alice" }, text: "look", anchor: { path, line } });
   test("a line anchor becomes an information diagnostic on that line", () => {
-    const d = annotationDiagnostic("/p", ev({ text: "look", anchor: { path: "a.ts", line: 4 } }), "review")!;
+    const d = annotationDiagnostic("/p", "ses_x", note("a.ts", 4), "review")!;
     expect(d.uri).toBe("file:///p/a.ts");
     expect(d.diagnostic.severity).toBe(3);
     expect(d.diagnostic.range.start).toEqual({ line: 3, character: 0 });
     expect(d.diagnostic.message).toBe("look (alice, review)");
     expect(d.diagnostic.code).toBe("ses_x#7");
   });
-  test("no line, no anchor, another kind or bad data: nothing", () => {
-    expect(annotationDiagnostic("/p", ev({ text: "file only", anchor: { path: "a.ts" } }), "s")).toBeNull();
-    expect(annotationDiagnostic("/p", ev({ text: "free" }), "s")).toBeNull();
-    expect(annotationDiagnostic("/p", ev({ text: "x", anchor: { path: "a.ts", line: 1 } }, "error.raised"), "s")).toBeNull();
-    expect(annotationDiagnostic("/p", ev({ text: 5, anchor: { path: "a.ts", line: 1 } }), "s")).toBeNull();
+  test("an anchor outside the workspace, or no workspace: nothing", () => {
+    expect(annotationDiagnostic("/p", "ses_x", note("/etc/passwd", 1), "s")).toBeNull();
+    expect(annotationDiagnostic(null, "ses_x", note("a.ts", 1), "s")).toBeNull();
   });
 });

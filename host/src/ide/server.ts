@@ -28,6 +28,7 @@ import { Feed } from "./feed.ts";
 import { DiagnosticsStore } from "./diagnostics.ts";
 import { SessionWatchers } from "./watchers.ts";
 import { ClientSubscriptions } from "./subscriptions.ts";
+import { SessionTails } from "./tails.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "ide" });
@@ -63,19 +64,21 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
 
   const diagnostics = new DiagnosticsStore((uri, list) => void conn.sendDiagnostics({ uri, diagnostics: list }));
   const changed = (c: Change) => void conn.sendNotification(IdeNotifications.changed, c);
-  const watchers = new SessionWatchers(daemon, () => root, diagnostics, (session) => changed({ type: "session", session }));
-  const subs = new ClientSubscriptions(daemon, {
+  // One subscription per session, shared by its watcher and its log views.
+  const tails = new SessionTails(daemon);
+  const watchers = new SessionWatchers(daemon, tails, () => root, diagnostics, (session) => changed({ type: "session", session }));
+  const subs = new ClientSubscriptions(tails, {
     events: (n) => conn.sendNotification(IdeNotifications.events, n),
     ended: (n) => void conn.sendNotification(IdeNotifications.subscriptionEnded, n),
   });
 
-  const trackAll = async () => {
-    for (const s of await daemon.request<Session[]>("GET", "/v1/sessions")) watchers.track(s);
-  };
+  // The sessions as of the feed's last (re)open: summaries, not logs.
+  let loaded: Promise<void> = Promise.resolve();
   const feed = new Feed(daemon, {
     up: async () => {
       logger.info("daemon connected", { socket: daemon.socket });
-      await trackAll().catch((err) => logger.warn("listing sessions failed", { error: String(err) }));
+      loaded = watchers.loadAll();
+      await loaded.catch((err) => logger.warn("reading session summaries failed", { error: String(err) }));
       void conn.sendNotification(IdeNotifications.daemon, { connected: true });
     },
     down: (reason) => {
@@ -83,8 +86,11 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
       void conn.sendNotification(IdeNotifications.daemon, { connected: false, reason });
     },
     change: (c) => {
-      if (c.type === "session") changed({ type: "session", session: watchers.track(c.session) });
-      else changed(c);
+      if (c.type !== "session") return changed(c);
+      watchers.refresh(c.session.id).then(
+        (session) => session && changed({ type: "session", session }),
+        (err) => logger.warn("reading a session summary failed", { session: c.session.id, error: String(err) }),
+      );
     },
   });
 
@@ -101,8 +107,9 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
 
   handle<void, ListResult>(conn, IdeMethods.list, async () => {
     if (!feed.connected) return { connected: false, boxes: [], sessions: [] };
-    const [boxes, sessions] = await Promise.all([daemon.request<Box[]>("GET", "/v1/boxes"), daemon.request<Session[]>("GET", "/v1/sessions")]);
-    return { connected: true, boxes, sessions: sessions.map((s) => watchers.track(s)) };
+    // The sessions are the watchers' (summaries kept current by the feed and the tails); a failed load is tried again.
+    const [boxes] = await Promise.all([daemon.request<Box[]>("GET", "/v1/boxes"), loaded.catch(() => (loaded = watchers.loadAll()))]);
+    return { connected: true, boxes, sessions: watchers.views() };
   });
   handle<SubscribeParams, { subscription: string }>(conn, IdeMethods.subscribe, async (p) => ({ subscription: subs.open(p.session, p.from) }));
   handle<UnsubscribeParams, { closed: boolean }>(conn, IdeMethods.unsubscribe, async (p) => ({ closed: subs.close(p.subscription) }));
@@ -137,6 +144,7 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
       feed.stop();
       subs.closeAll();
       watchers.close();
+      tails.closeAll();
       resolve(code);
     };
     // vscode-languageserver exits the process after this (and when stdin closes).
