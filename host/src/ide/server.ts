@@ -78,7 +78,10 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
     up: async () => {
       logger.info("daemon connected", { socket: daemon.socket });
       loaded = watchers.loadAll();
-      await loaded.catch((err) => logger.warn("reading session summaries failed", { error: String(err) }));
+      await loaded.then(
+        () => diagnostics.flush(),
+        (err) => logger.warn("reading session summaries failed", { error: String(err) }),
+      );
       void conn.sendNotification(IdeNotifications.daemon, { connected: true });
     },
     down: (reason) => {

@@ -3,7 +3,8 @@
 // before where the subscription is reads the missing part as pages of the log,
 // then joins it; each reader gets every event from its start once, in seq
 // order. The subscription starts where its first reader does and ends with
-// its last reader.
+// its last reader; a few open at a time, so a start with hundreds of open
+// sessions does not hold the sidebar's own requests up behind them.
 import { HutchError, type SessionEvent } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
 import { subscribe, type Subscription } from "../client/subscribe.ts";
@@ -32,40 +33,31 @@ class Tail {
   live = false;
   /** The next seq the subscription delivers. */
   next: number;
-  readonly sub: Subscription;
+  sub: Subscription | null = null;
+  closed = false;
 
   constructor(
-    daemon: DaemonClient,
     readonly session: string,
     from: number,
-    deliver: (r: Reader, e: SessionEvent) => Promise<void>,
-    caughtUp: (r: Reader, seq: number) => void,
   ) {
     this.next = from;
-    this.sub = subscribe(
-      daemon,
-      session,
-      from,
-      {
-        event: async (e) => {
-          this.next = e.seq + 1;
-          for (const r of [...this.readers]) await deliver(r, e);
-        },
-        caughtUp: (seq) => {
-          this.live = true;
-          for (const r of this.readers) if (!r.paging && r.next > seq) caughtUp(r, seq);
-        },
-      },
-      { reconnectForMs: Number.POSITIVE_INFINITY },
-    );
+  }
+
+  close(): void {
+    this.closed = true;
+    this.sub?.close();
   }
 }
 
 const PAGE = 10_000;
 const RETRY_MS = 300;
+/** Subscriptions between their first request and catching up, at most. */
+const OPENING = 4;
 
 export class SessionTails {
   private readonly tails = new Map<string, Tail>();
+  private readonly waiting: Tail[] = [];
+  private opening = 0;
 
   constructor(private readonly daemon: DaemonClient) {}
 
@@ -79,32 +71,59 @@ export class SessionTails {
     return () => this.drop(tail, reader);
   }
 
-  /** How many subscriptions the bridge holds (one per session read). */
-  get size(): number {
-    return this.tails.size;
-  }
-
   closeAll(): void {
-    for (const t of this.tails.values()) t.sub.close();
+    for (const t of this.tails.values()) t.close();
     this.tails.clear();
+    this.waiting.length = 0;
   }
 
   private open(session: string, from: number): Tail {
-    const tail: Tail = new Tail(
-      this.daemon,
-      session,
-      from,
-      (r, e) => this.deliver(tail, r, e),
-      (r, seq) => this.caughtUp(r, seq),
-    );
-    tail.sub.done.catch((err: unknown) => {
-      const e = err instanceof HutchError ? err : new HutchError("failed", String(err));
-      if (this.tails.get(session) === tail) this.tails.delete(session);
-      for (const r of tail.readers) this.end(r, e);
-      tail.readers.clear();
-    });
+    const tail = new Tail(session, from);
     this.tails.set(session, tail);
+    this.waiting.push(tail);
+    this.startWaiting();
     return tail;
+  }
+
+  /** Starts waiting subscriptions while fewer than OPENING are between their request and their catching up. */
+  private startWaiting(): void {
+    while (this.opening < OPENING) {
+      const tail = this.waiting.shift();
+      if (!tail) return;
+      if (tail.closed) continue;
+      this.opening++;
+      let opened = false;
+      const settle = () => {
+        if (opened) return;
+        opened = true;
+        this.opening--;
+        this.startWaiting();
+      };
+      tail.sub = subscribe(
+        this.daemon,
+        tail.session,
+        tail.next,
+        {
+          event: async (e) => {
+            tail.next = e.seq + 1;
+            for (const r of [...tail.readers]) await this.deliver(tail, r, e);
+          },
+          caughtUp: (seq) => {
+            settle();
+            tail.live = true;
+            for (const r of tail.readers) if (!r.paging && r.next > seq) this.caughtUp(r, seq);
+          },
+        },
+        { reconnectForMs: Number.POSITIVE_INFINITY },
+      );
+      tail.sub.done.then(settle, (err: unknown) => {
+        settle();
+        const e = err instanceof HutchError ? err : new HutchError("failed", String(err));
+        if (this.tails.get(tail.session) === tail) this.tails.delete(tail.session);
+        for (const r of tail.readers) this.end(r, e);
+        tail.readers.clear();
+      });
+    }
   }
 
   private async deliver(tail: Tail, r: Reader, e: SessionEvent): Promise<void> {
@@ -167,7 +186,7 @@ export class SessionTails {
     tail.readers.delete(r);
     if (tail.readers.size === 0 && this.tails.get(tail.session) === tail) {
       this.tails.delete(tail.session);
-      tail.sub.close();
+      tail.close();
     }
   }
 }
