@@ -23,7 +23,7 @@ export class DiagnosticsStore {
     this.timer ??= setTimeout(() => this.flush(), DEBOUNCE_MS);
   }
 
-  /** Publishes what is pending now: after a burst known to be whole (every summary read at start). */
+  /** Publishes what is pending now, without waiting out the burst. */
   flush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;

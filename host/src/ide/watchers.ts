@@ -31,9 +31,9 @@ export class SessionWatchers {
     private readonly changed: (s: SessionView) => void,
   ) {}
 
-  /** Reads every session's summary; sessions no longer listed are forgotten. */
-  async loadAll(): Promise<void> {
-    const list = await this.daemon.request<SessionSummary[]>("GET", "/v1/summaries");
+  /** Reads every session's summary, and takes it in once `before` resolved; sessions no longer listed are forgotten. */
+  async loadAll(before: Promise<unknown> = Promise.resolve()): Promise<void> {
+    const [list] = await Promise.all([this.daemon.request<SessionSummary[]>("GET", "/v1/summaries"), before]);
     const listed = new Set(list.map((s) => s.session.id));
     for (const id of [...this.watched.keys()]) if (!listed.has(id)) this.forget(id);
     for (const s of list) this.load(s);
