@@ -6,13 +6,14 @@
 // folding is a max per kind: an event folded twice, or a summary merged with
 // events it already holds, changes nothing. Activity and "has the turn
 // settled" are functions of the turn, never folded on their own.
-import type { AgentStateName, AnchoredAnnotation, SessionActivity, SessionEvent, TurnState } from "@hutch/shared";
+import { Events, type AgentStateName, type AnchoredAnnotation, type SessionActivity, type SessionEvent, type TurnState } from "@hutch/shared";
 
 type Folded = Pick<SessionEvent, "seq" | "kind" | "data">;
 type Exit = { code: number | null; signal: string | null };
 type Data = Record<string, unknown>;
 
-const AGENT_STATES: ReadonlySet<string> = new Set<AgentStateName>(["busy", "idle", "needs-input", "error"]);
+/** The states agent.state allows, from its schema. */
+const AGENT_STATES: ReadonlySet<string> = new Set<AgentStateName>(Events.agentState.data.properties.state.anyOf.map((s) => s.const));
 
 export const emptyTurn = (): TurnState => ({ input: 0, attention: 0, started: 0, exited: 0, closed: 0 });
 
