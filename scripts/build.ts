@@ -28,6 +28,10 @@ async function sha(path: string): Promise<string> {
 }
 
 const common = ["bun", "build", "--compile", "--minify", "--sourcemap=none", "--bytecode", "--format=esm"];
+// The host splits: a module reached only through import() becomes a chunk of its own, read and
+// evaluated when it is first imported. Without it every verb paid ~9 ms to load the whole
+// bundle, daemon included, before its first statement (scripts/bench/README.md, cli.ts).
+const host = [...common, "--splitting"];
 const t0 = performance.now();
 const step = (msg: string) => process.stderr.write(`build: ${msg} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`);
 
@@ -57,7 +61,7 @@ for (const [target, out, guestArch] of onlyHost ? hosts.slice(0, 1) : hosts) {
   // The host imports dist/.embed/hutch-guest as a file asset: stage this target's guest there.
   copyFileSync(guest, join(embed, "hutch-guest"));
   step(`dist/${out} (guest ${guestArch} ${guestSha})`);
-  await run([...common, ...(target ? [`--target=${target}`] : []), "--define", `HUTCH_GUEST_SHA="${guestSha}"`, "host/src/main.ts", "--outfile", join(dist, out)]);
+  await run([...host, ...(target ? [`--target=${target}`] : []), "--define", `HUTCH_GUEST_SHA="${guestSha}"`, "host/src/main.ts", "--outfile", join(dist, out)]);
 }
 // The VS Code extension, with this host's hutch bundled as its fallback binary.
 step("dist/hutch.vsix");

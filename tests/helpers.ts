@@ -1,6 +1,6 @@
 // Drives the compiled dist/hutch as a user would: a private $HUTCH_HOME per
 // test file, the real daemon it starts, real bubblewrap boxes.
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sharedMount } from "../host/src/engine/agent-disks.ts";
@@ -147,4 +147,55 @@ export function onTerminal(h: Home, args: string[], cols = 80, rows = 24) {
     until: (what: string | RegExp, ms = 15000) =>
       waitFor(`terminal output ${what}`, () => (typeof what === "string" ? screen.includes(what) : what.test(screen)), ms),
   };
+}
+
+/**
+ * The NDJSON an operation prints with --json (shared/src/ops.ts): every line
+ * parsed, and the result's value, which must be the last line.
+ */
+export function opOutput<T>(stdout: string): { lines: { type: string; [k: string]: unknown }[]; result: T } {
+  const lines = stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as { type: string; [k: string]: unknown });
+  const last = lines.at(-1);
+  if (last?.type !== "result") throw new Error(`the last line is not a result: ${JSON.stringify(last)}`);
+  return { lines, result: last.value as T };
+}
+
+/**
+ * The VM image the tests boot: one per machine, in a shared cache
+ * ($HUTCH_TEST_IMAGE_HOME/images/default, default /var/tmp/hutch-test-images).
+ * Images are the daemon's work, so a throwaway home's daemon builds it, or
+ * finds it up to date, seeing the cached one through a symlink; an image it
+ * had to rebuild replaces the cached one (copied beside it, then renamed).
+ */
+/** Copies the test image (testImage below) into a home as its "default" image; returns its manifest. */
+export async function installTestImage(h: Home): Promise<{ kernel: { release?: string; version?: string } | string } & Record<string, unknown>> {
+  const image = await testImage();
+  mkdirSync(join(h.home, "images"), { recursive: true });
+  cpSync(image, join(h.home, "images", "default"), { recursive: true });
+  return JSON.parse(readFileSync(join(h.home, "images/default/manifest.json"), "utf8"));
+}
+
+export async function testImage(): Promise<string> {
+  const cache = join(process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images", "images");
+  const cached = join(cache, "default");
+  mkdirSync(cache, { recursive: true });
+  const b = makeHome("hutch-imgcache-");
+  try {
+    const mine = join(b.home, "images", "default");
+    mkdirSync(join(b.home, "images"));
+    if (existsSync(join(cached, "manifest.json"))) symlinkSync(cached, mine);
+    const build = Bun.spawn([HUTCH, "image", "build"], { env: b.env, stdout: "inherit", stderr: "inherit" });
+    if ((await build.exited) !== 0) throw new Error("hutch image build failed");
+    if (!lstatSync(mine).isSymbolicLink()) {
+      const fresh = `${cached}.tmp-${process.pid}`;
+      const old = `${cached}.old-${process.pid}`;
+      cpSync(mine, fresh, { recursive: true });
+      if (existsSync(cached)) renameSync(cached, old);
+      renameSync(fresh, cached);
+      rmSync(old, { recursive: true, force: true });
+    }
+  } finally {
+    await b.cleanup();
+  }
+  return cached;
 }

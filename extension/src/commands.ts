@@ -1,13 +1,24 @@
 // The sidebar's and the editor's commands. Each asks what it needs, calls the
 // bridge, and shows the daemon's own error (with its next step) on failure.
 import * as vscode from "vscode";
-import { IdeMethods, type Box, type Session, type SessionView } from "@hutch/shared";
+import { AGENT_NAMES, BOX_NAME, ENGINE_NAMES, IdeMethods, type AgentName, type Box, type EngineName, type Session, type SessionCreateParams, type SessionView } from "@hutch/shared";
 import type { Ctx } from "./extension.ts";
 import type { Node } from "./tree.ts";
 import { cliEnv } from "./bridge.ts";
 
-/** Agents a new session can run. Only the shell exists until the agent harness lands. */
-const AGENTS = [{ label: "shell", description: "a login shell in the box" }];
+/** How the pickers describe each agent and engine (keyed by the shared names, so a new one is a type error here until described). */
+const AGENT_DESCRIPTIONS: Record<AgentName, string> = {
+  claude: "Claude Code, in the session's terminal",
+  codex: "Codex, in the session's terminal",
+  opencode: "opencode, in the session's terminal",
+  pi: "pi, in the session's terminal",
+  shell: "a login shell in the box",
+};
+const ENGINE_DESCRIPTIONS: Record<EngineName, string> = {
+  process: "namespace sandbox (bubblewrap), starts in a blink",
+  qemu: "a VM (needs an image: hutch image build)",
+};
+const BOX_NAME_RE = new RegExp(`^${BOX_NAME}$`);
 
 type RpcError = { message: string; data?: { hint?: string } };
 const showError = (what: string, err: unknown) => {
@@ -81,19 +92,16 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       const name = await vscode.window.showInputBox({
         prompt: "Box name",
         placeHolder: "lower-case letters, digits and dashes",
-        validateInput: (v) => (/^[a-z0-9][a-z0-9-]{0,62}$/.test(v) ? null : "lower-case letters, digits and dashes; starts with a letter or digit"),
+        validateInput: (v) => (BOX_NAME_RE.test(v) ? null : "lower-case letters, digits and dashes; starts with a letter or digit"),
       });
       if (!name) return;
       const engine = await vscode.window.showQuickPick(
-        [
-          { label: "process", description: "namespace sandbox (bubblewrap), starts in a blink" },
-          { label: "qemu", description: "a VM (needs an image: hutch image build)" },
-        ],
+        ENGINE_NAMES.map((name) => ({ label: name, description: ENGINE_DESCRIPTIONS[name], name })),
         { placeHolder: "Engine" },
       );
       if (!engine) return;
       await vscode.window.withProgress({ location: { viewId: "hutch.boxes" }, title: `create ${name}` }, () =>
-        rpc(`create box ${name}`, IdeMethods.box, { action: "create", name, engine: engine.label, start: true }),
+        rpc(`create box ${name}`, IdeMethods.box, { action: "create", name, engine: engine.name, start: true }),
       );
     }),
     vscode.commands.registerCommand("hutch.box.start", boxAction("start")),
@@ -101,11 +109,15 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
     vscode.commands.registerCommand("hutch.box.delete", boxAction("delete")),
     vscode.commands.registerCommand("hutch.session.create", async (node?: Node) => {
       const box = await pickBox(node);
-      const agent = await vscode.window.showQuickPick(AGENTS, { placeHolder: "Agent" });
+      const agent = await vscode.window.showQuickPick(
+        AGENT_NAMES.map((name) => ({ label: name, description: AGENT_DESCRIPTIONS[name], name })),
+        { placeHolder: "Agent" },
+      );
       if (!agent) return;
       const label = await vscode.window.showInputBox({ prompt: "Label (optional)" });
       if (label === undefined) return;
-      const s = await rpc<Session>("new session", IdeMethods.sessionCreate, { ...(box ? { box: box.name } : {}), agent: agent.label, ...(label ? { label } : {}) });
+      const params: SessionCreateParams = { ...(box ? { box: box.name } : {}), agent: agent.name, ...(label ? { label } : {}) };
+      const s = await rpc<Session>("new session", IdeMethods.sessionCreate, params);
       if (s) void ctx.refresh();
     }),
     vscode.commands.registerCommand("hutch.session.attach", async (node?: Node) => {

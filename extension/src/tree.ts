@@ -7,7 +7,7 @@
 // of all) forgets its descendants until they are fetched again, so a click in
 // flight on a row that was not refreshed still resolves to its node.
 import * as vscode from "vscode";
-import type { Box, Change, ListResult, SessionView } from "@hutch/shared";
+import type { Box, Change, ListResult, SessionActivity, SessionView } from "@hutch/shared";
 
 export type BoxNode = { type: "box"; box: Box };
 export type SessionNode = { type: "session"; session: SessionView };
@@ -23,7 +23,7 @@ const BOX_ICONS: Record<string, [string, string?]> = {
   failed: ["error", "errorForeground"],
 };
 
-const ACTIVITY_ICONS: Record<string, [string, string?]> = {
+const ACTIVITY_ICONS: Record<SessionActivity, [string, string?]> = {
   busy: ["sync~spin"],
   idle: ["circle-outline"],
   "needs-input": ["bell-dot", "editorWarning.foreground"],

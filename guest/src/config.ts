@@ -20,9 +20,19 @@ export interface GuestConfig {
   ptyStallMs: number;
   /** Send "level=debug" lines to stderr too. */
   debug: boolean;
+  /**
+   * Who the box's processes and files belong to when the guest itself is root
+   * (a VM's PID 1): uid 1000, unless a request asks for root. null in a process
+   * box, where the guest already is the box's user and there is no root.
+   */
+  boxUser: { uid: number; gid: number; name: string; home: string } | null;
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): GuestConfig {
+/** The box's user: the same in every image and in process boxes (host/src/image/rootfs.ts). */
+export const BOX_USER = { uid: 1000, gid: 1000, name: "hutch", home: "/home/hutch" } as const;
+
+/** `vm`: the guest is a VM's PID 1 (root), running the box's processes as the box's user. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, role: { vm: boolean } = { vm: false }): GuestConfig {
   const home = env.HOME || homedir();
   const roots = (env.HUTCH_GUEST_ROOTS ?? `/workspace:${home}`)
     .split(":")
@@ -36,6 +46,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): GuestConfig {
     graceMs: nonNegative(env.HUTCH_GUEST_GRACE_MS, 5000),
     ptyStallMs: nonNegative(env.HUTCH_GUEST_PTY_STALL_MS, 5000),
     debug: env.HUTCH_GUEST_DEBUG === "1",
+    boxUser: role.vm ? BOX_USER : null,
   };
 }
 

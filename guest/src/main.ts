@@ -43,7 +43,7 @@ let stopping = false;
 let channel: Channel | undefined;
 
 try {
-  const config = loadConfig(pid1 ? prepareBox(initLog, process.env) : process.env);
+  const config = loadConfig(pid1 ? prepareBox(initLog, process.env) : process.env, { vm: pid1 });
   const log = createLogger("guest", config.debug);
   const procs = new ProcessTable();
   const ctx: ToolContext = {

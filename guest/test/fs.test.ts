@@ -3,6 +3,7 @@ import { mkdir, readdir, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { DEFAULT_WINDOW } from "@hutch/shared";
 import { call, collect, result, type Guest, type Host, useGuest } from "./harness.ts";
+import { FileStat, FsListResult, FsSizeResult } from "@hutch/shared";
 
 /** Until the guest's temporary file for a write shows in dir: the bytes sent so far were handled. */
 async function waitForTmp(dir: string): Promise<void> {
@@ -51,18 +52,18 @@ describe("confinement", () => {
 
   test("the home root is allowed too", async () => {
     await writeFile(join(g.home, ".profile"), "x");
-    expect(result((await call(h, { tool: "fs.stat", path: join(g.home, ".profile") })).c)).toMatchObject({ type: "file", size: 1 });
+    expect(result((await call(h, { tool: "fs.stat", path: join(g.home, ".profile") })).c, FileStat)).toMatchObject({ type: "file", size: 1 });
   });
 });
 
 describe("fs tools", () => {
   test("stat and list describe files, dirs and symlinks", async () => {
-    expect(result((await call(h, { tool: "fs.stat", path: "src/a.txt" })).c)).toMatchObject({
+    expect(result((await call(h, { tool: "fs.stat", path: "src/a.txt" })).c, FileStat)).toMatchObject({
       path: join(g.workspace, "src/a.txt"),
       type: "file",
       size: 6,
     });
-    const list = result((await call(h, { tool: "fs.list", path: "." })).c) as Array<{ name: string; type: string; target?: string }>;
+    const list = result((await call(h, { tool: "fs.list", path: "." })).c, FsListResult);
     expect(list.map((e) => [e.name, e.type, e.target])).toEqual([
       ["dangling-out", "symlink", "/etc/hostname-that-does-not-exist"],
       ["etc-link", "symlink", "/etc"],
@@ -83,7 +84,7 @@ describe("fs tools", () => {
     expect(error).toBeUndefined();
     expect(Buffer.concat(c.out).equals(data)).toBe(true);
     expect(c.eofs).toEqual([1]);
-    expect(result(c)).toEqual({ size: data.length });
+    expect(result(c, FsSizeResult)).toEqual({ size: data.length });
   });
 
   test("write replaces the target only at eof, atomically", async () => {
@@ -98,9 +99,9 @@ describe("fs tools", () => {
     await s.write(0, new TextEncoder().encode("part two"));
     s.eof(0);
     expect(await c.closed).toBeUndefined();
-    expect(result(c)).toEqual({ size: 31 });
+    expect(result(c, FsSizeResult)).toEqual({ size: 31 });
     expect(await Bun.file(target).text()).toBe("new content, part one; part two");
-    const st = result((await call(h, { tool: "fs.stat", path: "src/a.txt" })).c) as { mode: number };
+    const st = result((await call(h, { tool: "fs.stat", path: "src/a.txt" })).c, FileStat);
     expect(st.mode).toBe(0o640);
     expect(await readdir(join(g.workspace, "src"))).toEqual(["a.txt"]);
   });

@@ -4,7 +4,7 @@ import { afterAll, beforeAll } from "bun:test";
 import { mkdir, mkdtemp, realpath, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Mux, type MuxStream, type StreamError } from "@hutch/shared";
+import { check, firstError, Mux, type MuxStream, type Static, type StreamError, type TSchema } from "@hutch/shared";
 import { SocketWriter } from "../src/socket-writer.ts";
 
 const MAIN = join(import.meta.dir, "../src/main.ts");
@@ -188,8 +188,11 @@ export async function call(host: Host, payload: unknown): Promise<{ c: Collected
   return { c, error };
 }
 
-export function result(c: Collected): unknown {
-  return c.msgs.find((m) => m.type === "result")?.value;
+/** The stream's result, checked against the tool's result schema in shared (what the host checks it against). */
+export function result<S extends TSchema>(c: Collected, schema: S): Static<S> {
+  const value = c.msgs.find((m) => m.type === "result")?.value;
+  if (!check(schema, value)) throw new Error(`result does not fit its schema: ${firstError(schema, value)}: ${JSON.stringify(value)}`);
+  return value;
 }
 
 /** Whether a process exists (signal 0 checks without sending anything). */

@@ -56,8 +56,8 @@ describe("box environment", () => {
     const env = boxEnv({ HOME: "/", TERM: "linux", PWD: "/", SHLVL: "1", HUTCH_GUEST_DEBUG: "1" }, "box_0123456789abcdefghij", "/bin/bash");
     expect(env).toEqual({
       HOME: "/home/hutch",
-      USER: "root",
-      LOGNAME: "root",
+      USER: "hutch",
+      LOGNAME: "hutch",
       SHELL: "/bin/bash",
       PATH: "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
       LANG: "C.UTF-8",

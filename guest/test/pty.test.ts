@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { DEFAULT_WINDOW } from "@hutch/shared";
+import { DEFAULT_WINDOW, PtyKillResult, PtyListResult } from "@hutch/shared";
 import { call, collect, connect, result, startGuest, type Guest, type Host } from "./harness.ts";
 
 let g: Guest;
@@ -32,7 +32,7 @@ describe("pty", () => {
     // Detach: the terminal keeps running.
     s.close();
     const listed = (await call(h, { tool: "pty.list" })).c;
-    expect(result(listed)).toEqual([
+    expect(result(listed, PtyListResult)).toEqual([
       expect.objectContaining({ id: started.pty, pid: started.pid, cols: 100, rows: 30, argv: ["sh"], attached: 0 }),
     ]);
 
@@ -49,7 +49,7 @@ describe("pty", () => {
     await ac.waitFor(/live-5/);
     expect(await ac.closed).toBeUndefined();
     expect(ac.msgs.at(-1)).toEqual({ type: "exit", code: 3, signal: null });
-    expect(result((await call(h, { tool: "pty.list" })).c)).toEqual([]);
+    expect(result((await call(h, { tool: "pty.list" })).c, PtyListResult)).toEqual([]);
     h2.close();
   });
 
@@ -64,7 +64,7 @@ describe("pty", () => {
     await c.waitFor(/20 90[\s\S]*both-2/);
     await ac.waitFor(/20 90[\s\S]*both-2/);
     const killed = await call(h, { tool: "pty.kill", id: pty, signal: "KILL" });
-    expect(result(killed.c)).toMatchObject({ id: pty, signal: "KILL" });
+    expect(result(killed.c, PtyKillResult)).toMatchObject({ id: pty, signal: "KILL" });
     expect(await c.closed).toBeUndefined();
     expect(await ac.closed).toBeUndefined();
     expect(c.msgs.at(-1)).toEqual({ type: "exit", code: null, signal: "KILL" });
@@ -101,7 +101,7 @@ describe("pty", () => {
     const total = lc.out.reduce((n, b) => n + b.length, 0);
     // It skipped most of the burst instead of receiving all of it.
     expect(total).toBeLessThan(BURST);
-    expect(result((await call(h, { tool: "pty.list" })).c)).toEqual([expect.objectContaining({ id: pty, attached: 2 })]);
+    expect(result((await call(h, { tool: "pty.list" })).c, PtyListResult)).toEqual([expect.objectContaining({ id: pty, attached: 2 })]);
 
     s.write(0, enc.encode("exit\r"));
     expect(await c.closed).toBeUndefined();

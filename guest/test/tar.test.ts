@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { mkdir, readFile, readdir, readlink, symlink, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { call, collect, result, type Guest, type Host, useGuest } from "./harness.ts";
+import { TarInResult, TarOutResult } from "@hutch/shared";
 
 let g: Guest;
 let h: Host;
@@ -31,12 +32,12 @@ describe("tar", () => {
     const out = await call(h, { tool: "tar.out", path: "proj" });
     expect(out.error).toBeUndefined();
     const archive = Buffer.concat(out.c.out);
-    expect(result(out.c)).toEqual({ size: archive.length });
+    expect(result(out.c, TarOutResult)).toEqual({ size: archive.length });
     expect(archive.length).toBeGreaterThan(3 * 1024 * 1024);
 
     const back = await send({ tool: "tar.in", path: "restored" }, archive);
     expect(back.error).toBeUndefined();
-    expect(result(back.c)).toMatchObject({ entries: 5 });
+    expect(result(back.c, TarInResult)).toMatchObject({ entries: 5 });
     const dest = join(g.workspace, "restored", "proj");
     expect((await readdir(dest)).sort()).toEqual(["a.txt", "link", "sub"]);
     expect(await readFile(join(dest, "a.txt"), "utf8")).toBe("alpha\n");

@@ -79,8 +79,8 @@ exec $B switch_root /newroot /.hutch/hutch-guest
 /** A host connection to the VM's agent socket (the harness's, naming this check in its hello). */
 const connectHost = (path: string) => connect(path, { protocol: 1, client: "vm-check", version: "0.1.0" });
 
-async function exec(h: Host, argv: string[], timeoutMs = 30_000): Promise<{ c: Collected; exit: Record<string, unknown> }> {
-  const c = collect(h.mux.open({ tool: "exec", argv }));
+async function exec(h: Host, argv: string[], user?: "root", timeoutMs = 30_000): Promise<{ c: Collected; exit: Record<string, unknown> }> {
+  const c = collect(h.mux.open({ tool: "exec", argv, ...(user ? { user } : {}) }));
   const exit = await c.waitMsg("exit", timeoutMs);
   await c.closed;
   return { c, exit };
@@ -139,7 +139,9 @@ try {
   check("exit code 3", three.exit.code === 3, JSON.stringify(three.exit));
 
   const env = await exec(h, ["sh", "-c", 'echo "$HUTCH_BOX_ID $(hostname) $HOME $USER"; id -u']);
-  check("box env and hostname", env.c.text() === `${BOX_ID} t1 /home/hutch root\n0\n`, JSON.stringify(env.c.text()));
+  check("box env and hostname; processes run as the box's user", env.c.text() === `${BOX_ID} t1 /home/hutch hutch\n1000\n`, JSON.stringify(env.c.text()));
+  const root = await exec(h, ["sh", "-c", 'echo "$HOME $USER"; id -u'], "root");
+  check("root where asked", root.c.text() === "/root root\n0\n", JSON.stringify(root.c.text()));
 
   const mounts = await exec(h, ["cat", "/proc/self/mounts"]);
   const points = mounts.c.text().split("\n").map((l) => l.split(" ")[1]);
@@ -180,7 +182,7 @@ try {
   check("PID 1 idle", true, `VmRSS ${rss} kB; CPU while idle: ${ticks1 - ticks0} ticks in 5 s (includes two execs)`);
 
   t = performance.now();
-  const big = await exec(h, ["head", "-c", "50000000", "/dev/zero"], 120_000);
+  const big = await exec(h, ["head", "-c", "50000000", "/dev/zero"], undefined, 120_000);
   const bytes = big.c.out.reduce((n, b) => n + b.length, 0);
   const secs = (performance.now() - t) / 1000;
   check("50 MB of output", bytes === 50_000_000, `${(bytes / 1e6 / secs).toFixed(1)} MB/s`);

@@ -8,7 +8,7 @@
 // On Windows there are no mode bits to check.
 import { chmodSync, lstatSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { HutchError } from "@hutch/shared";
+import { HutchError } from "@hutch/shared/base";
 import { HOME_FILES } from "./paths.ts";
 
 /** What a shell needs to take a path as one word. */

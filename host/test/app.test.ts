@@ -7,6 +7,7 @@ import { openDb } from "../src/store/db.ts";
 import { ProcessEngine } from "../src/engine/process/index.ts";
 import { buildApp } from "../src/daemon/app.ts";
 import { createServices } from "../src/daemon/services.ts";
+import { check, FeedLine, firstError } from "@hutch/shared";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-app-"));
 const db = openDb(join(home, "hutch.db"));
@@ -99,4 +100,23 @@ describe("daemon API", () => {
     const doc = await call("GET", "/openapi/json");
     expect(Object.keys(doc.body.paths)).toContain("/v1/boxes/{ref}/stream");
   });
+});
+
+test("the change feed writes the lines shared/src/api.ts defines: hello, then a line per change", async () => {
+  const stop = new AbortController();
+  const res = await app.handle(new Request("http://hutch/v1/changes", { signal: stop.signal }));
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  const nextLine = async (): Promise<unknown> => {
+    while (!buf.includes("\n")) buf += (await reader.read()).value ?? "";
+    const line = buf.slice(0, buf.indexOf("\n"));
+    buf = buf.slice(line.length + 1);
+    return JSON.parse(line);
+  };
+  const lines = [await nextLine()];
+  expect((await call("POST", "/v1/boxes", { name: "feed" })).status).toBe(201);
+  lines.push(await nextLine());
+  stop.abort();
+  for (const l of lines) expect(check(FeedLine, l) ? null : firstError(FeedLine, l)).toBeNull();
+  expect(lines).toMatchObject([{ type: "hello" }, { type: "box", box: { name: "feed" } }]);
 });

@@ -507,3 +507,14 @@ test("the secret is nowhere in the database outside its sealed column, nor in th
   expect(dump.join("\n")).not.toContain(SECRET);
   expect(dump.join("\n")).toContain("tls.example.test"); // positive control: the log is there
 });
+
+test("an egress record with an overlong reason, path or host is cut to the event's bounds, so the session log takes it", async () => {
+  const { clipEgress } = await import("../src/broker/service.ts");
+  const { checkEvent } = await import("@hutch/shared");
+  const long = { host: "h".repeat(400), port: 443, method: "M".repeat(40), path: `/${"p".repeat(5000)}`, binding: "b".repeat(100), reason: "upstream said: " + "x".repeat(10_000), status: 502, bytesUp: 0, bytesDown: 0, ms: 1 };
+  expect(checkEvent("egress.denied", { box: "box_x", ...long })).not.toBeNull();
+  const cut = clipEgress(long);
+  expect(checkEvent("egress.denied", { box: "box_x", ...cut })).toBeNull();
+  expect(cut.reason!.startsWith("upstream said: ")).toBe(true);
+  expect(cut.reason!.length).toBe(1024);
+});

@@ -1,9 +1,10 @@
 // The bounded line splitter the runner reads agent output with, and the
 // CLI's transcript rendering, as tables (turn tracking: fold.test.ts).
 import { describe, expect, test } from "bun:test";
-import type { SessionEvent } from "@hutch/shared";
+import { Events } from "@hutch/shared";
 import { LineSplitter } from "../src/harness/lines.ts";
 import { renderTranscript } from "../src/client/transcript.ts";
+import { FIXTURE_AGENT, FIXTURE_USER, fixtureLog } from "../../tests/fixtures/events.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
 
@@ -28,27 +29,19 @@ describe("LineSplitter", () => {
   });
 });
 
-let seq = 0;
-const ev = (kind: string, data: Record<string, unknown> = {}, actor = { kind: "agent" as const, id: "alice/agent:claude" }): SessionEvent => ({
-  session: "ses_x",
-  seq: ++seq,
-  at: "2026-11-29T18:00:00.000Z",
-  actor,
-  kind,
-  data,
-});
+const ev = fixtureLog("ses_x", FIXTURE_AGENT);
 
 test("the transcript folds deltas, shows tools and usage, and says when a message never completed", () => {
   const text = renderTranscript([
-    ev("input.sent", { text: "create hello.txt\n" }, { kind: "user" as never, id: "alice" }),
-    ev("tool.called", { id: "t1", name: "Bash", input: { command: "echo hi > hello.txt" } }),
-    ev("tool.completed", { id: "t1", output: "", status: "ok" }),
-    ev("message.delta", { id: "m1", text: "Cre" }),
-    ev("message.delta", { id: "m1", text: "ated." }),
-    ev("message.completed", { id: "m1", role: "assistant", text: "Created." }),
-    ev("usage.reported", { available: true, input: 10, output: 2, cached: 0 }),
-    ev("message.delta", { id: "m2", text: "Half a" }),
-    ev("agent.state", { state: "error", reason: "the agent exited with code 1 before finishing its turn" }),
+    ev(Events.inputSent, { text: "create hello.txt\n" }, FIXTURE_USER),
+    ev(Events.toolCalled, { id: "t1", name: "Bash", input: { command: "echo hi > hello.txt" } }),
+    ev(Events.toolCompleted, { id: "t1", output: "", status: "ok" }),
+    ev(Events.messageDelta, { id: "m1", text: "Cre" }),
+    ev(Events.messageDelta, { id: "m1", text: "ated." }),
+    ev(Events.messageCompleted, { id: "m1", role: "assistant", text: "Created." }),
+    ev(Events.usageReported, { available: true, input: 10, output: 2, cached: 0 }),
+    ev(Events.messageDelta, { id: "m2", text: "Half a" }),
+    ev(Events.agentState, { state: "error", reason: "the agent exited with code 1 before finishing its turn" }),
   ]);
   expect(text).toBe(
     [
@@ -65,4 +58,10 @@ test("the transcript folds deltas, shows tools and usage, and says when a messag
       "",
     ].join("\n"),
   );
+});
+
+test("the transcript shows an event that does not fit its kind as such, instead of reading it as if it did", () => {
+  // Off-schema on purpose: what a broken daemon could send, which the CLI must not trust.
+  const odd = { ...ev(Events.errorRaised, { message: "x" }), data: { message: 5 } };
+  expect(renderTranscript([odd])).toBe('?? (error.raised that does not fit its schema) {"message":5}\n');
 });

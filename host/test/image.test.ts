@@ -350,19 +350,21 @@ test.skipIf(!Bun.which("mke2fs") || !Bun.which("debugfs"))("the guest disk holds
     const bin = join(home, "hutch-guest");
     writeFileSync(bin, "#!/bin/sh\necho guest\n".padEnd(300_000, "#"));
     const img = await ensureGuestDisk(home, bin, "abc123");
-    expect(img).toBe(join(home, "guest", "abc123", "guest.v2.img"));
+    expect(img).toBe(join(home, "guest", "abc123", "guest.v3.img"));
     // DAX (the pmem attachment) maps whole pages: 4 KiB blocks, and a size in 2 MiB units.
     expect(Bun.spawnSync(["dumpe2fs", "-h", img], { stderr: "ignore" }).stdout.toString()).toMatch(/Block size:\s+4096/);
     expect(statSync(img).size % (2 * 1024 * 1024)).toBe(0);
     const stat = Bun.spawnSync(["debugfs", "-R", "stat /hutch-guest", img]).stdout.toString();
     expect(stat).toMatch(/Mode:\s+0755/);
     expect(stat).toMatch(/Size: 300000/);
+    // The agent CLI disks are mounted at /.hutch/agents, on the guest disk.
+    expect(Bun.spawnSync(["debugfs", "-R", "stat /agents", img]).stdout.toString()).toMatch(/Type: directory/);
     const dumped = Bun.spawnSync(["debugfs", "-R", "cat /hutch-guest", img]).stdout.toString();
     expect(dumped).toBe(readFileSync(bin, "utf8"));
     const mtime = statSync(img).mtimeMs;
     expect(await ensureGuestDisk(home, bin, "abc123")).toBe(img);
     expect(statSync(img).mtimeMs).toBe(mtime);
-    expect(readdirSync(join(home, "guest", "abc123"))).toEqual(["guest.v2.img"]);
+    expect(readdirSync(join(home, "guest", "abc123"))).toEqual(["guest.v3.img"]);
   } finally {
     rmSync(home, { recursive: true, force: true });
   }

@@ -56,6 +56,23 @@ describe("qemuArgs golden", () => {
     expect(root[root.indexOf("-sandbox") + 1]).toContain("elevateprivileges=deny");
   });
 
+  test("agent CLI disks ride with the guest disk: pmem devices (one slot each) on q35, serial-named virtio-blk elsewhere, named on the command line in order", () => {
+    const agentDisks = [
+      { name: "claude-2.1.332", path: "/c/claude-2.1.332.v2.img", bytes: 480 * 1024 * 1024 },
+      { name: "pi-0.73.1", path: "/c/pi-0.73.1.v2.img", bytes: 256 * 1024 * 1024 },
+    ];
+    const tcg = qemuArgs({ ...base, platform: "linux", arch: "x86_64", accel: "tcg", agentDisks });
+    expect(tcg[tcg.indexOf("-m") + 1]).toBe(`1024M,slots=3,maxmem=${1024 + 130 + 480 + 256}M`);
+    expect(tcg).toContain("memory-backend-file,id=agent0,mem-path=/c/claude-2.1.332.v2.img,size=503316480,share=off,readonly=on");
+    expect(tcg).toContain("virtio-pmem-pci,memdev=agent1,id=agent1disk");
+    expect(tcg.join(" ")).toContain("hutch.agents=claude-2.1.332,pi-0.73.1 hutch.agentdev=pmem");
+    const kvm = qemuArgs({ ...base, platform: "linux", arch: "x86_64", accel: "kvm", agentDisks });
+    expect(kvm).toContain("if=none,id=agent1,file=/c/pi-0.73.1.v2.img,format=raw,readonly=on");
+    expect(kvm).toContain("virtio-blk-device,drive=agent1,serial=agent1");
+    expect(kvm.join(" ")).toContain("hutch.agentdev=blk");
+    expect(qemuArgs({ ...base, platform: "linux", arch: "x86_64", accel: "tcg" }).join(" ")).not.toContain("hutch.agents");
+  });
+
   test("the hardening every box gets", () => {
     for (const [, spec] of cases) {
       const a = qemuArgs(spec);

@@ -9,6 +9,10 @@ import { openDb } from "../src/store/db.ts";
 import { ProcessEngine } from "../src/engine/process/index.ts";
 import { buildApp } from "../src/daemon/app.ts";
 import { createServices } from "../src/daemon/services.ts";
+import { SYSTEM } from "../src/session/actors.ts";
+import { pieces } from "../src/session/service.ts";
+import { BOX_REASON_MAX, check, EVENT_TEXT_MAX, Events, EventsPage, firstError } from "@hutch/shared";
+import { fixtureEvent } from "../../tests/fixtures/events.ts";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-ses-"));
 const db = openDb(join(home, "hutch.db"));
@@ -22,7 +26,9 @@ afterAll(() => {
 
 /** A page of events, parsed. */
 const read = (session: string, from: number, limit: number) =>
-  store.readText(session, from, limit).text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { seq: number; kind: string; actor: unknown });
+  store.readText(session, from, limit).text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { seq: number; kind: string; actor: unknown; data: unknown });
+
+const note = (text: string) => fixtureEvent(Events.annotationAdded, { text });
 
 /** A session row without a terminal (no box needs to run for log and driver rules). */
 function seed(owner: string): string {
@@ -47,8 +53,8 @@ describe("session store", () => {
     const a = seed("alice");
     const b = seed("alice");
     const actor = { kind: "user" as const, id: "alice" };
-    const seqsA = store.append(a, Array.from({ length: 5 }, () => ({ kind: "annotation.added", data: { text: "x" }, actor }))).map((r) => r.seq);
-    const seqsB = store.append(b, [{ kind: "annotation.added", data: { text: "y" }, actor }]).map((r) => r.seq);
+    const seqsA = store.append(a, Array.from({ length: 5 }, () => ({ ...note("x"), actor }))).map((r) => r.seq);
+    const seqsB = store.append(b, [{ ...note("y"), actor }]).map((r) => r.seq);
     expect(seqsA).toEqual([1, 2, 3, 4, 5]);
     expect(seqsB).toEqual([1]);
     expect(read(a, 3, 10).map((e) => e.seq)).toEqual([3, 4, 5]);
@@ -58,11 +64,11 @@ describe("session store", () => {
   test("a repeated idempotency key returns the first seq, also inside one batch", () => {
     const s = seed("alice");
     const actor = { kind: "user" as const, id: "alice" };
-    const first = store.append(s, [{ kind: "annotation.added", data: { text: "a" }, actor, idempotencyKey: "k" }]);
+    const first = store.append(s, [{ ...note("a"), actor, idempotencyKey: "k" }]);
     const again = store.append(s, [
-      { kind: "annotation.added", data: { text: "a" }, actor, idempotencyKey: "k" },
-      { kind: "annotation.added", data: { text: "b" }, actor, idempotencyKey: "k2" },
-      { kind: "annotation.added", data: { text: "b" }, actor, idempotencyKey: "k2" },
+      { ...note("a"), actor, idempotencyKey: "k" },
+      { ...note("b"), actor, idempotencyKey: "k2" },
+      { ...note("b"), actor, idempotencyKey: "k2" },
     ]);
     expect(first.map((r) => [r.seq, r.fresh])).toEqual([[1, true]]);
     expect(again.map((r) => [r.seq, r.fresh])).toEqual([
@@ -77,7 +83,7 @@ describe("session store", () => {
     const s = seed("alice");
     const actor = { kind: "user" as const, id: "alice" };
     // A NUL-free but unencodable value: a BigInt makes JSON.stringify throw mid-batch.
-    expect(() => store.append(s, [{ kind: "annotation.added", data: { text: "ok" }, actor }, { kind: "annotation.added", data: { n: 1n } as never, actor }])).toThrow();
+    expect(() => store.append(s, [{ ...note("ok"), actor }, { kind: "annotation.added", data: { n: 1n } as never, actor }])).toThrow();
     expect(store.last(s)).toBe(0);
     expect(read(s, 1, 10)).toEqual([]);
   });
@@ -106,7 +112,7 @@ describe("who may see and drive", () => {
 
   test("the actor comes from the connection, never from the body", async () => {
     const s = seed("alice");
-    const r = await call("POST", `/v1/sessions/${s}/events`, "alice", { events: [{ kind: "annotation.added", data: { text: "t" }, actor: { kind: "system", id: "hutchd" } }] });
+    const r = await call("POST", `/v1/sessions/${s}/events`, "alice", { events: [{ ...note("t"), actor: { kind: "system", id: "hutchd" } }] });
     expect(r.status).toBe(400);
     expect(r.body.error.message).toContain("actor");
     const ok = await call("POST", `/v1/sessions/${s}/annotations`, "alice", { text: "t" }, "orchestrator");
@@ -120,4 +126,50 @@ describe("who may see and drive", () => {
     expect(r.status).toBe(400);
     expect(r.body.error.message).toContain("x-hutch-client");
   });
+});
+
+describe("every event is checked when it is written", () => {
+  test("a malformed event the daemon writes is refused by the service, and its whole batch with it", () => {
+    const s = seed("alice");
+    // `as never`: the compiler refuses these shapes; a bug that slipped one past it is what this guards.
+    const refused = (() => {
+      try {
+        sessions.append(s, [{ kind: "box.state.changed", data: { box: "box_none" } as never, actor: SYSTEM }]);
+      } catch (err) {
+        return err;
+      }
+    })();
+    // A daemon that writes what its own registry refuses is broken, not its client: a 500, not a 400.
+    expect(refused).toMatchObject({ code: "failed", message: "box.state.changed: data.state: Expected required property" });
+    const fine = { ...fixtureEvent(Events.boxStateChanged, { box: "box_none", state: "running" }), actor: SYSTEM };
+    expect(() => sessions.append(s, [fine, { kind: "egress.allowed", data: { box: "box_none", host: "h", port: 443, bytes: 1 } as never, actor: SYSTEM }])).toThrow(/^events\.1\.egress\.allowed: data\.bytesUp/);
+    expect(store.last(s)).toBe(0);
+    expect(sessions.append(s, [fine])).toEqual([1]);
+  });
+
+  test("a box reason longer than an event holds is cut, not refused", () => {
+    const s = seed("alice");
+    const boxId = store.get(s)!.box_id;
+    sessions.boxChanged(boxId, "failed", "console line\n".repeat(1000));
+    const logged = read(s, 1, 10).map((e) => e.data as { reason: string });
+    expect(logged.map((d) => d.reason.length)).toEqual([BOX_REASON_MAX]);
+  });
+
+  test("typed input is split into pieces an event holds, never inside a surrogate pair", () => {
+    expect(pieces("", 4)).toEqual([]);
+    expect(pieces("abcdefghij", 4)).toEqual(["abcd", "efgh", "ij"]);
+    expect(pieces("abc😀def", 4)).toEqual(["abc", "😀de", "f"]);
+    const big = "x".repeat(EVENT_TEXT_MAX * 2 + 1);
+    expect(pieces(big, EVENT_TEXT_MAX).map((p) => p.length)).toEqual([EVENT_TEXT_MAX, EVENT_TEXT_MAX, 1]);
+  });
+});
+
+test("a page of events is the EventsPage shared/src/api.ts defines (the daemon assembles it as text)", async () => {
+  const s = seed("alice");
+  const actor = { kind: "user" as const, id: "alice" };
+  sessions.append(s, ["a", "b", "c"].map((t) => ({ ...note(t), actor })));
+  const r = await call("GET", `/v1/sessions/${s}/events?from=2&limit=1`, "alice");
+  expect(r.status).toBe(200);
+  expect(check(EventsPage, r.body) ? null : firstError(EventsPage, r.body)).toBeNull();
+  expect(r.body).toMatchObject({ events: [{ seq: 2, kind: "annotation.added", data: { text: "b" } }], next: 3, last: 3 });
 });

@@ -3,7 +3,8 @@
 import { Kind, Type, TypeRegistry, type Static, type TSchema } from "@sinclair/typebox";
 import { GetErrorFunction, SetErrorFunction } from "@sinclair/typebox/errors";
 import { BindingName, EgressDecision, HostPattern } from "./broker.ts";
-import { EventInput } from "./events.ts";
+import { Actor, Anchor, EventInput, SessionEvent } from "./events.ts";
+import { idPattern } from "./ids.ts";
 
 /**
  * Bounds on what a client may send, so every bad input is a 400 naming the
@@ -73,9 +74,12 @@ SetErrorFunction((e) => {
 });
 export const JsonData = (maxJsonLength: number): TJsonData => ({ [Kind]: "JsonData", maxJsonLength, description: `any JSON of at most ${maxJsonLength} characters` }) as TJsonData;
 
-export const BoxName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,62}$", description: "lower-case letters, digits and dashes" });
+/** A box name, unanchored (to compose into other patterns): it is also the box's hostname. */
+export const BOX_NAME = "[a-z0-9][a-z0-9-]{0,62}";
+export const BoxName = Type.String({ pattern: `^${BOX_NAME}$`, description: "lower-case letters, digits and dashes" });
 export const EngineName = Type.Union([Type.Literal("process"), Type.Literal("qemu")]);
 export type EngineName = Static<typeof EngineName>;
+export const ENGINE_NAMES: readonly EngineName[] = EngineName.anyOf.map((s) => s.const);
 
 export const BoxState = Type.Union([
   Type.Literal("creating"),
@@ -173,7 +177,7 @@ export const Session = Type.Object({
   headless: Type.Optional(Type.Boolean()),
   driver: Type.Optional(
     Type.Object({
-      actor: Type.Object({ kind: Type.String(), id: Type.String() }),
+      actor: Actor,
       leaseMs: Type.Optional(Type.Integer()),
       expiresAt: Type.Optional(Type.String()),
     }),
@@ -184,9 +188,23 @@ export const Session = Type.Object({
 });
 export type Session = Static<typeof Session>;
 
+/**
+ * GET /v1/changes is NDJSON: `hello` first, then a line per change, and a
+ * `ping` every 5 s. Live only: a client lists after `hello`.
+ */
+export const BoxChange = Type.Object({ type: Type.Literal("box"), box: Box });
+export const BoxRemovedChange = Type.Object({ type: Type.Literal("box.removed"), id: Type.String() });
+/** A session's row changed (created, closed, driver moved). */
+export const SessionChange = Type.Object({ type: Type.Literal("session"), session: Session });
+export const FeedChange = Type.Union([BoxChange, BoxRemovedChange, SessionChange]);
+export type FeedChange = Static<typeof FeedChange>;
+export const FeedLine = Type.Union([Type.Object({ type: Type.Literal("hello") }), Type.Object({ type: Type.Literal("ping") }), FeedChange]);
+export type FeedLine = Static<typeof FeedLine>;
+
 /** The coding agents hutch can run (host/src/harness); `shell` is a plain login shell. */
 export const AgentName = Type.Union([Type.Literal("claude"), Type.Literal("codex"), Type.Literal("opencode"), Type.Literal("pi"), Type.Literal("shell")]);
 export type AgentName = Static<typeof AgentName>;
+export const AGENT_NAMES: readonly AgentName[] = AgentName.anyOf.map((s) => s.const);
 
 export const SessionCreateBody = Type.Object(
   {
@@ -210,16 +228,33 @@ export const EventsPageQuery = Type.Object({
   limit: Type.Optional(WholeNumber(1, API_LIMITS.eventsPage)),
 });
 
+/** A page of the log: `next` is the seq to ask for next, `last` the log's last seq when the page was read. */
+export const EventsPage = Type.Object({ events: Type.Array(SessionEvent), next: Type.Integer({ minimum: 1 }), last: Type.Integer({ minimum: 0 }) });
+export type EventsPage = Static<typeof EventsPage>;
+
+/**
+ * GET /v1/sessions/:id/subscribe?from=SEQ upgrades to a WebSocket whose text
+ * messages hold one or more lines: each a SessionEvent, in seq order, and
+ * once, when the replay has reached the live end, this line.
+ */
+export const CaughtUpLine = Type.Object({ type: Type.Literal("caught-up"), seq: Type.Integer({ minimum: 0 }) });
+export type CaughtUpLine = Static<typeof CaughtUpLine>;
+/** A subscriber too slow for its buffer is closed with this code and a SlowCloseReason (JSON) as the reason. */
+export const SUBSCRIBE_CLOSE_SLOW = 4000;
+/** Every event before `resumeFrom` was sent before the close: subscribing again from it loses and repeats nothing. */
+export const SlowCloseReason = Type.Object({ resumeFrom: Type.Integer({ minimum: 1 }) });
+export type SlowCloseReason = Static<typeof SlowCloseReason>;
+
 /** GET /v1/sessions/:id/output/:chunk */
 export const OutputChunkParams = Type.Object({
-  id: Type.String({ pattern: "^ses_[0-9a-z]{20}$" }),
+  id: Type.String({ pattern: idPattern("ses") }),
   chunk: WholeNumber(0, API_LIMITS.whole),
 });
 
-/** POST /v1/sessions/:id/events: client kinds, their data checked against the kind's schema by the session service. */
+/** POST /v1/sessions/:id/events: client kinds, their data checked against the kind's schema by the session service (the idempotency key is the header). */
 export const EventAppendBody = Type.Object(
   {
-    events: Type.Array(Type.Object({ ...EventInput.properties, data: JsonData(API_LIMITS.eventData) }, { additionalProperties: false }), {
+    events: Type.Array(Type.Object({ kind: EventInput.properties.kind, data: JsonData(API_LIMITS.eventData) }, { additionalProperties: false }), {
       minItems: 1,
       maxItems: 10_000,
     }),
@@ -229,6 +264,19 @@ export const EventAppendBody = Type.Object(
 
 /** POST /v1/sessions/:id/driver/{acquire,steal} */
 export const DriverBody = Type.Object({ leaseMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 86_400_000 })) }, { additionalProperties: false });
+export type DriverBody = Static<typeof DriverBody>;
+
+/** POST /v1/sessions/:id/input: typed into the session's terminal (or the next headless prompt), driver only. */
+export const SessionInputBody = Type.Object({ text: Type.String({ minLength: 1, maxLength: 65536 }) }, { additionalProperties: false });
+export type SessionInputBody = Static<typeof SessionInputBody>;
+
+/** POST /v1/sessions/:id/annotations */
+export const AnnotateBody = Type.Object({ text: Type.String({ minLength: 1, maxLength: 65536 }), anchor: Type.Optional(Anchor) }, { additionalProperties: false });
+export type AnnotateBody = Static<typeof AnnotateBody>;
+
+/** POST /v1/sessions/:id/close */
+export const SessionCloseBody = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 1024 })) }, { additionalProperties: false });
+export type SessionCloseBody = Static<typeof SessionCloseBody>;
 
 /** GET /v1/boxes/:ref/egress */
 export const EgressQuery = Type.Object({

@@ -70,6 +70,10 @@ export const PolicyChangeBody = Type.Object(
 );
 export type PolicyChangeBody = Static<typeof PolicyChangeBody>;
 
+/** PUT /v1/secrets/:name. The value travels in the body of a request on the 0600 socket, never in argv or a URL. */
+export const SecretValueBody = Type.Object({ value: Type.String({ minLength: 1, maxLength: 16384 }) }, { additionalProperties: false });
+export type SecretValueBody = Static<typeof SecretValueBody>;
+
 export const SecretInfo = Type.Object({
   name: Type.String(),
   /** Bindings that inject it. */

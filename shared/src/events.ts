@@ -28,8 +28,14 @@ interface Registered {
 }
 const registry = new Map<string, Registered>();
 
+/** A registered kind: its dotted name and the schema of its data. Producers and readers name kinds by these, never by string. */
+export interface EventDef<K extends string = string, T extends TSchema = TSchema> {
+  readonly kind: K;
+  readonly data: T;
+}
+
 /** Registers an event kind with the schema of its data. Kinds are dotted: `box.state.changed`. */
-export function defineEvent<T extends TSchema>(kind: string, data: T, opts: { byClients?: boolean } = {}): { kind: string; data: T } {
+export function defineEvent<K extends string, T extends TSchema>(kind: K, data: T, opts: { byClients?: boolean } = {}): EventDef<K, T> {
   if (!/^[a-z]+(\.[a-z]+)+$/.test(kind)) throw new Error(`event kind "${kind}" is not dotted lower case`);
   if (registry.has(kind)) throw new Error(`event kind "${kind}" is registered twice`);
   registry.set(kind, { data, byClients: opts.byClients ?? false });
@@ -49,7 +55,12 @@ export function checkEvent(kind: string, data: unknown, from: "client" | "daemon
   return `data.${firstError(entry.data, data)}`;
 }
 
-const Text = (max = 65536) => Type.String({ maxLength: max });
+/** The longest text one event holds (a message, a tool's output, typed input); producers cut or split longer ones. */
+export const EVENT_TEXT_MAX = 65536;
+/** The longest reason a box.state.changed holds (a failed box's carries its console's last lines). */
+export const BOX_REASON_MAX = 4096;
+
+const Text = (max = EVENT_TEXT_MAX) => Type.String({ maxLength: max });
 const Seq = Type.Integer({ minimum: 1 });
 
 const EgressData = Type.Object({
@@ -85,7 +96,7 @@ export const Events = {
     Type.Object({ box: Type.String(), agent: Type.String(), label: Type.Optional(Text(256)), pty: Type.Optional(Type.String()) }),
   ),
   sessionClosed: defineEvent("session.closed", Type.Object({ reason: Type.Optional(Text(1024)) })),
-  boxStateChanged: defineEvent("box.state.changed", Type.Object({ box: Type.String(), state: Type.String(), reason: Type.Optional(Text(4096)) })),
+  boxStateChanged: defineEvent("box.state.changed", Type.Object({ box: Type.String(), state: Type.String(), reason: Type.Optional(Text(BOX_REASON_MAX)) })),
   inputSent: defineEvent("input.sent", Type.Object({ text: Text() })),
   outputAppended: defineEvent(
     "output.appended",
@@ -149,6 +160,40 @@ export const Events = {
     Type.Object({ line: Text(), reason: Type.Union([Type.Literal("unknown"), Type.Literal("unparsed"), Type.Literal("invalid"), Type.Literal("stderr")]), truncated: Type.Optional(Type.Boolean()) }),
   ),
 };
+
+type Registry = typeof Events;
+
+/** Every registered kind's name. */
+export type EventKind = Registry[keyof Registry]["kind"];
+
+/**
+ * An event of a registered kind with the data its schema gives it: a union
+ * discriminated by `kind`, so checking the kind types the data. What
+ * producers write and what `isEvent` lets readers see.
+ */
+export type TypedEvent = { [N in keyof Registry]: { kind: Registry[N]["kind"]; data: Static<Registry[N]["data"]> } }[keyof Registry];
+
+/** The data of one kind, by its name. */
+export type EventData<K extends EventKind> = Extract<TypedEvent, { kind: K }>["data"];
+
+/** An event of `def`'s kind, its data typed by the kind's schema: `emit(Events.inputSent, { text })`. */
+export function emit<D extends EventDef>(def: D, data: Static<D["data"]>): { kind: D["kind"]; data: Static<D["data"]> } {
+  return { kind: def.kind, data };
+}
+
+/**
+ * The data of `e` when it is an event of `def`'s kind and its data fits the
+ * schema; else null. Events come from the log over the daemon's API, so
+ * readers check them rather than trust them.
+ */
+export function read<D extends EventDef>(e: { kind: string; data: unknown }, def: D): Static<D["data"]> | null {
+  return e.kind === def.kind && check(def.data, e.data) ? e.data : null;
+}
+
+/** Whether `e` is of a registered kind and its data fits; afterwards `e.kind` types `e.data`. */
+export function isEvent<E extends { kind: string; data: unknown }>(e: E, from: "client" | "daemon" = "daemon"): e is E & TypedEvent {
+  return checkEvent(e.kind, e.data, from) === null;
+}
 
 /** One stored event. */
 export const SessionEvent = Type.Object({

@@ -2,7 +2,7 @@
 // `hutch ide --stdio` speaks to the VS Code extension over LSP framing. Both
 // sides read their params and results through these schemas.
 import { Type, type Static } from "@sinclair/typebox";
-import { Box, Session, BoxName, EngineName } from "./api.ts";
+import { AgentName, Box, BoxChange, BoxName, BoxRemovedChange, EngineName, Session } from "./api.ts";
 import { Anchor, SessionEvent } from "./events.ts";
 import { SessionActivity } from "./summary.ts";
 
@@ -24,11 +24,8 @@ export const IdeInitializeResult = Type.Object({
 export const ListResult = Type.Object({ connected: Type.Boolean(), boxes: Type.Array(Box), sessions: Type.Array(SessionView) });
 export type ListResult = Static<typeof ListResult>;
 
-export const Change = Type.Union([
-  Type.Object({ type: Type.Literal("box"), box: Box }),
-  Type.Object({ type: Type.Literal("box.removed"), id: Type.String() }),
-  Type.Object({ type: Type.Literal("session"), session: SessionView }),
-]);
+/** The change feed's lines (api.ts), a session's as the sidebar shows it. */
+export const Change = Type.Union([BoxChange, BoxRemovedChange, Type.Object({ type: Type.Literal("session"), session: SessionView })]);
 export type Change = Static<typeof Change>;
 
 export const DaemonStatus = Type.Object({ connected: Type.Boolean(), reason: Type.Optional(Type.String()) });
@@ -84,7 +81,7 @@ export type BoxParams = Static<typeof BoxParams>;
 
 export const SessionCreateParams = Type.Object({
   box: Type.Optional(Type.String({ minLength: 1 })),
-  agent: Type.Optional(Type.String({ minLength: 1 })),
+  agent: Type.Optional(AgentName),
   label: Type.Optional(Type.String({ maxLength: 256 })),
 });
 export type SessionCreateParams = Static<typeof SessionCreateParams>;

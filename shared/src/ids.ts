@@ -3,6 +3,12 @@ const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 
 export type IdPrefix = "box" | "ses" | "snap" | "op" | "pty" | "evt";
 
+/** What follows an id's prefix and its `_`, unanchored (to compose into other patterns). */
+export const ID_BODY = "[0-9a-z]{20}";
+
+/** The whole-string pattern of an id with this prefix, for schemas and RegExps. */
+export const idPattern = (prefix: IdPrefix): string => `^${prefix}_${ID_BODY}$`;
+
 export function newId(prefix: IdPrefix, now = Date.now()): string {
   let time = "";
   let t = now;

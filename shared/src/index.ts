@@ -6,3 +6,6 @@ export * from "./broker.ts";
 export * from "./summary.ts";
 export * from "./ide.ts";
 export * from "./protocol/follow.ts";
+export * from "./idempotency.ts";
+export * from "./ops.ts";
+export * from "./ndjson.ts";

@@ -75,16 +75,28 @@ describe("mux", () => {
     await tick();
     expect(errors.map((e) => `${e.side}: ${e.err.message}`)).toEqual([`guest: stream 1: peer sent past its credit`]);
   });
-  test("close carries an error and both ends forget the stream", async () => {
+  /** Opens a stream from the host, closes it from the guest with `error`; what the host's close handler got. */
+  async function closedFromGuest(error: unknown) {
     const { hostMux, opened } = pair();
     const s = hostMux.open({ tool: "x" });
     let closedWith: unknown = "not yet";
     s.handlers.close = (e) => (closedWith = e);
     await tick();
-    opened[0]!.stream.close({ code: "denied", message: "nope" });
+    opened[0]!.stream.close(error as never);
     await tick();
+    return { hostMux, closedWith };
+  }
+  test("close carries an error and both ends forget the stream", async () => {
+    const { hostMux, closedWith } = await closedFromGuest({ code: "denied", message: "nope" });
     expect(closedWith).toEqual({ code: "denied", message: "nope" });
     expect(hostMux.openStreams).toBe(0);
+  });
+  test("a close's hint is a field of its own: the message is never split to find it", async () => {
+    const error = { code: "conflict", message: "session s is driven by a; only the driver sends input", hint: "take it over: hutch session driver steal s" };
+    expect((await closedFromGuest(error)).closedWith).toEqual(error);
+  });
+  test("a close whose hint is not text is a protocol violation", async () => {
+    expect((await closedFromGuest({ code: "failed", message: "m", hint: 7 })).hostMux.alive).toBe(false);
   });
   test("a frame before hello is refused", () => {
     const errors: string[] = [];

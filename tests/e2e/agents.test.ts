@@ -6,34 +6,15 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { SessionEvent } from "../../shared/src/index.ts";
+import { Events, read, type SessionEvent } from "../../shared/src/index.ts";
 import { makeHome, onTerminal, type Home } from "../helpers.ts";
+import { at, events, expectHeadlessTurn, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 
 const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
-const PROMPT = "create hello.txt containing hi";
-const SECRETS = { anthropic: `sk-ant-api03-${crypto.randomUUID()}`, openai: `sk-proj-${crypto.randomUUID()}` };
+const SECRETS = newSecrets();
 let h: Home;
 let fake: FakeModel;
-
-function fakeBindings(fake: FakeModel) {
-  const common = { host: "localhost", port: fake.port, address: "127.0.0.1", ca: fake.ca.caFile };
-  return {
-    bindings: {
-      anthropic: { ...common, header: "x-api-key", format: "{secret}", secret: "anthropic", methods: ["GET", "POST", "HEAD"], paths: ["/v1/", "/api/"], env: { ANTHROPIC_BASE_URL: "{url}", ANTHROPIC_API_KEY: "{stub}" } },
-      openai: { ...common, header: "Authorization", format: "Bearer {secret}", secret: "openai", methods: ["GET", "POST"], paths: ["/v1/"], env: { OPENAI_BASE_URL: "{url}/v1", OPENAI_API_KEY: "{stub}" } },
-    },
-  };
-}
-
-async function events(home: Home, session: string): Promise<SessionEvent[]> {
-  const r = await home.run(["session", "log", session, "--json"]);
-  expect(r.code, r.stderr).toBe(0);
-  return r.stdout.trim().split("\n").map((l) => JSON.parse(l) as SessionEvent);
-}
-
-const at = (list: SessionEvent[], kind: string, pred: (d: Record<string, unknown>) => boolean = () => true) =>
-  list.findIndex((e) => e.kind === kind && pred(e.data as Record<string, unknown>));
 
 beforeAll(async () => {
   h = makeHome("hutch-agt-");
@@ -55,41 +36,7 @@ afterAll(async () => {
 
 describe.each(["claude", "codex", "opencode", "pi"])("%s", (agent) => {
   test("a headless turn in a box writes the file and logs input, tool call, result, final message, usage and idle, in order; the fake saw only the real secret", async () => {
-    await h.run(["exec", "ag", "--", "rm", "-f", "/workspace/hello.txt"]);
-    fake.reset();
-    const r = await h.run(["run", "ag", "--agent", agent, "--prompt", PROMPT, "--json"]);
-    expect(r.code, r.stderr + r.stdout).toBe(0);
-    const result = JSON.parse(r.stdout) as { session: string; state: string; ok: boolean; exit: { code: number } };
-    expect(result).toMatchObject({ state: "idle", ok: true, exit: { code: 0 } });
-
-    const file = await h.run(["exec", "ag", "--", "cat", "/workspace/hello.txt"]);
-    expect(file.stdout).toBe("hi");
-
-    const log = await events(h, result.session);
-    const input = at(log, "input.sent", (d) => d.text === PROMPT);
-    expect(log[input]!.actor.kind).toBe("user");
-    const call = at(log, "tool.called", (d) => JSON.stringify(d.input).includes("hello.txt"));
-    const callId = (log[call]?.data as { id?: string } | undefined)?.id;
-    const result_ = at(log, "tool.completed", (d) => d.id === callId && d.status === "ok");
-    const final = at(log, "message.completed", (d) => d.role === "assistant" && String(d.text).includes('Created hello.txt containing "hi"'));
-    const usage = log.findLastIndex((e) => e.kind === "usage.reported" && (e.data as { available: boolean }).available);
-    const idle = at(log, "agent.state", (d) => d.state === "idle");
-    const order = [input, call, result_, final, usage, idle];
-    expect(order.every((i) => i >= 0), JSON.stringify(order)).toBe(true);
-    expect([...order].sort((a, b) => a - b)).toEqual(order);
-    expect(log[call]!.actor.kind).toBe("agent");
-    expect(log.filter((e) => e.kind === "agent.raw" && (e.data as { reason: string }).reason !== "unknown")).toEqual([]);
-
-    // The secret arrived at the fake only through the broker: every model call carried it, none a stub.
-    const calls = fake.modelCalls();
-    expect(calls.length).toBeGreaterThanOrEqual(2);
-    for (const c of calls) {
-      const key = c.headers["x-api-key"] ?? c.headers.authorization ?? "(none)";
-      expect([SECRETS.anthropic, `Bearer ${SECRETS.openai}`]).toContain(key);
-    }
-    expect(JSON.stringify(fake.requests)).not.toContain("hutch-stub-");
-    const text = JSON.stringify(log);
-    for (const s of Object.values(SECRETS)) expect(text).not.toContain(s);
+    await expectHeadlessTurn(h, "ag", agent, fake, SECRETS);
   }, 180_000);
 });
 
@@ -112,7 +59,7 @@ test("a follow-up prompt from the driver continues the same conversation in the 
   // The model saw the first exchange again: the agent resumed its conversation.
   expect(JSON.stringify(fake.modelCalls().at(-1)!.body)).toContain(PROMPT);
   const inputs = (await events(h, id)).filter((e) => e.kind === "input.sent");
-  expect(inputs.map((e) => [(e.data as { text: string }).text.trim(), e.actor.kind])).toEqual([[PROMPT, "user"], ["create two.txt containing yo", "user"]]);
+  expect(inputs.map((e) => [read(e, Events.inputSent)?.text.trim(), e.actor.kind])).toEqual([[PROMPT, "user"], ["create two.txt containing yo", "user"]]);
 }, 120_000);
 
 test("two clients subscribed to the same session see the same events in the same order", async () => {
@@ -154,8 +101,8 @@ test("interactive claude: attach, type a prompt, detach; the structured events k
   const log = await events(h, sid);
   const after = log.filter((e) => e.seq > detachedAt).map((e) => e.kind);
   expect(after).toEqual(expect.arrayContaining(["tool.called", "tool.completed", "message.completed", "usage.reported", "agent.state", "attention.required"]));
-  const prompt = at(log, "message.completed", (d) => d.role === "user" && d.text === PROMPT);
-  const final = at(log, "message.completed", (d) => d.role === "assistant" && String(d.text).includes("Created hello.txt"));
+  const prompt = at(log, Events.messageCompleted, (d) => d.role === "user" && d.text === PROMPT);
+  const final = at(log, Events.messageCompleted, (d) => d.role === "assistant" && d.text.includes("Created hello.txt"));
   expect(prompt).toBeGreaterThanOrEqual(0);
   expect(final).toBeGreaterThan(prompt);
   expect((await h.run(["exec", "ag", "--", "cat", "/workspace/hello.txt"])).stdout).toBe("hi");
@@ -204,7 +151,7 @@ test("a daemon killed mid-turn: the restarted daemon ends the lost turn in the l
   expect(JSON.parse(wait.stdout)).toMatchObject({ state: "error", ok: false });
   const after = await events(h, id);
   expect(after.slice(0, before.length)).toEqual(before);
-  expect(after.some((e) => e.kind === "error.raised" && String((e.data as { message: string }).message).includes("the daemon stopped during this turn"))).toBe(true);
+  expect(after.some((e) => read(e, Events.errorRaised)?.message.includes("the daemon stopped during this turn"))).toBe(true);
   // The guest itself shows up (the listing works); the headless agent does not (an earlier test's TUI may).
   const list = "ps -eo args > /tmp/ps.txt; grep -c '[h]utch-guest' /tmp/ps.txt; grep -c '[s]tream-json' /tmp/ps.txt || true";
   let counts: string[] = [];

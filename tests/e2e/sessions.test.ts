@@ -2,6 +2,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { makeHome, onTerminal, pidAlive, waitFor, type Home } from "../helpers.ts";
+import { fixtureEvent } from "../fixtures/events.ts";
+import { Events } from "../../shared/src/index.ts";
 
 let h: Home;
 let sock: string;
@@ -44,7 +46,7 @@ async function allEvents(sid: string): Promise<Ev[]> {
 /** Appends annotations until the session holds exactly `total` events. */
 async function fillTo(sid: string, total: number): Promise<void> {
   const last = (await api("GET", `/v1/sessions/${sid}`)).body.lastSeq as number;
-  const events = Array.from({ length: total - last }, (_, i) => ({ kind: "annotation.added", data: { text: `fill ${i}` } }));
+  const events = Array.from({ length: total - last }, (_, i) => fixtureEvent(Events.annotationAdded, { text: `fill ${i}` }));
   const r = await api("POST", `/v1/sessions/${sid}/events`, { events });
   expect(r.status).toBe(200);
   expect((await api("GET", `/v1/sessions/${sid}`)).body.lastSeq).toBe(total);
@@ -206,8 +208,8 @@ describe("durability", () => {
           const res = await fetch(`http://localhost/v1/sessions/${sid}/events`, {
             method: "POST",
             unix: sock,
-            headers: { "content-type": "application/json" },
-            body: JSON.stringify({ events: [{ kind: "annotation.added", data: { text: `e${i}` }, idempotencyKey: `k${i}` }] }),
+            headers: { "content-type": "application/json", "idempotency-key": `k${i}` },
+            body: JSON.stringify({ events: [fixtureEvent(Events.annotationAdded, { text: `e${i}` })] }),
           });
           if (res.status === 200) break;
         } catch {
@@ -275,7 +277,7 @@ describe("slow consumers", () => {
     ws.pause();
     // 50,000 events appended while the consumer reads nothing.
     for (let b = 0; b < 50; b++) {
-      const events = Array.from({ length: 1000 }, (_, i) => ({ kind: "annotation.added", data: { text: `slow ${b * 1000 + i} ${"x".repeat(200)}` } }));
+      const events = Array.from({ length: 1000 }, (_, i) => fixtureEvent(Events.annotationAdded, { text: `slow ${b * 1000 + i} ${"x".repeat(200)}` }));
       expect((await api("POST", `/v1/sessions/${sid}/events`, { events })).status).toBe(200);
     }
     ws.resume();
@@ -303,6 +305,7 @@ describe("slow consumers", () => {
 
 describe("bad input", () => {
   test("an unknown kind, a field of the wrong type: 400 naming it, nothing stored", async () => {
+    // Off-schema on purpose: what the daemon's own check must refuse.
     const sid = await newSession("bad");
     const a = await api("POST", `/v1/sessions/${sid}/events`, { events: [{ kind: "made.up", data: {} }] });
     expect(a.status).toBe(400);
@@ -314,7 +317,7 @@ describe("bad input", () => {
     expect(c.status).toBe(400);
     expect(c.body.error.message).toContain("written by the daemon");
     // A batch is all or nothing.
-    const d = await api("POST", `/v1/sessions/${sid}/events`, { events: [{ kind: "annotation.added", data: { text: "ok" } }, { kind: "annotation.added", data: {} }] });
+    const d = await api("POST", `/v1/sessions/${sid}/events`, { events: [fixtureEvent(Events.annotationAdded, { text: "ok" }), { kind: "annotation.added", data: {} }] });
     expect(d.status).toBe(400);
     expect(d.body.error.message).toStartWith("events.1.data.text");
     // Nothing from any refused request was stored (the shell's own output may still arrive).
@@ -332,8 +335,8 @@ describe("bad input", () => {
 
   test("an idempotency key repeated returns the first seq and stores nothing", async () => {
     const sid = await newSession("idem");
-    const a = await api("POST", `/v1/sessions/${sid}/annotations`, { text: "once", idempotencyKey: "same" });
-    const b = await api("POST", `/v1/sessions/${sid}/annotations`, { text: "once", idempotencyKey: "same" });
+    const a = await api("POST", `/v1/sessions/${sid}/annotations`, { text: "once" }, { "idempotency-key": "same" });
+    const b = await api("POST", `/v1/sessions/${sid}/annotations`, { text: "once" }, { "idempotency-key": "same" });
     expect(b.body.seq).toBe(a.body.seq);
     expect((await allEvents(sid)).filter((e) => e.kind === "annotation.added").length).toBe(1);
   });
@@ -353,6 +356,8 @@ describe("attach", () => {
     const other = await h.run(["session", "attach", sid], { env: { HUTCH_CLIENT: "agent" } });
     expect(other.code).toBe(1);
     expect(other.stderr).toContain("is driven by root (user)");
+    // The refusal closes the attach stream; its next step arrives as the close's own hint field.
+    expect(other.stderr).toContain(`next: take it over: hutch session driver steal ${sid}`);
 
     a.type("\x01d");
     expect(await a.proc.exited).toBe(0);

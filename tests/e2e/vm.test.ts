@@ -2,9 +2,10 @@
 // doctor proves it by booting). The image is built once per machine into a
 // shared cache and reused by every run.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { cpSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeSync, closeSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync, closeSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { boxPids, makeHome, onTerminal, pidAlive, waitFor, type Home } from "../helpers.ts";
+import { boxPids, installTestImage, makeHome, onTerminal, opOutput, pidAlive, testImage, waitFor, type Home } from "../helpers.ts";
 
 let h: Home;
 let kernelRelease: string;
@@ -31,15 +32,9 @@ async function info(name: string) {
 beforeAll(async () => {
   h = makeHome("hutch-vm-");
   Object.assign(h.env, { HUTCH_QEMU_ACCEL: "tcg" });
-  // One image per machine: build it (or find it cached) in a shared home, then share it.
-  const cache = process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images";
-  mkdirSync(cache, { recursive: true });
-  const b = Bun.spawnSync([join(import.meta.dir, "../../dist/hutch"), "image", "build"], { env: { ...h.env, HUTCH_HOME: cache }, stderr: "inherit", stdout: "pipe" });
-  if (b.exitCode !== 0) throw new Error("hutch image build failed");
-  mkdirSync(join(h.home, "images"), { recursive: true });
-  cpSync(join(cache, "images", "default"), join(h.home, "images", "default"), { recursive: true });
-  const manifest = JSON.parse(readFileSync(join(h.home, "images/default/manifest.json"), "utf8"));
-  kernelRelease = manifest.kernel.release ?? manifest.kernel.version ?? manifest.kernel;
+  // One image per machine, built (or found up to date) once and copied in.
+  const { kernel } = await installTestImage(h);
+  kernelRelease = typeof kernel === "string" ? kernel : (kernel.release ?? kernel.version ?? "");
 }, 900_000);
 afterAll(() => h.cleanup(), 120_000);
 
@@ -191,7 +186,7 @@ describe("doctor with VMs", () => {
   test("proves accelerators by booting, boots a throwaway VM, and says loudly when it falls back to tcg", async () => {
     const r = await h.run(["doctor", "--json"]);
     expect(r.code).toBe(0);
-    const doc = JSON.parse(r.stdout) as { checks: { name: string; ok: boolean; detail: string; fix?: string }[] };
+    const doc = opOutput<{ checks: { name: string; ok: boolean; detail: string; fix?: string }[] }>(r.stdout).result;
     const kvm = doc.checks.find((c) => c.name === "accelerator kvm")!;
     expect(kvm).toBeDefined();
     if (!kvm.ok) {
@@ -205,6 +200,71 @@ describe("doctor with VMs", () => {
     const choice = JSON.parse(readFileSync(join(h.home, "accel.json"), "utf8"));
     expect(choice.reason).toBeTruthy();
   }, 180_000);
+});
+
+describe("image build through the daemon", () => {
+  let dir: string;
+  let b: Home;
+  beforeAll(async () => {
+    // apt-cache is the first tool a build runs: a shim that records its chain of parents, holds it a moment, and runs the real one.
+    dir = mkdtempSync(join(tmpdir(), "hutch-apt-shim-"));
+    const real = Bun.which("apt-cache")!;
+    writeFileSync(
+      join(dir, "apt-cache"),
+      `#!/bin/sh\np=$$; chain=""\nwhile [ "$p" -gt 1 ]; do p=$(cut -d' ' -f4 /proc/$p/stat); chain="$chain $p"; done\necho "$chain" >> ${dir}/chains\nsleep 1\nexec ${real} "$@"\n`,
+    );
+    chmodSync(join(dir, "apt-cache"), 0o755);
+    b = makeHome("hutch-imgb-");
+    b.env.PATH = `${dir}:${process.env.PATH}`;
+    // The cached image, up to date with this build's recipe, so the build finds it and stops.
+    mkdirSync(join(b.home, "images"));
+    symlinkSync(await testImage(), join(b.home, "images", "default"));
+  });
+  afterAll(async () => {
+    await b.cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test("runs in the daemon's worker, streams its progress as NDJSON, and ends with the manifest", async () => {
+    // Start the daemon first, so it is not a child of the CLI below.
+    expect((await b.run(["box", "list"])).code).toBe(0);
+    const daemon = b.daemonPid()!;
+    const cli = b.spawn(["image", "build", "--json"]);
+    const [out, code] = await Promise.all([new Response(cli.stdout as ReadableStream).text(), cli.exited]);
+    expect(code).toBe(0);
+    const { lines, result } = opOutput<{ manifest: { name: string; recipeHash: string }; cached: boolean }>(out);
+    expect(result.cached).toBe(true);
+    expect(result.manifest.name).toBe("default");
+    expect(lines.filter((l) => l.type === "step").map((l) => [l.n, l.total, l.title])).toEqual([
+      [1, 7, "checking the build tools"],
+      [2, 7, "resolving the recipe"],
+    ]);
+    expect(lines.find((l) => l.type === "done")?.summary).toContain("is up to date");
+    // Every apt-cache the build ran descends from the daemon (through its worker), none from the CLI.
+    const chains = readFileSync(join(dir, "chains"), "utf8").trim().split("\n").map((l) => l.trim().split(" ").map(Number));
+    expect(chains.length).toBeGreaterThanOrEqual(1);
+    for (const chain of chains) {
+      expect(chain).toContain(daemon);
+      expect(chain).not.toContain(cli.pid);
+      // apt-cache's parent is the worker, whose parent is the daemon.
+      expect(chain[1]).toBe(daemon);
+    }
+  }, 120_000);
+
+  test("on a terminal-less stderr each step is a line; a second build of the same image is refused while one runs", async () => {
+    const runs = () => (existsSync(join(dir, "chains")) ? readFileSync(join(dir, "chains"), "utf8").trim().split("\n").length : 0);
+    const before = runs();
+    const first = b.spawn(["image", "build"]);
+    await waitFor("the first build to reach apt-cache", () => runs() > before, 30_000);
+    const second = await b.run(["image", "build"]);
+    expect(second.code).toBe(1);
+    expect(second.stderr).toContain('image "default" is being built already');
+    const [err, code] = await Promise.all([new Response(first.stderr as ReadableStream).text(), first.exited]);
+    expect(code).toBe(0);
+    expect(err).toContain("[1/7] checking the build tools\n");
+    expect(err).toContain("[2/7] resolving the recipe\n");
+    expect(err).toMatch(/image "default" is up to date \(recipe [0-9a-f]{12}\); nothing to do in \d/);
+  }, 120_000);
 });
 
 describe("VM boxes that cannot boot", () => {

@@ -1,8 +1,11 @@
 // How each event kind reads in the live log: a one-line summary, an optional
-// detail block (collapsible), a tone, and an anchor to follow. Keyed on the
-// kind string, so kinds added on other branches (agent messages, tools,
-// egress) render specially as soon as they are logged; anything else reads
-// as its kind and JSON.
+// detail block (collapsible), a tone, and an anchor to follow. Renderers are
+// keyed by registered kind and get that kind's data, typed by its schema;
+// the event is checked against the registry first (it comes from the daemon:
+// checked, not trusted). A kind without a renderer of its own reads as its
+// kind and JSON; one whose data does not fit its schema is shown as such.
+import { eventKinds, isEvent, type EventData, type EventKind } from "@hutch/shared/events";
+
 export interface Rendered {
   summary: string;
   detail?: string;
@@ -10,76 +13,79 @@ export interface Rendered {
   anchor?: { path: string; line?: number };
 }
 
-type Data = Record<string, unknown>;
-const str = (v: unknown) => (typeof v === "string" ? v : v === undefined || v === null ? "" : JSON.stringify(v));
 const json = (v: unknown) => JSON.stringify(v, null, 2);
 const oneLine = (s: string, max = 200) => {
   const t = s.replace(/\s+/g, " ").trim();
   return t.length > max ? `${t.slice(0, max)}…` : t;
 };
-const actorName = (v: unknown) => str((v as { id?: unknown } | undefined)?.id);
 
-const renderers: Record<string, (d: Data) => Rendered> = {
-  "message.started": (d) => ({ summary: `${str(d.role) || "assistant"} ▸ ${oneLine(str(d.text))}`, tone: "dim" }),
-  "message.delta": (d) => ({ summary: `${str(d.role) || "assistant"} … ${oneLine(str(d.text))}`, tone: "dim" }),
-  "message.completed": (d) => {
-    const text = str(d.text);
-    return { summary: `${str(d.role) || "assistant"}: ${oneLine(text)}`, ...(text.length > 200 || text.includes("\n") ? { detail: text } : {}) };
-  },
-  "tool.called": (d) => ({ summary: `tool ${str(d.name)} (${str(d.id)})`, detail: `input:\n${json(d.input)}` }),
-  "tool.completed": (d) => ({
-    summary: `tool ${str(d.id)} ${str(d.status) || "done"}`,
-    detail: `output:\n${typeof d.output === "string" ? d.output : json(d.output)}`,
-    tone: d.status === "error" ? "error" : "ok",
-  }),
-  "usage.reported": (d) => ({ summary: `usage ${oneLine(JSON.stringify(d))}`, tone: "dim" }),
-  "agent.state": (d) => ({ summary: `agent is ${str(d.state)}${d.reason ? `: ${str(d.reason)}` : ""}`, tone: d.state === "needs-input" || d.state === "waiting" ? "warn" : "dim" }),
-  "agent.raw": (d) => ({ summary: "agent output (raw)", detail: json(d), tone: "dim" }),
-  "exec.started": (d) => ({ summary: `exec ${Array.isArray(d.argv) ? d.argv.map(str).join(" ") : ""}${d.pid ? ` (pid ${str(d.pid)})` : ""}` }),
-  "exec.exited": (d) => ({
-    summary: d.signal ? `exited by signal ${str(d.signal)}` : typeof d.code === "number" ? `exited with code ${d.code}` : "exited",
-    tone: d.code === 0 ? "ok" : "error",
-  }),
-  "annotation.added": (d) => {
-    const a = d.anchor as { path?: string; line?: number; seq?: number } | undefined;
-    return {
-      summary: `✎ ${oneLine(str(d.text))}`,
-      ...(str(d.text).length > 200 ? { detail: str(d.text) } : {}),
-      tone: "note",
-      ...(a?.path ? { anchor: { path: a.path, ...(a.line ? { line: a.line } : {}) } } : {}),
-    };
-  },
-  "session.driver.acquired": (d) => ({ summary: `driver: ${actorName(d.driver)} took the slot${d.leaseMs ? ` (lease ${str(d.leaseMs)} ms)` : ""}` }),
-  "session.driver.released": (d) => ({ summary: `driver: ${actorName(d.driver)} released the slot` }),
-  "session.driver.stolen": (d) => ({ summary: `driver: ${actorName(d.to)} took the slot from ${actorName(d.from)}`, tone: "warn" }),
-  "session.driver.lapsed": (d) => ({ summary: `driver: ${actorName(d.driver)}'s lease lapsed`, tone: "warn" }),
-  "session.created": (d) => ({ summary: `session created (${str(d.agent)}${d.label ? `, ${str(d.label)}` : ""})` }),
-  "session.closed": (d) => ({ summary: `session closed${d.reason ? `: ${str(d.reason)}` : ""}` }),
-  "box.state.changed": (d) => ({ summary: `box is ${str(d.state)}${d.reason ? `: ${str(d.reason)}` : ""}`, tone: d.state === "failed" ? "error" : "dim" }),
-  "input.sent": (d) => ({ summary: `input ${oneLine(JSON.stringify(str(d.text)))}` }),
-  "output.appended": (d) => ({ summary: `output ${str(d.length)} bytes${d.snapshot ? " (screen redraw)" : ""}`, tone: "dim" }),
-  "attention.required": (d) => ({ summary: `needs attention: ${str(d.reason)}`, tone: "warn" }),
-  "error.raised": (d) => ({ summary: `error: ${str(d.message)}`, tone: "error" }),
-  "checkpoint.created": (d) => ({ summary: `checkpoint ${str(d.name)}` }),
-  "verdict.recorded": (d) => ({ summary: `verdict ${str(d.verdict)}${d.score !== undefined ? ` (${str(d.score)})` : ""}`, ...(d.note ? { detail: str(d.note) } : {}) }),
-};
-
-function egress(kind: string, d: Data): Rendered {
-  const what = kind.slice("egress.".length);
-  const where = `${str(d.host)}${d.port !== undefined ? `:${str(d.port)}` : ""}`;
+function egress(what: string, d: EventData<"egress.allowed">): Rendered {
+  // A refusal before any request was read (over the box's connection cap) names no host.
+  const where = d.host ? `${d.host}:${d.port}` : "the broker";
+  const request = [d.binding, d.method, d.path].filter(Boolean).join(" ");
   return {
-    summary: `egress ${what} ${where}${d.bytes !== undefined ? ` ${str(d.bytes)} bytes` : ""}${d.reason ? ` (${str(d.reason)})` : ""}`,
+    summary: `egress ${what} ${where}${request ? ` ${request}` : ""}${d.status !== undefined ? ` → ${d.status}` : ""}, ${d.bytesUp} bytes up, ${d.bytesDown} down${d.reason ? ` (${d.reason})` : ""}`,
     tone: what === "denied" ? "error" : what === "injected" ? "warn" : "ok",
   };
 }
 
-/** The kinds with their own rendering (tests hold them to the registry in shared/). */
+const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
+  "message.started": (d) => ({ summary: `${d.role} message ${d.id} started`, tone: "dim" }),
+  "message.delta": (d) => ({ summary: `… ${oneLine(d.text)}`, tone: "dim" }),
+  "message.completed": (d) => ({
+    summary: `${d.role}: ${oneLine(d.text)}${d.truncated ? " (cut)" : ""}`,
+    ...(d.text.length > 200 || d.text.includes("\n") ? { detail: d.text } : {}),
+  }),
+  "tool.called": (d) => ({ summary: `tool ${d.name} (${d.id})`, detail: `input:\n${json(d.input)}` }),
+  "tool.completed": (d) => ({ summary: `tool ${d.id} ${d.status}${d.truncated ? " (cut)" : ""}`, detail: `output:\n${d.output}`, tone: d.status === "error" ? "error" : "ok" }),
+  "usage.reported": (d) => ({
+    summary: d.available ? `usage: input ${d.input ?? "?"}, output ${d.output ?? "?"}, cached ${d.cached ?? "?"}` : "usage: not reported",
+    tone: "dim",
+  }),
+  "agent.state": (d) => ({
+    summary: `agent is ${d.state}${d.reason ? `: ${d.reason}` : ""}`,
+    tone: d.state === "error" ? "error" : d.state === "needs-input" ? "warn" : "dim",
+  }),
+  "agent.raw": (d) => ({ summary: `agent output (raw, ${d.reason}${d.truncated ? ", cut" : ""})`, detail: d.line, tone: "dim" }),
+  "exec.started": (d) => ({ summary: `exec ${d.argv.join(" ")}${d.pid !== undefined ? ` (pid ${d.pid})` : ""}` }),
+  "exec.exited": (d) => ({
+    summary: d.signal ? `exited by signal ${d.signal}` : d.code !== null ? `exited with code ${d.code}` : "exited",
+    tone: d.code === 0 ? "ok" : "error",
+  }),
+  "annotation.added": (d) => ({
+    summary: `✎ ${oneLine(d.text)}`,
+    ...(d.text.length > 200 ? { detail: d.text } : {}),
+    tone: "note",
+    ...(d.anchor ? { anchor: { path: d.anchor.path, ...(d.anchor.line ? { line: d.anchor.line } : {}) } } : {}),
+  }),
+  "session.driver.acquired": (d) => ({ summary: `driver: ${d.driver.id} took the slot${d.leaseMs ? ` (lease ${d.leaseMs} ms)` : ""}` }),
+  "session.driver.released": (d) => ({ summary: `driver: ${d.driver.id} released the slot` }),
+  "session.driver.stolen": (d) => ({ summary: `driver: ${d.to.id} took the slot from ${d.from.id}`, tone: "warn" }),
+  "session.driver.lapsed": (d) => ({ summary: `driver: ${d.driver.id}'s lease lapsed`, tone: "warn" }),
+  "session.created": (d) => ({ summary: `session created (${d.agent}${d.label ? `, ${d.label}` : ""})` }),
+  "session.closed": (d) => ({ summary: `session closed${d.reason ? `: ${d.reason}` : ""}` }),
+  "box.state.changed": (d) => ({ summary: `box is ${d.state}${d.reason ? `: ${oneLine(d.reason)}` : ""}`, ...(d.reason && d.reason.length > 200 ? { detail: d.reason } : {}), tone: d.state === "failed" ? "error" : "dim" }),
+  "input.sent": (d) => ({ summary: `input ${oneLine(JSON.stringify(d.text))}` }),
+  "output.appended": (d) => ({ summary: `output ${d.length} bytes${d.snapshot ? " (screen redraw)" : ""}`, tone: "dim" }),
+  "attention.required": (d) => ({ summary: `needs attention: ${d.reason}`, tone: "warn" }),
+  "error.raised": (d) => ({ summary: `error: ${d.message}`, tone: "error" }),
+  "checkpoint.created": (d) => ({ summary: `checkpoint ${d.name}${d.ref ? ` (${d.ref})` : ""}` }),
+  "verdict.recorded": (d) => ({ summary: `verdict ${d.verdict}${d.score !== undefined ? ` (${d.score})` : ""}`, ...(d.note ? { detail: d.note } : {}) }),
+  "egress.allowed": (d) => egress("allowed", d),
+  "egress.denied": (d) => egress("denied", d),
+  "egress.injected": (d) => egress("injected", d),
+};
+
+/** The kinds with their own rendering. */
 export const renderedKinds = (): string[] => Object.keys(renderers);
 
-export function render(kind: string, data: unknown): Rendered {
-  const d = (data && typeof data === "object" ? data : { value: data }) as Data;
-  const r = renderers[kind];
-  if (r) return r(d);
-  if (kind.startsWith("egress.")) return egress(kind, d);
-  return { summary: kind, detail: json(data), tone: "dim" };
+/** Calls the renderer of a kind with that kind's data (the pair comes from one checked event). */
+function renderKnown<K extends EventKind>(kind: K, data: EventData<K>): Rendered | undefined {
+  return renderers[kind]?.(data);
+}
+
+export function render(e: { kind: string; data: unknown }): Rendered {
+  if (isEvent(e)) return renderKnown(e.kind, e.data) ?? { summary: e.kind, detail: json(e.data), tone: "dim" };
+  // A kind this extension does not know (a newer daemon) reads as its kind; a known one that does not fit, as an error.
+  return eventKinds().includes(e.kind) ? { summary: `${e.kind} that does not fit its schema`, detail: json(e.data), tone: "error" } : { summary: e.kind, detail: json(e.data), tone: "dim" };
 }

@@ -94,7 +94,7 @@ function rowAt(y: number): number {
 
 function rowElement(index: number, top: number): HTMLElement {
   const e = events[index]!;
-  const r = render(e.kind, e.data);
+  const r = render(e);
   const row = document.createElement("div");
   row.className = `row ${r.tone ?? ""}`;
   row.style.top = `${top}px`;

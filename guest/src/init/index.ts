@@ -1,9 +1,9 @@
 // The part of init that /init (busybox, in the initramfs) leaves to the
 // guest: see image/BOOT.md. Runs only when the guest is PID 1.
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import type { Logger } from "../log.ts";
 import { parseCmdline } from "./cmdline.ts";
-import { disableCtrlAltDel, EBUSY, interfaceUp, mount, MNT_DETACH, peekExited, powerOffNow, reapPid, remountReadOnly, sethostname, SysError, sync, umount } from "./ffi.ts";
+import { disableCtrlAltDel, EBUSY, interfaceUp, mount, MNT_DETACH, MS_NODEV, MS_NOSUID, MS_RDONLY, peekExited, powerOffNow, reapPid, remountReadOnly, sethostname, SysError, sync, umount } from "./ffi.ts";
 import { BOX_MOUNTS, mountPoints, unmountOrder } from "./mounts.ts";
 
 export const GUEST_HOME = "/home/hutch";
@@ -49,6 +49,7 @@ export function prepareBox(log: Logger, inherited: NodeJS.ProcessEnv): Record<st
   const params = parseCmdline(readFileSync("/proc/cmdline", "utf8"));
   for (const why of params.refused) log.warn("init: kernel command line parameter refused", { why });
   if (params.box) step("hostname", () => sethostname(params.box!));
+  if (params.agents.length > 0) step("agent CLIs", () => mountAgents(params.agents, params.agentDev, log));
   step("lo up", () => interfaceUp("lo"));
   for (const dir of [GUEST_WORKSPACE, GUEST_HOME]) step(`mkdir ${dir}`, () => mkdirSync(dir, { recursive: true }));
   const env = boxEnv(inherited, params.boxId, existsSync("/bin/bash") ? "/bin/bash" : "/bin/sh");
@@ -60,18 +61,58 @@ export function prepareBox(log: Logger, inherited: NodeJS.ProcessEnv): Record<st
   return env;
 }
 
+/** Where process boxes see the agent CLIs too (host/src/engine/process/bwrap-args.ts). */
+export const GUEST_AGENTS = "/.hutch/agents";
+
+/**
+ * The agent CLI disks, read-only, each at /.hutch/agents/<name> in a small
+ * tmpfs (the guest disk at /.hutch is read-only): pmem devices mounted with
+ * DAX, so a CLI's pages are mapped from the host's page cache like the
+ * guest's own binary, or virtio-blk disks found by their serial. One that
+ * fails is logged and skipped: a box without one CLI still serves the others.
+ */
+function mountAgents(names: string[], via: "pmem" | "blk", log: Logger): void {
+  mount("agents", GUEST_AGENTS, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755,size=64k");
+  const bySerial = via === "blk" ? blockSerials() : new Map<string, string>();
+  names.forEach((name, i) => {
+    const dev = via === "pmem" ? `/dev/pmem${i + 1}` : bySerial.get(`agent${i}`);
+    const target = `${GUEST_AGENTS}/${name}`;
+    try {
+      if (!dev || !existsSync(dev)) throw new Error(`no device for it (${dev ?? `serial agent${i}`})`);
+      mkdirSync(target);
+      mount(dev, target, "ext4", MS_RDONLY | MS_NOSUID | MS_NODEV, via === "pmem" ? "dax" : "");
+    } catch (err) {
+      log.error("init: agent CLI disk not mounted", { agent: name, error: (err as Error).message });
+    }
+  });
+}
+
+/** virtio-blk disks by serial: /sys/block/vdX/serial -> /dev/vdX. */
+function blockSerials(): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const dev of readdirSync("/sys/block")) {
+    try {
+      out.set(readFileSync(`/sys/block/${dev}/serial`, "utf8").trim(), `/dev/${dev}`);
+    } catch {
+      // no serial: not one of ours
+    }
+  }
+  return out;
+}
+
 /**
  * The environment of a box's processes. The kernel hands PID 1 little (HOME=/,
  * TERM=linux and command-line words without a dot) and busybox sh adds its
  * own, so it is built here, as the process engine's bwrap does, keeping only
  * HUTCH_GUEST_* (settable from the kernel command line for debugging).
- * Processes run as root in a VM for now.
+ * Processes run as the box's user (uid 1000) unless a request asks for root
+ * (guest/src/tools/spawn.ts sets HOME, USER and LOGNAME for each).
  */
 export function boxEnv(inherited: NodeJS.ProcessEnv, boxId: string | undefined, shell: string): Record<string, string> {
   const env: Record<string, string> = {
     HOME: GUEST_HOME,
-    USER: "root",
-    LOGNAME: "root",
+    USER: "hutch",
+    LOGNAME: "hutch",
     SHELL: shell,
     PATH: "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
     LANG: "C.UTF-8",

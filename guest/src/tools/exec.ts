@@ -6,17 +6,21 @@ import { Chan, HostMsg, type MuxStream } from "@hutch/shared/wire";
 import { shortSignal, signalName } from "../procs.ts";
 import type { Req, ToolContext } from "./context.ts";
 import { takeFrames } from "./inbox.ts";
-import { spawnCwd, spawnEnv, spawnError } from "./spawn.ts";
+import { spawnCwd, spawnEnv, spawnError, spawnIdentity } from "./spawn.ts";
 
 export async function runExec(stream: MuxStream, req: Req<"exec">, ctx: ToolContext): Promise<void> {
   const cwd = await spawnCwd(ctx.config, req);
   if (typeof cwd !== "string") return stream.close(cwd);
+  const who = spawnIdentity(ctx.config, req);
+  if ("code" in who) return stream.close(who);
   if (stream.closed) return;
   let proc: Bun.Subprocess<"pipe", "pipe", "pipe">;
   try {
     proc = Bun.spawn(req.argv, {
       cwd,
-      env: spawnEnv(ctx.config, req),
+      env: spawnEnv(ctx.config, req, {}, who),
+      // Bun takes uid and gid (setgid, setgroups, setuid in the child) though its types do not say so.
+      ...({ uid: who.uid, gid: who.gid } as object),
       stdin: "pipe",
       stdout: "pipe",
       stderr: "pipe",

@@ -4,13 +4,11 @@ import { constants } from "node:fs";
 import { lstat, open, readdir, readlink, rename, stat, unlink, type FileHandle } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import type { Stats } from "node:fs";
-import { Chan, MAX_PAYLOAD, type FileStat, type MuxStream } from "@hutch/shared/wire";
+import { Chan, FS_LIST_MAX, MAX_PAYLOAD, type FsListResult, type FileStat, type FsSizeResult, type MuxStream } from "@hutch/shared/wire";
 import { PathError } from "../paths.ts";
 import { toStreamError, type Req, type ToolContext } from "./context.ts";
 import { takeFrames } from "./inbox.ts";
 
-/** The schema's cap on fs.list results. */
-const MAX_LIST = 100000;
 
 function fileType(st: Stats): FileStat["type"] {
   if (st.isFile()) return "file";
@@ -40,9 +38,9 @@ export async function fsList(stream: MuxStream, req: Req<"fs.list">, ctx: ToolCo
   const names = await readdir(dir).catch((err: unknown) => {
     throw toPathError(err, req.path);
   });
-  if (names.length > MAX_LIST) throw new PathError("failed", `${req.path} has ${names.length} entries, more than the ${MAX_LIST} fs.list returns`);
+  if (names.length > FS_LIST_MAX) throw new PathError("failed", `${req.path} has ${names.length} entries, more than the ${FS_LIST_MAX} fs.list returns`);
   names.sort();
-  const entries = [];
+  const entries: FsListResult = [];
   for (const name of names) {
     const path = join(dir, name);
     // An entry removed while we list is simply not listed.
@@ -116,6 +114,9 @@ export async function fsWrite(stream: MuxStream, req: Req<"fs.write">, ctx: Tool
     await upload.idle();
     if (!complete || stream.closed) throw new Error("stream ended before eof");
     await fh.chmod(req.mode ?? (existing ? existing.mode & 0o7777 : 0o644));
+    // A root guest (a VM's PID 1) writes for the box's user: the replaced file keeps its owner, a new one is the user's.
+    const owner = ctx.config.boxUser ? (existing ?? ctx.config.boxUser) : null;
+    if (owner) await fh.chown(owner.uid, owner.gid);
     await fh.sync();
     await fh.close();
     await rename(tmp, path);
@@ -176,7 +177,7 @@ function toPathError(err: unknown, requested: string): PathError {
   return new PathError(e.code === "not_found" ? "not_found" : "failed", e.message);
 }
 
-function result(stream: MuxStream, value: unknown): void {
+function result(stream: MuxStream, value: FileStat | FsListResult | FsSizeResult): void {
   stream.msg({ type: "result", value });
   stream.close();
 }

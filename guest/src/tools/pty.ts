@@ -17,7 +17,7 @@ import type { Req } from "./context.ts";
 import { takeFrames } from "./inbox.ts";
 import { Attachment } from "./pty-attachment.ts";
 import type { Screen } from "./pty-screen.ts";
-import { spawnCwd, spawnEnv, spawnError } from "./spawn.ts";
+import { spawnCwd, spawnEnv, spawnError, spawnIdentity, type SpawnIdentity } from "./spawn.ts";
 
 /** How long output may still drain after the process exited (a background job can hold the terminal open). */
 const EOF_GRACE_MS = 1000;
@@ -37,12 +37,13 @@ class PtySession {
     readonly screen: Screen,
   ) {}
 
-  start(cwd: string, env: Record<string, string>): void {
+  start(cwd: string, env: Record<string, string>, who: SpawnIdentity): void {
     let eof!: () => void;
     this.sawEof = new Promise((resolve) => (eof = resolve));
     this.proc = Bun.spawn(this.argv, {
       cwd,
       env,
+      ...({ uid: who.uid, gid: who.gid } as object),
       terminal: {
         cols: this.cols,
         rows: this.rows,
@@ -121,12 +122,14 @@ export class PtyTable {
   async open(stream: MuxStream, req: Req<"pty.open">): Promise<void> {
     const cwd = await spawnCwd(this.config, req);
     if (typeof cwd !== "string") return stream.close(cwd);
+    const who = spawnIdentity(this.config, req);
+    if ("code" in who) return stream.close(who);
     // xterm.js is loaded with the first PTY, not at start: evaluating it costs
     // PID 1 about 3 MiB of idle RSS in a box that may never open a terminal.
     const { Screen } = await import("./pty-screen.ts");
     const session = new PtySession(newId("pty"), req.argv, req.cols, req.rows, this.config.ptyStallMs, new Screen(req.cols, req.rows));
     try {
-      session.start(cwd, spawnEnv(this.config, req, { TERM: "xterm-256color" }));
+      session.start(cwd, spawnEnv(this.config, req, { TERM: "xterm-256color" }, who), who);
     } catch (err) {
       session.screen.dispose();
       return stream.close(spawnError(req.argv[0] ?? "", err));

@@ -9,6 +9,28 @@ export interface SpawnRequest {
   argv: string[];
   env?: Record<string, string>;
   cwd?: string;
+  user?: "hutch" | "root";
+}
+
+/** What a process runs as: the uid and gid to spawn with (none: the guest's own) and the identity variables. */
+export interface SpawnIdentity {
+  uid?: number;
+  gid?: number;
+  env: Record<string, string>;
+}
+
+/**
+ * The box's user by default; root where asked and where there is one (a VM).
+ * A process box's guest already is the box's user, with nothing to switch to.
+ */
+export function spawnIdentity(config: GuestConfig, req: SpawnRequest): SpawnIdentity | StreamError {
+  const u = config.boxUser;
+  if (req.user === "root") {
+    if (!u) return { code: "invalid", message: "a process box has no root: its processes all run as its user; for root, use a VM box (hutch box create NAME --engine qemu)" };
+    return { uid: 0, gid: 0, env: { HOME: "/root", USER: "root", LOGNAME: "root" } };
+  }
+  if (!u) return { env: {} };
+  return { uid: u.uid, gid: u.gid, env: { HOME: u.home, USER: u.name, LOGNAME: u.name } };
 }
 
 /**
@@ -23,8 +45,8 @@ export async function spawnCwd(config: GuestConfig, req: SpawnRequest): Promise<
   return cwd;
 }
 
-export function spawnEnv(config: GuestConfig, req: SpawnRequest, extra: Record<string, string> = {}): Record<string, string> {
-  return { ...config.baseEnv, ...config.serviceEnv, ...extra, ...req.env };
+export function spawnEnv(config: GuestConfig, req: SpawnRequest, extra: Record<string, string> = {}, who: SpawnIdentity = { env: {} }): Record<string, string> {
+  return { ...config.baseEnv, ...config.serviceEnv, ...who.env, ...extra, ...req.env };
 }
 
 /** Bun.spawn throws synchronously when it cannot start argv[0]. */

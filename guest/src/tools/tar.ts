@@ -1,7 +1,8 @@
 // tar.out and tar.in: the archive format and its safety rules live in
 // shared/src/tar; this file only moves its bytes over a stream.
-import { mkdir, stat } from "node:fs/promises";
-import { Chan, type MuxStream } from "@hutch/shared/wire";
+import { chown, mkdir, stat } from "node:fs/promises";
+import { dirname } from "node:path";
+import { Chan, type MuxStream, type TarInResult, type TarOutResult } from "@hutch/shared/wire";
 import { createUnpacker, packTar } from "@hutch/shared/wire";
 import { PathError } from "../paths.ts";
 import type { Req, ToolContext } from "./context.ts";
@@ -18,7 +19,7 @@ export async function tarOut(stream: MuxStream, req: Req<"tar.out">, ctx: ToolCo
     size += chunk.length;
   }
   stream.eof(Chan.stdout);
-  stream.msg({ type: "result", value: { size } });
+  stream.msg({ type: "result", value: { size } satisfies TarOutResult });
   stream.close();
 }
 
@@ -31,10 +32,13 @@ export async function tarIn(stream: MuxStream, req: Req<"tar.in">, ctx: ToolCont
   const dest = await ctx.paths.resolve(req.path);
   const existing = await stat(dest).catch(() => undefined);
   if (existing && !existing.isDirectory()) throw new PathError("invalid", `${req.path} exists and is not a directory`);
-  await mkdir(dest, { recursive: true });
+  // A root guest (a VM's PID 1) unpacks for the box's user, who owns /workspace: the directories made on the way too.
+  const owner = ctx.config.boxUser;
+  const first = await mkdir(dest, { recursive: true });
+  if (first && owner) for (let d = dest; d.startsWith(first); d = dirname(d)) await chown(d, owner.uid, owner.gid);
   if (stream.closed) return;
 
-  const unpacker = createUnpacker(dest, req.name ? { topName: req.name } : {});
+  const unpacker = createUnpacker(dest, { ...(req.name ? { topName: req.name } : {}), ...(owner ? { owner: { uid: owner.uid, gid: owner.gid } } : {}) });
   let chain: Promise<void> = Promise.resolve();
   // Set once the unpacker was ended or aborted; later frames are ignored.
   let settled = false;
@@ -66,7 +70,7 @@ export async function tarIn(stream: MuxStream, req: Req<"tar.in">, ctx: ToolCont
         try {
           const { entries, bytes } = await unpacker.end();
           settled = true;
-          stream.msg({ type: "result", value: { entries, bytes } });
+          stream.msg({ type: "result", value: { entries, bytes } satisfies TarInResult });
           stream.close();
         } catch (err) {
           fail(err);

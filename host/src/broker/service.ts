@@ -288,12 +288,25 @@ export class BrokerService {
     });
   }
 
-  private record(boxId: string, decision: EgressDecision, facts: EgressFacts): void {
+  private record(boxId: string, decision: EgressDecision, raw: EgressFacts): void {
+    const facts = clipEgress(raw);
     this.store.logEgress(boxId, { at: new Date().toISOString(), decision, ...facts });
     if (decision === "denied") logger.info("egress denied", { box: boxId, host: facts.host, port: facts.port, reason: facts.reason });
     else logger.debug(`egress ${decision}`, { box: boxId, host: facts.host, port: facts.port, status: facts.status, bytesDown: facts.bytesDown });
     this.decisions.emit(boxId, decision, facts);
   }
+}
+
+/** Facts within the egress events' bounds: a long upstream error must not make a session log refuse the record. */
+export function clipEgress(raw: EgressFacts): EgressFacts {
+  return {
+    ...raw,
+    host: raw.host.slice(0, 262),
+    ...(raw.method !== undefined ? { method: raw.method.slice(0, 16) } : {}),
+    ...(raw.path !== undefined ? { path: raw.path.slice(0, 1024) } : {}),
+    ...(raw.binding !== undefined ? { binding: raw.binding.slice(0, 64) } : {}),
+    ...(raw.reason !== undefined ? { reason: raw.reason.slice(0, 1024) } : {}),
+  };
 }
 
 function overCapMessage(max: number): string {

@@ -1,8 +1,9 @@
-import type { Argv, CommandModule } from "yargs";
-import { HutchError, type Box, type BoxPolicy, type EgressRecord } from "@hutch/shared";
+import { HutchError } from "@hutch/shared/base";
+import type { Box, BoxPolicy, EgressRecord } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
+import { body, command, type GlobalArgs, type OptionSpec } from "./args.ts";
+import { report, setExitCode } from "./exit.ts";
 import { boxDetails, boxLine, printJson, table } from "./output.ts";
-import { report, setExitCode, type GlobalArgs } from "./main.ts";
 
 type Names = GlobalArgs & { names: string[] };
 
@@ -41,12 +42,12 @@ export function parseMemory(s: string): number {
 type LimitArgs = { cpus?: number; memory?: string; pids?: number; disk?: string };
 
 /** The limit flags `box create` and `box set` share (host/src/engine/process/README.md has the defaults). */
-const LIMIT_OPTIONS = {
+const LIMIT_OPTIONS: Record<string, OptionSpec> = {
   cpus: { type: "number", describe: "CPUs: a VM's virtual CPUs (default 2); a process box's CPU time cap (default: no cap)" },
   memory: { type: "string", describe: "memory, e.g. 4G or 768M (default: 1G for a VM, 4G for a process box)" },
   pids: { type: "number", describe: "process box: most processes and threads at once (default 4096)" },
   disk: { type: "string", describe: "disk size, e.g. 20G (default: 16G for a process box, the image's for a VM)" },
-} as const;
+};
 
 function limitsOf(a: LimitArgs): Record<string, number | string> {
   return {
@@ -57,121 +58,125 @@ function limitsOf(a: LimitArgs): Record<string, number | string> {
   };
 }
 
-const names = (y: Argv) => y.positional("names", { type: "string", array: true, demandOption: true, describe: "box names or ids" });
+type Create = GlobalArgs & LimitArgs & { name: string; engine: string; start: boolean; image?: string; "kernel-args"?: string; allow?: string[]; secret?: string[] };
+type Policy = GlobalArgs & { name: string; allow?: string[]; deny?: string[]; secret?: string[]; "no-secret"?: string[] };
 
-export const boxCommand: CommandModule<GlobalArgs, GlobalArgs> = {
-  command: "box <command>",
-  describe: "create, start, stop, delete and inspect boxes",
-  builder: (y) =>
-    y
-      .command<GlobalArgs & LimitArgs & { name: string; engine: string; start: boolean; image?: string; "kernel-args"?: string; allow?: string[]; secret?: string[] }>(
-        "create <name>",
-        "create a box (stopped unless --start)",
-        (c) =>
-          c
-            .positional("name", { type: "string", demandOption: true, describe: "lower-case letters, digits and dashes" })
-            .option("engine", { type: "string", choices: ["process", "qemu"], default: "process", describe: "process: a namespace sandbox; qemu: a VM with its own kernel" })
-            .option("start", { type: "boolean", default: false, describe: "start it once created" })
-            .options(LIMIT_OPTIONS)
-            .option("image", { type: "string", describe: "VM: image name (default: default)" })
-            .option("kernel-args", { type: "string", describe: "VM: extra kernel command line (debugging a boot)" })
-            .option("allow", { type: "string", array: true, describe: "egress: a host[:port] the box may CONNECT to (repeatable; *.domain for subdomains)" })
-            .option("secret", { type: "string", array: true, describe: "egress: a binding whose credential the broker injects (anthropic, openai, github, or one from config.json)" }),
-        async (a) => {
-          const d = await connectDaemon(a.home);
-          const vm = { ...limitsOf(a), ...(a.image ? { image: a.image } : {}), ...(a["kernel-args"] ? { kernelArgs: a["kernel-args"] } : {}) };
-          const egress = { ...(a.allow?.length ? { allow: a.allow } : {}), ...(a.secret?.length ? { secrets: a.secret } : {}) };
-          const box = await d.request<Box>("POST", "/v1/boxes", { name: a.name, engine: a.engine, start: a.start, ...vm, ...egress }, { idempotencyKey: crypto.randomUUID() });
-          if (a.json) printJson(box);
-          else process.stdout.write(`created ${box.name} (${box.id}), ${box.state}\n`);
-        },
-      )
-      .command<GlobalArgs & LimitArgs & { name: string }>(
-        "set <name>",
-        "change a stopped box's limits (applied when it next starts)",
-        (c) => c.positional("name", { type: "string", demandOption: true }).options(LIMIT_OPTIONS).example("$0 box set web --memory 8G --disk 40G", "more room for a stopped box"),
-        async (a) => {
-          const change = limitsOf(a);
-          if (Object.keys(change).length === 0) throw new HutchError("invalid", "name a limit to change", "e.g. hutch box set NAME --memory 8G (see: hutch box set --help)");
-          const d = await connectDaemon(a.home);
-          const box = await d.request<Box>("PATCH", `/v1/boxes/${encodeURIComponent(a.name)}`, change);
-          if (a.json) printJson(box);
-          else process.stdout.write(`${box.name}: limits changed; they apply when it next starts\n`);
-        },
-      )
-      .command<Names>("start <names..>", "start boxes", names, async (a) => {
+/** A lifecycle verb over many boxes, one request each, with an idempotency key of its own. */
+const lifecycle = (verb: string, aliases: string[], describe: string, done: string, method: "POST" | "DELETE", action: string) =>
+  command<Names>({
+    command: `${verb} <names..>`,
+    aliases,
+    describe,
+    positionals: { names: { describe: "box names or ids" } },
+    run: async (a) => {
+      const d = await connectDaemon(a.home);
+      await eachBox(a, done, (n, key) => d.request(method, `/v1/boxes/${encodeURIComponent(n)}${action}`, undefined, { idempotencyKey: key }));
+    },
+  });
+
+export const box = body<GlobalArgs>({
+  demand: "name a box command",
+  commands: [
+    command<Create>({
+      command: "create <name>",
+      describe: "create a box (stopped unless --start)",
+      positionals: { name: { describe: "lower-case letters, digits and dashes" } },
+      options: {
+        engine: { type: "string", choices: ["process", "qemu"], default: "process", describe: "process: a namespace sandbox; qemu: a VM with its own kernel" },
+        start: { type: "boolean", default: false, describe: "start it once created" },
+        ...LIMIT_OPTIONS,
+        image: { type: "string", describe: "VM: image name (default: default)" },
+        "kernel-args": { type: "string", describe: "VM: extra kernel command line (debugging a boot)" },
+        allow: { type: "string", array: true, describe: "egress: a host[:port] the box may CONNECT to (repeatable; *.domain for subdomains)" },
+        secret: { type: "string", array: true, describe: "egress: a binding whose credential the broker injects (anthropic, openai, github, or one from config.json)" },
+      },
+      run: async (a) => {
         const d = await connectDaemon(a.home);
-        await eachBox(a, "started", (n, key) => d.request("POST", `/v1/boxes/${encodeURIComponent(n)}/start`, undefined, { idempotencyKey: key }));
-      })
-      .command<Names>("stop <names..>", "stop boxes (graceful, then forced)", names, async (a) => {
+        const vm = { ...limitsOf(a), ...(a.image ? { image: a.image } : {}), ...(a["kernel-args"] ? { kernelArgs: a["kernel-args"] } : {}) };
+        const egress = { ...(a.allow?.length ? { allow: a.allow } : {}), ...(a.secret?.length ? { secrets: a.secret } : {}) };
+        const box = await d.request<Box>("POST", "/v1/boxes", { name: a.name, engine: a.engine, start: a.start, ...vm, ...egress }, { idempotencyKey: crypto.randomUUID() });
+        if (a.json) printJson(box);
+        else process.stdout.write(`created ${box.name} (${box.id}), ${box.state}\n`);
+      },
+    }),
+    command<GlobalArgs & LimitArgs & { name: string }>({
+      command: "set <name>",
+      describe: "change a stopped box's limits (applied when it next starts)",
+      options: LIMIT_OPTIONS,
+      examples: [["$0 box set web --memory 8G --disk 40G", "more room for a stopped box"]],
+      run: async (a) => {
+        const change = limitsOf(a);
+        if (Object.keys(change).length === 0) throw new HutchError("invalid", "name a limit to change", "e.g. hutch box set NAME --memory 8G (see: hutch box set --help)");
         const d = await connectDaemon(a.home);
-        await eachBox(a, "stopped", (n, key) => d.request("POST", `/v1/boxes/${encodeURIComponent(n)}/stop`, undefined, { idempotencyKey: key }));
-      })
-      .command<Names>("pause <names..>", "freeze running VM boxes", names, async (a) => {
-        const d = await connectDaemon(a.home);
-        await eachBox(a, "paused", (n, key) => d.request("POST", `/v1/boxes/${encodeURIComponent(n)}/pause`, undefined, { idempotencyKey: key }));
-      })
-      .command<Names>("resume <names..>", "thaw paused boxes", names, async (a) => {
-        const d = await connectDaemon(a.home);
-        await eachBox(a, "resumed", (n, key) => d.request("POST", `/v1/boxes/${encodeURIComponent(n)}/resume`, undefined, { idempotencyKey: key }));
-      })
-      .command<Names>(["delete <names..>", "rm"], "delete boxes and everything in them", names, async (a) => {
-        const d = await connectDaemon(a.home);
-        await eachBox(a, "deleted", (n, key) => d.request("DELETE", `/v1/boxes/${encodeURIComponent(n)}`, undefined, { idempotencyKey: key }));
-      })
-      .command<GlobalArgs>(["list", "ls"], "list boxes", (c) => c, async (a) => {
+        const box = await d.request<Box>("PATCH", `/v1/boxes/${encodeURIComponent(a.name)}`, change);
+        if (a.json) printJson(box);
+        else process.stdout.write(`${box.name}: limits changed; they apply when it next starts\n`);
+      },
+    }),
+    lifecycle("start", [], "start boxes", "started", "POST", "/start"),
+    lifecycle("stop", [], "stop boxes (graceful, then forced)", "stopped", "POST", "/stop"),
+    lifecycle("pause", [], "freeze running VM boxes", "paused", "POST", "/pause"),
+    lifecycle("resume", [], "thaw paused boxes", "resumed", "POST", "/resume"),
+    lifecycle("delete", ["rm"], "delete boxes and everything in them", "deleted", "DELETE", ""),
+    command<GlobalArgs>({
+      command: "list",
+      aliases: ["ls"],
+      describe: "list boxes",
+      run: async (a) => {
         const d = await connectDaemon(a.home);
         const boxes = await d.request<Box[]>("GET", "/v1/boxes");
         if (a.json) return printJson(boxes);
         process.stdout.write(boxes.length === 0 ? "no boxes; create one: hutch box create NAME --start\n" : table([["NAME", "STATE", "ENGINE", "ISOLATION", "ID"], ...boxes.map(boxLine)]));
-      })
-      .command<GlobalArgs & { name: string }>("info <name>", "show one box", (c) => c.positional("name", { type: "string", demandOption: true }), async (a) => {
+      },
+    }),
+    command<GlobalArgs & { name: string }>({
+      command: "info <name>",
+      describe: "show one box",
+      run: async (a) => {
         const d = await connectDaemon(a.home);
         const box = await d.request<Box>("GET", `/v1/boxes/${encodeURIComponent(a.name)}`);
         if (a.json) printJson(box);
         else process.stdout.write(boxDetails(box));
-      })
-      .command<GlobalArgs & { name: string; allow?: string[]; deny?: string[]; secret?: string[]; "no-secret"?: string[] }>(
-        "policy <name>",
-        "show or change what a box may reach (applies at once, also while it runs)",
-        (c) =>
-          c
-            .positional("name", { type: "string", demandOption: true })
-            .option("allow", { type: "string", array: true, describe: "add host[:port] to the allowlist" })
-            .option("deny", { type: "string", array: true, describe: "remove host[:port] from the allowlist" })
-            .option("secret", { type: "string", array: true, describe: "enable a binding" })
-            .option("no-secret", { type: "string", array: true, describe: "disable a binding" }),
-        async (a) => {
-          const d = await connectDaemon(a.home);
-          const path = `/v1/boxes/${encodeURIComponent(a.name)}/policy`;
-          const change = { ...(a.allow ? { allow: a.allow } : {}), ...(a.deny ? { deny: a.deny } : {}), ...(a.secret ? { bindings: a.secret } : {}), ...(a["no-secret"] ? { unbind: a["no-secret"] } : {}) };
-          const policy = await d.request<BoxPolicy>(Object.keys(change).length > 0 ? "PATCH" : "GET", path, Object.keys(change).length > 0 ? change : undefined);
-          if (a.json) return printJson(policy);
-          process.stdout.write(`allow:    ${policy.allow.join(" ") || "(nothing: all egress is denied)"}\nbindings: ${policy.bindings.join(" ") || "(none)"}\n`);
-        },
-      )
-      .command<GlobalArgs & { name: string; all: boolean; limit: number }>(
-        "egress <name>",
-        "recent egress the broker denied (--all: every decision)",
-        (c) =>
-          c
-            .positional("name", { type: "string", demandOption: true })
-            .option("all", { type: "boolean", default: false, describe: "also allowed and injected requests" })
-            .option("limit", { type: "number", default: 50, describe: "how many, newest last (max 1000)" }),
-        async (a) => {
-          const d = await connectDaemon(a.home);
-          const q = new URLSearchParams({ limit: String(a.limit), ...(a.all ? {} : { decision: "denied" }) });
-          const records = await d.request<EgressRecord[]>("GET", `/v1/boxes/${encodeURIComponent(a.name)}/egress?${q}`);
-          if (a.json) return printJson(records);
-          if (records.length === 0) return void process.stdout.write(a.all ? "no egress yet\n" : "nothing denied recently\n");
-          process.stdout.write(
-            table([
-              ["AT", "DECISION", "TARGET", "STATUS", "REASON"],
-              ...records.map((r) => [r.at, r.decision, `${r.binding ? `${r.binding}:` : ""}${r.host || "?"}:${r.port}${r.path ? ` ${r.method ?? ""} ${r.path}` : ""}`, String(r.status ?? ""), r.reason ?? ""]),
-            ]),
-          );
-        },
-      )
-      .demandCommand(1, "name a box command; see: hutch box --help"),
-  handler: () => undefined,
-};
+      },
+    }),
+    command<Policy>({
+      command: "policy <name>",
+      describe: "show or change what a box may reach (applies at once, also while it runs)",
+      options: {
+        allow: { type: "string", array: true, describe: "add host[:port] to the allowlist" },
+        deny: { type: "string", array: true, describe: "remove host[:port] from the allowlist" },
+        secret: { type: "string", array: true, describe: "enable a binding" },
+        "no-secret": { type: "string", array: true, describe: "disable a binding" },
+      },
+      run: async (a) => {
+        const d = await connectDaemon(a.home);
+        const path = `/v1/boxes/${encodeURIComponent(a.name)}/policy`;
+        const change = { ...(a.allow ? { allow: a.allow } : {}), ...(a.deny ? { deny: a.deny } : {}), ...(a.secret ? { bindings: a.secret } : {}), ...(a["no-secret"] ? { unbind: a["no-secret"] } : {}) };
+        const policy = await d.request<BoxPolicy>(Object.keys(change).length > 0 ? "PATCH" : "GET", path, Object.keys(change).length > 0 ? change : undefined);
+        if (a.json) return printJson(policy);
+        process.stdout.write(`allow:    ${policy.allow.join(" ") || "(nothing: all egress is denied)"}\nbindings: ${policy.bindings.join(" ") || "(none)"}\n`);
+      },
+    }),
+    command<GlobalArgs & { name: string; all: boolean; limit: number }>({
+      command: "egress <name>",
+      describe: "recent egress the broker denied (--all: every decision)",
+      options: {
+        all: { type: "boolean", default: false, describe: "also allowed and injected requests" },
+        limit: { type: "number", default: 50, describe: "how many, newest last (max 1000)" },
+      },
+      run: async (a) => {
+        const d = await connectDaemon(a.home);
+        const q = new URLSearchParams({ limit: String(a.limit), ...(a.all ? {} : { decision: "denied" }) });
+        const records = await d.request<EgressRecord[]>("GET", `/v1/boxes/${encodeURIComponent(a.name)}/egress?${q}`);
+        if (a.json) return printJson(records);
+        if (records.length === 0) return void process.stdout.write(a.all ? "no egress yet\n" : "nothing denied recently\n");
+        process.stdout.write(
+          table([
+            ["AT", "DECISION", "TARGET", "STATUS", "REASON"],
+            ...records.map((r) => [r.at, r.decision, `${r.binding ? `${r.binding}:` : ""}${r.host || "?"}:${r.port}${r.path ? ` ${r.method ?? ""} ${r.path}` : ""}`, String(r.status ?? ""), r.reason ?? ""]),
+          ]),
+        );
+      },
+    }),
+  ],
+});

@@ -1,7 +1,9 @@
-import type { CommandModule } from "yargs";
-import { silentProgress, stderrProgress } from "../image/progress.ts";
+import { ImageBuildResult } from "@hutch/shared";
+import { connectDaemon } from "../client/daemon.ts";
+import { runOp } from "../client/ops.ts";
+import { progressDisplay } from "../client/progress.ts";
+import { body, command, type GlobalArgs } from "./args.ts";
 import { printJson, table } from "./output.ts";
-import type { GlobalArgs } from "./main.ts";
 
 // Loaded when a verb runs: the image code pulls in the schema library, which other verbs need not pay for.
 const images = () => import("../image/index.ts");
@@ -10,30 +12,35 @@ const size = (bytes: number): string => (bytes >= 1024 ** 3 ? `${(bytes / 1024 *
 
 type Named = GlobalArgs & { name: string };
 
-export const imageCommand: CommandModule<GlobalArgs, GlobalArgs> = {
-  command: "image <command>",
-  describe: "build, list, import and remove the VM images QEMU boxes boot",
-  builder: (y) =>
-    y
-      .command<Named & { force: boolean }>(
-        "build",
-        "build an image from Debian packages (needs root and the apt mirror)",
-        (c) =>
-          c
-            .option("name", { type: "string", default: "default", describe: "image name" })
-            .option("force", { type: "boolean", default: false, describe: "rebuild even if an image with the same recipe exists" }),
-        async (a) => {
-          const { BUILD_STEPS, buildImage } = await images();
-          const progress = a.json ? silentProgress : stderrProgress(BUILD_STEPS);
-          try {
-            const r = await buildImage({ home: a.home, name: a.name, force: a.force, progress });
-            if (a.json) printJson(r.manifest);
-          } finally {
-            progress.stop();
-          }
-        },
-      )
-      .command<GlobalArgs>(["list", "ls"], "list images", (c) => c, async (a) => {
+export const image = body<GlobalArgs>({
+  demand: "name an image command",
+  commands: [
+    command<Named & { force: boolean }>({
+      command: "build",
+      describe: "build an image from Debian packages, in the daemon (it needs root and the apt mirror)",
+      options: {
+        name: { type: "string", default: "default", describe: "image name" },
+        force: { type: "boolean", default: false, describe: "rebuild even if an image with the same recipe exists" },
+      },
+      run: async (a) => {
+        // The daemon builds it (for the machine that runs the boxes); this shows its progress.
+        const d = await connectDaemon(a.home);
+        const display = a.json ? null : progressDisplay();
+        try {
+          await runOp(d, "/v1/images/build", { name: a.name, force: a.force }, ImageBuildResult, {
+            line: (l) => a.json && process.stdout.write(JSON.stringify(l) + "\n"),
+            progress: (p) => (a.json ? p.type === "note" && process.stderr.write(`hutch: ${p.text}\n`) : display!.show(p)),
+          });
+        } finally {
+          display?.stop();
+        }
+      },
+    }),
+    command<GlobalArgs>({
+      command: "list",
+      aliases: ["ls"],
+      describe: "list images",
+      run: async (a) => {
         const all = await (await images()).listImages(a.home);
         if (a.json) return printJson(all);
         if (all.length === 0) return void process.stdout.write("no images; build one: sudo hutch image build\n");
@@ -43,33 +50,41 @@ export const imageCommand: CommandModule<GlobalArgs, GlobalArgs> = {
             : [i.name, `BROKEN: ${i.problem}`, "", "", ""],
         );
         process.stdout.write(table([["NAME", "KERNEL", "PACKAGES", "SIZE", "BUILT"], ...rows]));
-      })
-      .command<Named>("verify <name>", "check every file of an image against its manifest's sha256", (c) => c.positional("name", { type: "string", demandOption: true }), async (a) => {
+      },
+    }),
+    command<Named>({
+      command: "verify <name>",
+      describe: "check every file of an image against its manifest's sha256",
+      run: async (a) => {
         const { imagePaths, loadImage, verifyFiles } = await images();
         const m = loadImage(a.home, a.name);
         await verifyFiles(imagePaths(a.home, a.name).dir, m, `image "${a.name}"`, `rebuild it: sudo hutch image build --name ${a.name} --force`);
         if (a.json) printJson({ name: a.name, ok: true });
         else process.stdout.write(`image ${a.name}: every file matches its manifest\n`);
-      })
-      .command<Named>(["rm <name>", "delete"], "remove an image", (c) => c.positional("name", { type: "string", demandOption: true }), async (a) => {
+      },
+    }),
+    command<Named>({
+      command: "rm <name>",
+      aliases: ["delete"],
+      describe: "remove an image",
+      run: async (a) => {
         (await images()).removeImage(a.home, a.name);
         if (a.json) printJson({ name: a.name, removed: true });
         else process.stdout.write(`removed image ${a.name}\n`);
-      })
-      .command<GlobalArgs & { file: string; name?: string; force: boolean }>(
-        "import <file>",
-        "install an image from a .tar of an image directory, verifying every file",
-        (c) =>
-          c
-            .positional("file", { type: "string", demandOption: true })
-            .option("name", { type: "string", describe: "install under this name (default: the manifest's)" })
-            .option("force", { type: "boolean", default: false, describe: "replace an image of the same name" }),
-        async (a) => {
-          const m = await (await images()).importImage({ home: a.home, file: a.file, name: a.name, force: a.force });
-          if (a.json) printJson(m);
-          else process.stdout.write(`imported image ${m.name} (${m.kernel.release}, ${m.packages.length} packages)\n`);
-        },
-      )
-      .demandCommand(1, "name an image command; see: hutch image --help"),
-  handler: () => undefined,
-};
+      },
+    }),
+    command<GlobalArgs & { file: string; name?: string; force: boolean }>({
+      command: "import <file>",
+      describe: "install an image from a .tar of an image directory, verifying every file",
+      options: {
+        name: { type: "string", describe: "install under this name (default: the manifest's)" },
+        force: { type: "boolean", default: false, describe: "replace an image of the same name" },
+      },
+      run: async (a) => {
+        const m = await (await images()).importImage({ home: a.home, file: a.file, name: a.name, force: a.force });
+        if (a.json) printJson(m);
+        else process.stdout.write(`imported image ${m.name} (${m.kernel.release}, ${m.packages.length} packages)\n`);
+      },
+    }),
+  ],
+});

@@ -1,82 +1,80 @@
-// The CLI: yargs wiring and the one place errors become output and exit codes.
-// Verb files only parse flags and call into client/ or daemon/.
-import yargs from "yargs";
-import { hideBin } from "yargs/helpers";
-import { HUTCH_VERSION, HutchError } from "@hutch/shared";
+// The CLI: the verb table, and the one place where parsing, help, completion
+// and errors meet. A verb's file declares its flags and calls into client/
+// (`hutch daemon` starts the daemon in-process); it is loaded only when that
+// verb runs, or its help or completions are asked for, so `hutch --version`
+// evaluates this file and ./args.ts and little else.
+import { HUTCH_VERSION } from "@hutch/shared/base";
 import { configureLog } from "../log.ts";
-import { env } from "../env.ts";
-import { boxCommand } from "./box.ts";
-import { execCommand } from "./exec.ts";
-import { cpCommand } from "./cp.ts";
-import { ptyCommand } from "./pty.ts";
-import { doctorCommand } from "./doctor.ts";
-import { daemonCommand } from "./daemon.ts";
-import { sessionCommand } from "./session.ts";
-import { runCommand } from "./run.ts";
-import { agentsCommand } from "./agent.ts";
-import { imageCommand } from "./image.ts";
-import { secretCommand } from "./secret.ts";
-import { ideCommand } from "./ide.ts";
+import { completionScript, completions, helpText, parse, type Command } from "./args.ts";
+import { exitCode, report } from "./exit.ts";
 
-let handlerExit = 0;
-/** Verbs set the process exit code here (yargs handlers return nothing). */
-export function setExitCode(code: number): void {
-  handlerExit = code;
-}
-
-export interface GlobalArgs {
-  json: boolean;
-  home: string;
-}
-
-/** Prints a named error (human: two lines on stderr; --json: one document on stdout) and returns its exit code. */
-export function report(err: unknown, json: boolean): number {
-  const e = err instanceof HutchError ? err : new HutchError("failed", err instanceof Error ? err.message : String(err));
-  if (json) process.stdout.write(JSON.stringify(e.toBody()) + "\n");
-  else process.stderr.write(`hutch: ${e.message}\n${e.hint ? `  next: ${e.hint}\n` : ""}`);
-  return e.exitCode;
-}
+/** The whole command tree; verbs load their bodies when needed. */
+export const ROOT: Command = {
+  command: "hutch",
+  describe: "hutch: run coding agents in isolated boxes\n\nUsage: hutch <command> [options]",
+  demand: "name a command",
+  options: {
+    json: { type: "boolean", default: false, describe: "print one JSON document (NDJSON for streams) on stdout" },
+    // Its default is read once a verb runs (../env.ts): --version and --help need no environment.
+    home: { type: "string", describe: "state directory ($HUTCH_HOME)", defaultDescription: "$HUTCH_HOME or ~/.local/share/hutch" },
+    "log-level": { type: "string", choices: ["debug", "info", "warn", "error"], describe: "log verbosity (stderr)" },
+    "log-format": { type: "string", choices: ["text", "json"], describe: "log line format" },
+  },
+  commands: [
+    {
+      command: "run [box]",
+      describe: "start a session: a shell or a coding agent in a box (a new box when none is named); attach, or with --prompt run one headless turn",
+      load: () => import("./run.ts").then((m) => m.run),
+    },
+    { command: "session <command>", describe: "durable session logs: list, read, watch, drive, annotate, attach", load: () => import("./session.ts").then((m) => m.session) },
+    {
+      command: "agent <command>",
+      describe: "agent CLIs: list what the daemon has installed, install the pinned versions (npm, on the daemon's host, shared read-only with boxes)",
+      load: () => import("./agent.ts").then((m) => m.agent),
+    },
+    { command: "box <command>", describe: "create, start, stop, delete and inspect boxes", load: () => import("./box.ts").then((m) => m.box) },
+    {
+      command: "exec <box> [cmd..]",
+      describe: "run a command in a box; stdin, stdout, stderr and the exit code pass through (put the command after --)",
+      load: () => import("./exec.ts").then((m) => m.exec),
+    },
+    { command: "cp <src> <dst>", describe: "copy files or directories into or out of a box (BOX:/path names the box side)", load: () => import("./cp.ts").then((m) => m.cp) },
+    { command: "pty <command>", describe: "terminals owned by a box: list, attach, kill", load: () => import("./pty.ts").then((m) => m.pty) },
+    { command: "doctor", describe: "find out what the daemon's host can run, by trying it, and how to fix each gap", load: () => import("./doctor.ts").then((m) => m.doctor) },
+    { command: "daemon", describe: "run the daemon in the foreground (other verbs start it when needed)", load: () => import("./daemon.ts").then((m) => m.daemon) },
+    { command: "image <command>", describe: "build, list, import and remove the VM images QEMU boxes boot", load: () => import("./image.ts").then((m) => m.image) },
+    { command: "secret <command>", describe: "credentials the broker injects for boxes (sealed at rest; boxes never see them)", load: () => import("./secret.ts").then((m) => m.secret) },
+    { command: "ide", describe: "the IDE bridge: JSON-RPC with LSP framing on stdin/stdout (the VS Code extension starts it)", load: () => import("./ide.ts").then((m) => m.ide) },
+    { command: "completion", describe: "print a shell completion script (bash/zsh): hutch completion >> ~/.bashrc", run: () => void process.stdout.write(completionScript("hutch")) },
+  ],
+};
 
 export async function runCli(argv: string[]): Promise<number> {
-  const args = hideBin(["bun", "hutch", ...argv]);
-  const json = args.includes("--json");
-  let exitCode = 0;
-  const parser = yargs(args)
-    .scriptName("hutch")
-    .usage("hutch: run coding agents in isolated boxes\n\nUsage: $0 <command> [options]")
-    .option("json", { type: "boolean", default: false, describe: "print one JSON document (NDJSON for streams) on stdout" })
-    .option("home", { type: "string", default: env.home(), describe: "state directory ($HUTCH_HOME)", defaultDescription: "$HUTCH_HOME or ~/.local/share/hutch" })
-    .option("log-level", { type: "string", choices: ["debug", "info", "warn", "error"], describe: "log verbosity (stderr)" })
-    .option("log-format", { type: "string", choices: ["text", "json"], describe: "log line format" })
-    .middleware((a) => configureLog({ level: (a["log-level"] as string | undefined) ?? env.logLevel(), format: (a["log-format"] as string | undefined) ?? env.logFormat() }))
-    .command(runCommand)
-    .command(sessionCommand)
-    .command(agentsCommand)
-    .command(boxCommand)
-    .command(execCommand)
-    .command(cpCommand)
-    .command(ptyCommand)
-    .command(doctorCommand)
-    .command(daemonCommand)
-    .command(imageCommand)
-    .command(secretCommand)
-    .command(ideCommand)
-    .completion("completion", "print a shell completion script (bash/zsh): hutch completion >> ~/.bashrc")
-    .demandCommand(1, "name a command; see: hutch --help")
-    .strict()
-    .version(HUTCH_VERSION)
-    .alias("h", "help")
-    .wrap(Math.min(100, process.stdout.columns || 100))
-    .exitProcess(false)
-    .fail((msg, err) => {
-      if (err) throw err;
-      throw new HutchError("invalid", msg, "see: hutch --help");
-    });
+  // Before parsing, so a usage error comes in the shape asked for; what follows `--` is the box's.
+  let json = (argv.includes("--") ? argv.slice(0, argv.indexOf("--")) : argv).includes("--json");
   try {
-    await parser.parseAsync();
-    exitCode = handlerExit;
+    // The completion script's question: the words typed so far, answered with one candidate a line.
+    if (argv[0] === "__complete") {
+      for (const c of await completions(ROOT, argv.slice(1))) process.stdout.write(`${c}\n`);
+      return 0;
+    }
+    const p = await parse(ROOT, argv);
+    json = p.args.json === true;
+    if (p.version) {
+      // console.log, not process.stdout: building that stream costs a program this small ~8 ms (client/tty.ts).
+      console.log(HUTCH_VERSION);
+      return 0;
+    }
+    if (p.help) {
+      process.stdout.write(helpText(p.path, Math.min(100, process.stdout.columns || 100)));
+      return 0;
+    }
+    const { env } = await import("../env.ts");
+    p.args.home ??= env.home();
+    configureLog({ level: (p.args["log-level"] as string | undefined) ?? env.logLevel(), format: (p.args["log-format"] as string | undefined) ?? env.logFormat() });
+    await p.path.at(-1)!.run!(p.args);
+    return exitCode();
   } catch (err) {
-    exitCode = report(err, json);
+    return report(err, json);
   }
-  return exitCode;
 }

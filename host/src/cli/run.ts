@@ -1,26 +1,25 @@
-import type { CommandModule } from "yargs";
-import { HutchError, type Session } from "@hutch/shared";
+import { HutchError } from "@hutch/shared/base";
+import type { Session } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { attachSession } from "../client/exec.ts";
 import { waitTurn } from "../client/turn.ts";
 import { renderEntry } from "../client/transcript.ts";
+import { body, type GlobalArgs } from "./args.ts";
+import { setExitCode } from "./exit.ts";
 import { printJson } from "./output.ts";
-import { setExitCode, type GlobalArgs } from "./main.ts";
 
 type RunArgs = GlobalArgs & { box?: string; agent: string; prompt?: string; model?: string; detach: boolean; label?: string };
 
-export const runCommand: CommandModule<GlobalArgs, RunArgs> = {
-  command: "run [box]",
-  describe: "start a session: a shell or a coding agent in a box (a new box when none is named); attach, or with --prompt run one headless turn",
-  builder: (y) =>
-    y
-      .positional("box", { type: "string", describe: "box name or id (default: a new box)" })
-      .option("agent", { type: "string", choices: ["claude", "codex", "opencode", "pi", "shell"], default: "shell" })
-      .option("prompt", { alias: "p", type: "string", describe: "run the agent headless with this prompt; its messages, tool calls and usage become events" })
-      .option("model", { type: "string", describe: "model name passed to the agent" })
-      .option("detach", { alias: "d", type: "boolean", default: false, describe: "do not attach or wait; print the session id" })
-      .option("label", { type: "string" }),
-  handler: async (a) => {
+export const run = body<RunArgs>({
+  positionals: { box: { describe: "box name or id (default: a new box)" } },
+  options: {
+    agent: { type: "string", choices: ["claude", "codex", "opencode", "pi", "shell"], default: "shell" },
+    prompt: { alias: "p", type: "string", describe: "run the agent headless with this prompt; its messages, tool calls and usage become events" },
+    model: { type: "string", describe: "model name passed to the agent" },
+    detach: { alias: "d", type: "boolean", default: false, describe: "do not attach or wait; print the session id" },
+    label: { type: "string" },
+  },
+  run: async (a) => {
     if (a.model && !a.prompt && a.agent === "shell") throw new HutchError("invalid", "--model needs an agent", "e.g. hutch run --agent claude --model NAME");
     const d = await connectDaemon(a.home);
     const s = await d.request<Session>("POST", "/v1/sessions", {
@@ -51,4 +50,4 @@ export const runCommand: CommandModule<GlobalArgs, RunArgs> = {
     process.stderr.write(`session ${s.id} in box ${s.boxName} (Ctrl-A d detaches)\n`);
     setExitCode(await attachSession(d, s.id, { steal: false, json: a.json }));
   },
-};
+});

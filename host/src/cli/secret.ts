@@ -1,10 +1,10 @@
 // `hutch secret`: values come from stdin only (never argv, where `ps` and
 // shell history would see them); list shows names and bindings, never values.
-import type { CommandModule } from "yargs";
-import { HutchError, type SecretInfo } from "@hutch/shared";
+import { HutchError } from "@hutch/shared/base";
+import type { SecretInfo } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
+import { body, command, type GlobalArgs } from "./args.ts";
 import { printJson, table } from "./output.ts";
-import type { GlobalArgs } from "./main.ts";
 
 type Named = GlobalArgs & { name: string };
 
@@ -17,19 +17,25 @@ async function readStdin(name: string): Promise<string> {
   return value;
 }
 
-export const secretCommand: CommandModule<GlobalArgs, GlobalArgs> = {
-  command: "secret <command>",
-  describe: "credentials the broker injects for boxes (sealed at rest; boxes never see them)",
-  builder: (y) =>
-    y
-      .command<Named>("set <name>", "store a secret read from stdin", (c) => c.positional("name", { type: "string", demandOption: true }), async (a) => {
+export const secret = body<GlobalArgs>({
+  demand: "name a secret command",
+  commands: [
+    command<Named>({
+      command: "set <name>",
+      describe: "store a secret read from stdin",
+      run: async (a) => {
         const value = await readStdin(a.name);
         const d = await connectDaemon(a.home);
         const info = await d.request<SecretInfo>("PUT", `/v1/secrets/${encodeURIComponent(a.name)}`, { value });
         if (a.json) return printJson(info);
         process.stdout.write(`stored ${info.name}${info.bindings.length ? ` (used by ${info.bindings.join(", ")})` : " (no binding uses it yet)"}\n`);
-      })
-      .command<GlobalArgs>(["list", "ls"], "list secret names and the bindings that use them", (c) => c, async (a) => {
+      },
+    }),
+    command<GlobalArgs>({
+      command: "list",
+      aliases: ["ls"],
+      describe: "list secret names and the bindings that use them",
+      run: async (a) => {
         const d = await connectDaemon(a.home);
         const secrets = await d.request<SecretInfo[]>("GET", "/v1/secrets");
         if (a.json) return printJson(secrets);
@@ -38,13 +44,18 @@ export const secretCommand: CommandModule<GlobalArgs, GlobalArgs> = {
             ? "no secrets; add one: printf %s \"$TOKEN\" | hutch secret set anthropic\n"
             : table([["NAME", "BINDINGS", "UPDATED"], ...secrets.map((s) => [s.name, s.bindings.join(",") || "-", s.updatedAt])]),
         );
-      })
-      .command<Named>(["rm <name>", "remove"], "remove a secret", (c) => c.positional("name", { type: "string", demandOption: true }), async (a) => {
+      },
+    }),
+    command<Named>({
+      command: "rm <name>",
+      aliases: ["remove"],
+      describe: "remove a secret",
+      run: async (a) => {
         const d = await connectDaemon(a.home);
         const r = await d.request("DELETE", `/v1/secrets/${encodeURIComponent(a.name)}`);
         if (a.json) return printJson(r);
         process.stdout.write(`removed ${a.name}\n`);
-      })
-      .demandCommand(1, "name a secret command; see: hutch secret --help"),
-  handler: () => undefined,
-};
+      },
+    }),
+  ],
+});

@@ -1,16 +1,17 @@
-import type { Argv, CommandModule } from "yargs";
-import { HutchError, type Session, type SessionEvent } from "@hutch/shared";
+import { HutchError } from "@hutch/shared/base";
+import type { Session, SessionEvent } from "@hutch/shared";
 import { connectDaemon, type DaemonClient } from "../client/daemon.ts";
 import { subscribe } from "../client/subscribe.ts";
 import { renderEvent } from "../client/render.ts";
 import { attachSession } from "../client/exec.ts";
 import { resolveSession, waitTurn } from "../client/turn.ts";
 import { CONVERSATION_KINDS, renderTranscript } from "../client/transcript.ts";
+import { body, command, type GlobalArgs, type PositionalSpec } from "./args.ts";
+import { setExitCode } from "./exit.ts";
 import { printJson, table } from "./output.ts";
-import { setExitCode, type GlobalArgs } from "./main.ts";
 
 type IdArgs = GlobalArgs & { id: string };
-const id = (y: Argv<GlobalArgs>) => y.positional("id", { type: "string", demandOption: true, describe: "session id (ses_…)" });
+const id: Record<string, PositionalSpec> = { id: { describe: "session id (ses_…)" } };
 const path = (sid: string, rest = "") => `/v1/sessions/${encodeURIComponent(sid)}${rest}`;
 
 function sessionLine(s: Session): string[] {
@@ -56,132 +57,148 @@ const driverVerb = (verb: "acquire" | "release" | "steal" | "heartbeat") =>
     process.stdout.write(s.driver ? `${a.id} is driven by ${s.driver.actor.id}\n` : `${a.id} has no driver\n`);
   };
 
-export const sessionCommand: CommandModule<GlobalArgs, GlobalArgs> = {
-  command: "session <command>",
-  describe: "durable session logs: list, read, watch, drive, annotate, attach",
-  builder: (y) =>
-    y
-      .command<GlobalArgs & { box?: string; state?: string }>(
-        ["list", "ls"],
-        "list sessions",
-        (c) => c.option("box", { type: "string" }).option("state", { type: "string", choices: ["open", "closed"] }),
-        async (a) => {
-          const d = await connectDaemon(a.home);
-          const q = new URLSearchParams({ ...(a.box ? { box: a.box } : {}), ...(a.state ? { state: a.state } : {}) });
-          const list = await d.request<Session[]>("GET", `/v1/sessions${q.size ? `?${q}` : ""}`);
-          if (a.json) return printJson(list);
-          process.stdout.write(list.length === 0 ? "no sessions; start one: hutch run\n" : table([["ID", "STATE", "BOX", "AGENT", "LABEL", "DRIVER", "EVENTS"], ...list.map(sessionLine)]));
-        },
-      )
-      .command<IdArgs>("info <id>", "show one session", id, async (a) => {
+const lease = { type: "string", describe: "lapse without heartbeats, e.g. 30s" } as const;
+
+export const session = body<GlobalArgs>({
+  demand: "name a session command",
+  commands: [
+    command<GlobalArgs & { box?: string; state?: string }>({
+      command: "list",
+      aliases: ["ls"],
+      describe: "list sessions",
+      options: { box: { type: "string" }, state: { type: "string", choices: ["open", "closed"] } },
+      run: async (a) => {
+        const d = await connectDaemon(a.home);
+        const q = new URLSearchParams({ ...(a.box ? { box: a.box } : {}), ...(a.state ? { state: a.state } : {}) });
+        const list = await d.request<Session[]>("GET", `/v1/sessions${q.size ? `?${q}` : ""}`);
+        if (a.json) return printJson(list);
+        process.stdout.write(list.length === 0 ? "no sessions; start one: hutch run\n" : table([["ID", "STATE", "BOX", "AGENT", "LABEL", "DRIVER", "EVENTS"], ...list.map(sessionLine)]));
+      },
+    }),
+    command<IdArgs>({
+      command: "info <id>",
+      describe: "show one session",
+      positionals: id,
+      run: async (a) => {
         const d = await connectDaemon(a.home);
         const s = await d.request<Session>("GET", path(a.id));
         if (a.json) printJson(s);
         else process.stdout.write(sessionDetails(s));
-      })
-      .command<IdArgs & { from: number; follow: boolean }>(
-        "log <id>",
-        "print the log (use --follow to keep going)",
-        (c) => id(c).option("from", { type: "number", default: 1 }).option("follow", { alias: "f", type: "boolean", default: false }),
-        async (a) => {
-          const d = await connectDaemon(a.home);
-          const print = async (e: SessionEvent) => void process.stdout.write((a.json ? JSON.stringify(e) : await renderEvent(d, e)) + "\n");
-          if (a.follow) return follow(d, a.id, a.from, print);
-          let from = a.from;
-          for (;;) {
-            const page = await d.request<{ events: SessionEvent[]; next: number; last: number }>("GET", path(a.id, `/events?from=${from}&limit=1000`));
-            for (const e of page.events) await print(e);
-            if (page.events.length === 0 || page.next > page.last) break;
-            from = page.next;
-          }
-        },
-      )
-      .command<IdArgs & { from: number }>("watch <id>", "follow the session as it happens, rendered for people", (c) => id(c).option("from", { type: "number", default: 1 }), async (a) => {
+      },
+    }),
+    command<IdArgs & { from: number; follow: boolean }>({
+      command: "log <id>",
+      describe: "print the log (use --follow to keep going)",
+      positionals: id,
+      options: { from: { type: "number", default: 1 }, follow: { alias: "f", type: "boolean", default: false } },
+      run: async (a) => {
+        const d = await connectDaemon(a.home);
+        const print = async (e: SessionEvent) => void process.stdout.write((a.json ? JSON.stringify(e) : await renderEvent(d, e)) + "\n");
+        if (a.follow) return follow(d, a.id, a.from, print);
+        let from = a.from;
+        for (;;) {
+          const page = await d.request<{ events: SessionEvent[]; next: number; last: number }>("GET", path(a.id, `/events?from=${from}&limit=1000`));
+          for (const e of page.events) await print(e);
+          if (page.events.length === 0 || page.next > page.last) break;
+          from = page.next;
+        }
+      },
+    }),
+    command<IdArgs & { from: number }>({
+      command: "watch <id>",
+      describe: "follow the session as it happens, rendered for people",
+      positionals: id,
+      options: { from: { type: "number", default: 1 } },
+      run: async (a) => {
         const d = await connectDaemon(a.home);
         await follow(d, a.id, a.from, async (e) => void process.stdout.write((await renderEvent(d, e)) + "\n"));
-      })
-      .command<IdArgs & { from: number }>(
-        "subscribe <id>",
-        "replay from a seq, then stream live events as NDJSON",
-        (c) => id(c).option("from", { type: "number", default: 1, describe: "first seq to print" }),
-        async (a) => {
-          const d = await connectDaemon(a.home);
-          const out = Bun.stdout.writer();
-          await follow(d, a.id, a.from, async (e) => {
-            out.write(JSON.stringify(e) + "\n");
-            await out.flush();
-          });
-        },
-      )
-      .command<IdArgs & { text: string; newline: boolean }>(
-        "send <id> <text>",
-        "type text into the session's terminal (driver only; Enter added unless --no-newline)",
-        (c) => id(c).positional("text", { type: "string", demandOption: true }).option("newline", { type: "boolean", default: true }),
-        async (a) => {
-          const d = await connectDaemon(a.home);
-          const key = crypto.randomUUID();
-          const r = await d.request<{ seq: number }>("POST", path(a.id, "/input"), { text: a.text + (a.newline ? "\n" : ""), idempotencyKey: key }, { idempotencyKey: key });
-          if (a.json) printJson(r);
-        },
-      )
-      .command<IdArgs & { text: string; anchor?: string; seq?: number }>(
-        "annotate <id> <text>",
-        "add a note to the log, optionally anchored to PATH[:LINE] and/or an event seq",
-        (c) => id(c).positional("text", { type: "string", demandOption: true }).option("anchor", { type: "string", describe: "PATH[:LINE]" }).option("seq", { type: "number" }),
-        async (a) => {
-          const d = await connectDaemon(a.home);
-          let anchor: { path: string; line?: number; seq?: number } | undefined;
-          if (a.anchor) {
-            const m = /^(.+?)(?::(\d+))?$/.exec(a.anchor)!;
-            anchor = { path: m[1]!, ...(m[2] ? { line: Number(m[2]) } : {}) };
-          }
-          if (a.seq !== undefined) {
-            if (!anchor) throw new HutchError("invalid", "--seq anchors need a path too", "add --anchor PATH[:LINE]");
-            anchor.seq = a.seq;
-          }
-          const key = crypto.randomUUID();
-          const r = await d.request<{ seq: number }>("POST", path(a.id, "/annotations"), { text: a.text, ...(anchor ? { anchor } : {}), idempotencyKey: key }, { idempotencyKey: key });
-          if (a.json) printJson(r);
-          else process.stdout.write(`annotated ${a.id} at #${r.seq}\n`);
-        },
-      )
-      .command<IdArgs & { steal: boolean }>(
-        "attach <id>",
-        "attach this terminal (takes the driver slot; Ctrl-A d detaches)",
-        (c) => id(c).option("steal", { type: "boolean", default: false, describe: "take the slot from whoever drives" }),
-        async (a) => {
-          const d = await connectDaemon(a.home);
-          setExitCode(await attachSession(d, a.id, { steal: a.steal, json: a.json }));
-        },
-      )
-      .command<GlobalArgs>(
-        "driver <command>",
-        "the driver slot: acquire, release, steal, heartbeat",
-        (c) =>
-          c
-            .command<IdArgs & { lease?: string }>("acquire <id>", "take the slot when free", (x) => id(x).option("lease", { type: "string", describe: "lapse without heartbeats, e.g. 30s" }), driverVerb("acquire"))
-            .command<IdArgs>("release <id>", "give the slot up", id, driverVerb("release"))
-            .command<IdArgs & { lease?: string }>("steal <id>", "take the slot from its driver (logged)", (x) => id(x).option("lease", { type: "string" }), driverVerb("steal"))
-            .command<IdArgs>("heartbeat <id>", "keep a lease alive", id, driverVerb("heartbeat"))
-            .demandCommand(1, "name a driver command; see: hutch session driver --help"),
-        () => undefined,
-      )
-      .command<GlobalArgs & { ref: string; idle: boolean }>(
-        "wait <ref>",
-        "wait until the agent's turn settles (done, needs input, or failed); exits 0 when it ended well",
-        (c) =>
-          c
-            .positional("ref", { type: "string", demandOption: true, describe: "session id, or a box (its newest open session)" })
-            .option("idle", { type: "boolean", default: true, describe: "wait for the agent to be idle or need input (the only condition so far)" }),
-        async (a) => {
-          const d = await connectDaemon(a.home);
-          const r = await waitTurn(d, await resolveSession(d, a.ref));
-          if (a.json) printJson(r);
-          else process.stdout.write(`${r.session}: ${r.state ?? "no agent state"}${r.reason ? ` (${r.reason})` : ""}${r.exit ? `, exited ${r.exit.signal ? `by signal ${r.exit.signal}` : `with code ${r.exit.code}`}` : ""}\n`);
-          setExitCode(r.ok ? 0 : 1);
-        },
-      )
-      .command<IdArgs>("transcript <id>", "print the conversation: prompts, messages, tool calls and results, usage", id, async (a) => {
+      },
+    }),
+    command<IdArgs & { from: number }>({
+      command: "subscribe <id>",
+      describe: "replay from a seq, then stream live events as NDJSON",
+      positionals: id,
+      options: { from: { type: "number", default: 1, describe: "first seq to print" } },
+      run: async (a) => {
+        const d = await connectDaemon(a.home);
+        const out = Bun.stdout.writer();
+        await follow(d, a.id, a.from, async (e) => {
+          out.write(JSON.stringify(e) + "\n");
+          await out.flush();
+        });
+      },
+    }),
+    command<IdArgs & { text: string; newline: boolean }>({
+      command: "send <id> <text>",
+      describe: "type text into the session's terminal (driver only; Enter added unless --no-newline)",
+      positionals: id,
+      options: { newline: { type: "boolean", default: true } },
+      run: async (a) => {
+        const d = await connectDaemon(a.home);
+        const r = await d.request<{ seq: number }>("POST", path(a.id, "/input"), { text: a.text + (a.newline ? "\n" : "") }, { idempotencyKey: crypto.randomUUID() });
+        if (a.json) printJson(r);
+      },
+    }),
+    command<IdArgs & { text: string; anchor?: string; seq?: number }>({
+      command: "annotate <id> <text>",
+      describe: "add a note to the log, optionally anchored to PATH[:LINE] and/or an event seq",
+      positionals: id,
+      options: { anchor: { type: "string", describe: "PATH[:LINE]" }, seq: { type: "number" } },
+      run: async (a) => {
+        const d = await connectDaemon(a.home);
+        let anchor: { path: string; line?: number; seq?: number } | undefined;
+        if (a.anchor) {
+          const m = /^(.+?)(?::(\d+))?$/.exec(a.anchor)!;
+          anchor = { path: m[1]!, ...(m[2] ? { line: Number(m[2]) } : {}) };
+        }
+        if (a.seq !== undefined) {
+          if (!anchor) throw new HutchError("invalid", "--seq anchors need a path too", "add --anchor PATH[:LINE]");
+          anchor.seq = a.seq;
+        }
+        const r = await d.request<{ seq: number }>("POST", path(a.id, "/annotations"), { text: a.text, ...(anchor ? { anchor } : {}) }, { idempotencyKey: crypto.randomUUID() });
+        if (a.json) printJson(r);
+        else process.stdout.write(`annotated ${a.id} at #${r.seq}\n`);
+      },
+    }),
+    command<IdArgs & { steal: boolean }>({
+      command: "attach <id>",
+      describe: "attach this terminal (takes the driver slot; Ctrl-A d detaches)",
+      positionals: id,
+      options: { steal: { type: "boolean", default: false, describe: "take the slot from whoever drives" } },
+      run: async (a) => {
+        const d = await connectDaemon(a.home);
+        setExitCode(await attachSession(d, a.id, { steal: a.steal, json: a.json }));
+      },
+    }),
+    command<GlobalArgs>({
+      command: "driver <command>",
+      describe: "the driver slot: acquire, release, steal, heartbeat",
+      demand: "name a driver command",
+      commands: [
+        command({ command: "acquire <id>", describe: "take the slot when free", positionals: id, options: { lease }, run: driverVerb("acquire") }),
+        command({ command: "release <id>", describe: "give the slot up", positionals: id, run: driverVerb("release") }),
+        command({ command: "steal <id>", describe: "take the slot from its driver (logged)", positionals: id, options: { lease: { type: "string" } }, run: driverVerb("steal") }),
+        command({ command: "heartbeat <id>", describe: "keep a lease alive", positionals: id, run: driverVerb("heartbeat") }),
+      ],
+    }),
+    command<GlobalArgs & { ref: string; idle: boolean }>({
+      command: "wait <ref>",
+      describe: "wait until the agent's turn settles (done, needs input, or failed); exits 0 when it ended well",
+      positionals: { ref: { describe: "session id, or a box (its newest open session)" } },
+      options: { idle: { type: "boolean", default: true, describe: "wait for the agent to be idle or need input (the only condition so far)" } },
+      run: async (a) => {
+        const d = await connectDaemon(a.home);
+        const r = await waitTurn(d, await resolveSession(d, a.ref));
+        if (a.json) printJson(r);
+        else process.stdout.write(`${r.session}: ${r.state ?? "no agent state"}${r.reason ? ` (${r.reason})` : ""}${r.exit ? `, exited ${r.exit.signal ? `by signal ${r.exit.signal}` : `with code ${r.exit.code}`}` : ""}\n`);
+        setExitCode(r.ok ? 0 : 1);
+      },
+    }),
+    command<IdArgs>({
+      command: "transcript <id>",
+      describe: "print the conversation: prompts, messages, tool calls and results, usage",
+      positionals: id,
+      run: async (a) => {
         const d = await connectDaemon(a.home);
         const events: SessionEvent[] = [];
         for (let from = 1; ; ) {
@@ -192,13 +209,18 @@ export const sessionCommand: CommandModule<GlobalArgs, GlobalArgs> = {
         }
         if (a.json) printJson(events);
         else process.stdout.write(renderTranscript(events));
-      })
-      .command<IdArgs>("close <id>", "close the session (its log stays)", id, async (a) => {
+      },
+    }),
+    command<IdArgs>({
+      command: "close <id>",
+      describe: "close the session (its log stays)",
+      positionals: id,
+      run: async (a) => {
         const d = await connectDaemon(a.home);
         const s = await d.request<Session>("POST", path(a.id, "/close"), {});
         if (a.json) printJson(s);
         else process.stdout.write(`closed ${a.id}\n`);
-      })
-      .demandCommand(1, "name a session command; see: hutch session --help"),
-  handler: () => undefined,
-};
+      },
+    }),
+  ],
+});

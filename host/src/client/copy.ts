@@ -4,7 +4,7 @@
 // group/other write), never by a shell tool.
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
-import { Chan, FileStat, HutchError } from "@hutch/shared";
+import { BOX_NAME, Chan, check, FileStat, firstError, HutchError, ID_BODY, ResultMsg, TarInResult } from "@hutch/shared";
 import { packTar, createUnpacker } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { openToolStream, streamError } from "./stream.ts";
@@ -12,9 +12,11 @@ import { callTool } from "./tool.ts";
 
 export type CpEnd = { box: string; path: string } | { path: string };
 
+const CP_BOX_ARG = new RegExp(`^(${BOX_NAME}|box_${ID_BODY}):(.*)$`);
+
 /** `BOX:/path` names a path in a box; anything else is local. A leading ./ or / forces local. */
 export function parseCpArg(arg: string): CpEnd {
-  const m = /^([a-z0-9][a-z0-9-]{0,62}|box_[0-9a-z]{20}):(.*)$/.exec(arg);
+  const m = CP_BOX_ARG.exec(arg);
   if (!m || arg.startsWith("./") || arg.startsWith("/")) return { path: arg };
   return { box: m[1]!, path: m[2] || "/workspace" };
 }
@@ -46,14 +48,21 @@ async function copyIn(daemon: DaemonClient, local: string, box: string, guestPat
   const { dir, name } = placement(guestPath, st?.type === "dir", basename(local));
   const { stream, close } = await openToolStream(daemon, box, { tool: "tar.in", path: dir, name });
   try {
-    const result = new Promise<{ entries: number; bytes: number }>((res, rej) => {
-      let value: { entries: number; bytes: number } | null = null;
+    const result = new Promise<TarInResult>((res, rej) => {
+      let value: TarInResult | null = null;
+      let bad: string | null = null;
       stream.handlers = {
+        // What the box answers is untrusted: checked against the tool's result schema.
         msg: (m) => {
-          const msg = m as { type: string; value?: { entries: number; bytes: number } };
-          if (msg.type === "result" && msg.value) value = msg.value;
+          if (!check(ResultMsg, m)) return;
+          if (check(TarInResult, m.value)) value = m.value;
+          else bad = firstError(TarInResult, m.value);
         },
-        close: (e) => (e ? rej(streamError(e)) : value ? res(value) : rej(new HutchError("failed", "tar.in ended without a result"))),
+        close: (e) => {
+          if (e) return rej(streamError(e));
+          if (value) return res(value);
+          rej(new HutchError("failed", bad ? `the box answered tar.in with a malformed result: ${bad}` : "tar.in ended without a result", `the guest may be broken: hutch box info ${box}`));
+        },
       };
     });
     for await (const chunk of packTar(local)) {

@@ -1,14 +1,18 @@
 // Talking to the daemon: find it, start it when none answers, send requests.
 import { mkdirSync, openSync, closeSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ErrorCodes, HutchError, type Health } from "@hutch/shared";
+import { ErrorCodes, HutchError, IDEMPOTENCY_HEADER } from "@hutch/shared/base";
+import type { Health } from "@hutch/shared";
 import { HOME_FILES } from "../paths.ts";
 import { env } from "../env.ts";
 import { checkHome } from "../home.ts";
+import { selfArgv } from "../self.ts";
+import { localTarget, transport, type Transport } from "./transport.ts";
 
 export interface DaemonClient {
   home: string;
-  socket: string;
+  /** How requests, streams and subscriptions reach the daemon. */
+  transport: Transport;
   /** Headers naming this client to the daemon (it stamps the actor from them). */
   headers: Record<string, string>;
   /**
@@ -25,15 +29,9 @@ export interface DaemonClient {
 /** How long a request keeps retrying while the daemon is away. */
 const RETRY_FOR_MS = 30_000;
 
-/** argv that runs this same program as `hutch daemon` (compiled binary or from source). */
-export function selfArgv(...args: string[]): string[] {
-  const compiled = Bun.main.startsWith("/$bunfs/") || Bun.main.startsWith("B:/~BUN/");
-  return compiled ? [process.execPath, ...args] : [process.execPath, Bun.main, ...args];
-}
-
-export async function health(socket: string): Promise<Health | null> {
+export async function health(t: Transport): Promise<Health | null> {
   try {
-    const res = await fetch("http://hutch/v1/health", { unix: socket, signal: AbortSignal.timeout(2000) });
+    const res = await t.fetch("/v1/health", { signal: AbortSignal.timeout(2000) });
     return res.ok ? ((await res.json()) as Health) : null;
   } catch {
     return null;
@@ -52,25 +50,25 @@ function logTail(path: string, lines = 15): string {
 export async function connectDaemon(home: string, opts: { start?: boolean; timeoutMs?: number; kind?: string } = {}): Promise<DaemonClient> {
   // Before the socket is used or a daemon started: in a home others can write, the socket could be theirs.
   checkHome(home);
-  const socket = join(home, HOME_FILES.socket);
+  const t = transport(localTarget(home));
   // start: false (the IDE bridge) waits for a daemon to come back instead of starting one.
-  const client = makeClient(home, socket, opts.start === false ? async () => {} : () => startDaemon(home, socket, opts.timeoutMs), opts.kind);
-  if (await health(socket)) return client;
+  const client = makeClient(home, t, opts.start === false ? async () => {} : () => startDaemon(home, t, opts.timeoutMs), opts.kind);
+  if (await health(t)) return client;
   if (opts.start === false) {
-    throw new HutchError("unavailable", `no daemon answers at ${socket}`, "start one: hutch daemon");
+    throw new HutchError("unavailable", `no daemon answers at ${t.where}`, "start one: hutch daemon");
   }
-  await startDaemon(home, socket, opts.timeoutMs);
+  await startDaemon(home, t, opts.timeoutMs);
   return client;
 }
 
 /** A client that never starts a daemon and does not need one now: it waits for one (the IDE bridge). */
 export function waitingClient(home: string, kind?: string): DaemonClient {
   checkHome(home);
-  return makeClient(home, join(home, HOME_FILES.socket), async () => {}, kind);
+  return makeClient(home, transport(localTarget(home)), async () => {}, kind);
 }
 
-async function startDaemon(home: string, socket: string, timeoutMs?: number): Promise<void> {
-  if (await health(socket)) return;
+async function startDaemon(home: string, t: Transport, timeoutMs?: number): Promise<void> {
+  if (await health(t)) return;
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const logPath = join(home, HOME_FILES.log);
   const spawnDaemon = () => {
@@ -88,7 +86,7 @@ async function startDaemon(home: string, socket: string, timeoutMs?: number): Pr
   let child = spawnDaemon();
   const deadline = Date.now() + (timeoutMs ?? 15_000);
   while (Date.now() < deadline) {
-    if (await health(socket)) return;
+    if (await health(t)) return;
     if (child.exited !== null && child.exited !== 0 && !child.killed) {
       // Exit 3 is the daemon refusing its configuration (its home, its key): say so, with its own words.
       const code = child.exited === ErrorCodes.config.exit ? "config" : "unavailable";
@@ -107,28 +105,27 @@ function clientHeaders(kind?: string): Record<string, string> {
   return { "x-hutch-client": kind ?? env.clientKind(), ...(name ? { "x-hutch-client-name": name } : {}) };
 }
 
-function makeClient(home: string, socket: string, restart: () => Promise<void>, kind?: string): DaemonClient {
+function makeClient(home: string, t: Transport, restart: () => Promise<void>, kind?: string): DaemonClient {
   const base = clientHeaders(kind);
   const self: DaemonClient = {
     home,
-    socket,
+    transport: t,
     headers: base,
     async bytes(path: string): Promise<Uint8Array> {
-      const res = await fetch(`http://localhost${path}`, { unix: socket, headers: base });
+      const res = await t.fetch(path, { headers: base });
       if (!res.ok) throw HutchError.fromBody(await res.json().catch(() => undefined), res.status);
       return res.bytes();
     },
     async request<T>(method: string, path: string, body?: unknown, opts: { idempotencyKey?: string } = {}): Promise<T> {
       const headers: Record<string, string> = { ...base };
       if (body !== undefined) headers["content-type"] = "application/json";
-      if (opts.idempotencyKey) headers["idempotency-key"] = opts.idempotencyKey;
+      if (opts.idempotencyKey) headers[IDEMPOTENCY_HEADER] = opts.idempotencyKey;
       const retryable = method === "GET" || opts.idempotencyKey !== undefined;
       const deadline = Date.now() + RETRY_FOR_MS;
       let res: Response;
       for (;;) {
         try {
-          // The host must be at least 4 characters: Elysia finds the path by offset.
-          res = await fetch(`http://localhost${path}`, { method, unix: socket, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+          res = await t.fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
           break;
         } catch (err) {
           if (!retryable || Date.now() > deadline) {

@@ -2,10 +2,12 @@
 // and come back with the remote exit status (a signal N as 128+N).
 import { read } from "node:fs";
 import { constants } from "node:os";
-import { Chan, HEADER_BYTES, HutchError, MAX_PAYLOAD, type MuxStream, type Session, type ToolOpen } from "@hutch/shared";
+import { Chan, HEADER_BYTES, HutchError, MAX_PAYLOAD, type MuxStream } from "@hutch/shared/base";
+import type { Session, ToolOpen } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { growPipe } from "./pipe.ts";
 import { openToolStream, streamError } from "./stream.ts";
+import { isTerminal } from "./tty.ts";
 
 export interface ExecOptions {
   json?: boolean;
@@ -170,7 +172,8 @@ async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boole
     };
   });
 
-  if (tty && process.stdin.isTTY) {
+  const stdinTty = isTerminal(0);
+  if (tty && stdinTty) {
     process.stdin.setRawMode(true);
     cleanups.push(() => process.stdin.setRawMode(false));
     const onResize = () => stream.msg({ type: "resize", cols: process.stdout.columns || 80, rows: process.stdout.rows || 24 });
@@ -203,7 +206,7 @@ async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boole
     }
     return new Uint8Array(kept);
   };
-  const input = process.stdin.isTTY ? pumpStdin(stream, tty ? detachKeys : undefined) : pumpStdinBulk(stream);
+  const input = stdinTty ? pumpStdin(stream, tty ? detachKeys : undefined) : pumpStdinBulk(stream);
   void input.catch(() => undefined);
 
   try {
@@ -224,6 +227,8 @@ export interface ExecCall {
   env?: Record<string, string>;
   cwd?: string;
   tty?: boolean;
+  /** Who runs it: the box's user (default) or root (VM boxes). */
+  user?: "hutch" | "root";
 }
 
 function termSize(): { cols: number; rows: number } {
@@ -231,7 +236,7 @@ function termSize(): { cols: number; rows: number } {
 }
 
 export function execInBox(daemon: DaemonClient, box: string, call: ExecCall, opts: ExecOptions = {}): Promise<number> {
-  const base = { argv: call.argv, ...(call.env ? { env: call.env } : {}), ...(call.cwd ? { cwd: call.cwd } : {}) };
+  const base = { argv: call.argv, ...(call.env ? { env: call.env } : {}), ...(call.cwd ? { cwd: call.cwd } : {}), ...(call.user ? { user: call.user } : {}) };
   if (call.tty) return run(daemon, box, { tool: "pty.open", ...base, ...termSize() }, true, opts);
   return run(daemon, box, { tool: "exec", ...base }, false, opts);
 }

@@ -1,5 +1,5 @@
 // Events for people: one line each, output shown as the text it printed.
-import type { SessionEvent } from "@hutch/shared";
+import { isEvent, type SessionEvent } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 
 const time = (at: string) => at.slice(11, 19);
@@ -8,24 +8,22 @@ const plain = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "").replace
 
 export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<string> {
   const head = `#${e.seq} ${time(e.at)} ${e.actor.id}`;
-  const data = e.data as Record<string, unknown>;
+  if (!isEvent(e)) return `${head} ${e.kind} (does not fit its schema) ${JSON.stringify(e.data)}`;
   switch (e.kind) {
     case "output.appended": {
-      if (data.snapshot) return `${head} (screen redrawn)`;
-      const text = plain(new TextDecoder().decode(await d.bytes(`/v1/sessions/${e.session}/output/${data.chunk}`))).trimEnd();
+      if (e.data.snapshot) return `${head} (screen redrawn)`;
+      const text = plain(new TextDecoder().decode(await d.bytes(`/v1/sessions/${e.session}/output/${e.data.chunk}`))).trimEnd();
       return text ? text.split("\n").map((l) => `${head} │ ${l}`).join("\n") : `${head} │`;
     }
     case "input.sent":
-      return `${head} > ${JSON.stringify(data.text)}`;
+      return `${head} > ${JSON.stringify(e.data.text)}`;
     case "annotation.added": {
-      const a = data.anchor as { path: string; line?: number; seq?: number } | undefined;
+      const a = e.data.anchor;
       const where = a ? ` @ ${a.path}${a.line ? `:${a.line}` : ""}${a.seq ? ` (#${a.seq})` : ""}` : "";
-      return `${head} ✎ ${data.text}${where}`;
+      return `${head} ✎ ${e.data.text}${where}`;
     }
-    case "session.driver.stolen": {
-      const { from, to } = data as { from: { id: string }; to: { id: string } };
-      return `${head} driver stolen from ${from.id} by ${to.id}`;
-    }
+    case "session.driver.stolen":
+      return `${head} driver stolen from ${e.data.from.id} by ${e.data.to.id}`;
     default:
       return `${head} ${e.kind} ${JSON.stringify(e.data)}`;
   }

@@ -1,6 +1,7 @@
 // A tool stream to a box through the daemon: a WebSocket carrying guest
 // protocol frames, with a host-role Mux on our end.
-import { HutchError, HUTCH_VERSION, Mux, PROTOCOL_VERSION, ErrorCodes, type MuxStream, type ToolOpen, type StreamError } from "@hutch/shared";
+import { HutchError, HUTCH_VERSION, Mux, PROTOCOL_VERSION, ErrorCodes, type MuxStream, type StreamError } from "@hutch/shared/base";
+import type { ToolOpen } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 
 export interface ToolStream {
@@ -11,16 +12,14 @@ export interface ToolStream {
 /** Maps a stream's close error to the CLI's named error (exit codes follow). */
 export function streamError(e: StreamError): HutchError {
   const code = e.code in ErrorCodes ? (e.code as keyof typeof ErrorCodes) : e.code === "denied" ? "denied" : e.code === "channel_lost" ? "unavailable" : "failed";
-  const [message, hint] = e.message.split("; ", 2) as [string, string | undefined];
-  return new HutchError(code, message, hint);
+  return new HutchError(code, e.message, e.hint);
 }
 
 export function openToolStream(daemon: DaemonClient, box: string, call: ToolOpen, query: Record<string, string> = {}): Promise<ToolStream> {
   return new Promise((resolve, reject) => {
     const q = new URLSearchParams(query);
-    const url = `ws+unix://${daemon.socket}:/v1/boxes/${encodeURIComponent(box)}/stream${q.size ? `?${q}` : ""}`;
-    // Bun's WebSocket takes headers as a second-argument option: they name the client to the daemon.
-    const ws = new WebSocket(url, { headers: daemon.headers } as unknown as string[]);
+    // The headers name the client to the daemon.
+    const ws = daemon.transport.websocket(`/v1/boxes/${encodeURIComponent(box)}/stream${q.size ? `?${q}` : ""}`, daemon.headers);
     ws.binaryType = "arraybuffer";
     let ready = false;
     const mux = new Mux(

@@ -1,7 +1,8 @@
 // Replay-then-tail from the CLI's side: one WebSocket subscription that
 // resumes by itself (after a slow-consumer close, or a daemon restart) from
 // the next seq it has not delivered, so callers see every event once, in order.
-import { HutchError, type SessionEvent } from "@hutch/shared";
+import { HutchError } from "@hutch/shared/base";
+import { CaughtUpLine, check, firstError, SessionEvent, SUBSCRIBE_CLOSE_SLOW } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 
 export interface SubscribeHandlers {
@@ -35,11 +36,11 @@ export function subscribe(daemon: DaemonClient, session: string, from: number, h
   });
 
   const deliver = (line: string) => {
-    const msg = JSON.parse(line) as SessionEvent | { type: "caught-up"; seq: number };
-    if ("type" in msg) {
-      if (msg.type === "caught-up") h.caughtUp?.(msg.seq);
-      return;
-    }
+    const msg: unknown = JSON.parse(line);
+    if (check(CaughtUpLine, msg)) return h.caughtUp?.(msg.seq);
+    // Other lines with a type are the protocol's, and this client knows none; a line without one is an event.
+    if (typeof msg === "object" && msg !== null && "type" in msg) return;
+    if (!check(SessionEvent, msg)) throw new HutchError("failed", `the daemon sent an event line that is not an event (${firstError(SessionEvent, msg)})`, "see: hutch doctor");
     if (msg.seq < next) return; // already delivered before a reconnect
     if (msg.seq > next) throw new HutchError("failed", `event stream skipped from seq ${next} to ${msg.seq}`);
     next = msg.seq + 1;
@@ -48,9 +49,7 @@ export function subscribe(daemon: DaemonClient, session: string, from: number, h
 
   const connect = () => {
     if (stopped) return;
-    const sock = new WebSocket(`ws+unix://${daemon.socket}:/v1/sessions/${encodeURIComponent(session)}/subscribe?from=${next}`, {
-      headers: daemon.headers,
-    } as unknown as string[]);
+    const sock = daemon.transport.websocket(`/v1/sessions/${encodeURIComponent(session)}/subscribe?from=${next}`, daemon.headers);
     ws = sock;
     sock.onopen = () => {
       lostSince = null;
@@ -68,9 +67,9 @@ export function subscribe(daemon: DaemonClient, session: string, from: number, h
     };
     sock.onclose = (e) => {
       if (stopped) return finish();
-      // 4000: we were too slow; the reason says where to resume (our `next` agrees once the chain drains).
+      // Too slow: the reason says where to resume, and our `next` agrees once the chain drains.
       void chain.then(async () => {
-        if (e.code === 4000) return connect();
+        if (e.code === SUBSCRIBE_CLOSE_SLOW) return connect();
         if (e.code >= 4400 && e.code < 4500) return fail(new HutchError("failed", e.reason || "subscription refused"));
         lostSince ??= Date.now();
         if (Date.now() - lostSince > reconnectFor) {

@@ -1,15 +1,14 @@
 // A session's conversation for people: who said what, which tools ran and
 // what they returned, usage, and how each turn ended. Deltas are folded into
 // their message; a message that never completed is shown with what arrived.
-import type { SessionEvent } from "@hutch/shared";
+import { isEvent, type EventKind, type SessionEvent } from "@hutch/shared";
 
 /** The kinds that make up a conversation (the rest is terminal bytes and bookkeeping). */
-export const CONVERSATION_KINDS = new Set([
+export const CONVERSATION_KINDS = new Set<string>([
   "input.sent", "message.started", "message.delta", "message.completed", "tool.called", "tool.completed",
   "usage.reported", "agent.state", "attention.required", "error.raised", "agent.raw", "exec.exited", "session.closed",
-]);
+] satisfies EventKind[]);
 
-type Data = Record<string, unknown>;
 const indent = (text: string, prefix = "  ") => text.split("\n").map((l) => prefix + l).join("\n");
 const short = (s: string, max = 2000) => (s.length > max ? `${s.slice(0, max)}… (${s.length - max} more characters)` : s);
 
@@ -23,35 +22,41 @@ export function renderTranscript(events: SessionEvent[]): string {
   return out.join("\n") + (out.length ? "\n" : "");
 }
 
-/** One event's lines; `partial` folds deltas until their message completes. */
+/** One event's lines; `partial` folds deltas until their message completes. An event that does not fit its kind is said to be so. */
 export function renderEntry(e: SessionEvent, partial = new Map<string, string>(), completed = new Set<string>()): string[] {
-  const d = e.data as Data;
+  if (!isEvent(e)) return CONVERSATION_KINDS.has(e.kind) ? [`?? (${e.kind} that does not fit its schema) ${short(JSON.stringify(e.data), 500)}`] : [];
   switch (e.kind) {
     case "input.sent":
-      return [`> ${e.actor.id}: ${String(d.text).trimEnd()}`];
+      return [`> ${e.actor.id}: ${e.data.text.trimEnd()}`];
     case "message.delta":
-      partial.set(String(d.id), (partial.get(String(d.id)) ?? "") + String(d.text));
+      partial.set(e.data.id, (partial.get(e.data.id) ?? "") + e.data.text);
       return [];
-    case "message.completed":
-      completed.add(String(d.id));
-      partial.delete(String(d.id));
-      return [`${d.role === "reasoning" ? "thinking" : String(d.role)}:${d.truncated ? " (cut)" : ""}\n${indent(String(d.text))}`];
+    case "message.completed": {
+      const d = e.data;
+      completed.add(d.id);
+      partial.delete(d.id);
+      return [`${d.role === "reasoning" ? "thinking" : d.role}:${d.truncated ? " (cut)" : ""}\n${indent(d.text)}`];
+    }
     case "tool.called":
-      return [`tool ${String(d.name)} [${String(d.id)}]\n${indent(short(JSON.stringify(d.input)))}`];
-    case "tool.completed":
-      return [`  → ${d.status === "ok" ? "ok" : "error"}${d.truncated ? " (cut)" : ""}${String(d.output) ? `\n${indent(short(String(d.output)), "    ")}` : ""}`];
-    case "usage.reported":
+      return [`tool ${e.data.name} [${e.data.id}]\n${indent(short(JSON.stringify(e.data.input)))}`];
+    case "tool.completed": {
+      const d = e.data;
+      return [`  → ${d.status}${d.truncated ? " (cut)" : ""}${d.output ? `\n${indent(short(d.output), "    ")}` : ""}`];
+    }
+    case "usage.reported": {
+      const d = e.data;
       return [d.available ? `usage: input ${d.input ?? "?"}, output ${d.output ?? "?"}, cached ${d.cached ?? "?"}` : "usage: not reported"];
+    }
     case "agent.state":
-      return d.state === "busy" ? [] : [`-- ${String(d.state)}${d.reason ? `: ${String(d.reason)}` : ""}`];
+      return e.data.state === "busy" ? [] : [`-- ${e.data.state}${e.data.reason ? `: ${e.data.reason}` : ""}`];
     case "error.raised":
-      return [`!! ${String(d.message)}`];
+      return [`!! ${e.data.message}`];
     case "agent.raw":
-      return d.reason === "unknown" ? [] : [`?? (${String(d.reason)}) ${short(String(d.line), 500)}`];
+      return e.data.reason === "unknown" ? [] : [`?? (${e.data.reason}) ${short(e.data.line, 500)}`];
     case "exec.exited":
-      return [`-- exited ${d.signal ? `by signal ${String(d.signal)}` : `with code ${String(d.code)}`}`];
+      return [`-- exited ${e.data.signal ? `by signal ${e.data.signal}` : `with code ${e.data.code}`}`];
     case "session.closed":
-      return [`-- session closed${d.reason ? `: ${String(d.reason)}` : ""}`];
+      return [`-- session closed${e.data.reason ? `: ${e.data.reason}` : ""}`];
     default:
       return [];
   }

@@ -2,7 +2,8 @@
 // daemon's summary of the session (or from seq 1 for a caller that shows
 // every event), then tail the log, folding it the way the daemon does, until
 // the agent asks for attention (done, stuck or failed).
-import { HutchError, type Session, type SessionEvent, type SessionSummary, type TurnState } from "@hutch/shared";
+import { HutchError } from "@hutch/shared/base";
+import { idPattern, type Session, type SessionEvent, type SessionSummary, type TurnState } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { subscribe } from "./subscribe.ts";
 import { emptyTurn, foldTurn, settled, turnOk } from "../session/fold.ts";
@@ -16,9 +17,11 @@ export interface TurnResult {
   ok: boolean;
 }
 
+const SESSION_ID = new RegExp(idPattern("ses"));
+
 /** A session id, or the newest open session of a box. */
 export async function resolveSession(d: DaemonClient, ref: string): Promise<Session> {
-  if (/^ses_[0-9a-z]{20}$/.test(ref)) return d.request<Session>("GET", `/v1/sessions/${ref}`);
+  if (SESSION_ID.test(ref)) return d.request<Session>("GET", `/v1/sessions/${ref}`);
   const list = await d.request<Session[]>("GET", `/v1/sessions?box=${encodeURIComponent(ref)}&state=open`);
   const s = list.sort((a, b) => a.createdAt.localeCompare(b.createdAt)).at(-1);
   if (!s) throw new HutchError("not_found", `box "${ref}" has no open session`, `start one: hutch run ${ref} --agent claude`);

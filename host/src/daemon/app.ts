@@ -1,5 +1,6 @@
 // The daemon's HTTP + WebSocket API, assembled. Built as a plain Elysia app so
 // tests can drive it with app.handle(new Request(...)), no socket needed.
+import { join } from "node:path";
 import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
 import { HUTCH_VERSION, HutchError } from "@hutch/shared";
@@ -15,6 +16,14 @@ import type { SessionStore } from "../store/sessions.ts";
 import type { BrokerService } from "../broker/service.ts";
 import { brokerController } from "./broker/index.ts";
 import { readJsonBody } from "./body.ts";
+import { doctorController } from "./doctor/index.ts";
+import { imagesController } from "./images/index.ts";
+import { agentsController } from "./agents/index.ts";
+import { env } from "../env.ts";
+import { ImageBuilds } from "../image/worker.ts";
+import { RunningOps } from "./ops.ts";
+import type { Engine } from "../engine/types.ts";
+import { HOME_FILES } from "../paths.ts";
 
 export interface AppDeps {
   boxes: BoxService;
@@ -26,9 +35,14 @@ export interface AppDeps {
   changes?: ChangeService;
   /** Who the connection belongs to; the local socket's is the daemon's OS user. */
   identify?: Identify;
+  /** The engines doctor checks, in order; none when absent. */
+  engines?: Record<string, Engine>;
+  /** Operations in flight; the server passes its own so shutdown can abort them. */
+  ops?: RunningOps;
 }
 
 export function buildApp(deps: AppDeps) {
+  const ops = deps.ops ?? new RunningOps();
   // normalize: false makes unknown body keys an error instead of silently dropping them.
   return new Elysia({ normalize: false })
     .use(openapi({ path: "/openapi", documentation: { info: { title: "hutch daemon API", version: HUTCH_VERSION } } }))
@@ -62,7 +76,10 @@ export function buildApp(deps: AppDeps) {
     .use(brokerController(deps.broker, deps.boxes))
     .use(streamDoc())
     .use(sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser))
-    .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser));
+    .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))
+    .use(doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops))
+    .use(imagesController(new ImageBuilds(deps.home), ops))
+    .use(agentsController(env.agentsDir(deps.home), ops));
 }
 
 /** The first failing field, named as a dotted path. */

@@ -11,6 +11,7 @@ import { ChangeService } from "./changes/service.ts";
 import { streamSocket, upgradeStream, type StreamSocketData } from "./stream/index.ts";
 import { subscribeSocket, upgradeSubscribe, type SubscribeData } from "./sessions/subscribe.ts";
 import { socketHandlers } from "./sockets.ts";
+import { RunningOps } from "./ops.ts";
 import { localUser } from "./actor.ts";
 import type { Server } from "bun";
 import { API_LIMITS } from "@hutch/shared";
@@ -55,7 +56,7 @@ export async function runDaemon(home: string): Promise<number> {
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const { boxes, sessions, sessionStore, broker } = await createServices(home, db, { process: new ProcessEngine(home), qemu: new QemuEngine(home) });
+  const { boxes, sessions, sessionStore, broker, engines } = await createServices(home, db, { process: new ProcessEngine(home), qemu: new QemuEngine(home) });
   await boxes.recover();
   await sessions.recorder.recover();
   sessions.recoverTurns();
@@ -64,7 +65,8 @@ export async function runDaemon(home: string): Promise<number> {
   rmSync(socketPath, { force: true });
   const oldMask = process.umask(0o177);
   const changes = new ChangeService(boxes, sessions);
-  const app = buildApp({ boxes, sessions, sessionStore, broker, home, identify: localUser, changes });
+  const ops = new RunningOps();
+  const app = buildApp({ boxes, sessions, sessionStore, broker, home, identify: localUser, changes, engines, ops });
   const streams = streamSocket(boxes, sessions);
   const subscribers = subscribeSocket(sessions, sessionStore);
   const server = Bun.serve<StreamSocketData | SubscribeData>({
@@ -98,6 +100,7 @@ export async function runDaemon(home: string): Promise<number> {
       stopping = true;
       logger.info("shutting down; boxes keep running", { signal });
       changes.close();
+      ops.close();
       // Subscribers' WebSockets never end by themselves: give in-flight requests a moment, then close what is left
       // (clients resume from their next seq; writes carry idempotency keys).
       await Promise.race([server.stop(), Bun.sleep(1000)]);

@@ -2,6 +2,7 @@
 // for the daemon and for in-process tests.
 import type { Database } from "bun:sqlite";
 import { join } from "node:path";
+import { emit, Events } from "@hutch/shared";
 import { BoxStore } from "../store/boxes.ts";
 import { SessionStore } from "../store/sessions.ts";
 import { BrokerStore } from "../store/broker.ts";
@@ -16,11 +17,16 @@ import { AgentRunner } from "../harness/run.ts";
 import { env } from "../env.ts";
 import { brokerLink } from "../harness/broker-link.ts";
 
+/** The event each broker decision is logged as. */
+const EGRESS_EVENTS = { allowed: Events.egressAllowed, denied: Events.egressDenied, injected: Events.egressInjected } as const;
+
 export interface Services {
   boxes: BoxService;
   sessions: SessionService;
   sessionStore: SessionStore;
   broker: BrokerService;
+  /** The engines boxes run on, by name (doctor checks them in this order). */
+  engines: Record<string, Engine>;
 }
 
 export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
@@ -35,6 +41,6 @@ export async function createServices(home: string, db: Database, engines: Record
   boxes.channelOpened.add((boxId, dir, channel) => broker.attach(boxId, dir, channel));
   boxes.channelClosed.add((boxId) => broker.detach(boxId));
   boxes.stateChanged.add((boxId, state, reason) => sessions.boxChanged(boxId, state, reason));
-  broker.decisions.add((boxId, decision, facts) => sessions.boxEvent(boxId, `egress.${decision}`, { box: boxId, ...facts }));
-  return { boxes, sessions, sessionStore, broker };
+  broker.decisions.add((boxId, decision, facts) => sessions.boxEvent(boxId, emit(EGRESS_EVENTS[decision], { box: boxId, ...facts })));
+  return { boxes, sessions, sessionStore, broker, engines };
 }

@@ -23,7 +23,8 @@ const logger = log.create({ service: "agents" });
 export const AGENT_DISKS = {
   /** Where the shared tmpfs of each cache is mounted. */
   runDir: "/run/hutch/agents",
-  image: (dir: string) => `${dir}.img`,
+  /** v2: a whole number of 2 MiB, which a pmem device needs. */
+  image: (dir: string) => `${dir}.v2.img`,
 } as const;
 
 /** The shared tmpfs a cache's disks are mounted in: /run/hutch/agents/<16 hex of sha256(the cache's real path)>. */
@@ -60,12 +61,25 @@ export async function buildAgentDisk(cacheDir: string, name: string): Promise<st
   logger.info("making the read-only disk of an agent CLI (once per version)", { agent: name });
   try {
     // du's allocated size plus room for ext4's own metadata; an inode per file with headroom.
-    await makeExt4(dir, tmp, { label: name.slice(0, 16), bytes: roundUp(Math.ceil((await treeBytes(dir)) * 1.1) + 32 * MiB, MiB), journal: false, blockSize: 4096, inodes: Math.ceil(files * 1.2) + 256 });
+    // 4 KiB blocks and a whole number of 2 MiB: what a DAX mount of a pmem device needs (image/BOOT.md).
+    await makeExt4(dir, tmp, { label: name.slice(0, 16), bytes: roundUp(Math.ceil((await treeBytes(dir)) * 1.1) + 32 * MiB, 2 * MiB), journal: false, blockSize: 4096, inodes: Math.ceil(files * 1.2) + 256 });
     renameSync(tmp, image);
+    // A disk of an earlier layout is not used any more.
+    rmSync(join(cacheDir, `${name}.img`), { force: true });
   } finally {
     rmSync(tmp, { force: true });
   }
   return image;
+}
+
+/** Every installed CLI's disk (made where missing), for a VM to attach: name, path, size. */
+export async function agentDisks(cacheDir: string): Promise<{ name: string; path: string; bytes: number }[]> {
+  const out: { name: string; path: string; bytes: number }[] = [];
+  for (const name of installed(cacheDir)) {
+    const path = await buildAgentDisk(cacheDir, name);
+    out.push({ name, path, bytes: statSync(path).size });
+  }
+  return out;
 }
 
 /** Drops an agent's disk (before its directory is replaced): unmounted lazily, so a box reading it keeps its view. */
@@ -73,6 +87,7 @@ export async function dropAgentDisk(cacheDir: string, name: string): Promise<voi
   const point = join(sharedMount(cacheDir), name);
   if (mountPoints().has(point)) await sh(["umount", "-l", point], "unmounting an agent CLI's disk");
   rmSync(join(cacheDir, AGENT_DISKS.image(name)), { force: true });
+  rmSync(join(cacheDir, `${name}.img`), { force: true });
 }
 
 /** Are boxes already reading the shared directory (a root daemon set it up)? */

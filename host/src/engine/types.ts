@@ -35,6 +35,13 @@ export interface LimitReport {
   fix?: string;
 }
 
+/** One accelerator tried by booting a guest with it, for `hutch doctor`. */
+export interface AcceleratorProbe {
+  accel: string;
+  ok: boolean;
+  detail: string;
+}
+
 export interface Observed {
   running: boolean;
   /** Running but frozen (engines with the pause capability). */
@@ -79,4 +86,11 @@ export interface Engine {
   describe?(box: BoxHandle): Record<string, string>;
   /** Which per-box limits this host enforces for this engine, and why not where it does not. */
   limits?(): LimitReport[];
+  /**
+   * Engines with accelerators (QEMU): proves each one this host's platform
+   * offers by booting, records the choice boxes then use, and returns it
+   * with every probe. Slow (a boot per accelerator); not idempotent: it
+   * probes again each time.
+   */
+  proveAccelerators?(): Promise<{ choice: { accel: string; reason: string }; probes: AcceleratorProbe[] }>;
 }

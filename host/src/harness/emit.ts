@@ -1,10 +1,11 @@
 // Builds the harness events in the shapes shared/src/events.ts registers, and
 // keeps the bookkeeping every mapper needs: a message is started once, before
 // its first text; a tool is called once, before its result; a turn ends once.
+import { emit, Events, type EventData } from "@hutch/shared";
 import { boundedInput, cut, MAX_TOOL_OUTPUT, num } from "./limits.ts";
 import type { MappedEvent } from "./types.ts";
 
-type Role = "assistant" | "user" | "reasoning";
+type Role = EventData<"message.started">["role"];
 type Exit = { code: number | null; signal: string | null };
 
 export class Emitter {
@@ -19,23 +20,23 @@ export class Emitter {
     if (this.busy) return [];
     this.busy = true;
     this.ended = false;
-    return [{ kind: "agent.state", data: { state: "busy" } }];
+    return [emit(Events.agentState, { state: "busy" })];
   }
 
   delta(id: string, text: string, role: Role = "assistant"): MappedEvent[] {
     if (!text) return [];
-    return [...this.start(id, role), { kind: "message.delta", data: { id, text: cut(text).text } }];
+    return [...this.start(id, role), emit(Events.messageDelta, { id, text: cut(text).text })];
   }
 
   message(id: string, text: string, role: Role = "assistant"): MappedEvent[] {
     const c = cut(text);
-    return [...this.start(id, role), { kind: "message.completed", data: { id, role, text: c.text, ...(c.truncated ? { truncated: true } : {}) } }];
+    return [...this.start(id, role), emit(Events.messageCompleted, { id, role, text: c.text, ...(c.truncated ? { truncated: true } : {}) })];
   }
 
   toolCalled(id: string, name: string, input: unknown): MappedEvent[] {
     if (this.called.has(id)) return [];
     this.called.add(id);
-    return [{ kind: "tool.called", data: { id, name, input: boundedInput(input) } }];
+    return [emit(Events.toolCalled, { id, name, input: boundedInput(input) })];
   }
 
   /** A result; calls the tool first if the stream never announced the call. */
@@ -43,13 +44,13 @@ export class Emitter {
     const c = cut(output, MAX_TOOL_OUTPUT);
     return [
       ...(call ? this.toolCalled(id, call.name, call.input) : []),
-      { kind: "tool.completed", data: { id, output: c.text, status: ok ? "ok" : "error", ...(c.truncated ? { truncated: true } : {}) } },
+      emit(Events.toolCompleted, { id, output: c.text, status: ok ? "ok" : "error", ...(c.truncated ? { truncated: true } : {}) }),
     ];
   }
 
   usage(input: unknown, output: unknown, cached: unknown): MappedEvent[] {
     const u = { input: num(input), output: num(output), cached: num(cached) };
-    return [{ kind: "usage.reported", data: { available: u.input !== null || u.output !== null || u.cached !== null, ...u } }];
+    return [emit(Events.usageReported, { available: u.input !== null || u.output !== null || u.cached !== null, ...u })];
   }
 
   /** The turn is done and the agent waits for the next input. */
@@ -58,13 +59,13 @@ export class Emitter {
     this.ended = true;
     this.busy = false;
     return [
-      { kind: "agent.state", data: { state: "idle", reason } },
-      { kind: "attention.required", data: { reason } },
+      emit(Events.agentState, { state: "idle", reason }),
+      emit(Events.attentionRequired, { reason }),
     ];
   }
 
   error(message: string): MappedEvent[] {
-    return [{ kind: "error.raised", data: { message: cut(message).text, code: "agent" } }];
+    return [emit(Events.errorRaised, { message: cut(message).text, code: "agent" })];
   }
 
   /** The turn failed: an error, the agent in error, and attention. */
@@ -75,8 +76,8 @@ export class Emitter {
     const reason = cut(message, 1024).text;
     return [
       ...this.error(message),
-      { kind: "agent.state", data: { state: "error", reason, ...(exit ? { exit } : {}) } },
-      { kind: "attention.required", data: { reason } },
+      emit(Events.agentState, { state: "error", reason, ...(exit ? { exit } : {}) }),
+      emit(Events.attentionRequired, { reason }),
     ];
   }
 
@@ -92,6 +93,6 @@ export class Emitter {
   private start(id: string, role: Role): MappedEvent[] {
     if (this.started.has(id)) return [];
     this.started.add(id);
-    return [{ kind: "message.started", data: { id, role } }];
+    return [emit(Events.messageStarted, { id, role })];
   }
 }

@@ -5,8 +5,9 @@
 // place), so a half-finished one is never used.
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { HutchError } from "@hutch/shared";
+import { HutchError, type AgentInfo, type AgentInstalled, type OpProgress } from "@hutch/shared";
 import type { Harness, NpmPackage } from "./types.ts";
+import { HARNESSES, harness } from "./index.ts";
 import { log } from "../log.ts";
 import { agentsForBoxes, agentsShared, buildAgentDisk, dropAgentDisk } from "../engine/agent-disks.ts";
 
@@ -14,11 +15,23 @@ const logger = log.create({ service: "harness.install" });
 
 export { GUEST_AGENTS as GUEST_AGENTS_DIR } from "../engine/process/bwrap-args.ts";
 
-export const installDirName = (h: Harness) => (h.npm ? `${h.name}-${h.npm.version}` : h.name);
+/** One directory per pinned version (and pinned runtime): its content never changes once installed. */
+export const installDirName = (h: Harness) => (h.npm ? `${h.name}-${h.npm.version}${h.npm.runtime ? `+node-${h.npm.runtime.version}` : ""}` : h.name);
 
 /** The executable inside the cache (host side) or the box (guest side); `bash` for the shell. */
 export function agentCommand(h: Harness, root: string): string {
   return h.npm ? join(root, installDirName(h), "node_modules", ".bin", h.npm.bin) : "bash";
+}
+
+/** How the CLI is started: its executable, behind its pinned runtime when it has one. */
+export function agentArgv(h: Harness, root: string): string[] {
+  const rt = h.npm?.runtime;
+  return rt ? [join(root, installDirName(h), "node_modules", rt.name, rt.bin), agentCommand(h, root)] : [agentCommand(h, root)];
+}
+
+/** Both the CLI and its runtime are installed at their pinned versions. */
+function complete(dir: string, pkg: NpmPackage): boolean {
+  return installedVersion(dir, pkg) === pkg.version && (!pkg.runtime || installedVersion(dir, pkg.runtime) === pkg.runtime.version);
 }
 
 /** The version of a package installed under dir, or null. */
@@ -40,20 +53,60 @@ async function publish(cacheDir: string, name: string): Promise<void> {
   if (process.getuid?.() === 0 && agentsShared(cacheDir)) await agentsForBoxes(cacheDir);
 }
 
-export interface Installed {
-  agent: string;
-  package: string | null;
-  version: string | null;
-  path: string;
-  fresh: boolean;
+/** What an install did (the operation's result, shared/src/ops.ts). */
+export type Installed = AgentInstalled;
+
+/** Every agent: its pinned version, and what of it the cache holds. */
+export function listAgents(cacheDir: string): AgentInfo[] {
+  return Object.values(HARNESSES).map((h) => ({
+    agent: h.name,
+    package: h.npm?.name ?? null,
+    pinned: h.npm?.version ?? null,
+    installed: h.npm ? installedVersion(join(cacheDir, installDirName(h)), h.npm) : "built in",
+    path: agentCommand(h, cacheDir),
+    bindings: h.bindings,
+  }));
 }
 
+/** The agents to install for these names (every one with a package when none is named); an unknown name throws. */
+export function installList(names: string[]): Harness[] {
+  return (names.length ? names.map(harness) : Object.values(HARNESSES)).filter((h) => h.npm);
+}
+
+/** `hutch agent install`: one after another, each a step of the operation. */
+export async function installAgents(list: Harness[], cacheDir: string, report: (p: OpProgress) => void, signal: AbortSignal): Promise<Installed[]> {
+  const done: Installed[] = [];
+  for (const [i, h] of list.entries()) {
+    signal.throwIfAborted();
+    report({ type: "step", n: i + 1, total: list.length, title: `${h.name}: ${h.npm!.name}@${h.npm!.version}` });
+    done.push(await installAgent(h, cacheDir));
+  }
+  return done;
+}
+
+/**
+ * Installs run in the daemon (for `hutch agent install` and for a session
+ * that needs a missing CLI), so two can ask for the same one at once: they
+ * share one install, whose temporary directory is then its alone.
+ */
+const installing = new Map<string, Promise<Installed>>();
+
 /** Installs the pinned CLI into the cache unless it is there already. */
-export async function installAgent(h: Harness, cacheDir: string): Promise<Installed> {
+export function installAgent(h: Harness, cacheDir: string): Promise<Installed> {
+  const key = join(cacheDir, installDirName(h));
+  let p = installing.get(key);
+  if (!p) {
+    p = install(h, cacheDir).finally(() => installing.delete(key));
+    installing.set(key, p);
+  }
+  return p;
+}
+
+async function install(h: Harness, cacheDir: string): Promise<Installed> {
   if (!h.npm) return { agent: h.name, package: null, version: null, path: "bash", fresh: false };
   const dir = join(cacheDir, installDirName(h));
   const bin = agentCommand(h, cacheDir);
-  if (installedVersion(dir, h.npm) === h.npm.version && existsSync(bin)) {
+  if (complete(dir, h.npm) && existsSync(bin)) {
     await publish(cacheDir, installDirName(h));
     return { agent: h.name, package: h.npm.name, version: h.npm.version, path: bin, fresh: false };
   }
@@ -62,17 +115,18 @@ export async function installAgent(h: Harness, cacheDir: string): Promise<Instal
   rmSync(tmp, { recursive: true, force: true });
   mkdirSync(tmp);
   const spec = `${h.npm.name}@${h.npm.version}`;
+  const specs = [spec, ...(h.npm.runtime ? [`${h.npm.runtime.name}@${h.npm.runtime.version}`] : [])];
   logger.info("installing agent CLI", { agent: h.name, spec, dir });
   let proc;
   try {
     // umask 022: every box's own host uid must read the CLI, whatever umask the daemon runs with.
-    proc = Bun.spawn(["sh", "-c", 'umask 022 && exec "$@"', "sh", "npm", "install", "--prefix", tmp, "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error", spec], { stdout: "pipe", stderr: "pipe" });
+    proc = Bun.spawn(["sh", "-c", 'umask 022 && exec "$@"', "sh", "npm", "install", "--prefix", tmp, "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error", ...specs], { stdout: "pipe", stderr: "pipe" });
   } catch {
     rmSync(tmp, { recursive: true, force: true });
     throw new HutchError("unavailable", `npm is not installed, so ${spec} cannot be installed`, "install Node.js and npm (apt-get install -y npm), then retry");
   }
   const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
-  if (code !== 0 || installedVersion(tmp, h.npm) !== h.npm.version) {
+  if (code !== 0 || !complete(tmp, h.npm)) {
     rmSync(tmp, { recursive: true, force: true });
     const tail = err.trim().split("\n").slice(-5).join("\n");
     throw new HutchError("failed", `npm install ${spec} failed (exit ${code}):\n${tail}`, `check the registry is reachable (npm view ${h.npm.name} version), then: hutch agent install ${h.name}`);

@@ -1,10 +1,9 @@
 // Bounds on what an agent's stream may put into the log. Everything from a
 // box is untrusted: text is cut, oversized inputs are summarised, and the cut
 // is marked, never silent.
+import { emit, EVENT_TEXT_MAX, Events, type EventData } from "@hutch/shared";
 import type { MappedEvent } from "./types.ts";
 
-/** Longest text kept in one event (the registry's Text limit). */
-export const MAX_TEXT = 65_536;
 /** Longest tool output kept; the rest is in the box. */
 export const MAX_TOOL_OUTPUT = 16_384;
 /** Longest stream line read; a longer one is kept as a truncated agent.raw. */
@@ -12,7 +11,7 @@ export const MAX_LINE = 4 * 1024 * 1024;
 /** Largest tool input kept as JSON; a bigger one is replaced by a preview. */
 const MAX_INPUT_JSON = 32_768;
 
-export function cut(text: string, max = MAX_TEXT): { text: string; truncated?: true } {
+export function cut(text: string, max = EVENT_TEXT_MAX): { text: string; truncated?: true } {
   return text.length <= max ? { text } : { text: text.slice(0, max), truncated: true };
 }
 
@@ -22,9 +21,9 @@ export function boundedInput(input: unknown): unknown {
   return { truncated: true, preview: json.slice(0, 4096) };
 }
 
-export const raw = (line: string, reason: "unknown" | "unparsed" | "invalid" | "stderr"): MappedEvent => {
+export const raw = (line: string, reason: EventData<"agent.raw">["reason"]): MappedEvent => {
   const c = cut(line);
-  return { kind: "agent.raw", data: { line: c.text, reason, ...(c.truncated ? { truncated: true } : {}) } };
+  return emit(Events.agentRaw, { line: c.text, reason, ...(c.truncated ? { truncated: true } : {}) });
 };
 
 export const str = (v: unknown): string | undefined => (typeof v === "string" ? v : undefined);

@@ -80,7 +80,8 @@ const model = (ctx: AgentContext) => ctx.model ?? "gpt-4.1";
 
 export const pi: Harness = {
   name: "pi",
-  npm: { name: "@mariozechner/pi-coding-agent", version: "0.73.1", bin: "pi" },
+  // Node from npm, not the box's: Debian 12 (VM images) has 18, and pi needs 20.6 or later.
+  npm: { name: "@mariozechner/pi-coding-agent", version: "0.73.1", bin: "pi", runtime: { name: `node-linux-${process.arch === "arm64" ? "arm64" : "x64"}`, version: "22.23.5", bin: "bin/node" } },
   bindings: ["openai"],
   egress: [],
   env: (ctx) => ({ OPENAI_API_KEY: ctx.stub("openai"), PI_OFFLINE: "1", PI_TELEMETRY: "0" }),

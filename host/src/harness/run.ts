@@ -3,12 +3,13 @@
 // harness's mapper; every mapped event is checked against the registry (one
 // that does not fit is kept as agent.raw, never dropped); stderr is kept as a
 // bounded tail for the error a failed run reports. No HTTP here.
-import { checkEvent, HutchError, type Actor } from "@hutch/shared";
+import { checkEvent, emit, Events, HutchError, type Actor } from "@hutch/shared";
 import { execCollect, execIn } from "../box/exec.ts";
 import type { BoxService } from "../box/service.ts";
 import type { NewEvent } from "../store/sessions.ts";
 import { agentContext, type BrokerLink } from "./broker-link.ts";
-import { agentCommand, GUEST_AGENTS_DIR, installAgent } from "./install.ts";
+import { agentArgv, agentCommand, GUEST_AGENTS_DIR, installAgent, installDirName, installedVersion } from "./install.ts";
+import { join } from "node:path";
 import { LineSplitter } from "./lines.ts";
 import { raw } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent } from "./types.ts";
@@ -74,18 +75,18 @@ export class AgentRunner {
    */
   async prepare(o: Omit<RunOptions, "prompt" | "sink" | "actor" | "resume">, mode: { prompt: string; resume: boolean } | "interactive"): Promise<Prepared> {
     const h = o.harness;
-    if (h.npm) {
-      const box = this.boxes.byId(o.boxId);
-      if (box?.engine !== "process") {
-        throw new HutchError("unavailable", `${h.name} runs only in process boxes for now: the agent CLI cache is not shared with VM images`, `use a process box: hutch run --agent ${h.name} (without --engine qemu)`);
-      }
-      if (o.install) await installAgent(h, o.agentsDir);
-    }
-    const command = agentCommand(h, GUEST_AGENTS_DIR);
-    const probe = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'printf "%s\\n" "$HOME"; if [ -x "$1" ] || command -v "$1" >/dev/null 2>&1; then echo present; else echo missing; fi', "sh", command]);
+    if (h.npm && o.install) await installAgent(h, o.agentsDir);
+    const launch = agentArgv(h, GUEST_AGENTS_DIR);
+    const command = launch.at(-1)!;
+    const probe = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'printf "%s\\n" "$HOME"; for c; do [ -x "$c" ] || command -v "$c" >/dev/null 2>&1 || { echo missing; exit 0; }; done; echo present', "sh", ...launch]);
     const [home, present] = probe.stdout.trim().split("\n");
     if (present !== "present") {
-      throw new HutchError("not_found", `${h.name}: the agent CLI is not installed (${h.npm ? `${h.npm.name}@${h.npm.version}` : command} is missing in the box)`, `install it: hutch agent install ${h.name}`);
+      const box = this.boxes.byId(o.boxId);
+      // A VM gets the CLIs' disks when it boots: one installed since is there after a restart.
+      const hint = box?.engine === "qemu" && h.npm && installedVersion(join(o.agentsDir, installDirName(h)), h.npm) === h.npm.version
+        ? `it was installed after the box started; restart the box to attach it: hutch box stop ${box.name} && hutch box start ${box.name}`
+        : `install it: hutch agent install ${h.name}`;
+      throw new HutchError("not_found", `${h.name}: the agent CLI is not installed (${h.npm ? `${h.npm.name}@${h.npm.version}` : command} is missing in the box)`, hint);
     }
     const link = await this.link.forBox(o.boxId, h.bindings);
     const ctx: AgentContext = agentContext(link, home || "/home/hutch", AGENT_WORKDIR, o.model);
@@ -93,10 +94,10 @@ export class AgentRunner {
       const r = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1"', "sh", `${ctx.home}/${rel}`], text);
       if (r.code !== 0) throw new HutchError("failed", `${h.name}: could not write ${rel} in the box: ${r.stderr.trim()}`, "check the box: hutch box info");
     }
-    if (mode !== "interactive") return { argv: [command, ...h.headless(mode.prompt, ctx, mode.resume)], env: h.env(ctx), cwd: AGENT_WORKDIR };
+    if (mode !== "interactive") return { argv: [...launch, ...h.headless(mode.prompt, ctx, mode.resume)], env: h.env(ctx), cwd: AGENT_WORKDIR };
     const agentSession = crypto.randomUUID();
     return {
-      argv: [command, ...h.interactive(ctx), ...(h.transcript ? h.transcript.args(agentSession) : [])],
+      argv: [...launch, ...h.interactive(ctx), ...(h.transcript ? h.transcript.args(agentSession) : [])],
       env: h.env(ctx),
       cwd: AGENT_WORKDIR,
       ...(h.transcript ? { transcript: h.transcript.path(ctx, agentSession) } : {}),
@@ -126,9 +127,9 @@ export class AgentRunner {
   tail(o: { boxId: string; harness: Harness; path: string; pid: number; actor: Actor; sink: RunSink }): void {
     const t = o.harness.transcript;
     if (!t) return;
-    const emit = this.emitter(o.harness, o.actor, o.sink);
+    const record = this.emitter(o.harness, o.actor, o.sink);
     const mapper = t.mapper();
-    const splitter = new LineSplitter((line, truncated) => emit(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
+    const splitter = new LineSplitter((line, truncated) => record(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
     const { done } = execIn(this.boxes.channel(o.boxId).channel, { tool: "exec", argv: ["tail", "-n", "+1", "-F", `--pid=${o.pid}`, o.path] }, {
       onData: (chan, bytes) => {
         if (chan === 1) splitter.push(bytes);
@@ -143,17 +144,17 @@ export class AgentRunner {
   /** One headless turn: resolves when the agent process ends (or could not start). */
   async run(o: RunOptions): Promise<RunResult> {
     const h = o.harness;
-    const emit = this.emitter(h, o.actor, o.sink);
+    const record = this.emitter(h, o.actor, o.sink);
     const fail = (message: string): RunResult => {
-      emit([
-        { kind: "error.raised", data: { message, code: "agent-start" } },
-        { kind: "agent.state", data: { state: "error", reason: message.slice(0, 1024) } },
-        { kind: "attention.required", data: { reason: message.slice(0, 1024) } },
+      record([
+        emit(Events.errorRaised, { message, code: "agent-start" }),
+        emit(Events.agentState, { state: "error", reason: message.slice(0, 1024) }),
+        emit(Events.attentionRequired, { reason: message.slice(0, 1024) }),
       ]);
       return { exit: null };
     };
 
-    emit([{ kind: "agent.state", data: { state: "busy", reason: `starting ${h.name}` } }]);
+    record([emit(Events.agentState, { state: "busy", reason: `starting ${h.name}` })]);
     let spec: Prepared;
     try {
       spec = await this.prepare(o, { prompt: o.prompt, resume: o.resume });
@@ -165,11 +166,11 @@ export class AgentRunner {
     const mapper = h.mapper();
     let stderr = "";
     // A cut line is not a record any more: kept raw (raw() marks it truncated).
-    const splitter = new LineSplitter((line, truncated) => emit(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
+    const splitter = new LineSplitter((line, truncated) => record(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
     let killTimer: ReturnType<typeof setTimeout> | undefined;
     // Headless agents get their prompt in argv; stdin is closed at once (an open one would make some wait for more).
     const { stream, done } = execIn(this.boxes.channel(o.boxId).channel, { tool: "exec", argv: spec.argv, env: spec.env, cwd: spec.cwd }, {
-      onStarted: (m) => emit([{ kind: "exec.started", data: { argv: [spec.argv[0]!, ...(h.npm ? [`(${h.name} ${h.npm.version} headless)`] : spec.argv.slice(1))], pid: m.pid } }]),
+      onStarted: (m) => record([emit(Events.execStarted, { argv: [h.npm ? agentCommand(h, GUEST_AGENTS_DIR) : spec.argv[0]!, ...(h.npm ? [`(${h.name} ${h.npm.version} headless)`] : spec.argv.slice(1))], pid: m.pid })]),
       onData: (chan, bytes) => {
         if (chan === 1) splitter.push(bytes);
         else if (chan === 2) {
@@ -194,9 +195,9 @@ export class AgentRunner {
     const tail = stderr.trim().split("\n").slice(-3).join(" | ");
     const ended = mapper.end(ex);
     // A failed run says why, with the CLI's last words.
-    if (tail && (ex.code !== 0 || ended.some((e) => e.kind === "agent.state" && e.data.state === "error"))) emit([{ ...raw(tail, "stderr") }]);
-    emit(ended);
-    emit([{ kind: "exec.exited", data: { code: ex.code, signal: ex.signal } }]);
+    if (tail && (ex.code !== 0 || ended.some((e) => e.kind === "agent.state" && e.data.state === "error"))) record([{ ...raw(tail, "stderr") }]);
+    record(ended);
+    record([emit(Events.execExited, { code: ex.code, signal: ex.signal })]);
     return { exit: ex };
   }
 }

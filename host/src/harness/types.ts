@@ -1,13 +1,12 @@
 // The one adapter interface every coding agent implements: how its CLI is
 // installed, configured for the broker, started (headless or in a terminal),
 // read (its structured stream, mapped to session events) and stopped.
-import type { AgentName } from "@hutch/shared";
+import type { AgentName, TypedEvent } from "@hutch/shared";
 
 /** Credentialed endpoints the broker serves (`http://127.0.0.1:3128/<binding>` inside a box). */
 export type Binding = "anthropic" | "openai" | "github";
 
 export type { AgentName } from "@hutch/shared";
-export const AGENTS: readonly AgentName[] = ["claude", "codex", "opencode", "pi", "shell"];
 
 /** What an adapter needs to build an agent's environment: one call per box. */
 export interface AgentContext {
@@ -25,11 +24,8 @@ export interface AgentContext {
   model?: string;
 }
 
-/** A session event as a harness maps it; the daemon stamps seq, time and actor. */
-export interface MappedEvent {
-  kind: string;
-  data: Record<string, unknown>;
-}
+/** A session event as a harness maps it (data typed by its kind); the daemon stamps seq, time and actor. */
+export type MappedEvent = TypedEvent;
 
 /**
  * Turns one agent's output stream into events. Stateful per run (it remembers
@@ -48,6 +44,13 @@ export interface NpmPackage {
   version: string;
   /** The executable under node_modules/.bin. */
   bin: string;
+  /**
+   * A runtime the CLI needs that a box's own may lack, installed beside it
+   * from npm, pinned, and run explicitly (pi needs Node 20.6 or later; Debian
+   * 12, which VM images are made from, has 18): `bin` is its executable
+   * inside its package.
+   */
+  runtime?: { name: string; version: string; bin: string };
 }
 
 export interface Harness {

@@ -1,8 +1,11 @@
 // The bridge's line to the daemon: the change feed (GET /v1/changes), held
 // open and reopened whenever it drops. Its state is the sidebar's "is the
 // daemon there" (the welcome view shows while it is down).
-import type { FeedChange } from "../daemon/changes/service.ts";
+import { check, FeedLine, firstError, ndjson, type FeedChange } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
+import { log } from "../log.ts";
+
+const logger = log.create({ service: "ide" });
 
 export interface FeedHandlers {
   /** The feed is open (first time, or after the daemon came back). */
@@ -48,28 +51,22 @@ export class Feed {
   /** Reads one feed until it ends; returns why it ended. */
   private async once(): Promise<string> {
     this.abort = new AbortController();
+    const { transport } = this.daemon;
     let res: Response;
     try {
-      res = await fetch("http://localhost/v1/changes", { unix: this.daemon.socket, headers: this.daemon.headers, signal: this.abort.signal });
+      res = await transport.fetch("/v1/changes", { headers: this.daemon.headers, signal: this.abort.signal });
     } catch {
-      return `no daemon answers at ${this.daemon.socket}`;
+      return `no daemon answers at ${transport.where}`;
     }
     if (!res.ok || !res.body) return `the daemon refused the change feed (${res.status})`;
-    const decoder = new TextDecoder();
-    let buf = "";
     try {
-      for await (const chunk of res.body) {
-        buf += decoder.decode(chunk, { stream: true });
-        let nl: number;
-        while ((nl = buf.indexOf("\n")) >= 0) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + 1);
-          const msg = JSON.parse(line) as FeedChange | { type: "hello" | "ping" };
-          if (msg.type === "hello") {
-            this.connected = true;
-            await this.h.up();
-          } else if (msg.type !== "ping") this.h.change(msg as FeedChange);
-        }
+      for await (const msg of ndjson(res.body)) {
+        // A line of another shape (a newer daemon's) is passed over: the rest of the feed still holds.
+        if (!check(FeedLine, msg)) logger.warn("skipped a change line that does not fit", { problem: firstError(FeedLine, msg) });
+        else if (msg.type === "hello") {
+          this.connected = true;
+          await this.h.up();
+        } else if (msg.type !== "ping") this.h.change(msg);
       }
     } catch {
       // the daemon went away mid-stream

@@ -11,15 +11,20 @@ import {
   IDE_PROTOCOL_VERSION,
   IdeMethods,
   IdeNotifications,
+  type AnnotateBody,
   type AnnotateParams,
   type Box,
+  type BoxCreateBody,
   type BoxParams,
   type Change,
+  type DriverBody,
   type DriverParams,
   type ListResult,
   type SendParams,
   type Session,
+  type SessionCreateBody,
   type SessionCreateParams,
+  type SessionInputBody,
   type SubscribeParams,
   type UnsubscribeParams,
 } from "@hutch/shared";
@@ -85,7 +90,7 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
   let boxesAtOpen: Promise<Box[]> | null = null;
   const feed = new Feed(daemon, {
     up: async () => {
-      logger.info("daemon connected", { socket: daemon.socket });
+      logger.info("daemon connected", { daemon: daemon.transport.where });
       boxesAtOpen = daemon.request<Box[]>("GET", "/v1/boxes");
       boxesAtOpen.catch(() => undefined);
       loaded = watchers.loadAll(rooted);
@@ -136,24 +141,24 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
   handle<UnsubscribeParams, { closed: boolean }>(conn, IdeMethods.unsubscribe, async (p) => ({ closed: subs.close(p.subscription) }));
   handle<SendParams, { seq: number }>(conn, IdeMethods.send, (p) => {
     const key = crypto.randomUUID();
-    return daemon.request("POST", sessionPath(p.session, "/input"), { text: p.text, idempotencyKey: key }, { idempotencyKey: key });
+    return daemon.request("POST", sessionPath(p.session, "/input"), { text: p.text } satisfies SessionInputBody, { idempotencyKey: key });
   });
   handle<AnnotateParams, { seq: number }>(conn, IdeMethods.annotate, (p) => {
     const key = crypto.randomUUID();
-    return daemon.request("POST", sessionPath(p.session, "/annotations"), { text: p.text, ...(p.anchor ? { anchor: p.anchor } : {}), idempotencyKey: key }, { idempotencyKey: key });
+    return daemon.request("POST", sessionPath(p.session, "/annotations"), { text: p.text, ...(p.anchor ? { anchor: p.anchor } : {}) } satisfies AnnotateBody, { idempotencyKey: key });
   });
   handle<DriverParams, Session>(conn, IdeMethods.driver, (p) =>
-    daemon.request("POST", sessionPath(p.session, `/driver/${p.action}`), p.action === "release" ? undefined : p.leaseMs ? { leaseMs: p.leaseMs } : {}),
+    daemon.request("POST", sessionPath(p.session, `/driver/${p.action}`), p.action === "release" ? undefined : ((p.leaseMs ? { leaseMs: p.leaseMs } : {}) satisfies DriverBody)),
   );
   handle<BoxParams, unknown>(conn, IdeMethods.box, (p) => {
     const key = crypto.randomUUID();
     const ref = encodeURIComponent(p.name);
-    if (p.action === "create") return daemon.request("POST", "/v1/boxes", { name: p.name, ...(p.engine ? { engine: p.engine } : {}), ...(p.start ? { start: true } : {}) }, { idempotencyKey: key });
+    if (p.action === "create") return daemon.request("POST", "/v1/boxes", { name: p.name, ...(p.engine ? { engine: p.engine } : {}), ...(p.start ? { start: true } : {}) } satisfies BoxCreateBody, { idempotencyKey: key });
     if (p.action === "delete") return daemon.request("DELETE", `/v1/boxes/${ref}`, undefined, { idempotencyKey: key });
     return daemon.request("POST", `/v1/boxes/${ref}/${p.action}`, undefined, { idempotencyKey: key });
   });
   handle<SessionCreateParams, Session>(conn, IdeMethods.sessionCreate, (p) =>
-    daemon.request("POST", "/v1/sessions", { ...(p.box ? { box: p.box } : {}), ...(p.agent ? { agent: p.agent } : {}), ...(p.label ? { label: p.label } : {}) }),
+    daemon.request("POST", "/v1/sessions", { ...(p.box ? { box: p.box } : {}), ...(p.agent ? { agent: p.agent } : {}), ...(p.label ? { label: p.label } : {}) } satisfies SessionCreateBody),
   );
 
   return new Promise<number>((resolve) => {

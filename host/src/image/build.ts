@@ -66,11 +66,12 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
   const { home, name, progress: p } = opts;
   const paths = imagePaths(home, name);
   if (!isRoot()) {
-    throw new HutchError("denied", "building an image needs root: debootstrap and chroot create root-owned files the root disk must keep", "run it as root: sudo hutch image build");
+    // The daemon builds images (they are for the boxes it runs), so it is the daemon that must be root.
+    throw new HutchError("denied", "building an image needs root, and the daemon does not run as root: debootstrap and chroot create root-owned files the root disk must keep", "build it with a root daemon (sudo hutch image build, in root's home) and bring it here: hutch image import FILE (image/README.md)");
   }
   const t0 = performance.now();
   p.step("checking the build tools");
-  await ensureTools([TOOLS.aptGet, TOOLS.aptCache, TOOLS.dpkgDeb, TOOLS.dpkgQuery, TOOLS.depmod, TOOLS.debootstrap, TOOLS.chroot, TOOLS.du, TOOLS.mke2fs, TOOLS.qemuImg], "building an image");
+  await ensureTools([TOOLS.aptGet, TOOLS.aptCache, TOOLS.dpkgDeb, TOOLS.dpkgQuery, TOOLS.depmod, TOOLS.debootstrap, TOOLS.chroot, TOOLS.du, TOOLS.mke2fs, TOOLS.qemuImg], "building an image", p.note);
 
   p.step("resolving the recipe");
   const recipe = await resolveRecipe();

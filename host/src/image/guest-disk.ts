@@ -14,8 +14,8 @@ import { TOOLS, ensureTools } from "./tools.ts";
 const SLACK = 16 * MiB;
 /** A pmem device's size is a whole number of 2 MiB pages. */
 const ALIGN = 2 * MiB;
-/** Bumped when the disk's layout changes for the same guest binary (2: 4 KiB blocks, which DAX needs). */
-const LAYOUT = 2;
+/** Bumped when the disk's layout changes for the same guest binary (2: 4 KiB blocks, which DAX needs; 3: an agents/ mount point). */
+const LAYOUT = 3;
 
 /** $HUTCH_HOME/guest/<sha>/guest.v<LAYOUT>.img, written once (temp + rename); returns its path. */
 export async function ensureGuestDisk(home: string, guestBinary: string, sha: string): Promise<string> {
@@ -31,6 +31,8 @@ export async function ensureGuestDisk(home: string, guestBinary: string, sha: st
     mkdirSync(tree);
     copyFileSync(guestBinary, join(tree, "hutch-guest"));
     chmodSync(join(tree, "hutch-guest"), 0o755);
+    // Where the guest mounts the agent CLI disks (a tmpfs over it): /.hutch/agents, as in process boxes.
+    mkdirSync(join(tree, "agents"), { mode: 0o755 });
     const img = join(staging, "guest.img");
     await makeExt4(tree, img, { label: "hutch-guest", bytes: roundUp(statSync(guestBinary).size + SLACK, ALIGN), journal: false, blockSize: 4096 });
     // Another process may have won the race; both wrote the same content.

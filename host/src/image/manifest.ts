@@ -1,33 +1,16 @@
 // manifest.json of an image: what it was built from and the checksum of every
 // file, so a copied or imported image can be verified before a box boots it.
-import { t, type Static } from "elysia";
-import { check, firstError, HutchError } from "@hutch/shared";
+import { check, firstError, HutchError, ImageManifest, MANIFEST_FORMAT } from "@hutch/shared";
 
-export const MANIFEST_FORMAT = 1;
+export { MANIFEST_FORMAT };
 
 /** The files of an image directory besides manifest.json (image/BOOT.md). */
 export const IMAGE_FILES = ["vmlinuz", "initramfs.img", "root.qcow2"] as const;
 export type ImageFile = (typeof IMAGE_FILES)[number];
 
-const FileInfo = t.Object({ bytes: t.Integer({ minimum: 0 }), sha256: t.String({ pattern: "^[0-9a-f]{64}$" }) });
-
-export const Manifest = t.Object({
-  format: t.Literal(MANIFEST_FORMAT),
-  name: t.String({ pattern: "^[a-z0-9][a-z0-9-]{0,62}$" }),
-  hutchVersion: t.String(),
-  builtAt: t.String(),
-  buildSeconds: t.Number({ minimum: 0 }),
-  recipeHash: t.String({ pattern: "^[0-9a-f]{64}$" }),
-  kernel: t.Object({ package: t.String(), version: t.String(), release: t.String() }),
-  busybox: t.String(),
-  modules: t.Array(t.String()),
-  suite: t.String(),
-  mirror: t.String(),
-  packages: t.Array(t.String()),
-  root: t.Object({ contentBytes: t.Integer({ minimum: 0 }), virtualBytes: t.Integer({ minimum: 0 }) }),
-  files: t.Object({ vmlinuz: FileInfo, "initramfs.img": FileInfo, "root.qcow2": FileInfo }),
-});
-export type Manifest = Static<typeof Manifest>;
+/** The schema is shared: the manifest is also the result of an image build through the daemon. */
+export const Manifest = ImageManifest;
+export type Manifest = ImageManifest;
 
 /** A parsed manifest.json, or an error naming the first bad field. */
 export function validateManifest(value: unknown, where: string): Manifest {

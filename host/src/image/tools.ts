@@ -28,8 +28,8 @@ export const TOOLS = {
 
 export const isRoot = (): boolean => process.getuid?.() === 0;
 
-/** Installs the packages of the missing tools with apt-get, saying why; refuses without root. */
-export async function ensureTools(tools: readonly Tool[], why: string): Promise<void> {
+/** Installs the packages of the missing tools with apt-get, saying why (to `note`); refuses without root. */
+export async function ensureTools(tools: readonly Tool[], why: string, note: (text: string) => void = (t) => logger.info(t)): Promise<void> {
   const missing = tools.filter((t) => !Bun.which(t.bin) && !Bun.which(t.bin, { PATH: "/usr/sbin:/sbin:/usr/bin:/bin" }));
   if (missing.length === 0) return;
   const pkgs = [...new Set(missing.map((t) => t.pkg))];
@@ -37,7 +37,7 @@ export async function ensureTools(tools: readonly Tool[], why: string): Promise<
   if (!isRoot()) {
     throw new HutchError("unavailable", `${why} needs ${bins}, which this machine lacks`, `install them: sudo apt-get install -y ${pkgs.join(" ")}`);
   }
-  process.stderr.write(`hutch: ${why} needs ${bins}; installing ${pkgs.join(" ")} with apt-get\n`);
+  note(`${why} needs ${bins}; installing ${pkgs.join(" ")} with apt-get`);
   const install = () => run(["apt-get", "install", "-y", "--no-install-recommends", ...pkgs], { env: { DEBIAN_FRONTEND: "noninteractive" } });
   try {
     await install();

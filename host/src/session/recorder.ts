@@ -1,7 +1,7 @@
 // The daemon's own attachment to every open session's terminal: it records
 // all output into the log (bytes beside it, in pty_chunks), whether or not
 // anyone watches, and is how `session send` types into the terminal.
-import { follow, HutchError, type Actor, type ExitMsg, type MuxStream } from "@hutch/shared";
+import { emit, Events, follow, HutchError, type Actor, type ExitMsg, type MuxStream } from "@hutch/shared";
 import type { NewEvent, SessionRow, SessionStore } from "../store/sessions.ts";
 import type { BoxService } from "../box/service.ts";
 import { SYSTEM } from "./actors.ts";
@@ -106,7 +106,7 @@ export class Recorder {
           const live = { stream, pty: m.pty };
           this.live.set(sessionId, live);
           if (argv) {
-            this.sessions.append(sessionId, [{ kind: "exec.started", data: { argv, pid: m.pid }, actor: SYSTEM }]);
+            this.sessions.append(sessionId, [{ ...emit(Events.execStarted, { argv, pid: m.pid }), actor: SYSTEM }]);
             const row = this.store.get(sessionId);
             if (row) this.started.emit(row, m.pid);
           }
@@ -132,14 +132,14 @@ export class Recorder {
     this.store.transaction(() => {
       const chunk = this.store.addChunk(sessionId, bytes);
       this.sessions.append(sessionId, [
-        { kind: "output.appended", data: { chunk, offset: 0, length: bytes.length, ...(snapshot ? { snapshot: true } : {}) }, actor: SYSTEM },
+        { ...emit(Events.outputAppended, { chunk, offset: 0, length: bytes.length, ...(snapshot ? { snapshot: true } : {}) }), actor: SYSTEM },
       ]);
     });
   }
 
   private async exited(sessionId: string, m: ExitMsg): Promise<void> {
     this.live.delete(sessionId);
-    this.sessions.append(sessionId, [{ kind: "exec.exited", data: { code: m.code, signal: m.signal }, actor: SYSTEM }]);
+    this.sessions.append(sessionId, [{ ...emit(Events.execExited, { code: m.code, signal: m.signal }), actor: SYSTEM }]);
     const row = this.store.get(sessionId);
     if (row?.state === "open") {
       await this.sessions.close(sessionId, SYSTEM, `the terminal's process exited (${m.signal ? `signal ${m.signal}` : `code ${m.code}`})`);

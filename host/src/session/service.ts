@@ -1,6 +1,6 @@
 // Sessions: the durable, ordered log of what happens in a box, and who may
 // drive it. No HTTP here; controllers and the recorder call in.
-import { checkEvent, HutchError, newId, type Actor, type Anchor, type EventInput, type Session, type SessionCreateBody, type SessionSummary } from "@hutch/shared";
+import { BOX_REASON_MAX, checkEvent, emit, EVENT_TEXT_MAX, Events, HutchError, isEvent, newId, type Actor, type Anchor, type EventInput, type Session, type SessionCreateBody, type SessionSummary, type TypedEvent } from "@hutch/shared";
 import type { SessionRow, SessionStore, NewEvent } from "../store/sessions.ts";
 import type { BoxService } from "../box/service.ts";
 import { SessionBus } from "./bus.ts";
@@ -12,6 +12,18 @@ import type { AgentRunner } from "../harness/run.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "sessions" });
+
+/** A text cut into pieces of at most `max` characters (a pasted block can be longer than one event holds), never inside a surrogate pair. */
+export function pieces(text: string, max: number): string[] {
+  const out: string[] = [];
+  for (let at = 0; at < text.length; ) {
+    let end = Math.min(text.length, at + max);
+    if (end < text.length && /[\ud800-\udbff]/.test(text[end - 1]!)) end--;
+    out.push(text.slice(at, end));
+    at = end;
+  }
+  return out;
+}
 
 const sameActor = (a: Actor, b: Actor) => a.kind === b.kind && a.id === b.id;
 const describe = (a: Actor) => `${a.id} (${a.kind})`;
@@ -82,13 +94,14 @@ export class SessionService {
 
   /** Logs a box's state change in every open session bound to it. */
   boxChanged(boxId: string, state: string, reason: string | null): void {
-    this.boxEvent(boxId, "box.state.changed", { box: boxId, state, ...(reason ? { reason } : {}) });
+    // A failed box's reason carries its console's last lines, which may be longer than an event holds.
+    this.boxEvent(boxId, emit(Events.boxStateChanged, { box: boxId, state, ...(reason ? { reason: reason.slice(0, BOX_REASON_MAX) } : {}) }));
   }
 
   /** Logs a daemon event about a box into every open session bound to it. */
-  boxEvent(boxId: string, kind: string, data: Record<string, unknown>): void {
+  boxEvent(boxId: string, event: TypedEvent): void {
     for (const row of this.store.list({ boxId, state: "open" })) {
-      this.append(row.id, [{ kind, data, actor: SYSTEM }]);
+      this.append(row.id, [{ ...event, actor: SYSTEM }]);
     }
   }
 
@@ -143,10 +156,10 @@ export class SessionService {
       pty: null,
       created_at: new Date().toISOString(),
     });
-    this.append(id, [{ kind: "session.created", data: { box: box.id, agent: agent.name, ...(body.label ? { label: body.label } : {}) }, actor }]);
-    if (headless) {
-      this.append(id, [{ kind: "input.sent", data: { text: body.prompt }, actor }]);
-      this.startTurn(this.store.get(id)!, agent, body.prompt!, false, body.model);
+    this.append(id, [{ ...emit(Events.sessionCreated, { box: box.id, agent: agent.name, ...(body.label ? { label: body.label } : {}) }), actor }]);
+    if (body.prompt !== undefined) {
+      this.append(id, [{ ...emit(Events.inputSent, { text: body.prompt }), actor }]);
+      this.startTurn(this.store.get(id)!, agent, body.prompt, false, body.model);
     } else {
       await this.recorder.ensurePty(this.store.get(id)!, { cols: body.cols ?? 80, rows: body.rows ?? 24 });
     }
@@ -170,12 +183,13 @@ export class SessionService {
       const turn = this.summaries.turn(row.id);
       if (turn.input <= turn.attention) continue;
       const reason = "the daemon stopped during this turn, and the agent with it; send the prompt again to retry";
-      this.append(row.id, [
-        ...(turn.started > turn.exited ? [{ kind: "exec.exited", data: { code: null, signal: "lost" }, actor: SYSTEM }] : []),
-        { kind: "error.raised", data: { message: reason, code: "agent-lost" }, actor: SYSTEM },
-        { kind: "agent.state", data: { state: "error", reason }, actor: SYSTEM },
-        { kind: "attention.required", data: { reason }, actor: SYSTEM },
-      ]);
+      const lost = [
+        ...(turn.started > turn.exited ? [emit(Events.execExited, { code: null, signal: "lost" })] : []),
+        emit(Events.errorRaised, { message: reason, code: "agent-lost" }),
+        emit(Events.agentState, { state: "error", reason }),
+        emit(Events.attentionRequired, { reason }),
+      ];
+      this.append(row.id, lost.map((e) => ({ ...e, actor: SYSTEM })));
       logger.warn("a headless turn was lost to a daemon restart", { session: row.id });
     }
   }
@@ -206,29 +220,44 @@ export class SessionService {
     this.turns.set(row.id, { done, stop });
   }
 
-  /** Appends events and publishes them live. The only way anything enters a log. */
+  /**
+   * Appends events and publishes them live. The only way anything enters a
+   * log, so every event is checked against the registry here, the daemon's
+   * own as much as clients': one that does not fit refuses the whole batch.
+   */
   append(sessionId: string, events: NewEvent[], also?: () => void): number[] {
+    return this.commit(sessionId, events, also).map((r) => r.seq);
+  }
+
+  private commit(sessionId: string, events: NewEvent[], also?: () => void): { seq: number; fresh: boolean }[] {
+    events.forEach((e, i) => {
+      const problem = checkEvent(e.kind, e.data);
+      if (problem) {
+        logger.error("refused an event the daemon wrote", { session: sessionId, kind: e.kind, problem });
+        throw new HutchError("failed", `${events.length > 1 ? `events.${i}.` : ""}${e.kind}: ${problem}`, "this is a bug in hutch; the event was not logged");
+      }
+    });
     const results = this.store.append(sessionId, events, also);
     results.forEach((r, i) => r.fresh && this.bus.publish(sessionId, r.seq, r.json, events[i]!.kind));
-    return results.map((r) => r.seq);
+    return results;
   }
 
   /** Client-written events: checked against the registry, actor stamped here. */
   appendFromClient(id: string, actor: Actor, inputs: EventInput[]): number[] {
     const row = this.row(id, actor);
     this.requireOpen(row);
-    inputs.forEach((e, i) => {
-      const problem = checkEvent(e.kind, e.data, "client");
-      if (problem) throw new HutchError("invalid", inputs.length > 1 ? `events.${i}.${problem}` : problem, "see the event kinds: GET /v1/event-kinds");
+    const events = inputs.map((e, i): NewEvent => {
+      if (!isEvent(e, "client")) {
+        const problem = checkEvent(e.kind, e.data, "client")!;
+        throw new HutchError("invalid", inputs.length > 1 ? `events.${i}.${problem}` : problem, "see the event kinds: GET /v1/event-kinds");
+      }
+      return { ...e, actor };
     });
-    return this.append(
-      id,
-      inputs.map((e) => ({ kind: e.kind, data: e.data, actor, ...(e.idempotencyKey ? { idempotencyKey: e.idempotencyKey } : {}) })),
-    );
+    return this.append(id, events);
   }
 
   annotate(id: string, actor: Actor, text: string, anchor: Anchor | undefined, key?: string): number {
-    return this.appendFromClient(id, actor, [{ kind: "annotation.added", data: { text, ...(anchor ? { anchor } : {}) }, ...(key ? { idempotencyKey: key } : {}) }])[0]!;
+    return this.appendFromClient(id, actor, [{ ...emit(Events.annotationAdded, { text, ...(anchor ? { anchor } : {}) }), ...(key ? { idempotencyKey: key } : {}) }])[0]!;
   }
 
   /** Input from the driver: logged, then typed into the session's terminal. */
@@ -240,9 +269,8 @@ export class SessionService {
     if (headless && this.turns.has(id)) {
       throw new HutchError("conflict", `the agent in session ${id} is still working on its turn`, `wait for it: hutch session wait ${id} --idle`);
     }
-    const [seq] = this.store.append(id, [{ kind: "input.sent", data: { text }, actor, ...(key ? { idempotencyKey: key } : {}) }]);
+    const [seq] = this.commit(id, [{ ...emit(Events.inputSent, { text }), actor, ...(key ? { idempotencyKey: key } : {}) }]);
     if (seq!.fresh) {
-      this.bus.publish(id, seq!.seq, seq!.json, "input.sent");
       // A follow-up prompt continues the conversation the session's earlier turns had.
       if (headless) this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""), true);
       else await this.recorder.write(row, new TextEncoder().encode(text));
@@ -269,7 +297,7 @@ export class SessionService {
     return {
       box: row.box_id,
       pty: live.pty,
-      input: (bytes: Uint8Array) => this.append(id, [{ kind: "input.sent", data: { text: decoder.decode(bytes, { stream: true }) }, actor }]),
+      input: (bytes: Uint8Array) => this.append(id, pieces(decoder.decode(bytes, { stream: true }), EVENT_TEXT_MAX).map((text) => ({ ...emit(Events.inputSent, { text }), actor }))),
       end: () => {
         const now = this.store.get(id);
         if (now?.state === "open" && now.driver && sameActor(JSON.parse(now.driver) as Actor, actor)) this.release(id, actor);
@@ -284,7 +312,7 @@ export class SessionService {
     if (current && !sameActor(current, actor)) {
       throw new HutchError("conflict", `session ${id} is driven by ${describe(current)}`, `take it over: hutch session driver steal ${id}`, { driver: current });
     }
-    this.setDriver(id, actor, leaseMs, { kind: "session.driver.acquired", data: { driver: actor, ...(leaseMs ? { leaseMs } : {}) }, actor });
+    this.setDriver(id, actor, leaseMs, { ...emit(Events.driverAcquired, { driver: actor, ...(leaseMs ? { leaseMs } : {}) }), actor });
     return this.get(id, actor);
   }
 
@@ -295,7 +323,7 @@ export class SessionService {
     if (!sameActor(current, actor)) {
       throw new HutchError("conflict", `you do not drive session ${id}; ${describe(current)} does`, `take it over: hutch session driver steal ${id}`);
     }
-    this.append(id, [{ kind: "session.driver.released", data: { driver: actor }, actor }], () =>
+    this.append(id, [{ ...emit(Events.driverReleased, { driver: actor }), actor }], () =>
       this.store.update(id, { driver: null, driver_lease_ms: null, driver_expires_at: null }),
     );
     return this.get(id, actor);
@@ -306,7 +334,7 @@ export class SessionService {
     this.requireOpen(row);
     const current = this.driverOf(row);
     if (!current || sameActor(current, actor)) return this.acquire(id, actor, leaseMs);
-    this.setDriver(id, actor, leaseMs, { kind: "session.driver.stolen", data: { from: current, to: actor }, actor });
+    this.setDriver(id, actor, leaseMs, { ...emit(Events.driverStolen, { from: current, to: actor }), actor });
     logger.info("driver stolen", { session: id, from: current.id, to: actor.id });
     return this.get(id, actor);
   }
@@ -328,7 +356,7 @@ export class SessionService {
       await turn.done;
     }
     await this.recorder.stop(row);
-    this.append(id, [{ kind: "session.closed", data: reason ? { reason } : {}, actor }], () =>
+    this.append(id, [{ ...emit(Events.sessionClosed, reason ? { reason } : {}), actor }], () =>
       this.store.update(id, { state: "closed", closed_at: new Date().toISOString(), driver: null, driver_lease_ms: null, driver_expires_at: null }),
     );
     return this.get(id, actor);
@@ -366,7 +394,7 @@ export class SessionService {
     for (const row of this.store.expiredLeases(Date.now())) {
       if (!row.driver) continue;
       const driver = JSON.parse(row.driver) as Actor;
-      this.append(row.id, [{ kind: "session.driver.lapsed", data: { driver }, actor: SYSTEM }], () =>
+      this.append(row.id, [{ ...emit(Events.driverLapsed, { driver }), actor: SYSTEM }], () =>
         this.store.update(row.id, { driver: null, driver_lease_ms: null, driver_expires_at: null }),
       );
     }

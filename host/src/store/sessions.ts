@@ -3,7 +3,7 @@
 // monotonic per session; an idempotency key makes a repeat return the first
 // seq and store nothing.
 import type { Database, Statement } from "bun:sqlite";
-import type { Actor } from "@hutch/shared";
+import type { Actor, TypedEvent } from "@hutch/shared";
 import { SummaryStore } from "./summaries.ts";
 
 export interface SessionRow {
@@ -24,12 +24,11 @@ export interface SessionRow {
   closed_at: string | null;
 }
 
-export interface NewEvent {
-  kind: string;
-  data: unknown;
+/** An event to store: its data typed by its kind (checked again by the session service before it gets here). */
+export type NewEvent = TypedEvent & {
   actor: Actor;
   idempotencyKey?: string;
-}
+};
 
 /** Runs inside append's transaction for each event it stores, so what it writes commits or rolls back with the event. */
 export type StoredHook = (sessionId: string, seq: number, at: string, e: NewEvent) => void;

@@ -73,11 +73,11 @@ export function describeFailure(r: RunResult, what: string): string {
   return `${what} ${how}${err ? `: ${err}` : ""}`;
 }
 
-export function requireHutch(): void {
+export function requireHutch(binary = hutchBin): void {
   try {
-    statSync(hutchBin);
+    statSync(binary);
   } catch {
-    process.stderr.write(`bench: ${hutchBin} is missing; build it first: cd ${repoRoot} && bun run build\n`);
+    process.stderr.write(`bench: ${binary} is missing; build it first: cd ${repoRoot} && bun run build\n`);
     process.exit(1);
   }
 }
@@ -95,8 +95,9 @@ export class HutchHome {
   readonly env: Record<string, string | undefined> = { ...process.env, HUTCH_HOME: this.dir };
   private boxes: string[] = [];
 
-  constructor() {
-    copyFileSync(hutchBin, this.bin);
+  /** `binary`: the build under test (default dist/hutch), e.g. an older build kept to compare against. */
+  constructor(readonly binary = hutchBin) {
+    copyFileSync(binary, this.bin);
   }
 
   /** sha256 of the build under test, first 16 hex digits. */

@@ -36,9 +36,12 @@ const CREDIT_BATCH_DIVISOR = 4;
 /** Payloads at least this big go to Transport.writeParts instead of being copied behind their header. */
 const SPLIT_WRITE_MIN = 16 * 1024;
 
+/** Why a stream was closed: the payload of a close frame. */
 export interface StreamError {
   code: string;
   message: string;
+  /** What to do next, when the closer knows (the daemon's named errors carry one). */
+  hint?: string;
 }
 
 export interface StreamHandlers {
@@ -209,10 +212,12 @@ export class MuxStream {
 
 function parseStreamError(value: unknown): StreamError {
   if (value && typeof value === "object") {
-    const { code, message } = value as Record<string, unknown>;
-    if (typeof code === "string" && typeof message === "string") return { code, message };
+    const { code, message, hint } = value as Record<string, unknown>;
+    if (typeof code === "string" && typeof message === "string" && (hint === undefined || typeof hint === "string")) {
+      return { code, message, ...(hint !== undefined ? { hint } : {}) };
+    }
   }
-  throw new ProtocolError("close payload is not {code, message}");
+  throw new ProtocolError("close payload is not {code, message, hint?}");
 }
 
 export class Mux {

@@ -8,6 +8,11 @@ const Argv = Type.Array(Type.String(), { minItems: 1, maxItems: 4096 });
 const GuestPath = Type.String({ minLength: 1, maxLength: 4096 });
 const Cols = Type.Integer({ minimum: 1, maximum: 1000 });
 const Rows = Type.Integer({ minimum: 1, maximum: 1000 });
+/** Who a process runs as: the box's user (uid 1000, the default) or root (VM boxes only: a process box has no root). */
+export const BoxUser = Type.Union([Type.Literal("hutch"), Type.Literal("root")]);
+export type BoxUser = Static<typeof BoxUser>;
+/** A terminal's id: `pty_` and any run of id characters, so a mistyped one is "no such terminal" (exit 4), not a schema error. */
+const PtyId = Type.String({ pattern: "^pty_[0-9a-z]+$" });
 
 export const ExecOpen = Type.Object(
   {
@@ -15,6 +20,7 @@ export const ExecOpen = Type.Object(
     argv: Argv,
     env: Type.Optional(Env),
     cwd: Type.Optional(GuestPath),
+    user: Type.Optional(BoxUser),
   },
   { additionalProperties: false },
 );
@@ -25,6 +31,7 @@ export const PtyOpen = Type.Object(
     argv: Argv,
     env: Type.Optional(Env),
     cwd: Type.Optional(GuestPath),
+    user: Type.Optional(BoxUser),
     cols: Cols,
     rows: Rows,
   },
@@ -32,12 +39,12 @@ export const PtyOpen = Type.Object(
 );
 
 export const PtyAttach = Type.Object(
-  { tool: Type.Literal("pty.attach"), id: Type.String({ pattern: "^pty_[0-9a-z]+$" }), cols: Type.Optional(Cols), rows: Type.Optional(Rows) },
+  { tool: Type.Literal("pty.attach"), id: PtyId, cols: Type.Optional(Cols), rows: Type.Optional(Rows) },
   { additionalProperties: false },
 );
 export const PtyList = Type.Object({ tool: Type.Literal("pty.list") }, { additionalProperties: false });
 export const PtyKill = Type.Object(
-  { tool: Type.Literal("pty.kill"), id: Type.String({ pattern: "^pty_[0-9a-z]+$" }), signal: Type.Optional(Type.String()) },
+  { tool: Type.Literal("pty.kill"), id: PtyId, signal: Type.Optional(Type.String()) },
   { additionalProperties: false },
 );
 
@@ -91,7 +98,7 @@ export type HostMsg = Static<typeof HostMsg>;
 export const StartedMsg = Type.Object({
   type: Type.Literal("started"),
   pid: Type.Integer({ minimum: 1 }),
-  pty: Type.Optional(Type.String({ pattern: "^pty_[0-9a-z]+$" })),
+  pty: Type.Optional(PtyId),
 });
 export const ExitMsg = Type.Object({
   type: Type.Literal("exit"),
@@ -117,8 +124,22 @@ export const FileStat = Type.Object({
   target: Type.Optional(Type.String({ maxLength: 4096 })),
 });
 export type FileStat = Static<typeof FileStat>;
+/** The most entries fs.list answers with; a larger directory is an error. */
+export const FS_LIST_MAX = 100_000;
+/** fs.list: the directory's entries by name, sorted, not followed (a symlink is one, with its target). */
+export const FsListResult = Type.Array(Type.Composite([Type.Object({ name: Type.String({ minLength: 1, maxLength: 255 }) }), FileStat]), { maxItems: FS_LIST_MAX });
+export type FsListResult = Static<typeof FsListResult>;
+/** fs.read, fs.write: the bytes read or written. */
+export const FsSizeResult = Type.Object({ size: Type.Integer({ minimum: 0 }) });
+export type FsSizeResult = Static<typeof FsSizeResult>;
+/** tar.out: the bytes of archive sent on chan 1. */
+export const TarOutResult = Type.Object({ size: Type.Integer({ minimum: 0 }) });
+export type TarOutResult = Static<typeof TarOutResult>;
+/** tar.in: the entries unpacked, and the bytes of their contents. */
+export const TarInResult = Type.Object({ entries: Type.Integer({ minimum: 0 }), bytes: Type.Integer({ minimum: 0 }) });
+export type TarInResult = Static<typeof TarInResult>;
 export const PtyInfo = Type.Object({
-  id: Type.String({ pattern: "^pty_[0-9a-z]+$" }),
+  id: PtyId,
   argv: Type.Array(Type.String()),
   pid: Type.Integer(),
   cols: Cols,
@@ -128,7 +149,7 @@ export const PtyInfo = Type.Object({
 });
 export type PtyInfo = Static<typeof PtyInfo>;
 export const PtyListResult = Type.Array(PtyInfo, { maxItems: 10000 });
-export const PtyKillResult = Type.Object({ id: Type.String({ pattern: "^pty_[0-9a-z]+$" }), pid: Type.Integer(), signal: Type.String({ maxLength: 16 }) });
+export const PtyKillResult = Type.Object({ id: PtyId, pid: Type.Integer(), signal: Type.String({ maxLength: 16 }) });
 
 // The hellos.
 export const HostHello = Type.Object({ protocol: Type.Integer(), client: Type.String(), version: Type.String() });

@@ -6,6 +6,7 @@ import { constants } from "node:fs";
 import {
   type FileHandle,
   chmod,
+  lchown,
   lstat,
   lutimes,
   mkdir,
@@ -65,11 +66,21 @@ export class Extractor implements EntrySink {
   private dirMeta = new Map<string, DirMeta>();
   private file: { fh: FileHandle; entry: Entry; rel: string } | undefined;
 
-  /** @param modeMask the permission bits an entry may keep (never setuid, setgid or sticky) */
+  /**
+   * @param modeMask the permission bits an entry may keep (never setuid, setgid or sticky)
+   * @param owner who owns every entry made (none: whoever extracts)
+   */
   constructor(
     private readonly destDir: string,
     private readonly modeMask = 0o777,
+    private readonly owner?: { uid: number; gid: number },
   ) {}
+
+  /** Gives a new entry to the owner, never through a symlink. */
+  private async own(rel: string, abs: string): Promise<void> {
+    const o = this.owner;
+    if (o) await attempt(rel, "chown", () => lchown(abs, o.uid, o.gid));
+  }
 
   async begin(entry: Entry): Promise<void> {
     const rel = entry.parts.join("/");
@@ -81,14 +92,17 @@ export class Extractor implements EntrySink {
       case "dir":
         // Owner-only until commit, when the archived mode is applied: a read-only
         // directory must still accept its children during extraction.
-        if (existing === undefined) await attempt(rel, "mkdir", () => mkdir(abs, 0o700));
-        else if (existing !== "dir") throw new TarError(`entry "${rel}": directory would replace an existing ${existing}`);
+        if (existing === undefined) {
+          await attempt(rel, "mkdir", () => mkdir(abs, 0o700));
+          await this.own(rel, abs);
+        } else if (existing !== "dir") throw new TarError(`entry "${rel}": directory would replace an existing ${existing}`);
         this.dirs.add(rel);
         this.dirMeta.set(rel, { mode: entry.mode & this.modeMask & 0o777, mtime: entry.mtime });
         return;
       case "symlink":
         if (existing !== undefined) throw new TarError(`entry "${rel}": symlink would replace an existing ${existing}`);
         await attempt(rel, "symlink", () => symlink(entry.linkpath, abs));
+        await this.own(rel, abs);
         await attempt(rel, "set symlink mtime", () => lutimes(abs, entry.mtime, entry.mtime));
         return;
       case "file":
@@ -97,6 +111,7 @@ export class Extractor implements EntrySink {
         if (existing === "file") await attempt(rel, "unlink", () => unlink(abs));
         else if (existing !== undefined) throw new TarError(`entry "${rel}": file would replace an existing ${existing}`);
         this.file = { fh: await attempt(rel, "create", () => open(abs, CREATE_FLAGS, 0o600)), entry, rel };
+        if (this.owner) await attempt(rel, "chown", () => this.file!.fh.chown(this.owner!.uid, this.owner!.gid));
         return;
     }
   }
@@ -176,6 +191,7 @@ export class Extractor implements EntrySink {
       const kind = await attempt(rel, "lstat", () => kindOf(abs));
       if (kind === undefined) {
         await attempt(rel, "mkdir", () => mkdir(abs));
+        await this.own(parent, abs);
       } else if (kind !== "dir") {
         throw new TarError(`entry "${rel}": parent "${parent}" is a ${kind}, not a directory; refusing to write through it`);
       }

@@ -26,6 +26,8 @@ export interface UnpackOptions {
    * Setuid, setgid and sticky are cleared whatever this says.
    */
   umask?: number;
+  /** Owner of every entry made (a guest running as root unpacking for the box's user); default: whoever unpacks. */
+  owner?: { uid: number; gid: number };
 }
 
 const DEFAULT_MAX_BYTES = 8 * 1024 ** 3;
@@ -38,7 +40,7 @@ const MAX_META = 1024 * 1024;
  * directory `destDir/.hutch-unpack-*` so a refused archive leaves nothing behind.
  */
 export function createUnpacker(destDir: string, opts: UnpackOptions = {}): Unpacker {
-  const extractor = new Extractor(destDir, 0o777 & ~(opts.umask ?? 0));
+  const extractor = new Extractor(destDir, 0o777 & ~(opts.umask ?? 0), opts.owner);
   const parser = new TarParser(extractor, {
     topName: opts.topName,
     maxBytes: opts.maxBytes ?? DEFAULT_MAX_BYTES,

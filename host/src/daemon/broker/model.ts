@@ -1,11 +1,10 @@
 // Request and response schemas of the broker controller (TypeBox, from shared).
 import { t } from "elysia";
-import { BoxPolicy, EgressQuery, EgressRecord, PolicyChangeBody, SecretInfo, SecretName } from "@hutch/shared";
+import { BoxPolicy, EgressQuery, EgressRecord, PolicyChangeBody, SecretInfo, SecretName, SecretValueBody } from "@hutch/shared";
 
 export const BrokerModel = {
   secretName: t.Object({ name: SecretName }),
-  /** The value travels in the body of a request on the 0600 socket, never in argv or a URL. */
-  secretValue: t.Object({ value: t.String({ minLength: 1, maxLength: 16384 }) }, { additionalProperties: false }),
+  secretValue: SecretValueBody,
   secret: SecretInfo,
   secrets: t.Array(SecretInfo),
   removed: t.Object({ name: t.String(), removed: t.Literal(true) }),

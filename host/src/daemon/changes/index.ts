@@ -3,6 +3,7 @@
 // a client tell a quiet daemon from a gone one, and keeps Bun's idle timeout
 // (10 s without bytes ends a response) from cutting a quiet feed.
 import { Elysia } from "elysia";
+import type { FeedLine } from "@hutch/shared";
 import { actorFrom, type Identify } from "../actor.ts";
 import type { ChangeService } from "./service.ts";
 
@@ -17,7 +18,7 @@ export function changesController(changes: ChangeService, identify: Identify) {
       let stop = () => {};
       const body = new ReadableStream<Uint8Array>({
         start(ctl) {
-          const line = (v: unknown) => {
+          const line = (v: FeedLine) => {
             try {
               ctl.enqueue(enc.encode(JSON.stringify(v) + "\n"));
             } catch {

@@ -2,11 +2,9 @@
 // Boxes that appear, change state or go, and sessions whose row changed
 // (created, closed, driver moved). Live only: a client lists after it starts
 // listening, so nothing falls between the list and the feed.
-import type { Actor, Box, Session } from "@hutch/shared";
+import type { Actor, FeedChange, Session } from "@hutch/shared";
 import type { BoxService } from "../../box/service.ts";
 import type { SessionService } from "../../session/service.ts";
-
-export type FeedChange = { type: "box"; box: Box } | { type: "box.removed"; id: string } | { type: "session"; session: Session };
 
 /** Event kinds after which a session's row (state, driver) differs. */
 const SESSION_ROW_KINDS = /^session\./;

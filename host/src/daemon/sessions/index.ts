@@ -4,6 +4,7 @@ import { eventKinds, HutchError } from "@hutch/shared";
 import type { SessionService } from "../../session/service.ts";
 import type { SessionStore } from "../../store/sessions.ts";
 import { actorFrom, type Identify } from "../actor.ts";
+import { idempotencyKey } from "../idempotency.ts";
 import { SessionModel } from "./model.ts";
 
 export function sessionsController(sessions: SessionService, store: SessionStore, identify: Identify) {
@@ -29,26 +30,37 @@ export function sessionsController(sessions: SessionService, store: SessionStore
       ({ params, query, actor }) => {
         sessions.row(params.id, actor);
         const page = store.readText(params.id, query.from ?? 1, query.limit ?? 1000, ",");
-        // Events are stored as JSON; the page is assembled without re-parsing them.
+        // An EventsPage: events are stored as JSON, so the page is assembled without re-parsing them.
         return new Response(`{"events":[${page.text}],"next":${page.last + 1},"last":${store.last(params.id)}}`, {
           headers: { "content-type": "application/json" },
         });
       },
-      { params: SessionModel.id, query: SessionModel.page, detail: { summary: "A page of events from a seq" } },
+      { params: SessionModel.id, query: SessionModel.page, response: SessionModel.eventsPage, detail: { summary: "A page of events from a seq" } },
     )
-    .post("/sessions/:id/events", ({ params, body, actor }) => ({ seqs: sessions.appendFromClient(params.id, actor, body.events) }), {
-      params: SessionModel.id,
-      body: SessionModel.append,
-      detail: { summary: "Append events (client kinds only; idempotency keys make repeats return the first seq)" },
-    })
-    .post("/sessions/:id/input", async ({ params, body, actor }) => ({ seq: await sessions.input(params.id, actor, body.text, body.idempotencyKey) }), {
+    .post(
+      "/sessions/:id/events",
+      ({ params, body, headers, actor }) => {
+        // One key for the request; each event in it gets its own, derived, so a repeat returns every first seq.
+        const key = idempotencyKey(headers);
+        return { seqs: sessions.appendFromClient(params.id, actor, key ? body.events.map((e, i) => ({ ...e, idempotencyKey: `${key}#${i}` })) : body.events) };
+      },
+      {
+        params: SessionModel.id,
+        body: SessionModel.append,
+        headers: SessionModel.idem,
+        detail: { summary: "Append events (client kinds only; an Idempotency-Key makes a repeat return the first seqs)" },
+      },
+    )
+    .post("/sessions/:id/input", async ({ params, body, headers, actor }) => ({ seq: await sessions.input(params.id, actor, body.text, idempotencyKey(headers) ?? undefined) }), {
       params: SessionModel.id,
       body: SessionModel.input,
+      headers: SessionModel.idem,
       detail: { summary: "Type into the session's terminal (driver only)" },
     })
-    .post("/sessions/:id/annotations", ({ params, body, actor }) => ({ seq: sessions.annotate(params.id, actor, body.text, body.anchor, body.idempotencyKey) }), {
+    .post("/sessions/:id/annotations", ({ params, body, headers, actor }) => ({ seq: sessions.annotate(params.id, actor, body.text, body.anchor, idempotencyKey(headers) ?? undefined) }), {
       params: SessionModel.id,
       body: SessionModel.annotate,
+      headers: SessionModel.idem,
       detail: { summary: "Annotate the session (anyone who can see it)" },
     })
     .post("/sessions/:id/driver/acquire", ({ params, body, actor }) => sessions.acquire(params.id, actor, body?.leaseMs), { params: SessionModel.id, body: SessionModel.driver })

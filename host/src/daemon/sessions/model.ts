@@ -1,19 +1,19 @@
 import { t } from "elysia";
-import { Anchor, DriverBody, EventAppendBody, EventsPageQuery, OutputChunkParams, Session, SessionCreateBody } from "@hutch/shared";
-
-const Key = t.Optional(t.String({ minLength: 1, maxLength: 128 }));
+import { idPattern, AnnotateBody, DriverBody, EventAppendBody, EventsPage, EventsPageQuery, OutputChunkParams, Session, SessionCloseBody, SessionCreateBody, SessionInputBody, IdempotencyHeaders } from "@hutch/shared";
 
 export const SessionModel = {
   session: Session,
   sessions: t.Array(Session),
   create: SessionCreateBody,
-  id: t.Object({ id: t.String({ pattern: "^ses_[0-9a-z]{20}$" }) }),
+  id: t.Object({ id: t.String({ pattern: idPattern("ses") }) }),
   list: t.Object({ box: t.Optional(t.String({ minLength: 1, maxLength: 128 })), state: t.Optional(t.Union([t.Literal("open"), t.Literal("closed")])) }),
   page: EventsPageQuery,
+  eventsPage: EventsPage,
   append: EventAppendBody,
-  input: t.Object({ text: t.String({ minLength: 1, maxLength: 65536 }), idempotencyKey: Key }, { additionalProperties: false }),
-  annotate: t.Object({ text: t.String({ minLength: 1, maxLength: 65536 }), anchor: t.Optional(Anchor), idempotencyKey: Key }, { additionalProperties: false }),
+  input: SessionInputBody,
+  annotate: AnnotateBody,
+  idem: IdempotencyHeaders,
   driver: DriverBody,
-  close: t.Object({ reason: t.Optional(t.String({ maxLength: 1024 })) }, { additionalProperties: false }),
+  close: SessionCloseBody,
   chunk: OutputChunkParams,
 };

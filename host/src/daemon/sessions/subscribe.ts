@@ -1,13 +1,14 @@
 // GET /v1/sessions/:id/subscribe?from=SEQ (WebSocket): replay from the log,
 // then tail live events, in seq order with no gap and no repeat. Each text
-// message holds one or more events, one JSON object per line; a line
-// {"type":"caught-up","seq":N} marks the end of the replay.
+// message holds one or more events, one JSON object per line; a CaughtUpLine
+// marks the end of the replay (the protocol's shapes are in shared/src/api.ts).
 //
-// A consumer too slow for its bounded buffer is closed with code 4000 and the
-// reason {"resumeFrom":N}: every event before N was handed to the socket (and
-// arrives before the close), so reconnecting from N loses and repeats nothing.
+// A consumer too slow for its bounded buffer is closed with
+// SUBSCRIBE_CLOSE_SLOW and the reason {"resumeFrom":N}: every event before N
+// was handed to the socket (and arrives before the close), so reconnecting
+// from N loses and repeats nothing.
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
-import { API_LIMITS, HutchError, type Actor } from "@hutch/shared";
+import { API_LIMITS, HutchError, ID_BODY, SUBSCRIBE_CLOSE_SLOW, type Actor, type CaughtUpLine, type SlowCloseReason } from "@hutch/shared";
 import { actorFrom, type Identify } from "../actor.ts";
 import type { SessionService } from "../../session/service.ts";
 import type { SessionStore } from "../../store/sessions.ts";
@@ -20,7 +21,6 @@ const LIVE_LIMIT = 8 * 1024 * 1024;
 /** Live events held while a replay catches up, beyond which the consumer is closed. */
 const PENDING_LIMIT = 100_000;
 const PING_MS = 15_000;
-export const CLOSE_SLOW = 4000;
 
 export interface SubscribeData {
   kind: "subscribe";
@@ -38,7 +38,7 @@ export function subscribeData(session: string, actor: Actor, from: number): Subs
   return { kind: "subscribe", session, actor, next: Math.max(1, from), replaying: true, pending: [], done: false };
 }
 
-const SUBSCRIBE_PATH = /^\/v1\/sessions\/(ses_[0-9a-z]{20})\/subscribe$/;
+const SUBSCRIBE_PATH = new RegExp(`^/v1/sessions/(ses_${ID_BODY})/subscribe$`);
 
 /**
  * Upgrades a subscribe request. Returns undefined when the request is not one,
@@ -66,7 +66,7 @@ export function subscribeSocket(sessions: SessionService, store: SessionStore): 
     if (ws.data.done) return;
     ws.data.done = true;
     ws.data.unsubscribe?.();
-    ws.close(CLOSE_SLOW, JSON.stringify({ resumeFrom: ws.data.next }));
+    ws.close(SUBSCRIBE_CLOSE_SLOW, JSON.stringify({ resumeFrom: ws.data.next } satisfies SlowCloseReason));
   };
 
   const pump = (ws: ServerWebSocket<SubscribeData>) => {
@@ -80,7 +80,7 @@ export function subscribeSocket(sessions: SessionService, store: SessionStore): 
         const held = d.pending.filter((e) => e.seq >= d.next);
         d.pending = [];
         if (held.length) sendLive(ws, held);
-        if (!d.done) ws.send(`{"type":"caught-up","seq":${d.next - 1}}`);
+        if (!d.done) ws.send(JSON.stringify({ type: "caught-up", seq: d.next - 1 } satisfies CaughtUpLine));
         return;
       }
       ws.send(page.text);

@@ -36,7 +36,7 @@ export interface SessionAttacher {
 
 const closeWith = (client: MuxStream, err: unknown) => {
   const e = err instanceof HutchError ? err : new HutchError("failed", String(err));
-  client.close({ code: e.code, message: e.hint ? `${e.message}; ${e.hint}` : e.message });
+  client.close({ code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) });
 };
 
 async function openStream(boxes: BoxService, sessions: SessionAttacher | undefined, data: StreamSocketData, client: MuxStream, payload: unknown): Promise<void> {

@@ -65,7 +65,7 @@ export async function probeAccel(home: string, accel: Accel, arch: string, timeo
   return { accel, ok, detail, ms };
 }
 
-/** Probes the platform's accelerator, then tcg; writes the choice for boxes to use. */
+/** Probes the platform's accelerator, then tcg; writes the choice for boxes to use (the daemon's alone: it runs the boxes). */
 export async function chooseAccel(home: string, platform: Platform, arch = "x86_64", timeoutMs = 20_000): Promise<{ choice: AccelChoice; probes: AccelProbe[] }> {
   const probes: AccelProbe[] = [];
   const first = preferredAccel(platform);
@@ -86,10 +86,10 @@ export async function chooseAccel(home: string, platform: Platform, arch = "x86_
 }
 
 /** The accelerator for a box: forced by HUTCH_QEMU_ACCEL, else the last proven choice, else probe now. */
-export async function resolveAccel(home: string, platform: Platform): Promise<AccelChoice> {
+export async function resolveAccel(home: string, platform: Platform, arch: string): Promise<AccelChoice> {
   const known = currentAccel(home);
   if (known) return known;
-  const { choice } = await chooseAccel(home, platform);
+  const { choice } = await chooseAccel(home, platform, arch);
   logger.warn("accelerator chosen by booting", { accel: choice.accel, reason: choice.reason });
   return choice;
 }

@@ -33,6 +33,8 @@ export interface QemuSpec {
   pidfile: string;
   /** Linux, daemon is root: QEMU drops to the box's own host uid once its files are open. */
   runAs?: { uid: number; gid: number };
+  /** The agent CLI disks (read-only ext4, host/src/engine/agent-disks.ts), attached like the guest disk. */
+  agentDisks?: { name: string; path: string; bytes: number }[];
 }
 
 interface Profile {
@@ -82,24 +84,32 @@ function profile(p: Platform, a: Arch, accel: Accel): Profile {
 const dev = (bus: "pci" | "device", kind: string) => `virtio-${kind}-${bus}`;
 const MiB = 1024 * 1024;
 
-/** The guest disk's QEMU arguments, and the -m suffix a pmem device needs (room above RAM for it). */
-function guestDiskArgs(pr: Profile, s: QemuSpec): { via: "pmem" | "blk"; args: string[]; memory: string } {
+/**
+ * The read-only disks' QEMU arguments (the guest disk first, then each agent
+ * CLI's), and the -m suffix pmem devices need (room above RAM for them). All
+ * go the same way: pmem where the profile and the image allow, else virtio-blk
+ * (the agent disks with serials agent0, agent1, ... the guest finds them by).
+ */
+function readOnlyDiskArgs(pr: Profile, s: QemuSpec): { via: "pmem" | "blk"; args: string[]; memory: string } {
+  const disks = [{ id: "guest", path: s.guestDisk, bytes: s.guestDiskBytes, serial: "" }, ...(s.agentDisks ?? []).map((a, i) => ({ id: `agent${i}`, path: a.path, bytes: a.bytes, serial: `agent${i}` }))];
   if (pr.guestDisk === "blk" || !s.imageHasPmem) {
-    return { via: "blk", args: ["-drive", `if=none,id=guest,file=${s.guestDisk},format=raw,readonly=on`, "-device", `${dev(pr.bus, "blk")},drive=guest`], memory: "" };
+    const args = disks.flatMap((d) => ["-drive", `if=none,id=${d.id},file=${d.path},format=raw,readonly=on`, "-device", `${dev(pr.bus, "blk")},drive=${d.id}${d.serial ? `,serial=${d.serial}` : ""}`]);
+    return { via: "blk", args, memory: "" };
   }
   // share=off with readonly=on: a private read-only mapping of the file, so
   // every box on the host shares the one copy in the host's page cache.
-  const maxMiB = s.memoryMiB + Math.ceil(s.guestDiskBytes / MiB);
+  const maxMiB = s.memoryMiB + disks.reduce((n, d) => n + Math.ceil(d.bytes / MiB), 0);
   return {
     via: "pmem",
-    args: ["-object", `memory-backend-file,id=guest,mem-path=${s.guestDisk},size=${s.guestDiskBytes},share=off,readonly=on`, "-device", "virtio-pmem-pci,memdev=guest,id=guestdisk"],
-    memory: `,slots=1,maxmem=${maxMiB}M`,
+    args: disks.flatMap((d) => ["-object", `memory-backend-file,id=${d.id},mem-path=${d.path},size=${d.bytes},share=off,readonly=on`, "-device", `virtio-pmem-pci,memdev=${d.id},id=${d.id}disk`]),
+    memory: `,slots=${disks.length},maxmem=${maxMiB}M`,
   };
 }
 
 export function qemuArgs(s: QemuSpec): string[] {
   const pr = profile(s.platform, s.arch, s.accel);
-  const guest = guestDiskArgs(pr, s);
+  const guest = readOnlyDiskArgs(pr, s);
+  const agents = s.agentDisks?.length ? ` hutch.agents=${s.agentDisks.map((a) => a.name).join(",")} hutch.agentdev=${guest.via}` : "";
   const args = [
     s.qemu ?? `qemu-system-${s.arch}${s.platform === "windows" ? ".exe" : ""}`,
     "-name", `hutch-${s.name},process=hutch-${s.boxId}`,
@@ -111,7 +121,7 @@ export function qemuArgs(s: QemuSpec): string[] {
     "-m", `${s.memoryMiB}M${guest.memory}`,
     "-kernel", s.kernel,
     "-initrd", s.initrd,
-    "-append", `console=${pr.console} panic=-1 quiet rdinit=/init hutch.guest=${guest.via === "pmem" ? "pmem0" : "vdb"} hutch.box=${s.name} hutch.id=${s.boxId}${s.cmdline ? ` ${s.cmdline}` : ""}`,
+    "-append", `console=${pr.console} panic=-1 quiet rdinit=/init hutch.guest=${guest.via === "pmem" ? "pmem0" : "vdb"} hutch.box=${s.name} hutch.id=${s.boxId}${agents}${s.cmdline ? ` ${s.cmdline}` : ""}`,
     "-drive", `if=none,id=root,file=${s.rootDisk},format=qcow2,cache=writeback,discard=unmap`,
     "-device", `${dev(pr.bus, "blk")},drive=root`,
     ...guest.args,

@@ -11,7 +11,7 @@ import { boxLeftovers, isAlive, killBox, procStartTime, readIdentity, waitGone, 
 import { guestBinary } from "../guest-binary.ts";
 import { qemuArgs, type Arch, type Platform } from "./args.ts";
 import { qmp, type QmpStatus } from "./qmp.ts";
-import { currentAccel, resolveAccel } from "./accel.ts";
+import { chooseAccel, currentAccel, resolveAccel } from "./accel.ts";
 import { env } from "../../env.ts";
 import { ensureGuestDisk } from "../../image/guest-disk.ts";
 import { imagePaths, loadImage } from "../../image/index.ts";
@@ -19,6 +19,7 @@ import { log } from "../../log.ts";
 import { BoxCgroup, describePlan, hostCgroups, type CgroupPlan, type Limits } from "../cgroup.ts";
 import { boxIdentity, readIdentityFile } from "../idmap.ts";
 import { readEnd, stripControls } from "../console.ts";
+import { agentDisks } from "../agent-disks.ts";
 import { formatSize, parseSize } from "../limits.ts";
 import { virtualBytes } from "../../image/disk.ts";
 
@@ -96,13 +97,18 @@ export class QemuEngine implements Engine {
     return { ok: true, engine: "qemu", detail: `${this.binary()} and the default image are present` };
   }
 
+  /** On this host's platform and architecture: the accelerator proof is the daemon's alone. */
+  proveAccelerators() {
+    return chooseAccel(this.home, this.host.platform, this.host.arch);
+  }
+
   config(box: BoxHandle): VmConfig {
     return { ...DEFAULT_VM, ...(box.config as Partial<VmConfig>) };
   }
 
   async helloTimeoutMs(): Promise<number> {
     // Under tcg a boot takes seconds where kvm takes well under one.
-    return env.helloTimeoutMs() ?? ((await resolveAccel(this.home, this.host.platform)).accel === "tcg" ? 120_000 : 30_000);
+    return env.helloTimeoutMs() ?? ((await resolveAccel(this.home, this.host.platform, this.host.arch)).accel === "tcg" ? 120_000 : 30_000);
   }
 
   describe(box: BoxHandle): Record<string, string> {
@@ -167,7 +173,7 @@ export class QemuEngine implements Engine {
     const guest = await guestBinary(this.home);
     const guestDisk = await ensureGuestDisk(this.home, guest.path, guest.sha);
     const id = this.host.platform === "linux" && process.getuid?.() === 0 ? boxIdentity(join(this.home, "boxes"), box.id) : null;
-    const accel = await resolveAccel(this.home, this.host.platform);
+    const accel = await resolveAccel(this.home, this.host.platform, this.host.arch);
     for (const f of [VM_FILES.agent, VM_FILES.qmp, VM_FILES.qemuPid]) rmSync(join(box.dir, f), { force: true });
     const argv = qemuArgs({
       ...this.host,
@@ -188,6 +194,7 @@ export class QemuEngine implements Engine {
       consoleLog: join(box.dir, VM_FILES.console),
       pidfile: join(box.dir, VM_FILES.qemuPid),
       ...(id ? { runAs: { uid: id.uid, gid: id.gid } } : {}),
+      agentDisks: await agentDisks(env.agentsDir(this.home)),
     });
     const cg = this.cgroup(box);
     cg?.create(qemuLimits(cfg, accel.accel));

@@ -1,0 +1,89 @@
+// An operation's progress for people, on stderr: "[n/N] step: detail
+// (elapsed)". On a terminal one line is redrawn every second and a finished
+// step leaves one line behind; elsewhere each step is a line and details are
+// printed at most every 5 s, so CI logs read top to bottom. With transient
+// steps (doctor, whose checks are the record) a step is only the live line on
+// a terminal and leaves nothing. Notes are always printed. Output the verb
+// prints meanwhile (doctor's checks, on stdout) goes through print(), which
+// lifts the status line out of its way.
+import type { OpProgress } from "@hutch/shared";
+
+export interface ProgressDisplay {
+  show(p: OpProgress): void;
+  /** A line for stdout, printed between redraws. */
+  print(text: string): void;
+  stop(): void;
+}
+
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)}s`;
+
+export function progressDisplay(opts: { transientSteps?: boolean } = {}): ProgressDisplay {
+  const tty = process.stderr.isTTY === true;
+  const keep = !opts.transientSteps;
+  const t0 = performance.now();
+  let label = "";
+  let detail = "";
+  let stepStart = t0;
+  let lastDetail = 0;
+  let drawn = false;
+  const line = () => `${label}${detail ? `: ${detail}` : ""} (${seconds(performance.now() - stepStart)}, total ${seconds(performance.now() - t0)})`;
+  const clear = () => {
+    if (drawn) process.stderr.write("\r\x1b[2K");
+    drawn = false;
+  };
+  const draw = () => {
+    if (!tty || !label) return;
+    process.stderr.write(`\r\x1b[2K${line().slice(0, (process.stderr.columns || 100) - 1)}`);
+    drawn = true;
+  };
+  const timer = tty ? setInterval(draw, 1000) : undefined;
+  const finishStep = () => {
+    if (!label) return;
+    clear();
+    if (keep) process.stderr.write(tty ? `${label} (${seconds(performance.now() - stepStart)})\n` : `${label} done in ${seconds(performance.now() - stepStart)}\n`);
+    label = "";
+  };
+  return {
+    show(p) {
+      switch (p.type) {
+        case "step":
+          finishStep();
+          label = `[${p.n}${p.total ? `/${p.total}` : ""}] ${p.title}`;
+          detail = "";
+          stepStart = performance.now();
+          if (tty) draw();
+          else if (keep) process.stderr.write(`${label}\n`);
+          return;
+        case "detail":
+          detail = p.text;
+          if (tty) draw();
+          // debootstrap alone reports hundreds of details: one line per 5 s is enough for a log.
+          else if (keep && performance.now() - lastDetail >= 5000) {
+            lastDetail = performance.now();
+            process.stderr.write(`      ${p.text}\n`);
+          }
+          return;
+        case "note":
+          clear();
+          process.stderr.write(`hutch: ${p.text}\n`);
+          draw();
+          return;
+        case "done":
+          finishStep();
+          process.stderr.write(`${p.summary} in ${seconds(performance.now() - t0)}\n`);
+          return;
+        case "check":
+          return;
+      }
+    },
+    print(text) {
+      clear();
+      process.stdout.write(text);
+      draw();
+    },
+    stop() {
+      if (timer) clearInterval(timer);
+      finishStep();
+    },
+  };
+}

@@ -1,0 +1,79 @@
+// The house's shape, checked on every run: who may import whom.
+//   - host/src/daemon/ holds controllers and wiring: nothing else in host/src imports it;
+//   - guest/ and extension/ import nothing from host/ (they ship apart from it);
+//   - a CLI verb's code never reaches an engine (the daemon runs boxes; the
+//     `hutch daemon` verb starts one in-process, so it alone is exempt).
+// Imports are read as text (static, dynamic and re-exports), and followed
+// through relative paths for the CLI's closure, where type-only imports (which
+// load nothing) are skipped. The `hutch daemon` verb is the daemon, so it may
+// import it.
+import { describe, expect, test } from "bun:test";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+
+const root = join(import.meta.dir, "../..");
+const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)|(?:^|\n)\s*import\s+["']([^"']+)["']/g;
+// Type-only imports are erased at build time: for what code a verb loads, they do not count.
+const RUNTIME_IMPORT = /(?:^|\n)\s*(?:import|export)\s(?!type\s)[^;]*?from\s+["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)|(?:^|\n)\s*import\s+["']([^"']+)["']/g;
+
+function sources(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir, { recursive: true, encoding: "utf8" })
+    .filter((f) => /\.(ts|mts|tsx|js|mjs)$/.test(f) && !f.includes("node_modules"))
+    .map((f) => join(dir, f));
+}
+
+function specifiers(file: string, re = IMPORT): string[] {
+  return [...readFileSync(file, "utf8").matchAll(re)].map((m) => m[1] ?? m[2] ?? m[3]!).filter(Boolean);
+}
+
+/** A relative specifier as the file it names, or null for packages. */
+function target(from: string, spec: string): string | null {
+  if (!spec.startsWith(".")) return null;
+  const p = resolve(dirname(from), spec);
+  for (const c of [p, `${p}.ts`, join(p, "index.ts")]) if (existsSync(c) && statSync(c).isFile()) return c;
+  return p;
+}
+
+const rel = (f: string) => relative(root, f);
+
+describe("who may import whom", () => {
+  test("nothing in host/src outside daemon/ imports daemon/", () => {
+    const daemon = join(root, "host/src/daemon") + "/";
+    const bad = sources(join(root, "host/src"))
+      .filter((f) => !f.startsWith(daemon) && f !== join(root, "host/src/cli/daemon.ts"))
+      .flatMap((f) => specifiers(f).map((s) => [f, target(f, s)] as const))
+      .filter(([, t]) => t?.startsWith(daemon))
+      .map(([f, t]) => `${rel(f)} -> ${rel(t!)}`);
+    expect(bad).toEqual([]);
+  });
+
+  test("guest/ and extension/ import nothing from host/", () => {
+    const host = join(root, "host") + "/";
+    const bad = [...sources(join(root, "guest")), ...sources(join(root, "extension/src")), ...sources(join(root, "extension/test"))]
+      .flatMap((f) => specifiers(f).map((s) => [f, s, target(f, s)] as const))
+      .filter(([, s, t]) => t?.startsWith(host) || s.startsWith("@hutch/host"))
+      .map(([f, s]) => `${rel(f)} -> ${s}`);
+    expect(bad).toEqual([]);
+  });
+
+  test("no CLI verb's code reaches an engine (but `hutch daemon`, which runs one in-process)", () => {
+    const engine = join(root, "host/src/engine") + "/";
+    const daemonVerb = join(root, "host/src/cli/daemon.ts");
+    const seen = new Map<string, string>();
+    const stack = sources(join(root, "host/src/cli")).filter((f) => f !== daemonVerb);
+    for (const f of stack) seen.set(f, rel(f));
+    const bad: string[] = [];
+    while (stack.length > 0) {
+      const f = stack.pop()!;
+      for (const s of specifiers(f, RUNTIME_IMPORT)) {
+        const t = target(f, s);
+        if (!t || t === daemonVerb || seen.has(t) || !existsSync(t)) continue;
+        seen.set(t, `${seen.get(f)} -> ${rel(t)}`);
+        if (t.startsWith(engine)) bad.push(seen.get(t)!);
+        else stack.push(t);
+      }
+    }
+    expect(bad).toEqual([]);
+  });
+});

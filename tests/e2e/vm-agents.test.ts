@@ -1,0 +1,87 @@
+// Coding agents in a microVM: the pinned CLIs reach a QEMU box (under tcg
+// here) on read-only disks, run there as the box's user (uid 1000), through
+// the broker against the fake model API, headless and interactive, exactly as
+// in a process box.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Events } from "../../shared/src/index.ts";
+import { installTestImage, makeHome, onTerminal, type Home } from "../helpers.ts";
+import { at, events, expectHeadlessTurn, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
+import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
+
+const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
+const SECRETS = newSecrets();
+let h: Home;
+let fake: FakeModel;
+
+beforeAll(async () => {
+  h = makeHome("hutch-vma-");
+  Object.assign(h.env, { HUTCH_QEMU_ACCEL: "tcg", HUTCH_AGENTS_DIR: AGENTS_DIR });
+  await installTestImage(h);
+  fake = await startFakeModel();
+  writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
+  for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
+  expect((await h.run(["agent", "install"])).code).toBe(0);
+  const box = await h.run(["box", "create", "vm", "--engine", "qemu", "--memory", "2G", "--start", "--secret", "anthropic", "--secret", "openai"]);
+  expect(box.code, box.stderr).toBe(0);
+}, 900_000);
+
+afterAll(async () => {
+  await h.cleanup();
+  await fake.stop();
+}, 120_000);
+
+describe("the agent CLIs in a VM", () => {
+  test("reach it read-only; its processes are the box's user; root is there when asked", async () => {
+    const r = await h.run(["exec", "vm", "--", "sh", "-c", "id -u; ls /.hutch/agents; touch $(ls -d /.hutch/agents/claude-*)/x 2>&1; stat -c '%u' /workspace /home/hutch"]);
+    expect(r.code).toBe(0);
+    const lines = r.stdout.trim().split("\n");
+    expect(lines[0]).toBe("1000");
+    expect(lines).toEqual(expect.arrayContaining([expect.stringMatching(/^claude-/), expect.stringMatching(/^codex-/)]));
+    expect(r.stdout).toContain("Read-only file system");
+    expect(lines.slice(-2)).toEqual(["1000", "1000"]);
+    const root = await h.run(["exec", "--user", "root", "vm", "--", "sh", "-c", "id -u; touch $(ls -d /.hutch/agents/claude-*)/x 2>&1 || true"]);
+    expect(root.stdout.split("\n")[0]).toBe("0");
+    // Not even root writes the agent disks: they are read-only devices.
+    expect(root.stdout).toContain("Read-only file system");
+  });
+
+  // All four start under tcg within the suite's budget (opencode is the slowest, about a minute).
+  test.each(["claude", "codex", "opencode", "pi"])("%s: a headless turn writes the file as uid 1000 and logs input, tool call, result, final message, usage and idle in order; the fake saw only the real secret", async (agent) => {
+    await expectHeadlessTurn(h, "vm", agent, fake, SECRETS);
+    const owner = await h.run(["exec", "vm", "--", "stat", "-c", "%u", "/workspace/hello.txt"]);
+    expect(owner.stdout.trim()).toBe("1000");
+  }, 300_000);
+
+  test("interactive claude: attach, type a prompt, detach; the structured events keep arriving while detached; reattach shows the answer", async () => {
+    await h.run(["exec", "vm", "--", "rm", "-f", "/workspace/hello.txt"]);
+    fake.reset();
+    fake.latencyMs = 3000;
+    const a = onTerminal(h, ["run", "vm", "--agent", "claude"], 120, 40);
+    await a.until(/session (ses_[0-9a-z]{20})/, 60_000);
+    const sid = /session (ses_[0-9a-z]{20})/.exec(a.text())![1]!;
+    await a.until("bypass permissions on", 120_000);
+    a.type(PROMPT);
+    // The TUI draws the words typed so far with cursor moves between them; once submitted, in one run.
+    await a.until(/create\S*\s*hello\.txt\S*\s*containing\S*\s*hi/, 30_000);
+    a.type("\r");
+    await a.until(PROMPT, 30_000);
+    a.type("\x01d");
+    expect(await a.proc.exited).toBe(0);
+    const detachedAt = (await events(h, sid)).findLast((e) => e.kind === "session.driver.released")!.seq;
+
+    const wait = await h.run(["session", "wait", sid, "--json"]);
+    expect(JSON.parse(wait.stdout), wait.stderr).toMatchObject({ state: "idle", ok: true });
+    const log = await events(h, sid);
+    expect(log.filter((e) => e.seq > detachedAt).map((e) => e.kind)).toEqual(expect.arrayContaining(["tool.called", "tool.completed", "message.completed", "agent.state", "attention.required"]));
+    expect(at(log, Events.messageCompleted, (d) => d.role === "assistant" && d.text.includes("Created hello.txt"))).toBeGreaterThan(at(log, Events.messageCompleted, (d) => d.role === "user" && d.text === PROMPT));
+    expect((await h.run(["exec", "vm", "--", "stat", "-c", "%u %s", "/workspace/hello.txt"])).stdout.trim()).toBe("1000 2");
+
+    const b = onTerminal(h, ["session", "attach", sid], 120, 40);
+    await b.until('"hi".', 60_000);
+    b.type("\x01d");
+    expect(await b.proc.exited).toBe(0);
+    fake.reset();
+  }, 400_000);
+});
