@@ -1,26 +1,38 @@
 // The one fold of a session's events (host/src/session/fold.ts), as tables:
 // what the sidebar shows, whether a turn has settled, which annotations are
-// anchored, and that folding twice or out of order changes nothing.
+// anchored, and that folding twice or out of order changes nothing. Events
+// are fixtures checked against the registry (tests/fixtures/events.ts); the
+// few that do not fit their kind are marked so, on purpose.
 import { describe, expect, test } from "bun:test";
-import type { SessionActivity, SessionEvent, TurnState } from "@hutch/shared";
+import { Events, type SessionActivity, type SessionEvent, type TurnState } from "@hutch/shared";
 import { activityOf, anchoredAnnotation, emptyTurn, foldTurn, settled, turnOk } from "../src/session/fold.ts";
+import { FIXTURE_AGENT, fixtureEvent } from "../../tests/fixtures/events.ts";
 
-type Ev = [kind: string, data?: unknown];
-const events = (list: Ev[]): SessionEvent[] =>
-  list.map(([kind, data], i) => ({ session: "ses_x", seq: i + 1, at: "2026-12-01T00:00:00.000Z", actor: { kind: "agent", id: "alice/agent:claude" }, kind, data: data ?? {} }));
+type Ev = { kind: string; data: unknown };
+const events = (list: Ev[]): SessionEvent[] => list.map((e, i) => ({ session: "ses_x", seq: i + 1, at: "2026-12-01T00:00:00.000Z", actor: FIXTURE_AGENT, ...e }));
 const fold = (list: SessionEvent[], from: TurnState = emptyTurn()) => list.reduce(foldTurn, from);
 
-const busy: Ev = ["agent.state", { state: "busy" }];
-const idle: Ev = ["agent.state", { state: "idle", reason: "the agent finished its turn" }];
-const failed: Ev = ["agent.state", { state: "error", reason: "boom" }];
-const asks: Ev = ["attention.required", { reason: "approve?" }];
-const input: Ev = ["input.sent", { text: "y\n" }];
-const exit0: Ev = ["exec.exited", { code: 0, signal: null }];
-const exit2: Ev = ["exec.exited", { code: 2, signal: null }];
+const created = fixtureEvent(Events.sessionCreated, { box: "box_x", agent: "claude" });
+const busy = fixtureEvent(Events.agentState, { state: "busy" });
+const idle = fixtureEvent(Events.agentState, { state: "idle", reason: "the agent finished its turn" });
+const failed = fixtureEvent(Events.agentState, { state: "error", reason: "boom" });
+const asks = fixtureEvent(Events.attentionRequired, { reason: "approve?" });
+const input = fixtureEvent(Events.inputSent, { text: "y\n" });
+const exit0 = fixtureEvent(Events.execExited, { code: 0, signal: null });
+const exit2 = fixtureEvent(Events.execExited, { code: 2, signal: null });
+const started = (cmd: string) => fixtureEvent(Events.execStarted, { argv: [cmd] });
+const output = fixtureEvent(Events.outputAppended, { chunk: 0, offset: 0, length: 3 });
+const closed = fixtureEvent(Events.sessionClosed, {});
+// Off-schema on purpose: what a broken or newer daemon could send, which a fold must not trust.
+const offSchema = {
+  unknownState: { kind: "agent.state", data: { state: "working" } },
+  noData: { kind: "agent.state", data: null },
+  exitWithoutCode: { kind: "exec.exited", data: {} },
+};
 
 describe("activityOf", () => {
   const cases: [string, Ev[], SessionActivity][] = [
-    ["a shell with no agent events", [["session.created"], ["exec.started", { argv: ["bash"] }], ["output.appended", { chunk: 0, offset: 0, length: 3 }]], "idle"],
+    ["a shell with no agent events", [created, started("bash"), output], "idle"],
     ["the agent says busy", [busy], "busy"],
     ["a finished turn asks for the next input", [busy, idle, asks], "needs-input"],
     ["a failed turn stays failed when it asks for attention", [busy, failed, asks], "error"],
@@ -30,12 +42,12 @@ describe("activityOf", () => {
     ["typing while busy leaves it busy", [busy, input], "busy"],
     ["attention asked mid-turn", [busy, input, asks], "needs-input"],
     ["attention after the answer to attention", [busy, asks, input, asks], "needs-input"],
-    ["needs-input said by the agent", [["agent.state", { state: "needs-input" }]], "needs-input"],
-    ["a state the schema does not have changes nothing", [busy, ["agent.state", { state: "working" }]], "busy"],
-    ["agent.state without data changes nothing", [idle, ["agent.state", null]], "idle"],
-    ["messages and tools do not stand in for the agent's state", [idle, ["message.started", { id: "m", role: "assistant" }], ["tool.called", { id: "t", name: "Bash" }]], "idle"],
+    ["needs-input said by the agent", [fixtureEvent(Events.agentState, { state: "needs-input" })], "needs-input"],
+    ["a state the schema does not have changes nothing", [busy, offSchema.unknownState], "busy"],
+    ["agent.state without data changes nothing", [idle, offSchema.noData], "idle"],
+    ["messages and tools do not stand in for the agent's state", [idle, fixtureEvent(Events.messageStarted, { id: "m", role: "assistant" }), fixtureEvent(Events.toolCalled, { id: "t", name: "Bash", input: {} })], "idle"],
     ["a process exit does not hide an error", [failed, exit0], "error"],
-    ["closed is final", [busy, ["session.closed"], busy], "closed"],
+    ["closed is final", [busy, closed, busy], "closed"],
   ];
   test.each(cases)("%s", (_name, list, want) => {
     expect(activityOf(fold(events(list)))).toBe(want);
@@ -43,7 +55,7 @@ describe("activityOf", () => {
 });
 
 describe("settled and turnOk", () => {
-  const start: Ev = ["exec.started", { argv: ["claude"] }];
+  const start = started("claude");
   const cases: [string, boolean, Ev[], boolean, boolean][] = [
     ["headless: attention but the process still runs", true, [input, start, idle, asks], false, true],
     ["headless: attention and exit", true, [input, start, idle, asks, exit0], true, true],
@@ -52,7 +64,7 @@ describe("settled and turnOk", () => {
     ["terminal: attention is enough", false, [start, input, idle, asks], true, true],
     ["a new input after the last attention: not settled", false, [asks, input], false, true],
     ["busy after attention: not settled", false, [input, asks, busy], false, true],
-    ["closed: settled", false, [input, ["session.closed"]], true, true],
+    ["closed: settled", false, [input, closed], true, true],
   ];
   test.each(cases)("%s", (_name, headless, list, wantSettled, wantOk) => {
     const t = fold(events(list));
@@ -62,7 +74,7 @@ describe("settled and turnOk", () => {
 });
 
 describe("foldTurn", () => {
-  const log = events([["session.created"], input, ["exec.started", { argv: ["x"] }], busy, ["output.appended"], idle, asks, exit2, input, failed, asks]);
+  const log = events([created, input, started("x"), busy, output, idle, asks, exit2, input, failed, asks]);
 
   test("keeps the latest seq of each kind, the latest agent state and the latest exit", () => {
     expect(fold(log)).toEqual({
@@ -85,30 +97,36 @@ describe("foldTurn", () => {
 
   test("an event that does not move the turn returns the same object", () => {
     const t = fold(log);
-    for (const e of events([["output.appended"], ["annotation.added", { text: "x" }], ["box.state.changed", { box: "b", state: "running" }]])) {
+    for (const e of events([output, fixtureEvent(Events.annotationAdded, { text: "x" }), fixtureEvent(Events.boxStateChanged, { box: "b", state: "running" })])) {
       expect(foldTurn(t, e)).toBe(t);
     }
+  });
+
+  test("an event that does not fit its kind returns the same object", () => {
+    const t = fold(log);
+    for (const e of events(Object.values(offSchema))) expect(foldTurn(t, { ...e, seq: 100 })).toBe(t);
   });
 });
 
 describe("anchoredAnnotation", () => {
-  const ev = (data: unknown, kind = "annotation.added") => events([[kind, data]])[0]!;
+  const ev = (e: Ev) => events([e])[0]!;
   test("a line anchor", () => {
-    expect(anchoredAnnotation(ev({ text: "look", anchor: { path: "src/a.ts", line: 4 } }))).toEqual({
+    expect(anchoredAnnotation(ev(fixtureEvent(Events.annotationAdded, { text: "look", anchor: { path: "src/a.ts", line: 4 } })))).toEqual({
       seq: 1,
       at: "2026-12-01T00:00:00.000Z",
-      actor: { kind: "agent", id: "alice/agent:claude" },
+      actor: FIXTURE_AGENT,
       text: "look",
       anchor: { path: "src/a.ts", line: 4 },
     });
   });
   test.each([
-    ["a file without a line", { text: "file only", anchor: { path: "a.ts" } }, "annotation.added"],
-    ["no anchor", { text: "free" }, "annotation.added"],
-    ["another kind", { text: "x", anchor: { path: "a.ts", line: 1 } }, "error.raised"],
-    ["text that is not a string", { text: 5, anchor: { path: "a.ts", line: 1 } }, "annotation.added"],
-    ["line 0", { text: "x", anchor: { path: "a.ts", line: 0 } }, "annotation.added"],
-  ])("%s: none", (_name, data, kind) => {
-    expect(anchoredAnnotation(ev(data, kind))).toBeNull();
+    ["a file without a line", fixtureEvent(Events.annotationAdded, { text: "file only", anchor: { path: "a.ts" } })],
+    ["no anchor", fixtureEvent(Events.annotationAdded, { text: "free" })],
+    ["another kind", fixtureEvent(Events.errorRaised, { message: "x" })],
+    // Off-schema on purpose, as above.
+    ["text that is not a string", { kind: "annotation.added", data: { text: 5, anchor: { path: "a.ts", line: 1 } } }],
+    ["line 0", { kind: "annotation.added", data: { text: "x", anchor: { path: "a.ts", line: 0 } } }],
+  ] as [string, Ev][])("%s: none", (_name, e) => {
+    expect(anchoredAnnotation(ev(e))).toBeNull();
   });
 });

@@ -5,30 +5,29 @@
 // The turn keeps the seq of the latest event of each kind that moves it, so
 // folding is a max per kind: an event folded twice, or a summary merged with
 // events it already holds, changes nothing. Activity and "has the turn
-// settled" are functions of the turn, never folded on their own.
-import { Events, type AgentStateName, type AnchoredAnnotation, type SessionActivity, type SessionEvent, type TurnState } from "@hutch/shared";
+// settled" are functions of the turn, never folded on their own. Events are
+// checked against the registry before they are folded (a client folds what
+// came over the wire): one whose data does not fit its kind changes nothing.
+import { Events, isEvent, read, type AnchoredAnnotation, type SessionActivity, type SessionEvent, type TurnState } from "@hutch/shared";
 
 type Folded = Pick<SessionEvent, "seq" | "kind" | "data">;
-type Exit = { code: number | null; signal: string | null };
-type Data = Record<string, unknown>;
 
-/** The states agent.state allows, from its schema. */
-const AGENT_STATES: ReadonlySet<string> = new Set<AgentStateName>(Events.agentState.data.properties.state.anyOf.map((s) => s.const));
+/** Kinds foldTurn reads; for every other kind it returns the turn unchanged. */
+export const TURN_KINDS: readonly string[] = [
+  Events.inputSent.kind,
+  Events.attentionRequired.kind,
+  Events.execStarted.kind,
+  Events.execExited.kind,
+  Events.agentState.kind,
+  Events.sessionClosed.kind,
+];
+const TURN = new Set(TURN_KINDS);
 
 export const emptyTurn = (): TurnState => ({ input: 0, attention: 0, started: 0, exited: 0, closed: 0 });
 
-const obj = (v: unknown): Data | null => (v && typeof v === "object" && !Array.isArray(v) ? (v as Data) : null);
-
-function exitOf(v: unknown): Exit | undefined {
-  const d = obj(v);
-  if (!d) return undefined;
-  const code = typeof d.code === "number" ? d.code : null;
-  const signal = typeof d.signal === "string" ? d.signal : null;
-  return { code, signal };
-}
-
 /** The turn after one event: the same object when the event does not move it. */
 export function foldTurn(t: TurnState, e: Folded): TurnState {
+  if (!TURN.has(e.kind) || !isEvent(e)) return t;
   switch (e.kind) {
     case "input.sent":
       return e.seq > t.input ? { ...t, input: e.seq } : t;
@@ -38,28 +37,17 @@ export function foldTurn(t: TurnState, e: Folded): TurnState {
       return e.seq > t.started ? { ...t, started: e.seq } : t;
     case "session.closed":
       return t.closed ? t : { ...t, closed: e.seq };
-    case "exec.exited": {
-      if (e.seq <= t.exited) return t;
-      const next: TurnState = { ...t, exited: e.seq };
-      const exit = exitOf(e.data);
-      if (exit) next.exit = exit;
-      else delete next.exit;
-      return next;
-    }
+    case "exec.exited":
+      return e.seq > t.exited ? { ...t, exited: e.seq, exit: { code: e.data.code, signal: e.data.signal } } : t;
     case "agent.state": {
-      const d = obj(e.data);
-      if (!d || typeof d.state !== "string" || !AGENT_STATES.has(d.state) || (t.agent && t.agent.seq >= e.seq)) return t;
-      const exit = d.exit === undefined ? undefined : exitOf(d.exit);
-      const agent = { seq: e.seq, state: d.state as AgentStateName, ...(typeof d.reason === "string" && d.reason ? { reason: d.reason } : {}), ...(exit ? { exit } : {}) };
-      return { ...t, agent };
+      if (t.agent && t.agent.seq >= e.seq) return t;
+      const { state, reason, exit } = e.data;
+      return { ...t, agent: { seq: e.seq, state, ...(reason ? { reason } : {}), ...(exit ? { exit } : {}) } };
     }
     default:
       return t;
   }
 }
-
-/** Kinds foldTurn reads; for every other kind it returns the turn unchanged. */
-export const TURN_KINDS: readonly string[] = ["input.sent", "attention.required", "exec.started", "exec.exited", "agent.state", "session.closed"];
 
 /**
  * What the session is doing. The agent's latest state stands until attention
@@ -98,15 +86,7 @@ export function turnOk(t: TurnState): boolean {
 
 /** The annotation an event adds when it is anchored to a file and line, else null. */
 export function anchoredAnnotation(e: Pick<SessionEvent, "seq" | "at" | "actor" | "kind" | "data">): AnchoredAnnotation | null {
-  if (e.kind !== "annotation.added") return null;
-  const d = obj(e.data);
-  const anchor = obj(d?.anchor);
-  if (typeof d?.text !== "string" || typeof anchor?.path !== "string" || !Number.isInteger(anchor.line) || (anchor.line as number) < 1) return null;
-  return {
-    seq: e.seq,
-    at: e.at,
-    actor: e.actor,
-    text: d.text,
-    anchor: { path: anchor.path, line: anchor.line as number, ...(Number.isInteger(anchor.seq) ? { seq: anchor.seq as number } : {}) },
-  };
+  const d = read(e, Events.annotationAdded);
+  if (!d?.anchor?.line) return null;
+  return { seq: e.seq, at: e.at, actor: e.actor, text: d.text, anchor: d.anchor };
 }
