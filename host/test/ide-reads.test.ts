@@ -9,8 +9,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { Socket } from "bun";
-import type { Change, DaemonStatus, EventsNotification, ListResult } from "@hutch/shared";
+import { Events, type Change, type DaemonStatus, type EventsNotification, type ListResult } from "@hutch/shared";
 import { HUTCH, makeHome, waitFor, type Home } from "../../tests/helpers.ts";
+import { fixtureEvent } from "../../tests/fixtures/events.ts";
 import { startBridge, type Bridge } from "./ide-client.ts";
 
 /** What went through the proxy: event lines to the bridge, by session, and subscriptions it opened. */
@@ -114,7 +115,7 @@ async function api<T>(method: string, path: string, body?: unknown): Promise<T> 
   return (await res.json()) as T;
 }
 const lastSeq = async (id: string) => (await api<{ lastSeq: number }>("GET", `/v1/sessions/${id}`)).lastSeq;
-const append = (id: string, events: { kind: string; data: unknown }[]) => api("POST", `/v1/sessions/${id}/events`, { events });
+const append = (id: string, events: ReturnType<typeof fixtureEvent>[]) => api("POST", `/v1/sessions/${id}/events`, { events });
 
 beforeAll(async () => {
   h = makeHome("hutch-idr-");
@@ -125,11 +126,11 @@ beforeAll(async () => {
   // `sleep` prints nothing: after the setup below, nothing more is appended unless the test appends it.
   for (const k of ["busy", "quiet", "closed"] as const) {
     ids[k] = (await api<{ id: string }>("POST", "/v1/sessions", { box: "idr", argv: ["sleep", "3600"], label: k })).id;
-    for (let i = 0; i < EVENTS; i += 500) await append(ids[k], Array.from({ length: 500 }, (_, j) => ({ kind: "annotation.added", data: { text: `${k} ${i + j}` } })));
+    for (let i = 0; i < EVENTS; i += 500) await append(ids[k], Array.from({ length: 500 }, (_, j) => fixtureEvent(Events.annotationAdded, { text: `${k} ${i + j}` })));
   }
   await append(ids.busy, [
-    { kind: "annotation.added", data: { text: "look here", anchor: { path: "src/a.ts", line: 2 } } },
-    { kind: "attention.required", data: { reason: "approve?" } },
+    fixtureEvent(Events.annotationAdded, { text: "look here", anchor: { path: "src/a.ts", line: 2 } }),
+    fixtureEvent(Events.attentionRequired, { reason: "approve?" }),
   ]);
   await api("POST", `/v1/sessions/${ids.closed}/close`, {});
   await waitFor("the terminals to have started", async () => (await lastSeq(ids.quiet)) > EVENTS + 1 || null);
@@ -163,8 +164,8 @@ describe("what the IDE bridge reads", () => {
   });
 
   test("then only what is appended, through those tails", async () => {
-    await append(ids.busy, [{ kind: "annotation.added", data: { text: "and here", anchor: { path: "src/a.ts", line: 4 } } }]);
-    await append(ids.quiet, [{ kind: "attention.required", data: { reason: "stuck" } }]);
+    await append(ids.busy, [fixtureEvent(Events.annotationAdded, { text: "and here", anchor: { path: "src/a.ts", line: 4 } })]);
+    await append(ids.quiet, [fixtureEvent(Events.attentionRequired, { reason: "stuck" })]);
     await b.waitFor<Change>("hutch/changed", (c) => c.type === "session" && c.session.id === ids.quiet && c.session.activity === "needs-input");
     const uri = pathToFileURL(join(ws, "src/a.ts")).href;
     await b.waitFor<{ uri: string; diagnostics: unknown[] }>("textDocument/publishDiagnostics", (p) => p.uri === uri && p.diagnostics.length === 2);
@@ -182,7 +183,7 @@ describe("what the IDE bridge reads", () => {
     await b.waitFor<EventsNotification>("hutch/events", (n) => n.subscription === subscription && n.caughtUp !== undefined);
     const last = await lastSeq(ids.busy);
     expect(got).toEqual(Array.from({ length: last }, (_, i) => i + 1));
-    await append(ids.busy, [{ kind: "annotation.added", data: { text: "live" } }]);
+    await append(ids.busy, [fixtureEvent(Events.annotationAdded, { text: "live" })]);
     await waitFor("the live event in the view", () => got.at(-1) === last + 1 || null);
     // The history once, as pages, and the live event once for the view and the watcher together.
     expect(wire.eventsOf(ids.busy) - before).toBe(last + 1);

@@ -5,12 +5,13 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SUMMARY_ANCHORS, type Actor, type SessionSummary } from "@hutch/shared";
+import { Events, SUMMARY_ANCHORS, type Actor, type SessionSummary } from "@hutch/shared";
 import { openDb } from "../src/store/db.ts";
 import { ProcessEngine } from "../src/engine/process/index.ts";
 import { buildApp } from "../src/daemon/app.ts";
 import { createServices } from "../src/daemon/services.ts";
 import type { NewEvent } from "../src/store/sessions.ts";
+import { FIXTURE_AGENT, FIXTURE_USER, fixtureEvent } from "../../tests/fixtures/events.ts";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-sum-"));
 const db = openDb(join(home, "hutch.db"));
@@ -21,25 +22,25 @@ afterAll(() => {
   rmSync(home, { recursive: true, force: true });
 });
 
-const alice: Actor = { kind: "user", id: "alice" };
-const agent: Actor = { kind: "agent", id: "alice/agent:claude" };
+const alice: Actor = FIXTURE_USER;
+const agent: Actor = FIXTURE_AGENT;
 
 /** A session row without a terminal; `created` logs session.created the way SessionService.create does. */
 function seed(created = true): string {
   const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
   store.insert({ id, box_id: "box_none", agent: "claude", label: null, state: "open", owner: "alice", argv: "[]", pty: null, created_at: new Date().toISOString() });
-  if (created) sessions.append(id, [{ kind: "session.created", data: { box: "box_none", agent: "claude" }, actor: alice }]);
+  if (created) sessions.append(id, [{ ...fixtureEvent(Events.sessionCreated, { box: "box_none", agent: "claude" }), actor: alice }]);
   return id;
 }
 
 const turnLog = (): NewEvent[] => [
-  { kind: "input.sent", data: { text: "fix it" }, actor: alice },
-  { kind: "agent.state", data: { state: "busy" }, actor: agent },
-  { kind: "annotation.added", data: { text: "this loop", anchor: { path: "src/a.ts", line: 3 } }, actor: agent },
-  { kind: "annotation.added", data: { text: "no anchor" }, actor: alice },
-  { kind: "annotation.added", data: { text: "a file, no line", anchor: { path: "src/b.ts" } }, actor: alice },
-  { kind: "agent.state", data: { state: "error", reason: "the model refused" }, actor: agent },
-  { kind: "attention.required", data: { reason: "the model refused" }, actor: agent },
+  { ...fixtureEvent(Events.inputSent, { text: "fix it" }), actor: alice },
+  { ...fixtureEvent(Events.agentState, { state: "busy" }), actor: agent },
+  { ...fixtureEvent(Events.annotationAdded, { text: "this loop", anchor: { path: "src/a.ts", line: 3 } }), actor: agent },
+  { ...fixtureEvent(Events.annotationAdded, { text: "no anchor" }), actor: alice },
+  { ...fixtureEvent(Events.annotationAdded, { text: "a file, no line", anchor: { path: "src/b.ts" } }), actor: alice },
+  { ...fixtureEvent(Events.agentState, { state: "error", reason: "the model refused" }), actor: agent },
+  { ...fixtureEvent(Events.attentionRequired, { reason: "the model refused" }), actor: agent },
 ];
 
 async function get(path: string, user = "alice") {
@@ -76,8 +77,10 @@ describe("session summaries", () => {
     const id = seed();
     sessions.append(id, turnLog());
     const before = store.summaries.turn(id);
-    // A BigInt makes JSON.stringify throw after the first event of the batch was stored and folded.
-    expect(() => sessions.append(id, [{ kind: "input.sent", data: { text: "again" }, actor: alice }, { kind: "annotation.added", data: { n: 1n } as never, actor: alice }])).toThrow();
+    // Straight to the store, past the service's check: a BigInt makes JSON.stringify throw after the
+    // first event of the batch was stored and folded, inside the one transaction.
+    const input = { ...fixtureEvent(Events.inputSent, { text: "again" }), actor: alice };
+    expect(() => store.append(id, [input, { kind: "annotation.added", data: { n: 1n } as never, actor: alice }])).toThrow();
     expect(store.summaries.turn(id)).toEqual(before);
     expect(((await get(`/v1/sessions/${id}/summary`)).body as SessionSummary).activity).toBe("error");
   });
@@ -96,14 +99,14 @@ describe("session summaries", () => {
     expect(built.anchors.map((a) => a.seq)).toEqual(want.anchors.map((a) => a.seq));
     expect(store.summaries.turn(old)).toEqual(want.turn);
     // A new event folds onto the built summary.
-    sessions.append(old, [{ kind: "input.sent", data: { text: "try again" }, actor: alice }]);
+    sessions.append(old, [{ ...fixtureEvent(Events.inputSent, { text: "try again" }), actor: alice }]);
     expect(((await get(`/v1/sessions/${old}/summary`)).body as SessionSummary).activity).toBe("idle");
   });
 
   test("hold the latest anchored annotations, at most SUMMARY_ANCHORS", async () => {
     const id = seed();
     const extra = 5;
-    sessions.append(id, Array.from({ length: SUMMARY_ANCHORS + extra }, (_, i) => ({ kind: "annotation.added", data: { text: `n${i}`, anchor: { path: "a.ts", line: 1 + (i % 50) } }, actor: alice })));
+    sessions.append(id, Array.from({ length: SUMMARY_ANCHORS + extra }, (_, i) => ({ ...fixtureEvent(Events.annotationAdded, { text: `n${i}`, anchor: { path: "a.ts", line: 1 + (i % 50) } }), actor: alice })));
     const s = (await get(`/v1/sessions/${id}/summary`)).body as SessionSummary;
     expect(s.anchors).toHaveLength(SUMMARY_ANCHORS);
     expect(s.anchors[0]!.text).toBe(`n${extra}`);
