@@ -5,7 +5,7 @@
 // order. The subscription starts where its first reader does and ends with
 // its last reader; a few open at a time, so a start with hundreds of open
 // sessions does not hold the sidebar's own requests up behind them.
-import { HutchError, type SessionEvent } from "@hutch/shared";
+import { HutchError, type EventsPage, type SessionEvent } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
 import { subscribe, type Subscription } from "../client/subscribe.ts";
 
@@ -149,7 +149,7 @@ export class SessionTails {
         if (tail.live) this.caughtUp(r, r.next - 1);
         return;
       }
-      let page: { events: SessionEvent[] };
+      let page: EventsPage;
       try {
         page = await this.daemon.request("GET", `${path}?from=${r.next}&limit=${Math.min(PAGE, tail.next - r.next)}`);
       } catch (err) {
