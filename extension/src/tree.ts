@@ -1,9 +1,17 @@
 // The sidebar: boxes, and under each its sessions. Kept current by the
 // bridge's hutch/changed notifications; a full list only on (re)connect.
+//
+// Each box and session has one node object for as long as it is listed,
+// updated in place, and a change fires only the nodes it touched: VS Code
+// finds a fired element by identity, and a refresh of a node (the root most
+// of all) forgets its descendants until they are fetched again, so a click in
+// flight on a row that was not refreshed still resolves to its node.
 import * as vscode from "vscode";
 import type { Box, Change, ListResult, SessionActivity, SessionView } from "@hutch/shared";
 
-export type Node = { type: "box"; box: Box } | { type: "session"; session: SessionView };
+export type BoxNode = { type: "box"; box: Box };
+export type SessionNode = { type: "session"; session: SessionView };
+export type Node = BoxNode | SessionNode;
 
 const BOX_ICONS: Record<string, [string, string?]> = {
   running: ["vm-running", "testing.iconPassed"],
@@ -24,63 +32,80 @@ const ACTIVITY_ICONS: Record<SessionActivity, [string, string?]> = {
 };
 
 const icon = ([id, colour]: [string, string?]) => new vscode.ThemeIcon(id, colour ? new vscode.ThemeColor(colour) : undefined);
+const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+/** What one update touched: the root's children, or these nodes (each with its children). */
+class Touched {
+  root = false;
+  readonly nodes = new Set<Node>();
+}
 
 export class HutchTree implements vscode.TreeDataProvider<Node> {
-  private readonly boxes = new Map<string, Box>();
-  private readonly sessions = new Map<string, SessionView>();
-  private readonly emitter = new vscode.EventEmitter<Node | undefined>();
+  private readonly boxes = new Map<string, BoxNode>();
+  private readonly sessions = new Map<string, SessionNode>();
+  private readonly emitter = new vscode.EventEmitter<Node | Node[] | undefined>();
   readonly onDidChangeTreeData = this.emitter.event;
   connected = false;
 
-  /** Replaces everything (after a (re)connect). */
+  /** Brings the tree to a full list (after a (re)connect or a refresh), firing only what differs. */
   reset(list: ListResult): void {
+    const t = new Touched();
+    if (list.connected !== this.connected) t.root = true;
     this.connected = list.connected;
-    this.boxes.clear();
-    this.sessions.clear();
-    for (const b of list.boxes) this.boxes.set(b.id, b);
-    for (const s of list.sessions) this.sessions.set(s.id, s);
-    this.emitter.fire(undefined);
+    const boxIds = new Set(list.boxes.map((b) => b.id));
+    const sessionIds = new Set(list.sessions.map((s) => s.id));
+    for (const id of [...this.sessions.keys()]) if (!sessionIds.has(id)) this.removeSession(id, t);
+    for (const id of [...this.boxes.keys()]) if (!boxIds.has(id)) this.removeBox(id, t);
+    for (const b of list.boxes) this.setBox(b, t);
+    for (const s of list.sessions) this.setSession(s, t);
+    this.fire(t);
   }
 
   disconnect(): void {
+    const had = this.connected || this.boxes.size > 0 || this.sessions.size > 0;
     this.connected = false;
     this.boxes.clear();
     this.sessions.clear();
-    this.emitter.fire(undefined);
+    if (had) this.emitter.fire(undefined);
   }
 
   apply(c: Change): void {
-    if (c.type === "box") this.boxes.set(c.box.id, c.box);
-    else if (c.type === "box.removed") this.boxes.delete(c.id);
-    else this.sessions.set(c.session.id, c.session);
-    this.emitter.fire(undefined);
+    const t = new Touched();
+    if (c.type === "box") this.setBox(c.box, t);
+    else if (c.type === "box.removed") this.removeBox(c.id, t);
+    else this.setSession(c.session, t);
+    this.fire(t);
   }
 
   session(id: string): SessionView | undefined {
-    return this.sessions.get(id);
+    return this.sessions.get(id)?.session;
   }
 
   openSessions(): SessionView[] {
-    return [...this.sessions.values()].filter((s) => s.state === "open");
+    return [...this.sessions.values()].map((n) => n.session).filter((s) => s.state === "open");
   }
 
   allBoxes(): Box[] {
-    return [...this.boxes.values()];
+    return [...this.boxes.values()].map((n) => n.box);
   }
 
   getChildren(node?: Node): Node[] {
     if (!this.connected) return [];
     const byCreated = (a: { createdAt: string }, b: { createdAt: string }) => a.createdAt.localeCompare(b.createdAt);
     if (!node) {
-      const boxes = [...this.boxes.values()].sort(byCreated).map((box): Node => ({ type: "box", box }));
+      const boxes = [...this.boxes.values()].sort((a, b) => byCreated(a.box, b.box));
       // Sessions outlive their box: those whose box is gone sit at the top level.
-      const orphans = [...this.sessions.values()].filter((s) => !this.boxes.has(s.box)).sort(byCreated).map((session): Node => ({ type: "session", session }));
+      const orphans = [...this.sessions.values()].filter((n) => !this.boxes.has(n.session.box)).sort((a, b) => byCreated(a.session, b.session));
       return [...boxes, ...orphans];
     }
     if (node.type === "box") {
-      return [...this.sessions.values()].filter((s) => s.box === node.box.id).sort(byCreated).map((session) => ({ type: "session", session }));
+      return [...this.sessions.values()].filter((n) => n.session.box === node.box.id).sort((a, b) => byCreated(a.session, b.session));
     }
     return [];
+  }
+
+  getParent(node: Node): Node | undefined {
+    return node.type === "session" ? this.boxes.get(node.session.box) : undefined;
   }
 
   getTreeItem(node: Node): vscode.TreeItem {
@@ -104,5 +129,50 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
     item.tooltip = new vscode.MarkdownString(`**${s.label ?? s.id}** \`${s.id}\`\n\nbox ${s.boxName} · ${s.agent} · ${s.activity} · ${s.lastSeq} events`);
     item.command = { command: "hutch.session.log", title: "Show Log", arguments: [node] };
     return item;
+  }
+
+  private setBox(box: Box, t: Touched): void {
+    const known = this.boxes.get(box.id);
+    if (!known) {
+      this.boxes.set(box.id, { type: "box", box });
+      t.root = true;
+      return;
+    }
+    if (same(known.box, box)) return;
+    known.box = box;
+    t.nodes.add(known);
+  }
+
+  private removeBox(id: string, t: Touched): void {
+    if (!this.boxes.delete(id)) return;
+    t.root = true;
+  }
+
+  private setSession(session: SessionView, t: Touched): void {
+    const known = this.sessions.get(session.id);
+    if (known) {
+      if (same(known.session, session)) return;
+      known.session = session;
+      t.nodes.add(known);
+      return;
+    }
+    this.sessions.set(session.id, { type: "session", session });
+    const parent = this.boxes.get(session.box);
+    if (parent) t.nodes.add(parent);
+    else t.root = true;
+  }
+
+  private removeSession(id: string, t: Touched): void {
+    const known = this.sessions.get(id);
+    if (!known) return;
+    this.sessions.delete(id);
+    const parent = this.boxes.get(known.session.box);
+    if (parent) t.nodes.add(parent);
+    else t.root = true;
+  }
+
+  private fire(t: Touched): void {
+    if (t.root) this.emitter.fire(undefined);
+    else if (t.nodes.size) this.emitter.fire([...t.nodes]);
   }
 }

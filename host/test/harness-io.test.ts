@@ -1,9 +1,9 @@
 // The bounded line splitter the runner reads agent output with, and the
-// CLI's turn tracking and transcript rendering, as tables.
+// CLI's transcript rendering, as tables (turn tracking: fold.test.ts).
 import { describe, expect, test } from "bun:test";
 import { Events } from "@hutch/shared";
 import { LineSplitter } from "../src/harness/lines.ts";
-import { renderTranscript, TurnTracker } from "../src/client/transcript.ts";
+import { renderTranscript } from "../src/client/transcript.ts";
 import { FIXTURE_AGENT, FIXTURE_USER, fixtureLog } from "../../tests/fixtures/events.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -30,30 +30,6 @@ describe("LineSplitter", () => {
 });
 
 const ev = fixtureLog("ses_x", FIXTURE_AGENT);
-
-describe("TurnTracker", () => {
-  const input = () => ev(Events.inputSent, { text: "do it" }, FIXTURE_USER);
-  const started = () => ev(Events.execStarted, { argv: ["claude"], pid: 42 });
-  const attention = () => ev(Events.attentionRequired, { reason: "the agent finished its turn" });
-  test.each([
-    ["headless: attention but the process still runs", true, [input(), started(), ev(Events.agentState, { state: "idle" }), attention()], false],
-    ["headless: attention and exit", true, [input(), started(), ev(Events.agentState, { state: "idle" }), attention(), ev(Events.execExited, { code: 0, signal: null })], true],
-    ["headless: could not start (no process)", true, [input(), ev(Events.agentState, { state: "error" }), attention()], true],
-    ["terminal: attention is enough", false, [started(), input(), ev(Events.agentState, { state: "idle" }), attention()], true],
-    ["a new input after the last attention: not settled", false, [attention(), input()], false],
-    ["closed: settled", false, [input(), ev(Events.sessionClosed, {})], true],
-  ] as const)("%s", (_name, headless, events, settled) => {
-    const t = new TurnTracker(headless);
-    for (const e of events) t.see(e);
-    expect(t.settled).toBe(settled);
-  });
-
-  test("ok only when the turn ended idle and the process exited 0", () => {
-    const t = new TurnTracker(true);
-    for (const e of [input(), started(), ev(Events.agentState, { state: "idle" }), attention(), ev(Events.execExited, { code: 2, signal: null })]) t.see(e);
-    expect(t.ok).toBe(false);
-  });
-});
 
 test("the transcript folds deltas, shows tools and usage, and says when a message never completed", () => {
   const text = renderTranscript([

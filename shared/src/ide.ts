@@ -4,13 +4,10 @@
 import { Type, type Static } from "@sinclair/typebox";
 import { AgentName, Box, BoxChange, BoxName, BoxRemovedChange, EngineName, Session } from "./api.ts";
 import { Anchor, SessionEvent } from "./events.ts";
+import { SessionActivity } from "./summary.ts";
 
 /** Bumped when a method or notification changes incompatibly; the extension refuses an older bridge. */
 export const IDE_PROTOCOL_VERSION = 1;
-
-/** What a session is doing, as the sidebar shows it; `error`: its agent's last turn failed (until the next input). */
-export const SessionActivity = Type.Union([Type.Literal("busy"), Type.Literal("idle"), Type.Literal("needs-input"), Type.Literal("error"), Type.Literal("closed")]);
-export type SessionActivity = Static<typeof SessionActivity>;
 
 export const SessionView = Type.Composite([Session, Type.Object({ activity: SessionActivity })]);
 export type SessionView = Static<typeof SessionView>;

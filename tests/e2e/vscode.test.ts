@@ -130,6 +130,7 @@ test("the extension in VS Code: sidebar, live log, annotations, attach, and bad 
   expect(err).not.toContain("FAIL");
   for (const step of [
     "a box created from the CLI appears in the sidebar",
+    "opens the session's log every time",
     "an annotation from the CLI appears in the log",
     "shows the diagnostic on it",
     "attach shows the shell prompt",

@@ -1,10 +1,12 @@
-// Waiting for an agent's turn to settle, from the CLI: replay the log, then
-// tail it, until the agent asks for attention (done, stuck or failed).
+// Waiting for an agent's turn to settle, from the CLI: start from the
+// daemon's summary of the session (or from seq 1 for a caller that shows
+// every event), then tail the log, folding it the way the daemon does, until
+// the agent asks for attention (done, stuck or failed).
 import { HutchError } from "@hutch/shared/base";
-import { idPattern, type Session, type SessionEvent } from "@hutch/shared";
+import { idPattern, type Session, type SessionEvent, type SessionSummary, type TurnState } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { subscribe } from "./subscribe.ts";
-import { TurnTracker } from "./transcript.ts";
+import { emptyTurn, foldTurn, settled, turnOk } from "../session/fold.ts";
 
 export interface TurnResult {
   session: string;
@@ -27,22 +29,38 @@ export async function resolveSession(d: DaemonClient, ref: string): Promise<Sess
 }
 
 export async function waitTurn(d: DaemonClient, session: Session, onEvent?: (e: SessionEvent) => void | Promise<void>): Promise<TurnResult> {
-  const t = new TurnTracker(session.headless === true);
+  const headless = session.headless === true;
+  let turn: TurnState = emptyTurn();
+  let from = 1;
+  if (!onEvent) {
+    const s = await d.request<SessionSummary>("GET", `/v1/sessions/${encodeURIComponent(session.id)}/summary`);
+    turn = s.turn;
+    from = s.session.lastSeq + 1;
+  }
+  const result = (): TurnResult => ({
+    session: session.id,
+    state: turn.agent?.state ?? null,
+    reason: turn.agent?.reason ?? null,
+    exit: turn.exit ?? null,
+    closed: turn.closed > 0,
+    ok: settled(turn, headless) && turnOk(turn),
+  });
+  if (!onEvent && settled(turn, headless)) return result();
   let caughtUp = false;
-  const sub = subscribe(d, session.id, 1, {
+  const sub = subscribe(d, session.id, from, {
     event: async (e) => {
-      t.see(e);
+      turn = foldTurn(turn, e);
       await onEvent?.(e);
-      if (caughtUp && t.settled) sub.close();
+      if (caughtUp && settled(turn, headless)) sub.close();
     },
     caughtUp: () => {
       caughtUp = true;
-      if (t.settled) sub.close();
+      if (settled(turn, headless)) sub.close();
     },
   });
   const stop = () => sub.close();
   process.once("SIGINT", stop);
   await sub.done;
   process.off("SIGINT", stop);
-  return { session: session.id, state: t.state, reason: t.reason, exit: t.exit, closed: t.closed, ok: t.settled && t.ok };
+  return result();
 }

@@ -3,7 +3,7 @@
 // /workspace; the IDE's first workspace folder is that workspace.
 import { isAbsolute, join, normalize } from "node:path";
 import { pathToFileURL } from "node:url";
-import { Events, read, type Anchor, type SessionEvent } from "@hutch/shared";
+import type { Anchor, AnchoredAnnotation } from "@hutch/shared";
 
 const BOX_WORKSPACE = "/workspace";
 /** Editors clamp a range to the line's length, so this spans the whole line. */
@@ -29,21 +29,19 @@ export interface AnnotationDiagnostic {
   message: string;
 }
 
-/** The diagnostic for an annotation event with a line anchor, or null. */
-export function annotationDiagnostic(root: string | null, e: SessionEvent, sessionName: string): { uri: string; diagnostic: AnnotationDiagnostic } | null {
-  const data = read(e, Events.annotationAdded);
-  if (!data?.anchor?.line) return null;
-  const uri = anchorUri(root, data.anchor);
+/** The diagnostic for a session's anchored annotation, or null when it points outside the workspace. */
+export function annotationDiagnostic(root: string | null, session: string, a: AnchoredAnnotation, sessionName: string): { uri: string; diagnostic: AnnotationDiagnostic } | null {
+  const uri = anchorUri(root, a.anchor);
   if (!uri) return null;
-  const line = data.anchor.line - 1;
+  const line = (a.anchor.line ?? 1) - 1;
   return {
     uri,
     diagnostic: {
       range: { start: { line, character: 0 }, end: { line, character: LINE_END } },
       severity: 3,
       source: "hutch",
-      code: `${e.session}#${e.seq}`,
-      message: `${data.text} (${e.actor.id}, ${sessionName})`,
+      code: `${session}#${a.seq}`,
+      message: `${a.text} (${a.actor.id}, ${sessionName})`,
     },
   };
 }

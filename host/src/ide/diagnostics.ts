@@ -23,7 +23,9 @@ export class DiagnosticsStore {
     this.timer ??= setTimeout(() => this.flush(), DEBOUNCE_MS);
   }
 
-  private flush(): void {
+  /** Publishes what is pending now, without waiting out the burst. */
+  flush(): void {
+    if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     for (const uri of this.dirty) this.publish(uri, [...this.byUri.get(uri)!.values()]);
     this.dirty.clear();

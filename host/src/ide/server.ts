@@ -33,6 +33,7 @@ import { Feed } from "./feed.ts";
 import { DiagnosticsStore } from "./diagnostics.ts";
 import { SessionWatchers } from "./watchers.ts";
 import { ClientSubscriptions } from "./subscriptions.ts";
+import { SessionTails } from "./tails.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "ide" });
@@ -66,48 +67,75 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
   const daemon: DaemonClient = waitingClient(opts.home, "ide");
   let root: string | null = null;
 
-  const diagnostics = new DiagnosticsStore((uri, list) => void conn.sendDiagnostics({ uri, diagnostics: list }));
-  const changed = (c: Change) => void conn.sendNotification(IdeNotifications.changed, c);
-  const watchers = new SessionWatchers(daemon, () => root, diagnostics, (session) => changed({ type: "session", session }));
-  const subs = new ClientSubscriptions(daemon, {
+  // The daemon is reached while the client's handshake is still under way; nothing is sent to the
+  // client before it said initialized, and no summary is read into diagnostics before the root is known.
+  let rootKnown!: () => void;
+  const rooted = new Promise<void>((r) => (rootKnown = r));
+  let initialized!: () => void;
+  const ready = new Promise<void>((r) => (initialized = r));
+  const notify = (method: string, params: unknown) => void ready.then(() => conn.sendNotification(method, params));
+
+  const diagnostics = new DiagnosticsStore((uri, list) => void ready.then(() => conn.sendDiagnostics({ uri, diagnostics: list })));
+  const changed = (c: Change) => notify(IdeNotifications.changed, c);
+  // One subscription per session, shared by its watcher and its log views.
+  const tails = new SessionTails(daemon);
+  const watchers = new SessionWatchers(daemon, tails, () => root, diagnostics, (session) => changed({ type: "session", session }));
+  const subs = new ClientSubscriptions(tails, {
     events: (n) => conn.sendNotification(IdeNotifications.events, n),
     ended: (n) => void conn.sendNotification(IdeNotifications.subscriptionEnded, n),
   });
 
-  const trackAll = async () => {
-    for (const s of await daemon.request<Session[]>("GET", "/v1/sessions")) watchers.track(s);
-  };
+  // What the sidebar lists, as of the feed's last (re)open: summaries, not logs, and the boxes read with them.
+  let loaded: Promise<void> = Promise.resolve();
+  let boxesAtOpen: Promise<Box[]> | null = null;
   const feed = new Feed(daemon, {
     up: async () => {
       logger.info("daemon connected", { daemon: daemon.transport.where });
-      await trackAll().catch((err) => logger.warn("listing sessions failed", { error: String(err) }));
-      void conn.sendNotification(IdeNotifications.daemon, { connected: true });
+      boxesAtOpen = daemon.request<Box[]>("GET", "/v1/boxes");
+      boxesAtOpen.catch(() => undefined);
+      loaded = watchers.loadAll(rooted);
+      await loaded.catch((err) => logger.warn("reading session summaries failed", { error: String(err) }));
+      notify(IdeNotifications.daemon, { connected: true });
     },
     down: (reason) => {
       logger.info("daemon not reachable", { reason });
-      void conn.sendNotification(IdeNotifications.daemon, { connected: false, reason });
+      boxesAtOpen = null;
+      notify(IdeNotifications.daemon, { connected: false, reason });
     },
     change: (c) => {
-      if (c.type === "session") changed({ type: "session", session: watchers.track(c.session) });
-      else changed(c);
+      if (c.type !== "session") {
+        // A box line after the boxes were read: the next list reads them again.
+        boxesAtOpen = null;
+        return changed(c);
+      }
+      watchers.refresh(c.session.id).then(
+        (session) => session && changed({ type: "session", session }),
+        (err) => logger.warn("reading a session summary failed", { session: c.session.id, error: String(err) }),
+      );
     },
   });
 
   conn.onInitialize((params) => {
     const folder = params.workspaceFolders?.[0]?.uri ?? params.rootUri;
     root = folder?.startsWith("file:") ? fileURLToPath(folder) : null;
+    rootKnown();
     return {
       capabilities: {},
       serverInfo: { name: "hutch", version: HUTCH_VERSION },
       hutch: { protocolVersion: IDE_PROTOCOL_VERSION, home: opts.home },
     };
   });
-  conn.onInitialized(() => feed.start());
+  conn.onInitialized(() => initialized());
 
   handle<void, ListResult>(conn, IdeMethods.list, async () => {
     if (!feed.connected) return { connected: false, boxes: [], sessions: [] };
-    const [boxes, sessions] = await Promise.all([daemon.request<Box[]>("GET", "/v1/boxes"), daemon.request<Session[]>("GET", "/v1/sessions")]);
-    return { connected: true, boxes, sessions: sessions.map((s) => watchers.track(s)) };
+    // The sessions are the watchers' (summaries kept current by the feed and the tails); a failed load is tried again.
+    const boxes = boxesAtOpen ?? daemon.request<Box[]>("GET", "/v1/boxes");
+    boxesAtOpen = null;
+    const [list] = await Promise.all([boxes, loaded.catch(() => (loaded = watchers.loadAll(rooted)))]);
+    // The summaries' diagnostics go out right behind this answer, all at once, rather than ahead of it.
+    setImmediate(() => diagnostics.flush());
+    return { connected: true, boxes: list, sessions: watchers.views() };
   });
   handle<SubscribeParams, { subscription: string }>(conn, IdeMethods.subscribe, async (p) => ({ subscription: subs.open(p.session, p.from) }));
   handle<UnsubscribeParams, { closed: boolean }>(conn, IdeMethods.unsubscribe, async (p) => ({ closed: subs.close(p.subscription) }));
@@ -142,10 +170,12 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
       feed.stop();
       subs.closeAll();
       watchers.close();
+      tails.closeAll();
       resolve(code);
     };
     // vscode-languageserver exits the process after this (and when stdin closes).
     conn.onExit(() => end(shutdown ? 0 : 1));
     conn.listen();
+    feed.start();
   });
 }

@@ -1,10 +1,10 @@
-// The extension's subscriptions (one per open log view): replay from a seq,
-// then live, batched into hutch/events notifications. Awaiting each send
-// pushes back on the daemon socket, so a slow editor slows the stream
-// instead of growing the bridge.
-import { HutchError, type EventsNotification, type SessionEvent, type SubscriptionEnded } from "@hutch/shared";
-import type { DaemonClient } from "../client/daemon.ts";
-import { subscribe, type Subscription } from "../client/subscribe.ts";
+// The extension's subscriptions (one per open log view): from a seq on,
+// batched into hutch/events notifications. They read through the bridge's
+// one subscription per session (tails.ts), the one its watcher uses too.
+// Awaiting each send pushes back on the daemon socket, so a slow editor slows
+// the stream instead of growing the bridge.
+import type { EventsNotification, SessionEvent, SubscriptionEnded } from "@hutch/shared";
+import type { SessionTails } from "./tails.ts";
 
 const BATCH = 1000;
 
@@ -14,11 +14,11 @@ export interface SubscriptionSink {
 }
 
 export class ClientSubscriptions {
-  private readonly subs = new Map<string, Subscription>();
+  private readonly subs = new Map<string, () => void>();
   private counter = 0;
 
   constructor(
-    private readonly daemon: DaemonClient,
+    private readonly tails: SessionTails,
     private readonly sink: SubscriptionSink,
   ) {}
 
@@ -34,49 +34,39 @@ export class ClientSubscriptions {
       sending = sending.then(() => this.sink.events({ subscription: id, session, events, ...(caughtUp !== undefined ? { caughtUp } : {}) }));
       return sending;
     };
-    const sub = subscribe(
-      this.daemon,
-      session,
-      from,
-      {
-        event: async (e) => {
-          batch.push(e);
-          if (batch.length >= BATCH) return flush();
-          // Lines of one socket message are delivered in one go; send them together.
-          if (!scheduled) {
-            scheduled = true;
-            setImmediate(() => {
-              scheduled = false;
-              void flush();
-            });
-          }
-        },
-        caughtUp: (seq) => void flush(seq),
+    const stop = this.tails.read(session, from, {
+      event: async (e) => {
+        batch.push(e);
+        if (batch.length >= BATCH) return flush();
+        // Events that arrive together (one socket message, one page) are sent together.
+        if (!scheduled) {
+          scheduled = true;
+          setImmediate(() => {
+            scheduled = false;
+            void flush();
+          });
+        }
       },
-      { reconnectForMs: Number.POSITIVE_INFINITY },
-    );
-    this.subs.set(id, sub);
-    sub.done.then(
-      () => this.subs.delete(id),
-      (err: unknown) => {
+      caughtUp: (seq) => void flush(seq),
+      ended: (e) => {
         this.subs.delete(id);
-        const e = err instanceof HutchError ? err : new HutchError("failed", String(err));
         this.sink.ended({ subscription: id, session, message: e.message, code: e.code, ...(e.hint ? { hint: e.hint } : {}) });
       },
-    );
+    });
+    this.subs.set(id, stop);
     return id;
   }
 
   close(id: string): boolean {
-    const sub = this.subs.get(id);
-    if (!sub) return false;
-    sub.close();
+    const stop = this.subs.get(id);
+    if (!stop) return false;
+    stop();
     this.subs.delete(id);
     return true;
   }
 
   closeAll(): void {
-    for (const s of this.subs.values()) s.close();
+    for (const stop of this.subs.values()) stop();
     this.subs.clear();
   }
 }

@@ -1,18 +1,23 @@
-// One watcher per session, for the whole bridge: it reads the session's log
-// (replay, then live) to keep its activity current and to turn anchored
-// annotations into diagnostics. Subscriptions resume by themselves across a
-// daemon restart, so nothing is read twice or missed.
-import type { Session, SessionActivity, SessionView } from "@hutch/shared";
+// Every session the sidebar shows: its row and turn from the daemon's summary
+// (all of them when the feed opens, one again on each change-feed session
+// line), kept current while it is open by a tail of its log from where the
+// summary ends, folded as the daemon folds it. Anchored annotations, from
+// the summary and the tail, become diagnostics. A closed session is read
+// from its summary alone: nothing is appended to it any more.
+import { HutchError, type AnchoredAnnotation, type Session, type SessionSummary, type SessionView, type TurnState } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
-import { subscribe, type Subscription } from "../client/subscribe.ts";
-import { nextActivity } from "./activity.ts";
+import { activityOf, anchoredAnnotation, foldTurn } from "../session/fold.ts";
 import { annotationDiagnostic } from "./anchors.ts";
 import type { DiagnosticsStore } from "./diagnostics.ts";
+import type { SessionTails } from "./tails.ts";
 
 interface Watched {
   session: Session;
-  activity: SessionActivity;
-  sub: Subscription;
+  turn: TurnState;
+  /** The last seq folded into turn. */
+  at: number;
+  /** Stops the tail, while the session is open. */
+  stop?: () => void;
 }
 
 export class SessionWatchers {
@@ -20,51 +25,92 @@ export class SessionWatchers {
 
   constructor(
     private readonly daemon: DaemonClient,
+    private readonly tails: SessionTails,
     private readonly root: () => string | null,
     private readonly diagnostics: DiagnosticsStore,
     private readonly changed: (s: SessionView) => void,
   ) {}
 
-  view(id: string, fallback: Session): SessionView {
-    const w = this.watched.get(id);
-    const activity = fallback.state === "closed" ? "closed" : (w?.activity ?? "idle");
-    return { ...fallback, activity };
+  /** Reads every session's summary, and takes it in once `before` resolved; sessions no longer listed are forgotten. */
+  async loadAll(before: Promise<unknown> = Promise.resolve()): Promise<void> {
+    const [list] = await Promise.all([this.daemon.request<SessionSummary[]>("GET", "/v1/summaries"), before]);
+    const listed = new Set(list.map((s) => s.session.id));
+    for (const id of [...this.watched.keys()]) if (!listed.has(id)) this.forget(id);
+    for (const s of list) this.load(s);
   }
 
-  /** Starts watching a session (no-op when already watched) and records its latest row. */
-  track(session: Session): SessionView {
-    const known = this.watched.get(session.id);
-    if (known) {
-      known.session = session;
-      if (session.state === "closed") known.activity = "closed";
-      return this.view(session.id, session);
+  /** Reads one session's summary again (its row changed); resolves with what the sidebar shows now, or null when it is gone. */
+  async refresh(id: string): Promise<SessionView | null> {
+    try {
+      this.load(await this.daemon.request<SessionSummary>("GET", `/v1/sessions/${encodeURIComponent(id)}/summary`));
+    } catch (err) {
+      if (!(err instanceof HutchError) || (err.code !== "not_found" && err.code !== "denied")) throw err;
+      this.forget(id);
+      return null;
     }
-    // The handler runs only after subscribe's first request returns, by when w is set.
-    let w!: Watched;
-    const sub = subscribe(
-      this.daemon,
-      session.id,
-      1,
-      {
-        event: (e) => {
-          const before = w.activity;
-          w.activity = nextActivity(before, e);
-          const d = annotationDiagnostic(this.root(), e, w.session.label ?? w.session.id);
-          if (d) this.diagnostics.add(d.uri, d.diagnostic);
-          if (w.activity !== before) this.changed(this.view(session.id, w.session));
-        },
-      },
-      { reconnectForMs: Number.POSITIVE_INFINITY },
-    );
-    w = { session, activity: session.state === "closed" ? "closed" : "idle", sub };
-    this.watched.set(session.id, w);
-    // A session that disappears (or that we may no longer see) stops being watched.
-    w.sub.done.catch(() => this.watched.delete(session.id));
-    return this.view(session.id, session);
+    const w = this.watched.get(id);
+    return w ? this.view(w) : null;
+  }
+
+  views(): SessionView[] {
+    return [...this.watched.values()].map((w) => this.view(w));
   }
 
   close(): void {
-    for (const w of this.watched.values()) w.sub.close();
+    for (const w of this.watched.values()) w.stop?.();
     this.watched.clear();
+  }
+
+  private view(w: Watched): SessionView {
+    const activity = w.session.state === "closed" ? "closed" : activityOf(w.turn);
+    return { ...w.session, lastSeq: Math.max(w.session.lastSeq, w.at), activity };
+  }
+
+  private load(s: SessionSummary): void {
+    const id = s.session.id;
+    let w = this.watched.get(id);
+    if (!w) {
+      w = { session: s.session, turn: s.turn, at: s.session.lastSeq };
+      this.watched.set(id, w);
+    } else if (s.session.lastSeq >= w.at) {
+      // Summaries can arrive out of order: only a newer one replaces what the tail folded.
+      w.session = s.session;
+      w.turn = s.turn;
+      w.at = s.session.lastSeq;
+    }
+    for (const a of s.anchors) this.publish(w, a);
+    if (w.session.state === "closed") {
+      w.stop?.();
+      delete w.stop;
+    } else if (!w.stop) {
+      w.stop = this.tail(w);
+    }
+  }
+
+  private tail(w: Watched): () => void {
+    const id = w.session.id;
+    return this.tails.read(id, w.at + 1, {
+      event: (e) => {
+        if (e.seq <= w.at) return;
+        const before = activityOf(w.turn);
+        w.turn = foldTurn(w.turn, e);
+        w.at = e.seq;
+        const a = anchoredAnnotation(e);
+        if (a) this.publish(w, a);
+        if (activityOf(w.turn) !== before) this.changed(this.view(w));
+      },
+      // A session that disappears (or that we may no longer see) stops being watched.
+      ended: () => this.forget(id),
+    });
+  }
+
+  private publish(w: Watched, a: AnchoredAnnotation): void {
+    const d = annotationDiagnostic(this.root(), w.session.id, a, w.session.label ?? w.session.id);
+    if (d) this.diagnostics.add(d.uri, d.diagnostic);
+  }
+
+  private forget(id: string): void {
+    this.watched.get(id)?.stop?.();
+    this.watched.delete(id);
   }
 }

@@ -1,10 +1,11 @@
 // Sessions: the durable, ordered log of what happens in a box, and who may
 // drive it. No HTTP here; controllers and the recorder call in.
-import { BOX_REASON_MAX, checkEvent, emit, EVENT_TEXT_MAX, Events, HutchError, isEvent, newId, type Actor, type Anchor, type EventDef, type EventInput, type Session, type SessionCreateBody, type TypedEvent } from "@hutch/shared";
+import { BOX_REASON_MAX, checkEvent, emit, EVENT_TEXT_MAX, Events, HutchError, isEvent, newId, type Actor, type Anchor, type EventInput, type Session, type SessionCreateBody, type SessionSummary, type TypedEvent } from "@hutch/shared";
 import type { SessionRow, SessionStore, NewEvent } from "../store/sessions.ts";
 import type { BoxService } from "../box/service.ts";
 import { SessionBus } from "./bus.ts";
 import { Recorder, type TerminalSpawner } from "./recorder.ts";
+import { SessionSummaries } from "./summaries.ts";
 import { SYSTEM, actorUser } from "./actors.ts";
 import { harness, type Harness } from "../harness/index.ts";
 import type { AgentRunner } from "../harness/run.ts";
@@ -40,6 +41,8 @@ export class SessionService {
   readonly bus = new SessionBus();
   /** The daemon's own attachment to every open session's terminal. */
   readonly recorder: Recorder;
+  /** Each session's turn and anchored annotations, folded as events are stored. */
+  readonly summaries: SessionSummaries;
   /** Headless turns in flight, by session (one at a time), and how to stop each. */
   private readonly turns = new Map<string, { done: Promise<unknown>; stop: AbortController }>();
   private lapseTimer?: ReturnType<typeof setInterval>;
@@ -50,6 +53,7 @@ export class SessionService {
     private readonly agents: SessionAgents,
   ) {
     this.recorder = new Recorder(store, this, boxes, agents.spawn);
+    this.summaries = new SessionSummaries(store);
   }
 
   /** Starts the lease checker. */
@@ -123,6 +127,14 @@ export class SessionService {
       .map((r) => this.toSession(r));
   }
 
+  summary(id: string, actor: Actor): SessionSummary {
+    return this.summaries.of(this.get(id, actor));
+  }
+
+  summaryList(actor: Actor, filter: { box?: string; state?: string } = {}): SessionSummary[] {
+    return this.list(actor, filter).map((s) => this.summaries.of(s));
+  }
+
   async create(body: SessionCreateBody, actor: Actor): Promise<Session> {
     const agent = harness(body.agent ?? "shell");
     // A new box for an agent gets the agent's bindings and egress; an existing box keeps its own policy.
@@ -168,13 +180,11 @@ export class SessionService {
   recoverTurns(): void {
     for (const row of this.store.list({ state: "open" })) {
       if (!this.isHeadless(row) || this.turns.has(row.id)) continue;
-      const from = Math.max(1, row.last_seq - 999);
-      const tail = this.store.readText(row.id, from, 1000).text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { seq: number; kind: string });
-      const lastOf = (def: EventDef) => tail.findLast((e) => e.kind === def.kind)?.seq ?? 0;
-      if (lastOf(Events.inputSent) <= lastOf(Events.attentionRequired)) continue;
+      const turn = this.summaries.turn(row.id);
+      if (turn.input <= turn.attention) continue;
       const reason = "the daemon stopped during this turn, and the agent with it; send the prompt again to retry";
       const lost = [
-        ...(lastOf(Events.execStarted) > lastOf(Events.execExited) ? [emit(Events.execExited, { code: null, signal: "lost" })] : []),
+        ...(turn.started > turn.exited ? [emit(Events.execExited, { code: null, signal: "lost" })] : []),
         emit(Events.errorRaised, { message: reason, code: "agent-lost" }),
         emit(Events.agentState, { state: "error", reason }),
         emit(Events.attentionRequired, { reason }),

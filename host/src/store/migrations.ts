@@ -85,4 +85,15 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX egress_box ON egress_log(box_id, id);
   CREATE INDEX egress_box_decision ON egress_log(box_id, decision, id);
   `,
+  `
+  CREATE TABLE session_turns (
+    session_id TEXT PRIMARY KEY,
+    turn TEXT NOT NULL
+  ) WITHOUT ROWID;
+  CREATE TABLE session_anchors (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    PRIMARY KEY (session_id, seq)
+  ) WITHOUT ROWID;
+  `,
 ];

@@ -4,6 +4,7 @@
 // seq and store nothing.
 import type { Database, Statement } from "bun:sqlite";
 import type { Actor, TypedEvent } from "@hutch/shared";
+import { SummaryStore } from "./summaries.ts";
 
 export interface SessionRow {
   id: string;
@@ -29,6 +30,9 @@ export type NewEvent = TypedEvent & {
   idempotencyKey?: string;
 };
 
+/** Runs inside append's transaction for each event it stores, so what it writes commits or rolls back with the event. */
+export type StoredHook = (sessionId: string, seq: number, at: string, e: NewEvent) => void;
+
 /** The start of every event line of one session (computed once per page). */
 const eventHead = (session: string) => `{"session":${JSON.stringify(session)},"seq":`;
 
@@ -46,8 +50,12 @@ export class SessionStore {
   private readonly bumpSeq: Statement;
   private readonly lastSeq: Statement;
   private readonly page: Statement;
+  /** Each session's folded turn and anchored annotations (written by the stored hooks). */
+  readonly summaries: SummaryStore;
+  private readonly storedHooks: StoredHook[] = [];
 
   constructor(private readonly db: Database) {
+    this.summaries = new SummaryStore(db);
     this.insertEvent = db.prepare("INSERT INTO events (session_id, seq, at, actor, kind, data, idem_key) VALUES (?, ?, ?, ?, ?, ?, ?)");
     this.findIdem = db.prepare("SELECT seq FROM events WHERE session_id = ? AND idem_key = ?");
     this.bumpSeq = db.prepare("UPDATE sessions SET last_seq = ? WHERE id = ?");
@@ -86,6 +94,10 @@ export class SessionStore {
     this.db.query(sql).run(...keys.map((k) => (fields as Record<string, string | number | null>)[k] ?? null), id);
   }
 
+  onStored(hook: StoredHook): void {
+    this.storedHooks.push(hook);
+  }
+
   /** Appends events in one transaction; returns each one's seq and whether it is new. */
   append(sessionId: string, events: NewEvent[], also?: () => void): { seq: number; fresh: boolean; json: string }[] {
     return this.db.transaction(() => {
@@ -106,6 +118,7 @@ export class SessionStore {
         const actor = JSON.stringify(e.actor);
         const data = JSON.stringify(e.data);
         this.insertEvent.run(sessionId, seq, at, actor, e.kind, data, e.idempotencyKey ?? null);
+        for (const hook of this.storedHooks) hook(sessionId, seq, at, e);
         out.push({ seq, fresh: true, json: eventLine(head, seq, at, actor, e.kind, data) });
       }
       this.bumpSeq.run(last, sessionId);

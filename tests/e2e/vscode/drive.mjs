@@ -111,6 +111,35 @@ try {
   await row("e2e-session").waitFor();
   ok(`session ${sid} appears under its box`);
 
+  // A session row's inline Show Log, clicked over and over while a box appears and starts (its row
+  // changes with each state). A refresh of the whole tree makes VS Code forget every row's node until
+  // it has fetched them again, and a click that lands then reaches the command without its session,
+  // which then asks for one: each click must open (or reveal) this session's log, never a picker.
+  // The clicks start once the new box's row is shown: adding a row to the root refetches the root
+  // whatever the extension does (the tree API has no insert); every change after it is the test.
+  const sessionRow = row("e2e-session");
+  const showLog = sessionRow.locator('.actions .action-label[aria-label^="Show Log"]');
+  const picker = page.locator(".quick-input-widget:visible");
+  let clicks = 0;
+  for (let k = 0; k < 4; k++) {
+    const name = `e2e-race-${k}`;
+    const creating = hutch("box", "create", name, "--start");
+    await row(name).waitFor();
+    // New boxes sort below e2e-box, so the button stays where it is: click it as fast as the mouse can.
+    await sessionRow.hover();
+    const at = await showLog.boundingBox();
+    const started = Date.now();
+    while (Date.now() - started < 1500) {
+      await page.mouse.click(at.x + at.width / 2, at.y + at.height / 2);
+      clicks++;
+    }
+    await creating;
+    if (await picker.count()) throw new Error(`Show Log on e2e-session, clicked while box ${name} was starting, opened a picker instead of the log`);
+    await page.locator(".tab", { hasText: "log: e2e-session" }).first().waitFor();
+  }
+  for (let k = 0; k < 4; k++) await hutch("box", "delete", `e2e-race-${k}`);
+  ok(`the inline Show Log clicked ${clicks} times while 4 boxes appeared and started opens the session's log every time`);
+
   await command("hutch: Show Log");
   await quickInput("e2e-session");
   await logFrame().locator('.row[data-kind="session.created"]').waitFor();

@@ -17,6 +17,14 @@ export function sessionsController(sessions: SessionService, store: SessionStore
     }, { body: SessionModel.create, detail: { summary: "Start a session (creates a box when none is named)" } })
     .get("/sessions", ({ query, actor }) => sessions.list(actor, query), { query: SessionModel.list, detail: { summary: "List sessions" } })
     .get("/sessions/:id", ({ params, actor }) => sessions.get(params.id, actor), { params: SessionModel.id })
+    .get("/sessions/:id/summary", ({ params, actor }) => sessions.summary(params.id, actor), {
+      params: SessionModel.id,
+      detail: { summary: "A session with its turn, activity and anchored annotations, as of its last seq" },
+    })
+    .get("/summaries", ({ query, actor }) => sessions.summaryList(actor, query), {
+      query: SessionModel.list,
+      detail: { summary: "Every session's summary (what GET /v1/sessions lists, each with its turn, activity and anchored annotations)" },
+    })
     .get(
       "/sessions/:id/events",
       ({ params, query, actor }) => {
