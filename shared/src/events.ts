@@ -1,6 +1,7 @@
 // The session event vocabulary: every kind registered once, with its schema
 // (opencode's BusEvent.define). The daemon refuses events that do not match,
-// and later issues add kinds here, nowhere else.
+// and a new kind is added here, nowhere else, so producers and readers share
+// one schema for it.
 import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { check, firstError } from "./validate.ts";
 
