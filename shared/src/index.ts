@@ -8,3 +8,4 @@ export * from "./protocol/follow.ts";
 export * from "./idempotency.ts";
 export * from "./ops.ts";
 export * from "./ndjson.ts";
+export * from "./chunk/index.ts";
