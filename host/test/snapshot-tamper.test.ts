@@ -158,7 +158,7 @@ async function hostileSnapshot(store: Store, entries: unknown[]): Promise<string
     tree: hex(tree),
     root: { mode: 0o755, mtime: "0", uid: 0, gid: 0 },
     tags: [],
-    stats: { files: 1, dirs: 0, symlinks: 0, bytes: 7, filesRead: 1, bytesRead: 7, blobsNew: 1, treesNew: 1, bytesStored: 0, skipped: 0, ms: 0 },
+    stats: { files: 1, dirs: 0, symlinks: 0, bytes: 7, filesRead: 1, filesChanged: 1, bytesRead: 7, blobsNew: 1, treesNew: 1, bytesStored: 0, skipped: 0, ms: 0 },
     skipped: [],
   };
   await putJson(store.backend, store.keys.enc, "snapshots", body);

@@ -9,3 +9,4 @@ export * from "./idempotency.ts";
 export * from "./ops.ts";
 export * from "./ndjson.ts";
 export * from "./chunk/index.ts";
+export * from "./snapshots.ts";

@@ -68,6 +68,8 @@ export const SnapshotStats = Type.Object(
     bytes: NonNegative,
     /** Files read (the rest came unchanged from the parent). */
     filesRead: NonNegative,
+    /** Files added or whose content changed since the parent (every file without one). */
+    filesChanged: NonNegative,
     bytesRead: NonNegative,
     blobsNew: NonNegative,
     treesNew: NonNegative,
@@ -102,6 +104,7 @@ export const SnapshotBody = Type.Object(
       { additionalProperties: false },
     ),
     parent: Type.Optional(Type.String({ pattern: "^snap_[0-9a-z]{20}$" })),
+    label: Type.Optional(Type.String({ maxLength: 255 })),
     tags: Type.Array(Type.String({ maxLength: 255 }), { maxItems: 64 }),
     stats: SnapshotStats,
     /** Entries that could not be read, with why (at most 1,000; stats.skipped counts them all). */

@@ -31,6 +31,8 @@ export interface SnapshotOptions {
   /** The parent snapshot's id; default the newest of the same source; null for none (every file is read). */
   parent?: string | null;
   tags?: string[];
+  /** A line of text for the timeline ("before the refactor"). */
+  label?: string;
   /** Read extended attributes (default true). */
   xattrs?: boolean;
   progress?: ProgressFn;
@@ -127,18 +129,42 @@ function xattrsOf(ctx: Ctx, path: string): [string, string][] | undefined {
   return list.slice(0, TREE_LIMITS.xattrs).map(([n, v]) => [n, Buffer.from(v.buffer, v.byteOffset, v.length).toString("base64")]);
 }
 
-export async function snapshotTree(store: Store, root: string, opts: SnapshotOptions = {}): Promise<SnapshotResult> {
+/** One directory of a snapshot with several roots: it appears at the snapshot's top under `name`. */
+export interface SnapshotRoot {
+  name: string;
+  path: string;
+}
+
+function statDir(path: string): BigIntStats {
+  let st: BigIntStats;
+  try {
+    st = lstatSync(path, { bigint: true });
+  } catch (err) {
+    throw invalid(`cannot snapshot ${path}: ${errText(err)}`, "give an existing directory");
+  }
+  if (!st.isDirectory()) throw invalid(`cannot snapshot ${path}: not a directory`, "give a directory");
+  return st;
+}
+
+/**
+ * Snapshots one directory (its entries are the snapshot's top), or several
+ * (each a directory named by the caller at the top, as `workspace` and
+ * `home` are for a box).
+ */
+export async function snapshotTree(store: Store, root: string | SnapshotRoot[], opts: SnapshotOptions = {}): Promise<SnapshotResult> {
   const started = store.clock();
   const t0 = performance.now();
-  const absRoot = resolve(root);
-  let rootSt: BigIntStats;
-  try {
-    rootSt = lstatSync(absRoot, { bigint: true });
-  } catch (err) {
-    throw invalid(`cannot snapshot ${absRoot}: ${errText(err)}`, "give an existing directory");
+  const roots = typeof root === "string" ? undefined : root.map((r) => ({ name: r.name, path: resolve(r.path) }));
+  for (const r of roots ?? []) {
+    const bad = nameProblem(r.name);
+    if (bad) throw invalid(`a root may not have ${bad}`);
   }
-  if (!rootSt.isDirectory()) throw invalid(`cannot snapshot ${absRoot}: not a directory`, "give a directory");
-  const source = opts.source ?? absRoot;
+  if (roots && new Set(roots.map((r) => r.name)).size !== roots.length) throw invalid("two roots have the same name");
+  const absRoot = typeof root === "string" ? resolve(root) : "";
+  // Several roots: the top is a directory the store makes up, owned by whoever saves, dated 0.
+  const rootSt = roots ? undefined : statDir(absRoot);
+  const rootStats = roots ? roots.map((r) => ({ ...r, st: statDir(r.path) })) : [];
+  const source = opts.source ?? (roots ? roots.map((r) => r.path).join(":") : absRoot);
   await store.syncIndex();
   await store.loadMarks();
   await opts.pause?.("index-loaded");
@@ -154,7 +180,7 @@ export async function snapshotTree(store: Store, root: string, opts: SnapshotOpt
     }
   }
 
-  const stats: SnapshotStats = { files: 0, dirs: 0, symlinks: 0, bytes: 0, filesRead: 0, bytesRead: 0, blobsNew: 0, treesNew: 0, bytesStored: 0, skipped: 0, ms: 0 };
+  const stats: SnapshotStats = { files: 0, dirs: 0, symlinks: 0, bytes: 0, filesRead: 0, filesChanged: 0, bytesRead: 0, blobsNew: 0, treesNew: 0, bytesStored: 0, skipped: 0, ms: 0 };
   const meter = new Meter("snapshot", opts.progress);
   const ctx: Ctx = { store, writer: new BlobWriter(store), meter, stats, skipped: [], links: new Map(), xattrs: opts.xattrs ?? true, signal: opts.signal, warnings, blocks: new BlockPool() };
   if (meter.enabled) {
@@ -163,14 +189,18 @@ export async function snapshotTree(store: Store, root: string, opts: SnapshotOpt
       meter.bytesTotal = parent.stats.bytes;
     } else {
       meter.phase = "scan";
-      const t = scan(absRoot, opts.signal);
-      meter.filesTotal = t.files;
-      meter.bytesTotal = t.bytes;
+      meter.filesTotal = 0;
+      meter.bytesTotal = 0;
+      for (const dir of roots ? roots.map((r) => r.path) : [absRoot]) {
+        const t = scan(dir, opts.signal);
+        meter.filesTotal += t.files;
+        meter.bytesTotal += t.bytes;
+      }
     }
   }
   meter.phase = "save";
   try {
-    const tree = await saveDir(ctx, absRoot, "", parentRoot);
+    const tree = roots ? await saveRoots(ctx, rootStats, parentRoot) : await saveDir(ctx, absRoot, "", parentRoot);
     await opts.pause?.("tree-stored");
     await ctx.writer.flush();
     await opts.pause?.("before-commit");
@@ -185,7 +215,10 @@ export async function snapshotTree(store: Store, root: string, opts: SnapshotOpt
     }
     Object.assign(stats, ctx.writer.stats);
     stats.ms = Math.round(performance.now() - t0);
-    const rootXattrs = xattrsOf(ctx, absRoot);
+    const rootXattrs = rootSt ? xattrsOf(ctx, absRoot) : undefined;
+    const top = rootSt
+      ? { mode: Number(rootSt.mode & 0o7777n), mtime: String(rootSt.mtimeNs), uid: Number(rootSt.uid), gid: Number(rootSt.gid) }
+      : { mode: 0o755, mtime: "0", uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
     const body: SnapshotBody = {
       v: 1,
       id: newId("snap", started),
@@ -193,8 +226,9 @@ export async function snapshotTree(store: Store, root: string, opts: SnapshotOpt
       source,
       host: store.host,
       tree,
-      root: { mode: Number(rootSt.mode & 0o7777n), mtime: String(rootSt.mtimeNs), uid: Number(rootSt.uid), gid: Number(rootSt.gid), ...(rootXattrs ? { xattrs: rootXattrs } : {}) },
+      root: { ...top, ...(rootXattrs ? { xattrs: rootXattrs } : {}) },
       ...(parent ? { parent: parent.id } : {}),
+      ...(opts.label !== undefined ? { label: opts.label } : {}),
       tags: opts.tags ?? [],
       stats,
       skipped: ctx.skipped,
@@ -209,7 +243,7 @@ export async function snapshotTree(store: Store, root: string, opts: SnapshotOpt
   }
 }
 
-async function findParent(store: Store, source: string, ref: string | undefined): Promise<SnapshotRecord | undefined> {
+export async function findParent(store: Store, source: string, ref: string | undefined): Promise<SnapshotRecord | undefined> {
   if (ref !== undefined) return store.getSnapshot(ref);
   const all = await store.listSnapshots();
   for (let i = all.length - 1; i >= 0; i--) if (all[i]!.source === source) return all[i];
@@ -243,6 +277,29 @@ function scan(dir: string, signal?: AbortSignal): { files: number; bytes: number
   };
   walk(dir);
   return { files, bytes };
+}
+
+/** The made-up top of a snapshot of several roots: one directory entry for each. */
+async function saveRoots(ctx: Ctx, roots: (SnapshotRoot & { st: BigIntStats })[], parent: TreeEntry[] | undefined): Promise<string> {
+  const entries: TreeEntry[] = [];
+  for (const r of [...roots].sort((a, b) => compareNames(a.name, b.name))) {
+    const prev = parent?.find((e) => e.name === r.name);
+    let sub: TreeEntry[] | undefined;
+    if (prev?.type === "dir" && prev.tree) {
+      try {
+        sub = await ctx.store.readTree(prev.tree, r.name);
+      } catch (err) {
+        ctx.warnings.push(`parent's ${r.name} not used: ${(err as Error).message}`);
+      }
+    }
+    const st = r.st;
+    const entry: TreeEntry = { name: r.name, type: "dir", mode: Number(st.mode & 0o7777n), mtime: String(st.mtimeNs), uid: Number(st.uid), gid: Number(st.gid), tree: await saveDir(ctx, r.path, r.name, sub) };
+    const x = xattrsOf(ctx, r.path);
+    if (x) entry.xattrs = x;
+    ctx.stats.dirs++;
+    entries.push(entry);
+  }
+  return hex(await ctx.writer.put("tree", encodeTree(entries)));
 }
 
 async function saveDir(ctx: Ctx, abs: string, rel: string, parent: TreeEntry[] | undefined): Promise<string> {
@@ -324,6 +381,10 @@ function kindOf(st: BigIntStats): string {
   return "special file";
 }
 
+function sameChunks(a: string[], b: string[]): boolean {
+  return a === b || (a.length === b.length && a.every((id, i) => id === b[i]));
+}
+
 type Base = Pick<TreeEntry, "name" | "mode" | "mtime" | "uid" | "gid">;
 
 async function saveFile(ctx: Ctx, path: string, rel: string, st: BigIntStats, base: Base, prev: TreeEntry | undefined): Promise<TreeEntry | undefined> {
@@ -349,6 +410,7 @@ async function saveFile(ctx: Ctx, path: string, rel: string, st: BigIntStats, ba
     ctx.meter.bytes += size;
   }
   if (linkKey && !linked && ctx.links.size < MAX_LINKS_REMEMBERED) ctx.links.set(linkKey, { size: stored, mtime: base.mtime, content });
+  if (!(prev?.type === "file" && sameChunks(prev.content!, content))) ctx.stats.filesChanged++;
   ctx.stats.files++;
   ctx.stats.bytes += stored;
   ctx.meter.files++;
