@@ -16,7 +16,7 @@ import type { Store } from "./store.ts";
 /** Index files are written at least every this many packs (a crash loses at most this much work). */
 export const INDEX_FLUSH_PACKS = 64;
 /** Bytes of plaintext waiting for compression at once: bounds a save's memory. */
-const IN_FLIGHT_BYTES = 8 * 1024 * 1024;
+const IN_FLIGHT_BYTES = 4 * 1024 * 1024;
 /** Blobs waiting for compression at once: enough to keep the thread pool busy on two cores. */
 const IN_FLIGHT_JOBS = 8;
 
@@ -40,7 +40,7 @@ export class BlobWriter {
   readonly stats: WriterStats = { blobsNew: 0, treesNew: 0, bytesStored: 0 };
 
   private readonly packBytes: number;
-  private readonly memory = new MemoryGuard(16 * 1024 * 1024);
+  private readonly memory = new MemoryGuard(4 * 1024 * 1024);
 
   constructor(private readonly store: Store) {
     this.packBytes = store.info.packBytes;
