@@ -22,7 +22,7 @@ export interface StreamRoot {
   /** The directory it becomes at the snapshot's top ("workspace"). */
   name: string;
   /** A tar whose single top entry is the root directory. */
-  tar: AsyncIterable<Uint8Array>;
+  tar: AsyncIterable<Uint8Array> | Iterable<Uint8Array>;
 }
 
 export interface StreamLimits {
