@@ -103,7 +103,7 @@ describe("help", () => {
 
 describe("completion", () => {
   test.each([
-    [[""], ["run", "session", "agent", "box", "exec", "cp", "pty", "doctor", "daemon", "image", "secret", "ide", "completion"]],
+    [[""], ["run", "session", "agent", "box", "exec", "cp", "pty", "doctor", "daemon", "image", "snapshot", "secret", "ide", "completion"]],
     [["bo"], ["box"]],
     [["box", "s"], ["set", "start", "stop"]],
     [["--home", "/tmp", "se"], ["session", "secret"]],

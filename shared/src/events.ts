@@ -120,7 +120,12 @@ export const Events = {
   driverReleased: defineEvent("session.driver.released", Type.Object({ driver: Actor })),
   driverStolen: defineEvent("session.driver.stolen", Type.Object({ from: Actor, to: Actor })),
   driverLapsed: defineEvent("session.driver.lapsed", Type.Object({ driver: Actor })),
-  checkpointCreated: defineEvent("checkpoint.created", Type.Object({ name: Text(256), ref: Type.Optional(Text(1024)) }), { byClients: true }),
+  /** A point to come back to; the daemon's carry the snapshot of the box taken there (`hutch snapshot create`). */
+  checkpointCreated: defineEvent(
+    "checkpoint.created",
+    Type.Object({ name: Text(256), ref: Type.Optional(Text(1024)), snapshot: Type.Optional(Type.String({ pattern: "^snap_[0-9a-z]{20}$" })) }),
+    { byClients: true },
+  ),
   verdictRecorded: defineEvent(
     "verdict.recorded",
     Type.Object({ verdict: Text(64), score: Type.Optional(Type.Number()), note: Type.Optional(Text()) }),

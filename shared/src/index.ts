@@ -9,3 +9,5 @@ export * from "./protocol/follow.ts";
 export * from "./idempotency.ts";
 export * from "./ops.ts";
 export * from "./ndjson.ts";
+export * from "./chunk/index.ts";
+export * from "./snapshots.ts";

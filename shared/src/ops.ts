@@ -33,7 +33,21 @@ export const OpNote = line("note", { text: Type.String() });
 export const OpDone = line("done", { summary: Type.String() });
 /** One of doctor's checks, as soon as it is known. */
 export const OpCheck = line("check", { check: DoctorCheck });
-export const OpProgress = Type.Union([OpStep, OpDetail, OpNote, OpDone, OpCheck]);
+/** Files and bytes done so far, with totals, rate and ETA when known (snapshots, restores, prunes, checks). */
+export const OpCounts = line("counts", {
+  phase: Type.String(),
+  files: Type.Integer({ minimum: 0 }),
+  filesTotal: Type.Optional(Type.Integer({ minimum: 0 })),
+  bytes: Type.Integer({ minimum: 0 }),
+  bytesTotal: Type.Optional(Type.Integer({ minimum: 0 })),
+  /** Bytes added to the store so far. */
+  bytesNew: Type.Optional(Type.Integer({ minimum: 0 })),
+  /** Bytes a second. */
+  rate: Type.Integer({ minimum: 0 }),
+  etaMs: Type.Optional(Type.Integer({ minimum: 0 })),
+  elapsedMs: Type.Integer({ minimum: 0 }),
+});
+export const OpProgress = Type.Union([OpStep, OpDetail, OpNote, OpDone, OpCheck, OpCounts]);
 export type OpProgress = Static<typeof OpProgress>;
 
 /** The last line when the work failed: the error body every route answers with, tagged. */

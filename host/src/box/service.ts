@@ -153,6 +153,33 @@ export class BoxService {
     throw new HutchError("not_ready", `box "${row.name}" is ${row.state}`, `start it: hutch box start ${row.name}`);
   }
 
+  /**
+   * Runs `fn` on a stopped box's handle and engine, with its lifecycle queue
+   * held: a start asked for meanwhile waits until fn is done. not_ready when
+   * the box is not stopped.
+   */
+  async whileStopped<T>(ref: string, fn: (box: BoxHandle, engine: Engine) => Promise<T>): Promise<T> {
+    const id = this.row(ref).id;
+    const prev = this.locks.get(id) ?? Promise.resolve();
+    let out!: Promise<T>;
+    const next = prev.then(() => {
+      const row = this.store.byId(id);
+      if (!row) throw new HutchError("not_found", `box ${ref} no longer exists`, "list boxes: hutch box list");
+      if (row.state !== "stopped") throw new HutchError("not_ready", `box "${row.name}" is ${row.state}, not stopped`, `see: hutch box info ${row.name}`);
+      out = fn(this.handle(row), this.engine(row.engine));
+      return out;
+    });
+    const settled = next.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.locks.set(id, settled);
+    void settled.finally(() => {
+      if (this.locks.get(id) === settled) this.locks.delete(id);
+    });
+    return next;
+  }
+
   /** On daemon start: finish pending ops and re-find running boxes. */
   async recover(): Promise<void> {
     await Promise.all(this.store.list().map((r) => this.reconcile(r.id)));

@@ -43,6 +43,11 @@ export const ROOT: Command = {
     { command: "doctor", describe: "find out what the daemon's host can run, by trying it, and how to fix each gap", load: () => import("./doctor.ts").then((m) => m.doctor) },
     { command: "daemon", describe: "run the daemon in the foreground (other verbs start it when needed)", load: () => import("./daemon.ts").then((m) => m.daemon) },
     { command: "image <command>", describe: "build, list, import and remove the VM images QEMU boxes boot", load: () => import("./image.ts").then((m) => m.image) },
+    {
+      command: "snapshot <command>",
+      describe: "encrypted, deduplicated snapshots of boxes: create, list (the timeline), browse, diff, restore, prune, check",
+      load: () => import("./snapshot.ts").then((m) => m.snapshot),
+    },
     { command: "secret <command>", describe: "credentials the broker injects for boxes (sealed at rest; boxes never see them)", load: () => import("./secret.ts").then((m) => m.secret) },
     { command: "ide", describe: "the IDE bridge: JSON-RPC with LSP framing on stdin/stdout (the VS Code extension starts it)", load: () => import("./ide.ts").then((m) => m.ide) },
     { command: "completion", describe: "print a shell completion script (bash/zsh): hutch completion >> ~/.bashrc", run: () => void process.stdout.write(completionScript("hutch")) },

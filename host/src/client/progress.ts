@@ -17,6 +17,21 @@ export interface ProgressDisplay {
 
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(1)}s`;
 
+function bytesText(n: number): string {
+  if (n >= 1024 ** 3) return `${(n / 1024 ** 3).toFixed(1)} GiB`;
+  if (n >= 1024 ** 2) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
+  return n >= 1024 ? `${Math.round(n / 1024)} KiB` : `${n} B`;
+}
+
+/** "1,204/20,001 files, 310.2 MiB/512.0 MiB, 48.1 MiB/s, 4.0s left". */
+export function countsText(p: Extract<OpProgress, { type: "counts" }>): string {
+  const files = `${p.files.toLocaleString("en")}${p.filesTotal !== undefined ? `/${p.filesTotal.toLocaleString("en")}` : ""} files`;
+  const bytes = `${bytesText(p.bytes)}${p.bytesTotal !== undefined ? `/${bytesText(p.bytesTotal)}` : ""}`;
+  const added = p.bytesNew !== undefined ? `, ${bytesText(p.bytesNew)} new` : "";
+  const eta = p.etaMs !== undefined ? `, ${seconds(p.etaMs)} left` : "";
+  return `${p.phase}: ${files}, ${bytes}${added}, ${bytesText(p.rate)}/s${eta}`;
+}
+
 export function progressDisplay(opts: { transientSteps?: boolean } = {}): ProgressDisplay {
   const tty = process.stderr.isTTY === true;
   const keep = !opts.transientSteps;
@@ -73,6 +88,15 @@ export function progressDisplay(opts: { transientSteps?: boolean } = {}): Progre
           process.stderr.write(`${p.summary} in ${seconds(performance.now() - t0)}\n`);
           return;
         case "check":
+          return;
+        case "counts":
+          // Counts come every 250 ms: on a terminal they redraw the line; in a log, one per 5 s.
+          detail = countsText(p);
+          if (tty) draw();
+          else if (keep && performance.now() - lastDetail >= 5000) {
+            lastDetail = performance.now();
+            process.stderr.write(`      ${detail}\n`);
+          }
           return;
       }
     },

@@ -24,6 +24,8 @@ import { ImageBuilds } from "../image/worker.ts";
 import { RunningOps } from "./ops.ts";
 import type { Engine } from "../engine/types.ts";
 import { HOME_FILES } from "../paths.ts";
+import { SnapshotService } from "../snapshot/service.ts";
+import { snapshotsController } from "./snapshots/index.ts";
 
 export interface AppDeps {
   boxes: BoxService;
@@ -39,6 +41,8 @@ export interface AppDeps {
   engines?: Record<string, Engine>;
   /** Operations in flight; the server passes its own so shutdown can abort them. */
   ops?: RunningOps;
+  /** The snapshot store's service; one of its own over $HUTCH_HOME when absent. */
+  snapshots?: SnapshotService;
 }
 
 export function buildApp(deps: AppDeps) {
@@ -79,7 +83,8 @@ export function buildApp(deps: AppDeps) {
     .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))
     .use(doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops))
     .use(imagesController(new ImageBuilds(deps.home), ops, deps.boxes))
-    .use(agentsController(env.agentsDir(deps.home), ops));
+    .use(agentsController(env.agentsDir(deps.home), ops))
+    .use(snapshotsController(deps.snapshots ?? new SnapshotService(deps.home, deps.boxes), ops));
 }
 
 /** The first failing field, named as a dotted path. */

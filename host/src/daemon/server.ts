@@ -56,7 +56,7 @@ export async function runDaemon(home: string): Promise<number> {
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const { boxes, sessions, sessionStore, broker, engines } = await createServices(home, db, { process: new ProcessEngine(home), qemu: new QemuEngine(home) });
+  const { boxes, sessions, sessionStore, broker, engines, snapshots } = await createServices(home, db, { process: new ProcessEngine(home), qemu: new QemuEngine(home) });
   await boxes.recover();
   await sessions.recorder.recover();
   sessions.recoverTurns();
@@ -66,7 +66,7 @@ export async function runDaemon(home: string): Promise<number> {
   const oldMask = process.umask(0o177);
   const changes = new ChangeService(boxes, sessions);
   const ops = new RunningOps();
-  const app = buildApp({ boxes, sessions, sessionStore, broker, home, identify: localUser, changes, engines, ops });
+  const app = buildApp({ boxes, sessions, sessionStore, broker, home, identify: localUser, changes, engines, ops, snapshots });
   const streams = streamSocket(boxes, sessions);
   const subscribers = subscribeSocket(sessions, sessionStore);
   const server = Bun.serve<StreamSocketData | SubscribeData>({
@@ -107,6 +107,7 @@ export async function runDaemon(home: string): Promise<number> {
       await server.stop(true);
       sessions.stop();
       await boxes.close();
+      await snapshots.close();
       broker.close();
       db.close();
       if (existsSync(socketPath)) rmSync(socketPath, { force: true });

@@ -16,6 +16,7 @@ import { AgentTerminals } from "../harness/wire.ts";
 import { AgentRunner } from "../harness/run.ts";
 import { env } from "../env.ts";
 import { brokerLink } from "../harness/broker-link.ts";
+import { SnapshotService } from "../snapshot/service.ts";
 
 /** The event each broker decision is logged as. */
 const EGRESS_EVENTS = { allowed: Events.egressAllowed, denied: Events.egressDenied, injected: Events.egressInjected } as const;
@@ -27,6 +28,7 @@ export interface Services {
   broker: BrokerService;
   /** The engines boxes run on, by name (doctor checks them in this order). */
   engines: Record<string, Engine>;
+  snapshots: SnapshotService;
 }
 
 export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
@@ -42,5 +44,7 @@ export async function createServices(home: string, db: Database, engines: Record
   boxes.channelClosed.add((boxId) => broker.detach(boxId));
   boxes.stateChanged.add((boxId, state, reason) => sessions.boxChanged(boxId, state, reason));
   broker.decisions.add((boxId, decision, facts) => sessions.boxEvent(boxId, emit(EGRESS_EVENTS[decision], { box: boxId, ...facts })));
-  return { boxes, sessions, sessionStore, broker, engines };
+  const snapshots = new SnapshotService(home, boxes);
+  snapshots.created.add((boxId, s) => sessions.boxEvent(boxId, emit(Events.checkpointCreated, { name: (s.label ?? s.id).slice(0, 256), ref: s.id, snapshot: s.id })));
+  return { boxes, sessions, sessionStore, broker, engines, snapshots };
 }

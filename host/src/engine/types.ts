@@ -82,6 +82,14 @@ export interface Engine {
   consoleTail(box: BoxHandle, lines?: number): Promise<string>;
   /** How long a started box's guest may take to answer the hello. */
   helloTimeoutMs(box: BoxHandle): Promise<number>;
+  /**
+   * A stopped box's writable roots (/workspace, the home), readable on the
+   * host, for a snapshot taken from the disk; `release` undoes whatever that
+   * took (a mount). Absent when the engine cannot (a VM's roots are inside
+   * its qcow2: its snapshots go through the guest). The caller keeps the box
+   * stopped until it releases.
+   */
+  openRoots?(box: BoxHandle): Promise<{ roots: { name: "workspace" | "home"; path: string }[]; release(): Promise<void> }>;
   /** What `box info` should show about this engine's view of the box (accelerator, sizes). */
   describe?(box: BoxHandle): Record<string, string>;
   /** Which per-box limits this host enforces for this engine, and why not where it does not. */

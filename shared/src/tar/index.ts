@@ -3,3 +3,4 @@
 export { packTar } from "./pack.ts";
 export { createUnpacker, type Unpacker, type UnpackOptions } from "./unpack.ts";
 export { TarError } from "./error.ts";
+export { TarParser, type Entry as TarEntry, type EntrySink as TarSink } from "./parse.ts";

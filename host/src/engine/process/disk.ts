@@ -91,6 +91,18 @@ export async function ensureDisk(boxDir: string, bytes: number, owner: { uid: nu
   return roots;
 }
 
+/**
+ * Mounts a stopped box's disk read-only (for a snapshot from the disk);
+ * true when this call mounted it, false when it was mounted already.
+ */
+export async function mountReadOnly(boxDir: string): Promise<boolean> {
+  const mount = join(boxDir, DISK_FILES.mount);
+  if (isMountPoint(mount)) return false;
+  mkdirSync(mount, { recursive: true, mode: 0o700 });
+  await sh(["mount", "-t", "ext4", "-o", "loop,ro,nosuid,nodev,noexec,noatime", join(boxDir, DISK_FILES.image), mount], "mounting the box's disk to read it");
+  return true;
+}
+
 /** Unmounts the box's disk if it is mounted (the loop device goes with it). */
 export async function unmountDisk(boxDir: string): Promise<void> {
   const mount = join(boxDir, DISK_FILES.mount);

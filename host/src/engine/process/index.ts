@@ -14,7 +14,7 @@ import { boxLeftovers, childrenOf, isAlive, killBox, procStartTime, readIdentity
 import { guestBinaryPath } from "../guest-binary.ts";
 import { BoxCgroup, describePlan, hostCgroups, type CgroupPlan } from "../cgroup.ts";
 import { boxIdentity, hostRanges, readIdentityFile, type BoxIdentity } from "../idmap.ts";
-import { boxRoots, diskBytes, ensureDisk, isMountPoint, resizeDisk, unmountDisk, DISK_FILES, type BoxRoots } from "./disk.ts";
+import { boxRoots, diskBytes, ensureDisk, isMountPoint, mountReadOnly, resizeDisk, unmountDisk, DISK_FILES, type BoxRoots } from "./disk.ts";
 import { hostSeccompArch, seccompBytes } from "./seccomp.ts";
 import { parseSize, formatSize } from "../limits.ts";
 import { consoleTailOf } from "../console.ts";
@@ -332,6 +332,16 @@ export class ProcessEngine implements Engine {
     const left = (await cg?.remove()) ?? [];
     if (left.length > 0) logger.warn("box cgroups still busy", { box: box.name, groups: left.join(" ") });
     await unmountDisk(box.dir);
+  }
+
+  async openRoots(box: BoxHandle): Promise<{ roots: { name: "workspace" | "home"; path: string }[]; release(): Promise<void> }> {
+    const r = boxRoots(box.dir);
+    const mounted = r.quota ? await mountReadOnly(box.dir) : false;
+    const roots = [
+      { name: "workspace" as const, path: r.workspace },
+      { name: "home" as const, path: r.home },
+    ].filter((x) => existsSync(x.path));
+    return { roots, release: async () => (mounted ? unmountDisk(box.dir) : undefined) };
   }
 
   async inspect(box: BoxHandle): Promise<Observed> {

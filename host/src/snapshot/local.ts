@@ -1,0 +1,228 @@
+// The local directory backend. Writes go to tmp/, are fsynced, then
+// link(2)ed to their name (which fails rather than replaces, unlike rename)
+// and the directory is fsynced; so an object is either whole under its name
+// or absent. Packs are sharded by their first two hex digits, as restic does,
+// to keep directories small.
+import {
+  closeSync,
+  copyFileSync,
+  fsyncSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  unlinkSync,
+  writeSync,
+} from "node:fs";
+import { dirname, join } from "node:path";
+import { type Backend, type ObjectInfo, type ObjectKind, type Range, checkName, stagingFile } from "./backend.ts";
+import { StoreError, corrupt } from "./errors.ts";
+
+const KINDS: ObjectKind[] = ["packs", "index", "snapshots", "marks", "locks"];
+/** Open pack files kept for ranged reads (a restore reads one pack's blobs in turn). */
+const MAX_OPEN = 16;
+
+function errno(err: unknown): string | undefined {
+  return (err as NodeJS.ErrnoException)?.code;
+}
+
+function fsyncDir(dir: string): void {
+  const fd = openSync(dir, "r");
+  try {
+    fsyncSync(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return errno(err) === "EPERM";
+  }
+}
+
+export class LocalBackend implements Backend {
+  private readonly fds = new Map<string, number>();
+
+  constructor(readonly location: string) {
+    mkdirSync(location, { recursive: true, mode: 0o700 });
+    for (const k of [...KINDS, "tmp"]) mkdirSync(join(location, k), { recursive: true, mode: 0o700 });
+    this.sweepStaging();
+  }
+
+  /** Temporary files of processes that died mid-write (named <pid>-…). */
+  private sweepStaging(): void {
+    const dir = this.stagingDir();
+    for (const name of readdirSync(dir)) {
+      const pid = Number.parseInt(name.split("-")[0] ?? "", 10);
+      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && !alive(pid)) rmSync(join(dir, name), { force: true });
+    }
+  }
+
+  private path(kind: ObjectKind, name: string): string {
+    checkName(kind, name);
+    if (kind === "config") return join(this.location, "config");
+    if (kind === "packs") return join(this.location, "packs", name.slice(0, 2), name);
+    return join(this.location, kind, name);
+  }
+
+  stagingDir(): string {
+    return join(this.location, "tmp");
+  }
+
+
+  async *list(kind: ObjectKind): AsyncIterable<ObjectInfo> {
+    if (kind === "config") {
+      const info = this.info(join(this.location, "config"), "config");
+      if (info) yield info;
+      return;
+    }
+    const root = join(this.location, kind);
+    const dirs = kind === "packs" ? readdirSync(root).filter((d) => /^[0-9a-f]{2}$/.test(d)).map((d) => join(root, d)) : [root];
+    for (const dir of dirs) {
+      let names: string[];
+      try {
+        names = readdirSync(dir);
+      } catch (err) {
+        if (errno(err) === "ENOENT") continue;
+        throw err;
+      }
+      for (const name of names) {
+        try {
+          checkName(kind, name);
+        } catch {
+          continue;
+        }
+        const info = this.info(join(dir, name), name);
+        if (info) yield info;
+      }
+    }
+  }
+
+  private info(path: string, name: string): ObjectInfo | undefined {
+    try {
+      const st = statSync(path);
+      return st.isFile() ? { name, size: st.size, mtimeMs: st.mtimeMs } : undefined;
+    } catch (err) {
+      if (errno(err) === "ENOENT") return undefined;
+      throw err;
+    }
+  }
+
+  private fd(kind: ObjectKind, name: string, path: string): number {
+    const key = `${kind}/${name}`;
+    const cached = this.fds.get(key);
+    if (cached !== undefined) {
+      this.fds.delete(key);
+      this.fds.set(key, cached);
+      return cached;
+    }
+    let fd: number;
+    try {
+      fd = openSync(path, "r");
+    } catch (err) {
+      if (errno(err) === "ENOENT") throw new StoreError("not_found", `${key} is missing from the store at ${this.location}`, "run check to see what else is missing", key);
+      throw err;
+    }
+    if (kind === "packs") {
+      this.fds.set(key, fd);
+      if (this.fds.size > MAX_OPEN) {
+        const [oldKey, oldFd] = this.fds.entries().next().value as [string, number];
+        this.fds.delete(oldKey);
+        closeSync(oldFd);
+      }
+    }
+    return fd;
+  }
+
+  async get(kind: ObjectKind, name: string, range?: Range): Promise<Uint8Array> {
+    const path = this.path(kind, name);
+    const fd = this.fd(kind, name, path);
+    try {
+      const offset = range?.offset ?? 0;
+      const length = range ? range.length : statSync(path).size;
+      const out = new Uint8Array(length);
+      let got = 0;
+      while (got < length) {
+        const n = readSync(fd, out, got, length - got, offset + got);
+        if (n === 0) break;
+        got += n;
+      }
+      if (got < length) throw corrupt(`${kind}/${name}`, `is truncated (wanted bytes ${offset}..${offset + length}, it ends at ${offset + got})`);
+      return out;
+    } finally {
+      if (kind !== "packs") closeSync(fd);
+    }
+  }
+
+  async put(kind: ObjectKind, name: string, data: Uint8Array): Promise<boolean> {
+    const tmp = stagingFile(this);
+    const fd = openSync(tmp, "wx", 0o600);
+    try {
+      let off = 0;
+      while (off < data.length) off += writeSync(fd, data, off, data.length - off);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    return this.link(kind, name, tmp);
+  }
+
+  async putFile(kind: ObjectKind, name: string, path: string): Promise<boolean> {
+    if (dirname(path) === this.stagingDir()) return this.link(kind, name, path);
+    const tmp = stagingFile(this);
+    copyFileSync(path, tmp);
+    const fd = openSync(tmp, "r");
+    fsyncSync(fd);
+    closeSync(fd);
+    unlinkSync(path);
+    return this.link(kind, name, tmp);
+  }
+
+  private link(kind: ObjectKind, name: string, tmp: string): boolean {
+    const dest = this.path(kind, name);
+    try {
+      try {
+        linkSync(tmp, dest);
+      } catch (err) {
+        if (errno(err) === "EEXIST") return false;
+        if (errno(err) !== "ENOENT" || kind !== "packs") throw err;
+        mkdirSync(dirname(dest), { recursive: true, mode: 0o700 });
+        fsyncDir(join(this.location, "packs"));
+        linkSync(tmp, dest);
+      }
+      fsyncDir(dirname(dest));
+      return true;
+    } finally {
+      unlinkSync(tmp);
+    }
+  }
+
+  async delete(kind: ObjectKind, name: string): Promise<void> {
+    const path = this.path(kind, name);
+    const key = `${kind}/${name}`;
+    const fd = this.fds.get(key);
+    if (fd !== undefined) {
+      this.fds.delete(key);
+      closeSync(fd);
+    }
+    try {
+      unlinkSync(path);
+    } catch (err) {
+      if (errno(err) === "ENOENT") return;
+      throw err;
+    }
+    fsyncDir(dirname(path));
+  }
+
+  close(): void {
+    for (const fd of this.fds.values()) closeSync(fd);
+    this.fds.clear();
+  }
+}

@@ -1,0 +1,488 @@
+// snapshotTree: walk a directory, store what changed, write a snapshot.
+//
+// A file whose path, size, mtime, ctime and inode match the parent snapshot's
+// entry (restic's rule) is not read: its chunk list is reused, once the index
+// confirms every chunk is still there and not marked by a prune. Unchanged
+// directories come out as the same tree blob, so a no-change snapshot stores
+// nothing but the snapshot object.
+//
+// Ordering, which prune's safety rests on: the clock is read before the marks
+// are loaded; every blob is in an uploaded, indexed pack before the snapshot
+// object is written; and a save that ran longer than the store's grace period
+// less a tenth refuses to write its snapshot (prune.ts says why).
+import { constants, closeSync, fstatSync, lstatSync, openSync, readSync, readdirSync, readlinkSync, type BigIntStats } from "node:fs";
+import { join, resolve } from "node:path";
+import { newId } from "@hutch/shared";
+import { fromHex, hex } from "./crypto.ts";
+import { StoreError, invalid } from "./errors.ts";
+import { readXattrs } from "./fsx.ts";
+import { type SnapshotBody, type SnapshotStats, putJson } from "./objects.ts";
+import { Meter, type ProgressFn } from "./progress.ts";
+import type { SnapshotRecord, Store } from "./store.ts";
+import { TREE_LIMITS, type TreeEntry, compareNames, encodeTree, nameProblem } from "./tree.ts";
+import { BlobWriter } from "./writer.ts";
+
+/** Points where a save awaits `pause` (a test seam for forcing interleavings with prune). */
+export type SavePoint = "index-loaded" | "tree-stored" | "before-commit";
+
+export interface SnapshotOptions {
+  /** What is being snapshotted (a box name, a path); default the root's absolute path. Parents are found among snapshots of the same source. */
+  source?: string;
+  /** The parent snapshot's id; default the newest of the same source; null for none (every file is read). */
+  parent?: string | null;
+  tags?: string[];
+  /** A line of text for the timeline ("before the refactor"). */
+  label?: string;
+  /** Read extended attributes (default true). */
+  xattrs?: boolean;
+  progress?: ProgressFn;
+  signal?: AbortSignal;
+  pause?: (point: SavePoint) => Promise<void>;
+}
+
+export interface SnapshotResult {
+  id: string;
+  /** The snapshot object's name in the store. */
+  name: string;
+  stats: SnapshotStats;
+  skipped: { path: string; reason: string }[];
+  /** Why the parent was not used, when one was found but could not be read. */
+  warnings: string[];
+}
+
+/** Reads of large files go in blocks of this size (at least twice the largest chunk). */
+const READ_BLOCK = 8 * 1024 * 1024;
+const MAX_SKIPPED_LISTED = 1000;
+/** Hard-linked inodes remembered per save, so a link group is read once. */
+const MAX_LINKS_REMEMBERED = 10_000;
+const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
+
+/** The longest a save may run before it must not write its snapshot: the grace period less a tenth (clock skew, the commit itself). */
+export function maxSaveMs(graceMs: number): number {
+  return graceMs - Math.ceil(graceMs / 10);
+}
+
+interface Ctx {
+  store: Store;
+  writer: BlobWriter;
+  meter: Meter;
+  stats: SnapshotStats;
+  skipped: { path: string; reason: string }[];
+  links: Map<string, { size: number; mtime: string; content: string[] }>;
+  xattrs: boolean;
+  signal?: AbortSignal;
+  warnings: string[];
+  blocks: BlockPool;
+}
+
+interface Block {
+  bytes: Uint8Array;
+  /** A reference for one chunk cut from the block; call the result when the writer lets go of it. */
+  hold(): () => void;
+  /** The reader is done with the block; it returns to the pool when no chunk holds it. */
+  done(): void;
+}
+
+/**
+ * Read buffers for large files, reused once every chunk cut from them has
+ * been compressed: without this a save allocates its whole input in 8 MiB
+ * buffers and the garbage collector lets hundreds of MiB of them pile up.
+ */
+class BlockPool {
+  private readonly free: Uint8Array[] = [];
+
+  take(): Block {
+    const bytes = this.free.pop() ?? new Uint8Array(READ_BLOCK);
+    let holds = 1;
+    const drop = () => {
+      if (--holds === 0 && this.free.length < 4) this.free.push(bytes);
+    };
+    return {
+      bytes,
+      hold: () => {
+        holds++;
+        let once = false;
+        return () => {
+          if (!once) drop();
+          once = true;
+        };
+      },
+      done: drop,
+    };
+  }
+}
+
+function errText(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  return e?.code ? `${e.code}: ${e.message}` : String(err);
+}
+
+function skip(ctx: Ctx, path: string, reason: string): void {
+  ctx.stats.skipped++;
+  if (ctx.skipped.length < MAX_SKIPPED_LISTED) ctx.skipped.push({ path, reason });
+}
+
+function xattrsOf(ctx: Ctx, path: string): [string, string][] | undefined {
+  if (!ctx.xattrs) return undefined;
+  const list = readXattrs(path);
+  if (list.length === 0) return undefined;
+  return list.slice(0, TREE_LIMITS.xattrs).map(([n, v]) => [n, Buffer.from(v.buffer, v.byteOffset, v.length).toString("base64")]);
+}
+
+/** One directory of a snapshot with several roots: it appears at the snapshot's top under `name`. */
+export interface SnapshotRoot {
+  name: string;
+  path: string;
+}
+
+function statDir(path: string): BigIntStats {
+  let st: BigIntStats;
+  try {
+    st = lstatSync(path, { bigint: true });
+  } catch (err) {
+    throw invalid(`cannot snapshot ${path}: ${errText(err)}`, "give an existing directory");
+  }
+  if (!st.isDirectory()) throw invalid(`cannot snapshot ${path}: not a directory`, "give a directory");
+  return st;
+}
+
+/**
+ * Snapshots one directory (its entries are the snapshot's top), or several
+ * (each a directory named by the caller at the top, as `workspace` and
+ * `home` are for a box).
+ */
+export async function snapshotTree(store: Store, root: string | SnapshotRoot[], opts: SnapshotOptions = {}): Promise<SnapshotResult> {
+  const started = store.clock();
+  const t0 = performance.now();
+  const roots = typeof root === "string" ? undefined : root.map((r) => ({ name: r.name, path: resolve(r.path) }));
+  for (const r of roots ?? []) {
+    const bad = nameProblem(r.name);
+    if (bad) throw invalid(`a root may not have ${bad}`);
+  }
+  if (roots && new Set(roots.map((r) => r.name)).size !== roots.length) throw invalid("two roots have the same name");
+  const absRoot = typeof root === "string" ? resolve(root) : "";
+  // Several roots: the top is a directory the store makes up, owned by whoever saves, dated 0.
+  const rootSt = roots ? undefined : statDir(absRoot);
+  const rootStats = roots ? roots.map((r) => ({ ...r, st: statDir(r.path) })) : [];
+  const source = opts.source ?? (roots ? roots.map((r) => r.path).join(":") : absRoot);
+  await store.syncIndex();
+  await store.loadMarks();
+  await opts.pause?.("index-loaded");
+
+  const warnings: string[] = [];
+  const parent = opts.parent === null ? undefined : await findParent(store, source, opts.parent);
+  let parentRoot: TreeEntry[] | undefined;
+  if (parent) {
+    try {
+      parentRoot = await store.readTree(parent.tree, `snapshot ${parent.id}`);
+    } catch (err) {
+      warnings.push(`parent ${parent.id} not used: ${(err as Error).message}`);
+    }
+  }
+
+  const stats: SnapshotStats = { files: 0, dirs: 0, symlinks: 0, bytes: 0, filesRead: 0, filesChanged: 0, bytesRead: 0, blobsNew: 0, treesNew: 0, bytesStored: 0, skipped: 0, ms: 0 };
+  const meter = new Meter("snapshot", opts.progress);
+  const ctx: Ctx = { store, writer: new BlobWriter(store), meter, stats, skipped: [], links: new Map(), xattrs: opts.xattrs ?? true, signal: opts.signal, warnings, blocks: new BlockPool() };
+  if (meter.enabled) {
+    if (parent && parentRoot) {
+      meter.filesTotal = parent.stats.files;
+      meter.bytesTotal = parent.stats.bytes;
+    } else {
+      meter.phase = "scan";
+      meter.filesTotal = 0;
+      meter.bytesTotal = 0;
+      for (const dir of roots ? roots.map((r) => r.path) : [absRoot]) {
+        const t = scan(dir, opts.signal);
+        meter.filesTotal += t.files;
+        meter.bytesTotal += t.bytes;
+      }
+    }
+  }
+  meter.phase = "save";
+  try {
+    const tree = roots ? await saveRoots(ctx, rootStats, parentRoot) : await saveDir(ctx, absRoot, "", parentRoot);
+    await opts.pause?.("tree-stored");
+    await ctx.writer.flush();
+    await opts.pause?.("before-commit");
+    const ran = store.clock() - started;
+    const limit = maxSaveMs(store.info.graceMs);
+    if (ran > limit) {
+      throw new StoreError(
+        "failed",
+        `this save ran for ${Math.round(ran / 1000)} s, longer than the ${Math.round(limit / 1000)} s a save may run in this store (its prune grace period less a tenth), so a concurrent prune may have removed data it reused; no snapshot was written`,
+        "run the snapshot again (it reuses what this one stored)",
+      );
+    }
+    Object.assign(stats, ctx.writer.stats);
+    stats.ms = Math.round(performance.now() - t0);
+    const rootXattrs = rootSt ? xattrsOf(ctx, absRoot) : undefined;
+    const top = rootSt
+      ? { mode: Number(rootSt.mode & 0o7777n), mtime: String(rootSt.mtimeNs), uid: Number(rootSt.uid), gid: Number(rootSt.gid) }
+      : { mode: 0o755, mtime: "0", uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
+    const body: SnapshotBody = {
+      v: 1,
+      id: newId("snap", started),
+      time: started,
+      source,
+      host: store.host,
+      tree,
+      root: { ...top, ...(rootXattrs ? { xattrs: rootXattrs } : {}) },
+      ...(parent ? { parent: parent.id } : {}),
+      ...(opts.label !== undefined ? { label: opts.label } : {}),
+      tags: opts.tags ?? [],
+      stats,
+      skipped: ctx.skipped,
+    };
+    const name = await putJson(store.backend, store.keys.enc, "snapshots", body);
+    meter.bytesNew = stats.bytesStored;
+    meter.finish();
+    return { id: body.id, name, stats, skipped: ctx.skipped, warnings };
+  } catch (err) {
+    await ctx.writer.discard();
+    throw err;
+  }
+}
+
+export async function findParent(store: Store, source: string, ref: string | undefined): Promise<SnapshotRecord | undefined> {
+  if (ref !== undefined) return store.getSnapshot(ref);
+  const all = await store.listSnapshots();
+  for (let i = all.length - 1; i >= 0; i--) if (all[i]!.source === source) return all[i];
+  return undefined;
+}
+
+/** Counts files and bytes for the progress ETA when there is no parent to estimate from. */
+function scan(dir: string, signal?: AbortSignal): { files: number; bytes: number } {
+  let files = 0;
+  let bytes = 0;
+  const walk = (d: string) => {
+    let names: string[];
+    try {
+      names = readdirSync(d);
+    } catch {
+      return;
+    }
+    for (const n of names) {
+      signal?.throwIfAborted();
+      try {
+        const st = lstatSync(join(d, n));
+        if (st.isDirectory()) walk(join(d, n));
+        else if (st.isFile()) {
+          files++;
+          bytes += st.size;
+        }
+      } catch {
+        // Vanished: the save itself reports what it cannot read.
+      }
+    }
+  };
+  walk(dir);
+  return { files, bytes };
+}
+
+/** The made-up top of a snapshot of several roots: one directory entry for each. */
+async function saveRoots(ctx: Ctx, roots: (SnapshotRoot & { st: BigIntStats })[], parent: TreeEntry[] | undefined): Promise<string> {
+  const entries: TreeEntry[] = [];
+  for (const r of [...roots].sort((a, b) => compareNames(a.name, b.name))) {
+    const prev = parent?.find((e) => e.name === r.name);
+    let sub: TreeEntry[] | undefined;
+    if (prev?.type === "dir" && prev.tree) {
+      try {
+        sub = await ctx.store.readTree(prev.tree, r.name);
+      } catch (err) {
+        ctx.warnings.push(`parent's ${r.name} not used: ${(err as Error).message}`);
+      }
+    }
+    const st = r.st;
+    const entry: TreeEntry = { name: r.name, type: "dir", mode: Number(st.mode & 0o7777n), mtime: String(st.mtimeNs), uid: Number(st.uid), gid: Number(st.gid), tree: await saveDir(ctx, r.path, r.name, sub) };
+    const x = xattrsOf(ctx, r.path);
+    if (x) entry.xattrs = x;
+    ctx.stats.dirs++;
+    entries.push(entry);
+  }
+  return hex(await ctx.writer.put("tree", encodeTree(entries)));
+}
+
+async function saveDir(ctx: Ctx, abs: string, rel: string, parent: TreeEntry[] | undefined): Promise<string> {
+  let names: string[];
+  try {
+    names = readdirSync(abs);
+  } catch (err) {
+    if (rel === "") throw invalid(`cannot read ${abs}: ${errText(err)}`);
+    skip(ctx, rel, `cannot list: ${errText(err)}`);
+    names = [];
+  }
+  names.sort(compareNames);
+  const previous = parent ? new Map(parent.map((e) => [e.name, e])) : undefined;
+  const entries: TreeEntry[] = [];
+  for (const name of names) {
+    ctx.signal?.throwIfAborted();
+    const path = join(abs, name);
+    const relPath = rel === "" ? name : `${rel}/${name}`;
+    const bad = nameProblem(name);
+    if (bad) {
+      skip(ctx, relPath, `not stored: ${bad}`);
+      continue;
+    }
+    let st: BigIntStats;
+    try {
+      st = lstatSync(path, { bigint: true });
+    } catch (err) {
+      skip(ctx, relPath, `cannot stat: ${errText(err)}`);
+      continue;
+    }
+    const base = { name, mode: Number(st.mode & 0o7777n), mtime: String(st.mtimeNs), uid: Number(st.uid), gid: Number(st.gid) };
+    const prev = previous?.get(name);
+    let entry: TreeEntry | undefined;
+    if (st.isDirectory()) {
+      let sub: TreeEntry[] | undefined;
+      if (prev?.type === "dir" && prev.tree) {
+        try {
+          sub = await ctx.store.readTree(prev.tree, relPath);
+        } catch (err) {
+          ctx.warnings.push(`parent's ${relPath} not used: ${(err as Error).message}`);
+        }
+      }
+      entry = { ...base, type: "dir", tree: await saveDir(ctx, path, relPath, sub) };
+      ctx.stats.dirs++;
+    } else if (st.isSymbolicLink()) {
+      let target: string;
+      try {
+        target = readlinkSync(path);
+      } catch (err) {
+        skip(ctx, relPath, `cannot read link: ${errText(err)}`);
+        continue;
+      }
+      if (target === "" || target.includes("\uFFFD") || Buffer.byteLength(target) > TREE_LIMITS.targetBytes) {
+        skip(ctx, relPath, "not stored: a symlink target that is empty, too long or not valid UTF-8");
+        continue;
+      }
+      entry = { ...base, type: "symlink", target };
+      ctx.stats.symlinks++;
+    } else if (st.isFile()) {
+      entry = await saveFile(ctx, path, relPath, st, base, prev);
+    } else {
+      skip(ctx, relPath, `not stored: a ${kindOf(st)}`);
+    }
+    if (!entry) continue;
+    const x = xattrsOf(ctx, path);
+    if (x) entry.xattrs = x;
+    entries.push(entry);
+  }
+  const bytes = encodeTree(entries);
+  if (bytes.length > TREE_LIMITS.bytes) throw invalid(`directory ${rel || "."} has too many entries to store (${entries.length})`);
+  return hex(await ctx.writer.put("tree", bytes));
+}
+
+function kindOf(st: BigIntStats): string {
+  if (st.isFIFO()) return "fifo";
+  if (st.isSocket()) return "socket";
+  if (st.isCharacterDevice()) return "character device";
+  if (st.isBlockDevice()) return "block device";
+  return "special file";
+}
+
+function sameChunks(a: string[], b: string[]): boolean {
+  return a === b || (a.length === b.length && a.every((id, i) => id === b[i]));
+}
+
+type Base = Pick<TreeEntry, "name" | "mode" | "mtime" | "uid" | "gid">;
+
+async function saveFile(ctx: Ctx, path: string, rel: string, st: BigIntStats, base: Base, prev: TreeEntry | undefined): Promise<TreeEntry | undefined> {
+  const size = Number(st.size);
+  const ino = String(st.ino);
+  const ctime = String(st.ctimeNs);
+  const linkKey = st.nlink > 1n ? `${st.dev}:${st.ino}` : undefined;
+  let content: string[] | undefined;
+  let stored = size;
+  if (prev?.type === "file" && prev.size === size && prev.mtime === base.mtime && prev.ctime === ctime && prev.ino === ino && prev.content?.every((id) => ctx.writer.has("data", fromHex(id)))) {
+    content = prev.content;
+  }
+  const linked = linkKey ? ctx.links.get(linkKey) : undefined;
+  if (!content && linked && linked.size === size && linked.mtime === base.mtime) content = linked.content;
+  if (!content) {
+    const read = await readFile(ctx, path, rel, st);
+    if (!read) return undefined;
+    content = read.ids;
+    stored = read.size;
+    ctx.stats.filesRead++;
+    ctx.stats.bytesRead += read.size;
+  } else {
+    ctx.meter.bytes += size;
+  }
+  if (linkKey && !linked && ctx.links.size < MAX_LINKS_REMEMBERED) ctx.links.set(linkKey, { size: stored, mtime: base.mtime, content });
+  if (!(prev?.type === "file" && sameChunks(prev.content!, content))) ctx.stats.filesChanged++;
+  ctx.stats.files++;
+  ctx.stats.bytes += stored;
+  ctx.meter.files++;
+  ctx.meter.bytesNew = ctx.writer.stats.bytesStored;
+  ctx.meter.tick();
+  const entry: TreeEntry = { ...base, type: "file", size: stored, content, ino, ctime };
+  if (linkKey) {
+    entry.nlink = Number(st.nlink);
+    entry.dev = String(st.dev);
+  }
+  return entry;
+}
+
+/** Chunks and stores one file; undefined (and skipped) when it cannot be read as the file that was stat'ed. */
+async function readFile(ctx: Ctx, path: string, rel: string, st: BigIntStats): Promise<{ ids: string[]; size: number } | undefined> {
+  let fd: number;
+  try {
+    fd = openSync(path, OPEN_FLAGS);
+  } catch (err) {
+    skip(ctx, rel, `cannot open: ${errText(err)}`);
+    return undefined;
+  }
+  try {
+    const f = fstatSync(fd, { bigint: true });
+    if (!f.isFile() || f.ino !== st.ino || f.dev !== st.dev) {
+      skip(ctx, rel, "replaced while being read");
+      return undefined;
+    }
+    const chunker = ctx.store.chunker;
+    // One byte more than the size, so a small file is read in one call and growth is seen.
+    const small = Number(st.size) + 1 < READ_BLOCK;
+    let block = small ? undefined : ctx.blocks.take();
+    let buf = block ? block.bytes : new Uint8Array(Number(st.size) + 1);
+    let start = 0;
+    let end = 0;
+    let eof = false;
+    const ids: string[] = [];
+    let total = 0;
+    for (;;) {
+      while (!eof && end < buf.length) {
+        let n: number;
+        try {
+          n = readSync(fd, buf, end, buf.length - end, null);
+        } catch (err) {
+          block?.done();
+          skip(ctx, rel, `cannot read: ${errText(err)}`);
+          return undefined;
+        }
+        if (n === 0) eof = true;
+        else end += n;
+      }
+      while (start < end) {
+        const cut = chunker.cut(buf, start, end, eof);
+        if (cut < 0) break;
+        ids.push(hex(await ctx.writer.put("data", buf.subarray(start, cut), block?.hold())));
+        ctx.meter.bytes += cut - start;
+        total += cut - start;
+        start = cut;
+        ctx.meter.tick();
+      }
+      if (eof) break;
+      const next = ctx.blocks.take();
+      next.bytes.set(buf.subarray(start, end));
+      block?.done();
+      end -= start;
+      start = 0;
+      block = next;
+      buf = next.bytes;
+    }
+    block?.done();
+    return { ids, size: total };
+  } finally {
+    closeSync(fd);
+  }
+}

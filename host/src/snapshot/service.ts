@@ -1,0 +1,342 @@
+// Snapshots of boxes: the daemon's one store (opened once, so its key is
+// derived once per daemon), and the two ways a box's roots reach it. A
+// stopped box on an engine that can open its roots on the host (process) is
+// read from its disk, with its lifecycle held so it cannot start meanwhile; a
+// running box (any engine) is read through its guest, one tar.out per root,
+// parsed as untrusted input (./stream-save.ts). Restores go the other way,
+// always through the guest: the snapshot is restored into a private staging
+// directory on the host first (every check passes or nothing moves), then
+// sent with tar.in, so nothing on the host ever writes into a box's tree.
+import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import {
+  Chan,
+  check,
+  firstError,
+  HutchError,
+  packTar,
+  ResultMsg,
+  TarInResult,
+  type MuxStream,
+  type OpProgress,
+  type SnapshotBrowse,
+  type SnapshotChange,
+  type SnapshotCheckResult,
+  type SnapshotCreateResult,
+  type SnapshotDiff,
+  type SnapshotInfo,
+  type SnapshotPruneBody,
+  type SnapshotPruneResult,
+  type SnapshotRestoreBody,
+  type SnapshotRestoreResult,
+} from "@hutch/shared";
+import type { BoxService } from "../box/service.ts";
+import type { Channel } from "../engine/channel.ts";
+import { Listeners } from "../listeners.ts";
+import { log } from "../log.ts";
+import { browse, check as checkStore, diffSnapshots, openStore, prune, restoreTree, snapshotTree, storeLocation, type Progress, type SnapshotRecord, type Store } from "./index.ts";
+import { resolvePath, snapshotPath } from "./paths.ts";
+import { snapshotStreams } from "./stream-save.ts";
+import { unifiedDiff } from "./textdiff.ts";
+
+const logger = log.create({ service: "snapshots" });
+
+/** Where a snapshot's top directories live in a box. */
+export const BOX_ROOTS = { workspace: "/workspace", home: "/home/hutch" } as const;
+const RESTORED_DIR = `${BOX_ROOTS.home}/Restored`;
+const SOURCE_PREFIX = "box:";
+/** A diff shows hunks for at most this many files, each at most PATCH_BYTES on either side. */
+const MAX_PATCHES = 200;
+const PATCH_BYTES = 256 * 1024;
+const MAX_CHANGES = 10_000;
+
+export type Report = (p: OpProgress) => void;
+
+/** A store's progress as an operation's counts line. */
+function counts(report: Report): (p: Progress) => void {
+  return (p) =>
+    report({
+      type: "counts",
+      phase: p.phase,
+      files: p.files,
+      ...(p.filesTotal !== undefined ? { filesTotal: p.filesTotal } : {}),
+      bytes: p.bytes,
+      ...(p.bytesTotal !== undefined ? { bytesTotal: p.bytesTotal } : {}),
+      ...(p.bytesNew !== undefined ? { bytesNew: p.bytesNew } : {}),
+      rate: p.rate,
+      ...(p.etaMs !== undefined ? { etaMs: p.etaMs } : {}),
+      elapsedMs: p.elapsedMs,
+    });
+}
+
+/** A tool stream's bytes on one channel as an async iterable, credited only as they are taken (so a box cannot flood the host). */
+function streamBytes(stream: MuxStream, chan: number): { bytes: AsyncIterable<Uint8Array> } {
+  stream.autoCredit = false;
+  const queue: Uint8Array[] = [];
+  let wake: (() => void) | undefined;
+  let closed = false;
+  let failure: string | undefined;
+  stream.handlers = {
+      data: (c, b) => {
+        if (c !== chan) return stream.consumed(b.length);
+        queue.push(b);
+        wake?.();
+      },
+      msg: () => undefined,
+      close: (e) => {
+        closed = true;
+        if (e) failure = e.message;
+        wake?.();
+      },
+    };
+  async function* bytes(): AsyncGenerator<Uint8Array> {
+    for (;;) {
+      const b = queue.shift();
+      if (b) {
+        yield b;
+        stream.consumed(b.length);
+        continue;
+      }
+      if (closed) {
+        if (failure) throw new HutchError("failed", `the box's guest stopped sending: ${failure}`, "see the box's console: hutch box info");
+        return;
+      }
+      await new Promise<void>((r) => (wake = r));
+      wake = undefined;
+    }
+  }
+  return { bytes: bytes() };
+}
+
+/** Sends a packed host directory into the box with tar.in; resolves with what the guest unpacked. */
+async function sendTar(channel: Channel, local: string, dir: string, name: string, signal?: AbortSignal): Promise<TarInResult> {
+  const stream = channel.mux.open({ tool: "tar.in", path: dir, name });
+  const result = new Promise<TarInResult>((res, rej) => {
+    let value: TarInResult | null = null;
+    let bad: string | null = null;
+    stream.handlers = {
+      msg: (m) => {
+        if (!check(ResultMsg, m)) return;
+        if (check(TarInResult, m.value)) value = m.value;
+        else bad = firstError(TarInResult, m.value);
+      },
+      close: (e) => {
+        if (e) return rej(new HutchError(e.code === "invalid" ? "invalid" : "failed", `the box refused the restore into ${dir}/${name}: ${e.message}`, "see what is in the way: hutch exec BOX -- ls -la " + dir));
+        if (value) return res(value);
+        rej(new HutchError("failed", bad ? `the box answered tar.in with a malformed result: ${bad}` : "tar.in ended without a result", "the guest may be broken: hutch box info"));
+      },
+    };
+  });
+  try {
+    for await (const chunk of packTar(local)) {
+      signal?.throwIfAborted();
+      if (!(await stream.write(Chan.stdin, chunk))) break;
+    }
+    stream.eof(Chan.stdin);
+    return await result;
+  } catch (err) {
+    stream.close();
+    throw err;
+  }
+}
+
+export class SnapshotService {
+  private storePromise?: Promise<Store>;
+  /** A snapshot of a box was taken (sessions log it as checkpoint.created). */
+  readonly created = new Listeners<[boxId: string, snapshot: SnapshotInfo]>("snapshot created");
+
+  constructor(
+    private readonly home: string,
+    private readonly boxes: BoxService,
+  ) {}
+
+  /** The store, opened (and created) on first use. */
+  store(): Promise<Store> {
+    this.storePromise ??= openStore(storeLocation(this.home), { create: true }).catch((err) => {
+      this.storePromise = undefined;
+      throw err;
+    });
+    return this.storePromise;
+  }
+
+  private info(s: SnapshotRecord): SnapshotInfo {
+    const box = s.source.startsWith(SOURCE_PREFIX) ? s.source.slice(SOURCE_PREFIX.length) : s.source;
+    const name = this.boxes.byId(box)?.name;
+    return {
+      id: s.id,
+      time: s.time,
+      box,
+      ...(name ? { boxName: name } : {}),
+      ...(s.label ? { label: s.label } : {}),
+      ...(s.parent ? { parent: s.parent } : {}),
+      files: s.stats.files,
+      bytes: s.stats.bytes,
+      bytesAdded: s.stats.bytesStored,
+      filesChanged: s.stats.filesChanged,
+      via: s.tags.includes("via:guest") ? "guest" : "disk",
+      skipped: s.stats.skipped,
+      ms: s.stats.ms,
+    };
+  }
+
+  async create(boxRef: string, label: string | undefined, report: Report, signal: AbortSignal): Promise<SnapshotCreateResult> {
+    const box = this.boxes.get(boxRef);
+    const store = await this.store();
+    const source = `${SOURCE_PREFIX}${box.id}`;
+    const progress = counts(report);
+    const common = { source, ...(label !== undefined ? { label } : {}), progress, signal };
+    let result;
+    if (box.state === "running") {
+      report({ type: "step", n: 1, total: 1, title: `reading ${box.name} through its guest` });
+      const { channel } = this.boxes.channel(box.id);
+      const streams = (Object.keys(BOX_ROOTS) as (keyof typeof BOX_ROOTS)[]).map((name) => {
+        const stream = channel.mux.open({ tool: "tar.out", path: BOX_ROOTS[name] });
+        return { name, stream, tar: streamBytes(stream, Chan.stdout).bytes };
+      });
+      try {
+        result = await snapshotStreams(store, streams, { ...common, tags: ["via:guest"] });
+      } finally {
+        // Whatever happened, the guest stops sending what nobody reads any more.
+        for (const s of streams) s.stream.close();
+      }
+    } else if (box.state === "stopped") {
+      result = await this.boxes.whileStopped(box.id, async (handle, engine) => {
+        if (!engine.openRoots) {
+          throw new HutchError("not_ready", `box "${box.name}" is stopped, and its ${engine.name} disk is not readable from the host`, `start it, and snapshot it through its guest: hutch box start ${box.name}`);
+        }
+        report({ type: "step", n: 1, total: 1, title: `reading ${box.name} from its disk` });
+        const opened = await engine.openRoots(handle);
+        try {
+          return await snapshotTree(store, opened.roots, { ...common, tags: ["via:disk"] });
+        } finally {
+          await opened.release();
+        }
+      });
+    } else {
+      throw new HutchError("not_ready", `box "${box.name}" is ${box.state}`, `wait until it is running or stopped: hutch box info ${box.name}`);
+    }
+    const rec = await store.getSnapshot(result.id);
+    const info = this.info(rec);
+    logger.info("snapshot taken", { box: box.name, snapshot: info.id, files: info.files, added: info.bytesAdded, via: info.via });
+    report({ type: "done", summary: `snapshot ${info.id} of ${box.name}: ${info.files} files, ${info.filesChanged} changed` });
+    this.created.emit(box.id, info);
+    return { snapshot: info, warnings: result.warnings };
+  }
+
+  async list(boxRef?: string): Promise<SnapshotInfo[]> {
+    const store = await this.store();
+    const all = await store.listSnapshots();
+    const want = boxRef === undefined ? undefined : `${SOURCE_PREFIX}${this.boxId(boxRef)}`;
+    return all.filter((s) => want === undefined || s.source === want).map((s) => this.info(s));
+  }
+
+  /** A box's id from its name or id; a deleted box's snapshots are still found by its id. */
+  private boxId(ref: string): string {
+    try {
+      return this.boxes.get(ref).id;
+    } catch (err) {
+      if (/^box_[0-9a-z]+$/.test(ref)) return ref;
+      throw err;
+    }
+  }
+
+  async browse(snap: string, path: string): Promise<SnapshotBrowse> {
+    return browse(await this.store(), snap, path);
+  }
+
+  async diff(from: string, to: string): Promise<SnapshotDiff> {
+    const store = await this.store();
+    const [a, b] = [await store.getSnapshot(from), await store.getSnapshot(to)];
+    const changes: SnapshotChange[] = [];
+    let truncated = false;
+    let patches = 0;
+    for await (const c of diffSnapshots(store, a.id, b.id)) {
+      if (changes.length >= MAX_CHANGES) {
+        truncated = true;
+        break;
+      }
+      const out: SnapshotChange = { path: c.path, change: c.change, type: c.type };
+      if (c.type === "file" && (c.change === "modified" || c.change === "added" || c.change === "removed") && patches < MAX_PATCHES) {
+        patches++;
+        const before = c.change === "added" ? null : await this.fileText(store, a, c.path);
+        const after = c.change === "removed" ? null : await this.fileText(store, b, c.path);
+        const patch = before?.text !== undefined || after?.text !== undefined ? unifiedDiff(c.path, before?.text ?? null, after?.text ?? null) : null;
+        const binary = (before && before.text === undefined) || (after && after.text === undefined);
+        if (patch !== null && !binary) out.patch = patch;
+        else out.binary = { before: before?.size ?? 0, after: after?.size ?? 0 };
+      }
+      changes.push(out);
+    }
+    return { from: a.id, to: b.id, changes, truncated };
+  }
+
+  /** A file's size, and its text when it is small UTF-8 without NUL. */
+  private async fileText(store: Store, snap: SnapshotRecord, path: string): Promise<{ size: number; text?: string }> {
+    const { entry } = await resolvePath(store, snap, snapshotPath(path));
+    const size = entry?.size ?? 0;
+    if (!entry || entry.type !== "file" || size > PATCH_BYTES) return { size };
+    const parts: Uint8Array[] = [];
+    for (const id of entry.content!) parts.push(await store.readBlob("data", Buffer.from(id, "hex"), `${snap.id}:${path}`));
+    const bytes = Buffer.concat(parts);
+    if (bytes.includes(0)) return { size };
+    try {
+      return { size, text: new TextDecoder("utf-8", { fatal: true }).decode(bytes) };
+    } catch {
+      return { size };
+    }
+  }
+
+  async restore(body: SnapshotRestoreBody, report: Report, signal: AbortSignal): Promise<SnapshotRestoreResult> {
+    const store = await this.store();
+    const snap = await store.getSnapshot(body.snapshot);
+    for (const p of body.paths ?? []) snapshotPath(p);
+    const tmpRoot = join(this.home, "tmp");
+    mkdirSync(tmpRoot, { recursive: true, mode: 0o700 });
+    const staging = mkdtempSync(join(tmpRoot, "restore-"));
+    try {
+      report({ type: "step", n: 1, total: 2, title: `restoring ${snap.id} on the host` });
+      const local = join(staging, "tree");
+      // What comes out of a box is untrusted: links leaving the tree are refused, setuid bits dropped.
+      const r = await restoreTree(store, snap.id, local, { ...(body.paths ? { paths: body.paths } : {}), modeMask: 0o777, xattrs: false, progress: counts(report), signal });
+      report({ type: "step", n: 2, total: 2, title: `sending it into ${body.box}` });
+      await this.boxes.ensureRunning(body.box);
+      const { box, channel } = this.boxes.channel(body.box);
+      const into: string[] = [];
+      if (body.inPlace) {
+        for (const top of readdirSync(local)) {
+          const guestRoot = BOX_ROOTS[top as keyof typeof BOX_ROOTS];
+          if (!guestRoot) throw new HutchError("invalid", `snapshot ${snap.id} holds ${top}, which is not a root of a box`, "restore it without --in-place");
+          for (const child of readdirSync(join(local, top))) await sendTar(channel, join(local, top, child), guestRoot, child, signal);
+          into.push(guestRoot);
+        }
+      } else {
+        const name = new Date(snap.time).toISOString().replace(/\.\d+Z$/, "Z").replaceAll(":", "-");
+        await sendTar(channel, local, RESTORED_DIR, name, signal);
+        into.push(`${RESTORED_DIR}/${name}`);
+      }
+      report({ type: "done", summary: `restored ${r.files} files of ${snap.id} into ${box.name}:${into.join(", ")}` });
+      return { snapshot: snap.id, box: box.name, into, files: r.files, dirs: r.dirs, symlinks: r.symlinks, bytes: r.bytes, ms: r.ms };
+    } finally {
+      rmSync(staging, { recursive: true, force: true });
+    }
+  }
+
+  async prune(body: SnapshotPruneBody, report: Report, signal: AbortSignal): Promise<SnapshotPruneResult> {
+    const { dryRun, ...policy } = body;
+    const r = await prune(await this.store(), { policy, ...(dryRun ? { dryRun } : {}), progress: counts(report), signal });
+    report({ type: "done", summary: `forgot ${r.forgotten.length} snapshots; marked ${r.marked.packs} packs, deleted ${r.deleted.packs}` });
+    return { forgotten: r.forgotten, marked: r.marked, deleted: r.deleted, revived: r.revived, repacked: r.repacked, ms: r.ms };
+  }
+
+  async check(readData: boolean, report: Report, signal: AbortSignal): Promise<SnapshotCheckResult> {
+    const r = await checkStore(await this.store(), { readData, progress: counts(report), signal });
+    report({ type: "done", summary: r.ok ? `the store is whole (${r.snapshots} snapshots, ${r.packs} packs)` : `${r.errors.length} problems found` });
+    return r;
+  }
+
+  async close(): Promise<void> {
+    const s = await this.storePromise?.catch(() => undefined);
+    s?.close();
+    this.storePromise = undefined;
+  }
+}
