@@ -12,8 +12,22 @@ export async function buildExtension(hutch: string, vsix: string): Promise<void>
   rmSync(out, { recursive: true, force: true });
   const bundles = [
     // The extension host runs Node and provides `vscode`.
-    Bun.build({ entrypoints: [join(here, "src/extension.ts")], outdir: out, target: "node", format: "cjs", external: ["vscode"], minify: true }),
-    Bun.build({ entrypoints: [join(here, "src/log/view.ts")], outdir: out, naming: "log.js", target: "browser", format: "iife", minify: true }),
+    Bun.build({
+      entrypoints: [join(here, "src/extension.ts")],
+      outdir: out,
+      target: "node",
+      format: "cjs",
+      external: ["vscode"],
+      minify: true,
+    }),
+    Bun.build({
+      entrypoints: [join(here, "src/log/view.ts")],
+      outdir: out,
+      naming: "log.js",
+      target: "browser",
+      format: "iife",
+      minify: true,
+    }),
   ];
   for (const r of await Promise.all(bundles)) {
     if (!r.success) throw new Error(`extension bundle failed:\n${r.logs.map(String).join("\n")}`);

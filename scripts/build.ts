@@ -61,7 +61,15 @@ for (const [target, out, guestArch] of onlyHost ? hosts.slice(0, 1) : hosts) {
   // The host imports dist/.embed/hutch-guest as a file asset: stage this target's guest there.
   copyFileSync(guest, join(embed, "hutch-guest"));
   step(`dist/${out} (guest ${guestArch} ${guestSha})`);
-  await run([...host, ...(target ? [`--target=${target}`] : []), "--define", `HUTCH_GUEST_SHA="${guestSha}"`, "host/src/main.ts", "--outfile", join(dist, out)]);
+  await run([
+    ...host,
+    ...(target ? [`--target=${target}`] : []),
+    "--define",
+    `HUTCH_GUEST_SHA="${guestSha}"`,
+    "host/src/main.ts",
+    "--outfile",
+    join(dist, out),
+  ]);
 }
 // The VS Code extension, with this host's hutch bundled as its fallback binary.
 step("dist/hutch.vsix");

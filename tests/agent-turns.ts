@@ -17,8 +17,24 @@ export function fakeBindings(fake: FakeModel) {
   const common = { host: "localhost", port: fake.port, address: "127.0.0.1", ca: fake.ca.caFile };
   return {
     bindings: {
-      anthropic: { ...common, header: "x-api-key", format: "{secret}", secret: "anthropic", methods: ["GET", "POST", "HEAD"], paths: ["/v1/", "/api/"], env: { ANTHROPIC_BASE_URL: "{url}", ANTHROPIC_API_KEY: "{stub}" } },
-      openai: { ...common, header: "Authorization", format: "Bearer {secret}", secret: "openai", methods: ["GET", "POST"], paths: ["/v1/"], env: { OPENAI_BASE_URL: "{url}/v1", OPENAI_API_KEY: "{stub}" } },
+      anthropic: {
+        ...common,
+        header: "x-api-key",
+        format: "{secret}",
+        secret: "anthropic",
+        methods: ["GET", "POST", "HEAD"],
+        paths: ["/v1/", "/api/"],
+        env: { ANTHROPIC_BASE_URL: "{url}", ANTHROPIC_API_KEY: "{stub}" },
+      },
+      openai: {
+        ...common,
+        header: "Authorization",
+        format: "Bearer {secret}",
+        secret: "openai",
+        methods: ["GET", "POST"],
+        paths: ["/v1/"],
+        env: { OPENAI_BASE_URL: "{url}/v1", OPENAI_API_KEY: "{stub}" },
+      },
     },
   };
 }
@@ -26,7 +42,10 @@ export function fakeBindings(fake: FakeModel) {
 export async function events(home: Home, session: string): Promise<SessionEvent[]> {
   const r = await home.run(["session", "log", session, "--json"]);
   expect(r.code, r.stderr).toBe(0);
-  return r.stdout.trim().split("\n").map((l) => JSON.parse(l) as SessionEvent);
+  return r.stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as SessionEvent);
 }
 
 /** The index of the first event of def's kind whose (checked) data passes pred. */
@@ -41,7 +60,13 @@ export const at = <D extends EventDef>(list: SessionEvent[], def: D, pred: (d: S
  * the input, the tool call, its result, the final message, usage and idle in
  * that order, and the fake saw the real secret on every call and never a stub.
  */
-export async function expectHeadlessTurn(h: Home, box: string, agent: string, fake: FakeModel, secrets: Record<string, string>): Promise<SessionEvent[]> {
+export async function expectHeadlessTurn(
+  h: Home,
+  box: string,
+  agent: string,
+  fake: FakeModel,
+  secrets: Record<string, string>,
+): Promise<SessionEvent[]> {
   await h.run(["exec", box, "--", "rm", "-f", "/workspace/hello.txt"]);
   fake.reset();
   const r = await h.run(["run", box, "--agent", agent, "--prompt", PROMPT, "--json"]);
@@ -62,7 +87,10 @@ export async function expectHeadlessTurn(h: Home, box: string, agent: string, fa
   const usage = log.findLastIndex((e) => read(e, Events.usageReported)?.available === true);
   const idle = at(log, Events.agentState, (d) => d.state === "idle");
   const order = [input, call, done, final, usage, idle];
-  expect(order.every((i) => i >= 0), JSON.stringify(order)).toBe(true);
+  expect(
+    order.every((i) => i >= 0),
+    JSON.stringify(order),
+  ).toBe(true);
   expect([...order].sort((a, b) => a - b)).toEqual(order);
   expect(log[call]!.actor.kind).toBe("agent");
   expect(log.filter((e) => e.kind === "agent.raw" && read(e, Events.agentRaw)?.reason !== "unknown")).toEqual([]);

@@ -154,7 +154,10 @@ export function onTerminal(h: Home, args: string[], cols = 80, rows = 24) {
  * parsed, and the result's value, which must be the last line.
  */
 export function opOutput<T>(stdout: string): { lines: { type: string; [k: string]: unknown }[]; result: T } {
-  const lines = stdout.trimEnd().split("\n").map((l) => JSON.parse(l) as { type: string; [k: string]: unknown });
+  const lines = stdout
+    .trimEnd()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { type: string; [k: string]: unknown });
   const last = lines.at(-1);
   if (last?.type !== "result") throw new Error(`the last line is not a result: ${JSON.stringify(last)}`);
   return { lines, result: last.value as T };
@@ -168,7 +171,9 @@ export function opOutput<T>(stdout: string): { lines: { type: string; [k: string
  * had to rebuild replaces the cached one (copied beside it, then renamed).
  */
 /** Copies the test image (testImage below) into a home as its "default" image; returns its manifest. */
-export async function installTestImage(h: Home): Promise<{ kernel: { release?: string; version?: string } | string } & Record<string, unknown>> {
+export async function installTestImage(
+  h: Home,
+): Promise<{ kernel: { release?: string; version?: string } | string } & Record<string, unknown>> {
   const image = await testImage();
   mkdirSync(join(h.home, "images"), { recursive: true });
   cpSync(image, join(h.home, "images", "default"), { recursive: true });

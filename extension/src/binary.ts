@@ -38,7 +38,11 @@ export function bundledPath(extensionPath: string, platform = process.platform, 
 
 export function locate(setting: string, extensionPath: string, envPath = process.env.PATH ?? ""): Omit<HutchBinary, "version"> {
   if (setting) {
-    if (!executable(setting)) throw new BinaryError(`hutch binary not found: ${setting} (from the hutch.path setting) is missing or not executable`, "fix the hutch.path setting, or clear it to use the hutch on PATH");
+    if (!executable(setting))
+      throw new BinaryError(
+        `hutch binary not found: ${setting} (from the hutch.path setting) is missing or not executable`,
+        "fix the hutch.path setting, or clear it to use the hutch on PATH",
+      );
     return { path: setting, source: "the hutch.path setting" };
   }
   for (const dir of envPath.split(delimiter)) {
@@ -47,7 +51,10 @@ export function locate(setting: string, extensionPath: string, envPath = process
   }
   const bundled = bundledPath(extensionPath);
   if (executable(bundled)) return { path: bundled, source: "the copy bundled with the extension" };
-  throw new BinaryError(`hutch binary not found: none on PATH and none bundled for ${process.platform}-${process.arch}`, "install hutch (bun run build, then put dist/hutch on PATH) or set hutch.path to its full path");
+  throw new BinaryError(
+    `hutch binary not found: none on PATH and none bundled for ${process.platform}-${process.arch}`,
+    "install hutch (bun run build, then put dist/hutch on PATH) or set hutch.path to its full path",
+  );
 }
 
 /** a < b for dotted versions (pre-release tags ignored). */
@@ -75,10 +82,16 @@ export async function resolveHutch(setting: string, extensionPath: string, min: 
   try {
     version = await versionOf(found.path);
   } catch (err) {
-    throw new BinaryError(`${found.path} (from ${found.source}) did not run: ${(err as Error).message}`, "reinstall hutch, or set hutch.path to a working binary");
+    throw new BinaryError(
+      `${found.path} (from ${found.source}) did not run: ${(err as Error).message}`,
+      "reinstall hutch, or set hutch.path to a working binary",
+    );
   }
   if (!/^\d+\.\d+\.\d+/.test(version)) {
-    throw new BinaryError(`${found.path} (from ${found.source}) is not hutch: --version printed "${version.slice(0, 80)}"`, "set hutch.path to the hutch binary");
+    throw new BinaryError(
+      `${found.path} (from ${found.source}) is not hutch: --version printed "${version.slice(0, 80)}"`,
+      "set hutch.path to the hutch binary",
+    );
   }
   if (olderThan(version, min)) {
     throw new BinaryError(

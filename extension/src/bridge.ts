@@ -1,6 +1,6 @@
 // The language client that runs `hutch ide --stdio`. vscode-languageclient
 // gives restarts on crash, the trace channel and diagnostics for free.
-import * as vscode from "vscode";
+import type * as vscode from "vscode";
 import { LanguageClient, TransportKind, type LanguageClientOptions, type ServerOptions } from "vscode-languageclient/node";
 import type { HutchBinary } from "./binary.ts";
 

@@ -1,7 +1,18 @@
 // The sidebar's and the editor's commands. Each asks what it needs, calls the
 // bridge, and shows the daemon's own error (with its next step) on failure.
 import * as vscode from "vscode";
-import { AGENT_NAMES, BOX_NAME, ENGINE_NAMES, IdeMethods, type AgentName, type Box, type EngineName, type Session, type SessionCreateParams, type SessionView } from "@hutch/shared";
+import {
+  AGENT_NAMES,
+  BOX_NAME,
+  ENGINE_NAMES,
+  IdeMethods,
+  type AgentName,
+  type Box,
+  type EngineName,
+  type Session,
+  type SessionCreateParams,
+  type SessionView,
+} from "@hutch/shared";
 import type { Ctx } from "./extension.ts";
 import type { Node } from "./tree.ts";
 import { cliEnv } from "./bridge.ts";
@@ -61,7 +72,10 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
     const boxes = ctx.tree.allBoxes();
     if (boxes.length === 0) return undefined;
     const pick = await vscode.window.showQuickPick(
-      [{ label: "a new box", description: "created for this session", box: undefined as Box | undefined }, ...boxes.map((b) => ({ label: b.name, description: `${b.state} · ${b.engine}`, box: b as Box | undefined }))],
+      [
+        { label: "a new box", description: "created for this session", box: undefined as Box | undefined },
+        ...boxes.map((b) => ({ label: b.name, description: `${b.state} · ${b.engine}`, box: b as Box | undefined })),
+      ],
       { placeHolder: "Which box?" },
     );
     return pick?.box;
@@ -77,7 +91,11 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
   const boxAction = (action: "start" | "stop" | "delete") => async (node?: Node) => {
     if (node?.type !== "box") return;
     if (action === "delete") {
-      const ok = await vscode.window.showWarningMessage(`Delete box "${node.box.name}"? Its workspace and home go with it.`, { modal: true }, "Delete");
+      const ok = await vscode.window.showWarningMessage(
+        `Delete box "${node.box.name}"? Its workspace and home go with it.`,
+        { modal: true },
+        "Delete",
+      );
       if (ok !== "Delete") return;
     }
     await vscode.window.withProgress({ location: { viewId: "hutch.boxes" }, title: `${action} ${node.box.name}` }, () =>
@@ -129,7 +147,10 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       const s: SessionView | undefined = node?.type === "session" ? node.session : undefined;
       if (!s) {
         const pick = await vscode.window.showQuickPick(
-          [...ctx.tree.openSessions().map((x) => ({ label: x.label ?? x.id, description: x.id, id: x.id })), { label: "Another session id…", description: "", id: "" }],
+          [
+            ...ctx.tree.openSessions().map((x) => ({ label: x.label ?? x.id, description: x.id, id: x.id })),
+            { label: "Another session id…", description: "", id: "" },
+          ],
           { placeHolder: "Which session's log?", ignoreFocusOut: true },
         );
         if (!pick) return;

@@ -2,7 +2,16 @@
 // and annotations, all through `hutch ide --stdio` (the bridge).
 import * as vscode from "vscode";
 import { State, type LanguageClient } from "vscode-languageclient/node";
-import { IDE_PROTOCOL_VERSION, IdeMethods, IdeNotifications, type Change, type DaemonStatus, type EventsNotification, type ListResult, type SubscriptionEnded } from "@hutch/shared";
+import {
+  IDE_PROTOCOL_VERSION,
+  IdeMethods,
+  IdeNotifications,
+  type Change,
+  type DaemonStatus,
+  type EventsNotification,
+  type ListResult,
+  type SubscriptionEnded,
+} from "@hutch/shared";
 import { BinaryError, resolveHutch, type HutchBinary } from "./binary.ts";
 import { bridgeClient } from "./bridge.ts";
 import { HutchTree, type Node } from "./tree.ts";

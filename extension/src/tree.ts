@@ -95,7 +95,9 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
     if (!node) {
       const boxes = [...this.boxes.values()].sort((a, b) => byCreated(a.box, b.box));
       // Sessions outlive their box: those whose box is gone sit at the top level.
-      const orphans = [...this.sessions.values()].filter((n) => !this.boxes.has(n.session.box)).sort((a, b) => byCreated(a.session, b.session));
+      const orphans = [...this.sessions.values()]
+        .filter((n) => !this.boxes.has(n.session.box))
+        .sort((a, b) => byCreated(a.session, b.session));
       return [...boxes, ...orphans];
     }
     if (node.type === "box") {
@@ -117,7 +119,9 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
       item.description = `${b.state} · ${b.engine} · ${b.isolation}`;
       item.iconPath = icon(BOX_ICONS[b.state] ?? ["question"]);
       item.contextValue = `box.${b.state}`;
-      item.tooltip = new vscode.MarkdownString(`**${b.name}** \`${b.id}\`\n\n${b.state} (wants ${b.desired}) · ${b.engine} · ${b.isolation}${b.reason ? `\n\n${b.reason}` : ""}`);
+      item.tooltip = new vscode.MarkdownString(
+        `**${b.name}** \`${b.id}\`\n\n${b.state} (wants ${b.desired}) · ${b.engine} · ${b.isolation}${b.reason ? `\n\n${b.reason}` : ""}`,
+      );
       return item;
     }
     const s = node.session;
@@ -126,7 +130,9 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
     item.description = `${s.agent} · ${s.activity} · ${s.driver ? `driven by ${s.driver.actor.id}` : "no driver"}`;
     item.iconPath = icon(ACTIVITY_ICONS[s.activity] ?? ["question"]);
     item.contextValue = `session.${s.state}`;
-    item.tooltip = new vscode.MarkdownString(`**${s.label ?? s.id}** \`${s.id}\`\n\nbox ${s.boxName} · ${s.agent} · ${s.activity} · ${s.lastSeq} events`);
+    item.tooltip = new vscode.MarkdownString(
+      `**${s.label ?? s.id}** \`${s.id}\`\n\nbox ${s.boxName} · ${s.agent} · ${s.activity} · ${s.lastSeq} events`,
+    );
     item.command = { command: "hutch.session.log", title: "Show Log", arguments: [node] };
     return item;
   }

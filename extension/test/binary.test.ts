@@ -35,7 +35,9 @@ describe("resolveHutch", () => {
   test("a too old hutch is named with its version and the fix", async () => {
     const old = script("old", "echo 0.0.1");
     const err = (await resolveHutch(old, dir, "0.1.0").catch((e: BinaryError) => e)) as BinaryError;
-    expect(err.message).toBe(`hutch 0.0.1 at ${old} (from the hutch.path setting) is too old for this extension, which needs 0.1.0 or newer`);
+    expect(err.message).toBe(
+      `hutch 0.0.1 at ${old} (from the hutch.path setting) is too old for this extension, which needs 0.1.0 or newer`,
+    );
     expect(err.fix).toContain("update hutch");
   });
   test("something that is not hutch is refused", async () => {

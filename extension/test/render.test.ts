@@ -7,43 +7,88 @@ import { eventKinds, Events } from "@hutch/shared";
 import { fixtureEvent as ev } from "../../tests/fixtures/events.ts";
 
 const egress = { box: "box_1", host: "api.example", port: 443, bytesUp: 300, bytesDown: 1200, ms: 12 };
-const cases: [{ kind: string; data: unknown }, { summary: string; tone?: Rendered["tone"]; detail?: RegExp; anchor?: Rendered["anchor"] }][] = [
+const cases: [
+  { kind: string; data: unknown },
+  { summary: string; tone?: Rendered["tone"]; detail?: RegExp; anchor?: Rendered["anchor"] },
+][] = [
   [ev(Events.messageStarted, { id: "m1", role: "assistant" }), { summary: "assistant message m1 started", tone: "dim" }],
   [ev(Events.messageDelta, { id: "m1", text: "par" }), { summary: "… par", tone: "dim" }],
   [ev(Events.messageCompleted, { id: "m1", role: "assistant", text: "all done" }), { summary: "assistant: all done" }],
-  [ev(Events.messageCompleted, { id: "m1:thinking", role: "reasoning", text: "hmm", truncated: true }), { summary: "reasoning: hmm (cut)" }],
-  [ev(Events.toolCalled, { id: "t1", name: "Write", input: { file_path: "/w/a" } }), { summary: "tool Write (t1)", detail: /"file_path": "\/w\/a"/ }],
+  [
+    ev(Events.messageCompleted, { id: "m1:thinking", role: "reasoning", text: "hmm", truncated: true }),
+    { summary: "reasoning: hmm (cut)" },
+  ],
+  [
+    ev(Events.toolCalled, { id: "t1", name: "Write", input: { file_path: "/w/a" } }),
+    { summary: "tool Write (t1)", detail: /"file_path": "\/w\/a"/ },
+  ],
   [ev(Events.toolCompleted, { id: "t1", output: "boom", status: "error" }), { summary: "tool t1 error", tone: "error", detail: /boom/ }],
   [ev(Events.toolCompleted, { id: "t2", output: "fine", status: "ok" }), { summary: "tool t2 ok", tone: "ok", detail: /fine/ }],
-  [ev(Events.usageReported, { available: true, input: 10, output: 2, cached: null }), { summary: "usage: input 10, output 2, cached ?", tone: "dim" }],
-  [ev(Events.usageReported, { available: false, input: null, output: null, cached: null }), { summary: "usage: not reported", tone: "dim" }],
+  [
+    ev(Events.usageReported, { available: true, input: 10, output: 2, cached: null }),
+    { summary: "usage: input 10, output 2, cached ?", tone: "dim" },
+  ],
+  [
+    ev(Events.usageReported, { available: false, input: null, output: null, cached: null }),
+    { summary: "usage: not reported", tone: "dim" },
+  ],
   [ev(Events.agentState, { state: "busy" }), { summary: "agent is busy", tone: "dim" }],
-  [ev(Events.agentState, { state: "idle", reason: "the agent finished its turn" }), { summary: "agent is idle: the agent finished its turn", tone: "dim" }],
+  [
+    ev(Events.agentState, { state: "idle", reason: "the agent finished its turn" }),
+    { summary: "agent is idle: the agent finished its turn", tone: "dim" },
+  ],
   [ev(Events.agentState, { state: "needs-input" }), { summary: "agent is needs-input", tone: "warn" }],
   [ev(Events.agentState, { state: "error", reason: "it exited 1" }), { summary: "agent is error: it exited 1", tone: "error" }],
-  [ev(Events.agentRaw, { line: '{"type":"x"}', reason: "unknown" }), { summary: "agent output (raw, unknown)", tone: "dim", detail: /"type":"x"/ }],
+  [
+    ev(Events.agentRaw, { line: '{"type":"x"}', reason: "unknown" }),
+    { summary: "agent output (raw, unknown)", tone: "dim", detail: /"type":"x"/ },
+  ],
   [ev(Events.execStarted, { argv: ["bash", "-l"], pid: 7 }), { summary: "exec bash -l (pid 7)" }],
   [ev(Events.execExited, { code: 2, signal: null }), { summary: "exited with code 2", tone: "error" }],
   [ev(Events.execExited, { code: 0, signal: null }), { summary: "exited with code 0", tone: "ok" }],
   [ev(Events.execExited, { code: null, signal: "SIGKILL" }), { summary: "exited by signal SIGKILL", tone: "error" }],
-  [ev(Events.annotationAdded, { text: "look", anchor: { path: "src/a.ts", line: 3 } }), { summary: "✎ look", tone: "note", anchor: { path: "src/a.ts", line: 3 } }],
+  [
+    ev(Events.annotationAdded, { text: "look", anchor: { path: "src/a.ts", line: 3 } }),
+    { summary: "✎ look", tone: "note", anchor: { path: "src/a.ts", line: 3 } },
+  ],
   [ev(Events.driverAcquired, { driver: { kind: "user", id: "a" }, leaseMs: 500 }), { summary: "driver: a took the slot (lease 500 ms)" }],
   [ev(Events.driverReleased, { driver: { kind: "user", id: "a" } }), { summary: "driver: a released the slot" }],
-  [ev(Events.driverStolen, { from: { kind: "user", id: "a" }, to: { kind: "ide", id: "a/ide" } }), { summary: "driver: a/ide took the slot from a", tone: "warn" }],
+  [
+    ev(Events.driverStolen, { from: { kind: "user", id: "a" }, to: { kind: "ide", id: "a/ide" } }),
+    { summary: "driver: a/ide took the slot from a", tone: "warn" },
+  ],
   [ev(Events.driverLapsed, { driver: { kind: "agent", id: "a/agent" } }), { summary: "driver: a/agent's lease lapsed", tone: "warn" }],
   [ev(Events.sessionCreated, { box: "box_1", agent: "claude", label: "review" }), { summary: "session created (claude, review)" }],
   [ev(Events.sessionClosed, { reason: "done" }), { summary: "session closed: done" }],
-  [ev(Events.boxStateChanged, { box: "box_1", state: "failed", reason: "guest did not answer" }), { summary: "box is failed: guest did not answer", tone: "error" }],
+  [
+    ev(Events.boxStateChanged, { box: "box_1", state: "failed", reason: "guest did not answer" }),
+    { summary: "box is failed: guest did not answer", tone: "error" },
+  ],
   [ev(Events.inputSent, { text: "ls\n" }), { summary: 'input "ls\\n"' }],
-  [ev(Events.outputAppended, { chunk: 3, offset: 0, length: 12, snapshot: true }), { summary: "output 12 bytes (screen redraw)", tone: "dim" }],
+  [
+    ev(Events.outputAppended, { chunk: 3, offset: 0, length: 12, snapshot: true }),
+    { summary: "output 12 bytes (screen redraw)", tone: "dim" },
+  ],
   [ev(Events.attentionRequired, { reason: "approve?" }), { summary: "needs attention: approve?", tone: "warn" }],
   [ev(Events.errorRaised, { message: "boom", code: "agent" }), { summary: "error: boom", tone: "error" }],
   [ev(Events.checkpointCreated, { name: "before", ref: "abc123" }), { summary: "checkpoint before (abc123)" }],
   [ev(Events.verdictRecorded, { verdict: "pass", score: 0.9, note: "ok" }), { summary: "verdict pass (0.9)", detail: /ok/ }],
-  [ev(Events.egressDenied, { ...egress, bytesUp: 0, bytesDown: 0, status: 403, reason: "not allowlisted" }), { summary: "egress denied api.example:443 → 403, 0 bytes up, 0 down (not allowlisted)", tone: "error" }],
-  [ev(Events.egressAllowed, { ...egress, method: "CONNECT", status: 200 }), { summary: "egress allowed api.example:443 CONNECT → 200, 300 bytes up, 1200 down", tone: "ok" }],
-  [ev(Events.egressInjected, { ...egress, binding: "anthropic", method: "POST", path: "/v1/messages", status: 200 }), { summary: "egress injected api.example:443 anthropic POST /v1/messages → 200, 300 bytes up, 1200 down", tone: "warn" }],
-  [ev(Events.egressDenied, { ...egress, host: "", port: 0, bytesUp: 0, bytesDown: 0, status: 503, reason: "2 connections refused" }), { summary: "egress denied the broker → 503, 0 bytes up, 0 down (2 connections refused)", tone: "error" }],
+  [
+    ev(Events.egressDenied, { ...egress, bytesUp: 0, bytesDown: 0, status: 403, reason: "not allowlisted" }),
+    { summary: "egress denied api.example:443 → 403, 0 bytes up, 0 down (not allowlisted)", tone: "error" },
+  ],
+  [
+    ev(Events.egressAllowed, { ...egress, method: "CONNECT", status: 200 }),
+    { summary: "egress allowed api.example:443 CONNECT → 200, 300 bytes up, 1200 down", tone: "ok" },
+  ],
+  [
+    ev(Events.egressInjected, { ...egress, binding: "anthropic", method: "POST", path: "/v1/messages", status: 200 }),
+    { summary: "egress injected api.example:443 anthropic POST /v1/messages → 200, 300 bytes up, 1200 down", tone: "warn" },
+  ],
+  [
+    ev(Events.egressDenied, { ...egress, host: "", port: 0, bytesUp: 0, bytesDown: 0, status: 503, reason: "2 connections refused" }),
+    { summary: "egress denied the broker → 503, 0 bytes up, 0 down (2 connections refused)", tone: "error" },
+  ],
 ];
 
 describe("render", () => {
@@ -63,7 +108,7 @@ describe("render", () => {
   });
 
   test("a long message keeps its full text in the detail and a one-line summary", () => {
-    const text = "line one\nline two " + "x".repeat(300);
+    const text = `line one\nline two ${"x".repeat(300)}`;
     const r = render(ev(Events.messageCompleted, { id: "m1", role: "assistant", text }));
     expect(r.summary.length).toBeLessThan(230);
     expect(r.summary).not.toContain("\n");
@@ -79,7 +124,11 @@ describe("render", () => {
   });
 
   test("a kind the extension does not know reads as its kind and JSON", () => {
-    expect(render({ kind: "some.future.kind", data: { x: 1 } })).toMatchObject({ summary: "some.future.kind", tone: "dim", detail: '{\n  "x": 1\n}' });
+    expect(render({ kind: "some.future.kind", data: { x: 1 } })).toMatchObject({
+      summary: "some.future.kind",
+      tone: "dim",
+      detail: '{\n  "x": 1\n}',
+    });
     expect(render({ kind: "mystery.kind", data: "plain" }).detail).toBe('"plain"');
   });
 });

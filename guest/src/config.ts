@@ -34,9 +34,7 @@ export const BOX_USER = { uid: 1000, gid: 1000, name: "hutch", home: "/home/hutc
 /** `vm`: the guest is a VM's PID 1 (root), running the box's processes as the box's user. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, role: { vm: boolean } = { vm: false }): GuestConfig {
   const home = env.HOME || homedir();
-  const roots = (env.HUTCH_GUEST_ROOTS ?? `/workspace:${home}`)
-    .split(":")
-    .filter((r) => r.length > 0);
+  const roots = (env.HUTCH_GUEST_ROOTS ?? `/workspace:${home}`).split(":").filter((r) => r.length > 0);
   return {
     channel: parseChannel(env.HUTCH_GUEST_CHANNEL || `unix:${env.HUTCH_GUEST_SOCKET || "/run/hutch/agent.sock"}`),
     roots: [...new Set(roots)],

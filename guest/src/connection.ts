@@ -36,7 +36,11 @@ export class Connection {
   ) {
     this.writer = new SocketWriter(socket);
     this.mux = new Mux(
-      { write: (bytes) => this.writer.write(bytes), writeParts: (header, payload) => this.writer.writeParts(header, payload), close: () => this.writer.end() },
+      {
+        write: (bytes) => this.writer.write(bytes),
+        writeParts: (header, payload) => this.writer.writeParts(header, payload),
+        close: () => this.writer.end(),
+      },
       {
         role: "guest",
         window: DEFAULT_WINDOW,

@@ -16,7 +16,7 @@ export function createLogger(service: string, debug = false): Logger {
     for (const [k, v] of Object.entries(fields)) {
       if (v !== undefined) out += ` ${k}=${quote(String(v))}`;
     }
-    writeLine(out + "\n");
+    writeLine(`${out}\n`);
   };
   return {
     info: (m, f) => line("info", m, f),
@@ -50,7 +50,8 @@ let logged = 0;
 function writeLine(line: string): void {
   if (logged >= LOG_BUDGET_BYTES) return;
   logged += line.length;
-  if (logged >= LOG_BUDGET_BYTES) line = `ts=${new Date().toISOString()} level=warn service=log msg="log budget of ${LOG_BUDGET_BYTES} bytes reached: later lines are dropped"\n`;
+  if (logged >= LOG_BUDGET_BYTES)
+    line = `ts=${new Date().toISOString()} level=warn service=log msg="log budget of ${LOG_BUDGET_BYTES} bytes reached: later lines are dropped"\n`;
   try {
     writeSync(2, line);
   } catch {

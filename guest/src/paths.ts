@@ -48,7 +48,7 @@ export class PathPolicy {
 }
 
 export function within(path: string, root: string): boolean {
-  return root === "/" || path === root || path.startsWith(root + "/");
+  return root === "/" || path === root || path.startsWith(`${root}/`);
 }
 
 /**

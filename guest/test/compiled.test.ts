@@ -39,7 +39,7 @@ describe("compiled hutch-guest", () => {
     const a = collect(h.mux.open({ tool: "pty.attach", id: pty }));
     await a.waitFor(/screen-9/);
     await call(h, { tool: "pty.kill", id: pty, signal: "KILL" });
-    expect((await a.closed)).toBeUndefined();
+    expect(await a.closed).toBeUndefined();
     h.close();
   });
 });

@@ -8,7 +8,6 @@ afterEach(async () => {
   g = undefined;
 });
 
-
 describe("connections", () => {
   test("a garbage byte stream closes that connection; another connection is still served", async () => {
     g = await startGuest();

@@ -9,7 +9,6 @@ useGuest(async (guest, host) => {
   h = host;
 });
 
-
 describe("exec", () => {
   test("streams stdout and stderr, then started/exit with the code", async () => {
     const { c, error } = await call(h, { tool: "exec", argv: ["sh", "-c", "echo out; echo err >&2; exit 7"] });

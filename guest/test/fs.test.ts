@@ -52,7 +52,10 @@ describe("confinement", () => {
 
   test("the home root is allowed too", async () => {
     await writeFile(join(g.home, ".profile"), "x");
-    expect(result((await call(h, { tool: "fs.stat", path: join(g.home, ".profile") })).c, FileStat)).toMatchObject({ type: "file", size: 1 });
+    expect(result((await call(h, { tool: "fs.stat", path: join(g.home, ".profile") })).c, FileStat)).toMatchObject({
+      type: "file",
+      size: 1,
+    });
   });
 });
 

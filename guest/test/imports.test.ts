@@ -13,7 +13,9 @@ function specifiers(file: string): string[] {
 }
 
 function sources(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, encoding: "utf8" }).filter((f) => f.endsWith(".ts")).map((f) => join(dir, f));
+  return readdirSync(dir, { recursive: true, encoding: "utf8" })
+    .filter((f) => f.endsWith(".ts"))
+    .map((f) => join(dir, f));
 }
 
 /** Every shared/ file a module reaches through relative imports, itself included. */
@@ -25,7 +27,9 @@ function reach(file: string, seen = new Set<string>()): Set<string> {
 }
 
 test("the guest imports the shared contracts only through @hutch/shared/wire", () => {
-  const barrel = sources(join(root, "guest/src")).filter((f) => specifiers(f).some((s) => s === "@hutch/shared" || (s.startsWith("@hutch/shared/") && s !== "@hutch/shared/wire")));
+  const barrel = sources(join(root, "guest/src")).filter((f) =>
+    specifiers(f).some((s) => s === "@hutch/shared" || (s.startsWith("@hutch/shared/") && s !== "@hutch/shared/wire")),
+  );
   expect(barrel.map((f) => f.slice(root.length + 1))).toEqual([]);
 });
 

@@ -10,7 +10,10 @@ import { Reaper, type WaitApi } from "../src/init/reaper.ts";
 
 describe("kernel command line", () => {
   const cases: Array<[string, { box?: string; boxId?: string; refused: number }]> = [
-    ["console=ttyS0 panic=-1 quiet rdinit=/init hutch.box=web-1 hutch.id=box_0123456789abcdefghij\n", { box: "web-1", boxId: "box_0123456789abcdefghij", refused: 0 }],
+    [
+      "console=ttyS0 panic=-1 quiet rdinit=/init hutch.box=web-1 hutch.id=box_0123456789abcdefghij\n",
+      { box: "web-1", boxId: "box_0123456789abcdefghij", refused: 0 },
+    ],
     ["hutch.box=Web hutch.id=box_short", { refused: 2 }],
     ["hutch.box=-web hutch.box=web- hutch.box=we_b hutch.box=", { refused: 4 }],
     [`hutch.box=${"a".repeat(63)}`, { box: "a".repeat(63), refused: 0 }],

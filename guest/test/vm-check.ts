@@ -24,7 +24,7 @@ function check(name: string, ok: boolean, detail = ""): void {
 async function buildVm(): Promise<{ kernel: string }> {
   mkdirSync(WORK, { recursive: true });
   const t0 = performance.now();
-  let kdir = join(WORK, "kern");
+  const kdir = join(WORK, "kern");
   if (!existsSync(kdir)) {
     const dep = (await $`apt-cache depends linux-image-amd64`.text()).match(/Depends: (linux-image-\S+)/)?.[1];
     if (!dep) throw new Error("apt-cache knows no linux-image-amd64");
@@ -39,9 +39,22 @@ async function buildVm(): Promise<{ kernel: string }> {
   for (const d of ["bin", "lib/modules", "proc", "sys", "dev", "newroot"]) mkdirSync(join(ird, d), { recursive: true });
   await $`cp /bin/busybox ${ird}/bin/busybox`;
   // Dependencies first (modules.dep); crc32c_generic is ext4's soft dependency.
-  const order = ["drivers/virtio/virtio_ring", "drivers/virtio/virtio", "drivers/virtio/virtio_pci_legacy_dev", "drivers/virtio/virtio_pci_modern_dev", "drivers/virtio/virtio_pci", "drivers/char/virtio_console", "drivers/block/virtio_blk", "crypto/crc32c_generic", "lib/crc16", "fs/mbcache", "fs/jbd2/jbd2", "fs/ext4/ext4"];
+  const order = [
+    "drivers/virtio/virtio_ring",
+    "drivers/virtio/virtio",
+    "drivers/virtio/virtio_pci_legacy_dev",
+    "drivers/virtio/virtio_pci_modern_dev",
+    "drivers/virtio/virtio_pci",
+    "drivers/char/virtio_console",
+    "drivers/block/virtio_blk",
+    "crypto/crc32c_generic",
+    "lib/crc16",
+    "fs/mbcache",
+    "fs/jbd2/jbd2",
+    "fs/ext4/ext4",
+  ];
   for (const m of order) await $`cp ${join(mods, m)}.ko ${ird}/lib/modules/`;
-  writeFileSync(join(ird, "modules.order"), order.map((m) => `${m.split("/").pop()}.ko`).join("\n") + "\n");
+  writeFileSync(join(ird, "modules.order"), `${order.map((m) => `${m.split("/").pop()}.ko`).join("\n")}\n`);
   writeFileSync(
     join(ird, "init"),
     `#!/bin/busybox sh
@@ -58,7 +71,21 @@ exec $B switch_root /newroot /.hutch/hutch-guest
     { mode: 0o755 },
   );
   await $`cd ${ird} && find . | cpio -o -H newc --quiet | gzip -1 > ${WORK}/initramfs.img`;
-  for (const d of ["bin", "lib64", "lib/x86_64-linux-gnu", "proc", "sys", "dev", ".hutch", "workspace", "home/hutch", "root", "etc", "tmp", "run"]) {
+  for (const d of [
+    "bin",
+    "lib64",
+    "lib/x86_64-linux-gnu",
+    "proc",
+    "sys",
+    "dev",
+    ".hutch",
+    "workspace",
+    "home/hutch",
+    "root",
+    "etc",
+    "tmp",
+    "run",
+  ]) {
     mkdirSync(join(root, d), { recursive: true });
   }
   await $`cp /bin/busybox ${root}/bin/busybox`;
@@ -66,7 +93,8 @@ exec $B switch_root /newroot /.hutch/hutch-guest
     if (a !== "busybox") await $`ln -sf busybox ${root}/bin/${a}`;
   }
   await $`cp -L /lib64/ld-linux-x86-64.so.2 ${root}/lib64/`;
-  for (const l of ["libc.so.6", "libpthread.so.0", "libdl.so.2", "libm.so.6"]) await $`cp -L /lib/x86_64-linux-gnu/${l} ${root}/lib/x86_64-linux-gnu/`;
+  for (const l of ["libc.so.6", "libpthread.so.0", "libdl.so.2", "libm.so.6"])
+    await $`cp -L /lib/x86_64-linux-gnu/${l} ${root}/lib/x86_64-linux-gnu/`;
   writeFileSync(join(root, "etc/passwd"), "root:x:0:0:root:/root:/bin/sh\n");
   writeFileSync(join(root, "etc/group"), "root:x:0:\ntty:x:5:\n");
   mkdirSync(gd);
@@ -107,13 +135,35 @@ rmSync(sock, { force: true });
 const t0 = performance.now();
 const qemu = Bun.spawn(
   [
-    "qemu-system-x86_64", "-accel", "tcg", "-cpu", "max", "-m", "512", "-nodefaults", "-no-user-config", "-nographic",
-    "-serial", `file:${consoleLog}`, "-kernel", kernel, "-initrd", join(WORK, "initramfs.img"),
-    "-append", `console=ttyS0 panic=-1 quiet rdinit=/init hutch.box=t1 hutch.id=${BOX_ID}`,
-    "-drive", `file=${join(WORK, "root.img")},if=virtio,format=raw,snapshot=on`,
-    "-drive", `file=${join(WORK, "guest.img")},if=virtio,format=raw,readonly=on`,
-    "-device", "virtio-serial-pci", "-chardev", `socket,id=agent,path=${sock},server=on,wait=off`,
-    "-device", "virtserialport,chardev=agent,name=hutch.agent", "-no-reboot",
+    "qemu-system-x86_64",
+    "-accel",
+    "tcg",
+    "-cpu",
+    "max",
+    "-m",
+    "512",
+    "-nodefaults",
+    "-no-user-config",
+    "-nographic",
+    "-serial",
+    `file:${consoleLog}`,
+    "-kernel",
+    kernel,
+    "-initrd",
+    join(WORK, "initramfs.img"),
+    "-append",
+    `console=ttyS0 panic=-1 quiet rdinit=/init hutch.box=t1 hutch.id=${BOX_ID}`,
+    "-drive",
+    `file=${join(WORK, "root.img")},if=virtio,format=raw,snapshot=on`,
+    "-drive",
+    `file=${join(WORK, "guest.img")},if=virtio,format=raw,readonly=on`,
+    "-device",
+    "virtio-serial-pci",
+    "-chardev",
+    `socket,id=agent,path=${sock},server=on,wait=off`,
+    "-device",
+    "virtserialport,chardev=agent,name=hutch.agent",
+    "-no-reboot",
   ],
   { stdout: "inherit", stderr: "inherit" },
 );
@@ -139,13 +189,24 @@ try {
   check("exit code 3", three.exit.code === 3, JSON.stringify(three.exit));
 
   const env = await exec(h, ["sh", "-c", 'echo "$HUTCH_BOX_ID $(hostname) $HOME $USER"; id -u']);
-  check("box env and hostname; processes run as the box's user", env.c.text() === `${BOX_ID} t1 /home/hutch hutch\n1000\n`, JSON.stringify(env.c.text()));
+  check(
+    "box env and hostname; processes run as the box's user",
+    env.c.text() === `${BOX_ID} t1 /home/hutch hutch\n1000\n`,
+    JSON.stringify(env.c.text()),
+  );
   const root = await exec(h, ["sh", "-c", 'echo "$HOME $USER"; id -u'], "root");
   check("root where asked", root.c.text() === "/root root\n0\n", JSON.stringify(root.c.text()));
 
   const mounts = await exec(h, ["cat", "/proc/self/mounts"]);
-  const points = mounts.c.text().split("\n").map((l) => l.split(" ")[1]);
-  check("mounts", ["/dev/pts", "/dev/shm", "/run", "/tmp"].every((p) => points.includes(p)), points.join(" "));
+  const points = mounts.c
+    .text()
+    .split("\n")
+    .map((l) => l.split(" ")[1]);
+  check(
+    "mounts",
+    ["/dev/pts", "/dev/shm", "/run", "/tmp"].every((p) => points.includes(p)),
+    points.join(" "),
+  );
   const lo = await exec(h, ["cat", "/sys/class/net/lo/operstate", "/sys/class/net/lo/flags"]);
   check("lo up", /0x\d*9\n/.test(lo.c.text()), JSON.stringify(lo.c.text()));
 
@@ -154,7 +215,11 @@ try {
   await Bun.sleep(1800);
   const after = await zombies(h);
   const ps = await exec(h, ["ps", "-o", "stat,pid,comm"]);
-  check("orphan reaped (no zombie after the sleep)", after.length === 0, `zombies during: ${during.length}, after: ${JSON.stringify(after)}\n${ps.c.text()}`);
+  check(
+    "orphan reaped (no zombie after the sleep)",
+    after.length === 0,
+    `zombies during: ${during.length}, after: ${JSON.stringify(after)}\n${ps.c.text()}`,
+  );
 
   const victim = collect(h.mux.open({ tool: "exec", argv: ["sh", "-c", "echo $$; exec sleep 30"] }));
   const pid = (await victim.waitFor(/\d+\n/)).trim();

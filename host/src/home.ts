@@ -22,9 +22,14 @@ export function checkHome(home: string): void {
     st = statSync(home);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return;
-    throw new HutchError("config", `cannot read $HUTCH_HOME ${home}: ${(err as Error).message}`, "point HUTCH_HOME (or --home) at a directory of your own");
+    throw new HutchError(
+      "config",
+      `cannot read $HUTCH_HOME ${home}: ${(err as Error).message}`,
+      "point HUTCH_HOME (or --home) at a directory of your own",
+    );
   }
-  if (!st.isDirectory()) throw new HutchError("config", `$HUTCH_HOME ${home} is not a directory`, "point HUTCH_HOME (or --home) at a directory of your own");
+  if (!st.isDirectory())
+    throw new HutchError("config", `$HUTCH_HOME ${home} is not a directory`, "point HUTCH_HOME (or --home) at a directory of your own");
   const uid = process.getuid?.();
   if (uid !== undefined && st.uid !== uid) {
     throw new HutchError(

@@ -5,7 +5,7 @@ const ORDER: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 
 
 let threshold: Level = "info";
 let format: "text" | "json" = "text";
-let sink: (line: string) => void = (line) => process.stderr.write(line + "\n");
+let sink: (line: string) => void = (line) => process.stderr.write(`${line}\n`);
 
 export function configureLog(opts: { level?: string; format?: string; sink?: (line: string) => void }): void {
   if (opts.level && opts.level in ORDER) threshold = opts.level as Level;
@@ -32,11 +32,20 @@ function make(base: Record<string, unknown>): Logger {
     const all = { ...base, ...fields };
     const at = new Date().toISOString();
     if (format === "json") {
-      sink(JSON.stringify({ at, level, msg, ...Object.fromEntries(Object.entries(all).map(([k, v]) => [k, v instanceof Error ? v.message : v])) }));
+      sink(
+        JSON.stringify({
+          at,
+          level,
+          msg,
+          ...Object.fromEntries(Object.entries(all).map(([k, v]) => [k, v instanceof Error ? v.message : v])),
+        }),
+      );
       return;
     }
-    const kv = Object.entries(all).map(([k, v]) => `${k}=${quote(v)}`).join(" ");
-    sink(`${at} ${level.toUpperCase().padEnd(5)} ${msg}${kv ? " " + kv : ""}`);
+    const kv = Object.entries(all)
+      .map(([k, v]) => `${k}=${quote(v)}`)
+      .join(" ");
+    sink(`${at} ${level.toUpperCase().padEnd(5)} ${msg}${kv ? ` ${kv}` : ""}`);
   };
   return {
     debug: (m, f) => emit("debug", m, f),

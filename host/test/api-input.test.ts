@@ -21,16 +21,30 @@ afterAll(() => {
 
 /** A session row without a terminal: the log rules need no running box. */
 const ses = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-store.insert({ id: ses, box_id: "box_none", agent: "shell", label: null, state: "open", owner: "root", argv: "[]", pty: null, created_at: new Date().toISOString() });
-await app.handle(new Request("http://hutch/v1/boxes", { method: "POST", headers: { "content-type": "application/json" }, body: '{"name":"b"}' }));
+store.insert({
+  id: ses,
+  box_id: "box_none",
+  agent: "shell",
+  label: null,
+  state: "open",
+  owner: "root",
+  argv: "[]",
+  pty: null,
+  created_at: new Date().toISOString(),
+});
+await app.handle(
+  new Request("http://hutch/v1/boxes", { method: "POST", headers: { "content-type": "application/json" }, body: '{"name":"b"}' }),
+);
 
 async function call(method: string, path: string, body?: string, contentType = "application/json") {
-  const res = await app.handle(new Request(`http://hutch${path}`, { method, headers: body === undefined ? {} : { "content-type": contentType }, body }));
+  const res = await app.handle(
+    new Request(`http://hutch${path}`, { method, headers: body === undefined ? {} : { "content-type": contentType }, body }),
+  );
   return { status: res.status, body: (await res.json()) as { error?: { code: string; message: string } } };
 }
 
 /** `depth` nested objects around a value: {"a":{"a":...1}} */
-const nest = (depth: number) => '{"a":'.repeat(depth) + "1" + "}".repeat(depth);
+const nest = (depth: number) => `${'{"a":'.repeat(depth)}1${"}".repeat(depth)}`;
 /** A one-event append whose data nests so the whole body is `depth` levels (body, events, event, data, then extra). */
 const appendAtDepth = (depth: number) => `{"events":[{"kind":"attention.required","data":{"reason":"deep","extra":${nest(depth - 4)}}}]}`;
 
@@ -109,7 +123,11 @@ describe("bodies", () => {
   test("free-form event data is bounded per event, naming which event", async () => {
     const before = store.last(ses);
     const big = { kind: "attention.required", data: { reason: "x", extra: "y".repeat(API_LIMITS.eventData) } };
-    const r = await call("POST", `/v1/sessions/${ses}/events`, JSON.stringify({ events: [{ kind: "attention.required", data: { reason: "fine" } }, big] }));
+    const r = await call(
+      "POST",
+      `/v1/sessions/${ses}/events`,
+      JSON.stringify({ events: [{ kind: "attention.required", data: { reason: "fine" } }, big] }),
+    );
     expect(r.status).toBe(400);
     expect(r.body.error!.message).toBe(`events.1.data: Expected at most ${API_LIMITS.eventData} characters of JSON`);
     expect(store.last(ses)).toBe(before);
@@ -135,7 +153,9 @@ describe("bodies", () => {
   });
 
   test("bodies are documented as JSON", async () => {
-    const doc = (await (await app.handle(new Request("http://hutch/openapi/json"))).json()) as { paths: Record<string, Record<string, { requestBody?: { content: object } }>> };
+    const doc = (await (await app.handle(new Request("http://hutch/openapi/json"))).json()) as {
+      paths: Record<string, Record<string, { requestBody?: { content: object } }>>;
+    };
     expect(Object.keys(doc.paths["/v1/sessions/{id}/events"]!.post!.requestBody!.content)).toEqual(["application/json"]);
   });
 });

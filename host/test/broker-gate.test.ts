@@ -17,7 +17,7 @@ import type { EgressRecord } from "@hutch/shared";
 import { startFakeModel, type FakeModel } from "../../tests/fixtures/fake-model/index.ts";
 import { startRecordingUpstream, type RecordingUpstream } from "../../tests/fixtures/recording-upstream.ts";
 
-const SECRET = "sk-ant-real-" + crypto.randomUUID();
+const SECRET = `sk-ant-real-${crypto.randomUUID()}`;
 const home = mkdtempSync(join(tmpdir(), "hutch-gate-"));
 const db = openDb(join(home, "hutch.db"));
 // Test names: a public-looking name that resolves to the metadata address, and one to loopback.
@@ -31,7 +31,13 @@ let fake: FakeModel;
 let rec: RecordingUpstream;
 /** The same broker with a short body idle time, for the test of it. */
 const IDLE_MS = 1000;
-const idleBroker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, "keys/secrets.key")), join(home, "config.json"), async () => "127.0.0.1", { bodyIdleMs: IDLE_MS });
+const idleBroker = new BrokerService(
+  new BrokerStore(db),
+  Sealer.load(join(home, "keys/secrets.key")),
+  join(home, "config.json"),
+  async () => "127.0.0.1",
+  { bodyIdleMs: IDLE_MS },
+);
 const sockIdle = join(home, "idle.sock");
 let sawAuth: string | null = null;
 const firstSeen = Promise.withResolvers<void>();
@@ -69,9 +75,39 @@ beforeAll(async () => {
     join(home, "config.json"),
     JSON.stringify({
       bindings: {
-        fake: { host: "localhost", port: fake.port, address: "127.0.0.1", ca: fake.ca.caFile, header: "x-api-key", format: "{secret}", secret: "fake", methods: ["POST", "GET"], paths: ["/v1/"] },
-        sse: { host: "localhost", port: echo.port, address: "127.0.0.1", ca: fake.ca.caFile, header: "Authorization", format: "Bearer {secret}", secret: "fake", methods: ["GET"], paths: ["/v1/"] },
-        rec: { host: "localhost", port: rec.port, address: "127.0.0.1", ca: fake.ca.caFile, header: "x-api-key", format: "{secret}", secret: "fake", methods: ["GET", "POST"], paths: ["/v1/", "/api/"] },
+        fake: {
+          host: "localhost",
+          port: fake.port,
+          address: "127.0.0.1",
+          ca: fake.ca.caFile,
+          header: "x-api-key",
+          format: "{secret}",
+          secret: "fake",
+          methods: ["POST", "GET"],
+          paths: ["/v1/"],
+        },
+        sse: {
+          host: "localhost",
+          port: echo.port,
+          address: "127.0.0.1",
+          ca: fake.ca.caFile,
+          header: "Authorization",
+          format: "Bearer {secret}",
+          secret: "fake",
+          methods: ["GET"],
+          paths: ["/v1/"],
+        },
+        rec: {
+          host: "localhost",
+          port: rec.port,
+          address: "127.0.0.1",
+          ca: fake.ca.caFile,
+          header: "x-api-key",
+          format: "{secret}",
+          secret: "fake",
+          methods: ["GET", "POST"],
+          paths: ["/v1/", "/api/"],
+        },
       },
       broker: { pins: { "tls.example.test": "127.0.0.1" } },
     }),
@@ -237,7 +273,10 @@ describe("credentialed endpoints", () => {
     s.write(`GET /sse/v1/blob/${64 * 1024 * 1024} HTTP/1.1\r\nauthorization: Bearer ${broker.stub("box_a", "sse")}\r\n\r\n`);
     await some;
     s.destroy();
-    const out = await raw(sockA, `GET /sse/v1/blob/10 HTTP/1.1\r\nauthorization: Bearer ${broker.stub("box_a", "sse")}\r\nconnection: close\r\n\r\n`);
+    const out = await raw(
+      sockA,
+      `GET /sse/v1/blob/10 HTTP/1.1\r\nauthorization: Bearer ${broker.stub("box_a", "sse")}\r\nconnection: close\r\n\r\n`,
+    );
     expect(out).toStartWith("HTTP/1.1 200");
   });
 
@@ -246,7 +285,10 @@ describe("credentialed endpoints", () => {
     const stub = broker.stub("box_a", "fake");
     const half = Math.floor(BODY.length / 2);
     const chunked = `${half.toString(16)}\r\n${BODY.slice(0, half)}\r\n${(BODY.length - half).toString(16)}\r\n${BODY.slice(half)}\r\n0\r\n\r\n`;
-    const out = await raw(sockA, `POST /fake/v1/messages HTTP/1.1\r\nx-api-key: ${stub}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n${chunked}`);
+    const out = await raw(
+      sockA,
+      `POST /fake/v1/messages HTTP/1.1\r\nx-api-key: ${stub}\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n${chunked}`,
+    );
     expect(out).toStartWith("HTTP/1.1 200");
     expect(fake.modelCalls("anthropic")[0]!.body).toEqual(JSON.parse(BODY));
   });
@@ -293,7 +335,7 @@ describe("paths: the upstream receives only the path that was checked", () => {
     ["/rec/v1/x?/../../admin", "/v1/x?/../../admin"],
     ["/rec/v1?/../x", 403],
     ["/rec/v1/x?q=%2e%2e", "/v1/x?q=%2e%2e"],
-    ["/rec/v1/a\"b", 400],
+    ['/rec/v1/a"b', 400],
     ["/rec/v1/x?q='", 400],
     ["/rec/v1/%41bc", "/v1/%41bc"],
     ["/rec/%2e%2e/other", 400],
@@ -380,7 +422,11 @@ describe("request bodies that stall", () => {
 
   test("a chunked body that stops arriving is answered 408 too", async () => {
     const stub = broker.stub("box_a", "fake");
-    const { out } = await send(`POST /fake/v1/messages HTTP/1.1\r\nx-api-key: ${stub}\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel`, [], 0);
+    const { out } = await send(
+      `POST /fake/v1/messages HTTP/1.1\r\nx-api-key: ${stub}\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhel`,
+      [],
+      0,
+    );
     expect(out).toStartWith("HTTP/1.1 408");
   });
 
@@ -483,7 +529,11 @@ describe("bad input", () => {
     ["a malformed request line", "GET /fake/v1/x\r\n\r\n", 400],
     ["a request line that is not HTTP", "HELLO THERE\r\n\r\n", 400],
     ["a folded header", "GET /fake/v1/x HTTP/1.1\r\nx-a: 1\r\n  folded\r\n\r\n", 400],
-    ["both Content-Length and Transfer-Encoding", "POST /fake/v1/x HTTP/1.1\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\nabc", 400],
+    [
+      "both Content-Length and Transfer-Encoding",
+      "POST /fake/v1/x HTTP/1.1\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\nabc",
+      400,
+    ],
     ["a CONNECT without a port", "CONNECT tls.example.test HTTP/1.1\r\n\r\n", 400],
   ];
   for (const [what, bytes, status] of cases) {
@@ -503,7 +553,12 @@ test("the secret is nowhere in the database outside its sealed column, nor in th
     .query("SELECT name FROM sqlite_master WHERE type = 'table'")
     .all()
     .map((t) => (t as { name: string }).name)
-    .flatMap((table) => db.query(`SELECT * FROM ${table}`).all().map((row) => JSON.stringify(row, (k, v) => (table === "secrets" && k === "sealed" ? undefined : v))));
+    .flatMap((table) =>
+      db
+        .query(`SELECT * FROM ${table}`)
+        .all()
+        .map((row) => JSON.stringify(row, (k, v) => (table === "secrets" && k === "sealed" ? undefined : v))),
+    );
   expect(dump.join("\n")).not.toContain(SECRET);
   expect(dump.join("\n")).toContain("tls.example.test"); // positive control: the log is there
 });
@@ -511,7 +566,18 @@ test("the secret is nowhere in the database outside its sealed column, nor in th
 test("an egress record with an overlong reason, path or host is cut to the event's bounds, so the session log takes it", async () => {
   const { clipEgress } = await import("../src/broker/service.ts");
   const { checkEvent } = await import("@hutch/shared");
-  const long = { host: "h".repeat(400), port: 443, method: "M".repeat(40), path: `/${"p".repeat(5000)}`, binding: "b".repeat(100), reason: "upstream said: " + "x".repeat(10_000), status: 502, bytesUp: 0, bytesDown: 0, ms: 1 };
+  const long = {
+    host: "h".repeat(400),
+    port: 443,
+    method: "M".repeat(40),
+    path: `/${"p".repeat(5000)}`,
+    binding: "b".repeat(100),
+    reason: `upstream said: ${"x".repeat(10_000)}`,
+    status: 502,
+    bytesUp: 0,
+    bytesDown: 0,
+    ms: 1,
+  };
   expect(checkEvent("egress.denied", { box: "box_x", ...long })).not.toBeNull();
   const cut = clipEgress(long);
   expect(checkEvent("egress.denied", { box: "box_x", ...cut })).toBeNull();

@@ -8,8 +8,27 @@ import { ChunkedDecoder, HttpError, bodyFraming, parseHead } from "../src/broker
 import { bindingEnv, PRESETS, renderCredential } from "../src/broker/bindings.ts";
 
 describe("addresses CONNECT may not dial without a pin", () => {
-  const blocked = ["127.0.0.1", "127.8.9.10", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "224.0.0.1",
-    "::1", "::", "fe80::1", "fd00::1", "fc12::3", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "64:ff9b::10.0.0.1", "ff02::1"];
+  const blocked = [
+    "127.0.0.1",
+    "127.8.9.10",
+    "10.1.2.3",
+    "172.16.0.1",
+    "172.31.255.255",
+    "192.168.1.1",
+    "169.254.169.254",
+    "100.64.0.1",
+    "0.0.0.0",
+    "224.0.0.1",
+    "::1",
+    "::",
+    "fe80::1",
+    "fd00::1",
+    "fc12::3",
+    "::ffff:127.0.0.1",
+    "::ffff:169.254.169.254",
+    "64:ff9b::10.0.0.1",
+    "ff02::1",
+  ];
   const open = ["8.8.8.8", "203.0.113.80", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "::ffff:8.8.8.8"];
   for (const ip of blocked) test(`${ip} is blocked`, () => expect(blockedReason(ip)).not.toBeNull());
   for (const ip of open) test(`${ip} is public`, () => expect(blockedReason(ip)).toBeNull());
@@ -32,7 +51,12 @@ describe("allowlists", () => {
   ];
   for (const [host, port, want] of table) test(`${host}:${port} → ${want}`, () => expect(allowedBy(allow, host, port)).toBe(want));
   test("changes add, remove and never duplicate", () => {
-    expect(changePolicy({ allow: ["a.com"], bindings: ["x"] }, { allow: ["A.com", "b.com"], deny: ["a.com"], bindings: ["y", "x"], unbind: ["x"] })).toEqual({ allow: ["b.com"], bindings: ["y"] });
+    expect(
+      changePolicy(
+        { allow: ["a.com"], bindings: ["x"] },
+        { allow: ["A.com", "b.com"], deny: ["a.com"], bindings: ["y", "x"], unbind: ["x"] },
+      ),
+    ).toEqual({ allow: ["b.com"], bindings: ["y"] });
   });
 });
 
@@ -40,7 +64,10 @@ describe("routes and CONNECT targets", () => {
   test.each([
     ["/anthropic/v1/messages?beta=true", { binding: "anthropic", path: "/v1/messages", query: "?beta=true" }],
     ["http://127.0.0.1:3128/openai/v1/responses", { binding: "openai", path: "/v1/responses", query: "" }],
-    ["http://localhost/github/org/repo.git/info/refs?service=git-upload-pack", { binding: "github", path: "/org/repo.git/info/refs", query: "?service=git-upload-pack" }],
+    [
+      "http://localhost/github/org/repo.git/info/refs?service=git-upload-pack",
+      { binding: "github", path: "/org/repo.git/info/refs", query: "?service=git-upload-pack" },
+    ],
     ["/anthropic", { binding: "anthropic", path: "/", query: "" }],
   ])("%s", (target, want) => expect(parseRoute(target)).toEqual(want));
   test.each(["http://example.com/anthropic/v1", "/", "/Upper/x", "*"])("%s is not a route", (t) => expect(parseRoute(t)).toBeNull());
@@ -48,13 +75,23 @@ describe("routes and CONNECT targets", () => {
     ["example.com:443", { host: "example.com", port: 443 }],
     ["[::1]:8443", { host: "[::1]", port: 8443 }],
   ])("%s", (t, want) => expect(parseAuthority(t)).toEqual(want));
-  test.each(["example.com", "example.com:0", "example.com:70000", "exa mple.com:443", "a@b:443"])("%s is refused", (t) => expect(parseAuthority(t)).toBeNull());
+  test.each(["example.com", "example.com:0", "example.com:70000", "exa mple.com:443", "a@b:443"])("%s is refused", (t) =>
+    expect(parseAuthority(t)).toBeNull(),
+  );
 });
 
 describe("request heads and bodies", () => {
   const head = (s: string) => parseHead(new TextEncoder().encode(s));
   test("a good head keeps header order and trims values", () => {
-    expect(head("POST /a HTTP/1.1\r\nHost: x\r\nX-Api-Key:  k \r\n\r\n")).toEqual({ method: "POST", target: "/a", version: "HTTP/1.1", headers: [["Host", "x"], ["X-Api-Key", "k"]] });
+    expect(head("POST /a HTTP/1.1\r\nHost: x\r\nX-Api-Key:  k \r\n\r\n")).toEqual({
+      method: "POST",
+      target: "/a",
+      version: "HTTP/1.1",
+      headers: [
+        ["Host", "x"],
+        ["X-Api-Key", "k"],
+      ],
+    });
   });
   test.each([
     ["GET /a HTTP/2\r\n\r\n", 400],
@@ -104,8 +141,14 @@ describe("credentials and the environment boxes get", () => {
     expect(renderCredential("Basic {basic:x-access-token}", "k")).toBe(`Basic ${btoa("x-access-token:k")}`);
   });
   test("presets point agents and git at the broker with the stub, never a secret", () => {
-    expect(bindingEnv("anthropic", PRESETS.anthropic!, "http://127.0.0.1:3128", "STUB")).toEqual({ ANTHROPIC_BASE_URL: "http://127.0.0.1:3128/anthropic", ANTHROPIC_API_KEY: "STUB" });
-    expect(bindingEnv("openai", PRESETS.openai!, "http://127.0.0.1:3128", "STUB")).toEqual({ OPENAI_BASE_URL: "http://127.0.0.1:3128/openai/v1", OPENAI_API_KEY: "STUB" });
+    expect(bindingEnv("anthropic", PRESETS.anthropic!, "http://127.0.0.1:3128", "STUB")).toEqual({
+      ANTHROPIC_BASE_URL: "http://127.0.0.1:3128/anthropic",
+      ANTHROPIC_API_KEY: "STUB",
+    });
+    expect(bindingEnv("openai", PRESETS.openai!, "http://127.0.0.1:3128", "STUB")).toEqual({
+      OPENAI_BASE_URL: "http://127.0.0.1:3128/openai/v1",
+      OPENAI_API_KEY: "STUB",
+    });
     const git = bindingEnv("github", PRESETS.github!, "http://127.0.0.1:3128", "STUB");
     expect(git.GIT_CONFIG_KEY_0).toBe("url.http://127.0.0.1:3128/github/.insteadOf");
     expect(git.GIT_CONFIG_VALUE_1).toBe(`Authorization: Basic ${btoa("x-access-token:STUB")}`);

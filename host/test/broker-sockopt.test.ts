@@ -20,7 +20,10 @@ test.skipIf(!linuxRoot)("a root daemon gets the whole send buffer whatever net.c
   };
   const dir = mkdtempSync(join(tmpdir(), "hutch-sockopt-"));
   let accepted = -1;
-  const server = Bun.listen({ unix: join(dir, "s"), socket: { open: (s) => void (accepted = (s as unknown as { fd: number }).fd), data: () => undefined } });
+  const server = Bun.listen({
+    unix: join(dir, "s"),
+    socket: { open: (s) => void (accepted = (s as unknown as { fd: number }).fd), data: () => undefined },
+  });
   const client = await Bun.connect({ unix: join(dir, "s"), socket: { data: () => undefined } });
   try {
     while (accepted < 0) await Bun.sleep(1);

@@ -87,7 +87,7 @@ function startUpstream(behaviour: Behaviour, down = 0): Upstream {
         const st = seen[s.data.i]!;
         st.eof = true;
         if (behaviour === "echo-hash") {
-          send(s, new TextEncoder().encode(s.data.hash.digest("hex") + "\n"));
+          send(s, new TextEncoder().encode(`${s.data.hash.digest("hex")}\n`));
           send(s, payload, true);
         } else if (behaviour === "answer-after-eof") send(s, new TextEncoder().encode(`got ${st.bytes}\n`), true);
         else if (behaviour === "banner") send(s, new Uint8Array(0), true);
@@ -207,26 +207,33 @@ test("the kernel copy path loads on Linux", () => {
 });
 
 describe.each(paths)("%s", (_name, kernel, halfClose) => {
-  test.if(halfClose)("64 MiB down and 24 MiB up arrive byte for byte, and the record counts them", async () => {
-    const DOWN = 64 * 1024 * 1024;
-    const up = pattern(24 * 1024 * 1024, 3);
-    const upstream = startUpstream("echo-hash", DOWN);
-    const box = await openGate(upstream.port, kernel);
-    const c = new Client(box.sock, upstream.port);
-    expect(await c.established.promise).toStartWith("HTTP/1.1 200");
-    await c.send(up);
-    c.sock.end();
-    await c.closed.promise;
-    const all = Buffer.concat(c.body);
-    const nl = all.indexOf(10);
-    expect(all.subarray(0, nl).toString()).toBe(sha(up));
-    expect(all.length - nl - 1).toBe(DOWN);
-    expect(sha(all.subarray(nl + 1))).toBe(sha(pattern(DOWN, 7)));
-    await until("the egress record", () => box.records.length === 1);
-    expect(box.records[0]).toMatchObject({ decision: "allowed", facts: { host: "up.example.test", port: upstream.port, status: 200, bytesUp: up.length, bytesDown: all.length } });
-    box.gate.close();
-    upstream.stop();
-  }, 60_000);
+  test.if(halfClose)(
+    "64 MiB down and 24 MiB up arrive byte for byte, and the record counts them",
+    async () => {
+      const DOWN = 64 * 1024 * 1024;
+      const up = pattern(24 * 1024 * 1024, 3);
+      const upstream = startUpstream("echo-hash", DOWN);
+      const box = await openGate(upstream.port, kernel);
+      const c = new Client(box.sock, upstream.port);
+      expect(await c.established.promise).toStartWith("HTTP/1.1 200");
+      await c.send(up);
+      c.sock.end();
+      await c.closed.promise;
+      const all = Buffer.concat(c.body);
+      const nl = all.indexOf(10);
+      expect(all.subarray(0, nl).toString()).toBe(sha(up));
+      expect(all.length - nl - 1).toBe(DOWN);
+      expect(sha(all.subarray(nl + 1))).toBe(sha(pattern(DOWN, 7)));
+      await until("the egress record", () => box.records.length === 1);
+      expect(box.records[0]).toMatchObject({
+        decision: "allowed",
+        facts: { host: "up.example.test", port: upstream.port, status: 200, bytesUp: up.length, bytesDown: all.length },
+      });
+      box.gate.close();
+      upstream.stop();
+    },
+    60_000,
+  );
 
   test("24 MiB echoed both ways at once arrive byte for byte", async () => {
     const up = pattern(24 * 1024 * 1024, 5);

@@ -63,7 +63,8 @@ describe("bwrapArgs", () => {
   });
 
   test("the /etc files the box user must read are 0644 (namespace root makes them in mapped mode)", () => {
-    for (const f of ["/etc/passwd", "/etc/group", "/etc/hosts"]) expect(args.slice(args.indexOf(f) - 4, args.indexOf(f) - 2)).toEqual(["--perms", "0644"]);
+    for (const f of ["/etc/passwd", "/etc/group", "/etc/hosts"])
+      expect(args.slice(args.indexOf(f) - 4, args.indexOf(f) - 2)).toEqual(["--perms", "0644"]);
   });
 
   test("same-user mode: bwrap maps the box user itself and closes nested user namespaces", () => {

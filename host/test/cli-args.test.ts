@@ -21,23 +21,41 @@ const refused = async (argv: string[]) => {
 describe("parsing", () => {
   test.each([
     // argv, what it means
-    [["exec", "web", "--", "sh", "-c", "make test"], { path: "hutch exec", box: "web", cmd: ["sh", "-c", "make test"], tty: false, json: false }],
+    [
+      ["exec", "web", "--", "sh", "-c", "make test"],
+      { path: "hutch exec", box: "web", cmd: ["sh", "-c", "make test"], tty: false, json: false },
+    ],
     [["exec", "-t", "web", "--", "bash"], { box: "web", cmd: ["bash"], tty: true }],
-    [["exec", "--json", "-e", "A=hi there", "-w", "/tmp", "b", "--", "env"], { json: true, env: ["A=hi there"], workdir: "/tmp", box: "b", cmd: ["env"] }],
+    [
+      ["exec", "--json", "-e", "A=hi there", "-w", "/tmp", "b", "--", "env"],
+      { json: true, env: ["A=hi there"], workdir: "/tmp", box: "b", cmd: ["env"] },
+    ],
     [["exec", "b", "-e", "A=1", "--env=B=2", "--", "--json"], { env: ["A=1", "B=2"], cmd: ["--json"], json: false }],
     [["exec", "b", "echo", "hi"], { cmd: ["echo", "hi"] }],
     [["--json", "box", "list"], { path: "hutch box list", json: true }],
     [["box", "ls", "--json"], { path: "hutch box list", json: true }],
     [["box", "rm", "a", "b"], { path: "hutch box delete", names: ["a", "b"] }],
-    [["box", "create", "x", "--engine", "qemu", "--memory", "2G", "--cpus", "4", "--start"], { name: "x", engine: "qemu", memory: "2G", cpus: 4, start: true }],
+    [
+      ["box", "create", "x", "--engine", "qemu", "--memory", "2G", "--cpus", "4", "--start"],
+      { name: "x", engine: "qemu", memory: "2G", cpus: 4, start: true },
+    ],
     [["box", "create", "x"], { engine: "process", start: false }],
-    [["box", "create", "x", "--allow", "a.com", "--allow", "b.com:8443", "--secret", "anthropic"], { allow: ["a.com", "b.com:8443"], secret: ["anthropic"] }],
+    [
+      ["box", "create", "x", "--allow", "a.com", "--allow", "b.com:8443", "--secret", "anthropic"],
+      { allow: ["a.com", "b.com:8443"], secret: ["anthropic"] },
+    ],
     [["box", "policy", "v", "--no-secret", "github"], { "no-secret": ["github"] }],
     [["session", "send", "ses_00000000000000000000", "ls", "--no-newline"], { id: "ses_00000000000000000000", text: "ls", newline: false }],
     [["session", "send", "ses_00000000000000000000", "ls"], { newline: true }],
     [["session", "log", "ses_00000000000000000000", "-f", "--from=3"], { follow: true, from: 3 }],
-    [["session", "driver", "acquire", "ses_00000000000000000000", "--lease", "30s"], { path: "hutch session driver acquire", lease: "30s" }],
-    [["run", "--agent", "claude", "-p", "hello", "-d"], { path: "hutch run", agent: "claude", prompt: "hello", detach: true, box: undefined }],
+    [
+      ["session", "driver", "acquire", "ses_00000000000000000000", "--lease", "30s"],
+      { path: "hutch session driver acquire", lease: "30s" },
+    ],
+    [
+      ["run", "--agent", "claude", "-p", "hello", "-d"],
+      { path: "hutch run", agent: "claude", prompt: "hello", detach: true, box: undefined },
+    ],
     [["run", "sb", "--detach=false"], { box: "sb", detach: false }],
     [["agent", "install"], { names: [] }],
     [["pty", "kill", "b", "pty_1"], { signal: "TERM", box: "b", id: "pty_1" }],
@@ -87,7 +105,8 @@ describe("parsing", () => {
 describe("help", () => {
   test("the top lists every verb; a group its subcommands with aliases; a verb its positionals, options and examples", async () => {
     const top = helpText((await parse(ROOT, ["--help"])).path, 100);
-    for (const v of ["run [box]", "session <command>", "box <command>", "exec <box> [cmd..]", "doctor", "completion"]) expect(top).toContain(`hutch ${v}`);
+    for (const v of ["run [box]", "session <command>", "box <command>", "exec <box> [cmd..]", "doctor", "completion"])
+      expect(top).toContain(`hutch ${v}`);
     expect(top).not.toContain("__complete");
     const box = helpText((await parse(ROOT, ["box", "--help"])).path, 100);
     expect(box).toContain("hutch box delete <names..>");
@@ -105,12 +124,24 @@ describe("completion", () => {
   test.each([
     [[""], ["run", "session", "agent", "box", "exec", "cp", "pty", "doctor", "daemon", "image", "snapshot", "secret", "ide", "completion"]],
     [["bo"], ["box"]],
-    [["box", "s"], ["set", "start", "stop"]],
-    [["--home", "/tmp", "se"], ["session", "secret"]],
-    [["box", "create", "x", "--engine", ""], ["process", "qemu"]],
+    [
+      ["box", "s"],
+      ["set", "start", "stop"],
+    ],
+    [
+      ["--home", "/tmp", "se"],
+      ["session", "secret"],
+    ],
+    [
+      ["box", "create", "x", "--engine", ""],
+      ["process", "qemu"],
+    ],
     [["box", "create", "x", "--e"], ["--engine"]],
     [["exec", "-e", "A=1", "b", "--w"], ["--workdir"]],
-    [["session", "driver", ""], ["acquire", "release", "steal", "heartbeat"]],
+    [
+      ["session", "driver", ""],
+      ["acquire", "release", "steal", "heartbeat"],
+    ],
     [["box", "rm", ""], []],
     [["exec", "b", "--", ""], []],
   ] as const)("%j -> %j", async (words, want) => {

@@ -9,7 +9,8 @@ import { activityOf, anchoredAnnotation, emptyTurn, foldTurn, settled, turnOk } 
 import { FIXTURE_AGENT, fixtureEvent } from "../../tests/fixtures/events.ts";
 
 type Ev = { kind: string; data: unknown };
-const events = (list: Ev[]): SessionEvent[] => list.map((e, i) => ({ session: "ses_x", seq: i + 1, at: "2026-12-01T00:00:00.000Z", actor: FIXTURE_AGENT, ...e }));
+const events = (list: Ev[]): SessionEvent[] =>
+  list.map((e, i) => ({ session: "ses_x", seq: i + 1, at: "2026-12-01T00:00:00.000Z", actor: FIXTURE_AGENT, ...e }));
 const fold = (list: SessionEvent[], from: TurnState = emptyTurn()) => list.reduce(foldTurn, from);
 
 const created = fixtureEvent(Events.sessionCreated, { box: "box_x", agent: "claude" });
@@ -45,7 +46,15 @@ describe("activityOf", () => {
     ["needs-input said by the agent", [fixtureEvent(Events.agentState, { state: "needs-input" })], "needs-input"],
     ["a state the schema does not have changes nothing", [busy, offSchema.unknownState], "busy"],
     ["agent.state without data changes nothing", [idle, offSchema.noData], "idle"],
-    ["messages and tools do not stand in for the agent's state", [idle, fixtureEvent(Events.messageStarted, { id: "m", role: "assistant" }), fixtureEvent(Events.toolCalled, { id: "t", name: "Bash", input: {} })], "idle"],
+    [
+      "messages and tools do not stand in for the agent's state",
+      [
+        idle,
+        fixtureEvent(Events.messageStarted, { id: "m", role: "assistant" }),
+        fixtureEvent(Events.toolCalled, { id: "t", name: "Bash", input: {} }),
+      ],
+      "idle",
+    ],
     ["a process exit does not hide an error", [failed, exit0], "error"],
     ["closed is final", [busy, closed, busy], "closed"],
   ];
@@ -97,7 +106,11 @@ describe("foldTurn", () => {
 
   test("an event that does not move the turn returns the same object", () => {
     const t = fold(log);
-    for (const e of events([output, fixtureEvent(Events.annotationAdded, { text: "x" }), fixtureEvent(Events.boxStateChanged, { box: "b", state: "running" })])) {
+    for (const e of events([
+      output,
+      fixtureEvent(Events.annotationAdded, { text: "x" }),
+      fixtureEvent(Events.boxStateChanged, { box: "b", state: "running" }),
+    ])) {
       expect(foldTurn(t, e)).toBe(t);
     }
   });

@@ -18,10 +18,42 @@ function split(chunks: Uint8Array[], max?: number): [string, boolean][] {
 
 describe("LineSplitter", () => {
   const table: [string, Uint8Array[], number | undefined, [string, boolean][]][] = [
-    ["lines across chunks", [enc('{"a":'), enc('1}\n{"b"'), enc(":2}\n")], undefined, [['{"a":1}', false], ['{"b":2}', false]]],
-    ["a last line without newline", [enc("x\ny")], undefined, [["x", false], ["y", false]]],
-    ["CRLF and empty lines", [enc("a\r\n\n\nb\n")], undefined, [["a", false], ["b", false]]],
-    ["an over-long line is cut, marked, and the rest of it skipped", [enc("abcdefgh"), enc("ij\nok\n")], 4, [["abcd", true], ["ok", false]]],
+    [
+      "lines across chunks",
+      [enc('{"a":'), enc('1}\n{"b"'), enc(":2}\n")],
+      undefined,
+      [
+        ['{"a":1}', false],
+        ['{"b":2}', false],
+      ],
+    ],
+    [
+      "a last line without newline",
+      [enc("x\ny")],
+      undefined,
+      [
+        ["x", false],
+        ["y", false],
+      ],
+    ],
+    [
+      "CRLF and empty lines",
+      [enc("a\r\n\n\nb\n")],
+      undefined,
+      [
+        ["a", false],
+        ["b", false],
+      ],
+    ],
+    [
+      "an over-long line is cut, marked, and the rest of it skipped",
+      [enc("abcdefgh"), enc("ij\nok\n")],
+      4,
+      [
+        ["abcd", true],
+        ["ok", false],
+      ],
+    ],
     ["UTF-8 split across chunks", [new Uint8Array([0x63, 0x61, 0x66, 0xc3]), new Uint8Array([0xa9, 0x0a])], undefined, [["café", false]]],
   ];
   test.each(table)("%s", (_name, chunks, max, want) => {

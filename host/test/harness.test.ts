@@ -12,7 +12,10 @@ import { claudeTranscriptMapper } from "../src/harness/claude.ts";
 const FIXTURES = join(import.meta.dir, "..", "..", "tests", "fixtures", "agents");
 const AGENTS_CACHE = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
 const versions = JSON.parse(readFileSync(join(FIXTURES, "versions.json"), "utf8")) as Record<string, { package: string; version: string }>;
-const recorded = (name: string) => readFileSync(join(FIXTURES, `${name}.ndjson`), "utf8").trim().split("\n");
+const recorded = (name: string) =>
+  readFileSync(join(FIXTURES, `${name}.ndjson`), "utf8")
+    .trim()
+    .split("\n");
 
 function mapAll(name: string, lines: string[], exit = { code: 0 as number | null, signal: null as string | null }): MappedEvent[] {
   const m = harness(name).mapper();
@@ -40,7 +43,11 @@ describe.each(["claude", "codex", "opencode", "pi"])("%s, recorded stream", (nam
     const call = first(events, Events.toolCalled, (d) => JSON.stringify(d.input).includes("hello.txt"));
     const callId = read(events[call]!, Events.toolCalled)?.id;
     const result = first(events, Events.toolCompleted, (d) => d.id === callId && d.status === "ok");
-    const message = first(events, Events.messageCompleted, (d) => d.role === "assistant" && d.text.includes('Created hello.txt containing "hi"'));
+    const message = first(
+      events,
+      Events.messageCompleted,
+      (d) => d.role === "assistant" && d.text.includes('Created hello.txt containing "hi"'),
+    );
     const usage = events.findLastIndex((e) => {
       const d = read(e, Events.usageReported);
       return d?.available === true && Number(d.input) > 0 && Number(d.output) > 0;
@@ -55,10 +62,14 @@ describe.each(["claude", "codex", "opencode", "pi"])("%s, recorded stream", (nam
 
   test("a message starts once, before its deltas, and its deltas add up to its text", () => {
     const id = read(events[first(events, Events.messageCompleted, (d) => d.role === "assistant")]!, Events.messageCompleted)!.id;
-    const mine = events.filter((e) => (e.kind === "message.started" || e.kind === "message.delta" || e.kind === "message.completed") && e.data.id === id);
+    const mine = events.filter(
+      (e) => (e.kind === "message.started" || e.kind === "message.delta" || e.kind === "message.completed") && e.data.id === id,
+    );
     expect(mine[0]!.kind).toBe("message.started");
     expect(all(mine, Events.messageStarted)).toHaveLength(1);
-    const deltas = all(mine, Events.messageDelta).map((d) => d.text).join("");
+    const deltas = all(mine, Events.messageDelta)
+      .map((d) => d.text)
+      .join("");
     expect(deltas).toBe(all(mine, Events.messageCompleted).at(-1)!.text);
   });
 
@@ -89,7 +100,10 @@ describe.each(["claude", "codex", "opencode", "pi"])("%s, recorded stream", (nam
 
 describe("claude, recorded TUI transcript", () => {
   const m = claudeTranscriptMapper();
-  const events = readFileSync(join(FIXTURES, "claude-transcript.jsonl"), "utf8").trim().split("\n").flatMap((l) => m.line(l));
+  const events = readFileSync(join(FIXTURES, "claude-transcript.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .flatMap((l) => m.line(l));
 
   test("the typed prompt, the tool call, its result, the answer, usage, idle, attention: in order, and nothing raw", () => {
     for (const e of events) expect(checkEvent(e.kind, e.data)).toBeNull();
@@ -108,31 +122,66 @@ describe("claude, recorded TUI transcript", () => {
   });
 
   test("a model call that failed for good ends the turn in error", () => {
-    const failed = claudeTranscriptMapper().line(JSON.stringify({ type: "assistant", isApiErrorMessage: true, message: { id: "m1", role: "assistant", content: [{ type: "text", text: "API Error: 502" }], stop_reason: "stop_sequence", usage: { input_tokens: 0, output_tokens: 0 } } }));
-    expect(failed.map((e) => e.kind)).toEqual(["agent.state", "message.started", "message.completed", "error.raised", "agent.state", "attention.required"]);
+    const failed = claudeTranscriptMapper().line(
+      JSON.stringify({
+        type: "assistant",
+        isApiErrorMessage: true,
+        message: {
+          id: "m1",
+          role: "assistant",
+          content: [{ type: "text", text: "API Error: 502" }],
+          stop_reason: "stop_sequence",
+          usage: { input_tokens: 0, output_tokens: 0 },
+        },
+      }),
+    );
+    expect(failed.map((e) => e.kind)).toEqual([
+      "agent.state",
+      "message.started",
+      "message.completed",
+      "error.raised",
+      "agent.state",
+      "attention.required",
+    ]);
     expect(read(failed.at(-2)!, Events.agentState)?.state).toBe("error");
   });
 });
 
 describe("recorded fixtures and installed CLIs", () => {
-  test.each(["claude", "claude-transcript", "codex", "opencode", "pi"])("%s: the fixture was recorded from the pinned version, and the installed CLI is that version", (name) => {
-    const h = HARNESSES[name.replace("-transcript", "") as "claude"];
-    const rerecord = `re-record: bun tests/fixtures/agents/record.ts ${name}`;
-    if (versions[name]?.version !== h.npm!.version) {
-      throw new Error(`${name}: fixture recorded from ${versions[name]?.package}@${versions[name]?.version}, harness pins ${h.npm!.version}; ${rerecord}`);
-    }
-    const installed = installedVersion(join(AGENTS_CACHE, installDirName(h)), h.npm!);
-    if (installed !== h.npm!.version) {
-      throw new Error(`${name}: installed CLI in ${AGENTS_CACHE} is ${installed ?? "missing"}, fixtures are from ${h.npm!.version}; install it (bash scripts/setup-tests) and ${rerecord}`);
-    }
-  });
+  test.each(["claude", "claude-transcript", "codex", "opencode", "pi"])(
+    "%s: the fixture was recorded from the pinned version, and the installed CLI is that version",
+    (name) => {
+      const h = HARNESSES[name.replace("-transcript", "") as "claude"];
+      const rerecord = `re-record: bun tests/fixtures/agents/record.ts ${name}`;
+      if (versions[name]?.version !== h.npm!.version) {
+        throw new Error(
+          `${name}: fixture recorded from ${versions[name]?.package}@${versions[name]?.version}, harness pins ${h.npm!.version}; ${rerecord}`,
+        );
+      }
+      const installed = installedVersion(join(AGENTS_CACHE, installDirName(h)), h.npm!);
+      if (installed !== h.npm!.version) {
+        throw new Error(
+          `${name}: installed CLI in ${AGENTS_CACHE} is ${installed ?? "missing"}, fixtures are from ${h.npm!.version}; install it (bash scripts/setup-tests) and ${rerecord}`,
+        );
+      }
+    },
+  );
 });
 
 describe("bounds and shapes", () => {
   test("a huge tool output is cut and marked", () => {
     const m = harness("pi").mapper();
     const big = "x".repeat(MAX_TOOL_OUTPUT * 3);
-    const out = m.line(JSON.stringify({ type: "tool_execution_end", toolCallId: "c1", toolName: "bash", args: {}, result: { content: [{ type: "text", text: big }] }, isError: false }));
+    const out = m.line(
+      JSON.stringify({
+        type: "tool_execution_end",
+        toolCallId: "c1",
+        toolName: "bash",
+        args: {},
+        result: { content: [{ type: "text", text: big }] },
+        isError: false,
+      }),
+    );
     const done = out.find((e) => e.kind === "tool.completed")!;
     expect(checkEvent(done.kind, done.data)).toBeNull();
     expect(read(done, Events.toolCompleted)?.output.length).toBe(MAX_TOOL_OUTPUT);
@@ -140,8 +189,18 @@ describe("bounds and shapes", () => {
   });
 
   test("a failed tool is status error", () => {
-    const out = harness("codex").mapper().line(JSON.stringify({ type: "item.completed", item: { id: "i1", type: "command_execution", command: "false", aggregated_output: "boom", exit_code: 1, status: "failed" } }));
-    expect(out.map((e) => [e.kind, read(e, Events.toolCompleted)?.status ?? null])).toEqual([["tool.called", null], ["tool.completed", "error"]]);
+    const out = harness("codex")
+      .mapper()
+      .line(
+        JSON.stringify({
+          type: "item.completed",
+          item: { id: "i1", type: "command_execution", command: "false", aggregated_output: "boom", exit_code: 1, status: "failed" },
+        }),
+      );
+    expect(out.map((e) => [e.kind, read(e, Events.toolCompleted)?.status ?? null])).toEqual([
+      ["tool.called", null],
+      ["tool.completed", "error"],
+    ]);
   });
 
   test("usage that was not reported is marked unavailable", () => {

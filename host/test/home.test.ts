@@ -3,7 +3,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, lstatSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { HutchError } from "@hutch/shared";
+import type { HutchError } from "@hutch/shared";
 import { checkHome, tightenHome } from "../src/home.ts";
 import { openDb } from "../src/store/db.ts";
 

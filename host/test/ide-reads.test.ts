@@ -63,8 +63,12 @@ function countingProxy(listen: string, upstream: string, wire: Wire) {
         client.data = {
           up,
           down,
-          toDaemon: scanner(/GET \/v1\/sessions\/(ses_[0-9a-z]{20})\/subscribe/g, (m) => wire.subscriptions.set(m[1]!, (wire.subscriptions.get(m[1]!) ?? 0) + 1)),
-          toBridge: scanner(/\{"session":"(ses_[0-9a-z]{20})","seq":\d+[,}]/g, (m) => wire.events.set(m[1]!, (wire.events.get(m[1]!) ?? 0) + 1)),
+          toDaemon: scanner(/GET \/v1\/sessions\/(ses_[0-9a-z]{20})\/subscribe/g, (m) =>
+            wire.subscriptions.set(m[1]!, (wire.subscriptions.get(m[1]!) ?? 0) + 1),
+          ),
+          toBridge: scanner(/\{"session":"(ses_[0-9a-z]{20})","seq":\d+[,}]/g, (m) =>
+            wire.events.set(m[1]!, (wire.events.get(m[1]!) ?? 0) + 1),
+          ),
         };
         void Bun.connect({
           unix: upstream,
@@ -126,7 +130,11 @@ beforeAll(async () => {
   // `sleep` prints nothing: after the setup below, nothing more is appended unless the test appends it.
   for (const k of ["busy", "quiet", "closed"] as const) {
     ids[k] = (await api<{ id: string }>("POST", "/v1/sessions", { box: "idr", argv: ["sleep", "3600"], label: k })).id;
-    for (let i = 0; i < EVENTS; i += 500) await append(ids[k], Array.from({ length: 500 }, (_, j) => fixtureEvent(Events.annotationAdded, { text: `${k} ${i + j}` })));
+    for (let i = 0; i < EVENTS; i += 500)
+      await append(
+        ids[k],
+        Array.from({ length: 500 }, (_, j) => fixtureEvent(Events.annotationAdded, { text: `${k} ${i + j}` })),
+      );
   }
   await append(ids.busy, [
     fixtureEvent(Events.annotationAdded, { text: "look here", anchor: { path: "src/a.ts", line: 2 } }),
@@ -166,9 +174,15 @@ describe("what the IDE bridge reads", () => {
   test("then only what is appended, through those tails", async () => {
     await append(ids.busy, [fixtureEvent(Events.annotationAdded, { text: "and here", anchor: { path: "src/a.ts", line: 4 } })]);
     await append(ids.quiet, [fixtureEvent(Events.attentionRequired, { reason: "stuck" })]);
-    await b.waitFor<Change>("hutch/changed", (c) => c.type === "session" && c.session.id === ids.quiet && c.session.activity === "needs-input");
+    await b.waitFor<Change>(
+      "hutch/changed",
+      (c) => c.type === "session" && c.session.id === ids.quiet && c.session.activity === "needs-input",
+    );
     const uri = pathToFileURL(join(ws, "src/a.ts")).href;
-    await b.waitFor<{ uri: string; diagnostics: unknown[] }>("textDocument/publishDiagnostics", (p) => p.uri === uri && p.diagnostics.length === 2);
+    await b.waitFor<{ uri: string; diagnostics: unknown[] }>(
+      "textDocument/publishDiagnostics",
+      (p) => p.uri === uri && p.diagnostics.length === 2,
+    );
     expect(Object.fromEntries(wire.events)).toEqual({ [ids.busy]: 1, [ids.quiet]: 1 });
     expect(Object.fromEntries(wire.subscriptions)).toEqual({ [ids.busy]: 1, [ids.quiet]: 1 });
   });

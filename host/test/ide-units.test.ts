@@ -19,7 +19,13 @@ describe("anchorUri", () => {
 });
 
 describe("annotationDiagnostic", () => {
-  const note = (path: string, line: number): AnchoredAnnotation => ({ seq: 7, at: "", actor: { kind: "user", id: "alice" }, text: "look", anchor: { path, line } });
+  const note = (path: string, line: number): AnchoredAnnotation => ({
+    seq: 7,
+    at: "",
+    actor: { kind: "user", id: "alice" },
+    text: "look",
+    anchor: { path, line },
+  });
   test("a line anchor becomes an information diagnostic on that line", () => {
     const d = annotationDiagnostic("/p", "ses_x", note("a.ts", 4), "review")!;
     expect(d.uri).toBe("file:///p/a.ts");

@@ -44,11 +44,14 @@ afterAll(async () => {
 
 describe("hutch ide --stdio", () => {
   test("initialize names the server, its version and the protocol", async () => {
-    const r = await b.conn.sendRequest<{ serverInfo: { name: string; version: string }; hutch: { protocolVersion: number; home: string } }>("initialize", {
-      processId: process.pid,
-      rootUri: pathToFileURL(ws).href,
-      capabilities: {},
-    });
+    const r = await b.conn.sendRequest<{ serverInfo: { name: string; version: string }; hutch: { protocolVersion: number; home: string } }>(
+      "initialize",
+      {
+        processId: process.pid,
+        rootUri: pathToFileURL(ws).href,
+        capabilities: {},
+      },
+    );
     expect(r.serverInfo.name).toBe("hutch");
     expect(r.serverInfo.version).toMatch(/^\d+\.\d+\.\d+/);
     expect(r.hutch.protocolVersion).toBe(1);
@@ -99,14 +102,23 @@ describe("hutch ide --stdio", () => {
     expect(d.diagnostics[0]!.message).toContain("check this loop");
     // An anchor under the box's /workspace lands on the same file.
     await cli(["session", "annotate", sid, "and this", "--anchor", "/workspace/src/a.ts:5"]);
-    const d2 = await b.waitFor<{ uri: string; diagnostics: unknown[] }>("textDocument/publishDiagnostics", (p) => p.uri === uri && p.diagnostics.length === 2);
+    const d2 = await b.waitFor<{ uri: string; diagnostics: unknown[] }>(
+      "textDocument/publishDiagnostics",
+      (p) => p.uri === uri && p.diagnostics.length === 2,
+    );
     expect(d2.diagnostics).toHaveLength(2);
   });
 
   test("annotate through the bridge is stamped as the ide actor", async () => {
-    const r = await b.conn.sendRequest<{ seq: number }>("hutch/annotate", { session: sid, text: "from the editor", anchor: { path: "src/b.ts", line: 1 } });
+    const r = await b.conn.sendRequest<{ seq: number }>("hutch/annotate", {
+      session: sid,
+      text: "from the editor",
+      anchor: { path: "src/b.ts", line: 1 },
+    });
     expect(r.seq).toBeGreaterThan(1);
-    const log = JSON.parse(await cli(["session", "log", sid, "--from", String(r.seq), "--json"]).then((s) => s.split("\n")[0]!)) as { actor: { kind: string } };
+    const log = JSON.parse(await cli(["session", "log", sid, "--from", String(r.seq), "--json"]).then((s) => s.split("\n")[0]!)) as {
+      actor: { kind: string };
+    };
     expect(log.actor.kind).toBe("ide");
   });
 
@@ -138,14 +150,19 @@ describe("hutch ide --stdio", () => {
   }, 60_000);
 
   test("subscribing to a session that does not exist ends with not_found", async () => {
-    const { subscription } = await b.conn.sendRequest<{ subscription: string }>("hutch/subscribe", { session: "ses_0000000000000000000a", from: 1 });
+    const { subscription } = await b.conn.sendRequest<{ subscription: string }>("hutch/subscribe", {
+      session: "ses_0000000000000000000a",
+      from: 1,
+    });
     const end = await b.waitFor<SubscriptionEnded>("hutch/subscriptionEnded", (p) => p.subscription === subscription);
     expect(end.code).toBe("not_found");
     expect(end.hint).toContain("hutch session list");
   });
 
   test("a daemon error reaches the client with its code and next step", async () => {
-    const err = await b.conn.sendRequest("hutch/box", { action: "start", name: "no-such-box" }).catch((e: { message: string; data: { code: string; hint?: string } }) => e);
+    const err = await b.conn
+      .sendRequest("hutch/box", { action: "start", name: "no-such-box" })
+      .catch((e: { message: string; data: { code: string; hint?: string } }) => e);
     expect((err as { data: { code: string } }).data.code).toBe("not_found");
     expect((err as { message: string }).message).toContain("no-such-box");
   });

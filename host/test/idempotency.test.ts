@@ -21,7 +21,17 @@ afterAll(() => {
 
 function seed(): string {
   const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-  store.insert({ id, box_id: "box_none", agent: "shell", label: null, state: "open", owner: "alice", argv: "[]", pty: null, created_at: new Date().toISOString() });
+  store.insert({
+    id,
+    box_id: "box_none",
+    agent: "shell",
+    label: null,
+    state: "open",
+    owner: "alice",
+    argv: "[]",
+    pty: null,
+    created_at: new Date().toISOString(),
+  });
   return id;
 }
 

@@ -3,7 +3,15 @@ import { cpSync, lstatSync, mkdtempSync, readFileSync, rmSync, statSync, writeFi
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
-import { WANTED_MODULES, moduleName, parseBuiltin, parseModulesDep, planLanes, resolveModules, stripSignature } from "../src/image/modules.ts";
+import {
+  WANTED_MODULES,
+  moduleName,
+  parseBuiltin,
+  parseModulesDep,
+  planLanes,
+  resolveModules,
+  stripSignature,
+} from "../src/image/modules.ts";
 import { recipeHash, type Recipe } from "../src/image/recipe.ts";
 import { MANIFEST_FORMAT, validateManifest, type Manifest } from "../src/image/manifest.ts";
 import { writeCpio } from "../src/image/cpio.ts";
@@ -51,9 +59,24 @@ describe("kernel modules", () => {
   test("the wanted modules load dependencies first, each once", () => {
     const plan = resolveModules(parseModulesDep(MODULES_DEP), parseBuiltin(BUILTIN), WANTED_MODULES);
     expect(plan.order.map(moduleName)).toEqual([
-      "virtio_pci_legacy_dev", "virtio_pci_modern_dev", "virtio_ring", "virtio", "virtio_pci",
-      "virtio_blk", "nd_virtio", "libnvdimm", "virtio_pmem", "nd_btt", "nd_pmem", "virtio_console", "virtio_rng",
-      "crc32c_generic", "crc16", "mbcache", "jbd2", "ext4",
+      "virtio_pci_legacy_dev",
+      "virtio_pci_modern_dev",
+      "virtio_ring",
+      "virtio",
+      "virtio_pci",
+      "virtio_blk",
+      "nd_virtio",
+      "libnvdimm",
+      "virtio_pmem",
+      "nd_btt",
+      "nd_pmem",
+      "virtio_console",
+      "virtio_rng",
+      "crc32c_generic",
+      "crc16",
+      "mbcache",
+      "jbd2",
+      "ext4",
     ]);
     expect(plan.builtin).toEqual([]);
   });
@@ -65,7 +88,9 @@ describe("kernel modules", () => {
     expect(lanes[0].map(moduleName)).toContain("virtio_pmem");
     expect(lanes[0].filter((m) => lanes[1].includes(m))).toEqual([]);
     // Lanes that would share a module (loaded twice at once, the second fails) become one.
-    const sharing = parseModulesDep(MODULES_DEP.replace("kernel/fs/mbcache.ko:", "kernel/fs/mbcache.ko: kernel/drivers/virtio/virtio_ring.ko"));
+    const sharing = parseModulesDep(
+      MODULES_DEP.replace("kernel/fs/mbcache.ko:", "kernel/fs/mbcache.ko: kernel/drivers/virtio/virtio_ring.ko"),
+    );
     const one = planLanes(sharing, new Set());
     expect(one.lanes[1]).toEqual([]);
     expect(one.lanes[0]).toEqual(resolveModules(sharing, new Set(), WANTED_MODULES).order);
@@ -107,14 +132,18 @@ describe("kernel modules", () => {
   });
 
   test("a modules.dep line without a colon is refused", () => {
-    expect(() => parseModulesDep("kernel/x.ko kernel/y.ko\n")).toThrow("no \":\"");
+    expect(() => parseModulesDep("kernel/x.ko kernel/y.ko\n")).toThrow('no ":"');
   });
 });
 
 const recipe: Recipe = {
   format: 1,
   suite: "bookworm",
-  updates: ["bookworm Sat, 14 Nov 2026 10:00:00 UTC", "bookworm-updates Sun, 29 Nov 2026 08:00:00 UTC", "bookworm-security Sun, 29 Nov 2026 00:53:13 UTC"],
+  updates: [
+    "bookworm Sat, 14 Nov 2026 10:00:00 UTC",
+    "bookworm-updates Sun, 29 Nov 2026 08:00:00 UTC",
+    "bookworm-security Sun, 29 Nov 2026 00:53:13 UTC",
+  ],
   packages: ["git", "curl"],
   kernel: "linux-image-6.1.0-57-amd64=6.1.192-3",
   busybox: "busybox-static=1:1.35.0-4+deb12u1+b1",
@@ -135,7 +164,16 @@ describe("recipe hash", () => {
     ["module order", { modules: ["ext4", "virtio_pci"] }],
     ["busybox", { busybox: "busybox-static=1:1.36.0-1" }],
     ["format", { format: 2 }],
-    ["security updates", { updates: ["bookworm Sat, 14 Nov 2026 10:00:00 UTC", "bookworm-updates Sun, 29 Nov 2026 08:00:00 UTC", "bookworm-security Tue, 01 Dec 2026 06:10:00 UTC"] }],
+    [
+      "security updates",
+      {
+        updates: [
+          "bookworm Sat, 14 Nov 2026 10:00:00 UTC",
+          "bookworm-updates Sun, 29 Nov 2026 08:00:00 UTC",
+          "bookworm-security Tue, 01 Dec 2026 06:10:00 UTC",
+        ],
+      },
+    ],
   ] as const)("changes with the %s", (_, change) => {
     expect(recipeHash({ ...recipe, ...change })).not.toBe(recipeHash(recipe));
   });
@@ -172,7 +210,7 @@ describe("manifest", () => {
 
   test("a missing or malformed field is named", () => {
     const { kernel: _, ...noKernel } = manifestFor("default", FILES);
-    expect(() => validateManifest(noKernel, "image \"d\"")).toThrow(/image "d": not a hutch image manifest \(kernel/);
+    expect(() => validateManifest(noKernel, 'image "d"')).toThrow(/image "d": not a hutch image manifest \(kernel/);
     const bad = manifestFor("default", FILES);
     bad.files.vmlinuz.sha256 = "xyz";
     expect(() => validateManifest(bad, "m")).toThrow("files.vmlinuz.sha256");
@@ -204,11 +242,15 @@ function readCpio(buf: Uint8Array): { name: string; mode: number; rdev: [number,
 }
 
 describe("initramfs", () => {
-  const entries = initramfsEntries(new TextEncoder().encode("BUSYBOX"), [
-    { file: "virtio_ring.ko", data: new TextEncoder().encode("ring"), lane: 0 },
-    { file: "crc16.ko", data: new TextEncoder().encode("crc"), lane: 1 },
-    { file: "virtio.ko", data: new TextEncoder().encode("virtio!"), lane: 0 },
-  ], "#!/bin/sh\necho hi\n");
+  const entries = initramfsEntries(
+    new TextEncoder().encode("BUSYBOX"),
+    [
+      { file: "virtio_ring.ko", data: new TextEncoder().encode("ring"), lane: 0 },
+      { file: "crc16.ko", data: new TextEncoder().encode("crc"), lane: 1 },
+      { file: "virtio.ko", data: new TextEncoder().encode("virtio!"), lane: 0 },
+    ],
+    "#!/bin/sh\necho hi\n",
+  );
   const archive = writeCpio(entries);
 
   test("the cpio holds every entry with its type, mode and content", () => {
@@ -249,22 +291,29 @@ describe("apt", () => {
   });
 
   test("versions from apt-cache show paragraphs", () => {
-    const v = parseVersions("Package: git\nVersion: 1:2.39.5-0+deb12u3\nSize: 1\n\nPackage: busybox-static\nVersion: 1:1.35.0-4+deb12u1+b1\n");
+    const v = parseVersions(
+      "Package: git\nVersion: 1:2.39.5-0+deb12u3\nSize: 1\n\nPackage: busybox-static\nVersion: 1:1.35.0-4+deb12u1+b1\n",
+    );
     expect(Object.fromEntries(v)).toEqual({ git: "1:2.39.5-0+deb12u3", "busybox-static": "1:1.35.0-4+deb12u1+b1" });
   });
 
   test("the mirror is the first plain-suite deb source, one-line or deb822", () => {
-    const deb822 = "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n\nTypes: deb deb-src\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\nComponents: main\n";
+    const deb822 =
+      "Types: deb\nURIs: http://deb.debian.org/debian-security\nSuites: bookworm-security\n\nTypes: deb deb-src\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\nComponents: main\n";
     expect(pickMirror([{ name: "debian.sources", text: deb822 }], "bookworm")).toBe("http://mirror.example/debian");
-    const list = "# deb http://old.example/debian bookworm main\ndeb-src http://src.example/debian bookworm main\ndeb [arch=amd64] http://one.example/debian bookworm main\n";
+    const list =
+      "# deb http://old.example/debian bookworm main\ndeb-src http://src.example/debian bookworm main\ndeb [arch=amd64] http://one.example/debian bookworm main\n";
     expect(pickMirror([{ name: "sources.list", text: list }], "bookworm")).toBe("http://one.example/debian");
-    expect(pickMirror([{ name: "x.sources", text: "Types: deb\nEnabled: no\nURIs: http://off.example\nSuites: bookworm\n" }], "bookworm")).toBeUndefined();
+    expect(
+      pickMirror([{ name: "x.sources", text: "Types: deb\nEnabled: no\nURIs: http://off.example\nSuites: bookworm\n" }], "bookworm"),
+    ).toBeUndefined();
   });
 });
 
 describe("the suites of an image", () => {
   test("the release, its updates and its security updates, each from the host's mirror for it", () => {
-    const deb822 = "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\n\nTypes: deb\nURIs: http://sec.example/debian-security\nSuites: bookworm-security\n";
+    const deb822 =
+      "Types: deb\nURIs: http://mirror.example/debian/\nSuites: bookworm bookworm-updates\n\nTypes: deb\nURIs: http://sec.example/debian-security\nSuites: bookworm-security\n";
     expect(imageSources("bookworm", [{ name: "debian.sources", text: deb822 }])).toEqual([
       { suite: "bookworm", uri: "http://mirror.example/debian" },
       { suite: "bookworm-updates", uri: "http://mirror.example/debian" },
@@ -286,7 +335,10 @@ describe("the suites of an image", () => {
     try {
       const sec = { suite: "bookworm-security", uri: "http://deb.debian.org/debian-security" };
       expect(listName(sec)).toBe("deb.debian.org_debian-security_dists_bookworm-security_InRelease");
-      writeFileSync(join(dir, listName(sec)), "-----BEGIN PGP SIGNED MESSAGE-----\nOrigin: Debian\nSuite: oldstable-security\nDate: Sun, 29 Nov 2026 00:53:13 UTC\n");
+      writeFileSync(
+        join(dir, listName(sec)),
+        "-----BEGIN PGP SIGNED MESSAGE-----\nOrigin: Debian\nSuite: oldstable-security\nDate: Sun, 29 Nov 2026 00:53:13 UTC\n",
+      );
       const main = { suite: "bookworm", uri: "http://deb.debian.org/debian/" };
       expect(listDates([main, sec], dir)).toEqual([
         { ...main, date: null },
@@ -333,7 +385,13 @@ describe("installed images", () => {
   test("a missing image is not_found and says how to build it", () => {
     const home = mkdtempSync(join(tmpdir(), "hutch-image-"));
     try {
-      const err = (() => { try { loadImage(home, "default"); } catch (e) { return e; } })() as HutchError;
+      const err = (() => {
+        try {
+          loadImage(home, "default");
+        } catch (e) {
+          return e;
+        }
+      })() as HutchError;
       expect(err).toBeInstanceOf(HutchError);
       expect(err.code).toBe("not_found");
       expect(err.message).toBe('no image "default"');
@@ -380,7 +438,7 @@ describe("installed images", () => {
       };
       const first = install();
       expect(imagePaths(home, "default").dir).toBe(first);
-      expect(first).toStartWith(join(home, "images", ".store") + "/");
+      expect(first).toStartWith(`${join(home, "images", ".store")}/`);
       // A box is built on the first build; a rebuild points the name at a new one and keeps the first.
       inUse.add(first);
       const second = install();
@@ -391,7 +449,9 @@ describe("installed images", () => {
       inUse.add(second);
       // Removing the name a box is built on is refused, naming the box and the way to free it.
       expect(() => removeImage(home, "default", users, () => "web")).toThrow('image "default" is used by box web');
-      expect(() => removeImage(home, "default", users, () => "web")).toThrow(expect.objectContaining({ hint: expect.stringContaining("hutch box delete web") }));
+      expect(() => removeImage(home, "default", users, () => "web")).toThrow(
+        expect.objectContaining({ hint: expect.stringContaining("hutch box delete web") }),
+      );
       // Once nothing uses them, rm takes the name and every build no one needs.
       inUse.clear();
       removeImage(home, "default", users);
@@ -425,8 +485,17 @@ describe("installed images", () => {
     const dir = mkdtempSync(join(tmpdir(), "hutch-sweep-"));
     try {
       const dead = Bun.spawnSync(["true"]).pid;
-      for (const n of [`.tmp-build-default-${dead}-AbC123`, ".tmp-build-default-OldFmt", `.tmp-link-default-${dead}`, `.tmp-build-other-${process.ppid}-Xyz789`, "default"]) mkdirSync(join(dir, n));
-      expect(sweepStale(dir).sort()).toEqual([`.tmp-build-default-${dead}-AbC123`, ".tmp-build-default-OldFmt", `.tmp-link-default-${dead}`].sort());
+      for (const n of [
+        `.tmp-build-default-${dead}-AbC123`,
+        ".tmp-build-default-OldFmt",
+        `.tmp-link-default-${dead}`,
+        `.tmp-build-other-${process.ppid}-Xyz789`,
+        "default",
+      ])
+        mkdirSync(join(dir, n));
+      expect(sweepStale(dir).sort()).toEqual(
+        [`.tmp-build-default-${dead}-AbC123`, ".tmp-build-default-OldFmt", `.tmp-link-default-${dead}`].sort(),
+      );
       expect(readdirSync(dir).sort()).toEqual([`.tmp-build-other-${process.ppid}-Xyz789`, "default"].sort());
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -437,10 +506,14 @@ describe("installed images", () => {
     const home = mkdtempSync(join(tmpdir(), "hutch-image-"));
     try {
       fixtureImage(home, "default", { ...FILES, "root.qcow2": "root disk bytez" });
-      await expect(importImage({ home, file: packTar(home, "default"), force: false })).rejects.toThrow(/root\.qcow2 has sha256 [0-9a-f]{64}, the manifest says/);
+      await expect(importImage({ home, file: packTar(home, "default"), force: false })).rejects.toThrow(
+        /root\.qcow2 has sha256 [0-9a-f]{64}, the manifest says/,
+      );
       mkdirSync(join(home, "src", "junk"), { recursive: true });
       writeFileSync(join(home, "src", "junk", "notes.txt"), "hi");
-      await expect(importImage({ home, file: packTar(home, "junk"), force: false })).rejects.toThrow("not a hutch image archive: no manifest.json");
+      await expect(importImage({ home, file: packTar(home, "junk"), force: false })).rejects.toThrow(
+        "not a hutch image archive: no manifest.json",
+      );
       writeFileSync(join(home, "plain.tar"), "this is not a tar archive at all".repeat(40));
       await expect(importImage({ home, file: join(home, "plain.tar"), force: false })).rejects.toThrow("not a hutch image archive");
       expect(readdirSync(join(home, "images"))).toEqual([]);
@@ -450,28 +523,31 @@ describe("installed images", () => {
   });
 });
 
-test.skipIf(!Bun.which("mke2fs") || !Bun.which("debugfs"))("the guest disk holds an executable /hutch-guest and is written once", async () => {
-  const home = mkdtempSync(join(tmpdir(), "hutch-guestdisk-"));
-  try {
-    const bin = join(home, "hutch-guest");
-    writeFileSync(bin, "#!/bin/sh\necho guest\n".padEnd(300_000, "#"));
-    const img = await ensureGuestDisk(home, bin, "abc123");
-    expect(img).toBe(join(home, "guest", "abc123", "guest.v3.img"));
-    // DAX (the pmem attachment) maps whole pages: 4 KiB blocks, and a size in 2 MiB units.
-    expect(Bun.spawnSync(["dumpe2fs", "-h", img], { stderr: "ignore" }).stdout.toString()).toMatch(/Block size:\s+4096/);
-    expect(statSync(img).size % (2 * 1024 * 1024)).toBe(0);
-    const stat = Bun.spawnSync(["debugfs", "-R", "stat /hutch-guest", img]).stdout.toString();
-    expect(stat).toMatch(/Mode:\s+0755/);
-    expect(stat).toMatch(/Size: 300000/);
-    // The agent CLI disks are mounted at /.hutch/agents, on the guest disk.
-    expect(Bun.spawnSync(["debugfs", "-R", "stat /agents", img]).stdout.toString()).toMatch(/Type: directory/);
-    const dumped = Bun.spawnSync(["debugfs", "-R", "cat /hutch-guest", img]).stdout.toString();
-    expect(dumped).toBe(readFileSync(bin, "utf8"));
-    const mtime = statSync(img).mtimeMs;
-    expect(await ensureGuestDisk(home, bin, "abc123")).toBe(img);
-    expect(statSync(img).mtimeMs).toBe(mtime);
-    expect(readdirSync(join(home, "guest", "abc123"))).toEqual(["guest.v3.img"]);
-  } finally {
-    rmSync(home, { recursive: true, force: true });
-  }
-});
+test.skipIf(!Bun.which("mke2fs") || !Bun.which("debugfs"))(
+  "the guest disk holds an executable /hutch-guest and is written once",
+  async () => {
+    const home = mkdtempSync(join(tmpdir(), "hutch-guestdisk-"));
+    try {
+      const bin = join(home, "hutch-guest");
+      writeFileSync(bin, "#!/bin/sh\necho guest\n".padEnd(300_000, "#"));
+      const img = await ensureGuestDisk(home, bin, "abc123");
+      expect(img).toBe(join(home, "guest", "abc123", "guest.v3.img"));
+      // DAX (the pmem attachment) maps whole pages: 4 KiB blocks, and a size in 2 MiB units.
+      expect(Bun.spawnSync(["dumpe2fs", "-h", img], { stderr: "ignore" }).stdout.toString()).toMatch(/Block size:\s+4096/);
+      expect(statSync(img).size % (2 * 1024 * 1024)).toBe(0);
+      const stat = Bun.spawnSync(["debugfs", "-R", "stat /hutch-guest", img]).stdout.toString();
+      expect(stat).toMatch(/Mode:\s+0755/);
+      expect(stat).toMatch(/Size: 300000/);
+      // The agent CLI disks are mounted at /.hutch/agents, on the guest disk.
+      expect(Bun.spawnSync(["debugfs", "-R", "stat /agents", img]).stdout.toString()).toMatch(/Type: directory/);
+      const dumped = Bun.spawnSync(["debugfs", "-R", "cat /hutch-guest", img]).stdout.toString();
+      expect(dumped).toBe(readFileSync(bin, "utf8"));
+      const mtime = statSync(img).mtimeMs;
+      expect(await ensureGuestDisk(home, bin, "abc123")).toBe(img);
+      expect(statSync(img).mtimeMs).toBe(mtime);
+      expect(readdirSync(join(home, "guest", "abc123"))).toEqual(["guest.v3.img"]);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  },
+);

@@ -12,9 +12,11 @@ import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { dirname, join, relative, resolve } from "node:path";
 
 const root = join(import.meta.dir, "../..");
-const IMPORT = /(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)|(?:^|\n)\s*import\s+["']([^"']+)["']/g;
+const IMPORT =
+  /(?:^|\n)\s*(?:import|export)\s[^;]*?from\s+["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)|(?:^|\n)\s*import\s+["']([^"']+)["']/g;
 // Type-only imports are erased at build time: for what code a verb loads, they do not count.
-const RUNTIME_IMPORT = /(?:^|\n)\s*(?:import|export)\s(?!type\s)[^;]*?from\s+["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)|(?:^|\n)\s*import\s+["']([^"']+)["']/g;
+const RUNTIME_IMPORT =
+  /(?:^|\n)\s*(?:import|export)\s(?!type\s)[^;]*?from\s+["']([^"']+)["']|import\(\s*["']([^"']+)["']\s*\)|(?:^|\n)\s*import\s+["']([^"']+)["']/g;
 
 function sources(dir: string): string[] {
   if (!existsSync(dir)) return [];
@@ -39,7 +41,7 @@ const rel = (f: string) => relative(root, f);
 
 describe("who may import whom", () => {
   test("nothing in host/src outside daemon/ imports daemon/", () => {
-    const daemon = join(root, "host/src/daemon") + "/";
+    const daemon = `${join(root, "host/src/daemon")}/`;
     const bad = sources(join(root, "host/src"))
       .filter((f) => !f.startsWith(daemon) && f !== join(root, "host/src/cli/daemon.ts"))
       .flatMap((f) => specifiers(f).map((s) => [f, target(f, s)] as const))
@@ -49,7 +51,7 @@ describe("who may import whom", () => {
   });
 
   test("guest/ and extension/ import nothing from host/", () => {
-    const host = join(root, "host") + "/";
+    const host = `${join(root, "host")}/`;
     const bad = [...sources(join(root, "guest")), ...sources(join(root, "extension/src")), ...sources(join(root, "extension/test"))]
       .flatMap((f) => specifiers(f).map((s) => [f, s, target(f, s)] as const))
       .filter(([, s, t]) => t?.startsWith(host) || s.startsWith("@hutch/host"))
@@ -58,7 +60,7 @@ describe("who may import whom", () => {
   });
 
   test("no CLI verb's code reaches an engine (but `hutch daemon`, which runs one in-process)", () => {
-    const engine = join(root, "host/src/engine") + "/";
+    const engine = `${join(root, "host/src/engine")}/`;
     const daemonVerb = join(root, "host/src/cli/daemon.ts");
     const seen = new Map<string, string>();
     const stack = sources(join(root, "host/src/cli")).filter((f) => f !== daemonVerb);

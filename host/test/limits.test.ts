@@ -58,7 +58,14 @@ describe("cgroups: where box groups go", () => {
   });
 
   test("v2 with the daemon in the root group: one tree at <mount>/hutch", () => {
-    const plan = planCgroups(view({ mountinfo: V2_MOUNTS, selfCgroup: "0::/\n", writable: ["/sys/fs/cgroup"], files: { "/sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids" } }));
+    const plan = planCgroups(
+      view({
+        mountinfo: V2_MOUNTS,
+        selfCgroup: "0::/\n",
+        writable: ["/sys/fs/cgroup"],
+        files: { "/sys/fs/cgroup/cgroup.controllers": "cpuset cpu io memory pids" },
+      }),
+    );
     for (const c of ["pids", "memory", "cpu"] as const) expect(plan[c]).toEqual({ ok: true, version: 2, parent: "/sys/fs/cgroup/hutch" });
   });
 
@@ -69,7 +76,11 @@ describe("cgroups: where box groups go", () => {
         mountinfo: V2_MOUNTS,
         selfCgroup: "0::/system.slice/hutch.service\n",
         writable: [own],
-        files: { "/sys/fs/cgroup/cgroup.controllers": "cpu memory pids", [`${own}/cgroup.controllers`]: "cpu memory pids", [`${own}/cgroup.procs`]: "4242\n" },
+        files: {
+          "/sys/fs/cgroup/cgroup.controllers": "cpu memory pids",
+          [`${own}/cgroup.controllers`]: "cpu memory pids",
+          [`${own}/cgroup.procs`]: "4242\n",
+        },
       }),
     );
     expect(plan.memory).toEqual({ ok: true, version: 2, parent: `${own}/boxes`, leaf: `${own}/daemon` });
@@ -82,7 +93,11 @@ describe("cgroups: where box groups go", () => {
         mountinfo: V2_MOUNTS,
         selfCgroup: "0::/user.slice/user-1000.slice/session-2.scope\n",
         writable: [own],
-        files: { "/sys/fs/cgroup/cgroup.controllers": "cpu memory pids", [`${own}/cgroup.controllers`]: "memory pids", [`${own}/cgroup.procs`]: "4242\n1234\n" },
+        files: {
+          "/sys/fs/cgroup/cgroup.controllers": "cpu memory pids",
+          [`${own}/cgroup.controllers`]: "memory pids",
+          [`${own}/cgroup.procs`]: "4242\n1234\n",
+        },
       }),
     );
     expect(plan.pids.ok).toBe(false);
@@ -91,12 +106,26 @@ describe("cgroups: where box groups go", () => {
   });
 
   test("v2 not delegated: not enforced, naming the fix", () => {
-    const plan = planCgroups(view({ mountinfo: V2_MOUNTS, selfCgroup: "0::/user.slice\n", writable: [], files: { "/sys/fs/cgroup/cgroup.controllers": "memory pids cpu" } }));
+    const plan = planCgroups(
+      view({
+        mountinfo: V2_MOUNTS,
+        selfCgroup: "0::/user.slice\n",
+        writable: [],
+        files: { "/sys/fs/cgroup/cgroup.controllers": "memory pids cpu" },
+      }),
+    );
     expect((plan.memory as { why: string }).why).toContain("Delegate=yes");
   });
 
   test("a controller on neither hierarchy is reported missing", () => {
-    const plan = planCgroups(view({ mountinfo: "41 31 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw", selfCgroup: "0::/\n", writable: ["/sys/fs/cgroup"], files: { "/sys/fs/cgroup/cgroup.controllers": "memory" } }));
+    const plan = planCgroups(
+      view({
+        mountinfo: "41 31 0:38 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw",
+        selfCgroup: "0::/\n",
+        writable: ["/sys/fs/cgroup"],
+        files: { "/sys/fs/cgroup/cgroup.controllers": "memory" },
+      }),
+    );
     expect(plan.memory.ok).toBe(true);
     expect((plan.pids as { why: string }).why).toContain("does not offer the pids controller");
   });
@@ -120,7 +149,10 @@ describe("subordinate ids", () => {
   test("boxes of one home never share a block, and keep theirs for life", () => {
     const dir = mkdtempSync(join(tmpdir(), "hutch-idmap-"));
     try {
-      const ranges = { uid: { base: 5_000_000, count: 3 * BLOCK, source: "test" }, gid: { base: 7_000_000, count: 3 * BLOCK, source: "test" } };
+      const ranges = {
+        uid: { base: 5_000_000, count: 3 * BLOCK, source: "test" },
+        gid: { base: 7_000_000, count: 3 * BLOCK, source: "test" },
+      };
       const ids = ["box_1", "box_2", "box_3"].map((id) => {
         require("node:fs").mkdirSync(join(dir, id));
         return boxIdentity(dir, id, ranges);

@@ -56,7 +56,10 @@ describe("an operation's answer", () => {
       report({ type: "note", text: "heads up" });
       throw new HutchError("conflict", "busy", "wait for it");
     };
-    expect(await lines()).toEqual([{ type: "note", text: "heads up" }, { type: "error", error: { code: "conflict", message: "busy", hint: "wait for it" } }]);
+    expect(await lines()).toEqual([
+      { type: "note", text: "heads up" },
+      { type: "error", error: { code: "conflict", message: "busy", hint: "wait for it" } },
+    ]);
     work = async () => {
       throw new Error("boom");
     };
@@ -70,10 +73,16 @@ describe("an operation's answer", () => {
     };
     const seen: OpProgress[] = [];
     const all: unknown[] = [];
-    const v = await runOp(daemon, "/v1/op", {}, Type.Object({ n: Type.Number() }), { progress: (p) => seen.push(p), line: (l) => all.push(l) });
+    const v = await runOp(daemon, "/v1/op", {}, Type.Object({ n: Type.Number() }), {
+      progress: (p) => seen.push(p),
+      line: (l) => all.push(l),
+    });
     expect(v).toEqual({ n: 1 });
     expect(seen).toEqual([{ type: "step", n: 1, title: "only" }]);
-    expect(all).toEqual([{ type: "step", n: 1, title: "only" }, { type: "result", value: { n: 1 } }]);
+    expect(all).toEqual([
+      { type: "step", n: 1, title: "only" },
+      { type: "result", value: { n: 1 } },
+    ]);
     work = async () => {
       throw new HutchError("not_found", "no such thing", "make one");
     };
@@ -129,7 +138,10 @@ describe("an operation's answer", () => {
   });
 
   test("a body that ends without a last line is a lost daemon", async () => {
-    const cut = new Elysia().post("/v1/cut", () => new Response('{"type":"step","n":1,"title":"x"}\n', { headers: { "content-type": "application/x-ndjson" } }));
+    const cut = new Elysia().post(
+      "/v1/cut",
+      () => new Response('{"type":"step","n":1,"title":"x"}\n', { headers: { "content-type": "application/x-ndjson" } }),
+    );
     const srv = Bun.serve({ unix: join(home, "cut.sock"), fetch: (req) => cut.handle(req) });
     try {
       const d = { home, transport: transport({ kind: "local", socket: join(home, "cut.sock") }), headers: {} } as unknown as DaemonClient;

@@ -28,13 +28,23 @@ const cases: [string, QemuSpec][] = [
   ["linux-x86_64-kvm", { ...base, platform: "linux", arch: "x86_64", accel: "kvm" }],
   ["linux-x86_64-tcg", { ...base, platform: "linux", arch: "x86_64", accel: "tcg" }],
   ["darwin-aarch64-hvf", { ...base, platform: "darwin", arch: "aarch64", accel: "hvf" }],
-  ["windows-x86_64-whpx", { ...base, platform: "windows", arch: "x86_64", accel: "whpx", agent: "\\\\.\\pipe\\hutch-box_0000000000aaaaaaaaaa-agent", qmp: "\\\\.\\pipe\\hutch-box_0000000000aaaaaaaaaa-qmp" }],
+  [
+    "windows-x86_64-whpx",
+    {
+      ...base,
+      platform: "windows",
+      arch: "x86_64",
+      accel: "whpx",
+      agent: "\\\\.\\pipe\\hutch-box_0000000000aaaaaaaaaa-agent",
+      qmp: "\\\\.\\pipe\\hutch-box_0000000000aaaaaaaaaa-qmp",
+    },
+  ],
 ];
 
 describe("qemuArgs golden", () => {
   test.each(cases)("%s", (name, spec) => {
     const file = join(import.meta.dir, "golden", `qemu-${name}.txt`);
-    const got = qemuArgs(spec).join("\n") + "\n";
+    const got = `${qemuArgs(spec).join("\n")}\n`;
     if (process.env.UPDATE_GOLDEN === "1" || !existsSync(file)) writeFileSync(file, got);
     expect(got).toBe(readFileSync(file, "utf8"));
   });

@@ -104,7 +104,12 @@ function opener(engine: ScriptedEngine) {
     if (!engine.running || engine.paused) throw new Error("the box stopped before its guest answered");
     let alive = true;
     return {
-      mux: { get alive() { return alive; }, control() {} } as unknown as Mux,
+      mux: {
+        get alive() {
+          return alive;
+        },
+        control() {},
+      } as unknown as Mux,
       hello: { protocol: 1, agent: "scripted", version: "0.0.0", capabilities: [] } as unknown as Channel["hello"],
       close: () => void (alive = false),
     };
@@ -119,7 +124,11 @@ const OP: Record<DesiredState, OpKind> = { stopped: "stop", running: "start", pa
 function observedFor(state: BoxState): { running: boolean; paused: boolean }[] {
   if (state === "running") return [{ running: true, paused: false }];
   if (state === "paused") return [{ running: true, paused: true }];
-  if (state === "starting" || state === "stopping" || state === "failed") return [{ running: false, paused: false }, { running: true, paused: false }];
+  if (state === "starting" || state === "stopping" || state === "failed")
+    return [
+      { running: false, paused: false },
+      { running: true, paused: false },
+    ];
   return [{ running: false, paused: false }];
 }
 
@@ -127,7 +136,8 @@ function observedFor(state: BoxState): { running: boolean; paused: boolean }[] {
 function crashPoints(state: BoxState, desired: DesiredState, from: { running: boolean; paused: boolean }): (Phase | undefined)[] {
   if (state === "creating" && desired === "running") return [undefined, "create", "start", "connect"];
   if (state === "creating" && desired === "stopped") return [undefined, "create"];
-  if (desired === "running") return from.running ? (from.paused ? [undefined, "resume"] : [undefined, "connect"]) : [undefined, "start", "connect"];
+  if (desired === "running")
+    return from.running ? (from.paused ? [undefined, "resume"] : [undefined, "connect"]) : [undefined, "start", "connect"];
   if (desired === "stopped") return from.running ? [undefined, "stop"] : [undefined];
   if (desired === "paused") return from.running && !from.paused ? [undefined, "pause"] : [undefined];
   return from.running ? [undefined, "stop", "kill", "destroy"] : [undefined, "kill", "destroy"];
@@ -173,10 +183,22 @@ function expectConverged(s: ReturnType<typeof setup>, desired: DesiredState, fro
   }
 }
 
-const cells = STATES.flatMap((state) => DESIRED.flatMap((desired) => observedFor(state).flatMap((seen) => crashPoints(state, desired, seen).map((crash) => ({ state, desired, seen, crash })))));
+const cells = STATES.flatMap((state) =>
+  DESIRED.flatMap((desired) =>
+    observedFor(state).flatMap((seen) => crashPoints(state, desired, seen).map((crash) => ({ state, desired, seen, crash }))),
+  ),
+);
 
 describe("the reconciler, every state × every desired state", () => {
-  test.each(cells.map((c) => [`${c.state} → ${c.desired} (engine ${c.seen.running ? (c.seen.paused ? "paused" : "running") : "off"})${c.crash ? `, daemon dies during ${c.crash}` : ""}`, c] as const))("%s", async (_name, c) => {
+  test.each(
+    cells.map(
+      (c) =>
+        [
+          `${c.state} → ${c.desired} (engine ${c.seen.running ? (c.seen.paused ? "paused" : "running") : "off"})${c.crash ? `, daemon dies during ${c.crash}` : ""}`,
+          c,
+        ] as const,
+    ),
+  )("%s", async (_name, c) => {
     const s = setup(c.state, c.desired, c.seen);
     try {
       if (c.crash) {

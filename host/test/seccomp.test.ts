@@ -2,7 +2,18 @@
 // program bwrap loads against seccomp_data for each case. (The e2e tier checks
 // the kernel agrees: tests/e2e/limits.test.ts.)
 import { describe, expect, test } from "bun:test";
-import { CLONE_NAMESPACE_FLAGS, DENIED, ENOSYS, EPERM, RET, SYSCALLS, seccompBytes, seccompProgram, type Insn, type SeccompArch } from "../src/engine/process/seccomp.ts";
+import {
+  CLONE_NAMESPACE_FLAGS,
+  DENIED,
+  ENOSYS,
+  EPERM,
+  RET,
+  SYSCALLS,
+  seccompBytes,
+  seccompProgram,
+  type Insn,
+  type SeccompArch,
+} from "../src/engine/process/seccomp.ts";
 
 const ARCH = { x86_64: 0xc000003e, aarch64: 0xc00000b7, i386: 0x40000003 };
 

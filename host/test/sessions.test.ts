@@ -26,14 +26,28 @@ afterAll(() => {
 
 /** A page of events, parsed. */
 const read = (session: string, from: number, limit: number) =>
-  store.readText(session, from, limit).text.split("\n").filter(Boolean).map((l) => JSON.parse(l) as { seq: number; kind: string; actor: unknown; data: unknown });
+  store
+    .readText(session, from, limit)
+    .text.split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as { seq: number; kind: string; actor: unknown; data: unknown });
 
 const note = (text: string) => fixtureEvent(Events.annotationAdded, { text });
 
 /** A session row without a terminal (no box needs to run for log and driver rules). */
 function seed(owner: string): string {
   const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-  store.insert({ id, box_id: "box_none", agent: "shell", label: null, state: "open", owner, argv: "[]", pty: null, created_at: new Date().toISOString() });
+  store.insert({
+    id,
+    box_id: "box_none",
+    agent: "shell",
+    label: null,
+    state: "open",
+    owner,
+    argv: "[]",
+    pty: null,
+    created_at: new Date().toISOString(),
+  });
   return id;
 }
 
@@ -53,7 +67,12 @@ describe("session store", () => {
     const a = seed("alice");
     const b = seed("alice");
     const actor = { kind: "user" as const, id: "alice" };
-    const seqsA = store.append(a, Array.from({ length: 5 }, () => ({ ...note("x"), actor }))).map((r) => r.seq);
+    const seqsA = store
+      .append(
+        a,
+        Array.from({ length: 5 }, () => ({ ...note("x"), actor })),
+      )
+      .map((r) => r.seq);
     const seqsB = store.append(b, [{ ...note("y"), actor }]).map((r) => r.seq);
     expect(seqsA).toEqual([1, 2, 3, 4, 5]);
     expect(seqsB).toEqual([1]);
@@ -83,7 +102,12 @@ describe("session store", () => {
     const s = seed("alice");
     const actor = { kind: "user" as const, id: "alice" };
     // A NUL-free but unencodable value: a BigInt makes JSON.stringify throw mid-batch.
-    expect(() => store.append(s, [{ ...note("ok"), actor }, { kind: "annotation.added", data: { n: 1n } as never, actor }])).toThrow();
+    expect(() =>
+      store.append(s, [
+        { ...note("ok"), actor },
+        { kind: "annotation.added", data: { n: 1n } as never, actor },
+      ]),
+    ).toThrow();
     expect(store.last(s)).toBe(0);
     expect(read(s, 1, 10)).toEqual([]);
   });
@@ -112,7 +136,9 @@ describe("who may see and drive", () => {
 
   test("the actor comes from the connection, never from the body", async () => {
     const s = seed("alice");
-    const r = await call("POST", `/v1/sessions/${s}/events`, "alice", { events: [{ ...note("t"), actor: { kind: "system", id: "hutchd" } }] });
+    const r = await call("POST", `/v1/sessions/${s}/events`, "alice", {
+      events: [{ ...note("t"), actor: { kind: "system", id: "hutchd" } }],
+    });
     expect(r.status).toBe(400);
     expect(r.body.error.message).toContain("actor");
     const ok = await call("POST", `/v1/sessions/${s}/annotations`, "alice", { text: "t" }, "orchestrator");
@@ -142,7 +168,12 @@ describe("every event is checked when it is written", () => {
     // A daemon that writes what its own registry refuses is broken, not its client: a 500, not a 400.
     expect(refused).toMatchObject({ code: "failed", message: "box.state.changed: data.state: Expected required property" });
     const fine = { ...fixtureEvent(Events.boxStateChanged, { box: "box_none", state: "running" }), actor: SYSTEM };
-    expect(() => sessions.append(s, [fine, { kind: "egress.allowed", data: { box: "box_none", host: "h", port: 443, bytes: 1 } as never, actor: SYSTEM }])).toThrow(/^events\.1\.egress\.allowed: data\.bytesUp/);
+    expect(() =>
+      sessions.append(s, [
+        fine,
+        { kind: "egress.allowed", data: { box: "box_none", host: "h", port: 443, bytes: 1 } as never, actor: SYSTEM },
+      ]),
+    ).toThrow(/^events\.1\.egress\.allowed: data\.bytesUp/);
     expect(store.last(s)).toBe(0);
     expect(sessions.append(s, [fine])).toEqual([1]);
   });
@@ -167,7 +198,10 @@ describe("every event is checked when it is written", () => {
 test("a page of events is the EventsPage shared/src/api.ts defines (the daemon assembles it as text)", async () => {
   const s = seed("alice");
   const actor = { kind: "user" as const, id: "alice" };
-  sessions.append(s, ["a", "b", "c"].map((t) => ({ ...note(t), actor })));
+  sessions.append(
+    s,
+    ["a", "b", "c"].map((t) => ({ ...note(t), actor })),
+  );
   const r = await call("GET", `/v1/sessions/${s}/events?from=2&limit=1`, "alice");
   expect(r.status).toBe(200);
   expect(check(EventsPage, r.body) ? null : firstError(EventsPage, r.body)).toBeNull();

@@ -27,7 +27,9 @@ export function location(home = tempDir(), clock?: () => number): StoreLocation 
   return { home, dir: join(home, "snapshots", "default"), keysDir: join(home, "keys"), cacheDir: join(home, "cache", "snapshots"), clock };
 }
 
-export async function newStore(opts: Partial<CreateOptions> & { home?: string } = {}): Promise<{ store: Store; loc: StoreLocation & { home: string } }> {
+export async function newStore(
+  opts: Partial<CreateOptions> & { home?: string } = {},
+): Promise<{ store: Store; loc: StoreLocation & { home: string } }> {
   const loc = location(opts.home, opts.clock);
   const store = await Store.create({ ...loc, ...opts });
   return { store, loc };
@@ -65,7 +67,8 @@ export function smallFiles(root: string, dirs: number, perDir: number, seed = 1)
   for (let d = 0; d < dirs; d++) {
     const dir = join(root, `d${Math.floor(d / 10)}`, `m${d % 10}`);
     mkdirSync(dir, { recursive: true });
-    for (let f = 0; f < perDir; f++) writeFileSync(join(dir, `f${f}.ts`), text(200 + ((d * perDir + f) % 1800), seed * 100_000 + d * perDir + f));
+    for (let f = 0; f < perDir; f++)
+      writeFileSync(join(dir, `f${f}.ts`), text(200 + ((d * perDir + f) % 1800), seed * 100_000 + d * perDir + f));
   }
 }
 

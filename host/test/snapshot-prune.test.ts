@@ -4,7 +4,16 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { check, listSnapshots, prune, restoreTree, snapshotTree, type Store, type SavePoint, type PrunePoint } from "../src/snapshot/index.ts";
+import {
+  check,
+  listSnapshots,
+  prune,
+  restoreTree,
+  snapshotTree,
+  type Store,
+  type SavePoint,
+  type PrunePoint,
+} from "../src/snapshot/index.ts";
 import { bytes, cleanupTemps, describeTree, newStore, smallFiles, tempDir, text, treeDiff } from "./snapshot-helpers.ts";
 
 afterAll(cleanupTemps);

@@ -1,11 +1,44 @@
 // The snapshot store end to end on real files: round trip, dedup, the
 // unchanged-file fast path, encryption at rest, progress, browse and diff.
 import { afterAll, describe, expect, test } from "bun:test";
-import { appendFileSync, chmodSync, closeSync, cpSync, linkSync, mkdirSync, openSync, readFileSync, statSync, symlinkSync, writeFileSync, writeSync } from "node:fs";
+import {
+  appendFileSync,
+  chmodSync,
+  closeSync,
+  cpSync,
+  linkSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
 import { setTimes, writeXattr } from "../src/snapshot/fsx.ts";
-import { browse, diffSnapshots, listSnapshots, openStore, restoreTree, snapshotTree, type Progress, type Store } from "../src/snapshot/index.ts";
-import { bytes, bytesUnder, cleanupTemps, describeTree, filesUnder, newStore, smallFiles, tempDir, text, treeDiff } from "./snapshot-helpers.ts";
+import {
+  browse,
+  diffSnapshots,
+  listSnapshots,
+  openStore,
+  restoreTree,
+  snapshotTree,
+  type Progress,
+  type Store,
+} from "../src/snapshot/index.ts";
+import {
+  bytes,
+  bytesUnder,
+  cleanupTemps,
+  describeTree,
+  filesUnder,
+  newStore,
+  smallFiles,
+  tempDir,
+  text,
+  treeDiff,
+} from "./snapshot-helpers.ts";
 
 afterAll(cleanupTemps);
 
@@ -28,7 +61,13 @@ function oddities(root: string): void {
   linkSync(join(root, "links", "hard-a"), join(root, "links", "hard-b"));
   linkSync(join(root, "links", "hard-a"), join(root, "links", "sub", "hard-c"));
   mkdirSync(join(root, "modes"));
-  for (const [name, mode] of [["private", 0o600], ["exec", 0o755], ["setuid", 0o4755], ["setgid", 0o2750], ["none", 0o000]] as const) {
+  for (const [name, mode] of [
+    ["private", 0o600],
+    ["exec", 0o755],
+    ["setuid", 0o4755],
+    ["setgid", 0o2750],
+    ["none", 0o000],
+  ] as const) {
     writeFileSync(join(root, "modes", name), name);
     chmodSync(join(root, "modes", name), mode);
   }
@@ -45,7 +84,8 @@ function oddities(root: string): void {
   setTimes(join(root, "links", "rel"), 1_600_000_000_000_000_001n);
   setTimes(join(root, "modes", "exec"), 315_532_800_000_000_007n);
   setTimes(join(root, "modes", "private"), -5_000_000_001n);
-  for (const d of ["empty/nested/deeper", "empty/nested", "empty", "links/sub", "links", "names"]) setTimes(join(root, d), 1_650_000_000_987_654_321n);
+  for (const d of ["empty/nested/deeper", "empty/nested", "empty", "links/sub", "links", "names"])
+    setTimes(join(root, d), 1_650_000_000_987_654_321n);
 }
 
 describe("round trip", () => {

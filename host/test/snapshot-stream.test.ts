@@ -18,7 +18,16 @@ function craft(entries: [string, "0" | "2" | "5", string | Uint8Array, string?][
   const out: Uint8Array[] = [];
   for (const [name, typeflag, body, link] of entries) {
     const data = typeof body === "string" ? utf8(body) : body;
-    out.push(encodeHeader({ name: utf8(name), mode: typeflag === "5" ? 0o755 : 0o644, size: typeflag === "0" ? data.length : 0, mtime: 1_700_000_000, typeflag, ...(link ? { linkname: utf8(link) } : {}) }));
+    out.push(
+      encodeHeader({
+        name: utf8(name),
+        mode: typeflag === "5" ? 0o755 : 0o644,
+        size: typeflag === "0" ? data.length : 0,
+        mtime: 1_700_000_000,
+        typeflag,
+        ...(link ? { linkname: utf8(link) } : {}),
+      }),
+    );
     if (typeflag === "0" && data.length > 0) {
       out.push(data);
       const pad = (BLOCK - (data.length % BLOCK)) % BLOCK;
@@ -41,7 +50,15 @@ describe("snapshotStreams", () => {
     mkdirSync(home);
     writeFileSync(join(home, ".note"), "home\n");
     const { store } = await newStore();
-    const save = () => snapshotStreams(store, [{ name: "workspace", tar: packTar(ws) }, { name: "home", tar: packTar(home) }], { source: "box:test" });
+    const save = () =>
+      snapshotStreams(
+        store,
+        [
+          { name: "workspace", tar: packTar(ws) },
+          { name: "home", tar: packTar(home) },
+        ],
+        { source: "box:test" },
+      );
 
     const one = await save();
     expect(one.stats).toMatchObject({ files: 3, symlinks: 1, filesChanged: 3 });
@@ -62,10 +79,32 @@ describe("snapshotStreams", () => {
   });
 
   const bad: [string, [string, "0" | "2" | "5", string, string?][], RegExp][] = [
-    ["an entry before its directory", [["w/", "5", ""], ["w/sub/x", "0", "x"]], /does not lie in a directory sent before it/],
-    ["a name sent twice", [["w/", "5", ""], ["w/x", "0", "1"], ["w/x", "0", "2"]], /sent twice/],
+    [
+      "an entry before its directory",
+      [
+        ["w/", "5", ""],
+        ["w/sub/x", "0", "x"],
+      ],
+      /does not lie in a directory sent before it/,
+    ],
+    [
+      "a name sent twice",
+      [
+        ["w/", "5", ""],
+        ["w/x", "0", "1"],
+        ["w/x", "0", "2"],
+      ],
+      /sent twice/,
+    ],
     ["a top entry that is a file", [["w", "0", "x"]], /does not lie in a directory/],
-    ["a .. component", [["w/", "5", ""], ["w/../etc/passwd", "0", "x"]], /refused|\.\./],
+    [
+      "a .. component",
+      [
+        ["w/", "5", ""],
+        ["w/../etc/passwd", "0", "x"],
+      ],
+      /refused|\.\./,
+    ],
   ];
   for (const [what, entries, message] of bad) {
     test(`refuses ${what}, and writes no snapshot`, async () => {
@@ -78,7 +117,20 @@ describe("snapshotStreams", () => {
 
   test("a symlink pointing out of the tree is stored as it is, and a restore refuses it, writing nothing", async () => {
     const { store } = await newStore();
-    const r = await snapshotStreams(store, [{ name: "workspace", tar: craft([["w/", "5", ""], ["w/ok", "0", "fine"], ["w/out", "2", "", "/etc/shadow"]]) }], { source: "box:links" });
+    const r = await snapshotStreams(
+      store,
+      [
+        {
+          name: "workspace",
+          tar: craft([
+            ["w/", "5", ""],
+            ["w/ok", "0", "fine"],
+            ["w/out", "2", "", "/etc/shadow"],
+          ]),
+        },
+      ],
+      { source: "box:links" },
+    );
     expect(r.stats.symlinks).toBe(1);
     const dest = join(tempDir(), "out");
     await expect(restoreTree(store, r.id, dest)).rejects.toThrow(/points outside the restored tree/);
@@ -88,8 +140,13 @@ describe("snapshotStreams", () => {
 
   test("refuses a truncated archive", async () => {
     const { store } = await newStore();
-    const whole = craft([["w/", "5", ""], ["w/x", "0", "hello"]]);
-    await expect(snapshotStreams(store, [{ name: "workspace", tar: whole.slice(0, 2) }], { source: "box:bad" })).rejects.toThrow(/truncated/);
+    const whole = craft([
+      ["w/", "5", ""],
+      ["w/x", "0", "hello"],
+    ]);
+    await expect(snapshotStreams(store, [{ name: "workspace", tar: whole.slice(0, 2) }], { source: "box:bad" })).rejects.toThrow(
+      /truncated/,
+    );
     expect(await listSnapshots(store)).toEqual([]);
     store.close();
   });
@@ -97,7 +154,12 @@ describe("snapshotStreams", () => {
   test("refuses archives beyond the entry limit", async () => {
     const { store } = await newStore();
     const many: [string, "0", string][] = Array.from({ length: 20 }, (_, i) => [`w/f${i}`, "0", "x"]);
-    await expect(snapshotStreams(store, [{ name: "workspace", tar: craft([["w/", "5", ""], ...many]) }], { source: "box:bad", limits: { maxEntries: 10, maxBytes: 1e9 } })).rejects.toThrow(/more than 10 entries|maxEntries/);
+    await expect(
+      snapshotStreams(store, [{ name: "workspace", tar: craft([["w/", "5", ""], ...many]) }], {
+        source: "box:bad",
+        limits: { maxEntries: 10, maxBytes: 1e9 },
+      }),
+    ).rejects.toThrow(/more than 10 entries|maxEntries/);
     store.close();
   });
 });

@@ -2,7 +2,19 @@
 // hostile manifest or a restore path that leaves the tree must be refused
 // with the object named, leaving nothing behind.
 import { afterAll, describe, expect, test } from "bun:test";
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, statSync, symlinkSync, truncateSync, writeFileSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readSync,
+  statSync,
+  symlinkSync,
+  truncateSync,
+  writeFileSync,
+  writeSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
 import { newId } from "@hutch/shared";
 import { fromHex, hex } from "../src/snapshot/crypto.ts";
@@ -158,14 +170,38 @@ async function hostileSnapshot(store: Store, entries: unknown[]): Promise<string
     tree: hex(tree),
     root: { mode: 0o755, mtime: "0", uid: 0, gid: 0 },
     tags: [],
-    stats: { files: 1, dirs: 0, symlinks: 0, bytes: 7, filesRead: 1, filesChanged: 1, bytesRead: 7, blobsNew: 1, treesNew: 1, bytesStored: 0, skipped: 0, ms: 0 },
+    stats: {
+      files: 1,
+      dirs: 0,
+      symlinks: 0,
+      bytes: 7,
+      filesRead: 1,
+      filesChanged: 1,
+      bytesRead: 7,
+      blobsNew: 1,
+      treesNew: 1,
+      bytesStored: 0,
+      skipped: 0,
+      ms: 0,
+    },
     skipped: [],
   };
   await putJson(store.backend, store.keys.enc, "snapshots", body);
   return body.id;
 }
 
-const fileEntry = (name: string) => ({ name, type: "file", mode: 0o644, mtime: "0", uid: 0, gid: 0, size: 7, content: ["FILE_CHUNK"], ino: "1", ctime: "0" });
+const fileEntry = (name: string) => ({
+  name,
+  type: "file",
+  mode: 0o644,
+  mtime: "0",
+  uid: 0,
+  gid: 0,
+  size: 7,
+  content: ["FILE_CHUNK"],
+  ino: "1",
+  ctime: "0",
+});
 
 describe("bad input", () => {
   test.each([

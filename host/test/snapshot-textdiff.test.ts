@@ -1,11 +1,13 @@
 import { describe, expect, test } from "bun:test";
 import { unifiedDiff } from "../src/snapshot/textdiff.ts";
 
-const nums = (n: number) => Array.from({ length: n }, (_, i) => `${i + 1}`).join("\n") + "\n";
+const nums = (n: number) => `${Array.from({ length: n }, (_, i) => `${i + 1}`).join("\n")}\n`;
 
 describe("unifiedDiff", () => {
   test("one changed line: a hunk with three lines of context, removal before addition", () => {
-    expect(unifiedDiff("f", nums(10), nums(10).replace("\n5\n", "\nfive\n"))).toBe(["--- a/f", "+++ b/f", "@@ -2,7 +2,7 @@", " 2", " 3", " 4", "-5", "+five", " 6", " 7", " 8", ""].join("\n"));
+    expect(unifiedDiff("f", nums(10), nums(10).replace("\n5\n", "\nfive\n"))).toBe(
+      ["--- a/f", "+++ b/f", "@@ -2,7 +2,7 @@", " 2", " 3", " 4", "-5", "+five", " 6", " 7", " 8", ""].join("\n"),
+    );
   });
 
   test("changes far apart are two hunks; near ones share one", () => {

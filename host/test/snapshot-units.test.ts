@@ -55,7 +55,16 @@ describe("seal and open", () => {
     ["another class of nonce", () => open(key, nonce(1, 1), sealed, aad)],
     ["other associated data", () => open(key, nonce(0, 1), sealed, enc.encode("aae"))],
     ["another key", () => open(new Uint8Array(32).fill(4), nonce(0, 1), sealed, aad)],
-    ["a flipped byte", () => open(key, nonce(0, 1), sealed.map((b, i) => (i === 2 ? b ^ 1 : b)), aad)],
+    [
+      "a flipped byte",
+      () =>
+        open(
+          key,
+          nonce(0, 1),
+          sealed.map((b, i) => (i === 2 ? b ^ 1 : b)),
+          aad,
+        ),
+    ],
     ["a truncated seal", () => open(key, nonce(0, 1), sealed.subarray(0, sealed.length - 1), aad)],
     ["nothing", () => open(key, nonce(0, 1), new Uint8Array(0), aad)],
   ])("refuses %s", (_name, attempt) => {
@@ -87,7 +96,12 @@ describe("frameProblem: what may be decompressed", () => {
     ["a size the index does not say", frame, plain.length + 1, "declares"],
     ["a truncated frame", frame.subarray(0, frame.length - 3), plain.length, "truncated"],
     ["bytes after the frame", cat(frame, new Uint8Array(1)), plain.length, "after its frame"],
-    ["a second frame after it (a decompression bomb)", cat(frame, Bun.zstdCompressSync(new Uint8Array(10 << 20))), plain.length, "after its frame"],
+    [
+      "a second frame after it (a decompression bomb)",
+      cat(frame, Bun.zstdCompressSync(new Uint8Array(10 << 20))),
+      plain.length,
+      "after its frame",
+    ],
     ["not zstd", plain.subarray(0, 100), 100, "not a zstd frame"],
     ["a dictionary flag", frame.map((b, i) => (i === 4 ? b | 1 : b)), plain.length, "dictionary"],
   ])("%s", (_name, bytes, raw, problem) => {
@@ -111,8 +125,15 @@ describe("frameProblem: what may be decompressed", () => {
 describe("keptByPolicy", () => {
   const day = 86_400_000;
   const t0 = Date.UTC(2026, 0, 5, 12); // a Monday
-  const snaps: Dated[] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map((i) => ({ id: `s${i}`, time: t0 + i * day, source: "a", tags: i === 2 ? ["keep"] : [] }));
-  const twoPerDay: Dated[] = [0, 1, 2].flatMap((d) => [1, 2].map((h) => ({ id: `d${d}h${h}`, time: t0 + d * day + h * 3_600_000, source: "a", tags: [] })));
+  const snaps: Dated[] = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map((i) => ({
+    id: `s${i}`,
+    time: t0 + i * day,
+    source: "a",
+    tags: i === 2 ? ["keep"] : [],
+  }));
+  const twoPerDay: Dated[] = [0, 1, 2].flatMap((d) =>
+    [1, 2].map((h) => ({ id: `d${d}h${h}`, time: t0 + d * day + h * 3_600_000, source: "a", tags: [] })),
+  );
 
   test.each([
     ["an empty policy keeps everything", snaps, {}, snaps.map((s) => s.id)],
@@ -173,7 +194,18 @@ describe("snapshotPath: paths a caller gives", () => {
 });
 
 describe("decodeTree: manifests are untrusted", () => {
-  const file: TreeEntry = { name: "a", type: "file", mode: 0o644, mtime: "1700000000123456789", uid: 1000, gid: 1000, size: 0, content: [], ino: "5", ctime: "1" };
+  const file: TreeEntry = {
+    name: "a",
+    type: "file",
+    mode: 0o644,
+    mtime: "1700000000123456789",
+    uid: 1000,
+    gid: 1000,
+    size: 0,
+    content: [],
+    ino: "5",
+    ctime: "1",
+  };
   const id = "ab".repeat(32);
   const doc = (entries: unknown[]) => enc.encode(JSON.stringify({ v: 1, entries }));
 
@@ -196,7 +228,14 @@ describe("decodeTree: manifests are untrusted", () => {
     ["an empty name", [{ ...file, name: "" }], "empty name"],
     ["a NUL in a name", [{ ...file, name: "a\0" }], "NUL"],
     ["a name over 255 bytes", [{ ...file, name: "é".repeat(128) }], "at most 255 bytes"],
-    ["names out of order", [{ ...file, name: "b" }, { ...file, name: "a" }], "out of order"],
+    [
+      "names out of order",
+      [
+        { ...file, name: "b" },
+        { ...file, name: "a" },
+      ],
+      "out of order",
+    ],
     ["a repeated name", [file, file], "repeated"],
     ["an unknown type", [{ ...file, type: "device" }], "unknown type"],
     ["an unknown field", [{ ...file, extra: 1 }], "unknown field"],
@@ -208,7 +247,19 @@ describe("decodeTree: manifests are untrusted", () => {
     ["a bad tree id", [{ name: "d", type: "dir", mode: 0, mtime: "0", uid: 0, gid: 0, tree: "x" }], "tree id"],
     ["an empty symlink target", [{ name: "l", type: "symlink", mode: 0, mtime: "0", uid: 0, gid: 0, target: "" }], "symlink target"],
     ["a link count of one", [{ ...file, nlink: 1, dev: "1" }], "link count"],
-    ["unsorted xattrs", [{ ...file, xattrs: [["user.b", ""], ["user.a", ""]] }], "xattr name"],
+    [
+      "unsorted xattrs",
+      [
+        {
+          ...file,
+          xattrs: [
+            ["user.b", ""],
+            ["user.a", ""],
+          ],
+        },
+      ],
+      "xattr name",
+    ],
   ])("refuses %s", (_name, entries, why) => {
     expect(() => decodeTree("tree x", doc(entries))).toThrow(why);
   });
@@ -224,7 +275,14 @@ describe("decodeTree: manifests are untrusted", () => {
 });
 
 describe("decodeIndex: index files are untrusted", () => {
-  const blob = (offset: number, length: number) => ({ type: "data" as const, flags: 0, id: new Uint8Array(32).fill(offset % 251), offset, length, rawLength: 10 });
+  const blob = (offset: number, length: number) => ({
+    type: "data" as const,
+    flags: 0,
+    id: new Uint8Array(32).fill(offset % 251),
+    offset,
+    length,
+    rawLength: 10,
+  });
   const pack = (blobs: ReturnType<typeof blob>[], size = 10_000): PackRecord => ({ name: "cd".repeat(32), size, blobs });
 
   test("round trip", () => {

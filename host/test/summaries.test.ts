@@ -28,7 +28,17 @@ const agent: Actor = FIXTURE_AGENT;
 /** A session row without a terminal; `created` logs session.created the way SessionService.create does. */
 function seed(created = true): string {
   const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-  store.insert({ id, box_id: "box_none", agent: "claude", label: null, state: "open", owner: "alice", argv: "[]", pty: null, created_at: new Date().toISOString() });
+  store.insert({
+    id,
+    box_id: "box_none",
+    agent: "claude",
+    label: null,
+    state: "open",
+    owner: "alice",
+    argv: "[]",
+    pty: null,
+    created_at: new Date().toISOString(),
+  });
   if (created) sessions.append(id, [{ ...fixtureEvent(Events.sessionCreated, { box: "box_none", agent: "claude" }), actor: alice }]);
   return id;
 }
@@ -57,7 +67,14 @@ describe("session summaries", () => {
     const s = r.body as SessionSummary;
     expect(s.session).toMatchObject({ id, lastSeq: 8, state: "open" });
     expect(s.activity).toBe("error");
-    expect(s.turn).toEqual({ input: 2, attention: 8, started: 0, exited: 0, closed: 0, agent: { seq: 7, state: "error", reason: "the model refused" } });
+    expect(s.turn).toEqual({
+      input: 2,
+      attention: 8,
+      started: 0,
+      exited: 0,
+      closed: 0,
+      agent: { seq: 7, state: "error", reason: "the model refused" },
+    });
     expect(s.anchors).toEqual([{ seq: 4, at: expect.any(String), actor: agent, text: "this loop", anchor: { path: "src/a.ts", line: 3 } }]);
   });
 
@@ -106,7 +123,13 @@ describe("session summaries", () => {
   test("hold the latest anchored annotations, at most SUMMARY_ANCHORS", async () => {
     const id = seed();
     const extra = 5;
-    sessions.append(id, Array.from({ length: SUMMARY_ANCHORS + extra }, (_, i) => ({ ...fixtureEvent(Events.annotationAdded, { text: `n${i}`, anchor: { path: "a.ts", line: 1 + (i % 50) } }), actor: alice })));
+    sessions.append(
+      id,
+      Array.from({ length: SUMMARY_ANCHORS + extra }, (_, i) => ({
+        ...fixtureEvent(Events.annotationAdded, { text: `n${i}`, anchor: { path: "a.ts", line: 1 + (i % 50) } }),
+        actor: alice,
+      })),
+    );
     const s = (await get(`/v1/sessions/${id}/summary`)).body as SessionSummary;
     expect(s.anchors).toHaveLength(SUMMARY_ANCHORS);
     expect(s.anchors[0]!.text).toBe(`n${extra}`);
@@ -116,7 +139,17 @@ describe("session summaries", () => {
   test("GET /v1/summaries lists what GET /v1/sessions lists, and only what the user may see", async () => {
     const mine = seed();
     const theirs = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-    store.insert({ id: theirs, box_id: "box_none", agent: "shell", label: null, state: "open", owner: "bob", argv: "[]", pty: null, created_at: new Date().toISOString() });
+    store.insert({
+      id: theirs,
+      box_id: "box_none",
+      agent: "shell",
+      label: null,
+      state: "open",
+      owner: "bob",
+      argv: "[]",
+      pty: null,
+      created_at: new Date().toISOString(),
+    });
     const listed = (await get("/v1/sessions")).body as { id: string }[];
     const summaries = (await get("/v1/summaries")).body as SessionSummary[];
     expect(summaries.map((s) => s.session.id)).toEqual(listed.map((s) => s.id));

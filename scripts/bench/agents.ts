@@ -26,7 +26,12 @@ import { startFakeModel } from "../../tests/fixtures/fake-model/index.ts";
 import { startOnHost } from "../../tests/fixtures/agents/host-run.ts";
 
 const { values: flags } = parseArgs({
-  options: { json: { type: "boolean", default: false }, runs: { type: "string", default: "5" }, vm: { type: "boolean", default: true }, accel: { type: "string" } },
+  options: {
+    json: { type: "boolean", default: false },
+    runs: { type: "string", default: "5" },
+    vm: { type: "boolean", default: true },
+    accel: { type: "string" },
+  },
   allowNegative: true,
 });
 const RUNS = Number(flags.runs);
@@ -81,7 +86,9 @@ async function hostFirstDelta(fake: Awaited<ReturnType<typeof startFakeModel>>):
 }
 
 function mappingRate(name: "claude" | "codex" | "opencode" | "pi") {
-  const recorded = readFileSync(join(repoRoot, "tests", "fixtures", "agents", `${name}.ndjson`), "utf8").trim().split("\n");
+  const recorded = readFileSync(join(repoRoot, "tests", "fixtures", "agents", `${name}.ndjson`), "utf8")
+    .trim()
+    .split("\n");
   const lines = Array.from({ length: RECORDS }, (_, i) => recorded[i % recorded.length]!);
   const t0 = performance.now();
   let parsed = 0;
@@ -93,7 +100,15 @@ function mappingRate(name: "claude" | "codex" | "opencode" | "pi") {
   for (const l of lines) events += m.line(l).length;
   const mapMs = performance.now() - t1;
   if (parsed !== RECORDS) throw new Error("parse floor broke");
-  return { agent: name, records: RECORDS, events, eventsPerS: round(events / (mapMs / 1000), 0), recordsPerS: round(RECORDS / (mapMs / 1000), 0), parseRecordsPerS: round(RECORDS / (parseMs / 1000), 0), ratioToParse: round(mapMs / parseMs, 2) };
+  return {
+    agent: name,
+    records: RECORDS,
+    events,
+    eventsPerS: round(events / (mapMs / 1000), 0),
+    recordsPerS: round(RECORDS / (mapMs / 1000), 0),
+    parseRecordsPerS: round(RECORDS / (parseMs / 1000), 0),
+    ratioToParse: round(mapMs / parseMs, 2),
+  };
 }
 
 /** Wall ms of `hutch box start` of a stopped VM box (until its guest answers), then stops it again. */
@@ -117,13 +132,24 @@ try {
     JSON.stringify({
       bindings: {
         anthropic: {
-          host: "localhost", port: fake.port, address: "127.0.0.1", ca: fake.ca.caFile, header: "x-api-key", format: "{secret}", secret: "anthropic",
-          methods: ["GET", "POST", "HEAD"], paths: ["/v1/", "/api/"], env: { ANTHROPIC_BASE_URL: "{url}", ANTHROPIC_API_KEY: "{stub}" },
+          host: "localhost",
+          port: fake.port,
+          address: "127.0.0.1",
+          ca: fake.ca.caFile,
+          header: "x-api-key",
+          format: "{secret}",
+          secret: "anthropic",
+          methods: ["GET", "POST", "HEAD"],
+          paths: ["/v1/", "/api/"],
+          env: { ANTHROPIC_BASE_URL: "{url}", ANTHROPIC_API_KEY: "{stub}" },
         },
       },
     }),
   );
-  const set = Bun.spawnSync([home.bin, "secret", "set", "anthropic"], { env: home.env, stdin: new TextEncoder().encode("sk-ant-bench-secret") });
+  const set = Bun.spawnSync([home.bin, "secret", "set", "anthropic"], {
+    env: home.env,
+    stdin: new TextEncoder().encode("sk-ant-bench-secret"),
+  });
   if (set.exitCode !== 0) throw new Error(`secret set failed: ${set.stderr}`);
   log("installing claude if needed and starting a box");
   const inst = await home.hutch(["agent", "install", "claude"], { timeoutMs: 600_000 });
@@ -146,13 +172,28 @@ try {
   log(`mapping: ${RECORDS} records per agent`);
   const mapping = (["claude", "codex", "opencode", "pi"] as const).map(mappingRate);
 
-  let vm: { accel: string; firstDelta: { hutchMs: number; hostMs: number; ratio: number; samples: { hutch: number[]; host: number[] } }; boot: { withDisksMs: number; withoutMs: number; ratio: number; goal: number; met: boolean; samples: { with: number[]; without: number[] } } } | null = null;
+  let vm: {
+    accel: string;
+    firstDelta: { hutchMs: number; hostMs: number; ratio: number; samples: { hutch: number[]; host: number[] } };
+    boot: {
+      withDisksMs: number;
+      withoutMs: number;
+      ratio: number;
+      goal: number;
+      met: boolean;
+      samples: { with: number[]; without: number[] };
+    };
+  } | null = null;
   if (flags.vm) {
     log("VM rows: the image, and a QEMU box with the agent disks");
     await home.useTestImage();
-    const c = await home.hutch(["box", "create", "agvm", "--engine", "qemu", "--memory", "2G", "--secret", "anthropic", "--start"], { timeoutMs: 600_000 });
+    const c = await home.hutch(["box", "create", "agvm", "--engine", "qemu", "--memory", "2G", "--secret", "anthropic", "--start"], {
+      timeoutMs: 600_000,
+    });
     if (c.code !== 0) throw new Error(describeFailure(c, "hutch box create agvm --engine qemu"));
-    const accel = (JSON.parse((await home.hutch(["box", "info", "agvm", "--json"])).stdout) as { engineInfo?: Record<string, string> }).engineInfo?.accel ?? "?";
+    const accel =
+      (JSON.parse((await home.hutch(["box", "info", "agvm", "--json"])).stdout) as { engineInfo?: Record<string, string> }).engineInfo
+        ?.accel ?? "?";
     log(`VM first delta (${accel}): ${RUNS} runs each, alternating with the host`);
     await hutchFirstDelta(home, "agvm");
     const vmMs: number[] = [];
@@ -188,8 +229,20 @@ try {
       const o = median(without);
       vm = {
         accel,
-        firstDelta: { hutchMs: round(median(vmMs), 0), hostMs: round(median(vmHostMs), 0), ratio: round(median(vmMs) / median(vmHostMs), 2), samples: { hutch: vmMs.map((x) => round(x, 0)), host: vmHostMs.map((x) => round(x, 0)) } },
-        boot: { withDisksMs: round(w, 0), withoutMs: round(o, 0), ratio: round(w / o, 3), goal: GOAL_BOOT_RATIO, met: w / o <= GOAL_BOOT_RATIO, samples: { with: withDisks.map((x) => round(x, 0)), without: without.map((x) => round(x, 0)) } },
+        firstDelta: {
+          hutchMs: round(median(vmMs), 0),
+          hostMs: round(median(vmHostMs), 0),
+          ratio: round(median(vmMs) / median(vmHostMs), 2),
+          samples: { hutch: vmMs.map((x) => round(x, 0)), host: vmHostMs.map((x) => round(x, 0)) },
+        },
+        boot: {
+          withDisksMs: round(w, 0),
+          withoutMs: round(o, 0),
+          ratio: round(w / o, 3),
+          goal: GOAL_BOOT_RATIO,
+          met: w / o <= GOAL_BOOT_RATIO,
+          samples: { with: withDisks.map((x) => round(x, 0)), without: without.map((x) => round(x, 0)) },
+        },
       };
     } finally {
       await bare.dispose();
@@ -201,22 +254,53 @@ try {
   const result = {
     cli: `${HARNESSES.claude.npm!.name}@${HARNESSES.claude.npm!.version}`,
     build: await home.buildId(),
-    firstDelta: { hutchMs: round(h, 0), hostMs: round(p, 0), ratio: round(h / p, 2), goal: GOAL_RATIO, met: h / p <= GOAL_RATIO, samples: { hutch: hutchMs.map((x) => round(x, 0)), host: hostMs.map((x) => round(x, 0)) } },
+    firstDelta: {
+      hutchMs: round(h, 0),
+      hostMs: round(p, 0),
+      ratio: round(h / p, 2),
+      goal: GOAL_RATIO,
+      met: h / p <= GOAL_RATIO,
+      samples: { hutch: hutchMs.map((x) => round(x, 0)), host: hostMs.map((x) => round(x, 0)) },
+    },
     mapping,
     vm,
   };
-  if (flags.json) process.stdout.write(JSON.stringify(result, null, 2) + "\n");
+  if (flags.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   else {
     process.stdout.write(
       table(
         ["measure", "hutch", "peer", "hutch/peer", "goal"],
         [
-          ["first message.delta, claude (ms, median)", String(result.firstDelta.hutchMs), `${result.firstDelta.hostMs} (on the host)`, String(result.firstDelta.ratio), `≤ ${GOAL_RATIO}x ${result.firstDelta.met ? "met" : "MISSED"}`],
-          ...mapping.map((m) => [`mapping ${m.agent}: events/s (records/s)`, `${m.eventsPerS} (${m.recordsPerS})`, `${m.parseRecordsPerS} records/s (JSON.parse)`, String(m.ratioToParse), "-"]),
+          [
+            "first message.delta, claude (ms, median)",
+            String(result.firstDelta.hutchMs),
+            `${result.firstDelta.hostMs} (on the host)`,
+            String(result.firstDelta.ratio),
+            `≤ ${GOAL_RATIO}x ${result.firstDelta.met ? "met" : "MISSED"}`,
+          ],
+          ...mapping.map((m) => [
+            `mapping ${m.agent}: events/s (records/s)`,
+            `${m.eventsPerS} (${m.recordsPerS})`,
+            `${m.parseRecordsPerS} records/s (JSON.parse)`,
+            String(m.ratioToParse),
+            "-",
+          ]),
           ...(vm
             ? [
-                [`first message.delta, claude in a VM, ${vm.accel} (ms, median)`, String(vm.firstDelta.hutchMs), `${vm.firstDelta.hostMs} (on the host)`, String(vm.firstDelta.ratio), "reported (no goal under tcg)"],
-                ["VM box start with the agent disks (ms, median)", String(vm.boot.withDisksMs), `${vm.boot.withoutMs} (without)`, String(vm.boot.ratio), `≤ ${GOAL_BOOT_RATIO}x ${vm.boot.met ? "met" : "MISSED"}`],
+                [
+                  `first message.delta, claude in a VM, ${vm.accel} (ms, median)`,
+                  String(vm.firstDelta.hutchMs),
+                  `${vm.firstDelta.hostMs} (on the host)`,
+                  String(vm.firstDelta.ratio),
+                  "reported (no goal under tcg)",
+                ],
+                [
+                  "VM box start with the agent disks (ms, median)",
+                  String(vm.boot.withDisksMs),
+                  `${vm.boot.withoutMs} (without)`,
+                  String(vm.boot.ratio),
+                  `≤ ${GOAL_BOOT_RATIO}x ${vm.boot.met ? "met" : "MISSED"}`,
+                ],
               ]
             : []),
         ],

@@ -18,14 +18,23 @@ import { HutchHome, describeFailure, log, requireHutch } from "./lib/env.ts";
 import { median, percentile, round, table } from "./lib/stats.ts";
 import { makeTestCa } from "../../tests/fixtures/fake-model/ca.ts";
 
-const { values: flags } = parseArgs({ options: { json: { type: "boolean", default: false }, requests: { type: "string", default: "2000" }, mib: { type: "string", default: "1024" } } });
+const { values: flags } = parseArgs({
+  options: {
+    json: { type: "boolean", default: false },
+    requests: { type: "string", default: "2000" },
+    mib: { type: "string", default: "1024" },
+  },
+});
 const REQUESTS = Number(flags.requests);
 const BYTES = Number(flags.mib) * 1024 * 1024;
 const GOALS = { addedMs: 1, throughputRatio: 0.8 };
 
 requireHutch();
 const ca = makeTestCa();
-const upstreamProc = Bun.spawn(["bun", join(import.meta.dir, "lib", "tls-upstream.ts"), join(ca.dir, "server.pem"), join(ca.dir, "server.key"), String(BYTES)], { stdout: "pipe", stderr: "inherit" });
+const upstreamProc = Bun.spawn(
+  ["bun", join(import.meta.dir, "lib", "tls-upstream.ts"), join(ca.dir, "server.pem"), join(ca.dir, "server.key"), String(BYTES)],
+  { stdout: "pipe", stderr: "inherit" },
+);
 const upstream = { port: await firstLine(upstreamProc.stdout).then(Number) };
 if (!Number.isInteger(upstream.port) || upstream.port <= 0) throw new Error("the TLS upstream did not start");
 
@@ -44,7 +53,20 @@ const home = new HutchHome();
 writeFileSync(
   join(home.dir, "config.json"),
   JSON.stringify({
-    bindings: { bench: { host: "localhost", port: upstream.port, address: "127.0.0.1", ca: ca.caFile, header: "x-api-key", format: "{secret}", secret: "bench", methods: ["GET"], paths: ["/v1/"], env: { BENCH_KEY: "{stub}" } } },
+    bindings: {
+      bench: {
+        host: "localhost",
+        port: upstream.port,
+        address: "127.0.0.1",
+        ca: ca.caFile,
+        header: "x-api-key",
+        format: "{secret}",
+        secret: "bench",
+        methods: ["GET"],
+        paths: ["/v1/"],
+        env: { BENCH_KEY: "{stub}" },
+      },
+    },
     broker: { pins: { "bench.example.test": "127.0.0.1" } },
   }),
 );
@@ -135,7 +157,10 @@ async function throughput(conn: Conn, path: string, headers: string): Promise<nu
 }
 
 try {
-  const set = Bun.spawnSync([home.bin, "secret", "set", "bench"], { env: home.env as Record<string, string>, stdin: new TextEncoder().encode("bench-secret-value") });
+  const set = Bun.spawnSync([home.bin, "secret", "set", "bench"], {
+    env: home.env as Record<string, string>,
+    stdin: new TextEncoder().encode("bench-secret-value"),
+  });
   if (set.exitCode !== 0) throw new Error(`hutch secret set failed: ${set.stderr.toString()}`);
   await home.createBox("b", ["--secret", "bench", "--allow", `bench.example.test:${upstream.port}`]);
   const info = await home.hutch(["box", "info", "b", "--json"]);
@@ -159,23 +184,52 @@ try {
   const report = {
     build: await home.buildId(),
     requests: REQUESTS,
-    latencyMs: { direct: { p50: round(median(d), 3), p99: round(percentile(d, 99), 3) }, gate: { p50: round(median(g), 3), p99: round(percentile(g, 99), 3) }, addedP50: round(addedP50, 3), addedP99: round(addedP99, 3) },
+    latencyMs: {
+      direct: { p50: round(median(d), 3), p99: round(percentile(d, 99), 3) },
+      gate: { p50: round(median(g), 3), p99: round(percentile(g, 99), 3) },
+      addedP50: round(addedP50, 3),
+      addedP99: round(addedP99, 3),
+    },
     throughputMiBs: { direct: round(tDirect, 0), credentialed: round(tCred, 0), tunnel: round(tTunnel, 0) },
     ratios: { credentialed: round(tCred / tDirect), tunnel: round(tTunnel / tDirect) },
-    goals: { addedMs: GOALS.addedMs, throughputRatio: GOALS.throughputRatio, latencyMet: addedP50 <= GOALS.addedMs, credentialedMet: tCred / tDirect >= GOALS.throughputRatio, tunnelMet: tTunnel / tDirect >= GOALS.throughputRatio },
+    goals: {
+      addedMs: GOALS.addedMs,
+      throughputRatio: GOALS.throughputRatio,
+      latencyMet: addedP50 <= GOALS.addedMs,
+      credentialedMet: tCred / tDirect >= GOALS.throughputRatio,
+      tunnelMet: tTunnel / tDirect >= GOALS.throughputRatio,
+    },
   };
-  if (flags.json) process.stdout.write(JSON.stringify(report, null, 2) + "\n");
+  if (flags.json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   else {
     process.stdout.write(
-      table(
+      `${table(
         ["measure", "direct", "broker", "added / ratio", "goal"],
         [
-          ["request p50 (ms)", String(report.latencyMs.direct.p50), String(report.latencyMs.gate.p50), `+${report.latencyMs.addedP50}`, `≤ +${GOALS.addedMs} ${report.goals.latencyMet ? "met" : "MISSED"}`],
+          [
+            "request p50 (ms)",
+            String(report.latencyMs.direct.p50),
+            String(report.latencyMs.gate.p50),
+            `+${report.latencyMs.addedP50}`,
+            `≤ +${GOALS.addedMs} ${report.goals.latencyMet ? "met" : "MISSED"}`,
+          ],
           ["request p99 (ms)", String(report.latencyMs.direct.p99), String(report.latencyMs.gate.p99), `+${report.latencyMs.addedP99}`, ""],
-          [`${flags.mib} MiB credentialed (MiB/s)`, String(report.throughputMiBs.direct), String(report.throughputMiBs.credentialed), `${report.ratios.credentialed}×`, `≥ ${GOALS.throughputRatio} ${report.goals.credentialedMet ? "met" : "MISSED"}`],
-          [`${flags.mib} MiB CONNECT tunnel (MiB/s)`, String(report.throughputMiBs.direct), String(report.throughputMiBs.tunnel), `${report.ratios.tunnel}×`, `≥ ${GOALS.throughputRatio} ${report.goals.tunnelMet ? "met" : "MISSED"}`],
+          [
+            `${flags.mib} MiB credentialed (MiB/s)`,
+            String(report.throughputMiBs.direct),
+            String(report.throughputMiBs.credentialed),
+            `${report.ratios.credentialed}×`,
+            `≥ ${GOALS.throughputRatio} ${report.goals.credentialedMet ? "met" : "MISSED"}`,
+          ],
+          [
+            `${flags.mib} MiB CONNECT tunnel (MiB/s)`,
+            String(report.throughputMiBs.direct),
+            String(report.throughputMiBs.tunnel),
+            `${report.ratios.tunnel}×`,
+            `≥ ${GOALS.throughputRatio} ${report.goals.tunnelMet ? "met" : "MISSED"}`,
+          ],
         ],
-      ) + `\nbuild ${report.build}\n`,
+      )}\nbuild ${report.build}\n`,
     );
   }
 } finally {

@@ -61,7 +61,10 @@ process.on("SIGTERM", () => void cleanup().then(() => process.exit(143)));
 async function buildOneLiner(version: string): Promise<void> {
   const src = join(peerDir, "one-liner.ts");
   writeFileSync(src, `console.log(${JSON.stringify(version)});\n`);
-  const r = await run(["bun", "build", "--compile", "--minify", "--sourcemap=none", "--bytecode", "--format=esm", src, "--outfile", oneLiner], { timeoutMs: 120_000 });
+  const r = await run(
+    ["bun", "build", "--compile", "--minify", "--sourcemap=none", "--bytecode", "--format=esm", src, "--outfile", oneLiner],
+    { timeoutMs: 120_000 },
+  );
   if (r.code !== 0) throw new Error(describeFailure(r, "bun build --compile (the one-liner)"));
 }
 
@@ -95,7 +98,13 @@ async function measure(pair: Pair, count: number): Promise<Series[]> {
   return out;
 }
 
-const stats = (s: Series) => ({ ok: s.samples.length, failed: s.failed, medianMs: round(median(s.samples)), p90Ms: round(percentile(s.samples, 90)), samplesMs: s.samples.map((x) => round(x)) });
+const stats = (s: Series) => ({
+  ok: s.samples.length,
+  failed: s.failed,
+  medianMs: round(median(s.samples)),
+  p90Ms: round(percentile(s.samples, 90)),
+  samplesMs: s.samples.map((x) => round(x)),
+});
 
 async function main(): Promise<number> {
   log(`HUTCH_HOME=${home.dir}`);
@@ -105,8 +114,20 @@ async function main(): Promise<number> {
   log(`peer: ${sshArgv.join(" ")}`);
   await home.createBox(BOX);
 
-  const start: Pair = { name: "start-up", sides: [["hutch", [home.bin, "--version"], version], ["one-liner", [oneLiner], version]] };
-  const rt: Pair = { name: "round trip", sides: [["hutch", [home.bin, "exec", BOX, "--", "true"], ""], ["ssh", [...sshArgv, "true"], ""]] };
+  const start: Pair = {
+    name: "start-up",
+    sides: [
+      ["hutch", [home.bin, "--version"], version],
+      ["one-liner", [oneLiner], version],
+    ],
+  };
+  const rt: Pair = {
+    name: "round trip",
+    sides: [
+      ["hutch", [home.bin, "exec", BOX, "--", "true"], ""],
+      ["ssh", [...sshArgv, "true"], ""],
+    ],
+  };
 
   log(`warming up (${WARMUP_ROUNDS} of each)`);
   const warm = [...(await measure(start, WARMUP_ROUNDS)), ...(await measure(rt, WARMUP_ROUNDS))].reduce((n, s) => n + s.failed, 0);
@@ -147,7 +168,7 @@ async function main(): Promise<number> {
   };
 
   if (flags.json) {
-    process.stdout.write(JSON.stringify(report, null, 2) + "\n");
+    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
     const met = (g: { met: boolean }) => (g.met ? "met" : "NOT met");
     const num = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : "-");
@@ -167,7 +188,7 @@ async function main(): Promise<number> {
       "",
       errors.length === 0 ? "all runs OK" : `BROKEN RUN — ${errors.length} failure(s):\n${errors.map((e) => `  - ${e}`).join("\n")}`,
     ];
-    process.stdout.write(lines.join("\n") + "\n");
+    process.stdout.write(`${lines.join("\n")}\n`);
   }
   return errors.length === 0 ? 0 : 1;
 }

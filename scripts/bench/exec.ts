@@ -178,7 +178,7 @@ async function main(): Promise<number> {
   };
 
   if (flags.json) {
-    process.stdout.write(JSON.stringify(report, null, 2) + "\n");
+    process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
     const met = (g: { met: boolean }) => (g.met ? "met" : "NOT met");
     const num = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : "-");
@@ -203,7 +203,7 @@ async function main(): Promise<number> {
       "",
       errors.length === 0 ? "all runs OK" : `BROKEN RUN — ${errors.length} failure(s):\n${errors.map((e) => `  - ${e}`).join("\n")}`,
     ];
-    process.stdout.write(lines.join("\n") + "\n");
+    process.stdout.write(`${lines.join("\n")}\n`);
   }
   return errors.length === 0 ? 0 : 1;
 }

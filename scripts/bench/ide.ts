@@ -58,7 +58,10 @@ interface Bridge {
 
 function startBridge(onNotification: (method: string, params: unknown) => void): Bridge {
   // Warnings only: an info line per (re)connect would bury the bench's own progress.
-  const proc = spawn(home.bin, ["ide", "--stdio"], { env: { ...home.env, HUTCH_LOG_LEVEL: "warn" } as NodeJS.ProcessEnv, stdio: ["pipe", "pipe", "inherit"] });
+  const proc = spawn(home.bin, ["ide", "--stdio"], {
+    env: { ...home.env, HUTCH_LOG_LEVEL: "warn" } as NodeJS.ProcessEnv,
+    stdio: ["pipe", "pipe", "inherit"],
+  });
   const conn = createMessageConnection(new StreamMessageReader(proc.stdout!), new StreamMessageWriter(proc.stdin!));
   conn.onNotification((method: string, params: unknown) => onNotification(method, params));
   conn.listen();
@@ -79,7 +82,8 @@ const anchored = (i: number) => i % ANCHOR_EVERY === 0;
 const anchorPath = (s: number) => `src/s${s}.ts`;
 
 function event(s: number, i: number): { kind: string; data: unknown } {
-  if (anchored(i)) return { kind: "annotation.added", data: { text: `look at ${s}/${i}`, anchor: { path: anchorPath(s), line: 1 + i / ANCHOR_EVERY } } };
+  if (anchored(i))
+    return { kind: "annotation.added", data: { text: `look at ${s}/${i}`, anchor: { path: anchorPath(s), line: 1 + i / ANCHOR_EVERY } } };
   if (i % 97 === 0) return { kind: "checkpoint.created", data: { name: `cp ${i}` } };
   return { kind: "annotation.added", data: { text: `session ${s} event ${i} of the benchmark` } };
 }
@@ -249,7 +253,8 @@ async function latency() {
     }
     const deadline = Date.now() + 30_000;
     while ((atBridge.size < N || atSocket.size < N) && Date.now() < deadline) await Bun.sleep(50);
-    if (atBridge.size < N || atSocket.size < N) throw new Error(`delivered ${atBridge.size} at the bridge and ${atSocket.size} on the socket of ${N}`);
+    if (atBridge.size < N || atSocket.size < N)
+      throw new Error(`delivered ${atBridge.size} at the bridge and ${atSocket.size} on the socket of ${N}`);
   } finally {
     w?.close();
     await b.stop();
@@ -266,8 +271,12 @@ try {
   await home.createBox("bench-ide");
   const startResult = flags.only === "latency" ? null : await start();
   const latencyResult = flags.only === "start" ? null : await latency();
-  const result = { build: await home.buildId(), ...(startResult ? { start: startResult } : {}), ...(latencyResult ? { latency: latencyResult } : {}) };
-  if (flags.json) process.stdout.write(JSON.stringify(result, null, 2) + "\n");
+  const result = {
+    build: await home.buildId(),
+    ...(startResult ? { start: startResult } : {}),
+    ...(latencyResult ? { latency: latencyResult } : {}),
+  };
+  if (flags.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   else {
     const out: string[] = [];
     if (startResult) {
@@ -277,7 +286,12 @@ try {
           ["bridge start (ms)", "median", "runs", "/replay"],
           [
             ["ready sidebar (hutch/list answered)", String(round(median(s.sidebarMs), 1)), s.sidebarMs.join(" "), String(s.ratio.sidebar)],
-            ["every anchored annotation published", String(round(median(s.diagnosticsMs), 1)), s.diagnosticsMs.join(" "), String(s.ratio.diagnostics)],
+            [
+              "every anchored annotation published",
+              String(round(median(s.diagnosticsMs), 1)),
+              s.diagnosticsMs.join(" "),
+              String(s.ratio.diagnostics),
+            ],
             ["WebSocket replay of every log from seq 1", String(round(median(s.replayMs), 1)), s.replayMs.join(" "), "1"],
           ],
         ),
@@ -301,7 +315,7 @@ try {
       );
     }
     out.push(`build ${result.build}`);
-    process.stdout.write(out.join("\n") + "\n");
+    process.stdout.write(`${out.join("\n")}\n`);
   }
 } finally {
   await home.dispose();

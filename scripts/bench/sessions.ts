@@ -14,7 +14,9 @@ import { join } from "node:path";
 import { HutchHome, log, requireHutch } from "./lib/env.ts";
 import { round, table } from "./lib/stats.ts";
 
-const { values: flags } = parseArgs({ options: { json: { type: "boolean", default: false }, events: { type: "string", default: "200000" } } });
+const { values: flags } = parseArgs({
+  options: { json: { type: "boolean", default: false }, events: { type: "string", default: "200000" } },
+});
 const REPLAY_EVENTS = Number(flags.events);
 const SINGLE = 2000;
 const BATCH = 1000;
@@ -54,9 +56,12 @@ function floor() {
   const dir = mkdtempSync(join(tmpdir(), "hutch-bench-sqlite-"));
   const db = new Database(join(dir, "peer.db"));
   db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL");
-  db.exec("CREATE TABLE events (session_id TEXT, seq INTEGER, at TEXT, actor TEXT, kind TEXT, data TEXT, PRIMARY KEY (session_id, seq)) WITHOUT ROWID");
+  db.exec(
+    "CREATE TABLE events (session_id TEXT, seq INTEGER, at TEXT, actor TEXT, kind TEXT, data TEXT, PRIMARY KEY (session_id, seq)) WITHOUT ROWID",
+  );
   const ins = db.prepare("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)");
-  const row = (i: number) => ["s", i, new Date().toISOString(), '{"kind":"user","id":"root"}', "annotation.added", JSON.stringify(event(i).data)] as const;
+  const row = (i: number) =>
+    ["s", i, new Date().toISOString(), '{"kind":"user","id":"root"}', "annotation.added", JSON.stringify(event(i).data)] as const;
   let t0 = performance.now();
   for (let i = 1; i <= SINGLE; i++) ins.run(...row(i));
   const single = SINGLE / ((performance.now() - t0) / 1000);
@@ -69,7 +74,9 @@ function floor() {
   const rows = db.prepare("SELECT seq, at, actor, kind, data FROM events WHERE session_id = 's' AND seq >= ? ORDER BY seq").values(1);
   const replayRate = rows.length / ((performance.now() - t0) / 1000);
   t0 = performance.now();
-  db.prepare("SELECT seq, at, actor, kind, data FROM events WHERE session_id = 's' AND seq > ? ORDER BY seq").values(SINGLE + REPLAY_EVENTS - MISSED);
+  db.prepare("SELECT seq, at, actor, kind, data FROM events WHERE session_id = 's' AND seq > ? ORDER BY seq").values(
+    SINGLE + REPLAY_EVENTS - MISSED,
+  );
   const catchUpMs = performance.now() - t0;
   db.close();
   rmSync(dir, { recursive: true, force: true });
@@ -91,7 +98,9 @@ try {
   t0 = performance.now();
   let last = 0;
   for (let i = 0; i < REPLAY_EVENTS; i += BATCH) {
-    const r = (await post(`/v1/sessions/${ses.id}/events`, { events: Array.from({ length: BATCH }, (_, j) => event(i + j)) })) as { seqs: number[] };
+    const r = (await post(`/v1/sessions/${ses.id}/events`, { events: Array.from({ length: BATCH }, (_, j) => event(i + j)) })) as {
+      seqs: number[];
+    };
     last = r.seqs[r.seqs.length - 1]!;
   }
   const batched = REPLAY_EVENTS / ((performance.now() - t0) / 1000);
@@ -103,7 +112,9 @@ try {
   log(`catch-up: ${MISSED} missed events`);
   const from = last + 1;
   for (let i = 0; i < MISSED; i += BATCH) {
-    const r = (await post(`/v1/sessions/${ses.id}/events`, { events: Array.from({ length: BATCH }, (_, j) => event(i + j)) })) as { seqs: number[] };
+    const r = (await post(`/v1/sessions/${ses.id}/events`, { events: Array.from({ length: BATCH }, (_, j) => event(i + j)) })) as {
+      seqs: number[];
+    };
     last = r.seqs[r.seqs.length - 1]!;
   }
   const catchUpMs = await replay(ses.id, from, last);
@@ -114,20 +125,62 @@ try {
   const result = {
     events: REPLAY_EVENTS,
     appendSingle: { hutch: round(single, 0), sqlite: round(peer.single, 0), ratio: round(single / peer.single, 3) },
-    appendBatched: { hutch: round(batched, 0), sqlite: round(peer.batched, 0), ratio: round(batched / peer.batched, 3), goal: GOALS.batched, met: batched >= GOALS.batched },
-    replay: { hutch: round(replayRate, 0), sqlite: round(peer.replay, 0), ratio: round(replayRate / peer.replay, 3), goal: GOALS.replay, met: replayRate >= GOALS.replay },
-    catchUp: { hutchMs: round(catchUpMs, 1), sqliteMs: round(peer.catchUpMs, 1), ratio: round(catchUpMs / peer.catchUpMs, 2), goalMs: GOALS.catchUpMs, met: catchUpMs < GOALS.catchUpMs },
+    appendBatched: {
+      hutch: round(batched, 0),
+      sqlite: round(peer.batched, 0),
+      ratio: round(batched / peer.batched, 3),
+      goal: GOALS.batched,
+      met: batched >= GOALS.batched,
+    },
+    replay: {
+      hutch: round(replayRate, 0),
+      sqlite: round(peer.replay, 0),
+      ratio: round(replayRate / peer.replay, 3),
+      goal: GOALS.replay,
+      met: replayRate >= GOALS.replay,
+    },
+    catchUp: {
+      hutchMs: round(catchUpMs, 1),
+      sqliteMs: round(peer.catchUpMs, 1),
+      ratio: round(catchUpMs / peer.catchUpMs, 2),
+      goalMs: GOALS.catchUpMs,
+      met: catchUpMs < GOALS.catchUpMs,
+    },
   };
-  if (flags.json) process.stdout.write(JSON.stringify(result, null, 2) + "\n");
+  if (flags.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   else {
     process.stdout.write(
       table(
         ["measure", "hutch", "sqlite floor", "hutch/floor", "goal"],
         [
-          ["append, single (events/s)", String(result.appendSingle.hutch), String(result.appendSingle.sqlite), String(result.appendSingle.ratio), "-"],
-          ["append, batched (events/s)", String(result.appendBatched.hutch), String(result.appendBatched.sqlite), String(result.appendBatched.ratio), `≥ ${GOALS.batched} ${result.appendBatched.met ? "met" : "MISSED"}`],
-          ["replay (events/s)", String(result.replay.hutch), String(result.replay.sqlite), String(result.replay.ratio), `≥ ${GOALS.replay} ${result.replay.met ? "met" : "MISSED"}`],
-          [`catch-up, ${MISSED} missed (ms)`, String(result.catchUp.hutchMs), String(result.catchUp.sqliteMs), String(result.catchUp.ratio), `< ${GOALS.catchUpMs} ${result.catchUp.met ? "met" : "MISSED"}`],
+          [
+            "append, single (events/s)",
+            String(result.appendSingle.hutch),
+            String(result.appendSingle.sqlite),
+            String(result.appendSingle.ratio),
+            "-",
+          ],
+          [
+            "append, batched (events/s)",
+            String(result.appendBatched.hutch),
+            String(result.appendBatched.sqlite),
+            String(result.appendBatched.ratio),
+            `≥ ${GOALS.batched} ${result.appendBatched.met ? "met" : "MISSED"}`,
+          ],
+          [
+            "replay (events/s)",
+            String(result.replay.hutch),
+            String(result.replay.sqlite),
+            String(result.replay.ratio),
+            `≥ ${GOALS.replay} ${result.replay.met ? "met" : "MISSED"}`,
+          ],
+          [
+            `catch-up, ${MISSED} missed (ms)`,
+            String(result.catchUp.hutchMs),
+            String(result.catchUp.sqliteMs),
+            String(result.catchUp.ratio),
+            `< ${GOALS.catchUpMs} ${result.catchUp.met ? "met" : "MISSED"}`,
+          ],
         ],
       ),
     );

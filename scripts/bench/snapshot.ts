@@ -13,7 +13,19 @@
 // a fixed bench value in RESTIC_PASSWORD; scrypt runs on every restic
 // command, as it does for restic's users.
 import { createHash } from "node:crypto";
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync, writeSync, appendFileSync } from "node:fs";
+import {
+  closeSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+  writeSync,
+  appendFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { log, repoRoot, run, describeFailure } from "./lib/env.ts";
@@ -27,13 +39,13 @@ if (args[0] === "--worker") {
   const store = await openStore(storeLocation(home!), { create: true });
   if (op === "save") {
     const r = await snapshotTree(store, a!);
-    process.stdout.write(JSON.stringify({ id: r.id, stats: r.stats }) + "\n");
+    process.stdout.write(`${JSON.stringify({ id: r.id, stats: r.stats })}\n`);
   } else if (op === "restore") {
     const r = await restoreTree(store, a!, b!, { symlinks: "any" });
-    process.stdout.write(JSON.stringify(r) + "\n");
+    process.stdout.write(`${JSON.stringify(r)}\n`);
   } else if (op === "list") {
     const all = await store.listSnapshots();
-    process.stdout.write(JSON.stringify({ snapshots: all.length }) + "\n");
+    process.stdout.write(`${JSON.stringify({ snapshots: all.length })}\n`);
   }
   store.close();
   process.exit(0);
@@ -67,7 +79,24 @@ function prng(seed: number): () => number {
   };
 }
 
-const WORDS = ["const", "let", "return", "import", "function", "export", "class", "the", "of", "and", "value", "index", "await", "if", "else", "=>"];
+const WORDS = [
+  "const",
+  "let",
+  "return",
+  "import",
+  "function",
+  "export",
+  "class",
+  "the",
+  "of",
+  "and",
+  "value",
+  "index",
+  "await",
+  "if",
+  "else",
+  "=>",
+];
 function text(n: number, next: () => number): string {
   let s = "";
   while (s.length < n) s += WORDS[next() % WORDS.length] + (next() % 9 === 0 ? "\n" : " ");
@@ -223,7 +252,7 @@ try {
     })),
     stored: { hutchBytes: storedHutch, resticBytes: storedRestic, ratio: +(storedHutch / storedRestic).toFixed(3) },
   };
-  if (json) process.stdout.write(JSON.stringify(report, null, 2) + "\n");
+  if (json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   else {
     process.stdout.write(`tree: ${made.files} files, ${(made.bytes / MiB).toFixed(0)} MiB; ${version}; ${report.cores} cores\n\n`);
     process.stdout.write("step                       hutch ms  restic ms  time x  hutch RSS  restic RSS  RSS x\n");
@@ -232,7 +261,9 @@ try {
         `${s.step.padEnd(26)} ${String(s.hutchMs).padStart(8)}  ${String(s.resticMs).padStart(9)}  ${s.timeRatio.toFixed(2).padStart(6)}  ${s.hutchRssMiB.toFixed(1).padStart(7)} M  ${s.resticRssMiB.toFixed(1).padStart(8)} M  ${s.rssRatio.toFixed(2).padStart(5)}\n`,
       );
     }
-    process.stdout.write(`\nstored after three snapshots: hutch ${(storedHutch / MiB).toFixed(1)} MiB, restic ${(storedRestic / MiB).toFixed(1)} MiB, ${report.stored.ratio.toFixed(3)}x\n`);
+    process.stdout.write(
+      `\nstored after three snapshots: hutch ${(storedHutch / MiB).toFixed(1)} MiB, restic ${(storedRestic / MiB).toFixed(1)} MiB, ${report.stored.ratio.toFixed(3)}x\n`,
+    );
     process.stdout.write("goals: time x <= 0.80, RSS x <= 1.00, stored x <= 1.00\n");
   }
 } finally {

@@ -16,7 +16,9 @@ import { join } from "node:path";
 import { HutchHome, describeFailure, log, requireHutch } from "./lib/env.ts";
 import { median, round, table } from "./lib/stats.ts";
 
-const { values: flags } = parseArgs({ options: { json: { type: "boolean", default: false }, runs: { type: "string", default: "3" }, accel: { type: "string" } } });
+const { values: flags } = parseArgs({
+  options: { json: { type: "boolean", default: false }, runs: { type: "string", default: "3" }, accel: { type: "string" } },
+});
 const RUNS = Number(flags.runs);
 const GOALS = { bootRatio: 1.3, guestRssMiB: 40 };
 
@@ -43,7 +45,10 @@ try {
   if (c.code !== 0) throw new Error(describeFailure(c, "box create"));
   const first = await home.hutch(["box", "start", "vmb"], { timeoutMs: 300_000 });
   if (first.code !== 0) throw new Error(describeFailure(first, "box start"));
-  const info = JSON.parse((await home.hutch(["box", "info", "vmb", "--json"])).stdout) as { id: string; engineInfo?: Record<string, string> };
+  const info = JSON.parse((await home.hutch(["box", "info", "vmb", "--json"])).stdout) as {
+    id: string;
+    engineInfo?: Record<string, string>;
+  };
   const accel = info.engineInfo?.accel ?? "tcg";
   log(`accelerator: ${accel} (${info.engineInfo?.["accel reason"] ?? ""})`);
   if ((await home.hutch(["box", "stop", "vmb"], { timeoutMs: 120_000 })).code !== 0) throw new Error("box stop failed");
@@ -79,22 +84,54 @@ try {
   const result = {
     accel,
     runs: RUNS,
-    boot: { hutchMs: round(hb, 0), bareMs: round(bb, 0), ratio: round(hb / bb, 2), goal: GOALS.bootRatio, met: hb / bb <= GOALS.bootRatio, hutchRuns: hutchBoot.map((x) => round(x, 0)), bareRuns: bare.map((x) => round(x, 0)) },
-    guestRss: { totalMiB: round(guest.rss, 1), anonMiB: round(guest.anon, 1), fileMiB: round(guest.file, 1), goalMiB: GOALS.guestRssMiB, met: guest.rss <= GOALS.guestRssMiB },
+    boot: {
+      hutchMs: round(hb, 0),
+      bareMs: round(bb, 0),
+      ratio: round(hb / bb, 2),
+      goal: GOALS.bootRatio,
+      met: hb / bb <= GOALS.bootRatio,
+      hutchRuns: hutchBoot.map((x) => round(x, 0)),
+      bareRuns: bare.map((x) => round(x, 0)),
+    },
+    guestRss: {
+      totalMiB: round(guest.rss, 1),
+      anonMiB: round(guest.anon, 1),
+      fileMiB: round(guest.file, 1),
+      goalMiB: GOALS.guestRssMiB,
+      met: guest.rss <= GOALS.guestRssMiB,
+    },
     hostRssPerIdleVm: { totalMiB: round(host.rss, 1), anonMiB: round(host.anon, 1), fileMiB: round(host.file, 1) },
   };
-  if (flags.json) process.stdout.write(JSON.stringify(result, null, 2) + "\n");
+  if (flags.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   else {
     process.stdout.write(`VM boxes under ${accel}, ${RUNS} boots each, interleaved\n\n`);
     process.stdout.write(
-      table(
+      `${table(
         ["measure", "hutch", "peer", "ratio", "goal"],
         [
-          ["boot to ready (ms, median)", String(result.boot.hutchMs), `${result.boot.bareMs} (bare busybox init)`, String(result.boot.ratio), `≤ ${GOALS.bootRatio} ${result.boot.met ? "met" : "MISSED"}`],
-          ["guest RSS idle (MiB)", `${result.guestRss.totalMiB} (anon ${result.guestRss.anonMiB}, file ${result.guestRss.fileMiB})`, "-", "-", `≤ ${GOALS.guestRssMiB} ${result.guestRss.met ? "met" : "MISSED"}`],
-          ["host RSS per idle VM (MiB)", `${result.hostRssPerIdleVm.totalMiB} (anon ${result.hostRssPerIdleVm.anonMiB}, file ${result.hostRssPerIdleVm.fileMiB})`, "-", "-", "-"],
+          [
+            "boot to ready (ms, median)",
+            String(result.boot.hutchMs),
+            `${result.boot.bareMs} (bare busybox init)`,
+            String(result.boot.ratio),
+            `≤ ${GOALS.bootRatio} ${result.boot.met ? "met" : "MISSED"}`,
+          ],
+          [
+            "guest RSS idle (MiB)",
+            `${result.guestRss.totalMiB} (anon ${result.guestRss.anonMiB}, file ${result.guestRss.fileMiB})`,
+            "-",
+            "-",
+            `≤ ${GOALS.guestRssMiB} ${result.guestRss.met ? "met" : "MISSED"}`,
+          ],
+          [
+            "host RSS per idle VM (MiB)",
+            `${result.hostRssPerIdleVm.totalMiB} (anon ${result.hostRssPerIdleVm.anonMiB}, file ${result.hostRssPerIdleVm.fileMiB})`,
+            "-",
+            "-",
+            "-",
+          ],
         ],
-      ) + "\n",
+      )}\n`,
     );
     // The machine may be shared: the single boots show how much the median can be trusted.
     process.stdout.write(`\nboots (ms): hutch ${result.boot.hutchRuns.join(" ")}; bare ${result.boot.bareRuns.join(" ")}\n`);

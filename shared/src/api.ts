@@ -70,10 +70,12 @@ TypeRegistry.Set<TJsonData>("JsonData", (schema, value) => {
 const otherErrors = GetErrorFunction();
 SetErrorFunction((e) => {
   if (e.schema[Kind] === "JsonData") return `Expected at most ${(e.schema as TJsonData).maxJsonLength} characters of JSON`;
-  if (e.schema[Kind] === "WholeNumber") return `Expected a whole number from ${(e.schema as TWholeNumber).minimum} to ${(e.schema as TWholeNumber).maximum}`;
+  if (e.schema[Kind] === "WholeNumber")
+    return `Expected a whole number from ${(e.schema as TWholeNumber).minimum} to ${(e.schema as TWholeNumber).maximum}`;
   return otherErrors(e);
 });
-export const JsonData = (maxJsonLength: number): TJsonData => ({ [Kind]: "JsonData", maxJsonLength, description: `any JSON of at most ${maxJsonLength} characters` }) as TJsonData;
+export const JsonData = (maxJsonLength: number): TJsonData =>
+  ({ [Kind]: "JsonData", maxJsonLength, description: `any JSON of at most ${maxJsonLength} characters` }) as TJsonData;
 
 /** A box name, unanchored (to compose into other patterns): it is also the box's hostname. */
 export const BOX_NAME = "[a-z0-9][a-z0-9-]{0,62}";
@@ -233,7 +235,11 @@ export const EventsPageQuery = Type.Object({
 });
 
 /** A page of the log: `next` is the seq to ask for next, `last` the log's last seq when the page was read. */
-export const EventsPage = Type.Object({ events: Type.Array(SessionEvent), next: Type.Integer({ minimum: 1 }), last: Type.Integer({ minimum: 0 }) });
+export const EventsPage = Type.Object({
+  events: Type.Array(SessionEvent),
+  next: Type.Integer({ minimum: 1 }),
+  last: Type.Integer({ minimum: 0 }),
+});
 export type EventsPage = Static<typeof EventsPage>;
 
 /**
@@ -258,16 +264,22 @@ export const OutputChunkParams = Type.Object({
 /** POST /v1/sessions/:id/events: client kinds, their data checked against the kind's schema by the session service (the idempotency key is the header). */
 export const EventAppendBody = Type.Object(
   {
-    events: Type.Array(Type.Object({ kind: EventInput.properties.kind, data: JsonData(API_LIMITS.eventData) }, { additionalProperties: false }), {
-      minItems: 1,
-      maxItems: 10_000,
-    }),
+    events: Type.Array(
+      Type.Object({ kind: EventInput.properties.kind, data: JsonData(API_LIMITS.eventData) }, { additionalProperties: false }),
+      {
+        minItems: 1,
+        maxItems: 10_000,
+      },
+    ),
   },
   { additionalProperties: false },
 );
 
 /** POST /v1/sessions/:id/driver/{acquire,steal} */
-export const DriverBody = Type.Object({ leaseMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 86_400_000 })) }, { additionalProperties: false });
+export const DriverBody = Type.Object(
+  { leaseMs: Type.Optional(Type.Integer({ minimum: 100, maximum: 86_400_000 })) },
+  { additionalProperties: false },
+);
 export type DriverBody = Static<typeof DriverBody>;
 
 /** POST /v1/sessions/:id/input: typed into the session's terminal (or the next headless prompt), driver only. */
@@ -275,7 +287,10 @@ export const SessionInputBody = Type.Object({ text: Type.String({ minLength: 1, 
 export type SessionInputBody = Static<typeof SessionInputBody>;
 
 /** POST /v1/sessions/:id/annotations */
-export const AnnotateBody = Type.Object({ text: Type.String({ minLength: 1, maxLength: 65536 }), anchor: Type.Optional(Anchor) }, { additionalProperties: false });
+export const AnnotateBody = Type.Object(
+  { text: Type.String({ minLength: 1, maxLength: 65536 }), anchor: Type.Optional(Anchor) },
+  { additionalProperties: false },
+);
 export type AnnotateBody = Static<typeof AnnotateBody>;
 
 /** POST /v1/sessions/:id/close */

@@ -7,7 +7,10 @@ export const SecretName = Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,6
 export const BindingName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,31}$", description: "lower-case letters, digits and dashes" });
 
 /** A hostname (or IP literal) with an optional :port, as given to --allow. */
-export const HostPattern = Type.String({ pattern: "^(\\*\\.)?[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$|^\\[[0-9A-Fa-f:.]+\\](:[0-9]{1,5})?$", maxLength: 262 });
+export const HostPattern = Type.String({
+  pattern: "^(\\*\\.)?[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$|^\\[[0-9A-Fa-f:.]+\\](:[0-9]{1,5})?$",
+  maxLength: 262,
+});
 
 export const Binding = Type.Object(
   {
@@ -41,7 +44,9 @@ export const HutchConfig = Type.Object(
       Type.Object(
         {
           /** Addresses CONNECT may dial although they are private (tests, a local registry): host -> address. */
-          pins: Type.Optional(Type.Record(Type.String({ pattern: "^[A-Za-z0-9.-]{1,253}$" }), Type.String({ minLength: 2, maxLength: 64 }))),
+          pins: Type.Optional(
+            Type.Record(Type.String({ pattern: "^[A-Za-z0-9.-]{1,253}$" }), Type.String({ minLength: 2, maxLength: 64 })),
+          ),
         },
         { additionalProperties: false },
       ),

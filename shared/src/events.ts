@@ -97,7 +97,10 @@ export const Events = {
     Type.Object({ box: Type.String(), agent: Type.String(), label: Type.Optional(Text(256)), pty: Type.Optional(Type.String()) }),
   ),
   sessionClosed: defineEvent("session.closed", Type.Object({ reason: Type.Optional(Text(1024)) })),
-  boxStateChanged: defineEvent("box.state.changed", Type.Object({ box: Type.String(), state: Type.String(), reason: Type.Optional(Text(BOX_REASON_MAX)) })),
+  boxStateChanged: defineEvent(
+    "box.state.changed",
+    Type.Object({ box: Type.String(), state: Type.String(), reason: Type.Optional(Text(BOX_REASON_MAX)) }),
+  ),
   inputSent: defineEvent("input.sent", Type.Object({ text: Text() })),
   outputAppended: defineEvent(
     "output.appended",
@@ -115,15 +118,26 @@ export const Events = {
     "exec.exited",
     Type.Object({ code: Type.Union([Type.Integer(), Type.Null()]), signal: Type.Union([Type.String(), Type.Null()]) }),
   ),
-  annotationAdded: defineEvent("annotation.added", Type.Object({ text: Text(), anchor: Type.Optional(Anchor) }, { additionalProperties: false }), { byClients: true }),
-  driverAcquired: defineEvent("session.driver.acquired", Type.Object({ driver: Actor, leaseMs: Type.Optional(Type.Integer({ minimum: 1 })) })),
+  annotationAdded: defineEvent(
+    "annotation.added",
+    Type.Object({ text: Text(), anchor: Type.Optional(Anchor) }, { additionalProperties: false }),
+    { byClients: true },
+  ),
+  driverAcquired: defineEvent(
+    "session.driver.acquired",
+    Type.Object({ driver: Actor, leaseMs: Type.Optional(Type.Integer({ minimum: 1 })) }),
+  ),
   driverReleased: defineEvent("session.driver.released", Type.Object({ driver: Actor })),
   driverStolen: defineEvent("session.driver.stolen", Type.Object({ from: Actor, to: Actor })),
   driverLapsed: defineEvent("session.driver.lapsed", Type.Object({ driver: Actor })),
   /** A point to come back to; the daemon's carry the snapshot of the box taken there (`hutch snapshot create`). */
   checkpointCreated: defineEvent(
     "checkpoint.created",
-    Type.Object({ name: Text(256), ref: Type.Optional(Text(1024)), snapshot: Type.Optional(Type.String({ pattern: "^snap_[0-9a-z]{20}$" })) }),
+    Type.Object({
+      name: Text(256),
+      ref: Type.Optional(Text(1024)),
+      snapshot: Type.Optional(Type.String({ pattern: "^snap_[0-9a-z]{20}$" })),
+    }),
     { byClients: true },
   ),
   verdictRecorded: defineEvent(
@@ -141,11 +155,19 @@ export const Events = {
   // structured stream by host/src/harness. Written by the daemon only.
   messageStarted: defineEvent("message.started", Type.Object({ id: Text(256), role: MessageRole })),
   messageDelta: defineEvent("message.delta", Type.Object({ id: Text(256), text: Text() })),
-  messageCompleted: defineEvent("message.completed", Type.Object({ id: Text(256), role: MessageRole, text: Text(), truncated: Type.Optional(Type.Boolean()) })),
+  messageCompleted: defineEvent(
+    "message.completed",
+    Type.Object({ id: Text(256), role: MessageRole, text: Text(), truncated: Type.Optional(Type.Boolean()) }),
+  ),
   toolCalled: defineEvent("tool.called", Type.Object({ id: Text(256), name: Text(256), input: Type.Unknown() })),
   toolCompleted: defineEvent(
     "tool.completed",
-    Type.Object({ id: Text(256), output: Text(), status: Type.Union([Type.Literal("ok"), Type.Literal("error")]), truncated: Type.Optional(Type.Boolean()) }),
+    Type.Object({
+      id: Text(256),
+      output: Text(),
+      status: Type.Union([Type.Literal("ok"), Type.Literal("error")]),
+      truncated: Type.Optional(Type.Boolean()),
+    }),
   ),
   /** Token counts as the agent reported them; null where it reported none (`available: false` when it reported nothing at all). */
   usageReported: defineEvent(
@@ -157,13 +179,19 @@ export const Events = {
     Type.Object({
       state: Type.Union([Type.Literal("busy"), Type.Literal("idle"), Type.Literal("needs-input"), Type.Literal("error")]),
       reason: Type.Optional(Text(1024)),
-      exit: Type.Optional(Type.Object({ code: Type.Union([Type.Integer(), Type.Null()]), signal: Type.Union([Type.String(), Type.Null()]) })),
+      exit: Type.Optional(
+        Type.Object({ code: Type.Union([Type.Integer(), Type.Null()]), signal: Type.Union([Type.String(), Type.Null()]) }),
+      ),
     }),
   ),
   /** A stream record the harness did not understand (or could not parse), kept verbatim up to 64 KiB. */
   agentRaw: defineEvent(
     "agent.raw",
-    Type.Object({ line: Text(), reason: Type.Union([Type.Literal("unknown"), Type.Literal("unparsed"), Type.Literal("invalid"), Type.Literal("stderr")]), truncated: Type.Optional(Type.Boolean()) }),
+    Type.Object({
+      line: Text(),
+      reason: Type.Union([Type.Literal("unknown"), Type.Literal("unparsed"), Type.Literal("invalid"), Type.Literal("stderr")]),
+      truncated: Type.Optional(Type.Boolean()),
+    }),
   ),
 };
 

@@ -60,7 +60,11 @@ export type SubscriptionEnded = Static<typeof SubscriptionEnded>;
 export const SendParams = Type.Object({ session: Type.String(), text: Type.String({ maxLength: 65536 }) });
 export type SendParams = Static<typeof SendParams>;
 
-export const AnnotateParams = Type.Object({ session: Type.String(), text: Type.String({ minLength: 1, maxLength: 65536 }), anchor: Type.Optional(Anchor) });
+export const AnnotateParams = Type.Object({
+  session: Type.String(),
+  text: Type.String({ minLength: 1, maxLength: 65536 }),
+  anchor: Type.Optional(Anchor),
+});
 export type AnnotateParams = Static<typeof AnnotateParams>;
 
 export const SeqResult = Type.Object({ seq: Type.Integer() });
@@ -75,7 +79,10 @@ export type DriverParams = Static<typeof DriverParams>;
 
 export const BoxParams = Type.Union([
   Type.Object({ action: Type.Literal("create"), name: BoxName, engine: Type.Optional(EngineName), start: Type.Optional(Type.Boolean()) }),
-  Type.Object({ action: Type.Union([Type.Literal("start"), Type.Literal("stop"), Type.Literal("delete")]), name: Type.String({ minLength: 1 }) }),
+  Type.Object({
+    action: Type.Union([Type.Literal("start"), Type.Literal("stop"), Type.Literal("delete")]),
+    name: Type.String({ minLength: 1 }),
+  }),
 ]);
 export type BoxParams = Static<typeof BoxParams>;
 

@@ -10,11 +10,17 @@ import { ErrorCodes } from "./errors.ts";
 import { IDEMPOTENCY_HEADER } from "./idempotency.ts";
 
 /** The Idempotency-Key header's value (./idempotency.ts names the header). */
-export const IdempotencyKey = Type.String({ minLength: 1, maxLength: 128, pattern: "^[!-~]+$", description: "1-128 visible ASCII characters, e.g. a UUID" });
+export const IdempotencyKey = Type.String({
+  minLength: 1,
+  maxLength: 128,
+  pattern: "^[!-~]+$",
+  description: "1-128 visible ASCII characters, e.g. a UUID",
+});
 /** The headers schema of a route that takes a key (other headers pass). */
 export const IdempotencyHeaders = Type.Object({ [IDEMPOTENCY_HEADER]: Type.Optional(IdempotencyKey) });
 
-const line = <T extends string, P extends Record<string, TSchema>>(type: T, props: P) => Type.Object({ type: Type.Literal(type), ...props }, { additionalProperties: false });
+const line = <T extends string, P extends Record<string, TSchema>>(type: T, props: P) =>
+  Type.Object({ type: Type.Literal(type), ...props }, { additionalProperties: false });
 
 /** A check doctor made, by trying it: what it found and, for a gap, the fix. */
 export const DoctorCheck = Type.Object(
@@ -24,7 +30,11 @@ export const DoctorCheck = Type.Object(
 export type DoctorCheck = Static<typeof DoctorCheck>;
 
 /** A new step of the work began; `n` of `total` when the op knows how many there are. */
-export const OpStep = line("step", { n: Type.Integer({ minimum: 1 }), total: Type.Optional(Type.Integer({ minimum: 1 })), title: Type.String() });
+export const OpStep = line("step", {
+  n: Type.Integer({ minimum: 1 }),
+  total: Type.Optional(Type.Integer({ minimum: 1 })),
+  title: Type.String(),
+});
 /** What the current step is doing now (a package being fetched); the latest replaces the last. */
 export const OpDetail = line("detail", { text: Type.String() });
 /** Something the person should read whatever the outcome (a slow fallback, a tool being installed). */
@@ -74,7 +84,10 @@ export type DoctorReport = Static<typeof DoctorReport>;
 // POST /v1/images/build
 export const ImageName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,62}$", description: "lower-case letters, digits and dashes" });
 export const ImageBuildBody = Type.Object(
-  { name: Type.Optional(ImageName), force: Type.Optional(Type.Boolean({ description: "rebuild even if an image with the same recipe exists" })) },
+  {
+    name: Type.Optional(ImageName),
+    force: Type.Optional(Type.Boolean({ description: "rebuild even if an image with the same recipe exists" })),
+  },
   { additionalProperties: false },
 );
 export type ImageBuildBody = Static<typeof ImageBuildBody>;
@@ -95,7 +108,14 @@ export const ImageManifest = Type.Object({
   suite: Type.String(),
   mirror: Type.String(),
   /** The suites the root disk's packages come from (the release, its updates, its security updates), each with its lists' publication date; null: its mirror could not be read. Absent in images built before. */
-  sources: Type.Optional(Type.Array(Type.Object({ suite: Type.String(), uri: Type.String(), date: Type.Union([Type.String(), Type.Null()]) }, { additionalProperties: false }))),
+  sources: Type.Optional(
+    Type.Array(
+      Type.Object(
+        { suite: Type.String(), uri: Type.String(), date: Type.Union([Type.String(), Type.Null()]) },
+        { additionalProperties: false },
+      ),
+    ),
+  ),
   /** "name=version" of every package the updates changed. */
   upgraded: Type.Optional(Type.Array(Type.String())),
   packages: Type.Array(Type.String()),
@@ -122,11 +142,20 @@ export const AgentInfo = Type.Object(
 );
 export type AgentInfo = Static<typeof AgentInfo>;
 /** Names are checked by the daemon, so an unknown one is refused with the list of agents. */
-export const AgentInstallBody = Type.Object({ names: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 16 })) }, { additionalProperties: false });
+export const AgentInstallBody = Type.Object(
+  { names: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 16 })) },
+  { additionalProperties: false },
+);
 export type AgentInstallBody = Static<typeof AgentInstallBody>;
 /** `fresh`: npm ran; otherwise the pinned version was already there. */
 export const AgentInstalled = Type.Object(
-  { agent: AgentName, package: Type.Union([Type.String(), Type.Null()]), version: Type.Union([Type.String(), Type.Null()]), path: Type.String(), fresh: Type.Boolean() },
+  {
+    agent: AgentName,
+    package: Type.Union([Type.String(), Type.Null()]),
+    version: Type.Union([Type.String(), Type.Null()]),
+    path: Type.String(),
+    fresh: Type.Boolean(),
+  },
   { additionalProperties: false },
 );
 export type AgentInstalled = Static<typeof AgentInstalled>;

@@ -6,7 +6,12 @@ import { BoxName } from "./api.ts";
 
 /** A snapshot's id (snap_…) or a unique prefix of at least 8 characters of its object name. */
 export const SnapshotRef = Type.String({ minLength: 8, maxLength: 64, pattern: "^[0-9a-z_]+$" });
-export const SnapshotLabel = Type.String({ minLength: 1, maxLength: 200, pattern: "^[^\\x00-\\x1f\\x7f]+$", description: "free text, one line" });
+export const SnapshotLabel = Type.String({
+  minLength: 1,
+  maxLength: 200,
+  pattern: "^[^\\x00-\\x1f\\x7f]+$",
+  description: "free text, one line",
+});
 /** A path inside a snapshot, relative to its root ("workspace/src/app.ts"). */
 export const SnapshotPath = Type.String({ maxLength: 4096 });
 
@@ -45,7 +50,10 @@ export type SnapshotInfo = Static<typeof SnapshotInfo>;
 export const SnapshotList = Type.Array(SnapshotInfo);
 
 /** A new snapshot, and what it could not use (an unreadable parent) as warnings. */
-export const SnapshotCreateResult = Type.Object({ snapshot: SnapshotInfo, warnings: Type.Array(Type.String()) }, { additionalProperties: false });
+export const SnapshotCreateResult = Type.Object(
+  { snapshot: SnapshotInfo, warnings: Type.Array(Type.String()) },
+  { additionalProperties: false },
+);
 export type SnapshotCreateResult = Static<typeof SnapshotCreateResult>;
 
 // GET /v1/snapshots/:snap/browse?path=
@@ -61,14 +69,23 @@ export const BrowseEntry = Type.Object(
   },
   { additionalProperties: false },
 );
-export const SnapshotBrowse = Type.Object({ snapshot: Type.String(), path: Type.String(), entries: Type.Array(BrowseEntry) }, { additionalProperties: false });
+export const SnapshotBrowse = Type.Object(
+  { snapshot: Type.String(), path: Type.String(), entries: Type.Array(BrowseEntry) },
+  { additionalProperties: false },
+);
 export type SnapshotBrowse = Static<typeof SnapshotBrowse>;
 
 // GET /v1/snapshots/diff?from=&to=
 export const SnapshotChange = Type.Object(
   {
     path: Type.String(),
-    change: Type.Union([Type.Literal("added"), Type.Literal("removed"), Type.Literal("modified"), Type.Literal("metadata"), Type.Literal("type")]),
+    change: Type.Union([
+      Type.Literal("added"),
+      Type.Literal("removed"),
+      Type.Literal("modified"),
+      Type.Literal("metadata"),
+      Type.Literal("type"),
+    ]),
     type: Type.Union([Type.Literal("file"), Type.Literal("dir"), Type.Literal("symlink")]),
     /** For a modified or added text file: its unified diff (bounded); absent for binaries, which get sizes. */
     patch: Type.Optional(Type.String()),
@@ -96,7 +113,16 @@ export const SnapshotRestoreBody = Type.Object(
 );
 export type SnapshotRestoreBody = Static<typeof SnapshotRestoreBody>;
 export const SnapshotRestoreResult = Type.Object(
-  { snapshot: Type.String(), box: Type.String(), into: Type.Array(Type.String()), files: Count, dirs: Count, symlinks: Count, bytes: Count, ms: Count },
+  {
+    snapshot: Type.String(),
+    box: Type.String(),
+    into: Type.Array(Type.String()),
+    files: Count,
+    dirs: Count,
+    symlinks: Count,
+    bytes: Count,
+    ms: Count,
+  },
   { additionalProperties: false },
 );
 export type SnapshotRestoreResult = Static<typeof SnapshotRestoreResult>;
@@ -104,13 +130,28 @@ export type SnapshotRestoreResult = Static<typeof SnapshotRestoreResult>;
 // POST /v1/snapshots/prune
 const Keep = Type.Optional(Type.Integer({ minimum: 0, maximum: 100_000 }));
 export const SnapshotPruneBody = Type.Object(
-  { keepLast: Keep, keepHourly: Keep, keepDaily: Keep, keepWeekly: Keep, keepMonthly: Keep, keepYearly: Keep, dryRun: Type.Optional(Type.Boolean()) },
+  {
+    keepLast: Keep,
+    keepHourly: Keep,
+    keepDaily: Keep,
+    keepWeekly: Keep,
+    keepMonthly: Keep,
+    keepYearly: Keep,
+    dryRun: Type.Optional(Type.Boolean()),
+  },
   { additionalProperties: false },
 );
 export type SnapshotPruneBody = Static<typeof SnapshotPruneBody>;
 const Amount = Type.Object({ packs: Count, bytes: Count }, { additionalProperties: false });
 export const SnapshotPruneResult = Type.Object(
-  { forgotten: Type.Array(Type.String()), marked: Amount, deleted: Amount, revived: Count, repacked: Type.Object({ packs: Count, blobs: Count, bytes: Count }, { additionalProperties: false }), ms: Count },
+  {
+    forgotten: Type.Array(Type.String()),
+    marked: Amount,
+    deleted: Amount,
+    revived: Count,
+    repacked: Type.Object({ packs: Count, blobs: Count, bytes: Count }, { additionalProperties: false }),
+    ms: Count,
+  },
   { additionalProperties: false },
 );
 export type SnapshotPruneResult = Static<typeof SnapshotPruneResult>;

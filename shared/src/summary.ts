@@ -33,7 +33,9 @@ export const TurnState = Type.Object({
       seq: Type.Integer({ minimum: 1 }),
       state: AgentState,
       reason: Type.Optional(Type.String()),
-      exit: Type.Optional(Type.Object({ code: Type.Union([Type.Integer(), Type.Null()]), signal: Type.Union([Type.String(), Type.Null()]) })),
+      exit: Type.Optional(
+        Type.Object({ code: Type.Union([Type.Integer(), Type.Null()]), signal: Type.Union([Type.String(), Type.Null()]) }),
+      ),
     }),
   ),
   /** How the latest exec.exited ended. */

@@ -41,7 +41,11 @@ describe("read", () => {
 
 describe("isEvent", () => {
   test("narrows data by kind", () => {
-    const e: { seq: number; kind: string; data: unknown } = { seq: 4, kind: "tool.completed", data: { id: "t1", output: "ok", status: "ok" } };
+    const e: { seq: number; kind: string; data: unknown } = {
+      seq: 4,
+      kind: "tool.completed",
+      data: { id: "t1", output: "ok", status: "ok" },
+    };
     expect(isEvent(e)).toBe(true);
     if (!isEvent(e) || e.kind !== "tool.completed") throw new Error("unreachable");
     const status: "ok" | "error" = e.data.status;
@@ -58,7 +62,9 @@ describe("isEvent", () => {
 describe("test fixtures go through the registry's checker", () => {
   test("an off-schema fixture fails where it is built, naming the field", () => {
     // `as never` gets it past the compiler, as a fixture written with a cast or parsed from JSON would.
-    expect(() => fixtureEvent(Events.execStarted, {} as never)).toThrow("fixture event exec.started does not fit the registry: data.argv: Expected required property");
+    expect(() => fixtureEvent(Events.execStarted, {} as never)).toThrow(
+      "fixture event exec.started does not fit the registry: data.argv: Expected required property",
+    );
     // Types alone cannot say this: a name the schema bounds to 256 characters.
     expect(() => fixtureEvent(Events.checkpointCreated, { name: "x".repeat(257) })).toThrow(/checkpoint\.created .*data\.name/);
     expect(() => fixtureLog()(Events.attentionRequired, {} as never)).toThrow(/attention\.required .*data\.reason/);

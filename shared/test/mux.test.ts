@@ -1,17 +1,27 @@
 import { describe, expect, test } from "bun:test";
-import { Mux, MuxStream, encodeFrame, FrameDecoder, MAX_PAYLOAD, HEADER_BYTES, ProtocolError } from "../src/index.ts";
+import { Mux, type MuxStream, encodeFrame, FrameDecoder, MAX_PAYLOAD, HEADER_BYTES, type ProtocolError } from "../src/index.ts";
 
 function pair(window = 1024) {
   const errors: { side: string; err: ProtocolError }[] = [];
   const opened: { stream: MuxStream; payload: unknown }[] = [];
   let hostMux!: Mux, guestMux!: Mux;
-  hostMux = new Mux({ write: (b) => queueMicrotask(() => guestMux.feed(b)), close() {} }, {
-    role: "host", window, onError: (err) => errors.push({ side: "host", err }),
-  });
-  guestMux = new Mux({ write: (b) => queueMicrotask(() => hostMux.feed(b)), close() {} }, {
-    role: "guest", window, onError: (err) => errors.push({ side: "guest", err }),
-    onOpen: (stream, payload) => opened.push({ stream, payload }),
-  });
+  hostMux = new Mux(
+    { write: (b) => queueMicrotask(() => guestMux.feed(b)), close() {} },
+    {
+      role: "host",
+      window,
+      onError: (err) => errors.push({ side: "host", err }),
+    },
+  );
+  guestMux = new Mux(
+    { write: (b) => queueMicrotask(() => hostMux.feed(b)), close() {} },
+    {
+      role: "guest",
+      window,
+      onError: (err) => errors.push({ side: "guest", err }),
+      onOpen: (stream, payload) => opened.push({ stream, payload }),
+    },
+  );
   hostMux.sendHello({ protocol: 1 });
   guestMux.sendHello({ protocol: 1 });
   return { hostMux, guestMux, errors, opened };
@@ -92,7 +102,11 @@ describe("mux", () => {
     expect(hostMux.openStreams).toBe(0);
   });
   test("a close's hint is a field of its own: the message is never split to find it", async () => {
-    const error = { code: "conflict", message: "session s is driven by a; only the driver sends input", hint: "take it over: hutch session driver steal s" };
+    const error = {
+      code: "conflict",
+      message: "session s is driven by a; only the driver sends input",
+      hint: "take it over: hutch session driver steal s",
+    };
     expect((await closedFromGuest(error)).closedWith).toEqual(error);
   });
   test("a close whose hint is not text is a protocol violation", async () => {

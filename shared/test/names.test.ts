@@ -2,7 +2,19 @@
 // path patterns, cp's BOX:path): the patterns accept what hutch makes and
 // refuse what it never does.
 import { describe, expect, test } from "bun:test";
-import { AGENT_NAMES, AgentName, BOX_NAME, BoxName, check, ENGINE_NAMES, EngineName, ID_BODY, idPattern, newId, type IdPrefix } from "../src/index.ts";
+import {
+  AGENT_NAMES,
+  AgentName,
+  BOX_NAME,
+  BoxName,
+  check,
+  ENGINE_NAMES,
+  EngineName,
+  ID_BODY,
+  idPattern,
+  newId,
+  type IdPrefix,
+} from "../src/index.ts";
 
 describe("ids", () => {
   test.each(["box", "ses", "snap", "op", "pty", "evt"] as IdPrefix[])("a new %s id fits its pattern and no other", (prefix) => {

@@ -61,11 +61,14 @@ function pair(window: number, hostParts = false) {
     },
     { role: "host", window },
   );
-  guestMux = new Mux({ write: (b) => queueMicrotask(() => hostMux.feed(b.slice())), close() {} }, {
-    role: "guest",
-    window,
-    onOpen: (s) => opened.push(s),
-  });
+  guestMux = new Mux(
+    { write: (b) => queueMicrotask(() => hostMux.feed(b.slice())), close() {} },
+    {
+      role: "guest",
+      window,
+      onOpen: (s) => opened.push(s),
+    },
+  );
   hostMux.sendHello({ protocol: 1 });
   guestMux.sendHello({ protocol: 1 });
   return { hostMux, guestMux, opened, wire };

@@ -2,20 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import {
-  chmod,
-  lstat,
-  lutimes,
-  mkdir,
-  mkdtemp,
-  readFile,
-  readdir,
-  readlink,
-  rm,
-  symlink,
-  truncate,
-  writeFile,
-} from "node:fs/promises";
+import { chmod, lstat, lutimes, mkdir, mkdtemp, readFile, readdir, readlink, rm, symlink, truncate, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TarError, createUnpacker, packTar, type UnpackOptions } from "../src/tar/index.ts";
@@ -31,7 +18,7 @@ async function tmp(): Promise<string> {
 }
 
 const enc = new TextEncoder();
-const LONG = "n".repeat(146) + ".txt"; // 150 characters
+const LONG = `${"n".repeat(146)}.txt`; // 150 characters
 
 function concat(parts: Uint8Array[]): Uint8Array {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
@@ -49,12 +36,7 @@ async function packBytes(path: string, opts?: { maxBytes?: number }): Promise<Ui
   return concat(chunks);
 }
 
-async function unpack(
-  bytes: Uint8Array,
-  dest: string,
-  opts?: UnpackOptions,
-  split = 65536,
-): Promise<{ entries: number; bytes: number }> {
+async function unpack(bytes: Uint8Array, dest: string, opts?: UnpackOptions, split = 65536): Promise<{ entries: number; bytes: number }> {
   const u = createUnpacker(dest, opts);
   for (let off = 0; off < bytes.length; off += split) await u.write(bytes.subarray(off, off + split));
   return u.end();
@@ -83,7 +65,9 @@ async function snapshot(root: string, withRoot = true): Promise<Record<string, s
       out[rel] = `dir ${(st.mode & 0o7777).toString(8)} ${mtime}`;
       for (const c of await readdir(abs)) await walk(join(abs, c), `${rel}/${c}`);
     } else {
-      const sha = createHash("sha256").update(await readFile(abs)).digest("hex");
+      const sha = createHash("sha256")
+        .update(await readFile(abs))
+        .digest("hex");
       out[rel] = `file ${(st.mode & 0o7777).toString(8)} ${mtime} ${st.size} ${sha}`;
     }
   };
@@ -334,10 +318,7 @@ describe("hostile archives are refused and leave nothing behind", () => {
   test("'..' smuggled in a pax path or a GNU long name", async () => {
     await expectRefused(tarOf(paxHeader({ path: "../evil" }), file("harmless", "x")), /"\.\."/);
     const long = "/abs/evil\0";
-    await expectRefused(
-      tarOf([header("././@LongLink", { type: "L", size: long.length }), body(long)], file("harmless", "x")),
-      /absolute/,
-    );
+    await expectRefused(tarOf([header("././@LongLink", { type: "L", size: long.length }), body(long)], file("harmless", "x")), /absolute/);
   });
 
   test("NUL inside a pax path, and an empty name", async () => {
@@ -353,11 +334,7 @@ describe("hostile archives are refused and leave nothing behind", () => {
       /parent "link" is a symlink.*write through/,
     );
     await expectRefused(
-      tarOf(
-        [header("top/", { type: "5" })],
-        [header("top/link", { type: "2", link: outside })],
-        file("top/link/pwned", "owned"),
-      ),
+      tarOf([header("top/", { type: "5" })], [header("top/link", { type: "2", link: outside })], file("top/link/pwned", "owned")),
       /parent "top\/link" is a symlink/,
     );
     expect(await readdir(outside)).toEqual([]);
@@ -463,7 +440,12 @@ describe("extraction semantics", () => {
     );
     await unpack(archive, dest, { umask: 0o022 });
     const modes = Object.fromEntries(
-      await Promise.all(["d", "d/sticky", "d/suid", "d/shared", "d/implied/f"].map(async (p) => [p, ((await lstat(join(dest, p))).mode & 0o7777).toString(8)])),
+      await Promise.all(
+        ["d", "d/sticky", "d/suid", "d/shared", "d/implied/f"].map(async (p) => [
+          p,
+          ((await lstat(join(dest, p))).mode & 0o7777).toString(8),
+        ]),
+      ),
     );
     expect(modes).toEqual({ d: "755", "d/sticky": "755", "d/suid": "755", "d/shared": "644", "d/implied/f": "755" });
     const strict = await tmp();

@@ -59,7 +59,10 @@ test("a follow-up prompt from the driver continues the same conversation in the 
   // The model saw the first exchange again: the agent resumed its conversation.
   expect(JSON.stringify(fake.modelCalls().at(-1)!.body)).toContain(PROMPT);
   const inputs = (await events(h, id)).filter((e) => e.kind === "input.sent");
-  expect(inputs.map((e) => [read(e, Events.inputSent)?.text.trim(), e.actor.kind])).toEqual([[PROMPT, "user"], ["create two.txt containing yo", "user"]]);
+  expect(inputs.map((e) => [read(e, Events.inputSent)?.text.trim(), e.actor.kind])).toEqual([
+    [PROMPT, "user"],
+    ["create two.txt containing yo", "user"],
+  ]);
 }, 120_000);
 
 test("two clients subscribed to the same session see the same events in the same order", async () => {
@@ -71,7 +74,14 @@ test("two clients subscribed to the same session see the same events in the same
   expect(wait.code, wait.stdout + wait.stderr).toBe(0);
   await Bun.sleep(500);
   for (const s of subs) s.kill();
-  const seen = await Promise.all(subs.map(async (s) => (await new Response(s.stdout as ReadableStream).text()).trim().split("\n").map((l) => JSON.parse(l) as SessionEvent)));
+  const seen = await Promise.all(
+    subs.map(async (s) =>
+      (await new Response(s.stdout as ReadableStream).text())
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as SessionEvent),
+    ),
+  );
   const key = (list: SessionEvent[]) => list.map((e) => `${e.seq}:${e.kind}`);
   expect(key(seen[0]!)).toEqual(key(seen[1]!));
   expect(key(seen[0]!)).toEqual(key(await events(h, id)));
@@ -100,7 +110,9 @@ test("interactive claude: attach, type a prompt, detach; the structured events k
   expect(JSON.parse(wait.stdout), wait.stderr).toMatchObject({ state: "idle", ok: true });
   const log = await events(h, sid);
   const after = log.filter((e) => e.seq > detachedAt).map((e) => e.kind);
-  expect(after).toEqual(expect.arrayContaining(["tool.called", "tool.completed", "message.completed", "usage.reported", "agent.state", "attention.required"]));
+  expect(after).toEqual(
+    expect.arrayContaining(["tool.called", "tool.completed", "message.completed", "usage.reported", "agent.state", "attention.required"]),
+  );
   const prompt = at(log, Events.messageCompleted, (d) => d.role === "user" && d.text === PROMPT);
   const final = at(log, Events.messageCompleted, (d) => d.role === "assistant" && d.text.includes("Created hello.txt"));
   expect(prompt).toBeGreaterThanOrEqual(0);
@@ -175,7 +187,9 @@ describe("bad input", () => {
     const list = JSON.parse((await h.run(["session", "list", "--box", "nob", "--json"])).stdout) as { id: string; state: string }[];
     expect(list[0]!.state).toBe("open");
     const log = await events(h, list[0]!.id);
-    expect(log.map((e) => e.kind)).toEqual(expect.arrayContaining(["session.created", "input.sent", "error.raised", "agent.state", "attention.required"]));
+    expect(log.map((e) => e.kind)).toEqual(
+      expect.arrayContaining(["session.created", "input.sent", "error.raised", "agent.state", "attention.required"]),
+    );
   }, 60_000);
 
   test("a model API that answers 500: error events and a failed turn; the session stays usable and keeps its log", async () => {

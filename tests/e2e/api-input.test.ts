@@ -21,7 +21,12 @@ beforeAll(async () => {
 afterAll(() => h.cleanup());
 
 async function api(method: string, path: string, body?: string, contentType = "application/json") {
-  const res = await fetch(`http://localhost${path}`, { method, unix: sock, headers: body === undefined ? {} : { "content-type": contentType }, body });
+  const res = await fetch(`http://localhost${path}`, {
+    method,
+    unix: sock,
+    headers: body === undefined ? {} : { "content-type": contentType },
+    body,
+  });
   return { status: res.status, body: (await res.json()) as { error?: { code: string; message: string } } };
 }
 
@@ -36,7 +41,11 @@ function raw(bytes: string): Promise<string> {
     const s = connect(sock, () => s.write(bytes));
     const waited = setTimeout(() => {
       s.destroy();
-      reject(new Error(`no answer and no close for ${JSON.stringify(bytes)}: the server is waiting for more of the head (got ${JSON.stringify(got)})`));
+      reject(
+        new Error(
+          `no answer and no close for ${JSON.stringify(bytes)}: the server is waiting for more of the head (got ${JSON.stringify(got)})`,
+        ),
+      );
     }, 5000);
     s.on("data", (d) => (got += d.toString("latin1")));
     s.on("close", () => {
@@ -58,12 +67,22 @@ describe("bad input to a running daemon", () => {
     ["GET", "/v1/boxes/in/egress?limit=0", "limit: Expected a whole number from 1 to 1000", undefined],
     ["GET", "/v1/boxes/in/egress?limit=5000", "limit: Expected a whole number from 1 to 1000", undefined],
     ["GET", "/v1/boxes/in/egress?limit=1.5", "limit: Expected a whole number from 1 to 1000", undefined],
-    ["POST", "/v1/sessions/SES/events", "events.0.data.0.0.0…: nested deeper than 32 levels", `{"events":[{"kind":"attention.required","data":${"[".repeat(100_000)}${"]".repeat(100_000)}}]}`],
+    [
+      "POST",
+      "/v1/sessions/SES/events",
+      "events.0.data.0.0.0…: nested deeper than 32 levels",
+      `{"events":[{"kind":"attention.required","data":${"[".repeat(100_000)}${"]".repeat(100_000)}}]}`,
+    ],
     ["POST", "/v1/boxes", "0.0.0.0.0.0…: nested deeper than 32 levels", "[".repeat(1_000_000) + "]".repeat(1_000_000)],
     ["POST", "/v1/boxes", "body: expected a JSON object, got number", "1"],
     ["POST", "/v1/boxes", "cpus: Expected integer", '{"name":"ok","cpus":"2"}'],
     ["POST", "/v1/sessions/SES/driver/acquire", "leaseMs: Expected integer", '{"leaseMs":"5000"}'],
-    ["POST", "/v1/sessions/SES/events", "events.0.data: Expected at most 262144 characters of JSON", JSON.stringify({ events: [{ kind: "attention.required", data: { reason: "x", extra: "y".repeat(300_000) } }] })],
+    [
+      "POST",
+      "/v1/sessions/SES/events",
+      "events.0.data: Expected at most 262144 characters of JSON",
+      JSON.stringify({ events: [{ kind: "attention.required", data: { reason: "x", extra: "y".repeat(300_000) } }] }),
+    ],
   ])("%s %s is a 400: %s", async (method, path, message, body) => {
     const r = await api(method, path.replace("SES", SES), body);
     expect(r.status).toBe(400);
@@ -71,15 +90,27 @@ describe("bad input to a running daemon", () => {
   });
 
   test("a body over 16 MiB is refused by the server before the daemon reads it", async () => {
-    const res = await fetch("http://localhost/v1/boxes", { method: "POST", unix: sock, headers: { "content-type": "application/json" }, body: `{"name":"${"a".repeat(17 * 1024 * 1024)}"}` });
+    const res = await fetch("http://localhost/v1/boxes", {
+      method: "POST",
+      unix: sock,
+      headers: { "content-type": "application/json" },
+      body: `{"name":"${"a".repeat(17 * 1024 * 1024)}"}`,
+    });
     expect(res.status).toBe(413);
   });
 
   test("a subscription from past the last possible seq is refused", async () => {
-    const headers = { upgrade: "websocket", connection: "upgrade", "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==", "sec-websocket-version": "13" };
+    const headers = {
+      upgrade: "websocket",
+      connection: "upgrade",
+      "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+      "sec-websocket-version": "13",
+    };
     const r = await fetch(`http://localhost/v1/sessions/${SES}/subscribe?from=1e300`, { unix: sock, headers });
     expect(r.status).toBe(400);
-    expect(((await r.json()) as { error: { message: string } }).error.message).toBe("from: Expected a whole number from 1 to 9007199254740991");
+    expect(((await r.json()) as { error: { message: string } }).error.message).toBe(
+      "from: Expected a whole number from 1 to 9007199254740991",
+    );
   });
 
   test("a header line ending in a bare LF is a 400 and the connection is closed", async () => {
@@ -99,7 +130,9 @@ describe("bad input to a running daemon", () => {
   test("none of it left a stack trace or an error in daemon.log", () => {
     const logText = readFileSync(join(h.home, "daemon.log"), "utf8");
     expect(logText).toContain("daemon ready");
-    const bad = logText.split("\n").filter((l) => /^\s+at\s|^\s*\^|Maximum call stack|RangeError|TypeError|SyntaxError| ERROR | WARN /.test(l));
+    const bad = logText
+      .split("\n")
+      .filter((l) => /^\s+at\s|^\s*\^|Maximum call stack|RangeError|TypeError|SyntaxError| ERROR | WARN /.test(l));
     expect(bad).toEqual([]);
   });
 });

@@ -26,7 +26,18 @@ beforeAll(async () => {
     join(h.home, "config.json"),
     JSON.stringify({
       bindings: {
-        fake: { host: "localhost", port: fake.port, address: "127.0.0.1", ca: fake.ca.caFile, header: "x-api-key", format: "{secret}", secret: "fake", methods: ["POST"], paths: ["/v1/"], env: { FAKE_KEY: "{stub}" } },
+        fake: {
+          host: "localhost",
+          port: fake.port,
+          address: "127.0.0.1",
+          ca: fake.ca.caFile,
+          header: "x-api-key",
+          format: "{secret}",
+          secret: "fake",
+          methods: ["POST"],
+          paths: ["/v1/"],
+          env: { FAKE_KEY: "{stub}" },
+        },
       },
     }),
   );
@@ -62,7 +73,14 @@ async function firstLine(stream: ReadableStream<Uint8Array>): Promise<string> {
 /** One model call from a box through its broker, with the box's stub: the HTTP status curl saw, and the body. */
 async function call(box: string): Promise<{ status: string; body: string }> {
   const body = JSON.stringify({ model: "m", max_tokens: 8, messages: [{ role: "user", content: "hi" }] });
-  const r = await h.run(["exec", box, "--", "sh", "-c", `curl -sS -m 10 -o /tmp/out -w '%{http_code}' -H "x-api-key: $FAKE_KEY" -H 'content-type: application/json' --data '${body}' http://127.0.0.1:3128/fake/v1/messages; echo; cat /tmp/out`]);
+  const r = await h.run([
+    "exec",
+    box,
+    "--",
+    "sh",
+    "-c",
+    `curl -sS -m 10 -o /tmp/out -w '%{http_code}' -H "x-api-key: $FAKE_KEY" -H 'content-type: application/json' --data '${body}' http://127.0.0.1:3128/fake/v1/messages; echo; cat /tmp/out`,
+  ]);
   const [status = "", ...rest] = r.stdout.split("\n");
   return { status, body: rest.join("\n") };
 }
@@ -91,7 +109,9 @@ async function flood(window: number): Promise<{ counts: FloodCounts; peak: numbe
     .finally(() => clearInterval(sampler));
   peak = Math.max(peak, fds(pid));
   const counts = JSON.parse(line) as FloodCounts;
-  console.error(`flood (window ${window}): ${JSON.stringify({ ...counts, sample: undefined })}; daemon fds: ${baseline} before, ${peak} at most`);
+  console.error(
+    `flood (window ${window}): ${JSON.stringify({ ...counts, sample: undefined })}; daemon fds: ${baseline} before, ${peak} at most`,
+  );
   const stop = async () => {
     (proc.stdin as import("bun").FileSink).end();
     await proc.exited;
@@ -104,9 +124,15 @@ async function flood(window: number): Promise<{ counts: FloodCounts; peak: numbe
 
 /** Cap refusals in the box's egress log, and the number of refusals they count. */
 async function capRecords(): Promise<{ records: number; refused: number }> {
-  const denied = JSON.parse((await h.run(["box", "egress", "flood", "--json", "--limit", "1000"])).stdout) as { status?: number; reason?: string }[];
+  const denied = JSON.parse((await h.run(["box", "egress", "flood", "--json", "--limit", "1000"])).stdout) as {
+    status?: number;
+    reason?: string;
+  }[];
   const cap = denied.filter((d) => d.status === 503);
-  return { records: cap.length, refused: cap.reduce((sum, d) => sum + Number(/^([0-9]+) connections? refused/.exec(d.reason ?? "")?.[1] ?? NaN), 0) };
+  return {
+    records: cap.length,
+    refused: cap.reduce((sum, d) => sum + Number(/^([0-9]+) connections? refused/.exec(d.reason ?? "")?.[1] ?? NaN), 0),
+  };
 }
 
 let baseline = 0;

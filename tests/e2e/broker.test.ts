@@ -25,8 +25,15 @@ beforeAll(async () => {
     JSON.stringify({
       bindings: {
         anthropic: {
-          host: "localhost", port: fake.port, address: "127.0.0.1", ca: fake.ca.caFile,
-          header: "x-api-key", format: "{secret}", secret: "anthropic", methods: ["GET", "POST", "HEAD"], paths: ["/v1/", "/api/"],
+          host: "localhost",
+          port: fake.port,
+          address: "127.0.0.1",
+          ca: fake.ca.caFile,
+          header: "x-api-key",
+          format: "{secret}",
+          secret: "anthropic",
+          methods: ["GET", "POST", "HEAD"],
+          paths: ["/v1/", "/api/"],
           env: { ANTHROPIC_BASE_URL: "{url}", ANTHROPIC_API_KEY: "{stub}" },
         },
       },
@@ -66,11 +73,26 @@ test("Claude Code, installed through the gate, completes a turn holding only the
   expect(install.code, install.stderr).toBe(0);
   fake.reset();
   const r = await h.run([
-    "exec", "cc", "--env", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "--env", "CLAUDE_CODE_MAX_RETRIES=0", "--",
-    "/home/hutch/.cc/node_modules/.bin/claude", "-p", "create hello.txt containing hi", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions",
+    "exec",
+    "cc",
+    "--env",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
+    "--env",
+    "CLAUDE_CODE_MAX_RETRIES=0",
+    "--",
+    "/home/hutch/.cc/node_modules/.bin/claude",
+    "-p",
+    "create hello.txt containing hi",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--dangerously-skip-permissions",
   ]);
   expect(r.code, r.stderr + r.stdout.slice(-2000)).toBe(0);
-  const records = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as { type: string; subtype?: string });
+  const records = r.stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { type: string; subtype?: string });
   expect(records.at(-1)).toMatchObject({ type: "result", subtype: "success" });
   const file = await h.run(["exec", "cc", "--", "cat", "/workspace/hello.txt"]);
   expect(file.stdout.trim()).toBe("hi");
@@ -86,13 +108,13 @@ test("the secret is nowhere: guest files, every guest process's environ, the ses
   const search = [
     "read -r P",
     "printf '%s' \"$P\" > /workspace/.planted-control",
-    "env CONTROL=\"$P\" sleep 30 & CTRL=$!",
+    'env CONTROL="$P" sleep 30 & CTRL=$!',
     "sleep 0.2",
-    "grep -rlaF -e \"$P\" /workspace /home/hutch /tmp /run 2>/dev/null",
-    "for e in /proc/[0-9]*/environ; do grep -qaF -e \"$P\" \"$e\" 2>/dev/null && echo \"environ:$(cat ${e%/environ}/comm 2>/dev/null || echo ?)\"; done",
+    'grep -rlaF -e "$P" /workspace /home/hutch /tmp /run 2>/dev/null',
+    'for e in /proc/[0-9]*/environ; do grep -qaF -e "$P" "$e" 2>/dev/null && echo "environ:$(cat ${e%/environ}/comm 2>/dev/null || echo ?)"; done',
     "kill $CTRL; rm /workspace/.planted-control; true",
   ].join("\n");
-  const r = await h.run(["exec", "cc", "--", "sh", "-c", search], { stdin: SECRET + "\n" });
+  const r = await h.run(["exec", "cc", "--", "sh", "-c", search], { stdin: `${SECRET}\n` });
   const hits = r.stdout.trim().split("\n").filter(Boolean);
   // Exactly the controls: the planted file and the planted process; nothing Claude, npm or the guest wrote.
   expect(hits.sort()).toEqual(["/workspace/.planted-control", "environ:sleep"]);

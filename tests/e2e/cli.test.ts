@@ -122,12 +122,16 @@ describe("cli conventions", () => {
       const elsewhere = { HUTCH_AGENTS_DIR: "/nonexistent/agents" };
       const list = await a.run(["agent", "list", "--json"], { env: elsewhere });
       expect(list.code).toBe(0);
-      const claude = (JSON.parse(list.stdout) as { agent: string; pinned: string; installed: string | null; path: string }[]).find((r) => r.agent === "claude")!;
+      const claude = (JSON.parse(list.stdout) as { agent: string; pinned: string; installed: string | null; path: string }[]).find(
+        (r) => r.agent === "claude",
+      )!;
       expect(claude.path.startsWith(`${agents}/`)).toBe(true);
       expect(claude.installed).toBe(claude.pinned);
       const install = await a.run(["agent", "install", "claude", "--json"], { env: elsewhere });
       expect(install.code, install.stderr).toBe(0);
-      const { lines, result } = opOutput<{ agent: string; package: string; version: string; fresh: boolean; path: string }[]>(install.stdout);
+      const { lines, result } = opOutput<{ agent: string; package: string; version: string; fresh: boolean; path: string }[]>(
+        install.stdout,
+      );
       expect(lines[0]).toMatchObject({ type: "step", n: 1, total: 1 });
       expect(String(lines[0]!.title)).toStartWith("claude: ");
       expect(result).toEqual([{ agent: "claude", package: expect.any(String), version: claude.pinned, fresh: false, path: claude.path }]);

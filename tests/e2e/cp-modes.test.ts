@@ -14,7 +14,11 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), "hutch-cpmodes-"));
   expect((await h.run(["box", "create", "m", "--start"])).code).toBe(0);
   const made = await h.run([
-    "exec", "m", "--", "sh", "-c",
+    "exec",
+    "m",
+    "--",
+    "sh",
+    "-c",
     "mkdir -p /workspace/out/open /workspace/out/sticky && echo x > /workspace/out/open/suid && echo y > /workspace/out/shared && " +
       "chmod 0777 /workspace/out /workspace/out/open && chmod 1777 /workspace/out/sticky && chmod 4777 /workspace/out/open/suid && chmod 0666 /workspace/out/shared && " +
       "stat -c '%a %n' /workspace/out /workspace/out/open /workspace/out/open/suid",
@@ -29,7 +33,9 @@ afterAll(async () => {
 });
 
 const modes = (root: string) =>
-  Object.fromEntries(["", "/open", "/open/suid", "/sticky", "/shared"].map((p) => [p || ".", (lstatSync(root + p).mode & 0o7777).toString(8)]));
+  Object.fromEntries(
+    ["", "/open", "/open/suid", "/sticky", "/shared"].map((p) => [p || ".", (lstatSync(root + p).mode & 0o7777).toString(8)]),
+  );
 
 /** Runs `hutch cp` with this umask, as the user's shell would have it. */
 async function cpOut(dst: string, umask: number) {

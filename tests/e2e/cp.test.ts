@@ -1,5 +1,17 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { randomBytes } from "node:crypto";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -50,8 +62,19 @@ describe("hutch cp", () => {
     const up = await h.run(["cp", src, "c:/workspace/tree"]);
     expect(up.stderr).toContain("copied");
     expect(up.code).toBe(0);
-    const inBox = await h.run(["exec", "c", "--", "sh", "-c", "cd /workspace/tree && find . | sort && readlink link && sh sub/deeper/run.sh"]);
-    expect(inBox.stdout).toBe(". ./a.txt ./abs-link ./empty ./link ./sub ./sub/blob.bin ./sub/deeper ./sub/deeper/run.sh ./zero sub/blob.bin hi".split(" ").join("\n") + "\n");
+    const inBox = await h.run([
+      "exec",
+      "c",
+      "--",
+      "sh",
+      "-c",
+      "cd /workspace/tree && find . | sort && readlink link && sh sub/deeper/run.sh",
+    ]);
+    expect(inBox.stdout).toBe(
+      `${". ./a.txt ./abs-link ./empty ./link ./sub ./sub/blob.bin ./sub/deeper ./sub/deeper/run.sh ./zero sub/blob.bin hi"
+        .split(" ")
+        .join("\n")}\n`,
+    );
 
     const back = join(work, "back");
     const down = await h.run(["cp", "c:/workspace/tree", back]);

@@ -48,16 +48,23 @@ describe("hutch exec", () => {
   });
 
   test("a reader that goes away early: exec stops (141) and so does the remote process", async () => {
-    const p = Bun.spawn(["bash", "-c", `head -c 64M /dev/zero | "$HUTCH" exec b -- cat | head -c 1000 | wc -c; echo "rc=\${PIPESTATUS[1]}"`], {
-      env: { ...h.env, HUTCH: (await import("../helpers.ts")).HUTCH },
-      stdout: "pipe",
-      stderr: "pipe",
-    });
+    const p = Bun.spawn(
+      ["bash", "-c", `head -c 64M /dev/zero | "$HUTCH" exec b -- cat | head -c 1000 | wc -c; echo "rc=\${PIPESTATUS[1]}"`],
+      {
+        env: { ...h.env, HUTCH: (await import("../helpers.ts")).HUTCH },
+        stdout: "pipe",
+        stderr: "pipe",
+      },
+    );
     const out = await new Response(p.stdout).text();
     expect(await p.exited).toBe(0);
     expect(out).toBe("1000\nrc=141\n");
     // The box's cat is killed too (the daemon passes the close on; it lands just after we exit).
-    await waitFor("the box's cat to be gone", async () => (await h.run(["exec", "b", "--", "sh", "-c", "ps -eo comm | grep -c '^cat$' || true"])).stdout.trim() === "0", 5000);
+    await waitFor(
+      "the box's cat to be gone",
+      async () => (await h.run(["exec", "b", "--", "sh", "-c", "ps -eo comm | grep -c '^cat$' || true"])).stdout.trim() === "0",
+      5000,
+    );
   });
 
   test("stdin arrives whole and its end arrives every time", async () => {
@@ -71,9 +78,24 @@ describe("hutch exec", () => {
   });
 
   test("env, workdir and --json", async () => {
-    const r = await h.run(["exec", "--json", "-e", "GREETING=hi there", "-w", "/tmp", "b", "--", "sh", "-c", 'echo "$GREETING from $(pwd)"']);
+    const r = await h.run([
+      "exec",
+      "--json",
+      "-e",
+      "GREETING=hi there",
+      "-w",
+      "/tmp",
+      "b",
+      "--",
+      "sh",
+      "-c",
+      'echo "$GREETING from $(pwd)"',
+    ]);
     expect(r.code).toBe(0);
-    const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const lines = r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(lines[0].type).toBe("started");
     expect(lines.find((l) => l.type === "stdout").text).toBe("hi there from /tmp\n");
     expect(lines.at(-1)).toEqual({ type: "exit", code: 0, signal: null });

@@ -17,7 +17,10 @@ async function info(name: string): Promise<{ id: string; state: string; reason?:
 beforeAll(async () => {
   fixtureDir = mkdtempSync(join(tmpdir(), "hutch-faulty-"));
   const bin = join(fixtureDir, "faulty-guest");
-  const build = Bun.spawnSync(["bun", "build", "--compile", join(ROOT, "tests/fixtures/faulty-guest.ts"), "--outfile", bin], { stdout: "pipe", stderr: "pipe" });
+  const build = Bun.spawnSync(["bun", "build", "--compile", join(ROOT, "tests/fixtures/faulty-guest.ts"), "--outfile", bin], {
+    stdout: "pipe",
+    stderr: "pipe",
+  });
   if (build.exitCode !== 0) throw new Error(build.stderr.toString());
   h = makeHome();
   Object.assign(h.env, { HUTCH_GUEST_BIN: bin, HUTCH_HELLO_TIMEOUT_MS: "2000" });

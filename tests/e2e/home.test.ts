@@ -109,11 +109,15 @@ describe("$HUTCH_HOME", () => {
       expect(s.code).toBe(0);
       expect((await h.run(["secret", "set", "perm-secret"], { stdin: "value\n" })).code).toBe(0);
       const sid = s.stdout.trim();
-      await waitFor("the session's terminal output in the log", async () => (await h.run(["session", "log", sid, "--json"])).stdout.includes("output.appended"));
+      await waitFor("the session's terminal output in the log", async () =>
+        (await h.run(["session", "log", sid, "--json"])).stdout.includes("output.appended"),
+      );
     } finally {
       process.umask(umask);
     }
-    expect(readdirSync(h.home)).toEqual(expect.arrayContaining(["hutch.db", "hutch.db-wal", "hutch.db-shm", "hutch.sock", "daemon.log", "keys", "boxes", "guest"]));
+    expect(readdirSync(h.home)).toEqual(
+      expect.arrayContaining(["hutch.db", "hutch.db-wal", "hutch.db-shm", "hutch.sock", "daemon.log", "keys", "boxes", "guest"]),
+    );
     expect(looseEntries(h.home)).toEqual([]);
   });
 

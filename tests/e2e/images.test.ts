@@ -11,10 +11,16 @@ import { installTestImage, makeHome, waitFor, type Home } from "../helpers.ts";
 let h: Home;
 const images = () => join(h.home, "images");
 const staging = () => readdirSync(images()).filter((n) => n.startsWith(".tmp-"));
-const mountsUnderImages = () => readFileSync("/proc/self/mountinfo", "utf8").split("\n").map((l) => l.split(" ")[4] ?? "").filter((p) => p.startsWith(images()));
+const mountsUnderImages = () =>
+  readFileSync("/proc/self/mountinfo", "utf8")
+    .split("\n")
+    .map((l) => l.split(" ")[4] ?? "")
+    .filter((p) => p.startsWith(images()));
 
 function backingOf(boxId: string): string {
-  const info = JSON.parse(Bun.spawnSync(["qemu-img", "info", "-U", "--output=json", join(h.home, "boxes", boxId, "disk.qcow2")]).stdout.toString()) as { "backing-filename": string };
+  const info = JSON.parse(
+    Bun.spawnSync(["qemu-img", "info", "-U", "--output=json", join(h.home, "boxes", boxId, "disk.qcow2")]).stdout.toString(),
+  ) as { "backing-filename": string };
   return info["backing-filename"];
 }
 
@@ -37,7 +43,11 @@ describe("images in use", () => {
   });
 
   test("the image is current: its manifest names the release and its security updates, and the box has what it says", async () => {
-    const m = JSON.parse(readFileSync(join(images(), "default", "manifest.json"), "utf8")) as { sources: { suite: string; date: string | null }[]; upgraded: string[]; packages: string[] };
+    const m = JSON.parse(readFileSync(join(images(), "default", "manifest.json"), "utf8")) as {
+      sources: { suite: string; date: string | null }[];
+      upgraded: string[];
+      packages: string[];
+    };
     expect(m.sources.map((s) => s.suite)).toEqual(["bookworm", "bookworm-updates", "bookworm-security"]);
     // This machine reaches Debian's mirrors (the security archive included), so every suite was read.
     for (const s of m.sources) expect(s.date, s.suite).toMatch(/\d{4} \d\d:\d\d:\d\d/);

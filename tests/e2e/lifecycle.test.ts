@@ -74,7 +74,9 @@ describe("box lifecycle", () => {
   test("an op interrupted by SIGKILL resumes when the daemon comes back", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hutch-slow-"));
     const bin = join(dir, "guest");
-    const build = Bun.spawnSync(["bun", "build", "--compile", join(ROOT, "tests/fixtures/faulty-guest.ts"), "--outfile", bin], { stderr: "pipe" });
+    const build = Bun.spawnSync(["bun", "build", "--compile", join(ROOT, "tests/fixtures/faulty-guest.ts"), "--outfile", bin], {
+      stderr: "pipe",
+    });
     expect(build.exitCode).toBe(0);
     const slow = makeHome();
     Object.assign(slow.env, { HUTCH_GUEST_BIN: bin });
@@ -172,7 +174,13 @@ describe("bad input", () => {
   });
 
   test("malformed API bodies: 400 naming the field, nothing stored", async () => {
-    const post = (body: string) => fetch("http://hutch/v1/boxes", { method: "POST", unix: join(h.home, "hutch.sock"), headers: { "content-type": "application/json" }, body });
+    const post = (body: string) =>
+      fetch("http://hutch/v1/boxes", {
+        method: "POST",
+        unix: join(h.home, "hutch.sock"),
+        headers: { "content-type": "application/json" },
+        body,
+      });
     const cases: [string, string][] = [
       [JSON.stringify({ name: 5 }), "name"],
       [JSON.stringify({ name: "ok", engine: "vmware" }), "engine"],

@@ -68,7 +68,11 @@ describe("limits", () => {
         const live = boxPids(bomb.id).filter((p) => p !== monitor);
         return live.length > 50 ? live : null;
       });
-      const ps = Bun.spawnSync(["ps", "-o", "uid=", "-p", inBox.join(",")]).stdout.toString().trim().split(/\s+/).map(Number);
+      const ps = Bun.spawnSync(["ps", "-o", "uid=", "-p", inBox.join(",")])
+        .stdout.toString()
+        .trim()
+        .split(/\s+/)
+        .map(Number);
       expect(new Set(ps)).toEqual(new Set([uid]));
     } finally {
       run.kill("SIGKILL");
@@ -117,7 +121,14 @@ describe("limits", () => {
 describe("a tighter sandbox", () => {
   test("nested user namespaces are refused; a filtered syscall fails with EPERM; ordinary work still runs", async () => {
     const keyctl = SYSCALLS.keyctl![process.arch === "arm64" ? "aarch64" : "x86_64"];
-    const r = await h.run(["exec", "calm", "--", "sh", "-c", `unshare -Ur true 2>&1; echo "unshare=$?"; perl -e 'syscall(${keyctl}, 0, 0, 0, 0, 0); print "keyctl: $!\\n"'; python3 -c 'import threading; t = threading.Thread(target=print, args=("threads work",)); t.start(); t.join()'`]);
+    const r = await h.run([
+      "exec",
+      "calm",
+      "--",
+      "sh",
+      "-c",
+      `unshare -Ur true 2>&1; echo "unshare=$?"; perl -e 'syscall(${keyctl}, 0, 0, 0, 0, 0); print "keyctl: $!\\n"'; python3 -c 'import threading; t = threading.Thread(target=print, args=("threads work",)); t.start(); t.join()'`,
+    ]);
     expect(r.stdout).toContain("unshare: unshare failed: Operation not permitted");
     expect(r.stdout).toContain("unshare=1");
     expect(r.stdout).toContain("keyctl: Operation not permitted");
@@ -129,9 +140,18 @@ describe("a tighter sandbox", () => {
     expect(r.code).toBe(0);
     expect(r.stdout).not.toContain(h.home);
     if (process.env.HUTCH_AGENTS_DIR) expect(r.stdout).not.toContain(process.env.HUTCH_AGENTS_DIR);
-    expect(r.stdout).not.toContain(tmpdir() + "/");
-    const hostRoot = (readFileSync("/proc/self/mountinfo", "utf8").split("\n").find((l) => l.split(" ")[4] === "/") ?? "").split(" - ")[1]?.split(" ")[1];
-    const lines = r.stdout.trim().split("\n").map((l) => ({ root: l.split(" ")[3]!, point: l.split(" ")[4]!, source: l.split(" - ")[1]!.split(" ")[1]! }));
+    expect(r.stdout).not.toContain(`${tmpdir()}/`);
+    const hostRoot = (
+      readFileSync("/proc/self/mountinfo", "utf8")
+        .split("\n")
+        .find((l) => l.split(" ")[4] === "/") ?? ""
+    )
+      .split(" - ")[1]
+      ?.split(" ")[1];
+    const lines = r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => ({ root: l.split(" ")[3]!, point: l.split(" ")[4]!, source: l.split(" - ")[1]!.split(" ")[1]! }));
     expect(lines.some((m) => m.point === "/workspace")).toBe(true);
     for (const m of lines.filter((m) => m.source === hostRoot)) {
       // The host's own filesystem appears only as the system directories shared read-only, under their own names.
@@ -140,15 +160,33 @@ describe("a tighter sandbox", () => {
   });
 
   test("the guest's descriptors (the console log among them) are out of reach of the box's processes", async () => {
-    const r = await h.run(["exec", "calm", "--", "sh", "-c", "ls /proc/1/fd >/dev/null 2>&1 && echo listed; echo x >> /proc/1/fd/2 2>/dev/null && echo wrote; echo done"]);
+    const r = await h.run([
+      "exec",
+      "calm",
+      "--",
+      "sh",
+      "-c",
+      "ls /proc/1/fd >/dev/null 2>&1 && echo listed; echo x >> /proc/1/fd/2 2>/dev/null && echo wrote; echo done",
+    ]);
     expect(r.stdout).toBe("done\n");
   });
 
   test("doctor says which limits this host enforces, each with why", async () => {
     const r = await h.run(["doctor", "--json"]);
-    const checks = opOutput<{ checks: { name: string; ok: boolean; detail: string }[] }>(r.stdout).result.checks.filter((c) => c.name.startsWith("limit: "));
+    const checks = opOutput<{ checks: { name: string; ok: boolean; detail: string }[] }>(r.stdout).result.checks.filter((c) =>
+      c.name.startsWith("limit: "),
+    );
     const names = checks.map((c) => c.name);
-    for (const n of ["process host identity", "process processes", "process memory", "process cpu", "process disk", "process seccomp filter", "qemu qemu process cgroup"]) expect(names).toContain(`limit: ${n}`);
+    for (const n of [
+      "process host identity",
+      "process processes",
+      "process memory",
+      "process cpu",
+      "process disk",
+      "process seccomp filter",
+      "qemu qemu process cgroup",
+    ])
+      expect(names).toContain(`limit: ${n}`);
     for (const c of checks) expect(c.detail).toMatch(/^(enforced|not enforced): ./);
     // This suite runs as root on cgroup v1: everything is enforced here.
     expect(checks.filter((c) => !c.ok)).toEqual([]);

@@ -36,7 +36,11 @@ async function allEvents(sid: string): Promise<Ev[]> {
   const out: Ev[] = [];
   let from = 1;
   for (;;) {
-    const page = (await api("GET", `/v1/sessions/${sid}/events?from=${from}&limit=10000`)).body as { events: Ev[]; next: number; last: number };
+    const page = (await api("GET", `/v1/sessions/${sid}/events?from=${from}&limit=10000`)).body as {
+      events: Ev[];
+      next: number;
+      last: number;
+    };
     out.push(...page.events);
     if (page.events.length === 0 || page.next > page.last) return out;
     from = page.next;
@@ -160,7 +164,10 @@ describe("actors and the driver slot", () => {
     expect(stolen.data).toEqual({ from: { kind: "user", id: "root" }, to: { kind: "agent", id: "root/agent" } });
     expect(stolen.actor).toEqual({ kind: "agent", id: "root/agent" });
     const note = events.find((e) => e.kind === "annotation.added")!;
-    expect(note).toMatchObject({ actor: { kind: "agent", id: "root/agent" }, data: { text: "looks fine", anchor: { path: "src/a.ts", line: 12 } } });
+    expect(note).toMatchObject({
+      actor: { kind: "agent", id: "root/agent" },
+      data: { text: "looks fine", anchor: { path: "src/a.ts", line: 12 } },
+    });
     const inputs = events.filter((e) => e.kind === "input.sent").map((e) => [e.actor.id, e.data.text]);
     expect(inputs).toEqual([
       ["root", "echo from-the-driver\n"],
@@ -171,7 +178,8 @@ describe("actors and the driver slot", () => {
       const evs = await allEvents(sid);
       const chunks = evs.filter((e) => e.kind === "output.appended" && !e.data.snapshot);
       let text = "";
-      for (const c of chunks) text += await (await fetch(`http://localhost/v1/sessions/${sid}/output/${c.data.chunk}`, { unix: sock })).text();
+      for (const c of chunks)
+        text += await (await fetch(`http://localhost/v1/sessions/${sid}/output/${c.data.chunk}`, { unix: sock })).text();
       return text.includes("agent-now\r\n");
     });
   });
@@ -277,7 +285,9 @@ describe("slow consumers", () => {
     ws.pause();
     // 50,000 events appended while the consumer reads nothing.
     for (let b = 0; b < 50; b++) {
-      const events = Array.from({ length: 1000 }, (_, i) => fixtureEvent(Events.annotationAdded, { text: `slow ${b * 1000 + i} ${"x".repeat(200)}` }));
+      const events = Array.from({ length: 1000 }, (_, i) =>
+        fixtureEvent(Events.annotationAdded, { text: `slow ${b * 1000 + i} ${"x".repeat(200)}` }),
+      );
       expect((await api("POST", `/v1/sessions/${sid}/events`, { events })).status).toBe(200);
     }
     ws.resume();
@@ -317,7 +327,9 @@ describe("bad input", () => {
     expect(c.status).toBe(400);
     expect(c.body.error.message).toContain("written by the daemon");
     // A batch is all or nothing.
-    const d = await api("POST", `/v1/sessions/${sid}/events`, { events: [fixtureEvent(Events.annotationAdded, { text: "ok" }), { kind: "annotation.added", data: {} }] });
+    const d = await api("POST", `/v1/sessions/${sid}/events`, {
+      events: [fixtureEvent(Events.annotationAdded, { text: "ok" }), { kind: "annotation.added", data: {} }],
+    });
     expect(d.status).toBe(400);
     expect(d.body.error.message).toStartWith("events.1.data.text");
     // Nothing from any refused request was stored (the shell's own output may still arrive).
@@ -382,7 +394,10 @@ describe("attach", () => {
     expect(logged).toContain(`beat-${seenBefore + 1}\r\n`);
     expect(logged).toContain(`beat-${seenBefore + 2}\r\n`);
     // Typed input is in the log, attributed to who typed it.
-    const typed = (await allEvents(sid)).filter((e) => e.kind === "input.sent").map((e) => e.data.text).join("");
+    const typed = (await allEvents(sid))
+      .filter((e) => e.kind === "input.sent")
+      .map((e) => e.data.text)
+      .join("");
     expect(typed).toContain("echo beat-$i");
     b.type("\x03");
     b.type("exit 0\n");
@@ -432,7 +447,10 @@ describe("reading", () => {
     expect(human).toContain("session.created");
     expect(human).toContain('> "echo marker-$((6*7))\\n"');
     expect(human).toContain("✎ checked @ README.md:3");
-    const nd = (await h.run(["session", "log", sid, "--json", "--from", "2"])).stdout.trim().split("\n").map((l) => JSON.parse(l));
+    const nd = (await h.run(["session", "log", sid, "--json", "--from", "2"])).stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     expect(nd[0].seq).toBe(2);
     expect(nd.map((e) => e.seq)).toEqual(nd.map((_, i) => i + 2));
 

@@ -19,19 +19,27 @@ async function ok(args: string[]): Promise<string> {
 const sh = (box: string, script: string) => ok(["exec", box, "--", "sh", "-c", script]);
 /** An op's --json output: NDJSON progress, the result last. */
 function lastLine(out: string): { type: string; value: Record<string, unknown> } {
-  const lines = out.trim().split("\n").map((l) => JSON.parse(l));
+  const lines = out
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
   for (const l of lines.slice(0, -1)) expect(["step", "detail", "note", "done", "counts"]).toContain(l.type);
   return lines.at(-1);
 }
 
 function storeFiles(dir: string): string[] {
-  return readdirSync(dir, { recursive: true, encoding: "utf8" }).map((f) => join(dir, f)).filter((f) => statSync(f).isFile());
+  return readdirSync(dir, { recursive: true, encoding: "utf8" })
+    .map((f) => join(dir, f))
+    .filter((f) => statSync(f).isFile());
 }
 
 beforeAll(async () => {
   h = makeHome("hutch-snap-");
   await ok(["box", "create", "w", "--start"]);
-  await sh("w", `mkdir -p /workspace/src /workspace/empty && seq 1 2000 > /workspace/src/nums.txt && echo '${MARKER}' > /workspace/secret-ish.txt && ln -s src/nums.txt /workspace/link && head -c 300000 /dev/urandom > /workspace/blob.bin && echo home > /home/hutch/.profile-note`);
+  await sh(
+    "w",
+    `mkdir -p /workspace/src /workspace/empty && seq 1 2000 > /workspace/src/nums.txt && echo '${MARKER}' > /workspace/secret-ish.txt && ln -s src/nums.txt /workspace/link && head -c 300000 /dev/urandom > /workspace/blob.bin && echo home > /home/hutch/.profile-note`,
+  );
 }, 120_000);
 afterAll(async () => {
   await h.cleanup();
@@ -74,14 +82,23 @@ describe("hutch snapshot", () => {
     const top = JSON.parse(await ok(["snapshot", "browse", second, "--json"]));
     expect(top.entries.map((e: { name: string }) => e.name)).toEqual(["home", "workspace"]);
     const ws = JSON.parse(await ok(["snapshot", "browse", second, "workspace", "--json"]));
-    expect(ws.entries.map((e: { name: string; type: string }) => `${e.name}:${e.type}`)).toEqual(["blob.bin:file", "empty:dir", "link:symlink", "secret-ish.txt:file", "src:dir"]);
+    expect(ws.entries.map((e: { name: string; type: string }) => `${e.name}:${e.type}`)).toEqual([
+      "blob.bin:file",
+      "empty:dir",
+      "link:symlink",
+      "secret-ish.txt:file",
+      "src:dir",
+    ]);
     expect(ws.entries.find((e: { name: string }) => e.name === "link").target).toBe("src/nums.txt");
 
     const d = JSON.parse(await ok(["snapshot", "diff", first, second, "--json"]));
     const byPath = Object.fromEntries(d.changes.map((c: { path: string }) => [c.path, c]));
     expect(byPath["workspace/src/nums.txt"].change).toBe("modified");
     expect(byPath["workspace/src/nums.txt"].patch).toContain("-1000\n+one thousand\n");
-    expect(byPath["workspace/src/added.txt"]).toMatchObject({ change: "added", patch: "--- /dev/null\n+++ b/workspace/src/added.txt\n@@ -0,0 +1,1 @@\n+new\n" });
+    expect(byPath["workspace/src/added.txt"]).toMatchObject({
+      change: "added",
+      patch: "--- /dev/null\n+++ b/workspace/src/added.txt\n@@ -0,0 +1,1 @@\n+new\n",
+    });
 
     await ok(["box", "start", "w"]);
     await sh("w", "head -c 1000 /dev/urandom >> /workspace/blob.bin");
@@ -96,7 +113,12 @@ describe("hutch snapshot", () => {
     const r = lastLine(await ok(["snapshot", "restore", "w", first, "--json"]));
     const into = (r.value.into as string[])[0]!;
     expect(into).toMatch(/^\/home\/hutch\/Restored\/\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ$/);
-    expect(await sh("w", `sed -n 1000p ${into}/workspace/src/nums.txt && readlink ${into}/workspace/link && test -d ${into}/workspace/empty && cat ${into}/home/.profile-note`)).toBe("1000\nsrc/nums.txt\nhome\n");
+    expect(
+      await sh(
+        "w",
+        `sed -n 1000p ${into}/workspace/src/nums.txt && readlink ${into}/workspace/link && test -d ${into}/workspace/empty && cat ${into}/home/.profile-note`,
+      ),
+    ).toBe("1000\nsrc/nums.txt\nhome\n");
 
     expect(await sh("w", "sed -n 1000p /workspace/src/nums.txt")).toBe("one thousand\n");
     await ok(["snapshot", "restore", "w", first, "--in-place", "--path", "workspace/src/nums.txt"]);
@@ -123,7 +145,10 @@ describe("hutch snapshot", () => {
   test("a snapshot is a checkpoint.created event in the box's open session", async () => {
     const s = JSON.parse(await ok(["run", "w", "--detach", "--json"]));
     const snap = lastLine(await ok(["snapshot", "create", "w", "--label", "checkpoint me", "--json"])).value.snapshot as { id: string };
-    const log = (await ok(["session", "log", s.id, "--json"])).trim().split("\n").map((l) => JSON.parse(l));
+    const log = (await ok(["session", "log", s.id, "--json"]))
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l));
     const cp = log.find((e) => e.kind === "checkpoint.created");
     expect(cp?.data).toEqual({ name: "checkpoint me", ref: snap.id, snapshot: snap.id });
     expect(cp?.actor.kind).toBe("system");

@@ -23,7 +23,20 @@ beforeAll(async () => {
   writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
   for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
   expect((await h.run(["agent", "install"])).code).toBe(0);
-  const box = await h.run(["box", "create", "vm", "--engine", "qemu", "--memory", "2G", "--start", "--secret", "anthropic", "--secret", "openai"]);
+  const box = await h.run([
+    "box",
+    "create",
+    "vm",
+    "--engine",
+    "qemu",
+    "--memory",
+    "2G",
+    "--start",
+    "--secret",
+    "anthropic",
+    "--secret",
+    "openai",
+  ]);
   expect(box.code, box.stderr).toBe(0);
 }, 900_000);
 
@@ -34,25 +47,45 @@ afterAll(async () => {
 
 describe("the agent CLIs in a VM", () => {
   test("reach it read-only; its processes are the box's user; root is there when asked", async () => {
-    const r = await h.run(["exec", "vm", "--", "sh", "-c", "id -u; ls /.hutch/agents; touch $(ls -d /.hutch/agents/claude-*)/x 2>&1; stat -c '%u' /workspace /home/hutch"]);
+    const r = await h.run([
+      "exec",
+      "vm",
+      "--",
+      "sh",
+      "-c",
+      "id -u; ls /.hutch/agents; touch $(ls -d /.hutch/agents/claude-*)/x 2>&1; stat -c '%u' /workspace /home/hutch",
+    ]);
     expect(r.code).toBe(0);
     const lines = r.stdout.trim().split("\n");
     expect(lines[0]).toBe("1000");
     expect(lines).toEqual(expect.arrayContaining([expect.stringMatching(/^claude-/), expect.stringMatching(/^codex-/)]));
     expect(r.stdout).toContain("Read-only file system");
     expect(lines.slice(-2)).toEqual(["1000", "1000"]);
-    const root = await h.run(["exec", "--user", "root", "vm", "--", "sh", "-c", "id -u; touch $(ls -d /.hutch/agents/claude-*)/x 2>&1 || true"]);
+    const root = await h.run([
+      "exec",
+      "--user",
+      "root",
+      "vm",
+      "--",
+      "sh",
+      "-c",
+      "id -u; touch $(ls -d /.hutch/agents/claude-*)/x 2>&1 || true",
+    ]);
     expect(root.stdout.split("\n")[0]).toBe("0");
     // Not even root writes the agent disks: they are read-only devices.
     expect(root.stdout).toContain("Read-only file system");
   });
 
   // All four start under tcg within the suite's budget (opencode is the slowest, about a minute).
-  test.each(["claude", "codex", "opencode", "pi"])("%s: a headless turn writes the file as uid 1000 and logs input, tool call, result, final message, usage and idle in order; the fake saw only the real secret", async (agent) => {
-    await expectHeadlessTurn(h, "vm", agent, fake, SECRETS);
-    const owner = await h.run(["exec", "vm", "--", "stat", "-c", "%u", "/workspace/hello.txt"]);
-    expect(owner.stdout.trim()).toBe("1000");
-  }, 300_000);
+  test.each(["claude", "codex", "opencode", "pi"])(
+    "%s: a headless turn writes the file as uid 1000 and logs input, tool call, result, final message, usage and idle in order; the fake saw only the real secret",
+    async (agent) => {
+      await expectHeadlessTurn(h, "vm", agent, fake, SECRETS);
+      const owner = await h.run(["exec", "vm", "--", "stat", "-c", "%u", "/workspace/hello.txt"]);
+      expect(owner.stdout.trim()).toBe("1000");
+    },
+    300_000,
+  );
 
   test("interactive claude: attach, type a prompt, detach; the structured events keep arriving while detached; reattach shows the answer", async () => {
     await h.run(["exec", "vm", "--", "rm", "-f", "/workspace/hello.txt"]);
@@ -74,8 +107,12 @@ describe("the agent CLIs in a VM", () => {
     const wait = await h.run(["session", "wait", sid, "--json"]);
     expect(JSON.parse(wait.stdout), wait.stderr).toMatchObject({ state: "idle", ok: true });
     const log = await events(h, sid);
-    expect(log.filter((e) => e.seq > detachedAt).map((e) => e.kind)).toEqual(expect.arrayContaining(["tool.called", "tool.completed", "message.completed", "agent.state", "attention.required"]));
-    expect(at(log, Events.messageCompleted, (d) => d.role === "assistant" && d.text.includes("Created hello.txt"))).toBeGreaterThan(at(log, Events.messageCompleted, (d) => d.role === "user" && d.text === PROMPT));
+    expect(log.filter((e) => e.seq > detachedAt).map((e) => e.kind)).toEqual(
+      expect.arrayContaining(["tool.called", "tool.completed", "message.completed", "agent.state", "attention.required"]),
+    );
+    expect(at(log, Events.messageCompleted, (d) => d.role === "assistant" && d.text.includes("Created hello.txt"))).toBeGreaterThan(
+      at(log, Events.messageCompleted, (d) => d.role === "user" && d.text === PROMPT),
+    );
     expect((await h.run(["exec", "vm", "--", "stat", "-c", "%u %s", "/workspace/hello.txt"])).stdout.trim()).toBe("1000 2");
 
     const b = onTerminal(h, ["session", "attach", sid], 120, 40);

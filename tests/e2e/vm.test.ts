@@ -2,7 +2,21 @@
 // doctor proves it by booting). The image is built once per machine into a
 // shared cache and reused by every run.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, writeSync, closeSync } from "node:fs";
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+  writeSync,
+  closeSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { boxPids, installTestImage, makeHome, onTerminal, opOutput, pidAlive, testImage, waitFor, type Home } from "../helpers.ts";
@@ -95,7 +109,11 @@ describe("a VM box", () => {
     const rss = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024;
     const daemon = h.daemonPid()!;
     // Nobody reads this exec's stdout: the guest must stop at its credit, not buffer in the daemon.
-    const flood = Bun.spawn([join(import.meta.dir, "../../dist/hutch"), "exec", "v", "--", "cat", "/dev/zero"], { env: h.env, stdout: "pipe", stderr: "ignore" });
+    const flood = Bun.spawn([join(import.meta.dir, "../../dist/hutch"), "exec", "v", "--", "cat", "/dev/zero"], {
+      env: h.env,
+      stdout: "pipe",
+      stderr: "ignore",
+    });
     await Bun.sleep(1500);
     const first = rss(daemon);
     await Bun.sleep(4000);
@@ -103,7 +121,11 @@ describe("a VM box", () => {
     expect(later - first).toBeLessThan(32);
     flood.kill("SIGKILL");
     await flood.exited;
-    await waitFor("the box's cat to be gone", async () => (await h.run(["exec", "v", "--", "sh", "-c", "ps -eo comm | grep -c '^cat$' || true"])).stdout.trim() === "0", 30_000);
+    await waitFor(
+      "the box's cat to be gone",
+      async () => (await h.run(["exec", "v", "--", "sh", "-c", "ps -eo comm | grep -c '^cat$' || true"])).stdout.trim() === "0",
+      30_000,
+    );
   }, 120_000);
 
   test("files in /workspace survive stop and start", async () => {
@@ -138,7 +160,11 @@ describe("a VM box", () => {
   test("QEMU runs as the box's own unprivileged host uid, in the box's own cgroups", async () => {
     const v = await info("v");
     const [pid] = qemuFor(v.id);
-    const uid = Number(Bun.spawnSync(["ps", "-o", "uid=", "-p", String(pid)]).stdout.toString().trim());
+    const uid = Number(
+      Bun.spawnSync(["ps", "-o", "uid=", "-p", String(pid)])
+        .stdout.toString()
+        .trim(),
+    );
     expect(uid).toBe(Number((v as unknown as { engineInfo: Record<string, string> }).engineInfo["host uid"]));
     expect(uid).not.toBe(0);
     const groups = readFileSync(`/proc/${pid}/cgroup`, "utf8");
@@ -162,7 +188,9 @@ describe("a VM box", () => {
     const denied = await h.run(["exec", "v", "--", "sh", "-c", connect]);
     expect(denied.stdout).toBe("403");
     const egress = await h.run(["box", "egress", "v", "--json"]);
-    expect(JSON.parse(egress.stdout)).toContainEqual(expect.objectContaining({ decision: "denied", host: "registry.npmjs.org", port: 443 }));
+    expect(JSON.parse(egress.stdout)).toContainEqual(
+      expect.objectContaining({ decision: "denied", host: "registry.npmjs.org", port: 443 }),
+    );
     expect((await h.run(["box", "policy", "v", "--allow", "registry.npmjs.org"])).code).toBe(0);
     const allowed = await h.run(["exec", "v", "--", "sh", "-c", connect]);
     expect(allowed.stdout).toBe("200");
@@ -241,7 +269,10 @@ describe("image build through the daemon", () => {
     ]);
     expect(lines.find((l) => l.type === "done")?.summary).toContain("is up to date");
     // Every apt-cache the build ran descends from the daemon (through its worker), none from the CLI.
-    const chains = readFileSync(join(dir, "chains"), "utf8").trim().split("\n").map((l) => l.trim().split(" ").map(Number));
+    const chains = readFileSync(join(dir, "chains"), "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => l.trim().split(" ").map(Number));
     expect(chains.length).toBeGreaterThanOrEqual(1);
     for (const chain of chains) {
       expect(chain).toContain(daemon);

@@ -31,14 +31,19 @@ async function freePort(): Promise<number> {
 }
 
 beforeAll(async () => {
-  for (const [what, path] of [["code-server", CODE_SERVER], ["Node 24", join(NODE24, "node")], ["playwright-core", PLAYWRIGHT], ["the extension", VSIX]] as const) {
+  for (const [what, path] of [
+    ["code-server", CODE_SERVER],
+    ["Node 24", join(NODE24, "node")],
+    ["playwright-core", PLAYWRIGHT],
+    ["the extension", VSIX],
+  ] as const) {
     if (!existsSync(path)) throw new Error(`${what} is missing at ${path}: run bash scripts/setup-tests (VS Code tools) and bun run build`);
   }
   h = makeHome("hutch-vsc-");
   run = mkdtempSync(join(tmpdir(), "hutch-vsc-run-"));
   ws = join(run, "ws");
   mkdirSync(join(ws, "src"), { recursive: true });
-  writeFileSync(join(ws, "src/main.ts"), Array.from({ length: 10 }, (_, i) => `export const line${i + 1} = ${i + 1};`).join("\n") + "\n");
+  writeFileSync(join(ws, "src/main.ts"), `${Array.from({ length: 10 }, (_, i) => `export const line${i + 1} = ${i + 1};`).join("\n")}\n`);
   const home = join(run, "home");
   mkdirSync(join(run, "ud/User"), { recursive: true });
   mkdirSync(join(run, "tmp"), { recursive: true });
@@ -75,15 +80,33 @@ beforeAll(async () => {
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
   // setsid: code-server forks an extension host, watchers and servers; the group is stopped as one.
-  const cs = Bun.spawn(["setsid", CODE_SERVER, "--bind-addr", `127.0.0.1:${port}`, "--auth", "none", "--disable-telemetry", "--disable-update-check", "--disable-workspace-trust", ...dirs, ws], {
-    env: csEnv,
-    stdin: "ignore",
-    stdout: Bun.file(join(run, "code-server.log")),
-    stderr: "inherit",
-  });
+  const cs = Bun.spawn(
+    [
+      "setsid",
+      CODE_SERVER,
+      "--bind-addr",
+      `127.0.0.1:${port}`,
+      "--auth",
+      "none",
+      "--disable-telemetry",
+      "--disable-update-check",
+      "--disable-workspace-trust",
+      ...dirs,
+      ws,
+    ],
+    {
+      env: csEnv,
+      stdin: "ignore",
+      stdout: Bun.file(join(run, "code-server.log")),
+      stderr: "inherit",
+    },
+  );
   pgid = cs.pid;
   for (let i = 0; ; i++) {
-    const up = await fetch(`${base}/healthz`).then((r) => r.ok, () => false);
+    const up = await fetch(`${base}/healthz`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (up) break;
     if (i > 600 || cs.exitCode !== null) throw new Error(`code-server did not start; see ${join(run, "code-server.log")}`);
     await Bun.sleep(100);

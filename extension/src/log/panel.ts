@@ -127,7 +127,12 @@ class LogPanel {
     if (m.type === "ready") return this.subscribe();
     const root = vscode.workspace.workspaceFolders?.[0]?.uri;
     const rel = m.path.replace(/^\/workspace\/?/, "");
-    const uri = m.path.startsWith("/") && !m.path.startsWith("/workspace") ? vscode.Uri.file(m.path) : root ? vscode.Uri.joinPath(root, rel) : undefined;
+    const uri =
+      m.path.startsWith("/") && !m.path.startsWith("/workspace")
+        ? vscode.Uri.file(m.path)
+        : root
+          ? vscode.Uri.joinPath(root, rel)
+          : undefined;
     if (!uri) return void vscode.window.showWarningMessage(`hutch: open a folder to follow anchors (${m.path})`);
     const line = Math.max(0, (m.line ?? 1) - 1);
     await vscode.window.showTextDocument(uri, { selection: new vscode.Range(line, 0, line, 0), preview: false });

@@ -37,7 +37,11 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     ...(d.text.length > 200 || d.text.includes("\n") ? { detail: d.text } : {}),
   }),
   "tool.called": (d) => ({ summary: `tool ${d.name} (${d.id})`, detail: `input:\n${json(d.input)}` }),
-  "tool.completed": (d) => ({ summary: `tool ${d.id} ${d.status}${d.truncated ? " (cut)" : ""}`, detail: `output:\n${d.output}`, tone: d.status === "error" ? "error" : "ok" }),
+  "tool.completed": (d) => ({
+    summary: `tool ${d.id} ${d.status}${d.truncated ? " (cut)" : ""}`,
+    detail: `output:\n${d.output}`,
+    tone: d.status === "error" ? "error" : "ok",
+  }),
   "usage.reported": (d) => ({
     summary: d.available ? `usage: input ${d.input ?? "?"}, output ${d.output ?? "?"}, cached ${d.cached ?? "?"}` : "usage: not reported",
     tone: "dim",
@@ -64,13 +68,20 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
   "session.driver.lapsed": (d) => ({ summary: `driver: ${d.driver.id}'s lease lapsed`, tone: "warn" }),
   "session.created": (d) => ({ summary: `session created (${d.agent}${d.label ? `, ${d.label}` : ""})` }),
   "session.closed": (d) => ({ summary: `session closed${d.reason ? `: ${d.reason}` : ""}` }),
-  "box.state.changed": (d) => ({ summary: `box is ${d.state}${d.reason ? `: ${oneLine(d.reason)}` : ""}`, ...(d.reason && d.reason.length > 200 ? { detail: d.reason } : {}), tone: d.state === "failed" ? "error" : "dim" }),
+  "box.state.changed": (d) => ({
+    summary: `box is ${d.state}${d.reason ? `: ${oneLine(d.reason)}` : ""}`,
+    ...(d.reason && d.reason.length > 200 ? { detail: d.reason } : {}),
+    tone: d.state === "failed" ? "error" : "dim",
+  }),
   "input.sent": (d) => ({ summary: `input ${oneLine(JSON.stringify(d.text))}` }),
   "output.appended": (d) => ({ summary: `output ${d.length} bytes${d.snapshot ? " (screen redraw)" : ""}`, tone: "dim" }),
   "attention.required": (d) => ({ summary: `needs attention: ${d.reason}`, tone: "warn" }),
   "error.raised": (d) => ({ summary: `error: ${d.message}`, tone: "error" }),
   "checkpoint.created": (d) => ({ summary: `checkpoint ${d.name}${d.ref ? ` (${d.ref})` : ""}` }),
-  "verdict.recorded": (d) => ({ summary: `verdict ${d.verdict}${d.score !== undefined ? ` (${d.score})` : ""}`, ...(d.note ? { detail: d.note } : {}) }),
+  "verdict.recorded": (d) => ({
+    summary: `verdict ${d.verdict}${d.score !== undefined ? ` (${d.score})` : ""}`,
+    ...(d.note ? { detail: d.note } : {}),
+  }),
   "egress.allowed": (d) => egress("allowed", d),
   "egress.denied": (d) => egress("denied", d),
   "egress.injected": (d) => egress("injected", d),
@@ -87,5 +98,7 @@ function renderKnown<K extends EventKind>(kind: K, data: EventData<K>): Rendered
 export function render(e: { kind: string; data: unknown }): Rendered {
   if (isEvent(e)) return renderKnown(e.kind, e.data) ?? { summary: e.kind, detail: json(e.data), tone: "dim" };
   // A kind this extension does not know (a newer daemon) reads as its kind; a known one that does not fit, as an error.
-  return eventKinds().includes(e.kind) ? { summary: `${e.kind} that does not fit its schema`, detail: json(e.data), tone: "error" } : { summary: e.kind, detail: json(e.data), tone: "dim" };
+  return eventKinds().includes(e.kind)
+    ? { summary: `${e.kind} that does not fit its schema`, detail: json(e.data), tone: "error" }
+    : { summary: e.kind, detail: json(e.data), tone: "dim" };
 }

@@ -3,7 +3,24 @@
 import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import type { Logger } from "../log.ts";
 import { parseCmdline } from "./cmdline.ts";
-import { disableCtrlAltDel, EBUSY, interfaceUp, mount, MNT_DETACH, MS_NODEV, MS_NOSUID, MS_RDONLY, peekExited, powerOffNow, reapPid, remountReadOnly, sethostname, SysError, sync, umount } from "./ffi.ts";
+import {
+  disableCtrlAltDel,
+  EBUSY,
+  interfaceUp,
+  mount,
+  MNT_DETACH,
+  MS_NODEV,
+  MS_NOSUID,
+  MS_RDONLY,
+  peekExited,
+  powerOffNow,
+  reapPid,
+  remountReadOnly,
+  sethostname,
+  SysError,
+  sync,
+  umount,
+} from "./ffi.ts";
 import { BOX_MOUNTS, mountPoints, unmountOrder } from "./mounts.ts";
 
 export const GUEST_HOME = "/home/hutch";

@@ -36,28 +36,32 @@ export async function runExec(stream: MuxStream, req: Req<"exec">, ctx: ToolCont
   let finished = false;
   const stdin = new StdinPump(proc.stdin, (n) => stream.consumed(n));
   stream.msg({ type: "started", pid: proc.pid });
-  takeFrames(stream, {
-    data: (chan, bytes) => {
-      if (chan === Chan.stdin) stdin.push(bytes);
+  takeFrames(
+    stream,
+    {
+      data: (chan, bytes) => {
+        if (chan === Chan.stdin) stdin.push(bytes);
+      },
+      eof: (chan) => {
+        if (chan === Chan.stdin) stdin.end();
+      },
+      msg: (msg) => {
+        if (!Value.Check(HostMsg, msg) || msg.type !== "signal") {
+          return stream.close({ code: "invalid", message: 'exec accepts only {type:"signal", signal} messages' });
+        }
+        const sig = signalName(msg.signal);
+        if (!sig) return stream.close({ code: "invalid", message: `signal: unknown signal ${msg.signal}` });
+        ctx.procs.signal(proc.pid, sig);
+      },
+      close: () => {
+        if (finished) return;
+        // The host is gone or gave up: nobody will read the output.
+        ctx.procs.signal(proc.pid, "SIGKILL");
+        stdin.abandon();
+      },
     },
-    eof: (chan) => {
-      if (chan === Chan.stdin) stdin.end();
-    },
-    msg: (msg) => {
-      if (!Value.Check(HostMsg, msg) || msg.type !== "signal") {
-        return stream.close({ code: "invalid", message: "exec accepts only {type:\"signal\", signal} messages" });
-      }
-      const sig = signalName(msg.signal);
-      if (!sig) return stream.close({ code: "invalid", message: `signal: unknown signal ${msg.signal}` });
-      ctx.procs.signal(proc.pid, sig);
-    },
-    close: () => {
-      if (finished) return;
-      // The host is gone or gave up: nobody will read the output.
-      ctx.procs.signal(proc.pid, "SIGKILL");
-      stdin.abandon();
-    },
-  }, false);
+    false,
+  );
 
   await Promise.all([pumpOut(proc.stdout, Chan.stdout, stream), pumpOut(proc.stderr, Chan.stderr, stream), proc.exited]);
   finished = true;

@@ -9,7 +9,6 @@ import { PathError } from "../paths.ts";
 import { toStreamError, type Req, type ToolContext } from "./context.ts";
 import { takeFrames } from "./inbox.ts";
 
-
 function fileType(st: Stats): FileStat["type"] {
   if (st.isFile()) return "file";
   if (st.isDirectory()) return "dir";
@@ -38,7 +37,8 @@ export async function fsList(stream: MuxStream, req: Req<"fs.list">, ctx: ToolCo
   const names = await readdir(dir).catch((err: unknown) => {
     throw toPathError(err, req.path);
   });
-  if (names.length > FS_LIST_MAX) throw new PathError("failed", `${req.path} has ${names.length} entries, more than the ${FS_LIST_MAX} fs.list returns`);
+  if (names.length > FS_LIST_MAX)
+    throw new PathError("failed", `${req.path} has ${names.length} entries, more than the ${FS_LIST_MAX} fs.list returns`);
   names.sort();
   const entries: FsListResult = [];
   for (const name of names) {
@@ -99,15 +99,19 @@ export async function fsWrite(stream: MuxStream, req: Req<"fs.write">, ctx: Tool
   );
   let done = false;
   const finished = new Promise<boolean>((resolve) => {
-    takeFrames(stream, {
-      data: (chan, bytes) => {
-        if (chan === Chan.stdin) upload.push(bytes);
+    takeFrames(
+      stream,
+      {
+        data: (chan, bytes) => {
+          if (chan === Chan.stdin) upload.push(bytes);
+        },
+        eof: (chan) => {
+          if (chan === Chan.stdin) resolve(true);
+        },
+        close: () => resolve(false),
       },
-      eof: (chan) => {
-        if (chan === Chan.stdin) resolve(true);
-      },
-      close: () => resolve(false),
-    }, false);
+      false,
+    );
   });
   try {
     const complete = await finished;

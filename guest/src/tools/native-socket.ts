@@ -25,7 +25,10 @@ export class NativeSocket implements JoinableSocket {
 
   once(event: "drain", fn: () => void): this {
     const wrapped = () => {
-      this.handlers.set(event, (this.handlers.get(event) ?? []).filter((h) => h !== wrapped));
+      this.handlers.set(
+        event,
+        (this.handlers.get(event) ?? []).filter((h) => h !== wrapped),
+      );
       fn();
     };
     return this.on(event, wrapped);

@@ -2,14 +2,7 @@
 // a stream (or losing the connection) detaches, and the process keeps
 // running until it exits or is killed.
 import { Value } from "@sinclair/typebox/value";
-import {
-  Chan,
-  HostMsg,
-  newId,
-  type ExitMsg,
-  type MuxStream,
-  type PtyInfo,
-} from "@hutch/shared/wire";
+import { Chan, HostMsg, newId, type ExitMsg, type MuxStream, type PtyInfo } from "@hutch/shared/wire";
 import type { GuestConfig } from "../config.ts";
 import type { Logger } from "../log.ts";
 import { shortSignal, signalName, type ProcessTable } from "../procs.ts";
@@ -79,22 +72,32 @@ class PtySession {
   }
 
   attach(stream: MuxStream, withSnapshot: boolean): Attachment {
-    const a = new Attachment(stream, () => this.screen.snapshot(), (x) => this.attachments.delete(x), this.stallMs, withSnapshot);
+    const a = new Attachment(
+      stream,
+      () => this.screen.snapshot(),
+      (x) => this.attachments.delete(x),
+      this.stallMs,
+      withSnapshot,
+    );
     this.attachments.add(a);
-    takeFrames(stream, {
-      // Bun's Terminal.write buffers whatever the process has not read yet,
-      // so input is credited at once; it is typed or pasted, not piped.
-      data: (chan, bytes) => {
-        if (chan === Chan.stdin && !this.proc.terminal?.closed) this.proc.terminal?.write(bytes);
+    takeFrames(
+      stream,
+      {
+        // Bun's Terminal.write buffers whatever the process has not read yet,
+        // so input is credited at once; it is typed or pasted, not piped.
+        data: (chan, bytes) => {
+          if (chan === Chan.stdin && !this.proc.terminal?.closed) this.proc.terminal?.write(bytes);
+        },
+        msg: (msg) => {
+          if (!Value.Check(HostMsg, msg) || msg.type !== "resize") {
+            return stream.close({ code: "invalid", message: 'a pty accepts only {type:"resize", cols, rows} messages' });
+          }
+          this.resize(msg.cols, msg.rows);
+        },
+        close: () => this.attachments.delete(a),
       },
-      msg: (msg) => {
-        if (!Value.Check(HostMsg, msg) || msg.type !== "resize") {
-          return stream.close({ code: "invalid", message: "a pty accepts only {type:\"resize\", cols, rows} messages" });
-        }
-        this.resize(msg.cols, msg.rows);
-      },
-      close: () => this.attachments.delete(a),
-    }, true);
+      true,
+    );
     return a;
   }
 

@@ -26,7 +26,12 @@ export interface SpawnIdentity {
 export function spawnIdentity(config: GuestConfig, req: SpawnRequest): SpawnIdentity | StreamError {
   const u = config.boxUser;
   if (req.user === "root") {
-    if (!u) return { code: "invalid", message: "a process box has no root: its processes all run as its user; for root, use a VM box (hutch box create NAME --engine qemu)" };
+    if (!u)
+      return {
+        code: "invalid",
+        message:
+          "a process box has no root: its processes all run as its user; for root, use a VM box (hutch box create NAME --engine qemu)",
+      };
     return { uid: 0, gid: 0, env: { HOME: "/root", USER: "root", LOGNAME: "root" } };
   }
   if (!u) return { env: {} };
@@ -45,7 +50,12 @@ export async function spawnCwd(config: GuestConfig, req: SpawnRequest): Promise<
   return cwd;
 }
 
-export function spawnEnv(config: GuestConfig, req: SpawnRequest, extra: Record<string, string> = {}, who: SpawnIdentity = { env: {} }): Record<string, string> {
+export function spawnEnv(
+  config: GuestConfig,
+  req: SpawnRequest,
+  extra: Record<string, string> = {},
+  who: SpawnIdentity = { env: {} },
+): Record<string, string> {
   return { ...config.baseEnv, ...config.serviceEnv, ...who.env, ...extra, ...req.env };
 }
 

@@ -38,7 +38,10 @@ export async function tarIn(stream: MuxStream, req: Req<"tar.in">, ctx: ToolCont
   if (first && owner) for (let d = dest; d.startsWith(first); d = dirname(d)) await chown(d, owner.uid, owner.gid);
   if (stream.closed) return;
 
-  const unpacker = createUnpacker(dest, { ...(req.name ? { topName: req.name } : {}), ...(owner ? { owner: { uid: owner.uid, gid: owner.gid } } : {}) });
+  const unpacker = createUnpacker(dest, {
+    ...(req.name ? { topName: req.name } : {}),
+    ...(owner ? { owner: { uid: owner.uid, gid: owner.gid } } : {}),
+  });
   let chain: Promise<void> = Promise.resolve();
   // Set once the unpacker was ended or aborted; later frames are ignored.
   let settled = false;
@@ -50,38 +53,42 @@ export async function tarIn(stream: MuxStream, req: Req<"tar.in">, ctx: ToolCont
     const cause = (err as Error).cause;
     stream.close({ code: cause === undefined ? "invalid" : "failed", message: (err as Error).message });
   };
-  takeFrames(stream, {
-    data: (chan, bytes) => {
-      if (chan !== Chan.stdin) return;
-      chain = chain.then(async () => {
+  takeFrames(
+    stream,
+    {
+      data: (chan, bytes) => {
+        if (chan !== Chan.stdin) return;
+        chain = chain.then(async () => {
+          if (settled) return;
+          try {
+            await unpacker.write(bytes);
+            stream.consumed(bytes.length);
+          } catch (err) {
+            fail(err);
+          }
+        });
+      },
+      eof: (chan) => {
+        if (chan !== Chan.stdin) return;
+        chain = chain.then(async () => {
+          if (settled) return;
+          try {
+            const { entries, bytes } = await unpacker.end();
+            settled = true;
+            stream.msg({ type: "result", value: { entries, bytes } satisfies TarInResult });
+            stream.close();
+          } catch (err) {
+            fail(err);
+          }
+        });
+      },
+      close: () => {
         if (settled) return;
-        try {
-          await unpacker.write(bytes);
-          stream.consumed(bytes.length);
-        } catch (err) {
-          fail(err);
-        }
-      });
+        settled = true;
+        chain = chain.then(() => unpacker.abort()).catch(() => {});
+        ctx.log.debug("tar.in abandoned", { stream: stream.id });
+      },
     },
-    eof: (chan) => {
-      if (chan !== Chan.stdin) return;
-      chain = chain.then(async () => {
-        if (settled) return;
-        try {
-          const { entries, bytes } = await unpacker.end();
-          settled = true;
-          stream.msg({ type: "result", value: { entries, bytes } satisfies TarInResult });
-          stream.close();
-        } catch (err) {
-          fail(err);
-        }
-      });
-    },
-    close: () => {
-      if (settled) return;
-      settled = true;
-      chain = chain.then(() => unpacker.abort()).catch(() => {});
-      ctx.log.debug("tar.in abandoned", { stream: stream.id });
-    },
-  }, false);
+    false,
+  );
 }

@@ -60,7 +60,9 @@ export async function waitForPort(name: string, timeoutMs: number, dirs: PortDir
     const dev = findPort(name, dirs);
     if (dev && existsSync(dev)) return dev;
     if (Date.now() > until) {
-      throw new Error(`no virtio-serial port named ${name} under ${dirs.classDir} after ${timeoutMs} ms (is the virtserialport device given to QEMU?)`);
+      throw new Error(
+        `no virtio-serial port named ${name} under ${dirs.classDir} after ${timeoutMs} ms (is the virtserialport device given to QEMU?)`,
+      );
     }
     await Bun.sleep(20);
   }

@@ -12,15 +12,23 @@ export function execIn(channel: Channel, call: ToolOpen, io: FollowIo = {}): { s
 }
 
 /** Runs a command to completion with optional stdin: its exit code and output as text. */
-export async function execCollect(channel: Channel, argv: string[], stdin?: string): Promise<{ code: number | null; stdout: string; stderr: string; error?: string }> {
+export async function execCollect(
+  channel: Channel,
+  argv: string[],
+  stdin?: string,
+): Promise<{ code: number | null; stdout: string; stderr: string; error?: string }> {
   const out = [new TextDecoder(), new TextDecoder()];
   const text = ["", ""];
-  const end = await execIn(channel, { tool: "exec", argv }, {
-    ...(stdin ? { stdin } : {}),
-    onData: (chan, bytes) => {
-      const i = chan === 1 ? 0 : 1;
-      text[i] += out[i]!.decode(bytes, { stream: true });
+  const end = await execIn(
+    channel,
+    { tool: "exec", argv },
+    {
+      ...(stdin ? { stdin } : {}),
+      onData: (chan, bytes) => {
+        const i = chan === 1 ? 0 : 1;
+        text[i] += out[i]!.decode(bytes, { stream: true });
+      },
     },
-  }).done;
+  ).done;
   return { code: end.exit?.code ?? null, stdout: text[0]!, stderr: text[1]!, ...(end.error ? { error: end.error.message } : {}) };
 }

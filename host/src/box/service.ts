@@ -2,7 +2,16 @@
 // toward it, and every lifecycle request is an op in the journal. A daemon
 // that dies mid-operation finds the op pending on restart and finishes it.
 import { join } from "node:path";
-import { HutchError, type Box, type BoxCreateBody, type BoxPolicy, type BoxSetBody, type BoxState, type DesiredState, type EngineName } from "@hutch/shared";
+import {
+  HutchError,
+  type Box,
+  type BoxCreateBody,
+  type BoxPolicy,
+  type BoxSetBody,
+  type BoxState,
+  type DesiredState,
+  type EngineName,
+} from "@hutch/shared";
 import type { BoxRow, BoxStore, OpKind } from "../store/boxes.ts";
 import type { BoxHandle, Engine } from "../engine/types.ts";
 import { openChannel, type Channel } from "../engine/channel.ts";
@@ -18,10 +27,18 @@ const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entrie
 function checkSettings(engine: string, name: string, config: Record<string, unknown>): void {
   const vmOnly = ["image", "kernelArgs"].filter((k) => k in config);
   if (engine !== "qemu" && vmOnly.length > 0) {
-    throw new HutchError("invalid", `${vmOnly.join(" and ")} apply to VM boxes, not to the ${engine} engine`, `create a VM: hutch box create ${name} --engine qemu`);
+    throw new HutchError(
+      "invalid",
+      `${vmOnly.join(" and ")} apply to VM boxes, not to the ${engine} engine`,
+      `create a VM: hutch box create ${name} --engine qemu`,
+    );
   }
   if (engine === "qemu" && "pids" in config) {
-    throw new HutchError("invalid", "--pids applies to process boxes: a VM's processes are bounded by its own kernel, and cannot fork-bomb the host", "leave --pids out for a VM box");
+    throw new HutchError(
+      "invalid",
+      "--pids applies to process boxes: a VM's processes are bounded by its own kernel, and cannot fork-bomb the host",
+      "leave --pids out for a VM box",
+    );
   }
   if (engine === "qemu" && typeof config.memoryMiB === "number" && config.memoryMiB < 256) {
     throw new HutchError("invalid", `a VM needs at least 256 MiB of memory, not ${config.memoryMiB}`, "e.g. --memory 1G");
@@ -86,7 +103,14 @@ export class BoxService {
     if (this.store.byName(body.name)) {
       throw new HutchError("conflict", `box "${body.name}" already exists`, `use it, or delete it first: hutch box delete ${body.name}`);
     }
-    const config = defined({ cpus: body.cpus, memoryMiB: body.memoryMiB, pids: body.pids, disk: body.disk, image: body.image, kernelArgs: body.kernelArgs });
+    const config = defined({
+      cpus: body.cpus,
+      memoryMiB: body.memoryMiB,
+      pids: body.pids,
+      disk: body.disk,
+      image: body.image,
+      kernelArgs: body.kernelArgs,
+    });
     checkSettings(engine, body.name, config);
     const policy: BoxPolicy = { allow: [...new Set(body.allow ?? [])], bindings: [...new Set(body.secrets ?? [])] };
     this.policyChecks.check(policy);
@@ -100,7 +124,11 @@ export class BoxService {
   set(ref: string, body: BoxSetBody): Box {
     const row = this.row(ref);
     if (row.state !== "stopped" && row.state !== "failed" && row.state !== "creating") {
-      throw new HutchError("conflict", `box "${row.name}" is ${row.state}; limits change only while it is stopped`, `stop it first: hutch box stop ${row.name}`);
+      throw new HutchError(
+        "conflict",
+        `box "${row.name}" is ${row.state}; limits change only while it is stopped`,
+        `stop it first: hutch box stop ${row.name}`,
+      );
     }
     const change = defined({ cpus: body.cpus, memoryMiB: body.memoryMiB, pids: body.pids, disk: body.disk });
     checkSettings(row.engine, row.name, change);
@@ -121,8 +149,10 @@ export class BoxService {
   async pause(ref: string, idemKey: string | null): Promise<Box> {
     const row = this.row(ref);
     const engine = this.engine(row.engine);
-    if (!engine.capabilities.pause) throw new HutchError("invalid", `the ${row.engine} engine cannot pause boxes`, "pause needs a VM box (--engine qemu)");
-    if (row.state !== "running" && row.state !== "paused") throw new HutchError("not_ready", `box "${row.name}" is ${row.state}`, `start it first: hutch box start ${row.name}`);
+    if (!engine.capabilities.pause)
+      throw new HutchError("invalid", `the ${row.engine} engine cannot pause boxes`, "pause needs a VM box (--engine qemu)");
+    if (row.state !== "running" && row.state !== "paused")
+      throw new HutchError("not_ready", `box "${row.name}" is ${row.state}`, `start it first: hutch box start ${row.name}`);
     return this.request(ref, "pause", "paused", idemKey);
   }
 
@@ -137,7 +167,8 @@ export class BoxService {
     const op = replay ?? this.store.request(row.id, "delete", "deleted", idemKey);
     await this.reconcile(row.id);
     const after = this.store.op(op.id);
-    if (after?.status === "failed") throw new HutchError("failed", `deleting box "${row.name}" failed: ${after.error}`, `retry: hutch box delete ${row.name}`);
+    if (after?.status === "failed")
+      throw new HutchError("failed", `deleting box "${row.name}" failed: ${after.error}`, `retry: hutch box delete ${row.name}`);
     return { id: row.id, name: row.name, deleted: true };
   }
 
@@ -148,7 +179,11 @@ export class BoxService {
     if (row.state === "running" && ch && ch.mux.alive) return { box: row, channel: ch };
     if (row.state === "paused") throw new HutchError("not_ready", `box "${row.name}" is paused`, `resume it: hutch box resume ${row.name}`);
     if (row.state === "failed") {
-      throw new HutchError("not_ready", `box "${row.name}" failed: ${row.reason ?? "unknown reason"}`, `start it again: hutch box start ${row.name}`);
+      throw new HutchError(
+        "not_ready",
+        `box "${row.name}" failed: ${row.reason ?? "unknown reason"}`,
+        `start it again: hutch box start ${row.name}`,
+      );
     }
     throw new HutchError("not_ready", `box "${row.name}" is ${row.state}`, `start it: hutch box start ${row.name}`);
   }
@@ -165,7 +200,8 @@ export class BoxService {
     const next = prev.then(() => {
       const row = this.store.byId(id);
       if (!row) throw new HutchError("not_found", `box ${ref} no longer exists`, "list boxes: hutch box list");
-      if (row.state !== "stopped") throw new HutchError("not_ready", `box "${row.name}" is ${row.state}, not stopped`, `see: hutch box info ${row.name}`);
+      if (row.state !== "stopped")
+        throw new HutchError("not_ready", `box "${row.name}" is ${row.state}, not stopped`, `see: hutch box info ${row.name}`);
       out = fn(this.handle(row), this.engine(row.engine));
       return out;
     });
@@ -283,7 +319,8 @@ export class BoxService {
       this.store.settleOps(boxId, null);
     } catch (err) {
       // Keep the next step with the reason: the op's error is all the caller gets back.
-      const message = err instanceof HutchError && err.hint ? `${err.message}; ${err.hint}` : err instanceof Error ? err.message : String(err);
+      const message =
+        err instanceof HutchError && err.hint ? `${err.message}; ${err.hint}` : err instanceof Error ? err.message : String(err);
       await this.failBox(row, message);
       this.store.settleOps(boxId, message);
     }
@@ -306,7 +343,8 @@ export class BoxService {
   /** Paused: running but frozen. A frozen guest cannot answer a hello, so the channel waits for resume. */
   private async drivePaused(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
     const observed = await engine.inspect(box);
-    if (!observed.running) throw new Error(`box "${row.name}" is not running, so it cannot be paused; start it: hutch box start ${row.name}`);
+    if (!observed.running)
+      throw new Error(`box "${row.name}" is not running, so it cannot be paused; start it: hutch box start ${row.name}`);
     if (!observed.paused) await engine.pause!(box);
     this.setState(row.id, "paused");
   }
@@ -373,7 +411,9 @@ export class BoxService {
   private async failBox(row: BoxRow, reason: string): Promise<void> {
     logger.error("box failed", { box: row.name, reason });
     this.dropChannel(row.id);
-    await this.engine(row.engine).kill(this.handle(row)).catch(() => undefined);
+    await this.engine(row.engine)
+      .kill(this.handle(row))
+      .catch(() => undefined);
     this.setState(row.id, "failed", reason);
   }
 

@@ -3,8 +3,17 @@
 import { isIP } from "node:net";
 
 const V4_BLOCKED: [string, number][] = [
-  ["0.0.0.0", 8], ["10.0.0.0", 8], ["100.64.0.0", 10], ["127.0.0.0", 8], ["169.254.0.0", 16],
-  ["172.16.0.0", 12], ["192.0.0.0", 24], ["192.168.0.0", 16], ["198.18.0.0", 15], ["224.0.0.0", 4], ["240.0.0.0", 4],
+  ["0.0.0.0", 8],
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10],
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16],
+  ["172.16.0.0", 12],
+  ["192.0.0.0", 24],
+  ["192.168.0.0", 16],
+  ["198.18.0.0", 15],
+  ["224.0.0.0", 4],
+  ["240.0.0.0", 4],
 ];
 
 function v4ToInt(ip: string): number {
@@ -24,7 +33,7 @@ function v6Groups(ip: string): number[] {
   if (v4) {
     const n = v4ToInt(v4[1]!);
     tail.push(n >>> 16, n & 0xffff);
-    text = text.slice(0, -v4[1]!.length) + "0:0";
+    text = `${text.slice(0, -v4[1]!.length)}0:0`;
   }
   const [head, rest] = text.split("::") as [string, string | undefined];
   const a = head ? head.split(":").map((h) => parseInt(h, 16)) : [];

@@ -12,7 +12,7 @@ import type { Binding, BoxPolicy, EgressDecision } from "@hutch/shared";
 import { blockedReason } from "./address.ts";
 import { ChunkedDecoder, HttpError, bodyFraming, brokerResponse, concat, header, parseHead, reason, type RequestHead } from "./http.ts";
 import { SocketReader } from "./reader.ts";
-import { Conn, handlers } from "./conn.ts";
+import { type Conn, handlers } from "./conn.ts";
 import { splicer, type Splicer } from "./splice.ts";
 import { growSendBuffer } from "./sockopt.ts";
 import { renderCredential } from "./bindings.ts";
@@ -24,7 +24,19 @@ const HEAD_TIMEOUT_MS = 30_000;
 /** A request body that sends no byte for this long is answered 408 and its connection closed. */
 export const BODY_IDLE_MS = 30_000;
 const CONNECT_TIMEOUT_MS = 15_000;
-const HOP_BY_HOP = new Set(["connection", "keep-alive", "proxy-connection", "proxy-authorization", "proxy-authenticate", "te", "trailer", "transfer-encoding", "upgrade", "host", "content-length"]);
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "proxy-authorization",
+  "proxy-authenticate",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "host",
+  "content-length",
+]);
 
 export interface EgressFacts {
   host: string;
@@ -118,7 +130,13 @@ export class Gate {
     })().catch(() => conn.destroy());
   }
 
-  private refuse(conn: Conn, err: unknown, facts: { host: string; port: number; method?: string; path?: string; binding?: string }, close: boolean, started = performance.now()): void {
+  private refuse(
+    conn: Conn,
+    err: unknown,
+    facts: { host: string; port: number; method?: string; path?: string; binding?: string },
+    close: boolean,
+    started = performance.now(),
+  ): void {
     const status = err instanceof HttpError ? err.status : 502;
     const message = (err as Error).message;
     this.ctx.record("denied", { ...facts, status, reason: message, bytesUp: 0, bytesDown: 0, ms: Math.round(performance.now() - started) });
@@ -138,8 +156,16 @@ export class Gate {
     try {
       if (!target) throw new HttpError(400, `CONNECT target ${JSON.stringify(head.target.slice(0, 80))} is not host:port`);
       const rule = allowedBy(this.ctx.policy().allow, target.host, target.port);
-      if (rule === "host-other-port") throw new HttpError(403, `port ${target.port} is not allowed for ${target.host}; allow it: hutch box policy BOX --allow ${target.host}:${target.port}`);
-      if (!rule) throw new HttpError(403, `${target.host} is not on this box's allowlist; allow it: hutch box policy BOX --allow ${target.host}${target.port === 443 ? "" : `:${target.port}`}`);
+      if (rule === "host-other-port")
+        throw new HttpError(
+          403,
+          `port ${target.port} is not allowed for ${target.host}; allow it: hutch box policy BOX --allow ${target.host}:${target.port}`,
+        );
+      if (!rule)
+        throw new HttpError(
+          403,
+          `${target.host} is not on this box's allowlist; allow it: hutch box policy BOX --allow ${target.host}${target.port === 443 ? "" : `:${target.port}`}`,
+        );
       address = await this.resolve(target.host);
     } catch (err) {
       return this.refuse(conn, err, facts, true, started);
@@ -148,10 +174,18 @@ export class Gate {
     try {
       let timer: Timer | undefined;
       const timeout = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("timed out")), CONNECT_TIMEOUT_MS)));
-      const sock = await Promise.race([Bun.connect<Conn>({ hostname: address, port: target!.port, socket: handlers() }), timeout]).finally(() => clearTimeout(timer));
+      const sock = await Promise.race([Bun.connect<Conn>({ hostname: address, port: target!.port, socket: handlers() }), timeout]).finally(
+        () => clearTimeout(timer),
+      );
       upstream = sock.data;
     } catch (err) {
-      return this.refuse(conn, new HttpError(502, `cannot reach ${target!.host}:${target!.port} (${address}): ${(err as Error).message}`), facts, true, started);
+      return this.refuse(
+        conn,
+        new HttpError(502, `cannot reach ${target!.host}:${target!.port} (${address}): ${(err as Error).message}`),
+        facts,
+        true,
+        started,
+      );
     }
     // Nothing moves until the tunnel is joined; what arrives meanwhile is held, in order.
     upstream.pause();
@@ -174,18 +208,38 @@ export class Gate {
     const done = () => {
       if (recorded) return;
       recorded = true;
-      this.ctx.record("allowed", { ...facts, status: 200, bytesUp: conn.bytesIn - bytesBefore + early.length, bytesDown: upstream.bytesIn, ms: Math.round(performance.now() - started) });
+      this.ctx.record("allowed", {
+        ...facts,
+        status: 200,
+        bytesUp: conn.bytesIn - bytesBefore + early.length,
+        bytesDown: upstream.bytesIn,
+        ms: Math.round(performance.now() - started),
+      });
     };
     conn.onClose(done);
     upstream.onClose(done);
   }
 
   /** The tunnel's bytes from here on are copied by the kernel (splice.ts); the decision is recorded when it ends. */
-  private async splice(kernel: Splicer, conn: Conn, upstream: Conn, early: Uint8Array, facts: Pick<EgressFacts, "host" | "port" | "method">, started: number): Promise<void> {
+  private async splice(
+    kernel: Splicer,
+    conn: Conn,
+    upstream: Conn,
+    early: Uint8Array,
+    facts: Pick<EgressFacts, "host" | "port" | "method">,
+    started: number,
+  ): Promise<void> {
     let up = 0;
     let down = 0;
     const ended = (reason?: string, after: { up: number; down: number } = { up: 0, down: 0 }) =>
-      this.ctx.record("allowed", { ...facts, status: 200, ...(reason ? { reason } : {}), bytesUp: up + after.up, bytesDown: down + after.down, ms: Math.round(performance.now() - started) });
+      this.ctx.record("allowed", {
+        ...facts,
+        status: 200,
+        ...(reason ? { reason } : {}),
+        bytesUp: up + after.up,
+        bytesDown: down + after.down,
+        ms: Math.round(performance.now() - started),
+      });
     const cut = (reason?: string) => {
       conn.destroy();
       upstream.destroy();
@@ -226,9 +280,11 @@ export class Gate {
     const pinned = this.ctx.pins()[host.toLowerCase()];
     if (pinned) return pinned;
     const literal = host.startsWith("[") ? host.slice(1, -1) : host;
-    const address = isIP(literal) ? literal : await this.ctx.lookup(host).catch(() => {
-      throw new HttpError(502, `${host} does not resolve`);
-    });
+    const address = isIP(literal)
+      ? literal
+      : await this.ctx.lookup(host).catch(() => {
+          throw new HttpError(502, `${host} does not resolve`);
+        });
     const blocked = blockedReason(address);
     if (blocked) throw new HttpError(403, `${host} resolves to ${blocked}; only a pin in config.json (broker.pins) may reach it`);
     return address;
@@ -240,7 +296,12 @@ export class Gate {
   private async forward(conn: Conn, reader: SocketReader, head: RequestHead): Promise<boolean> {
     const started = performance.now();
     const close = (header(head, "connection") ?? "").toLowerCase() === "close" || head.version === "HTTP/1.0";
-    const base: Omit<EgressFacts, "bytesUp" | "bytesDown" | "ms"> = { host: "", port: 0, method: head.method, path: head.target.slice(0, 1024) };
+    const base: Omit<EgressFacts, "bytesUp" | "bytesDown" | "ms"> = {
+      host: "",
+      port: 0,
+      method: head.method,
+      path: head.target.slice(0, 1024),
+    };
     let body: Uint8Array;
     let binding: Binding;
     let url: string;
@@ -260,17 +321,28 @@ export class Gate {
       // The body is read even for a refusal, so the box is not cut off while it still sends.
       body = await readBody(reader, head, this.limits.bodyIdleMs);
       if (badTarget) throw badTarget;
-      if (!route) throw new HttpError(403, `${head.target.slice(0, 80)}: the broker only forwards /<binding>/<path> (plain-HTTP proxying is refused; use https through CONNECT)`);
+      if (!route)
+        throw new HttpError(
+          403,
+          `${head.target.slice(0, 80)}: the broker only forwards /<binding>/<path> (plain-HTTP proxying is refused; use https through CONNECT)`,
+        );
       const found = this.ctx.bindings()[route.binding];
       if (!found) throw new HttpError(404, `no binding named "${route.binding}"`);
       binding = found;
       base.host = binding.host;
       base.port = binding.port ?? 443;
-      if (!this.ctx.policy().bindings.includes(route.binding)) throw new HttpError(403, `binding "${route.binding}" is not enabled for this box; enable it: hutch box policy BOX --secret ${route.binding}`);
+      if (!this.ctx.policy().bindings.includes(route.binding))
+        throw new HttpError(
+          403,
+          `binding "${route.binding}" is not enabled for this box; enable it: hutch box policy BOX --secret ${route.binding}`,
+        );
       if (!binding.methods.includes(head.method)) throw new HttpError(405, `${head.method} is not allowed for binding "${route.binding}"`);
       const path = route.path;
       if (!binding.paths.some((p) => path.startsWith(p))) {
-        throw new HttpError(403, `path ${path.slice(0, 200)} is not allowed for binding "${route.binding}" (it allows paths under ${binding.paths.join(", ").slice(0, 200)})`);
+        throw new HttpError(
+          403,
+          `path ${path.slice(0, 200)} is not allowed for binding "${route.binding}" (it allows paths under ${binding.paths.join(", ").slice(0, 200)})`,
+        );
       }
       url = requestUrl(`https://${binding.address ? bracket(binding.address) : binding.host}:${base.port}`, route.path + route.query);
       const presented = header(head, binding.header);
@@ -283,7 +355,13 @@ export class Gate {
     }
     const secret = await this.ctx.secret(binding.secret);
     if (secret === undefined) {
-      this.refuse(conn, new HttpError(503, `secret "${binding.secret}" is not set; set it on the host: hutch secret set ${binding.secret}`), base, close, started);
+      this.refuse(
+        conn,
+        new HttpError(503, `secret "${binding.secret}" is not set; set it on the host: hutch secret set ${binding.secret}`),
+        base,
+        close,
+        started,
+      );
       return !close;
     }
     const headers = new Headers();
@@ -318,7 +396,13 @@ export class Gate {
     }
     const down = await this.relayResponse(conn, head, res, close);
     conn.offClose(onClose);
-    this.ctx.record("injected", { ...base, status: res.status, bytesUp: body.length, bytesDown: down.bytes, ms: Math.round(performance.now() - started) });
+    this.ctx.record("injected", {
+      ...base,
+      status: res.status,
+      bytesUp: body.length,
+      bytesDown: down.bytes,
+      ms: Math.round(performance.now() - started),
+    });
     return down.complete && !close;
   }
 
@@ -336,13 +420,15 @@ export class Gate {
     for (const cookie of res.headers.getSetCookie()) text += `set-cookie: ${cookie}\r\n`;
     if (chunked) text += "transfer-encoding: chunked\r\n";
     if (close) text += "connection: close\r\n";
-    await write(conn, new TextEncoder().encode(text + "\r\n"));
+    await write(conn, new TextEncoder().encode(`${text}\r\n`));
     let bytes = 0;
     if (noBody || !res.body) return { bytes, complete: true };
     const declared = length === null ? -1 : Number(length);
     if (NATIVE_BULK && declared >= BULK_BODY && conn.fd >= 0) return relayBulk(conn, res, declared);
     // readMany is Bun's (typed in bun-types, hidden here by the DOM lib's reader type).
-    const body = res.body.getReader() as unknown as { readMany(): Promise<Bun.ReadableStreamDefaultReadManyResult<Uint8Array>> | Bun.ReadableStreamDefaultReadManyResult<Uint8Array> };
+    const body = res.body.getReader() as unknown as {
+      readMany(): Promise<Bun.ReadableStreamDefaultReadManyResult<Uint8Array>> | Bun.ReadableStreamDefaultReadManyResult<Uint8Array>;
+    };
     try {
       for (;;) {
         // Every chunk fetch has queued at once (on a bulk download ~512 KiB a call), and a wait only when the box is behind.

@@ -149,9 +149,19 @@ export function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
 }
 
 const REASONS: Record<number, string> = {
-  200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 408: "Request Timeout",
-  411: "Length Required", 413: "Content Too Large", 431: "Request Header Fields Too Large", 501: "Not Implemented",
-  502: "Bad Gateway", 503: "Service Unavailable", 504: "Gateway Timeout",
+  200: "OK",
+  400: "Bad Request",
+  403: "Forbidden",
+  404: "Not Found",
+  405: "Method Not Allowed",
+  408: "Request Timeout",
+  411: "Length Required",
+  413: "Content Too Large",
+  431: "Request Header Fields Too Large",
+  501: "Not Implemented",
+  502: "Bad Gateway",
+  503: "Service Unavailable",
+  504: "Gateway Timeout",
 };
 
 export function reason(status: number): string {

@@ -51,7 +51,10 @@ export class SocketReader {
       if (timedOut) {
         this.wake = undefined;
         this.conn.pause();
-        throw new HttpError(408, `the request body stalled: no byte of it arrived for ${idleMs / 1000} s, so the broker closed the connection; send the whole body right after the head (as many bytes as Content-Length says)`);
+        throw new HttpError(
+          408,
+          `the request body stalled: no byte of it arrived for ${idleMs / 1000} s, so the broker closed the connection; send the whole body right after the head (as many bytes as Content-Length says)`,
+        );
       }
     }
     return this.buf.length > 0 || !this.ended;

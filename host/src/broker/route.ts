@@ -49,7 +49,8 @@ export function normalisePath(raw: string): string {
   const out: string[] = [];
   segments.forEach((seg, i) => {
     // Tomcat and Jetty strip ";params" from a segment before resolving it, so "..;x" is ".." to them.
-    if (/^\.\.?;/.test(seg)) throw refused(raw, `has the segment ${JSON.stringify(seg.slice(0, 40))}, which servers that strip ;parameters read as a dot segment`);
+    if (/^\.\.?;/.test(seg))
+      throw refused(raw, `has the segment ${JSON.stringify(seg.slice(0, 40))}, which servers that strip ;parameters read as a dot segment`);
     if (seg === "." || seg === "..") {
       if (seg === "..") out.pop();
       // "/a/b/.." is "/a/": a dot segment at the end leaves the slash before it.
@@ -72,7 +73,10 @@ export function requestUrl(origin: string, pathAndQuery: string): string {
   const url = new URL(`${origin}${pathAndQuery}`);
   const wire = url.href.slice(url.origin.length);
   if (!url.href.startsWith(url.origin) || wire !== pathAndQuery) {
-    throw new HttpError(400, `the target ${JSON.stringify(pathAndQuery.slice(0, 200))} would go out as ${JSON.stringify(wire.slice(0, 200))}; percent-encode the characters that differ and retry`);
+    throw new HttpError(
+      400,
+      `the target ${JSON.stringify(pathAndQuery.slice(0, 200))} would go out as ${JSON.stringify(wire.slice(0, 200))}; percent-encode the characters that differ and retry`,
+    );
   }
   return url.href;
 }
@@ -81,9 +85,11 @@ export function requestUrl(origin: string, pathAndQuery: string): string {
 function checkBytes(part: string, what: "path" | "query"): void {
   for (let i = 0; i < part.length; i++) {
     const c = part.charCodeAt(i);
-    if (c < 0x21 || c > 0x7e) throw new HttpError(400, `the request ${what} has the byte 0x${c.toString(16).padStart(2, "0")}; percent-encode it and retry`);
+    if (c < 0x21 || c > 0x7e)
+      throw new HttpError(400, `the request ${what} has the byte 0x${c.toString(16).padStart(2, "0")}; percent-encode it and retry`);
   }
-  if (part.includes("#")) throw new HttpError(400, "the request target has a fragment (#); a request never carries one, so strip it and retry");
+  if (part.includes("#"))
+    throw new HttpError(400, "the request target has a fragment (#); a request never carries one, so strip it and retry");
 }
 
 function checkEscapes(raw: string): void {
@@ -106,7 +112,10 @@ function checkEscapes(raw: string): void {
     const byte = parseInt(raw.slice(i + 1, i + 3), 16);
     const escape = raw.slice(i, i + 3);
     if (byte === 0x2e || byte === 0x2f || byte === 0x5c) {
-      throw refused(raw, `has ${escape} (an encoded "${String.fromCharCode(byte)}"), which means something else to a server that decodes it before resolving the path than to one that does not`);
+      throw refused(
+        raw,
+        `has ${escape} (an encoded "${String.fromCharCode(byte)}"), which means something else to a server that decodes it before resolving the path than to one that does not`,
+      );
     }
     if (byte < 0x20 || byte === 0x7f) throw refused(raw, `has ${escape}, an encoded control byte`);
     run.push(byte);
@@ -116,5 +125,8 @@ function checkEscapes(raw: string): void {
 }
 
 function refused(path: string, why: string): HttpError {
-  return new HttpError(400, `the path ${JSON.stringify(path.slice(0, 200))} ${why}; the broker forwards only paths every server reads the same way`);
+  return new HttpError(
+    400,
+    `the path ${JSON.stringify(path.slice(0, 200))} ${why}; the broker forwards only paths every server reads the same way`,
+  );
 }

@@ -33,11 +33,19 @@ export class Sealer {
     }
     const mode = statSync(keyPath).mode & 0o777;
     if (mode & 0o077) {
-      throw new HutchError("config", `${keyPath} is readable by other users (mode ${mode.toString(8)})`, `restrict it: chmod 600 ${keyPath}`);
+      throw new HutchError(
+        "config",
+        `${keyPath} is readable by other users (mode ${mode.toString(8)})`,
+        `restrict it: chmod 600 ${keyPath}`,
+      );
     }
     const key = new Uint8Array(readFileSync(keyPath));
     if (key.length !== KEY_BYTES) {
-      throw new HutchError("config", `${keyPath} is not a hutch secrets key (${key.length} bytes)`, "restore it from a backup; without it the stored secrets cannot be opened");
+      throw new HutchError(
+        "config",
+        `${keyPath} is not a hutch secrets key (${key.length} bytes)`,
+        "restore it from a backup; without it the stored secrets cannot be opened",
+      );
     }
     return new Sealer(key);
   }
@@ -66,7 +74,11 @@ export class Sealer {
     try {
       return sodium.crypto_secretbox_open_easy(sealed.subarray(NONCE_BYTES), sealed.subarray(0, NONCE_BYTES), this.key);
     } catch {
-      throw new HutchError("failed", "a stored secret does not open with this home's key (keys/secrets.key changed?)", "set it again: hutch secret set NAME");
+      throw new HutchError(
+        "failed",
+        "a stored secret does not open with this home's key (keys/secrets.key changed?)",
+        "set it again: hutch secret set NAME",
+      );
     }
   }
 }

@@ -6,7 +6,19 @@ import { rmSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { lookup } from "node:dns/promises";
-import { Chan, HutchError, joinSocket, type Binding, type BoxPolicy, type EgressDecision, type EgressRecord, type HutchConfig, type MuxStream, type PolicyChangeBody, type SecretInfo } from "@hutch/shared";
+import {
+  Chan,
+  HutchError,
+  joinSocket,
+  type Binding,
+  type BoxPolicy,
+  type EgressDecision,
+  type EgressRecord,
+  type HutchConfig,
+  type MuxStream,
+  type PolicyChangeBody,
+  type SecretInfo,
+} from "@hutch/shared";
 import type { BrokerStore } from "../store/broker.ts";
 import type { Channel } from "../engine/channel.ts";
 import { BOX_FILES } from "../paths.ts";
@@ -73,9 +85,20 @@ export class BrokerService {
 
   async setSecret(name: string, value: string): Promise<SecretInfo> {
     const trimmed = value.replace(/\r?\n$/, "");
-    if (trimmed.length === 0) throw new HutchError("invalid", `secret "${name}" is empty`, `pipe the value in: printf %s "$VALUE" | hutch secret set ${name}`);
-    if (trimmed.length > MAX_SECRET) throw new HutchError("invalid", `secret "${name}" is longer than ${MAX_SECRET} bytes`, "secrets are credentials sent in a header; check what you piped in");
-    if (/[\x00-\x1f\x7f]/.test(trimmed)) throw new HutchError("invalid", `secret "${name}" contains control characters (a line break inside?)`, "a secret is one line; check what you piped in");
+    if (trimmed.length === 0)
+      throw new HutchError("invalid", `secret "${name}" is empty`, `pipe the value in: printf %s "$VALUE" | hutch secret set ${name}`);
+    if (trimmed.length > MAX_SECRET)
+      throw new HutchError(
+        "invalid",
+        `secret "${name}" is longer than ${MAX_SECRET} bytes`,
+        "secrets are credentials sent in a header; check what you piped in",
+      );
+    if (/[\x00-\x1f\x7f]/.test(trimmed))
+      throw new HutchError(
+        "invalid",
+        `secret "${name}" contains control characters (a line break inside?)`,
+        "a secret is one line; check what you piped in",
+      );
     this.store.setSecret(name, await this.sealer.seal(new TextEncoder().encode(trimmed)));
     logger.info("secret set", { name });
     return this.secretInfo(name)!;
@@ -94,7 +117,9 @@ export class BrokerService {
   private secretInfo(name: string): SecretInfo | undefined {
     const row = this.store.secrets().find((s) => s.name === name);
     if (!row) return undefined;
-    const bindings = Object.entries(this.bindings()).filter(([, b]) => b.secret === name).map(([n]) => n);
+    const bindings = Object.entries(this.bindings())
+      .filter(([, b]) => b.secret === name)
+      .map(([n]) => n);
     return { name, bindings, createdAt: row.createdAt, updatedAt: row.updatedAt };
   }
 
@@ -125,7 +150,12 @@ export class BrokerService {
   checkPolicy(p: Partial<BoxPolicy>): void {
     const known = this.bindings();
     for (const b of p.bindings ?? []) {
-      if (!known[b]) throw new HutchError("invalid", `no binding named "${b}" (known: ${Object.keys(known).sort().join(", ")})`, `define it in ${this.configPath} under "bindings"`);
+      if (!known[b])
+        throw new HutchError(
+          "invalid",
+          `no binding named "${b}" (known: ${Object.keys(known).sort().join(", ")})`,
+          `define it in ${this.configPath} under "bindings"`,
+        );
     }
   }
 
@@ -243,7 +273,8 @@ export class BrokerService {
         if (m.type === "conn" && typeof m.conn === "number" && Number.isInteger(m.conn) && m.conn > 0) this.relay(r, m.conn);
       },
       close: (error) => {
-        if (error && r.listen === stream && r.channel.mux.alive) logger.warn("the guest's broker listener failed", { box: boxId, error: error.message });
+        if (error && r.listen === stream && r.channel.mux.alive)
+          logger.warn("the guest's broker listener failed", { box: boxId, error: error.message });
       },
     };
   }
@@ -292,7 +323,14 @@ export class BrokerService {
     const facts = clipEgress(raw);
     this.store.logEgress(boxId, { at: new Date().toISOString(), decision, ...facts });
     if (decision === "denied") logger.info("egress denied", { box: boxId, host: facts.host, port: facts.port, reason: facts.reason });
-    else logger.debug(`egress ${decision}`, { box: boxId, host: facts.host, port: facts.port, status: facts.status, bytesDown: facts.bytesDown });
+    else
+      logger.debug(`egress ${decision}`, {
+        box: boxId,
+        host: facts.host,
+        port: facts.port,
+        status: facts.status,
+        bytesDown: facts.bytesDown,
+      });
     this.decisions.emit(boxId, decision, facts);
   }
 }

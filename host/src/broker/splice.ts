@@ -24,7 +24,10 @@ export interface SpliceResult {
   error?: string;
 }
 
-type ToWorker = { type: "init"; ctl: Int32Array; wake: number } | { type: "join"; id: number; a: number; b: number } | { type: "cut"; ids: number[] };
+type ToWorker =
+  | { type: "init"; ctl: Int32Array; wake: number }
+  | { type: "join"; id: number; a: number; b: number }
+  | { type: "cut"; ids: number[] };
 type FromWorker = { type: "done"; id: number; up: number; down: number; error?: string } | { type: "failed"; error: string };
 
 const F_DUPFD_CLOEXEC = 1030;
@@ -332,10 +335,11 @@ function spliceWorker(): void {
       }
       seen++;
       if (m.type === "join") join(m.id, m.a, m.b);
-      else for (const id of m.ids) {
-        const t = tunnels.get(id);
-        if (t) finish(t, "closed by the broker");
-      }
+      else
+        for (const id of m.ids) {
+          const t = tunnels.get(id);
+          if (t) finish(t, "closed by the broker");
+        }
       arrived?.();
     };
 

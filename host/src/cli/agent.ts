@@ -16,7 +16,12 @@ export const agent = body<GlobalArgs>({
         const d = await connectDaemon(a.home);
         const rows = await d.request<AgentInfo[]>("GET", "/v1/agents");
         if (a.json) return printJson(rows);
-        process.stdout.write(table([["AGENT", "PACKAGE", "PINNED", "INSTALLED", "BINDINGS"], ...rows.map((r) => [r.agent, r.package ?? "-", r.pinned ?? "-", r.installed ?? "no", r.bindings.join(",") || "-"])]));
+        process.stdout.write(
+          table([
+            ["AGENT", "PACKAGE", "PINNED", "INSTALLED", "BINDINGS"],
+            ...rows.map((r) => [r.agent, r.package ?? "-", r.pinned ?? "-", r.installed ?? "no", r.bindings.join(",") || "-"]),
+          ]),
+        );
       },
     }),
     command<GlobalArgs & { names: string[] }>({
@@ -28,13 +33,14 @@ export const agent = body<GlobalArgs>({
         let done;
         try {
           done = await runOp(d, "/v1/agents/install", { names: a.names }, AgentInstallResult, {
-            line: (l) => a.json && process.stdout.write(JSON.stringify(l) + "\n"),
+            line: (l) => a.json && process.stdout.write(`${JSON.stringify(l)}\n`),
             progress: (p) => (a.json ? p.type === "note" && process.stderr.write(`hutch: ${p.text}\n`) : display!.show(p)),
           });
         } finally {
           display?.stop();
         }
-        if (!a.json) for (const r of done) process.stdout.write(`${r.agent} ${r.version} ${r.fresh ? "installed" : "already installed"}: ${r.path}\n`);
+        if (!a.json)
+          for (const r of done) process.stdout.write(`${r.agent} ${r.version} ${r.fresh ? "installed" : "already installed"}: ${r.path}\n`);
       },
     }),
   ],

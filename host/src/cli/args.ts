@@ -87,7 +87,11 @@ function positionalsOf(c: Command): Positional[] {
   return c.command
     .split(" ")
     .slice(1)
-    .map((t) => ({ name: t.slice(1, -1).replace(/\.\.$/, ""), required: t.startsWith("<"), variadic: t.endsWith("..>") || t.endsWith("..]") }));
+    .map((t) => ({
+      name: t.slice(1, -1).replace(/\.\.$/, ""),
+      required: t.startsWith("<"),
+      variadic: t.endsWith("..>") || t.endsWith("..]"),
+    }));
 }
 
 const isGroup = (c: Command) => (c.commands?.length ?? 0) > 0;
@@ -187,7 +191,8 @@ export async function parse(root: Command, argv: string[]): Promise<Parsed> {
       set(name, o, false);
       continue;
     }
-    if (!known || (long && known[0] !== key) || (!long && key.length !== 1)) throw usage(`unknown option ${tok.slice(0, eq >= 0 ? eq : undefined)}`, path);
+    if (!known || (long && known[0] !== key) || (!long && key.length !== 1))
+      throw usage(`unknown option ${tok.slice(0, eq >= 0 ? eq : undefined)}`, path);
     const [name, o] = known;
     if (o.type === "boolean") {
       if (inline !== undefined && inline !== "true" && inline !== "false") throw usage(`${tok}: expected true or false`, path);
@@ -208,7 +213,8 @@ export async function parse(root: Command, argv: string[]): Promise<Parsed> {
     const spec = leaf.positionals?.[p.name];
     const taken = p.variadic ? positional.slice(i) : positional.slice(i, i + 1);
     if (p.required && taken.length === 0) throw usage(`missing <${p.name}>`, path);
-    for (const v of taken) if (spec?.choices && !spec.choices.includes(v)) throw usage(`${p.name} ${v}: expected one of ${spec.choices.join(", ")}`, path);
+    for (const v of taken)
+      if (spec?.choices && !spec.choices.includes(v)) throw usage(`${p.name} ${v}: expected one of ${spec.choices.join(", ")}`, path);
     values[p.name] = p.variadic ? taken : taken[0];
   }
   const extra = decl.some((p) => p.variadic) ? [] : positional.slice(decl.length);
@@ -254,7 +260,11 @@ function optionRows(options: Record<string, OptionSpec>): [string, string][] {
       const notes = [
         `[${o.array ? "array" : o.type}]`,
         ...(o.choices ? [`[choices: ${o.choices.join(", ")}]`] : []),
-        ...(o.defaultDescription ? [`[default: ${o.defaultDescription}]`] : o.default !== undefined && !(Array.isArray(o.default) && o.default.length === 0) ? [`[default: ${JSON.stringify(o.default)}]`] : []),
+        ...(o.defaultDescription
+          ? [`[default: ${o.defaultDescription}]`]
+          : o.default !== undefined && !(Array.isArray(o.default) && o.default.length === 0)
+            ? [`[default: ${JSON.stringify(o.default)}]`]
+            : []),
       ];
       return [flags, `${o.describe ?? ""}  ${notes.join(" ")}`.trim()];
     });
@@ -269,16 +279,39 @@ export function helpText(path: Command[], width: number): string {
   const out: string[] = [path.length > 1 ? `${full}\n\n${c.describe}` : c.describe];
   if (isGroup(c)) {
     const base = [nameOf(root), ...path.slice(1).map(nameOf)].join(" ");
-    out.push(`Commands:\n${columns(c.commands!.filter((s) => !s.hidden).map((s) => [`${base} ${s.command}`, `${s.describe}${s.aliases?.length ? `  [aliases: ${s.aliases.join(", ")}]` : ""}`]), width)}`);
+    out.push(
+      `Commands:\n${columns(
+        c
+          .commands!.filter((s) => !s.hidden)
+          .map((s) => [`${base} ${s.command}`, `${s.describe}${s.aliases?.length ? `  [aliases: ${s.aliases.join(", ")}]` : ""}`]),
+        width,
+      )}`,
+    );
   }
   const pos = positionalsOf(c).filter(() => path.length > 1);
-  if (pos.length > 0 && !isGroup(c)) out.push(`Positionals:\n${columns(pos.map((p) => [p.name, `${c.positionals?.[p.name]?.describe ?? ""}${p.required ? "  [required]" : ""}`.trim()]), width)}`);
+  if (pos.length > 0 && !isGroup(c))
+    out.push(
+      `Positionals:\n${columns(
+        pos.map((p) => [p.name, `${c.positionals?.[p.name]?.describe ?? ""}${p.required ? "  [required]" : ""}`.trim()]),
+        width,
+      )}`,
+    );
   const own = path.length > 1 ? optionRows(Object.assign({}, ...path.slice(1).map((x) => x.options ?? {}))) : [];
   if (own.length > 0) out.push(`Options:\n${columns(own, width)}`);
-  const globals: [string, string][] = [...optionRows(root.options ?? {}), ["-h, --help", "show help  [boolean]"], ["    --version", "show the version  [boolean]"]];
+  const globals: [string, string][] = [
+    ...optionRows(root.options ?? {}),
+    ["-h, --help", "show help  [boolean]"],
+    ["    --version", "show the version  [boolean]"],
+  ];
   out.push(`${path.length > 1 ? "Global options" : "Options"}:\n${columns(globals, width)}`);
-  if (c.examples?.length) out.push(`Examples:\n${columns(c.examples.map(([cmd, what]) => [cmd.replace("$0", nameOf(root)), what]), width)}`);
-  return out.join("\n\n") + "\n";
+  if (c.examples?.length)
+    out.push(
+      `Examples:\n${columns(
+        c.examples.map(([cmd, what]) => [cmd.replace("$0", nameOf(root)), what]),
+        width,
+      )}`,
+    );
+  return `${out.join("\n\n")}\n`;
 }
 
 /**
@@ -326,7 +359,10 @@ export async function completions(root: Command, words: string[]): Promise<strin
   }
   const here = await resolved(path.at(-1)!);
   if (!isGroup(here) || positional > 0) return [];
-  return here.commands!.filter((c) => !c.hidden).flatMap((c) => [nameOf(c), ...(c.aliases ?? [])]).filter((n) => n.startsWith(current));
+  return here
+    .commands!.filter((c) => !c.hidden)
+    .flatMap((c) => [nameOf(c), ...(c.aliases ?? [])])
+    .filter((n) => n.startsWith(current));
 }
 
 /** The shell side of completion: asks `hutch __complete WORDS...` (bash, and zsh through bashcompinit). */

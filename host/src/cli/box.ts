@@ -58,7 +58,8 @@ function limitsOf(a: LimitArgs): Record<string, number | string> {
   };
 }
 
-type Create = GlobalArgs & LimitArgs & { name: string; engine: string; start: boolean; image?: string; "kernel-args"?: string; allow?: string[]; secret?: string[] };
+type Create = GlobalArgs &
+  LimitArgs & { name: string; engine: string; start: boolean; image?: string; "kernel-args"?: string; allow?: string[]; secret?: string[] };
 type Policy = GlobalArgs & { name: string; allow?: string[]; deny?: string[]; secret?: string[]; "no-secret"?: string[] };
 
 /** A lifecycle verb over many boxes, one request each, with an idempotency key of its own. */
@@ -70,7 +71,9 @@ const lifecycle = (verb: string, aliases: string[], describe: string, done: stri
     positionals: { names: { describe: "box names or ids" } },
     run: async (a) => {
       const d = await connectDaemon(a.home);
-      await eachBox(a, done, (n, key) => d.request(method, `/v1/boxes/${encodeURIComponent(n)}${action}`, undefined, { idempotencyKey: key }));
+      await eachBox(a, done, (n, key) =>
+        d.request(method, `/v1/boxes/${encodeURIComponent(n)}${action}`, undefined, { idempotencyKey: key }),
+      );
     },
   });
 
@@ -82,19 +85,41 @@ export const box = body<GlobalArgs>({
       describe: "create a box (stopped unless --start)",
       positionals: { name: { describe: "lower-case letters, digits and dashes" } },
       options: {
-        engine: { type: "string", choices: ENGINE_NAMES, default: "process", describe: "process: a namespace sandbox; qemu: a VM with its own kernel" },
+        engine: {
+          type: "string",
+          choices: ENGINE_NAMES,
+          default: "process",
+          describe: "process: a namespace sandbox; qemu: a VM with its own kernel",
+        },
         start: { type: "boolean", default: false, describe: "start it once created" },
         ...LIMIT_OPTIONS,
         image: { type: "string", describe: "VM: image name (default: default)" },
         "kernel-args": { type: "string", describe: "VM: extra kernel command line (debugging a boot)" },
-        allow: { type: "string", array: true, describe: "egress: a host[:port] the box may CONNECT to (repeatable; *.domain for subdomains)" },
-        secret: { type: "string", array: true, describe: "egress: a binding whose credential the broker injects (anthropic, openai, github, or one from config.json)" },
+        allow: {
+          type: "string",
+          array: true,
+          describe: "egress: a host[:port] the box may CONNECT to (repeatable; *.domain for subdomains)",
+        },
+        secret: {
+          type: "string",
+          array: true,
+          describe: "egress: a binding whose credential the broker injects (anthropic, openai, github, or one from config.json)",
+        },
       },
       run: async (a) => {
         const d = await connectDaemon(a.home);
-        const vm = { ...limitsOf(a), ...(a.image ? { image: a.image } : {}), ...(a["kernel-args"] ? { kernelArgs: a["kernel-args"] } : {}) };
+        const vm = {
+          ...limitsOf(a),
+          ...(a.image ? { image: a.image } : {}),
+          ...(a["kernel-args"] ? { kernelArgs: a["kernel-args"] } : {}),
+        };
         const egress = { ...(a.allow?.length ? { allow: a.allow } : {}), ...(a.secret?.length ? { secrets: a.secret } : {}) };
-        const box = await d.request<Box>("POST", "/v1/boxes", { name: a.name, engine: a.engine, start: a.start, ...vm, ...egress }, { idempotencyKey: crypto.randomUUID() });
+        const box = await d.request<Box>(
+          "POST",
+          "/v1/boxes",
+          { name: a.name, engine: a.engine, start: a.start, ...vm, ...egress },
+          { idempotencyKey: crypto.randomUUID() },
+        );
         if (a.json) printJson(box);
         else process.stdout.write(`created ${box.name} (${box.id}), ${box.state}\n`);
       },
@@ -106,7 +131,8 @@ export const box = body<GlobalArgs>({
       examples: [["$0 box set web --memory 8G --disk 40G", "more room for a stopped box"]],
       run: async (a) => {
         const change = limitsOf(a);
-        if (Object.keys(change).length === 0) throw new HutchError("invalid", "name a limit to change", "e.g. hutch box set NAME --memory 8G (see: hutch box set --help)");
+        if (Object.keys(change).length === 0)
+          throw new HutchError("invalid", "name a limit to change", "e.g. hutch box set NAME --memory 8G (see: hutch box set --help)");
         const d = await connectDaemon(a.home);
         const box = await d.request<Box>("PATCH", `/v1/boxes/${encodeURIComponent(a.name)}`, change);
         if (a.json) printJson(box);
@@ -126,7 +152,11 @@ export const box = body<GlobalArgs>({
         const d = await connectDaemon(a.home);
         const boxes = await d.request<Box[]>("GET", "/v1/boxes");
         if (a.json) return printJson(boxes);
-        process.stdout.write(boxes.length === 0 ? "no boxes; create one: hutch box create NAME --start\n" : table([["NAME", "STATE", "ENGINE", "ISOLATION", "ID"], ...boxes.map(boxLine)]));
+        process.stdout.write(
+          boxes.length === 0
+            ? "no boxes; create one: hutch box create NAME --start\n"
+            : table([["NAME", "STATE", "ENGINE", "ISOLATION", "ID"], ...boxes.map(boxLine)]),
+        );
       },
     }),
     command<GlobalArgs & { name: string }>({
@@ -151,10 +181,21 @@ export const box = body<GlobalArgs>({
       run: async (a) => {
         const d = await connectDaemon(a.home);
         const path = `/v1/boxes/${encodeURIComponent(a.name)}/policy`;
-        const change = { ...(a.allow ? { allow: a.allow } : {}), ...(a.deny ? { deny: a.deny } : {}), ...(a.secret ? { bindings: a.secret } : {}), ...(a["no-secret"] ? { unbind: a["no-secret"] } : {}) };
-        const policy = await d.request<BoxPolicy>(Object.keys(change).length > 0 ? "PATCH" : "GET", path, Object.keys(change).length > 0 ? change : undefined);
+        const change = {
+          ...(a.allow ? { allow: a.allow } : {}),
+          ...(a.deny ? { deny: a.deny } : {}),
+          ...(a.secret ? { bindings: a.secret } : {}),
+          ...(a["no-secret"] ? { unbind: a["no-secret"] } : {}),
+        };
+        const policy = await d.request<BoxPolicy>(
+          Object.keys(change).length > 0 ? "PATCH" : "GET",
+          path,
+          Object.keys(change).length > 0 ? change : undefined,
+        );
         if (a.json) return printJson(policy);
-        process.stdout.write(`allow:    ${policy.allow.join(" ") || "(nothing: all egress is denied)"}\nbindings: ${policy.bindings.join(" ") || "(none)"}\n`);
+        process.stdout.write(
+          `allow:    ${policy.allow.join(" ") || "(nothing: all egress is denied)"}\nbindings: ${policy.bindings.join(" ") || "(none)"}\n`,
+        );
       },
     }),
     command<GlobalArgs & { name: string; all: boolean; limit: number }>({
@@ -173,7 +214,13 @@ export const box = body<GlobalArgs>({
         process.stdout.write(
           table([
             ["AT", "DECISION", "TARGET", "STATUS", "REASON"],
-            ...records.map((r) => [r.at, r.decision, `${r.binding ? `${r.binding}:` : ""}${r.host || "?"}:${r.port}${r.path ? ` ${r.method ?? ""} ${r.path}` : ""}`, String(r.status ?? ""), r.reason ?? ""]),
+            ...records.map((r) => [
+              r.at,
+              r.decision,
+              `${r.binding ? `${r.binding}:` : ""}${r.host || "?"}:${r.port}${r.path ? ` ${r.method ?? ""} ${r.path}` : ""}`,
+              String(r.status ?? ""),
+              r.reason ?? "",
+            ]),
           ]),
         );
       },

@@ -1,4 +1,4 @@
-import { DoctorReport, HutchError, type DoctorCheck } from "@hutch/shared";
+import { DoctorReport, type HutchError, type DoctorCheck } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { runOp } from "../client/ops.ts";
 import { progressDisplay } from "../client/progress.ts";
@@ -14,16 +14,21 @@ export const doctor = body<GlobalArgs>({
       d = await connectDaemon(a.home);
     } catch (err) {
       // No daemon, no other check: say so in the report's own shape.
-      const daemon: DoctorCheck = { name: "daemon", ok: false, detail: (err as Error).message, ...((err as HutchError).hint ? { fix: (err as HutchError).hint } : {}) };
-      if (a.json) process.stdout.write(JSON.stringify({ type: "result", value: { ok: false, checks: [daemon] } }) + "\n");
-      else process.stdout.write(checkLine(daemon) + "this host cannot run boxes yet; fix the gaps above\n");
+      const daemon: DoctorCheck = {
+        name: "daemon",
+        ok: false,
+        detail: (err as Error).message,
+        ...((err as HutchError).hint ? { fix: (err as HutchError).hint } : {}),
+      };
+      if (a.json) process.stdout.write(`${JSON.stringify({ type: "result", value: { ok: false, checks: [daemon] } })}\n`);
+      else process.stdout.write(`${checkLine(daemon)}this host cannot run boxes yet; fix the gaps above\n`);
       return setExitCode(1);
     }
     const display = a.json ? null : progressDisplay({ transientSteps: true });
     let report: DoctorReport;
     try {
       report = await runOp(d, "/v1/doctor", {}, DoctorReport, {
-        line: (l) => a.json && process.stdout.write(JSON.stringify(l) + "\n"),
+        line: (l) => a.json && process.stdout.write(`${JSON.stringify(l)}\n`),
         progress: (p) => {
           // Notes are for people, also with --json (on stderr, where logs go).
           if (a.json) return void (p.type === "note" && process.stderr.write(`hutch: ${p.text}\n`));

@@ -22,7 +22,12 @@ export const exec = body<ExecArgs>({
     tty: { alias: "t", type: "boolean", default: false, describe: "on a terminal owned by the box (detach: Ctrl-A d)" },
     env: { alias: "e", type: "string", array: true, describe: "KEY=VALUE, repeatable" },
     workdir: { alias: "w", type: "string", describe: "working directory in the box (default /workspace)" },
-    user: { alias: "u", type: "string", choices: ["hutch", "root"], describe: "who runs it: the box's user hutch (uid 1000, default) or root (VM boxes only)" },
+    user: {
+      alias: "u",
+      type: "string",
+      choices: ["hutch", "root"],
+      describe: "who runs it: the box's user hutch (uid 1000, default) or root (VM boxes only)",
+    },
   },
   examples: [
     ["$0 exec web -- sh -c 'make test'", "run a command"],
@@ -31,6 +36,13 @@ export const exec = body<ExecArgs>({
   run: async (a) => {
     if (a.cmd.length === 0) throw new HutchError("invalid", "no command given", `e.g. hutch exec ${a.box} -- sh -c 'echo hi'`);
     const d = await connectDaemon(a.home);
-    setExitCode(await execInBox(d, a.box, { argv: a.cmd, env: parseEnv(a.env), cwd: a.workdir, tty: a.tty, ...(a.user ? { user: a.user } : {}) }, { json: a.json }));
+    setExitCode(
+      await execInBox(
+        d,
+        a.box,
+        { argv: a.cmd, env: parseEnv(a.env), cwd: a.workdir, tty: a.tty, ...(a.user ? { user: a.user } : {}) },
+        { json: a.json },
+      ),
+    );
   },
 });

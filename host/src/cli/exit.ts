@@ -14,7 +14,7 @@ export const exitCode = (): number => code;
 /** Prints a named error and returns its exit code. */
 export function report(err: unknown, json: boolean): number {
   const e = err instanceof HutchError ? err : new HutchError("failed", err instanceof Error ? err.message : String(err));
-  if (json) process.stdout.write(JSON.stringify(e.toBody()) + "\n");
+  if (json) process.stdout.write(`${JSON.stringify(e.toBody())}\n`);
   else process.stderr.write(`hutch: ${e.message}\n${e.hint ? `  next: ${e.hint}\n` : ""}`);
   return e.exitCode;
 }

@@ -11,7 +11,12 @@ export const ide = body<IdeArgs>({
   },
   run: async (a) => {
     if (!a.stdio) throw new HutchError("invalid", "hutch ide needs a transport", "run: hutch ide --stdio");
-    if (a.remote) throw new HutchError("config", `remote "${a.remote}": remotes come with server mode, which this hutch does not have yet`, "clear the hutch.remote setting to use the local daemon");
+    if (a.remote)
+      throw new HutchError(
+        "config",
+        `remote "${a.remote}": remotes come with server mode, which this hutch does not have yet`,
+        "clear the hutch.remote setting to use the local daemon",
+      );
     // Loaded here: the language-server library is only needed by this verb.
     const { runBridge } = await import("../ide/server.ts");
     setExitCode(await runBridge({ home: a.home }));

@@ -8,7 +8,8 @@ import { printJson, table } from "./output.ts";
 // Loaded when a verb runs: the image code pulls in the schema library, which other verbs need not pay for.
 const images = () => import("../image/index.ts");
 
-const size = (bytes: number): string => (bytes >= 1024 ** 3 ? `${(bytes / 1024 ** 3).toFixed(1)} GiB` : `${Math.round(bytes / 1024 ** 2)} MiB`);
+const size = (bytes: number): string =>
+  bytes >= 1024 ** 3 ? `${(bytes / 1024 ** 3).toFixed(1)} GiB` : `${Math.round(bytes / 1024 ** 2)} MiB`;
 
 type Named = GlobalArgs & { name: string };
 
@@ -36,7 +37,7 @@ export const image = body<GlobalArgs>({
         const display = a.json ? null : progressDisplay();
         try {
           await runOp(d, "/v1/images/build", { name: a.name, force: a.force }, ImageBuildResult, {
-            line: (l) => a.json && process.stdout.write(JSON.stringify(l) + "\n"),
+            line: (l) => a.json && process.stdout.write(`${JSON.stringify(l)}\n`),
             progress: (p) => (a.json ? p.type === "note" && process.stderr.write(`hutch: ${p.text}\n`) : display!.show(p)),
           });
         } finally {
@@ -54,7 +55,14 @@ export const image = body<GlobalArgs>({
         if (all.length === 0) return void process.stdout.write("no images; build one: sudo hutch image build\n");
         const rows = all.map((i) =>
           i.manifest
-            ? [i.name, i.manifest.kernel.release, String(i.manifest.packages.length), securityOf(i.manifest.sources), size(Object.values(i.manifest.files).reduce((n, f) => n + f.bytes, 0)), i.manifest.builtAt.slice(0, 16).replace("T", " ")]
+            ? [
+                i.name,
+                i.manifest.kernel.release,
+                String(i.manifest.packages.length),
+                securityOf(i.manifest.sources),
+                size(Object.values(i.manifest.files).reduce((n, f) => n + f.bytes, 0)),
+                i.manifest.builtAt.slice(0, 16).replace("T", " "),
+              ]
             : [i.name, `BROKEN: ${i.problem}`, "", "", "", ""],
         );
         process.stdout.write(table([["NAME", "KERNEL", "PACKAGES", "SECURITY", "SIZE", "BUILT"], ...rows]));
@@ -66,7 +74,12 @@ export const image = body<GlobalArgs>({
       run: async (a) => {
         const { imagePaths, loadImage, verifyFiles } = await images();
         const m = loadImage(a.home, a.name);
-        await verifyFiles(imagePaths(a.home, a.name).dir, m, `image "${a.name}"`, `rebuild it: sudo hutch image build --name ${a.name} --force`);
+        await verifyFiles(
+          imagePaths(a.home, a.name).dir,
+          m,
+          `image "${a.name}"`,
+          `rebuild it: sudo hutch image build --name ${a.name} --force`,
+        );
         if (a.json) printJson({ name: a.name, ok: true });
         else process.stdout.write(`image ${a.name}: every file matches its manifest\n`);
       },

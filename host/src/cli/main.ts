@@ -23,34 +23,76 @@ export const ROOT: Command = {
   commands: [
     {
       command: "run [box]",
-      describe: "start a session: a shell or a coding agent in a box (a new box when none is named); attach, or with --prompt run one headless turn",
+      describe:
+        "start a session: a shell or a coding agent in a box (a new box when none is named); attach, or with --prompt run one headless turn",
       load: () => import("./run.ts").then((m) => m.run),
     },
-    { command: "session <command>", describe: "durable session logs: list, read, watch, drive, annotate, attach", load: () => import("./session.ts").then((m) => m.session) },
+    {
+      command: "session <command>",
+      describe: "durable session logs: list, read, watch, drive, annotate, attach",
+      load: () => import("./session.ts").then((m) => m.session),
+    },
     {
       command: "agent <command>",
-      describe: "agent CLIs: list what the daemon has installed, install the pinned versions (npm, on the daemon's host, shared read-only with boxes)",
+      describe:
+        "agent CLIs: list what the daemon has installed, install the pinned versions (npm, on the daemon's host, shared read-only with boxes)",
       load: () => import("./agent.ts").then((m) => m.agent),
     },
-    { command: "box <command>", describe: "create, start, stop, delete and inspect boxes", load: () => import("./box.ts").then((m) => m.box) },
+    {
+      command: "box <command>",
+      describe: "create, start, stop, delete and inspect boxes",
+      load: () => import("./box.ts").then((m) => m.box),
+    },
     {
       command: "exec <box> [cmd..]",
       describe: "run a command in a box; stdin, stdout, stderr and the exit code pass through (put the command after --)",
       load: () => import("./exec.ts").then((m) => m.exec),
     },
-    { command: "cp <src> <dst>", describe: "copy files or directories into or out of a box (BOX:/path names the box side)", load: () => import("./cp.ts").then((m) => m.cp) },
-    { command: "pty <command>", describe: "terminals owned by a box: list, attach, kill", load: () => import("./pty.ts").then((m) => m.pty) },
-    { command: "doctor", describe: "find out what the daemon's host can run, by trying it, and how to fix each gap", load: () => import("./doctor.ts").then((m) => m.doctor) },
-    { command: "daemon", describe: "run the daemon in the foreground (other verbs start it when needed)", load: () => import("./daemon.ts").then((m) => m.daemon) },
-    { command: "image <command>", describe: "build, list, import and remove the VM images QEMU boxes boot", load: () => import("./image.ts").then((m) => m.image) },
+    {
+      command: "cp <src> <dst>",
+      describe: "copy files or directories into or out of a box (BOX:/path names the box side)",
+      load: () => import("./cp.ts").then((m) => m.cp),
+    },
+    {
+      command: "pty <command>",
+      describe: "terminals owned by a box: list, attach, kill",
+      load: () => import("./pty.ts").then((m) => m.pty),
+    },
+    {
+      command: "doctor",
+      describe: "find out what the daemon's host can run, by trying it, and how to fix each gap",
+      load: () => import("./doctor.ts").then((m) => m.doctor),
+    },
+    {
+      command: "daemon",
+      describe: "run the daemon in the foreground (other verbs start it when needed)",
+      load: () => import("./daemon.ts").then((m) => m.daemon),
+    },
+    {
+      command: "image <command>",
+      describe: "build, list, import and remove the VM images QEMU boxes boot",
+      load: () => import("./image.ts").then((m) => m.image),
+    },
     {
       command: "snapshot <command>",
       describe: "encrypted, deduplicated snapshots of boxes: create, list (the timeline), browse, diff, restore, prune, check",
       load: () => import("./snapshot.ts").then((m) => m.snapshot),
     },
-    { command: "secret <command>", describe: "credentials the broker injects for boxes (sealed at rest; boxes never see them)", load: () => import("./secret.ts").then((m) => m.secret) },
-    { command: "ide", describe: "the IDE bridge: JSON-RPC with LSP framing on stdin/stdout (the VS Code extension starts it)", load: () => import("./ide.ts").then((m) => m.ide) },
-    { command: "completion", describe: "print a shell completion script (bash/zsh): hutch completion >> ~/.bashrc", run: () => void process.stdout.write(completionScript("hutch")) },
+    {
+      command: "secret <command>",
+      describe: "credentials the broker injects for boxes (sealed at rest; boxes never see them)",
+      load: () => import("./secret.ts").then((m) => m.secret),
+    },
+    {
+      command: "ide",
+      describe: "the IDE bridge: JSON-RPC with LSP framing on stdin/stdout (the VS Code extension starts it)",
+      load: () => import("./ide.ts").then((m) => m.ide),
+    },
+    {
+      command: "completion",
+      describe: "print a shell completion script (bash/zsh): hutch completion >> ~/.bashrc",
+      run: () => void process.stdout.write(completionScript("hutch")),
+    },
   ],
 };
 
@@ -76,7 +118,10 @@ export async function runCli(argv: string[]): Promise<number> {
     }
     const { env } = await import("../env.ts");
     p.args.home ??= env.home();
-    configureLog({ level: (p.args["log-level"] as string | undefined) ?? env.logLevel(), format: (p.args["log-format"] as string | undefined) ?? env.logFormat() });
+    configureLog({
+      level: (p.args["log-level"] as string | undefined) ?? env.logLevel(),
+      format: (p.args["log-format"] as string | undefined) ?? env.logFormat(),
+    });
     await p.path.at(-1)!.run!(p.args);
     return exitCode();
   } catch (err) {

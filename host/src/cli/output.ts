@@ -2,12 +2,19 @@
 import type { Box } from "@hutch/shared";
 
 export function printJson(value: unknown): void {
-  process.stdout.write(JSON.stringify(value, null, 2) + "\n");
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
 }
 
 export function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ").trimEnd()).join("\n") + "\n";
+  return `${rows
+    .map((r) =>
+      r
+        .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!)))
+        .join("  ")
+        .trimEnd(),
+    )
+    .join("\n")}\n`;
 }
 
 export function boxLine(b: Box): string[] {
@@ -27,5 +34,5 @@ export function boxDetails(b: Box): string {
     ["created", b.createdAt],
     ...(b.reason ? [["reason", b.reason]] : []),
   ];
-  return lines.map(([k, v]) => `${(k + ":").padEnd(14)}${v}`).join("\n") + "\n";
+  return `${lines.map(([k, v]) => `${(`${k}:`).padEnd(14)}${v}`).join("\n")}\n`;
 }

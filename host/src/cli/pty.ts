@@ -21,7 +21,12 @@ export const pty = body<GlobalArgs>({
         const ptys = await callTool(d, a.box, { tool: "pty.list" }, PtyListResult);
         if (a.json) return printJson(ptys);
         process.stdout.write(
-          ptys.length === 0 ? "no terminals\n" : table([["ID", "PID", "SIZE", "ATTACHED", "COMMAND"], ...ptys.map((p) => [p.id, String(p.pid), `${p.cols}x${p.rows}`, String(p.attached), p.argv.join(" ")])]),
+          ptys.length === 0
+            ? "no terminals\n"
+            : table([
+                ["ID", "PID", "SIZE", "ATTACHED", "COMMAND"],
+                ...ptys.map((p) => [p.id, String(p.pid), `${p.cols}x${p.rows}`, String(p.attached), p.argv.join(" ")]),
+              ]),
         );
       },
     }),

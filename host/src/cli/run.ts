@@ -14,13 +14,18 @@ export const run = body<RunArgs>({
   positionals: { box: { describe: "box name or id (default: a new box)" } },
   options: {
     agent: { type: "string", choices: AGENT_NAMES, default: "shell" },
-    prompt: { alias: "p", type: "string", describe: "run the agent headless with this prompt; its messages, tool calls and usage become events" },
+    prompt: {
+      alias: "p",
+      type: "string",
+      describe: "run the agent headless with this prompt; its messages, tool calls and usage become events",
+    },
     model: { type: "string", describe: "model name passed to the agent" },
     detach: { alias: "d", type: "boolean", default: false, describe: "do not attach or wait; print the session id" },
     label: { type: "string" },
   },
   run: async (a) => {
-    if (a.model && !a.prompt && a.agent === "shell") throw new HutchError("invalid", "--model needs an agent", "e.g. hutch run --agent claude --model NAME");
+    if (a.model && !a.prompt && a.agent === "shell")
+      throw new HutchError("invalid", "--model needs an agent", "e.g. hutch run --agent claude --model NAME");
     const d = await connectDaemon(a.home);
     const s = await d.request<Session>("POST", "/v1/sessions", {
       ...(a.box ? { box: a.box } : {}),
@@ -40,10 +45,13 @@ export const run = body<RunArgs>({
       if (!a.json) process.stderr.write(`session ${s.id} in box ${s.boxName}: ${a.agent}, headless\n`);
       const partial = new Map<string, string>();
       const r = await waitTurn(d, s, (e) => {
-        if (!a.json) for (const line of renderEntry(e, partial)) process.stdout.write(line + "\n");
+        if (!a.json) for (const line of renderEntry(e, partial)) process.stdout.write(`${line}\n`);
       });
       if (a.json) printJson(r);
-      else if (!r.ok) process.stderr.write(`hutch: the ${a.agent} turn ended in ${r.state ?? "an unknown state"}${r.reason ? `: ${r.reason}` : ""}\n  next: read it: hutch session transcript ${s.id}\n`);
+      else if (!r.ok)
+        process.stderr.write(
+          `hutch: the ${a.agent} turn ended in ${r.state ?? "an unknown state"}${r.reason ? `: ${r.reason}` : ""}\n  next: read it: hutch session transcript ${s.id}\n`,
+        );
       setExitCode(r.ok ? 0 : 1);
       return;
     }

@@ -10,10 +10,15 @@ type Named = GlobalArgs & { name: string };
 
 async function readStdin(name: string): Promise<string> {
   if (process.stdin.isTTY) {
-    throw new HutchError("invalid", "hutch secret set reads the value from stdin, and stdin is a terminal", `pipe it in: printf %s "$TOKEN" | hutch secret set ${name}`);
+    throw new HutchError(
+      "invalid",
+      "hutch secret set reads the value from stdin, and stdin is a terminal",
+      `pipe it in: printf %s "$TOKEN" | hutch secret set ${name}`,
+    );
   }
   const value = await new Response(Bun.stdin.stream()).text();
-  if (value.length === 0) throw new HutchError("invalid", "stdin was empty", `pipe the value in: printf %s "$TOKEN" | hutch secret set ${name}`);
+  if (value.length === 0)
+    throw new HutchError("invalid", "stdin was empty", `pipe the value in: printf %s "$TOKEN" | hutch secret set ${name}`);
   return value;
 }
 
@@ -28,7 +33,9 @@ export const secret = body<GlobalArgs>({
         const d = await connectDaemon(a.home);
         const info = await d.request<SecretInfo>("PUT", `/v1/secrets/${encodeURIComponent(a.name)}`, { value });
         if (a.json) return printJson(info);
-        process.stdout.write(`stored ${info.name}${info.bindings.length ? ` (used by ${info.bindings.join(", ")})` : " (no binding uses it yet)"}\n`);
+        process.stdout.write(
+          `stored ${info.name}${info.bindings.length ? ` (used by ${info.bindings.join(", ")})` : " (no binding uses it yet)"}\n`,
+        );
       },
     }),
     command<GlobalArgs>({
@@ -41,7 +48,7 @@ export const secret = body<GlobalArgs>({
         if (a.json) return printJson(secrets);
         process.stdout.write(
           secrets.length === 0
-            ? "no secrets; add one: printf %s \"$TOKEN\" | hutch secret set anthropic\n"
+            ? 'no secrets; add one: printf %s "$TOKEN" | hutch secret set anthropic\n'
             : table([["NAME", "BINDINGS", "UPDATED"], ...secrets.map((s) => [s.name, s.bindings.join(",") || "-", s.updatedAt])]),
         );
       },

@@ -25,11 +25,19 @@ function sessionDetails(s: Session): string {
     ["box", `${s.boxName} (${s.box})`],
     ["agent", s.agent],
     ["label", s.label ?? ""],
-    ["driver", s.driver ? `${s.driver.actor.id} (${s.driver.actor.kind})${s.driver.expiresAt ? `, lease until ${s.driver.expiresAt}` : ""}` : "nobody"],
+    [
+      "driver",
+      s.driver
+        ? `${s.driver.actor.id} (${s.driver.actor.kind})${s.driver.expiresAt ? `, lease until ${s.driver.expiresAt}` : ""}`
+        : "nobody",
+    ],
     ["events", String(s.lastSeq)],
     ["created", s.createdAt],
   ];
-  return rows.filter(([, v]) => v).map(([k, v]) => `${(k + ":").padEnd(9)}${v}`).join("\n") + "\n";
+  return `${rows
+    .filter(([, v]) => v)
+    .map(([k, v]) => `${(`${k}:`).padEnd(9)}${v}`)
+    .join("\n")}\n`;
 }
 
 /** Parses 30s, 5m, 1500ms, or plain milliseconds. */
@@ -48,14 +56,13 @@ async function follow(d: DaemonClient, sid: string, from: number, print: (e: Ses
   await sub.done;
 }
 
-const driverVerb = (verb: "acquire" | "release" | "steal" | "heartbeat") =>
-  async (a: IdArgs & { lease?: string }) => {
-    const d = await connectDaemon(a.home);
-    const body = verb === "acquire" || verb === "steal" ? (a.lease ? { leaseMs: parseDuration(a.lease) } : {}) : undefined;
-    const s = await d.request<Session>("POST", path(a.id, `/driver/${verb}`), body);
-    if (a.json) return printJson(s);
-    process.stdout.write(s.driver ? `${a.id} is driven by ${s.driver.actor.id}\n` : `${a.id} has no driver\n`);
-  };
+const driverVerb = (verb: "acquire" | "release" | "steal" | "heartbeat") => async (a: IdArgs & { lease?: string }) => {
+  const d = await connectDaemon(a.home);
+  const body = verb === "acquire" || verb === "steal" ? (a.lease ? { leaseMs: parseDuration(a.lease) } : {}) : undefined;
+  const s = await d.request<Session>("POST", path(a.id, `/driver/${verb}`), body);
+  if (a.json) return printJson(s);
+  process.stdout.write(s.driver ? `${a.id} is driven by ${s.driver.actor.id}\n` : `${a.id} has no driver\n`);
+};
 
 const lease = { type: "string", describe: "lapse without heartbeats, e.g. 30s" } as const;
 
@@ -72,7 +79,11 @@ export const session = body<GlobalArgs>({
         const q = new URLSearchParams({ ...(a.box ? { box: a.box } : {}), ...(a.state ? { state: a.state } : {}) });
         const list = await d.request<Session[]>("GET", `/v1/sessions${q.size ? `?${q}` : ""}`);
         if (a.json) return printJson(list);
-        process.stdout.write(list.length === 0 ? "no sessions; start one: hutch run\n" : table([["ID", "STATE", "BOX", "AGENT", "LABEL", "DRIVER", "EVENTS"], ...list.map(sessionLine)]));
+        process.stdout.write(
+          list.length === 0
+            ? "no sessions; start one: hutch run\n"
+            : table([["ID", "STATE", "BOX", "AGENT", "LABEL", "DRIVER", "EVENTS"], ...list.map(sessionLine)]),
+        );
       },
     }),
     command<IdArgs>({
@@ -93,11 +104,14 @@ export const session = body<GlobalArgs>({
       options: { from: { type: "number", default: 1 }, follow: { alias: "f", type: "boolean", default: false } },
       run: async (a) => {
         const d = await connectDaemon(a.home);
-        const print = async (e: SessionEvent) => void process.stdout.write((a.json ? JSON.stringify(e) : await renderEvent(d, e)) + "\n");
+        const print = async (e: SessionEvent) => void process.stdout.write(`${a.json ? JSON.stringify(e) : await renderEvent(d, e)}\n`);
         if (a.follow) return follow(d, a.id, a.from, print);
         let from = a.from;
         for (;;) {
-          const page = await d.request<{ events: SessionEvent[]; next: number; last: number }>("GET", path(a.id, `/events?from=${from}&limit=1000`));
+          const page = await d.request<{ events: SessionEvent[]; next: number; last: number }>(
+            "GET",
+            path(a.id, `/events?from=${from}&limit=1000`),
+          );
           for (const e of page.events) await print(e);
           if (page.events.length === 0 || page.next > page.last) break;
           from = page.next;
@@ -111,7 +125,7 @@ export const session = body<GlobalArgs>({
       options: { from: { type: "number", default: 1 } },
       run: async (a) => {
         const d = await connectDaemon(a.home);
-        await follow(d, a.id, a.from, async (e) => void process.stdout.write((await renderEvent(d, e)) + "\n"));
+        await follow(d, a.id, a.from, async (e) => void process.stdout.write(`${await renderEvent(d, e)}\n`));
       },
     }),
     command<IdArgs & { from: number }>({
@@ -123,7 +137,7 @@ export const session = body<GlobalArgs>({
         const d = await connectDaemon(a.home);
         const out = Bun.stdout.writer();
         await follow(d, a.id, a.from, async (e) => {
-          out.write(JSON.stringify(e) + "\n");
+          out.write(`${JSON.stringify(e)}\n`);
           await out.flush();
         });
       },
@@ -135,7 +149,12 @@ export const session = body<GlobalArgs>({
       options: { newline: { type: "boolean", default: true } },
       run: async (a) => {
         const d = await connectDaemon(a.home);
-        const r = await d.request<{ seq: number }>("POST", path(a.id, "/input"), { text: a.text + (a.newline ? "\n" : "") }, { idempotencyKey: crypto.randomUUID() });
+        const r = await d.request<{ seq: number }>(
+          "POST",
+          path(a.id, "/input"),
+          { text: a.text + (a.newline ? "\n" : "") },
+          { idempotencyKey: crypto.randomUUID() },
+        );
         if (a.json) printJson(r);
       },
     }),
@@ -155,7 +174,12 @@ export const session = body<GlobalArgs>({
           if (!anchor) throw new HutchError("invalid", "--seq anchors need a path too", "add --anchor PATH[:LINE]");
           anchor.seq = a.seq;
         }
-        const r = await d.request<{ seq: number }>("POST", path(a.id, "/annotations"), { text: a.text, ...(anchor ? { anchor } : {}) }, { idempotencyKey: crypto.randomUUID() });
+        const r = await d.request<{ seq: number }>(
+          "POST",
+          path(a.id, "/annotations"),
+          { text: a.text, ...(anchor ? { anchor } : {}) },
+          { idempotencyKey: crypto.randomUUID() },
+        );
         if (a.json) printJson(r);
         else process.stdout.write(`annotated ${a.id} at #${r.seq}\n`);
       },
@@ -175,9 +199,21 @@ export const session = body<GlobalArgs>({
       describe: "the driver slot: acquire, release, steal, heartbeat",
       demand: "name a driver command",
       commands: [
-        command({ command: "acquire <id>", describe: "take the slot when free", positionals: id, options: { lease }, run: driverVerb("acquire") }),
+        command({
+          command: "acquire <id>",
+          describe: "take the slot when free",
+          positionals: id,
+          options: { lease },
+          run: driverVerb("acquire"),
+        }),
         command({ command: "release <id>", describe: "give the slot up", positionals: id, run: driverVerb("release") }),
-        command({ command: "steal <id>", describe: "take the slot from its driver (logged)", positionals: id, options: { lease: { type: "string" } }, run: driverVerb("steal") }),
+        command({
+          command: "steal <id>",
+          describe: "take the slot from its driver (logged)",
+          positionals: id,
+          options: { lease: { type: "string" } },
+          run: driverVerb("steal"),
+        }),
         command({ command: "heartbeat <id>", describe: "keep a lease alive", positionals: id, run: driverVerb("heartbeat") }),
       ],
     }),
@@ -185,12 +221,17 @@ export const session = body<GlobalArgs>({
       command: "wait <ref>",
       describe: "wait until the agent's turn settles (done, needs input, or failed); exits 0 when it ended well",
       positionals: { ref: { describe: "session id, or a box (its newest open session)" } },
-      options: { idle: { type: "boolean", default: true, describe: "wait for the agent to be idle or need input (the only condition so far)" } },
+      options: {
+        idle: { type: "boolean", default: true, describe: "wait for the agent to be idle or need input (the only condition so far)" },
+      },
       run: async (a) => {
         const d = await connectDaemon(a.home);
         const r = await waitTurn(d, await resolveSession(d, a.ref));
         if (a.json) printJson(r);
-        else process.stdout.write(`${r.session}: ${r.state ?? "no agent state"}${r.reason ? ` (${r.reason})` : ""}${r.exit ? `, exited ${r.exit.signal ? `by signal ${r.exit.signal}` : `with code ${r.exit.code}`}` : ""}\n`);
+        else
+          process.stdout.write(
+            `${r.session}: ${r.state ?? "no agent state"}${r.reason ? ` (${r.reason})` : ""}${r.exit ? `, exited ${r.exit.signal ? `by signal ${r.exit.signal}` : `with code ${r.exit.code}`}` : ""}\n`,
+          );
         setExitCode(r.ok ? 0 : 1);
       },
     }),
@@ -202,7 +243,10 @@ export const session = body<GlobalArgs>({
         const d = await connectDaemon(a.home);
         const events: SessionEvent[] = [];
         for (let from = 1; ; ) {
-          const page = await d.request<{ events: SessionEvent[]; next: number; last: number }>("GET", path(a.id, `/events?from=${from}&limit=1000`));
+          const page = await d.request<{ events: SessionEvent[]; next: number; last: number }>(
+            "GET",
+            path(a.id, `/events?from=${from}&limit=1000`),
+          );
           events.push(...page.events.filter((e) => CONVERSATION_KINDS.has(e.kind)));
           if (page.events.length === 0 || page.next > page.last) break;
           from = page.next;

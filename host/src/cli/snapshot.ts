@@ -30,7 +30,7 @@ async function op<S extends TSchema>(a: GlobalArgs, path: string, req: unknown, 
   const display = a.json ? null : progressDisplay();
   try {
     return await runOp(d, path, req, result, {
-      line: (l) => a.json && process.stdout.write(JSON.stringify(l) + "\n"),
+      line: (l) => a.json && process.stdout.write(`${JSON.stringify(l)}\n`),
       progress: (p) => (a.json ? p.type === "note" && process.stderr.write(`hutch: ${p.text}\n`) : display!.show(p)),
     });
   } finally {
@@ -50,7 +50,10 @@ export const snapshot = body<GlobalArgs>({
       run: async (a) => {
         const r = await op(a, "/v1/snapshots", { box: a.box, ...(a.label ? { label: a.label } : {}) }, SnapshotCreateResult);
         for (const w of r.warnings) process.stderr.write(`hutch: ${w}\n`);
-        if (!a.json) process.stdout.write(`${r.snapshot.id}  ${r.snapshot.files} files, ${size(r.snapshot.bytes)}, ${size(r.snapshot.bytesAdded)} added\n`);
+        if (!a.json)
+          process.stdout.write(
+            `${r.snapshot.id}  ${r.snapshot.files} files, ${size(r.snapshot.bytes)}, ${size(r.snapshot.bytesAdded)} added\n`,
+          );
       },
     }),
     command<GlobalArgs & { box?: string }>({
@@ -62,7 +65,16 @@ export const snapshot = body<GlobalArgs>({
         const all = (await q(d, `/v1/snapshots${a.box ? `?box=${encodeURIComponent(a.box)}` : ""}`)) as SnapshotInfo[];
         if (a.json) return printJson(all);
         if (all.length === 0) return void process.stdout.write(`no snapshots; take one: hutch snapshot create ${a.box ?? "BOX"}\n`);
-        const rows = all.map((s) => [when(s.time), s.id, s.boxName ?? s.box, s.label ?? "", String(s.files), size(s.bytes), size(s.bytesAdded), String(s.filesChanged)]);
+        const rows = all.map((s) => [
+          when(s.time),
+          s.id,
+          s.boxName ?? s.box,
+          s.label ?? "",
+          String(s.files),
+          size(s.bytes),
+          size(s.bytesAdded),
+          String(s.filesChanged),
+        ]);
         process.stdout.write(table([["TIME (UTC)", "ID", "BOX", "LABEL", "FILES", "SIZE", "ADDED", "CHANGED"], ...rows]));
       },
     }),
@@ -71,7 +83,10 @@ export const snapshot = body<GlobalArgs>({
       describe: "list a directory of a snapshot (workspace/..., home/...)",
       run: async (a) => {
         const d = await connectDaemon(a.home);
-        const r = (await q(d, `/v1/snapshots/${encodeURIComponent(a.snap)}/browse${a.path ? `?path=${encodeURIComponent(a.path)}` : ""}`)) as SnapshotBrowse;
+        const r = (await q(
+          d,
+          `/v1/snapshots/${encodeURIComponent(a.snap)}/browse${a.path ? `?path=${encodeURIComponent(a.path)}` : ""}`,
+        )) as SnapshotBrowse;
         if (a.json) return printJson(r);
         const rows = r.entries.map((e) => [
           `${e.type === "dir" ? "d" : e.type === "symlink" ? "l" : "-"}${(e.mode & 0o777).toString(8).padStart(3, "0")}`,
@@ -91,7 +106,9 @@ export const snapshot = body<GlobalArgs>({
         if (a.json) return printJson(r);
         const mark = { added: "A", removed: "D", modified: "M", metadata: "m", type: "T" } as const;
         for (const c of r.changes) {
-          process.stdout.write(`${mark[c.change]} ${c.path}${c.type === "dir" ? "/" : ""}${c.binary ? `  (binary, ${size(c.binary.before)} -> ${size(c.binary.after)})` : ""}\n`);
+          process.stdout.write(
+            `${mark[c.change]} ${c.path}${c.type === "dir" ? "/" : ""}${c.binary ? `  (binary, ${size(c.binary.before)} -> ${size(c.binary.after)})` : ""}\n`,
+          );
           if (c.patch) process.stdout.write(c.patch);
         }
         if (r.truncated) process.stdout.write("... (more changes; the list stops at 10,000)\n");
@@ -106,11 +123,26 @@ export const snapshot = body<GlobalArgs>({
         "in-place": { type: "boolean", default: false, describe: "write over /workspace and the home (files the snapshot lacks are kept)" },
       },
       run: async (a) => {
-        const r = await op(a, "/v1/snapshots/restore", { box: a.box, snapshot: a.snap, ...(a.path?.length ? { paths: a.path } : {}), ...(a["in-place"] ? { inPlace: true } : {}) }, SnapshotRestoreResult);
+        const r = await op(
+          a,
+          "/v1/snapshots/restore",
+          { box: a.box, snapshot: a.snap, ...(a.path?.length ? { paths: a.path } : {}), ...(a["in-place"] ? { inPlace: true } : {}) },
+          SnapshotRestoreResult,
+        );
         if (!a.json) process.stdout.write(`restored ${r.files} files (${size(r.bytes)}) into ${r.box}:${r.into.join(", ")}\n`);
       },
     }),
-    command<GlobalArgs & { "keep-last"?: number; "keep-hourly"?: number; "keep-daily"?: number; "keep-weekly"?: number; "keep-monthly"?: number; "keep-yearly"?: number; "dry-run": boolean }>({
+    command<
+      GlobalArgs & {
+        "keep-last"?: number;
+        "keep-hourly"?: number;
+        "keep-daily"?: number;
+        "keep-weekly"?: number;
+        "keep-monthly"?: number;
+        "keep-yearly"?: number;
+        "dry-run": boolean;
+      }
+    >({
       command: "prune",
       describe: "forget snapshots outside the policy and reclaim space (in two phases; never blocks a snapshot)",
       options: {
@@ -128,13 +160,18 @@ export const snapshot = body<GlobalArgs>({
         for (const k of keys) {
           const v = a[`keep-${k}`];
           if (v === undefined) continue;
-          if (!Number.isInteger(v) || v < 0) throw new HutchError("invalid", `--keep-${k} ${v}: expected a whole number`, "e.g. --keep-last 10");
+          if (!Number.isInteger(v) || v < 0)
+            throw new HutchError("invalid", `--keep-${k} ${v}: expected a whole number`, "e.g. --keep-last 10");
           policy[`keep${k[0]!.toUpperCase()}${k.slice(1)}`] = v;
         }
         const r = await op(a, "/v1/snapshots/prune", { ...policy, ...(a["dry-run"] ? { dryRun: true } : {}) }, SnapshotPruneResult);
         if (!a.json) {
-          process.stdout.write(`${a["dry-run"] ? "would forget" : "forgot"} ${r.forgotten.length} snapshot(s)${r.forgotten.length ? `: ${r.forgotten.join(" ")}` : ""}\n`);
-          process.stdout.write(`marked ${r.marked.packs} pack(s) (${size(r.marked.bytes)}) for deletion after the grace period; deleted ${r.deleted.packs} (${size(r.deleted.bytes)})\n`);
+          process.stdout.write(
+            `${a["dry-run"] ? "would forget" : "forgot"} ${r.forgotten.length} snapshot(s)${r.forgotten.length ? `: ${r.forgotten.join(" ")}` : ""}\n`,
+          );
+          process.stdout.write(
+            `marked ${r.marked.packs} pack(s) (${size(r.marked.bytes)}) for deletion after the grace period; deleted ${r.deleted.packs} (${size(r.deleted.bytes)})\n`,
+          );
         }
       },
     }),
@@ -147,7 +184,11 @@ export const snapshot = body<GlobalArgs>({
         if (!a.json) {
           for (const e of r.errors) process.stdout.write(`damaged: ${e.object}: ${e.message}\n`);
           for (const n of r.notes) process.stdout.write(`note: ${n}\n`);
-          process.stdout.write(r.ok ? `ok: ${r.snapshots} snapshots, ${r.trees} trees, ${r.packs} packs${a["read-data"] ? `, ${size(r.bytesRead)} read` : ""}\n` : `${r.errors.length} problem(s) found\n`);
+          process.stdout.write(
+            r.ok
+              ? `ok: ${r.snapshots} snapshots, ${r.trees} trees, ${r.packs} packs${a["read-data"] ? `, ${size(r.bytesRead)} read` : ""}\n`
+              : `${r.errors.length} problem(s) found\n`,
+          );
         }
         if (!r.ok) setExitCode(1);
       },

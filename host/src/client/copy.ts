@@ -36,8 +36,14 @@ function placement(dstPath: string, dstIsDir: boolean, srcName: string): { dir: 
 }
 
 export async function copy(daemon: DaemonClient, src: CpEnd, dst: CpEnd): Promise<{ entries: number; bytes: number }> {
-  if ("box" in src && "box" in dst) throw new HutchError("invalid", "copying between two boxes is not supported", "copy through the host: hutch cp A:/p ./tmp && hutch cp ./tmp B:/p");
-  if (!("box" in src) && !("box" in dst)) throw new HutchError("invalid", "neither side names a box", "name one as BOX:/path, e.g. hutch cp ./src mybox:/workspace");
+  if ("box" in src && "box" in dst)
+    throw new HutchError(
+      "invalid",
+      "copying between two boxes is not supported",
+      "copy through the host: hutch cp A:/p ./tmp && hutch cp ./tmp B:/p",
+    );
+  if (!("box" in src) && !("box" in dst))
+    throw new HutchError("invalid", "neither side names a box", "name one as BOX:/path, e.g. hutch cp ./src mybox:/workspace");
   if ("box" in dst) return copyIn(daemon, resolve(src.path), dst.box, dst.path);
   return copyOut(daemon, (src as { box: string; path: string }).box, src.path, resolve(dst.path));
 }
@@ -61,7 +67,13 @@ async function copyIn(daemon: DaemonClient, local: string, box: string, guestPat
         close: (e) => {
           if (e) return rej(streamError(e));
           if (value) return res(value);
-          rej(new HutchError("failed", bad ? `the box answered tar.in with a malformed result: ${bad}` : "tar.in ended without a result", `the guest may be broken: hutch box info ${box}`));
+          rej(
+            new HutchError(
+              "failed",
+              bad ? `the box answered tar.in with a malformed result: ${bad}` : "tar.in ended without a result",
+              `the guest may be broken: hutch box info ${box}`,
+            ),
+          );
         },
       };
     });
@@ -100,7 +112,17 @@ async function copyOut(daemon: DaemonClient, box: string, guestPath: string, loc
             if (failed) return;
             failed = true;
             close();
-            void unpacker.abort().finally(() => rej(new HutchError("denied", `refused what the box sent: ${(err as Error).message}`, "nothing was written; inspect the box's files")));
+            void unpacker
+              .abort()
+              .finally(() =>
+                rej(
+                  new HutchError(
+                    "denied",
+                    `refused what the box sent: ${(err as Error).message}`,
+                    "nothing was written; inspect the box's files",
+                  ),
+                ),
+              );
           });
         },
         close: (e) => {
@@ -109,7 +131,9 @@ async function copyOut(daemon: DaemonClient, box: string, guestPath: string, loc
             void unpacker.abort().finally(() => rej(streamError(e)));
             return;
           }
-          chain.then(() => unpacker.end()).then(res, (err) => rej(new HutchError("denied", `refused what the box sent: ${(err as Error).message}`)));
+          chain
+            .then(() => unpacker.end())
+            .then(res, (err) => rej(new HutchError("denied", `refused what the box sent: ${(err as Error).message}`)));
         },
       };
     });

@@ -47,7 +47,10 @@ function logTail(path: string, lines = 15): string {
 }
 
 /** Returns a client for the daemon of this home, starting one if none answers. */
-export async function connectDaemon(home: string, opts: { start?: boolean; timeoutMs?: number; kind?: string } = {}): Promise<DaemonClient> {
+export async function connectDaemon(
+  home: string,
+  opts: { start?: boolean; timeoutMs?: number; kind?: string } = {},
+): Promise<DaemonClient> {
   // Before the socket is used or a daemon started: in a home others can write, the socket could be theirs.
   checkHome(home);
   const t = transport(localTarget(home));

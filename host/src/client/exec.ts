@@ -63,7 +63,7 @@ function writer(fd: 1 | 2, onBroken: () => void): (bytes: Uint8Array) => Promise
 const BROKEN_PIPE_EXIT = 141;
 
 function jsonLine(value: unknown): void {
-  process.stdout.write(JSON.stringify(value) + "\n");
+  process.stdout.write(`${JSON.stringify(value)}\n`);
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
@@ -163,7 +163,13 @@ async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boole
           if (exitCode !== null) return resolve(exitCode);
           if (detached) return resolve(0);
           if (error?.code === "channel_lost" && tty && ptyId) {
-            return reject(new HutchError("unavailable", `lost the connection; the terminal keeps running`, `reattach: hutch pty attach ${box} ${ptyId}`));
+            return reject(
+              new HutchError(
+                "unavailable",
+                `lost the connection; the terminal keeps running`,
+                `reattach: hutch pty attach ${box} ${ptyId}`,
+              ),
+            );
           }
           if (error) return reject(streamError(error));
           resolve(0);
@@ -213,7 +219,11 @@ async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boole
     const code = await done;
     if (detached && ptyId) {
       const reattach = opts.reattach ?? `hutch pty attach ${box} ${ptyId}`;
-      process.stderr.write(opts.recorded ? `\r\n[detached; it keeps running and every byte is logged]\r\n  what was recorded: ${opts.recorded}\r\n  reattach: ${reattach}\r\n` : `\r\n[detached from ${ptyId}; reattach: ${reattach}]\r\n`);
+      process.stderr.write(
+        opts.recorded
+          ? `\r\n[detached; it keeps running and every byte is logged]\r\n  what was recorded: ${opts.recorded}\r\n  reattach: ${reattach}\r\n`
+          : `\r\n[detached from ${ptyId}; reattach: ${reattach}]\r\n`,
+      );
     }
     return code;
   } finally {
@@ -236,7 +246,12 @@ function termSize(): { cols: number; rows: number } {
 }
 
 export function execInBox(daemon: DaemonClient, box: string, call: ExecCall, opts: ExecOptions = {}): Promise<number> {
-  const base = { argv: call.argv, ...(call.env ? { env: call.env } : {}), ...(call.cwd ? { cwd: call.cwd } : {}), ...(call.user ? { user: call.user } : {}) };
+  const base = {
+    argv: call.argv,
+    ...(call.env ? { env: call.env } : {}),
+    ...(call.cwd ? { cwd: call.cwd } : {}),
+    ...(call.user ? { user: call.user } : {}),
+  };
   if (call.tty) return run(daemon, box, { tool: "pty.open", ...base, ...termSize() }, true, opts);
   return run(daemon, box, { tool: "exec", ...base }, false, opts);
 }

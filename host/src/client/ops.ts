@@ -13,11 +13,21 @@ export interface OpHandlers {
   line?(line: unknown): void;
 }
 
-export async function runOp<S extends TSchema>(daemon: DaemonClient, path: string, body: unknown, result: S, h: OpHandlers = {}): Promise<Static<S>> {
+export async function runOp<S extends TSchema>(
+  daemon: DaemonClient,
+  path: string,
+  body: unknown,
+  result: S,
+  h: OpHandlers = {},
+): Promise<Static<S>> {
   const schema = OpLine(result);
   let res: Response;
   try {
-    res = await daemon.transport.fetch(path, { method: "POST", headers: { ...daemon.headers, "content-type": "application/json" }, body: JSON.stringify(body ?? {}) });
+    res = await daemon.transport.fetch(path, {
+      method: "POST",
+      headers: { ...daemon.headers, "content-type": "application/json" },
+      body: JSON.stringify(body ?? {}),
+    });
   } catch (err) {
     throw new HutchError("unavailable", `lost the daemon: ${(err as Error).message}`, "retry; if it persists see the daemon log");
   }
@@ -25,7 +35,12 @@ export async function runOp<S extends TSchema>(daemon: DaemonClient, path: strin
   const what = path.replace(/^\/v1\//, "");
   try {
     for await (const raw of ndjson(res.body)) {
-      if (!check(schema, raw)) throw new HutchError("failed", `the daemon sent a malformed ${what} line: ${firstError(schema, raw)}`, "the daemon and this CLI may be different builds: restart the daemon");
+      if (!check(schema, raw))
+        throw new HutchError(
+          "failed",
+          `the daemon sent a malformed ${what} line: ${firstError(schema, raw)}`,
+          "the daemon and this CLI may be different builds: restart the daemon",
+        );
       const line = raw as OpProgress | OpError | { type: "result"; value: Static<S> };
       if (line.type === "error") throw new HutchError(line.error.code, line.error.message, line.error.hint, line.error.data);
       h.line?.(line);

@@ -41,7 +41,8 @@ export function progressDisplay(opts: { transientSteps?: boolean } = {}): Progre
   let stepStart = t0;
   let lastDetail = 0;
   let drawn = false;
-  const line = () => `${label}${detail ? `: ${detail}` : ""} (${seconds(performance.now() - stepStart)}, total ${seconds(performance.now() - t0)})`;
+  const line = () =>
+    `${label}${detail ? `: ${detail}` : ""} (${seconds(performance.now() - stepStart)}, total ${seconds(performance.now() - t0)})`;
   const clear = () => {
     if (drawn) process.stderr.write("\r\x1b[2K");
     drawn = false;
@@ -55,7 +56,10 @@ export function progressDisplay(opts: { transientSteps?: boolean } = {}): Progre
   const finishStep = () => {
     if (!label) return;
     clear();
-    if (keep) process.stderr.write(tty ? `${label} (${seconds(performance.now() - stepStart)})\n` : `${label} done in ${seconds(performance.now() - stepStart)}\n`);
+    if (keep)
+      process.stderr.write(
+        tty ? `${label} (${seconds(performance.now() - stepStart)})\n` : `${label} done in ${seconds(performance.now() - stepStart)}\n`,
+      );
     label = "";
   };
   return {

@@ -4,7 +4,11 @@ import type { DaemonClient } from "./daemon.ts";
 
 const time = (at: string) => at.slice(11, 19);
 // Terminal control sequences would repaint the watcher's own screen; show text only.
-const plain = (s: string) => s.replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "").replace(/\x1b\][^\x07]*\x07/g, "").replace(/[\x00-\x08\x0b-\x1f\x7f]/g, "");
+const plain = (s: string) =>
+  s
+    .replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "")
+    .replace(/\x1b\][^\x07]*\x07/g, "")
+    .replace(/[\x00-\x08\x0b-\x1f\x7f]/g, "");
 
 export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<string> {
   const head = `#${e.seq} ${time(e.at)} ${e.actor.id}`;
@@ -13,7 +17,12 @@ export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<str
     case "output.appended": {
       if (e.data.snapshot) return `${head} (screen redrawn)`;
       const text = plain(new TextDecoder().decode(await d.bytes(`/v1/sessions/${e.session}/output/${e.data.chunk}`))).trimEnd();
-      return text ? text.split("\n").map((l) => `${head} │ ${l}`).join("\n") : `${head} │`;
+      return text
+        ? text
+            .split("\n")
+            .map((l) => `${head} │ ${l}`)
+            .join("\n")
+        : `${head} │`;
     }
     case "input.sent":
       return `${head} > ${JSON.stringify(e.data.text)}`;

@@ -11,7 +11,14 @@ export interface ToolStream {
 
 /** Maps a stream's close error to the CLI's named error (exit codes follow). */
 export function streamError(e: StreamError): HutchError {
-  const code = e.code in ErrorCodes ? (e.code as keyof typeof ErrorCodes) : e.code === "denied" ? "denied" : e.code === "channel_lost" ? "unavailable" : "failed";
+  const code =
+    e.code in ErrorCodes
+      ? (e.code as keyof typeof ErrorCodes)
+      : e.code === "denied"
+        ? "denied"
+        : e.code === "channel_lost"
+          ? "unavailable"
+          : "failed";
   return new HutchError(code, e.message, e.hint);
 }
 

@@ -21,7 +21,13 @@ export interface Subscription {
 
 const RECONNECT_FOR_MS = 30_000;
 
-export function subscribe(daemon: DaemonClient, session: string, from: number, h: SubscribeHandlers, opts: { reconnectForMs?: number } = {}): Subscription {
+export function subscribe(
+  daemon: DaemonClient,
+  session: string,
+  from: number,
+  h: SubscribeHandlers,
+  opts: { reconnectForMs?: number } = {},
+): Subscription {
   const reconnectFor = opts.reconnectForMs ?? RECONNECT_FOR_MS;
   let next = from;
   let ws: WebSocket | null = null;
@@ -40,7 +46,12 @@ export function subscribe(daemon: DaemonClient, session: string, from: number, h
     if (check(CaughtUpLine, msg)) return h.caughtUp?.(msg.seq);
     // Other lines with a type are the protocol's, and this client knows none; a line without one is an event.
     if (typeof msg === "object" && msg !== null && "type" in msg) return;
-    if (!check(SessionEvent, msg)) throw new HutchError("failed", `the daemon sent an event line that is not an event (${firstError(SessionEvent, msg)})`, "see: hutch doctor");
+    if (!check(SessionEvent, msg))
+      throw new HutchError(
+        "failed",
+        `the daemon sent an event line that is not an event (${firstError(SessionEvent, msg)})`,
+        "see: hutch doctor",
+      );
     if (msg.seq < next) return; // already delivered before a reconnect
     if (msg.seq > next) throw new HutchError("failed", `event stream skipped from seq ${next} to ${msg.seq}`);
     next = msg.seq + 1;

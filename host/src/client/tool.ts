@@ -10,7 +10,12 @@ export async function callTool<S extends TSchema>(daemon: DaemonClient, box: str
     const { result, error } = await follow(stream);
     if (error) throw streamError(error);
     if (!result) throw new HutchError("failed", `${call.tool} ended without a result`);
-    if (!check(schema, result.value)) throw new HutchError("failed", `the box answered ${call.tool} with a malformed result: ${firstError(schema, result.value)}`, "the guest may be broken: hutch box info " + box);
+    if (!check(schema, result.value))
+      throw new HutchError(
+        "failed",
+        `the box answered ${call.tool} with a malformed result: ${firstError(schema, result.value)}`,
+        `the guest may be broken: hutch box info ${box}`,
+      );
     return result.value;
   } finally {
     close();

@@ -5,11 +5,26 @@ import { isEvent, type EventKind, type SessionEvent } from "@hutch/shared";
 
 /** The kinds that make up a conversation (the rest is terminal bytes and bookkeeping). */
 export const CONVERSATION_KINDS = new Set<string>([
-  "input.sent", "message.started", "message.delta", "message.completed", "tool.called", "tool.completed",
-  "usage.reported", "agent.state", "attention.required", "error.raised", "agent.raw", "exec.exited", "session.closed",
+  "input.sent",
+  "message.started",
+  "message.delta",
+  "message.completed",
+  "tool.called",
+  "tool.completed",
+  "usage.reported",
+  "agent.state",
+  "attention.required",
+  "error.raised",
+  "agent.raw",
+  "exec.exited",
+  "session.closed",
 ] satisfies EventKind[]);
 
-const indent = (text: string, prefix = "  ") => text.split("\n").map((l) => prefix + l).join("\n");
+const indent = (text: string, prefix = "  ") =>
+  text
+    .split("\n")
+    .map((l) => prefix + l)
+    .join("\n");
 const short = (s: string, max = 2000) => (s.length > max ? `${s.slice(0, max)}… (${s.length - max} more characters)` : s);
 
 /** The conversation as text, one block per entry, in log order. */
@@ -24,7 +39,8 @@ export function renderTranscript(events: SessionEvent[]): string {
 
 /** One event's lines; `partial` folds deltas until their message completes. An event that does not fit its kind is said to be so. */
 export function renderEntry(e: SessionEvent, partial = new Map<string, string>(), completed = new Set<string>()): string[] {
-  if (!isEvent(e)) return CONVERSATION_KINDS.has(e.kind) ? [`?? (${e.kind} that does not fit its schema) ${short(JSON.stringify(e.data), 500)}`] : [];
+  if (!isEvent(e))
+    return CONVERSATION_KINDS.has(e.kind) ? [`?? (${e.kind} that does not fit its schema) ${short(JSON.stringify(e.data), 500)}`] : [];
   switch (e.kind) {
     case "input.sent":
       return [`> ${e.actor.id}: ${e.data.text.trimEnd()}`];

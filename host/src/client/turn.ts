@@ -28,7 +28,11 @@ export async function resolveSession(d: DaemonClient, ref: string): Promise<Sess
   return s;
 }
 
-export async function waitTurn(d: DaemonClient, session: Session, onEvent?: (e: SessionEvent) => void | Promise<void>): Promise<TurnResult> {
+export async function waitTurn(
+  d: DaemonClient,
+  session: Session,
+  onEvent?: (e: SessionEvent) => void | Promise<void>,
+): Promise<TurnResult> {
   const headless = session.headless === true;
   let turn: TurnState = emptyTurn();
   let from = 1;

@@ -48,43 +48,47 @@ export interface AppDeps {
 export function buildApp(deps: AppDeps) {
   const ops = deps.ops ?? new RunningOps();
   // normalize: false makes unknown body keys an error instead of silently dropping them.
-  return new Elysia({ normalize: false })
-    .use(openapi({ path: "/openapi", documentation: { info: { title: "hutch daemon API", version: HUTCH_VERSION } } }))
-    // Every body is JSON, bounded before it is parsed (body.ts). The named "json" after it is never reached
-    // (readJsonBody returns or throws); it is how the OpenAPI document learns that bodies are JSON.
-    .guard({ parse: [({ request }, contentType) => readJsonBody(request, contentType), "json"] })
-    .onError(({ error, code, set }) => {
-      // A parse hook's throw arrives wrapped in Elysia's ParseError.
-      const named = error instanceof HutchError ? error : code === "PARSE" && error.cause instanceof HutchError ? error.cause : undefined;
-      if (named) {
-        set.status = named.status;
-        return named.toBody();
-      }
-      if (code === "VALIDATION") {
-        set.status = 400;
-        return validationError(error.all[0]).toBody();
-      }
-      if (code === "NOT_FOUND") {
-        set.status = 404;
-        return new HutchError("not_found", "no such endpoint", "see the API: GET /openapi/json").toBody();
-      }
-      if (code === "PARSE") {
-        set.status = 400;
-        return new HutchError("invalid", "body: not valid JSON", "send a JSON body").toBody();
-      }
-      set.status = 500;
-      return new HutchError("failed", error instanceof Error ? error.message : String(error)).toBody();
-    })
-    .get("/v1/health", () => ({ ok: true, version: HUTCH_VERSION, pid: process.pid, home: deps.home }), { detail: { summary: "Liveness and version" } })
-    .use(boxesController(deps.boxes))
-    .use(brokerController(deps.broker, deps.boxes))
-    .use(streamDoc())
-    .use(sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser))
-    .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))
-    .use(doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops))
-    .use(imagesController(new ImageBuilds(deps.home), ops, deps.boxes))
-    .use(agentsController(env.agentsDir(deps.home), ops))
-    .use(snapshotsController(deps.snapshots ?? new SnapshotService(deps.home, deps.boxes), ops));
+  return (
+    new Elysia({ normalize: false })
+      .use(openapi({ path: "/openapi", documentation: { info: { title: "hutch daemon API", version: HUTCH_VERSION } } }))
+      // Every body is JSON, bounded before it is parsed (body.ts). The named "json" after it is never reached
+      // (readJsonBody returns or throws); it is how the OpenAPI document learns that bodies are JSON.
+      .guard({ parse: [({ request }, contentType) => readJsonBody(request, contentType), "json"] })
+      .onError(({ error, code, set }) => {
+        // A parse hook's throw arrives wrapped in Elysia's ParseError.
+        const named = error instanceof HutchError ? error : code === "PARSE" && error.cause instanceof HutchError ? error.cause : undefined;
+        if (named) {
+          set.status = named.status;
+          return named.toBody();
+        }
+        if (code === "VALIDATION") {
+          set.status = 400;
+          return validationError(error.all[0]).toBody();
+        }
+        if (code === "NOT_FOUND") {
+          set.status = 404;
+          return new HutchError("not_found", "no such endpoint", "see the API: GET /openapi/json").toBody();
+        }
+        if (code === "PARSE") {
+          set.status = 400;
+          return new HutchError("invalid", "body: not valid JSON", "send a JSON body").toBody();
+        }
+        set.status = 500;
+        return new HutchError("failed", error instanceof Error ? error.message : String(error)).toBody();
+      })
+      .get("/v1/health", () => ({ ok: true, version: HUTCH_VERSION, pid: process.pid, home: deps.home }), {
+        detail: { summary: "Liveness and version" },
+      })
+      .use(boxesController(deps.boxes))
+      .use(brokerController(deps.broker, deps.boxes))
+      .use(streamDoc())
+      .use(sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser))
+      .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))
+      .use(doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops))
+      .use(imagesController(new ImageBuilds(deps.home), ops, deps.boxes))
+      .use(agentsController(env.agentsDir(deps.home), ops))
+      .use(snapshotsController(deps.snapshots ?? new SnapshotService(deps.home, deps.boxes), ops))
+  );
 }
 
 /** The first failing field, named as a dotted path. */

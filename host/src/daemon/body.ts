@@ -42,9 +42,13 @@ export function parseJsonBody(text: string): Record<string, unknown> {
     throw invalid(`body: not valid JSON (${(err as Error).message})`, "send a JSON body");
   }
   if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw invalid(`body: expected a JSON object, got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`, "send a JSON object");
+    throw invalid(
+      `body: expected a JSON object, got ${value === null ? "null" : Array.isArray(value) ? "an array" : typeof value}`,
+      "send a JSON object",
+    );
   }
   return value as Record<string, unknown>;
 }
 
-const tooLarge = () => invalid(`body: larger than ${API_LIMITS.bodyBytes} bytes`, "send less per request (events can be appended in several batches)");
+const tooLarge = () =>
+  invalid(`body: larger than ${API_LIMITS.bodyBytes} bytes`, "send less per request (events can be appended in several batches)");

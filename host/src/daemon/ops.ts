@@ -22,7 +22,8 @@ export class RunningOps {
   }
 
   close(): void {
-    for (const a of [...this.running]) a.abort(new HutchError("unavailable", "the daemon is shutting down", "run it again once the daemon is back"));
+    for (const a of [...this.running])
+      a.abort(new HutchError("unavailable", "the daemon is shutting down", "run it again once the daemon is back"));
     this.running.clear();
   }
 }
@@ -43,7 +44,7 @@ export function opResponse<R>(what: string, request: Request, running: RunningOp
       const write = (line: unknown) => {
         if (!open) return;
         try {
-          ctl.enqueue(enc.encode(JSON.stringify(line) + "\n"));
+          ctl.enqueue(enc.encode(`${JSON.stringify(line)}\n`));
         } catch {
           open = false;
         }

@@ -56,7 +56,10 @@ export async function runDaemon(home: string): Promise<number> {
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const { boxes, sessions, sessionStore, broker, engines, snapshots } = await createServices(home, db, { process: new ProcessEngine(home), qemu: new QemuEngine(home) });
+  const { boxes, sessions, sessionStore, broker, engines, snapshots } = await createServices(home, db, {
+    process: new ProcessEngine(home),
+    qemu: new QemuEngine(home),
+  });
   await boxes.recover();
   await sessions.recorder.recover();
   sessions.recoverTurns();

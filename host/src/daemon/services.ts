@@ -35,7 +35,10 @@ export async function createServices(home: string, db: Database, engines: Record
   const boxes = new BoxService(new BoxStore(db), engines, home);
   const broker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, HOME_FILES.secretsKey)), join(home, HOME_FILES.config));
   const sessionStore = new SessionStore(db);
-  const runner = new AgentRunner(boxes, brokerLink(broker, (id) => boxes.byId(id)?.name ?? id));
+  const runner = new AgentRunner(
+    boxes,
+    brokerLink(broker, (id) => boxes.byId(id)?.name ?? id),
+  );
   const terminals = new AgentTerminals(runner, env.agentsDir(home), env.agentInstall());
   const sessions = new SessionService(sessionStore, boxes, terminals);
   sessions.recorder.started.add((row, pid) => terminals.started(row, pid, sessions));
@@ -45,6 +48,8 @@ export async function createServices(home: string, db: Database, engines: Record
   boxes.stateChanged.add((boxId, state, reason) => sessions.boxChanged(boxId, state, reason));
   broker.decisions.add((boxId, decision, facts) => sessions.boxEvent(boxId, emit(EGRESS_EVENTS[decision], { box: boxId, ...facts })));
   const snapshots = new SnapshotService(home, boxes);
-  snapshots.created.add((boxId, s) => sessions.boxEvent(boxId, emit(Events.checkpointCreated, { name: (s.label ?? s.id).slice(0, 256), ref: s.id, snapshot: s.id })));
+  snapshots.created.add((boxId, s) =>
+    sessions.boxEvent(boxId, emit(Events.checkpointCreated, { name: (s.label ?? s.id).slice(0, 256), ref: s.id, snapshot: s.id })),
+  );
   return { boxes, sessions, sessionStore, broker, engines, snapshots };
 }

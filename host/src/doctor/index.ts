@@ -33,7 +33,12 @@ async function bootCheck(boxes: BoxService, engine: string): Promise<DoctorCheck
     if (r.code !== 0) throw new HutchError("failed", `\`true\` exited ${r.code} in the box`);
     return { name: `${engine} engine`, ok: true, detail: `booted a box and ran a command in ${Math.round(performance.now() - t0)} ms` };
   } catch (err) {
-    return { name: `${engine} engine`, ok: false, detail: `could not boot a box: ${(err as Error).message}`, fix: (err as HutchError).hint ?? "see the daemon log" };
+    return {
+      name: `${engine} engine`,
+      ok: false,
+      detail: `could not boot a box: ${(err as Error).message}`,
+      fix: (err as HutchError).hint ?? "see the daemon log",
+    };
   } finally {
     await boxes.delete(name, null).catch(() => undefined);
   }
@@ -61,7 +66,13 @@ export async function runDoctor(deps: DoctorDeps, report: (p: OpProgress) => voi
     if (engine.proveAccelerators) {
       step("proving each accelerator by booting a guest with it");
       const { choice, probes } = await engine.proveAccelerators();
-      for (const p of probes) add({ name: `accelerator ${p.accel}`, ok: p.ok, detail: p.detail, ...(p.ok ? {} : { fix: p.accel === "kvm" ? ACCEL_FIX.kvm : ACCEL_FIX.other }) });
+      for (const p of probes)
+        add({
+          name: `accelerator ${p.accel}`,
+          ok: p.ok,
+          detail: p.detail,
+          ...(p.ok ? {} : { fix: p.accel === "kvm" ? ACCEL_FIX.kvm : ACCEL_FIX.other }),
+        });
       if (choice.accel === "tcg") report({ type: "note", text: `VM boxes will use tcg (software emulation, slow): ${choice.reason}` });
     }
     step(`booting a throwaway ${name} box`);
@@ -69,7 +80,13 @@ export async function runDoctor(deps: DoctorDeps, report: (p: OpProgress) => voi
   }
   step("reading which limits this host enforces");
   for (const [name, engine] of Object.entries(deps.engines)) {
-    for (const l of engine.limits?.() ?? []) add({ name: `limit: ${name} ${l.name}`, ok: l.enforced, detail: `${l.enforced ? "enforced" : "not enforced"}: ${l.detail}`, ...(l.fix ? { fix: l.fix } : {}) });
+    for (const l of engine.limits?.() ?? [])
+      add({
+        name: `limit: ${name} ${l.name}`,
+        ok: l.enforced,
+        detail: `${l.enforced ? "enforced" : "not enforced"}: ${l.detail}`,
+        ...(l.fix ? { fix: l.fix } : {}),
+      });
   }
   return { ok: checks.some((c) => c.name.endsWith("engine") && c.ok), checks };
 }

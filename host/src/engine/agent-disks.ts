@@ -11,7 +11,19 @@
 // slaves of the host's, so a disk mounted later under the shared tmpfs
 // propagates into every running box. Without root the directory itself is
 // bound, as before. The same disks are what VMs attach.
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeSync,
+} from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import { makeExt4, MiB, roundUp, treeBytes } from "../image/disk.ts";
@@ -46,9 +58,15 @@ function mountPoints(): Set<string> {
 }
 
 async function sh(argv: string[], what: string): Promise<void> {
-  const proc = Bun.spawn(argv, { stdin: "ignore", stdout: "ignore", stderr: "pipe", env: { PATH: `${process.env.PATH ?? ""}:/usr/sbin:/sbin` } });
+  const proc = Bun.spawn(argv, {
+    stdin: "ignore",
+    stdout: "ignore",
+    stderr: "pipe",
+    env: { PATH: `${process.env.PATH ?? ""}:/usr/sbin:/sbin` },
+  });
   const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
-  if (code !== 0) throw new HutchError("failed", `${what}: ${argv.join(" ")} exited ${code}: ${err.trim()}`, "check the host: hutch doctor");
+  if (code !== 0)
+    throw new HutchError("failed", `${what}: ${argv.join(" ")} exited ${code}: ${err.trim()}`, "check the host: hutch doctor");
 }
 
 /** Makes <cache>/<name>.img from <cache>/<name> unless it exists (temp file, then rename). */
@@ -62,7 +80,13 @@ export async function buildAgentDisk(cacheDir: string, name: string): Promise<st
   try {
     // du's allocated size plus room for ext4's own metadata; an inode per file with headroom.
     // 4 KiB blocks and a whole number of 2 MiB: what a DAX mount of a pmem device needs (image/BOOT.md).
-    await makeExt4(dir, tmp, { label: name.slice(0, 16), bytes: roundUp(Math.ceil((await treeBytes(dir)) * 1.1) + 32 * MiB, 2 * MiB), journal: false, blockSize: 4096, inodes: Math.ceil(files * 1.2) + 256 });
+    await makeExt4(dir, tmp, {
+      label: name.slice(0, 16),
+      bytes: roundUp(Math.ceil((await treeBytes(dir)) * 1.1) + 32 * MiB, 2 * MiB),
+      journal: false,
+      blockSize: 4096,
+      inodes: Math.ceil(files * 1.2) + 256,
+    });
     renameSync(tmp, image);
     // A disk of an earlier layout is not used any more.
     rmSync(join(cacheDir, `${name}.img`), { force: true });
@@ -108,7 +132,8 @@ async function withLock<T>(shared: string, fn: () => Promise<T>): Promise<T> {
     } catch {
       // A holder that died leaves its lock: older than a minute is stale.
       if (existsSync(lock) && Date.now() - statSync(lock).mtimeMs > 60_000) rmSync(lock, { force: true });
-      if (i > 600) throw new HutchError("failed", `${lock} is held by another hutch`, `if no hutch is setting agents up, remove it: rm ${lock}`);
+      if (i > 600)
+        throw new HutchError("failed", `${lock} is held by another hutch`, `if no hutch is setting agents up, remove it: rm ${lock}`);
       await Bun.sleep(100);
     }
   }

@@ -26,7 +26,7 @@ export interface Limits {
 
 /** Where box groups go for one controller, or why they cannot. */
 export type Placement =
-  | { ok: true; version: 1 | 2; parent: string; /** v2, daemon not in the root group: move it to this leaf first. */ leaf?: string }
+  | { ok: true; version: 1 | 2; parent: string /** v2, daemon not in the root group: move it to this leaf first. */; leaf?: string }
   | { ok: false; why: string };
 
 export type CgroupPlan = Record<Controller, Placement>;
@@ -121,7 +121,11 @@ export function planCgroups(view: HostView): CgroupPlan {
       const own = self.v1.get(c);
       const dir = own === undefined ? "" : groupDir(v1, own);
       if (!dir) plan[c] = { ok: false, why: `cgroup v1 ${c}: the daemon's own group is not under ${v1.point}` };
-      else if (!view.writable(dir)) plan[c] = { ok: false, why: `cgroup v1 ${c}: ${dir} is not writable by this user (run the daemon as root, or give it a group of its own)` };
+      else if (!view.writable(dir))
+        plan[c] = {
+          ok: false,
+          why: `cgroup v1 ${c}: ${dir} is not writable by this user (run the daemon as root, or give it a group of its own)`,
+        };
       else plan[c] = { ok: true, version: 1, parent: join(dir, "hutch") };
       continue;
     }
@@ -131,7 +135,10 @@ export function planCgroups(view: HostView): CgroupPlan {
     }
     const available = (view.read(join(unified.point, "cgroup.controllers")) ?? "").trim().split(/\s+/);
     if (!available.includes(c)) {
-      plan[c] = { ok: false, why: `cgroup v2 at ${unified.point} does not offer the ${c} controller (it is bound to no hierarchy, or the kernel lacks it)` };
+      plan[c] = {
+        ok: false,
+        why: `cgroup v2 at ${unified.point} does not offer the ${c} controller (it is bound to no hierarchy, or the kernel lacks it)`,
+      };
       continue;
     }
     const own = groupDir(unified, self.v2);
@@ -142,16 +149,25 @@ export function planCgroups(view: HostView): CgroupPlan {
     if (self.v2 === "/") {
       plan[c] = view.writable(unified.point)
         ? { ok: true, version: 2, parent: join(unified.point, "hutch") }
-        : { ok: false, why: `cgroup v2: ${unified.point} is not writable by this user (run the daemon as root, or as a service with Delegate=yes)` };
+        : {
+            ok: false,
+            why: `cgroup v2: ${unified.point} is not writable by this user (run the daemon as root, or as a service with Delegate=yes)`,
+          };
       continue;
     }
     if (!view.writable(own)) {
-      plan[c] = { ok: false, why: `cgroup v2: the daemon's group ${own} is not delegated to it (run it as a systemd service with Delegate=yes)` };
+      plan[c] = {
+        ok: false,
+        why: `cgroup v2: the daemon's group ${own} is not delegated to it (run it as a systemd service with Delegate=yes)`,
+      };
       continue;
     }
     const ownControllers = (view.read(join(own, "cgroup.controllers")) ?? "").trim().split(/\s+/);
     if (!ownControllers.includes(c)) {
-      plan[c] = { ok: false, why: `cgroup v2: the parent of ${own} does not pass the ${c} controller down (add it to the parent's cgroup.subtree_control, or Delegate=${c} in the unit)` };
+      plan[c] = {
+        ok: false,
+        why: `cgroup v2: the parent of ${own} does not pass the ${c} controller down (add it to the parent's cgroup.subtree_control, or Delegate=${c} in the unit)`,
+      };
       continue;
     }
     const procs = (view.read(join(own, "cgroup.procs")) ?? "").trim().split(/\s+/).filter(Boolean);
@@ -159,7 +175,11 @@ export function planCgroups(view: HostView): CgroupPlan {
     const alreadyLeaf = own.endsWith("/daemon") && existsSync(join(own, "..", "boxes"));
     if (alreadyLeaf) plan[c] = { ok: true, version: 2, parent: join(own, "..", "boxes") };
     else if (onlyUs) plan[c] = { ok: true, version: 2, parent: join(own, "boxes"), leaf: join(own, "daemon") };
-    else plan[c] = { ok: false, why: `cgroup v2: the daemon shares its group ${own} with other processes, so it cannot hand controllers to box groups (run it as a service of its own with Delegate=yes)` };
+    else
+      plan[c] = {
+        ok: false,
+        why: `cgroup v2: the daemon shares its group ${own} with other processes, so it cannot hand controllers to box groups (run it as a service of its own with Delegate=yes)`,
+      };
   }
   return plan;
 }
@@ -177,7 +197,7 @@ export function describePlan(plan: CgroupPlan): Record<Controller, { enforced: b
 const write = (dir: string, file: string, value: string) => writeFileSync(join(dir, file), value);
 
 function enableSubtree(dir: string, controllers: Controller[]): void {
-  const have = (readFileSync(join(dir, "cgroup.subtree_control"), "utf8").trim().split(/\s+/));
+  const have = readFileSync(join(dir, "cgroup.subtree_control"), "utf8").trim().split(/\s+/);
   const want = controllers.filter((c) => !have.includes(c));
   if (want.length > 0) write(dir, "cgroup.subtree_control", want.map((c) => `+${c}`).join(" "));
 }

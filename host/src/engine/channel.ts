@@ -1,7 +1,16 @@
 // The host end of a box's agent channel: connect, hello (with a timeout),
 // then a host-role Mux. Everything the guest sends is untrusted: the Mux
 // enforces framing, caps and credit; this module validates the hello.
-import { check, firstError, GuestHello, HUTCH_VERSION, Mux, PROTOCOL_VERSION, ProtocolError, type GuestHello as GuestHelloT } from "@hutch/shared";
+import {
+  check,
+  firstError,
+  GuestHello,
+  HUTCH_VERSION,
+  Mux,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  type GuestHello as GuestHelloT,
+} from "@hutch/shared";
 import type { ChannelEndpoint } from "./types.ts";
 
 export interface Channel {
@@ -37,7 +46,12 @@ type Sock = Awaited<ReturnType<typeof Bun.connect>>;
 /** How often a connection waiting for its hello checks that the box still runs. */
 const ALIVE_EVERY_MS = 500;
 
-export async function openChannel(endpoint: ChannelEndpoint, timeoutMs: number, events: ChannelEvents, alive?: () => Promise<boolean>): Promise<Channel> {
+export async function openChannel(
+  endpoint: ChannelEndpoint,
+  timeoutMs: number,
+  events: ChannelEvents,
+  alive?: () => Promise<boolean>,
+): Promise<Channel> {
   // A virtio-serial port can still carry bytes the guest wrote to the previous
   // connection: there, a bad first frame means "reconnect", not "broken guest".
   const retryBeforeHello = endpoint.leftovers === true;
@@ -67,7 +81,7 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
     let settled = false;
     // Set when we close the socket ourselves (a protocol error): the error, not the close, explains it.
     let closedByUs = false;
-    let pending: Uint8Array[] = [];
+    const pending: Uint8Array[] = [];
     let sock: Sock | undefined;
     let mux: Mux;
     const settle = (fn: () => void) => {

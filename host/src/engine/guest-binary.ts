@@ -21,7 +21,12 @@ async function embedded(): Promise<string | null> {
 export async function guestBinaryPath(home: string): Promise<string> {
   const override = env.guestBinary();
   if (override) {
-    if (!existsSync(override)) throw new HutchError("config", `HUTCH_GUEST_BIN=${override} does not exist`, "unset HUTCH_GUEST_BIN or point it at a built hutch-guest");
+    if (!existsSync(override))
+      throw new HutchError(
+        "config",
+        `HUTCH_GUEST_BIN=${override} does not exist`,
+        "unset HUTCH_GUEST_BIN or point it at a built hutch-guest",
+      );
     return override;
   }
   const source = await embedded();

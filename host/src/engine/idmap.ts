@@ -70,7 +70,12 @@ function startSlot(boxId: string, slots: number): number {
  * searching from the box id's hash. Pure, so the allocation is table-tested.
  */
 export function pickSlot(boxId: string, slots: number, taken: ReadonlySet<number>): number {
-  if (slots < 1) throw new HutchError("config", "the subordinate id range holds no whole block of 65536 ids", "give hutch a larger range in /etc/subuid and /etc/subgid (hutch:BASE:COUNT)");
+  if (slots < 1)
+    throw new HutchError(
+      "config",
+      "the subordinate id range holds no whole block of 65536 ids",
+      "give hutch a larger range in /etc/subuid and /etc/subgid (hutch:BASE:COUNT)",
+    );
   const start = startSlot(boxId, slots);
   for (let i = 0; i < slots; i++) {
     const slot = (start + i) % slots;
@@ -103,7 +108,11 @@ export function boxIdentity(boxesDir: string, boxId: string, ranges = hostRanges
     if (id) taken.add((id.uid - BOX_USER - ranges.uid.base) / BLOCK);
   }
   const slot = pickSlot(boxId, slots, taken);
-  const identity: BoxIdentity = { uid: ranges.uid.base + slot * BLOCK + BOX_USER, gid: ranges.gid.base + slot * BLOCK + BOX_USER, block: slot };
+  const identity: BoxIdentity = {
+    uid: ranges.uid.base + slot * BLOCK + BOX_USER,
+    gid: ranges.gid.base + slot * BLOCK + BOX_USER,
+    block: slot,
+  };
   writeFileSync(join(dir, IDENTITY_FILE), `${JSON.stringify(identity)}\n`, { mode: 0o600 });
   return identity;
 }

@@ -13,6 +13,7 @@ export function parseSize(s: string): number {
 
 /** Bytes as the largest whole binary unit that divides them, else MiB with one decimal. */
 export function formatSize(bytes: number): string {
-  for (const [u, n] of Object.entries(UNITS).reverse()) if (bytes >= n && bytes % n === 0) return `${bytes / n}${u === "K" ? "KiB" : `${u}iB`}`;
+  for (const [u, n] of Object.entries(UNITS).reverse())
+    if (bytes >= n && bytes % n === 0) return `${bytes / n}${u === "K" ? "KiB" : `${u}iB`}`;
   return `${(bytes / UNITS.M!).toFixed(1)}MiB`;
 }

@@ -29,7 +29,12 @@ export function brokerLink(broker: BrokerService, boxName: (boxId: string) => st
   };
 }
 
-export function agentContext(link: { brokerUrl: string; stub(binding: Binding): string }, home: string, workdir: string, model?: string): AgentContext {
+export function agentContext(
+  link: { brokerUrl: string; stub(binding: Binding): string },
+  home: string,
+  workdir: string,
+  model?: string,
+): AgentContext {
   return {
     endpoint: (binding) => `${link.brokerUrl}/${binding}`,
     stub: link.stub,

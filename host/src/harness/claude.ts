@@ -40,7 +40,9 @@ export function claudeMapper(e = new Emitter()): Mapper {
           // init starts the run; status ("requesting") says it is working on the next model call.
           if (rec.subtype === "init" || rec.subtype === "status") return e.working();
           if (rec.subtype === "api_retry") {
-            return e.error(`claude: the model API failed (${String(rec.error_status ?? rec.error ?? "no status")}); retry ${String(rec.attempt)} of ${String(rec.max_retries)} in ${Math.round(Number(rec.retry_delay_ms) / 1000)} s`);
+            return e.error(
+              `claude: the model API failed (${String(rec.error_status ?? rec.error ?? "no status")}); retry ${String(rec.attempt)} of ${String(rec.max_retries)} in ${Math.round(Number(rec.retry_delay_ms) / 1000)} s`,
+            );
           }
           return [raw(text, "unknown")];
         case "stream_event": {
@@ -90,8 +92,18 @@ export function claudeMapper(e = new Emitter()): Mapper {
 
 /** Transcript records that carry nothing for the log (UI state, request shapes, cost snapshots). */
 const TRANSCRIPT_NOISE = new Set([
-  "mode", "permission-mode", "atis-latch", "tools-used", "file-history-snapshot", "attachment", "api-request",
-  "api-request-shape", "api-request-blob", "last-prompt", "cost-state", "summary",
+  "mode",
+  "permission-mode",
+  "atis-latch",
+  "tools-used",
+  "file-history-snapshot",
+  "attachment",
+  "api-request",
+  "api-request-shape",
+  "api-request-blob",
+  "last-prompt",
+  "cost-state",
+  "summary",
 ]);
 
 /**
@@ -115,7 +127,11 @@ export function claudeTranscriptMapper(): Mapper {
         const u = obj(msg?.usage);
         const out = stream.line(text);
         // A model call that failed for good ends the turn with no turn_duration record after it.
-        if (rec.isApiErrorMessage === true) return [...out, ...e.failed(`claude: ${Array.isArray(msg?.content) ? msg.content.map((b) => str(obj(b)?.text) ?? "").join(" ") : "API error"}`)];
+        if (rec.isApiErrorMessage === true)
+          return [
+            ...out,
+            ...e.failed(`claude: ${Array.isArray(msg?.content) ? msg.content.map((b) => str(obj(b)?.text) ?? "").join(" ") : "API error"}`),
+          ];
         return msg?.stop_reason && u ? [...out, ...e.usage(u.input_tokens, u.output_tokens, u.cache_read_input_tokens)] : out;
       }
       // The turn is done; the next prompt makes it busy again.
@@ -152,10 +168,16 @@ export const claude: Harness = {
     ".claude/settings.json": JSON.stringify({ skipDangerousModePermissionPrompt: true }),
   }),
   headless: (prompt, ctx, resume) => [
-    "-p", "--output-format", "stream-json", "--verbose", "--include-partial-messages", "--dangerously-skip-permissions",
+    "-p",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--include-partial-messages",
+    "--dangerously-skip-permissions",
     ...(resume ? ["--continue"] : []),
     ...(ctx.model ? ["--model", ctx.model] : []),
-    "--", prompt,
+    "--",
+    prompt,
   ],
   interactive: (ctx) => ["--dangerously-skip-permissions", ...(ctx.model ? ["--model", ctx.model] : [])],
   mapper: () => claudeMapper(),

@@ -30,7 +30,10 @@ export class Emitter {
 
   message(id: string, text: string, role: Role = "assistant"): MappedEvent[] {
     const c = cut(text);
-    return [...this.start(id, role), emit(Events.messageCompleted, { id, role, text: c.text, ...(c.truncated ? { truncated: true } : {}) })];
+    return [
+      ...this.start(id, role),
+      emit(Events.messageCompleted, { id, role, text: c.text, ...(c.truncated ? { truncated: true } : {}) }),
+    ];
   }
 
   toolCalled(id: string, name: string, input: unknown): MappedEvent[] {
@@ -58,10 +61,7 @@ export class Emitter {
     if (this.ended) return [];
     this.ended = true;
     this.busy = false;
-    return [
-      emit(Events.agentState, { state: "idle", reason }),
-      emit(Events.attentionRequired, { reason }),
-    ];
+    return [emit(Events.agentState, { state: "idle", reason }), emit(Events.attentionRequired, { reason })];
   }
 
   error(message: string): MappedEvent[] {

@@ -16,7 +16,8 @@ const logger = log.create({ service: "harness.install" });
 export { GUEST_AGENTS as GUEST_AGENTS_DIR } from "../engine/process/bwrap-args.ts";
 
 /** One directory per pinned version (and pinned runtime): its content never changes once installed. */
-export const installDirName = (h: Harness) => (h.npm ? `${h.name}-${h.npm.version}${h.npm.runtime ? `+node-${h.npm.runtime.version}` : ""}` : h.name);
+export const installDirName = (h: Harness) =>
+  h.npm ? `${h.name}-${h.npm.version}${h.npm.runtime ? `+node-${h.npm.runtime.version}` : ""}` : h.name;
 
 /** The executable inside the cache (host side) or the box (guest side); `bash` for the shell. */
 export function agentCommand(h: Harness, root: string): string {
@@ -74,7 +75,12 @@ export function installList(names: string[]): Harness[] {
 }
 
 /** `hutch agent install`: one after another, each a step of the operation. */
-export async function installAgents(list: Harness[], cacheDir: string, report: (p: OpProgress) => void, signal: AbortSignal): Promise<Installed[]> {
+export async function installAgents(
+  list: Harness[],
+  cacheDir: string,
+  report: (p: OpProgress) => void,
+  signal: AbortSignal,
+): Promise<Installed[]> {
   const done: Installed[] = [];
   for (const [i, h] of list.entries()) {
     signal.throwIfAborted();
@@ -120,16 +126,41 @@ async function install(h: Harness, cacheDir: string): Promise<Installed> {
   let proc;
   try {
     // umask 022: every box's own host uid must read the CLI, whatever umask the daemon runs with.
-    proc = Bun.spawn(["sh", "-c", 'umask 022 && exec "$@"', "sh", "npm", "install", "--prefix", tmp, "--no-audit", "--no-fund", "--omit=dev", "--loglevel=error", ...specs], { stdout: "pipe", stderr: "pipe" });
+    proc = Bun.spawn(
+      [
+        "sh",
+        "-c",
+        'umask 022 && exec "$@"',
+        "sh",
+        "npm",
+        "install",
+        "--prefix",
+        tmp,
+        "--no-audit",
+        "--no-fund",
+        "--omit=dev",
+        "--loglevel=error",
+        ...specs,
+      ],
+      { stdout: "pipe", stderr: "pipe" },
+    );
   } catch {
     rmSync(tmp, { recursive: true, force: true });
-    throw new HutchError("unavailable", `npm is not installed, so ${spec} cannot be installed`, "install Node.js and npm (apt-get install -y npm), then retry");
+    throw new HutchError(
+      "unavailable",
+      `npm is not installed, so ${spec} cannot be installed`,
+      "install Node.js and npm (apt-get install -y npm), then retry",
+    );
   }
   const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
   if (code !== 0 || !complete(tmp, h.npm)) {
     rmSync(tmp, { recursive: true, force: true });
     const tail = err.trim().split("\n").slice(-5).join("\n");
-    throw new HutchError("failed", `npm install ${spec} failed (exit ${code}):\n${tail}`, `check the registry is reachable (npm view ${h.npm.name} version), then: hutch agent install ${h.name}`);
+    throw new HutchError(
+      "failed",
+      `npm install ${spec} failed (exit ${code}):\n${tail}`,
+      `check the registry is reachable (npm view ${h.npm.name} version), then: hutch agent install ${h.name}`,
+    );
   }
   await dropAgentDisk(cacheDir, installDirName(h));
   rmSync(dir, { recursive: true, force: true });

@@ -48,7 +48,8 @@ export function opencodeMapper(): Mapper {
   };
 }
 
-const model = (ctx: AgentContext) => (ctx.model ? (ctx.model.includes("/") ? ctx.model : `anthropic/${ctx.model}`) : "anthropic/claude-sonnet-4-5");
+const model = (ctx: AgentContext) =>
+  ctx.model ? (ctx.model.includes("/") ? ctx.model : `anthropic/${ctx.model}`) : "anthropic/claude-sonnet-4-5";
 
 export const opencode: Harness = {
   name: "opencode",
@@ -73,7 +74,17 @@ export const opencode: Harness = {
     OPENCODE_DISABLE_CLAUDE_CODE: "1",
   }),
   files: () => ({}),
-  headless: (prompt, ctx, resume) => ["run", "--format", "json", "--auto", "--model", model(ctx), ...(resume ? ["--continue"] : []), "--", prompt],
+  headless: (prompt, ctx, resume) => [
+    "run",
+    "--format",
+    "json",
+    "--auto",
+    "--model",
+    model(ctx),
+    ...(resume ? ["--continue"] : []),
+    "--",
+    prompt,
+  ],
   interactive: (ctx) => ["--model", model(ctx)],
   mapper: opencodeMapper,
   stop: { signal: "INT", graceMs: 5000 },

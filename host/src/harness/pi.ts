@@ -9,7 +9,13 @@ import { jsonLines, obj, raw, str } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent, Mapper } from "./types.ts";
 
 const texts = (content: unknown, type: string, field: string) =>
-  Array.isArray(content) ? content.map(obj).filter((b) => b?.type === type).map((b) => str(b![field]) ?? "").join("") : "";
+  Array.isArray(content)
+    ? content
+        .map(obj)
+        .filter((b) => b?.type === type)
+        .map((b) => str(b![field]) ?? "")
+        .join("")
+    : "";
 
 export function piMapper(): Mapper {
   const e = new Emitter();
@@ -59,10 +65,15 @@ export function piMapper(): Mapper {
         case "tool_execution_end": {
           const result = obj(rec.result);
           const output = result ? texts(result.content, "text", "text") : JSON.stringify(rec.result ?? "");
-          return e.toolCompleted(str(rec.toolCallId) ?? "", output, rec.isError !== true, { name: str(rec.toolName) ?? "", input: rec.args });
+          return e.toolCompleted(str(rec.toolCallId) ?? "", output, rec.isError !== true, {
+            name: str(rec.toolName) ?? "",
+            input: rec.args,
+          });
         }
         case "auto_retry_start":
-          return e.error(`pi: the model call failed (${str(rec.errorMessage) ?? "error"}); retry ${String(rec.attempt)} of ${String(rec.maxAttempts)}`);
+          return e.error(
+            `pi: the model call failed (${str(rec.errorMessage) ?? "error"}); retry ${String(rec.attempt)} of ${String(rec.maxAttempts)}`,
+          );
         case "auto_retry_end":
           return rec.success === true ? [] : e.error(`pi: gave up retrying: ${str(rec.finalError) ?? "error"}`);
         // A run whose last model call failed ends in error, not idle.
@@ -81,7 +92,12 @@ const model = (ctx: AgentContext) => ctx.model ?? "gpt-4.1";
 export const pi: Harness = {
   name: "pi",
   // Node from npm, not the box's: Debian 12 (VM images) has 18, and pi needs 20.6 or later.
-  npm: { name: "@mariozechner/pi-coding-agent", version: "0.73.1", bin: "pi", runtime: { name: `node-linux-${process.arch === "arm64" ? "arm64" : "x64"}`, version: "22.23.5", bin: "bin/node" } },
+  npm: {
+    name: "@mariozechner/pi-coding-agent",
+    version: "0.73.1",
+    bin: "pi",
+    runtime: { name: `node-linux-${process.arch === "arm64" ? "arm64" : "x64"}`, version: "22.23.5", bin: "bin/node" },
+  },
   bindings: ["openai"],
   egress: [],
   env: (ctx) => ({ OPENAI_API_KEY: ctx.stub("openai"), PI_OFFLINE: "1", PI_TELEMETRY: "0" }),
@@ -99,7 +115,17 @@ export const pi: Harness = {
       },
     }),
   }),
-  headless: (prompt, ctx, resume) => ["--mode", "json", "-p", "--provider", "hutch", "--model", model(ctx), ...(resume ? ["--continue"] : []), prompt],
+  headless: (prompt, ctx, resume) => [
+    "--mode",
+    "json",
+    "-p",
+    "--provider",
+    "hutch",
+    "--model",
+    model(ctx),
+    ...(resume ? ["--continue"] : []),
+    prompt,
+  ],
   interactive: (ctx) => ["--provider", "hutch", "--model", model(ctx)],
   mapper: piMapper,
   stop: { signal: "INT", graceMs: 5000 },

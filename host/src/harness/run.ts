@@ -57,7 +57,12 @@ export interface RunResult {
 }
 
 /** Runs a command in the box to completion, with optional stdin; a stream that broke is a named error. */
-async function execSmall(boxes: BoxService, boxId: string, argv: string[], stdin?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+async function execSmall(
+  boxes: BoxService,
+  boxId: string,
+  argv: string[],
+  stdin?: string,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const r = await execCollect(boxes.channel(boxId).channel, argv, stdin);
   if (r.error) throw new HutchError("failed", `${argv[0]}: ${r.error}`);
   return r;
@@ -73,28 +78,49 @@ export class AgentRunner {
    * Prepares the box (CLI installed, config files written) and returns the
    * argv and environment for the agent. Throws a named error when it cannot.
    */
-  async prepare(o: Omit<RunOptions, "prompt" | "sink" | "actor" | "resume">, mode: { prompt: string; resume: boolean } | "interactive"): Promise<Prepared> {
+  async prepare(
+    o: Omit<RunOptions, "prompt" | "sink" | "actor" | "resume">,
+    mode: { prompt: string; resume: boolean } | "interactive",
+  ): Promise<Prepared> {
     const h = o.harness;
     if (h.npm && o.install) await installAgent(h, o.agentsDir);
     const launch = agentArgv(h, GUEST_AGENTS_DIR);
     const command = launch.at(-1)!;
-    const probe = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'printf "%s\\n" "$HOME"; for c; do [ -x "$c" ] || command -v "$c" >/dev/null 2>&1 || { echo missing; exit 0; }; done; echo present', "sh", ...launch]);
+    const probe = await execSmall(this.boxes, o.boxId, [
+      "sh",
+      "-c",
+      'printf "%s\\n" "$HOME"; for c; do [ -x "$c" ] || command -v "$c" >/dev/null 2>&1 || { echo missing; exit 0; }; done; echo present',
+      "sh",
+      ...launch,
+    ]);
     const [home, present] = probe.stdout.trim().split("\n");
     if (present !== "present") {
       const box = this.boxes.byId(o.boxId);
       // A VM gets the CLIs' disks when it boots: one installed since is there after a restart.
-      const hint = box?.engine === "qemu" && h.npm && installedVersion(join(o.agentsDir, installDirName(h)), h.npm) === h.npm.version
-        ? `it was installed after the box started; restart the box to attach it: hutch box stop ${box.name} && hutch box start ${box.name}`
-        : `install it: hutch agent install ${h.name}`;
-      throw new HutchError("not_found", `${h.name}: the agent CLI is not installed (${h.npm ? `${h.npm.name}@${h.npm.version}` : command} is missing in the box)`, hint);
+      const hint =
+        box?.engine === "qemu" && h.npm && installedVersion(join(o.agentsDir, installDirName(h)), h.npm) === h.npm.version
+          ? `it was installed after the box started; restart the box to attach it: hutch box stop ${box.name} && hutch box start ${box.name}`
+          : `install it: hutch agent install ${h.name}`;
+      throw new HutchError(
+        "not_found",
+        `${h.name}: the agent CLI is not installed (${h.npm ? `${h.npm.name}@${h.npm.version}` : command} is missing in the box)`,
+        hint,
+      );
     }
     const link = await this.link.forBox(o.boxId, h.bindings);
     const ctx: AgentContext = agentContext(link, home || "/home/hutch", AGENT_WORKDIR, o.model);
     for (const [rel, text] of Object.entries(h.files(ctx))) {
-      const r = await execSmall(this.boxes, o.boxId, ["sh", "-c", 'umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1"', "sh", `${ctx.home}/${rel}`], text);
-      if (r.code !== 0) throw new HutchError("failed", `${h.name}: could not write ${rel} in the box: ${r.stderr.trim()}`, "check the box: hutch box info");
+      const r = await execSmall(
+        this.boxes,
+        o.boxId,
+        ["sh", "-c", 'umask 077 && mkdir -p "$(dirname "$1")" && cat > "$1"', "sh", `${ctx.home}/${rel}`],
+        text,
+      );
+      if (r.code !== 0)
+        throw new HutchError("failed", `${h.name}: could not write ${rel} in the box: ${r.stderr.trim()}`, "check the box: hutch box info");
     }
-    if (mode !== "interactive") return { argv: [...launch, ...h.headless(mode.prompt, ctx, mode.resume)], env: h.env(ctx), cwd: AGENT_WORKDIR };
+    if (mode !== "interactive")
+      return { argv: [...launch, ...h.headless(mode.prompt, ctx, mode.resume)], env: h.env(ctx), cwd: AGENT_WORKDIR };
     const agentSession = crypto.randomUUID();
     return {
       argv: [...launch, ...h.interactive(ctx), ...(h.transcript ? h.transcript.args(agentSession) : [])],
@@ -130,11 +156,15 @@ export class AgentRunner {
     const record = this.emitter(o.harness, o.actor, o.sink);
     const mapper = t.mapper();
     const splitter = new LineSplitter((line, truncated) => record(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
-    const { done } = execIn(this.boxes.channel(o.boxId).channel, { tool: "exec", argv: ["tail", "-n", "+1", "-F", `--pid=${o.pid}`, o.path] }, {
-      onData: (chan, bytes) => {
-        if (chan === 1) splitter.push(bytes);
+    const { done } = execIn(
+      this.boxes.channel(o.boxId).channel,
+      { tool: "exec", argv: ["tail", "-n", "+1", "-F", `--pid=${o.pid}`, o.path] },
+      {
+        onData: (chan, bytes) => {
+          if (chan === 1) splitter.push(bytes);
+        },
       },
-    });
+    );
     void done.then((end) => {
       splitter.end();
       if (end.error) logger.warn("transcript tail ended", { agent: o.harness.name, error: end.error.message });
@@ -169,16 +199,29 @@ export class AgentRunner {
     const splitter = new LineSplitter((line, truncated) => record(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
     let killTimer: ReturnType<typeof setTimeout> | undefined;
     // Headless agents get their prompt in argv; stdin is closed at once (an open one would make some wait for more).
-    const { stream, done } = execIn(this.boxes.channel(o.boxId).channel, { tool: "exec", argv: spec.argv, env: spec.env, cwd: spec.cwd }, {
-      onStarted: (m) => record([emit(Events.execStarted, { argv: [h.npm ? agentCommand(h, GUEST_AGENTS_DIR) : spec.argv[0]!, ...(h.npm ? [`(${h.name} ${h.npm.version} headless)`] : spec.argv.slice(1))], pid: m.pid })]),
-      onData: (chan, bytes) => {
-        if (chan === 1) splitter.push(bytes);
-        else if (chan === 2) {
-          stderr = (stderr + new TextDecoder().decode(bytes)).slice(-STDERR_TAIL);
-          logger.debug(`${h.name}[stderr]: ${new TextDecoder().decode(bytes).trimEnd()}`);
-        }
+    const { stream, done } = execIn(
+      this.boxes.channel(o.boxId).channel,
+      { tool: "exec", argv: spec.argv, env: spec.env, cwd: spec.cwd },
+      {
+        onStarted: (m) =>
+          record([
+            emit(Events.execStarted, {
+              argv: [
+                h.npm ? agentCommand(h, GUEST_AGENTS_DIR) : spec.argv[0]!,
+                ...(h.npm ? [`(${h.name} ${h.npm.version} headless)`] : spec.argv.slice(1)),
+              ],
+              pid: m.pid,
+            }),
+          ]),
+        onData: (chan, bytes) => {
+          if (chan === 1) splitter.push(bytes);
+          else if (chan === 2) {
+            stderr = (stderr + new TextDecoder().decode(bytes)).slice(-STDERR_TAIL);
+            logger.debug(`${h.name}[stderr]: ${new TextDecoder().decode(bytes).trimEnd()}`);
+          }
+        },
       },
-    });
+    );
     const stop = () => {
       stream.msg({ type: "signal", signal: h.stop.signal });
       // The guest kills what is left when the stream closes.
@@ -195,7 +238,8 @@ export class AgentRunner {
     const tail = stderr.trim().split("\n").slice(-3).join(" | ");
     const ended = mapper.end(ex);
     // A failed run says why, with the CLI's last words.
-    if (tail && (ex.code !== 0 || ended.some((e) => e.kind === "agent.state" && e.data.state === "error"))) record([{ ...raw(tail, "stderr") }]);
+    if (tail && (ex.code !== 0 || ended.some((e) => e.kind === "agent.state" && e.data.state === "error")))
+      record([{ ...raw(tail, "stderr") }]);
     record(ended);
     record([emit(Events.execExited, { code: ex.code, signal: ex.signal })]);
     return { exit: ex };

@@ -19,7 +19,10 @@ export class AgentTerminals implements SessionAgents {
 
   readonly spawn = async (row: SessionRow) => {
     if (row.agent === "shell") return null;
-    const spec = await this.runner.prepare({ boxId: row.box_id, harness: harness(row.agent), agentsDir: this.agentsDir, install: this.install }, "interactive");
+    const spec = await this.runner.prepare(
+      { boxId: row.box_id, harness: harness(row.agent), agentsDir: this.agentsDir, install: this.install },
+      "interactive",
+    );
     if (spec.transcript) this.transcripts.set(row.id, spec.transcript);
     return spec;
   };
@@ -30,6 +33,13 @@ export class AgentTerminals implements SessionAgents {
     this.transcripts.delete(row.id);
     if (!path) return;
     const h = harness(row.agent);
-    this.runner.tail({ boxId: row.box_id, harness: h, path, pid, actor: { kind: "agent", id: `${row.owner}/agent:${h.name}` }, sink: { append: (events) => void log.append(row.id, events) } });
+    this.runner.tail({
+      boxId: row.box_id,
+      harness: h,
+      path,
+      pid,
+      actor: { kind: "agent", id: `${row.owner}/agent:${h.name}` },
+      sink: { append: (events) => void log.append(row.id, events) },
+    });
   }
 }

@@ -14,8 +14,9 @@ export function anchorUri(root: string | null, anchor: Anchor): string | null {
   const p = normalize(anchor.path);
   if (p.startsWith("..")) return null;
   if (isAbsolute(p)) {
-    if (root && (p === BOX_WORKSPACE || p.startsWith(BOX_WORKSPACE + "/"))) return pathToFileURL(join(root, p.slice(BOX_WORKSPACE.length))).href;
-    if (root && (p === root || p.startsWith(root + "/"))) return pathToFileURL(p).href;
+    if (root && (p === BOX_WORKSPACE || p.startsWith(`${BOX_WORKSPACE}/`)))
+      return pathToFileURL(join(root, p.slice(BOX_WORKSPACE.length))).href;
+    if (root && (p === root || p.startsWith(`${root}/`))) return pathToFileURL(p).href;
     return null;
   }
   return root ? pathToFileURL(join(root, p)).href : null;
@@ -30,7 +31,12 @@ export interface AnnotationDiagnostic {
 }
 
 /** The diagnostic for a session's anchored annotation, or null when it points outside the workspace. */
-export function annotationDiagnostic(root: string | null, session: string, a: AnchoredAnnotation, sessionName: string): { uri: string; diagnostic: AnnotationDiagnostic } | null {
+export function annotationDiagnostic(
+  root: string | null,
+  session: string,
+  a: AnchoredAnnotation,
+  sessionName: string,
+): { uri: string; diagnostic: AnnotationDiagnostic } | null {
   const uri = anchorUri(root, a.anchor);
   if (!uri) return null;
   const line = (a.anchor.line ?? 1) - 1;

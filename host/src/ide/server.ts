@@ -79,7 +79,13 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
   const changed = (c: Change) => notify(IdeNotifications.changed, c);
   // One subscription per session, shared by its watcher and its log views.
   const tails = new SessionTails(daemon);
-  const watchers = new SessionWatchers(daemon, tails, () => root, diagnostics, (session) => changed({ type: "session", session }));
+  const watchers = new SessionWatchers(
+    daemon,
+    tails,
+    () => root,
+    diagnostics,
+    (session) => changed({ type: "session", session }),
+  );
   const subs = new ClientSubscriptions(tails, {
     events: (n) => conn.sendNotification(IdeNotifications.events, n),
     ended: (n) => void conn.sendNotification(IdeNotifications.subscriptionEnded, n),
@@ -137,7 +143,9 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
     setImmediate(() => diagnostics.flush());
     return { connected: true, boxes: list, sessions: watchers.views() };
   });
-  handle<SubscribeParams, { subscription: string }>(conn, IdeMethods.subscribe, async (p) => ({ subscription: subs.open(p.session, p.from) }));
+  handle<SubscribeParams, { subscription: string }>(conn, IdeMethods.subscribe, async (p) => ({
+    subscription: subs.open(p.session, p.from),
+  }));
   handle<UnsubscribeParams, { closed: boolean }>(conn, IdeMethods.unsubscribe, async (p) => ({ closed: subs.close(p.subscription) }));
   handle<SendParams, { seq: number }>(conn, IdeMethods.send, (p) => {
     const key = crypto.randomUUID();
@@ -145,20 +153,39 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
   });
   handle<AnnotateParams, { seq: number }>(conn, IdeMethods.annotate, (p) => {
     const key = crypto.randomUUID();
-    return daemon.request("POST", sessionPath(p.session, "/annotations"), { text: p.text, ...(p.anchor ? { anchor: p.anchor } : {}) } satisfies AnnotateBody, { idempotencyKey: key });
+    return daemon.request(
+      "POST",
+      sessionPath(p.session, "/annotations"),
+      { text: p.text, ...(p.anchor ? { anchor: p.anchor } : {}) } satisfies AnnotateBody,
+      { idempotencyKey: key },
+    );
   });
   handle<DriverParams, Session>(conn, IdeMethods.driver, (p) =>
-    daemon.request("POST", sessionPath(p.session, `/driver/${p.action}`), p.action === "release" ? undefined : ((p.leaseMs ? { leaseMs: p.leaseMs } : {}) satisfies DriverBody)),
+    daemon.request(
+      "POST",
+      sessionPath(p.session, `/driver/${p.action}`),
+      p.action === "release" ? undefined : ((p.leaseMs ? { leaseMs: p.leaseMs } : {}) satisfies DriverBody),
+    ),
   );
   handle<BoxParams, unknown>(conn, IdeMethods.box, (p) => {
     const key = crypto.randomUUID();
     const ref = encodeURIComponent(p.name);
-    if (p.action === "create") return daemon.request("POST", "/v1/boxes", { name: p.name, ...(p.engine ? { engine: p.engine } : {}), ...(p.start ? { start: true } : {}) } satisfies BoxCreateBody, { idempotencyKey: key });
+    if (p.action === "create")
+      return daemon.request(
+        "POST",
+        "/v1/boxes",
+        { name: p.name, ...(p.engine ? { engine: p.engine } : {}), ...(p.start ? { start: true } : {}) } satisfies BoxCreateBody,
+        { idempotencyKey: key },
+      );
     if (p.action === "delete") return daemon.request("DELETE", `/v1/boxes/${ref}`, undefined, { idempotencyKey: key });
     return daemon.request("POST", `/v1/boxes/${ref}/${p.action}`, undefined, { idempotencyKey: key });
   });
   handle<SessionCreateParams, Session>(conn, IdeMethods.sessionCreate, (p) =>
-    daemon.request("POST", "/v1/sessions", { ...(p.box ? { box: p.box } : {}), ...(p.agent ? { agent: p.agent } : {}), ...(p.label ? { label: p.label } : {}) } satisfies SessionCreateBody),
+    daemon.request("POST", "/v1/sessions", {
+      ...(p.box ? { box: p.box } : {}),
+      ...(p.agent ? { agent: p.agent } : {}),
+      ...(p.label ? { label: p.label } : {}),
+    } satisfies SessionCreateBody),
   );
 
   return new Promise<number>((resolve) => {

@@ -31,7 +31,9 @@ export class ClientSubscriptions {
       const events = batch;
       batch = [];
       if (events.length === 0 && caughtUp === undefined) return sending;
-      sending = sending.then(() => this.sink.events({ subscription: id, session, events, ...(caughtUp !== undefined ? { caughtUp } : {}) }));
+      sending = sending.then(() =>
+        this.sink.events({ subscription: id, session, events, ...(caughtUp !== undefined ? { caughtUp } : {}) }),
+      );
       return sending;
     };
     const stop = this.tails.read(session, from, {

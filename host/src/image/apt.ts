@@ -34,7 +34,10 @@ function parseDeb822(text: string): AptSource[] {
     }
     if (!(fields.get("types") ?? "").split(/\s+/).includes("deb")) continue;
     if ((fields.get("enabled") ?? "yes").toLowerCase() === "no") continue;
-    out.push({ uris: (fields.get("uris") ?? "").split(/\s+/).filter(Boolean), suites: (fields.get("suites") ?? "").split(/\s+/).filter(Boolean) });
+    out.push({
+      uris: (fields.get("uris") ?? "").split(/\s+/).filter(Boolean),
+      suites: (fields.get("suites") ?? "").split(/\s+/).filter(Boolean),
+    });
   }
   return out;
 }
@@ -95,7 +98,10 @@ export function imageSources(suite: string, files = hostSourceFiles()): SuiteSou
 
 /** apt's name for a suite's Release file under its lists dir: "deb.debian.org_debian-security_dists_bookworm-security_InRelease". */
 export function listName(s: SuiteSource): string {
-  return `${s.uri.replace(/^[a-z]+:\/\//, "").replace(/\/+$/, "").replaceAll("/", "_")}_dists_${s.suite}_InRelease`;
+  return `${s.uri
+    .replace(/^[a-z]+:\/\//, "")
+    .replace(/\/+$/, "")
+    .replaceAll("/", "_")}_dists_${s.suite}_InRelease`;
 }
 
 /** The Date of a Release file ("Sun, 29 Nov 2026 00:53:13 UTC"), or undefined. */
@@ -144,7 +150,11 @@ export async function candidateVersions(pkgs: readonly string[]): Promise<Map<st
   const versions = parseVersions(await aptCache(["show", "--no-all-versions", ...pkgs]));
   const missing = pkgs.filter((p) => !versions.has(p));
   if (missing.length > 0) {
-    throw new HutchError("unavailable", `apt has no package ${missing.join(", ")}`, "refresh the package lists, then retry: sudo apt-get update && hutch image build");
+    throw new HutchError(
+      "unavailable",
+      `apt has no package ${missing.join(", ")}`,
+      "refresh the package lists, then retry: sudo apt-get update && hutch image build",
+    );
   }
   return versions;
 }
@@ -152,7 +162,12 @@ export async function candidateVersions(pkgs: readonly string[]): Promise<Map<st
 /** The versioned kernel package behind the linux-image-amd64 metapackage. */
 export async function kernelPackage(): Promise<string> {
   const pkg = parseKernelDepends(await aptCache(["depends", "linux-image-amd64"]));
-  if (!pkg) throw new HutchError("unavailable", "apt cannot resolve linux-image-amd64 to a kernel package", "refresh the package lists, then retry: sudo apt-get update && hutch image build");
+  if (!pkg)
+    throw new HutchError(
+      "unavailable",
+      "apt cannot resolve linux-image-amd64 to a kernel package",
+      "refresh the package lists, then retry: sudo apt-get update && hutch image build",
+    );
   return pkg;
 }
 

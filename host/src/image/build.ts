@@ -68,11 +68,30 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
   const paths = imagePaths(home, name);
   if (!isRoot()) {
     // The daemon builds images (they are for the boxes it runs), so it is the daemon that must be root.
-    throw new HutchError("denied", "building an image needs root, and the daemon does not run as root: debootstrap and chroot create root-owned files the root disk must keep", "build it with a root daemon (sudo hutch image build, in root's home) and bring it here: hutch image import FILE (image/README.md)");
+    throw new HutchError(
+      "denied",
+      "building an image needs root, and the daemon does not run as root: debootstrap and chroot create root-owned files the root disk must keep",
+      "build it with a root daemon (sudo hutch image build, in root's home) and bring it here: hutch image import FILE (image/README.md)",
+    );
   }
   const t0 = performance.now();
   p.step("checking the build tools");
-  await ensureTools([TOOLS.aptGet, TOOLS.aptCache, TOOLS.dpkgDeb, TOOLS.dpkgQuery, TOOLS.depmod, TOOLS.debootstrap, TOOLS.chroot, TOOLS.du, TOOLS.mke2fs, TOOLS.qemuImg], "building an image", p.note);
+  await ensureTools(
+    [
+      TOOLS.aptGet,
+      TOOLS.aptCache,
+      TOOLS.dpkgDeb,
+      TOOLS.dpkgQuery,
+      TOOLS.depmod,
+      TOOLS.debootstrap,
+      TOOLS.chroot,
+      TOOLS.du,
+      TOOLS.mke2fs,
+      TOOLS.qemuImg,
+    ],
+    "building an image",
+    p.note,
+  );
 
   p.step("resolving the recipe");
   const recipe = await resolveRecipe();
@@ -111,9 +130,18 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
     const mirror = sources[0]!.uri;
     const rootfs = join(work, "rootfs");
     await debootstrap(rootfs, mirror, p.detail);
-    p.detail(`updates: ${sources.slice(1).map((s) => s.suite).join(", ")}`);
+    p.detail(
+      `updates: ${sources
+        .slice(1)
+        .map((s) => s.suite)
+        .join(", ")}`,
+    );
     const updates = await upgrade(rootfs, sources, p.detail);
-    for (const s of updates.sources) if (!s.date) p.note(`${s.suite} could not be read from ${s.uri}: the image has no updates from it (the manifest says so); rebuild when the mirror is reachable`);
+    for (const s of updates.sources)
+      if (!s.date)
+        p.note(
+          `${s.suite} could not be read from ${s.uri}: the image has no updates from it (the manifest says so); rebuild when the mirror is reachable`,
+        );
     p.detail(`${updates.upgraded.length} packages upgraded`);
     p.detail("user hutch, /workspace, /.hutch, cleaning apt caches");
     await customize(rootfs);
@@ -154,7 +182,7 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
       root: { contentBytes, virtualBytes: await virtualBytes(join(out, "root.qcow2")) },
       files,
     };
-    await Bun.write(join(out, "manifest.json"), JSON.stringify(manifest, null, 2) + "\n");
+    await Bun.write(join(out, "manifest.json"), `${JSON.stringify(manifest, null, 2)}\n`);
 
     installImage(home, name, out, staging, overlayUsers(home));
     p.done(`built image "${name}" in ${paths.dir}`);

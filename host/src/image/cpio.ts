@@ -20,11 +20,11 @@ const pad4 = (n: number): number => (4 - (n % 4)) % 4;
 
 function header(ino: number, mode: number, nlink: number, size: number, rdev: [number, number], nameBytes: number): string {
   // magic, ino, mode, uid, gid, nlink, mtime, filesize, devmajor, devminor, rdevmajor, rdevminor, namesize, check
-  return "070701" + [ino, mode, 0, 0, nlink, 0, size, 0, 0, rdev[0], rdev[1], nameBytes, 0].map(hex8).join("");
+  return `070701${[ino, mode, 0, 0, nlink, 0, size, 0, 0, rdev[0], rdev[1], nameBytes, 0].map(hex8).join("")}`;
 }
 
 function record(ino: number, name: string, mode: number, nlink: number, data: Uint8Array, rdev: [number, number] = [0, 0]): Uint8Array[] {
-  const nameZ = encoder.encode(name + "\0");
+  const nameZ = encoder.encode(`${name}\0`);
   const head = encoder.encode(header(ino, mode, nlink, data.length, rdev, nameZ.length));
   return [head, nameZ, new Uint8Array(pad4(head.length + nameZ.length)), data, new Uint8Array(pad4(data.length))];
 }

@@ -38,8 +38,19 @@ export async function makeExt4(dir: string, file: string, opts: Ext4Options): Pr
     closeSync(fd);
   }
   await run([
-    TOOLS.mke2fs.bin, "-q", "-F", "-t", "ext4", "-d", dir, "-L", opts.label, "-m", "0",
-    "-E", "lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0",
+    TOOLS.mke2fs.bin,
+    "-q",
+    "-F",
+    "-t",
+    "ext4",
+    "-d",
+    dir,
+    "-L",
+    opts.label,
+    "-m",
+    "0",
+    "-E",
+    "lazy_itable_init=0,lazy_journal_init=0,root_owner=0:0",
     ...(opts.journal ? [] : ["-O", "^has_journal"]),
     ...(opts.blockSize ? ["-b", String(opts.blockSize)] : []),
     ...(opts.inodes ? ["-N", String(opts.inodes)] : []),

@@ -34,7 +34,12 @@ export async function ensureGuestDisk(home: string, guestBinary: string, sha: st
     // Where the guest mounts the agent CLI disks (a tmpfs over it): /.hutch/agents, as in process boxes.
     mkdirSync(join(tree, "agents"), { mode: 0o755 });
     const img = join(staging, "guest.img");
-    await makeExt4(tree, img, { label: "hutch-guest", bytes: roundUp(statSync(guestBinary).size + SLACK, ALIGN), journal: false, blockSize: 4096 });
+    await makeExt4(tree, img, {
+      label: "hutch-guest",
+      bytes: roundUp(statSync(guestBinary).size + SLACK, ALIGN),
+      journal: false,
+      blockSize: 4096,
+    });
     // Another process may have won the race; both wrote the same content.
     if (!existsSync(target)) renameSync(img, target);
     return target;

@@ -18,7 +18,11 @@ export interface ImportOptions {
 }
 
 const refuse = (file: string, why: string) =>
-  new HutchError("invalid", `${file} is not a hutch image archive: ${why}`, "make one from an image directory: tar -C $HUTCH_HOME/images -cf NAME.tar NAME");
+  new HutchError(
+    "invalid",
+    `${file} is not a hutch image archive: ${why}`,
+    "make one from an image directory: tar -C $HUTCH_HOME/images -cf NAME.tar NAME",
+  );
 
 /** The directory holding manifest.json: the archive's top level, or its one top directory. */
 function imageRoot(unpacked: string, file: string): string {
@@ -31,7 +35,8 @@ function imageRoot(unpacked: string, file: string): string {
 
 export async function importImage(opts: ImportOptions): Promise<Manifest> {
   const { home, file } = opts;
-  if (!existsSync(file) || !statSync(file).isFile()) throw new HutchError("not_found", `no file ${file}`, "name a .tar of an image directory: hutch image import FILE");
+  if (!existsSync(file) || !statSync(file).isFile())
+    throw new HutchError("not_found", `no file ${file}`, "name a .tar of an image directory: hutch image import FILE");
   if (opts.name !== undefined) checkImageName(opts.name);
   return withStaging(imagesDir(home), "import", `hutch image import ${file}`, async (staging) => {
     const unpacked = join(staging, "unpacked");
@@ -58,10 +63,14 @@ export async function importImage(opts: ImportOptions): Promise<Manifest> {
     await verifyFiles(root, manifest, file, "the archive is damaged or was changed after it was made: copy or make it again");
     const name = opts.name ?? manifest.name;
     if (existsSync(imagePaths(home, name).dir) && !opts.force) {
-      throw new HutchError("conflict", `image "${name}" exists`, `replace it: hutch image import ${file} --force, or pick another name: --name NAME`);
+      throw new HutchError(
+        "conflict",
+        `image "${name}" exists`,
+        `replace it: hutch image import ${file} --force, or pick another name: --name NAME`,
+      );
     }
     const installed: Manifest = { ...manifest, name };
-    if (name !== manifest.name) await Bun.write(join(root, "manifest.json"), JSON.stringify(installed, null, 2) + "\n");
+    if (name !== manifest.name) await Bun.write(join(root, "manifest.json"), `${JSON.stringify(installed, null, 2)}\n`);
     installImage(home, name, root, staging, overlayUsers(home));
     return installed;
   });

@@ -33,7 +33,19 @@ export function initramfsEntries(busybox: Uint8Array, modules: readonly KernelMo
     { type: "file", name: "bin/busybox", mode: 0o755, data: busybox },
     ...APPLETS.map((a): CpioEntry => ({ type: "symlink", name: `bin/${a}`, target: "busybox" })),
     ...modules.map((m): CpioEntry => ({ type: "file", name: `lib/modules/${m.file}`, mode: 0o644, data: m.data })),
-    ...(["modules.order", "modules.fs"] as const).map((name, lane): CpioEntry => ({ type: "file", name, mode: 0o644, data: enc.encode(modules.filter((m) => m.lane === lane).map((m) => `${m.file}\n`).join("")) })),
+    ...(["modules.order", "modules.fs"] as const).map(
+      (name, lane): CpioEntry => ({
+        type: "file",
+        name,
+        mode: 0o644,
+        data: enc.encode(
+          modules
+            .filter((m) => m.lane === lane)
+            .map((m) => `${m.file}\n`)
+            .join(""),
+        ),
+      }),
+    ),
     { type: "file", name: "init", mode: 0o755, data: enc.encode(init) },
   ];
 }

@@ -74,7 +74,8 @@ export async function fetchKernel(work: string, pkg: string, version: string, on
   }
   const modules: KernelModule[] = [];
   for (const lane of [0, 1] as const) {
-    for (const rel of plan.lanes[lane]) modules.push({ file: `${moduleName(rel)}.ko`, data: stripSignature(await uncompressed(join(modDir, rel))), lane });
+    for (const rel of plan.lanes[lane])
+      modules.push({ file: `${moduleName(rel)}.ko`, data: stripSignature(await uncompressed(join(modDir, rel))), lane });
   }
   return { release, vmlinuz, modules, builtin: plan.builtin };
 }

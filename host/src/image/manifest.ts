@@ -15,7 +15,11 @@ export type Manifest = ImageManifest;
 /** A parsed manifest.json, or an error naming the first bad field. */
 export function validateManifest(value: unknown, where: string): Manifest {
   if (check(Manifest, value)) return value;
-  throw new HutchError("invalid", `${where}: not a hutch image manifest (${firstError(Manifest, value)})`, "rebuild the image: hutch image build --force");
+  throw new HutchError(
+    "invalid",
+    `${where}: not a hutch image manifest (${firstError(Manifest, value)})`,
+    "rebuild the image: hutch image build --force",
+  );
 }
 
 /** sha256 of a file, streamed. */

@@ -27,14 +27,27 @@ export function parseModulesDep(text: string): Map<string, string[]> {
     if (!line || line.startsWith("#")) continue;
     const colon = line.indexOf(":");
     if (colon < 0) throw new Error(`modules.dep: no ":" in line ${JSON.stringify(line)}`);
-    deps.set(line.slice(0, colon).trim(), line.slice(colon + 1).trim().split(/\s+/).filter(Boolean));
+    deps.set(
+      line.slice(0, colon).trim(),
+      line
+        .slice(colon + 1)
+        .trim()
+        .split(/\s+/)
+        .filter(Boolean),
+    );
   }
   return deps;
 }
 
 /** modules.builtin: one path per line -> the set of module names compiled into the kernel. */
 export function parseBuiltin(text: string): Set<string> {
-  return new Set(text.split("\n").map((l) => l.trim()).filter(Boolean).map(moduleName));
+  return new Set(
+    text
+      .split("\n")
+      .map((l) => l.trim())
+      .filter(Boolean)
+      .map(moduleName),
+  );
 }
 
 export interface ModulePlan {

@@ -41,7 +41,10 @@ export async function upgrade(dir: string, sources: SuiteSource[], onLine: (line
   const env = { DEBIAN_FRONTEND: "noninteractive", LC_ALL: "C" };
   try {
     // apt-get update exits 100 when any suite failed to download; which ones did is read from the lists below.
-    await run([TOOLS.chroot.bin, dir, "apt-get", "-o", "Acquire::Retries=1", "-o", "Acquire::http::Timeout=30", "update"], { env, onLine: (l) => /^(Err|W|E):/.test(l) && onLine(l) }).catch((e: unknown) => onLine(`apt-get update: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`));
+    await run([TOOLS.chroot.bin, dir, "apt-get", "-o", "Acquire::Retries=1", "-o", "Acquire::http::Timeout=30", "update"], {
+      env,
+      onLine: (l) => /^(Err|W|E):/.test(l) && onLine(l),
+    }).catch((e: unknown) => onLine(`apt-get update: ${e instanceof Error ? e.message.split("\n")[0] : String(e)}`));
     const dated = listDates(sources, join(dir, "var/lib/apt/lists"));
     const before = new Set(await installedPackages(dir));
     await run([TOOLS.chroot.bin, dir, "apt-get", "-y", "-o", "Dpkg::Options::=--force-confold", "--no-install-recommends", "upgrade"], {
@@ -61,7 +64,20 @@ function emptyDir(path: string): void {
 
 /** Adds the box user and mountpoints; drops what debootstrap copied from this host and the apt caches. */
 export async function customize(dir: string): Promise<void> {
-  await run([TOOLS.chroot.bin, dir, "useradd", "--create-home", "--home-dir", GUEST_USER.home, "--uid", String(GUEST_USER.uid), "--user-group", "--shell", "/bin/bash", GUEST_USER.name]);
+  await run([
+    TOOLS.chroot.bin,
+    dir,
+    "useradd",
+    "--create-home",
+    "--home-dir",
+    GUEST_USER.home,
+    "--uid",
+    String(GUEST_USER.uid),
+    "--user-group",
+    "--shell",
+    "/bin/bash",
+    GUEST_USER.name,
+  ]);
   mkdirSync(join(dir, "workspace"), { mode: 0o755 });
   chownSync(join(dir, "workspace"), GUEST_USER.uid, GUEST_USER.uid);
   mkdirSync(join(dir, ".hutch"), { mode: 0o755 });
@@ -73,7 +89,13 @@ export async function customize(dir: string): Promise<void> {
   await run([TOOLS.chroot.bin, dir, "apt-get", "clean"]);
   emptyDir(join(dir, "var/lib/apt/lists"));
   mkdirSync(join(dir, "var/lib/apt/lists/partial"), { recursive: true });
-  for (const log of ["var/log/bootstrap.log", "var/log/dpkg.log", "var/log/alternatives.log", "var/log/apt/history.log", "var/log/apt/term.log"]) {
+  for (const log of [
+    "var/log/bootstrap.log",
+    "var/log/dpkg.log",
+    "var/log/alternatives.log",
+    "var/log/apt/history.log",
+    "var/log/apt/term.log",
+  ]) {
     rmSync(join(dir, log), { force: true });
   }
 }

@@ -14,7 +14,7 @@ export function mountsUnder(mountinfo: string, dir: string): string[] {
     .map((l) => l.split(" ")[4])
     .filter((m): m is string => m !== undefined)
     .map((m) => m.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8))))
-    .filter((m) => m === prefix || m.startsWith(prefix + "/"))
+    .filter((m) => m === prefix || m.startsWith(`${prefix}/`))
     .sort((a, b) => b.length - a.length);
 }
 

@@ -10,7 +10,20 @@
 // tests) still works; when a build replaces it while boxes use it, it moves
 // into the store and says where it came from (moved-from), so those boxes
 // find it at their next start.
-import { existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, realpathSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
 import { spawnSync } from "node:child_process";
 import { HutchError } from "@hutch/shared";
@@ -26,7 +39,12 @@ export const DEFAULT_IMAGE = "default";
 const NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
 export function checkImageName(name: string): void {
-  if (!NAME.test(name)) throw new HutchError("invalid", `bad image name ${JSON.stringify(name)}: use lower-case letters, digits and dashes`, "e.g. hutch image build --name default");
+  if (!NAME.test(name))
+    throw new HutchError(
+      "invalid",
+      `bad image name ${JSON.stringify(name)}: use lower-case letters, digits and dashes`,
+      "e.g. hutch image build --name default",
+    );
 }
 
 export const imagesDir = (home: string): string => join(home, "images");
@@ -63,19 +81,32 @@ export type ImagePaths = ReturnType<typeof imagePaths>;
  */
 export function loadImage(home: string, name: string): Manifest {
   const p = imagePaths(home, name);
-  if (!existsSync(p.manifest)) throw new HutchError("not_found", `no image "${name}"`, "build it: hutch image build" + (name === DEFAULT_IMAGE ? "" : ` --name ${name}`));
+  if (!existsSync(p.manifest))
+    throw new HutchError(
+      "not_found",
+      `no image "${name}"`,
+      `build it: hutch image build${name === DEFAULT_IMAGE ? "" : ` --name ${name}`}`,
+    );
   let raw: unknown;
   try {
     raw = JSON.parse(readFileSync(p.manifest, "utf8"));
   } catch (err) {
-    throw new HutchError("invalid", `image "${name}": manifest.json is not JSON (${(err as Error).message})`, `rebuild it: hutch image build --name ${name} --force`);
+    throw new HutchError(
+      "invalid",
+      `image "${name}": manifest.json is not JSON (${(err as Error).message})`,
+      `rebuild it: hutch image build --name ${name} --force`,
+    );
   }
   const m = validateManifest(raw, `image "${name}"`);
   for (const f of IMAGE_FILES) {
     const path = join(p.dir, f);
     const size = existsSync(path) ? statSync(path).size : -1;
     if (size !== m.files[f].bytes) {
-      throw new HutchError("invalid", `image "${name}": ${f} is ${size < 0 ? "missing" : `${size} bytes, the manifest says ${m.files[f].bytes}`}`, `rebuild it: hutch image build --name ${name} --force`);
+      throw new HutchError(
+        "invalid",
+        `image "${name}": ${f} is ${size < 0 ? "missing" : `${size} bytes, the manifest says ${m.files[f].bytes}`}`,
+        `rebuild it: hutch image build --name ${name} --force`,
+      );
     }
   }
   return m;
@@ -92,7 +123,9 @@ export interface ImageEntry {
 export function listImages(home: string): ImageEntry[] {
   const dir = imagesDir(home);
   if (!existsSync(dir)) return [];
-  const names = readdirSync(dir).filter((n) => !n.startsWith(".") && NAME.test(n)).sort();
+  const names = readdirSync(dir)
+    .filter((n) => !n.startsWith(".") && NAME.test(n))
+    .sort();
   // A name whose build is gone (a dangling link) is listed with that problem, so it can be removed.
   const out: ImageEntry[] = [];
   for (const name of names) {
@@ -113,14 +146,23 @@ export type ImageUsers = (buildDir: string) => string[];
  * the boxes and the command that frees it); the build itself goes with the
  * name unless another name points at it.
  */
-export function removeImage(home: string, name: string, users: ImageUsers, describe: (ids: string[]) => string = (ids) => ids.join(", ")): void {
+export function removeImage(
+  home: string,
+  name: string,
+  users: ImageUsers,
+  describe: (ids: string[]) => string = (ids) => ids.join(", "),
+): void {
   checkImageName(name);
   const link = join(imagesDir(home), name);
   if (!lexists(link)) throw new HutchError("not_found", `no image "${name}"`, "see the images there are: hutch image list");
   const target = resolved(link);
   const using = target ? users(target) : [];
   if (using.length > 0) {
-    throw new HutchError("conflict", `image "${name}" is used by ${using.length === 1 ? "box" : "boxes"} ${describe(using)}: their disks are built on it`, `delete them first (hutch box delete ${describe(using).replaceAll(",", "")}), or keep the image`);
+    throw new HutchError(
+      "conflict",
+      `image "${name}" is used by ${using.length === 1 ? "box" : "boxes"} ${describe(using)}: their disks are built on it`,
+      `delete them first (hutch box delete ${describe(using).replaceAll(",", "")}), or keep the image`,
+    );
   }
   if (lstatSync(link).isSymbolicLink()) rmSync(link);
   else {
@@ -267,6 +309,7 @@ export async function verifyFiles(dir: string, m: Manifest, what: string, hint: 
     const path = join(dir, f);
     if (!existsSync(path)) throw new HutchError("invalid", `${what}: ${f} is missing`, hint);
     const sum = await sha256File(path);
-    if (sum !== m.files[f].sha256) throw new HutchError("invalid", `${what}: ${f} has sha256 ${sum}, the manifest says ${m.files[f].sha256}`, hint);
+    if (sum !== m.files[f].sha256)
+      throw new HutchError("invalid", `${what}: ${f} has sha256 ${sum}, the manifest says ${m.files[f].sha256}`, hint);
   }
 }

@@ -29,16 +29,25 @@ export const TOOLS = {
 export const isRoot = (): boolean => process.getuid?.() === 0;
 
 /** Installs the packages of the missing tools with apt-get, saying why (to `note`); refuses without root. */
-export async function ensureTools(tools: readonly Tool[], why: string, note: (text: string) => void = (t) => logger.info(t)): Promise<void> {
+export async function ensureTools(
+  tools: readonly Tool[],
+  why: string,
+  note: (text: string) => void = (t) => logger.info(t),
+): Promise<void> {
   const missing = tools.filter((t) => !Bun.which(t.bin) && !Bun.which(t.bin, { PATH: "/usr/sbin:/sbin:/usr/bin:/bin" }));
   if (missing.length === 0) return;
   const pkgs = [...new Set(missing.map((t) => t.pkg))];
   const bins = missing.map((t) => t.bin).join(", ");
   if (!isRoot()) {
-    throw new HutchError("unavailable", `${why} needs ${bins}, which this machine lacks`, `install them: sudo apt-get install -y ${pkgs.join(" ")}`);
+    throw new HutchError(
+      "unavailable",
+      `${why} needs ${bins}, which this machine lacks`,
+      `install them: sudo apt-get install -y ${pkgs.join(" ")}`,
+    );
   }
   note(`${why} needs ${bins}; installing ${pkgs.join(" ")} with apt-get`);
-  const install = () => run(["apt-get", "install", "-y", "--no-install-recommends", ...pkgs], { env: { DEBIAN_FRONTEND: "noninteractive" } });
+  const install = () =>
+    run(["apt-get", "install", "-y", "--no-install-recommends", ...pkgs], { env: { DEBIAN_FRONTEND: "noninteractive" } });
   try {
     await install();
   } catch {
@@ -112,10 +121,17 @@ export async function run(argv: string[], opts: RunOptions = {}): Promise<string
   running.add(proc);
   const tail: string[] = [];
   try {
-    const [out] = await Promise.all([pump(proc.stdout, `${name}[stdout]:`, tail, opts.onLine), pump(proc.stderr, `${name}[stderr]:`, tail, opts.onLine)]);
+    const [out] = await Promise.all([
+      pump(proc.stdout, `${name}[stdout]:`, tail, opts.onLine),
+      pump(proc.stderr, `${name}[stderr]:`, tail, opts.onLine),
+    ]);
     const code = await proc.exited;
     if (code !== 0) {
-      throw new HutchError("failed", `${argv.slice(0, 3).join(" ")} exited ${code}${proc.signalCode ? ` (${proc.signalCode})` : ""}:\n${tail.slice(-8).join("\n")}`, "see the full output: hutch --log-level debug image build");
+      throw new HutchError(
+        "failed",
+        `${argv.slice(0, 3).join(" ")} exited ${code}${proc.signalCode ? ` (${proc.signalCode})` : ""}:\n${tail.slice(-8).join("\n")}`,
+        "see the full output: hutch --log-level debug image build",
+      );
     }
     return out;
   } finally {

@@ -8,7 +8,17 @@
 // the daemon checks each and relays it. Stopping a build is a SIGTERM (its
 // commands are killed and its staging removed), a second one if it lingers,
 // then SIGKILL.
-import { check, firstError, HutchError, ImageBuildBody, ImageBuildResult, ndjson, OpLine, type OpError, type OpProgress } from "@hutch/shared";
+import {
+  check,
+  firstError,
+  HutchError,
+  ImageBuildBody,
+  ImageBuildResult,
+  ndjson,
+  OpLine,
+  type OpError,
+  type OpProgress,
+} from "@hutch/shared";
 import { log } from "../log.ts";
 import { selfArgv } from "../self.ts";
 import { BUILD_STEPS, buildImage } from "./build.ts";
@@ -23,7 +33,8 @@ const STOP_GRACE_MS = 10_000;
 export async function runBuildWorker(home: string, raw: string): Promise<number> {
   // Files in the image are read by the box's user: the umask is the build's, not the daemon's.
   process.umask(0o022);
-  const write = (line: OpProgress | OpError | { type: "result"; value: ImageBuildResult }) => process.stdout.write(JSON.stringify(line) + "\n");
+  const write = (line: OpProgress | OpError | { type: "result"; value: ImageBuildResult }) =>
+    process.stdout.write(`${JSON.stringify(line)}\n`);
   let body: unknown;
   try {
     body = JSON.parse(raw);
@@ -31,7 +42,10 @@ export async function runBuildWorker(home: string, raw: string): Promise<number>
     body = undefined;
   }
   if (!check(ImageBuildBody, body)) {
-    write({ type: "error", error: { code: "invalid", message: `--image-build: not a build request (${firstError(ImageBuildBody, body)})` } });
+    write({
+      type: "error",
+      error: { code: "invalid", message: `--image-build: not a build request (${firstError(ImageBuildBody, body)})` },
+    });
     return 2;
   }
   let n = 0;
@@ -65,19 +79,30 @@ export class ImageBuilds {
   claim(body: ImageBuildBody): (report: (p: OpProgress) => void, signal: AbortSignal) => Promise<ImageBuildResult> {
     const name = body.name ?? DEFAULT_IMAGE;
     checkImageName(name);
-    if (this.running.has(name)) throw new HutchError("conflict", `image "${name}" is being built already`, "wait for that build to finish, then run it again if you still need to");
+    if (this.running.has(name))
+      throw new HutchError(
+        "conflict",
+        `image "${name}" is being built already`,
+        "wait for that build to finish, then run it again if you still need to",
+      );
     this.running.add(name);
     return (report, signal) => this.inWorker(body, report, signal).finally(() => this.running.delete(name));
   }
 
   /** Removes a name, unless it is building or boxes are built on it (named through `names`). */
   remove(name: string, names: (ids: string[]) => string): void {
-    if (this.running.has(name)) throw new HutchError("conflict", `image "${name}" is being built`, "wait for the build to finish, then remove it");
+    if (this.running.has(name))
+      throw new HutchError("conflict", `image "${name}" is being built`, "wait for the build to finish, then remove it");
     removeImage(this.home, name, overlayUsers(this.home), names);
   }
 
   private async inWorker(body: ImageBuildBody, report: (p: OpProgress) => void, signal: AbortSignal): Promise<ImageBuildResult> {
-    const child = Bun.spawn(selfArgv("daemon", "--home", this.home, "--image-build", JSON.stringify(body)), { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: process.env });
+    const child = Bun.spawn(selfArgv("daemon", "--home", this.home, "--image-build", JSON.stringify(body)), {
+      stdin: "ignore",
+      stdout: "pipe",
+      stderr: "pipe",
+      env: process.env,
+    });
     logger.info("build started", { name: body.name ?? DEFAULT_IMAGE, force: body.force ?? false, worker: child.pid });
     const stop = () => {
       child.kill("SIGTERM");
@@ -98,7 +123,12 @@ export class ImageBuilds {
     let last: { ok: true; value: ImageBuildResult } | { ok: false; error: HutchError } | null = null;
     try {
       for await (const line of ndjson(child.stdout)) {
-        if (!check(schema, line)) throw new HutchError("failed", `the image build worker wrote a malformed line: ${firstError(schema, line)}`, "see the daemon log");
+        if (!check(schema, line))
+          throw new HutchError(
+            "failed",
+            `the image build worker wrote a malformed line: ${firstError(schema, line)}`,
+            "see the daemon log",
+          );
         const l = line as OpProgress | OpError | { type: "result"; value: ImageBuildResult };
         if (l.type === "result") last = { ok: true, value: l.value };
         else if (l.type === "error") last = { ok: false, error: new HutchError(l.error.code, l.error.message, l.error.hint, l.error.data) };
@@ -108,10 +138,18 @@ export class ImageBuilds {
       signal.removeEventListener("abort", stop);
       const code = await child.exited;
       await stderr.catch(() => undefined);
-      logger.info("build ended", { name: body.name ?? DEFAULT_IMAGE, exit: code, ...(child.signalCode ? { signal: child.signalCode } : {}) });
+      logger.info("build ended", {
+        name: body.name ?? DEFAULT_IMAGE,
+        exit: code,
+        ...(child.signalCode ? { signal: child.signalCode } : {}),
+      });
     }
     if (last?.ok) return last.value;
     if (last) throw last.error;
-    throw new HutchError("failed", `the image build stopped (exit ${child.exitCode ?? child.signalCode}) before it said how it ended`, "see the daemon log");
+    throw new HutchError(
+      "failed",
+      `the image build stopped (exit ${child.exitCode ?? child.signalCode}) before it said how it ended`,
+      "see the daemon log",
+    );
   }
 }

@@ -42,7 +42,9 @@ export class Recorder {
   async recover(): Promise<void> {
     for (const row of this.store.list({ state: "open" })) {
       if (this.boxes.byId(row.box_id)?.state !== "running" || this.sessions.isHeadless(row)) continue;
-      await this.ensurePty(row, { cols: 80, rows: 24 }).catch((err) => logger.warn("could not re-attach a session", { session: row.id, err }));
+      await this.ensurePty(row, { cols: 80, rows: 24 }).catch((err) =>
+        logger.warn("could not re-attach a session", { session: row.id, err }),
+      );
     }
   }
 
@@ -89,7 +91,11 @@ export class Recorder {
     }
     const spec = await this.spawn(row);
     const argv = spec?.argv ?? (JSON.parse(row.argv) as string[]);
-    const live = await this.follow(row.id, channel.mux.open({ tool: "pty.open", argv, ...(spec ? { env: spec.env, cwd: spec.cwd } : {}), ...size }), argv);
+    const live = await this.follow(
+      row.id,
+      channel.mux.open({ tool: "pty.open", argv, ...(spec ? { env: spec.env, cwd: spec.cwd } : {}), ...size }),
+      argv,
+    );
     this.store.update(row.id, { pty: live.pty });
     return live;
   }
@@ -123,7 +129,12 @@ export class Recorder {
         },
       }).then(({ started, error }) => {
         if (this.live.get(sessionId)?.stream === stream) this.live.delete(sessionId);
-        if (!started?.pty) reject(error ? new HutchError(error.code === "not_found" ? "not_found" : "failed", error.message) : new HutchError("failed", "the terminal ended before it started"));
+        if (!started?.pty)
+          reject(
+            error
+              ? new HutchError(error.code === "not_found" ? "not_found" : "failed", error.message)
+              : new HutchError("failed", "the terminal ended before it started"),
+          );
       });
     });
   }
@@ -132,7 +143,10 @@ export class Recorder {
     this.store.transaction(() => {
       const chunk = this.store.addChunk(sessionId, bytes);
       this.sessions.append(sessionId, [
-        { ...emit(Events.outputAppended, { chunk, offset: 0, length: bytes.length, ...(snapshot ? { snapshot: true } : {}) }), actor: SYSTEM },
+        {
+          ...emit(Events.outputAppended, { chunk, offset: 0, length: bytes.length, ...(snapshot ? { snapshot: true } : {}) }),
+          actor: SYSTEM,
+        },
       ]);
     });
   }

@@ -1,6 +1,22 @@
 // Sessions: the durable, ordered log of what happens in a box, and who may
 // drive it. No HTTP here; controllers and the recorder call in.
-import { BOX_REASON_MAX, checkEvent, emit, EVENT_TEXT_MAX, Events, HutchError, isEvent, newId, type Actor, type Anchor, type EventInput, type Session, type SessionCreateBody, type SessionSummary, type TypedEvent } from "@hutch/shared";
+import {
+  BOX_REASON_MAX,
+  checkEvent,
+  emit,
+  EVENT_TEXT_MAX,
+  Events,
+  HutchError,
+  isEvent,
+  newId,
+  type Actor,
+  type Anchor,
+  type EventInput,
+  type Session,
+  type SessionCreateBody,
+  type SessionSummary,
+  type TypedEvent,
+} from "@hutch/shared";
 import type { SessionRow, SessionStore, NewEvent } from "../store/sessions.ts";
 import type { BoxService } from "../box/service.ts";
 import { SessionBus } from "./bus.ts";
@@ -95,7 +111,10 @@ export class SessionService {
   /** Logs a box's state change in every open session bound to it. */
   boxChanged(boxId: string, state: string, reason: string | null): void {
     // A failed box's reason carries its console's last lines, which may be longer than an event holds.
-    this.boxEvent(boxId, emit(Events.boxStateChanged, { box: boxId, state, ...(reason ? { reason: reason.slice(0, BOX_REASON_MAX) } : {}) }));
+    this.boxEvent(
+      boxId,
+      emit(Events.boxStateChanged, { box: boxId, state, ...(reason ? { reason: reason.slice(0, BOX_REASON_MAX) } : {}) }),
+    );
   }
 
   /** Logs a daemon event about a box into every open session bound to it. */
@@ -140,7 +159,15 @@ export class SessionService {
     // A new box for an agent gets the agent's bindings and egress; an existing box keeps its own policy.
     const box = body.box
       ? await this.boxes.ensureRunning(body.box)
-      : await this.boxes.create({ name: `run-${newId("ses").slice(-6)}`, start: true, ...(agent.bindings.length ? { secrets: agent.bindings } : {}), ...(agent.egress.length ? { allow: agent.egress } : {}) }, null);
+      : await this.boxes.create(
+          {
+            name: `run-${newId("ses").slice(-6)}`,
+            start: true,
+            ...(agent.bindings.length ? { secrets: agent.bindings } : {}),
+            ...(agent.egress.length ? { allow: agent.egress } : {}),
+          },
+          null,
+        );
     const headless = body.prompt !== undefined;
     // A headless session has no terminal (argv []); an agent's terminal argv is settled when it opens (Recorder's spawn hook).
     const argv = headless ? [] : (body.argv ?? (agent.name === "shell" ? ["bash", "-l"] : [agent.name]));
@@ -156,7 +183,9 @@ export class SessionService {
       pty: null,
       created_at: new Date().toISOString(),
     });
-    this.append(id, [{ ...emit(Events.sessionCreated, { box: box.id, agent: agent.name, ...(body.label ? { label: body.label } : {}) }), actor }]);
+    this.append(id, [
+      { ...emit(Events.sessionCreated, { box: box.id, agent: agent.name, ...(body.label ? { label: body.label } : {}) }), actor },
+    ]);
     if (body.prompt !== undefined) {
       this.append(id, [{ ...emit(Events.inputSent, { text: body.prompt }), actor }]);
       this.startTurn(this.store.get(id)!, agent, body.prompt, false, body.model);
@@ -189,7 +218,10 @@ export class SessionService {
         emit(Events.agentState, { state: "error", reason }),
         emit(Events.attentionRequired, { reason }),
       ];
-      this.append(row.id, lost.map((e) => ({ ...e, actor: SYSTEM })));
+      this.append(
+        row.id,
+        lost.map((e) => ({ ...e, actor: SYSTEM })),
+      );
       logger.warn("a headless turn was lost to a daemon restart", { session: row.id });
     }
   }
@@ -234,7 +266,11 @@ export class SessionService {
       const problem = checkEvent(e.kind, e.data);
       if (problem) {
         logger.error("refused an event the daemon wrote", { session: sessionId, kind: e.kind, problem });
-        throw new HutchError("failed", `${events.length > 1 ? `events.${i}.` : ""}${e.kind}: ${problem}`, "this is a bug in hutch; the event was not logged");
+        throw new HutchError(
+          "failed",
+          `${events.length > 1 ? `events.${i}.` : ""}${e.kind}: ${problem}`,
+          "this is a bug in hutch; the event was not logged",
+        );
       }
     });
     const results = this.store.append(sessionId, events, also);
@@ -257,7 +293,9 @@ export class SessionService {
   }
 
   annotate(id: string, actor: Actor, text: string, anchor: Anchor | undefined, key?: string): number {
-    return this.appendFromClient(id, actor, [{ ...emit(Events.annotationAdded, { text, ...(anchor ? { anchor } : {}) }), ...(key ? { idempotencyKey: key } : {}) }])[0]!;
+    return this.appendFromClient(id, actor, [
+      { ...emit(Events.annotationAdded, { text, ...(anchor ? { anchor } : {}) }), ...(key ? { idempotencyKey: key } : {}) },
+    ])[0]!;
   }
 
   /** Input from the driver: logged, then typed into the session's terminal. */
@@ -267,7 +305,11 @@ export class SessionService {
     this.requireDriver(row, actor);
     const headless = this.isHeadless(row);
     if (headless && this.turns.has(id)) {
-      throw new HutchError("conflict", `the agent in session ${id} is still working on its turn`, `wait for it: hutch session wait ${id} --idle`);
+      throw new HutchError(
+        "conflict",
+        `the agent in session ${id} is still working on its turn`,
+        `wait for it: hutch session wait ${id} --idle`,
+      );
     }
     const [seq] = this.commit(id, [{ ...emit(Events.inputSent, { text }), actor, ...(key ? { idempotencyKey: key } : {}) }]);
     if (seq!.fresh) {
@@ -288,7 +330,11 @@ export class SessionService {
     const row = this.row(id, actor);
     this.requireOpen(row);
     if (this.isHeadless(row)) {
-      throw new HutchError("conflict", `session ${id} runs its agent headless: it has no terminal to attach to`, `watch it: hutch session watch ${id}, or send the next prompt: hutch session send ${id} TEXT`);
+      throw new HutchError(
+        "conflict",
+        `session ${id} runs its agent headless: it has no terminal to attach to`,
+        `watch it: hutch session watch ${id}, or send the next prompt: hutch session send ${id} TEXT`,
+      );
     }
     if (steal) this.steal(id, actor);
     else this.acquire(id, actor);
@@ -297,7 +343,11 @@ export class SessionService {
     return {
       box: row.box_id,
       pty: live.pty,
-      input: (bytes: Uint8Array) => this.append(id, pieces(decoder.decode(bytes, { stream: true }), EVENT_TEXT_MAX).map((text) => ({ ...emit(Events.inputSent, { text }), actor }))),
+      input: (bytes: Uint8Array) =>
+        this.append(
+          id,
+          pieces(decoder.decode(bytes, { stream: true }), EVENT_TEXT_MAX).map((text) => ({ ...emit(Events.inputSent, { text }), actor })),
+        ),
       end: () => {
         const now = this.store.get(id);
         if (now?.state === "open" && now.driver && sameActor(JSON.parse(now.driver) as Actor, actor)) this.release(id, actor);
@@ -310,7 +360,12 @@ export class SessionService {
     this.requireOpen(row);
     const current = this.driverOf(row);
     if (current && !sameActor(current, actor)) {
-      throw new HutchError("conflict", `session ${id} is driven by ${describe(current)}`, `take it over: hutch session driver steal ${id}`, { driver: current });
+      throw new HutchError(
+        "conflict",
+        `session ${id} is driven by ${describe(current)}`,
+        `take it over: hutch session driver steal ${id}`,
+        { driver: current },
+      );
     }
     this.setDriver(id, actor, leaseMs, { ...emit(Events.driverAcquired, { driver: actor, ...(leaseMs ? { leaseMs } : {}) }), actor });
     return this.get(id, actor);
@@ -321,7 +376,11 @@ export class SessionService {
     const current = this.driverOf(row);
     if (!current) return this.toSession(row);
     if (!sameActor(current, actor)) {
-      throw new HutchError("conflict", `you do not drive session ${id}; ${describe(current)} does`, `take it over: hutch session driver steal ${id}`);
+      throw new HutchError(
+        "conflict",
+        `you do not drive session ${id}; ${describe(current)} does`,
+        `take it over: hutch session driver steal ${id}`,
+      );
     }
     this.append(id, [{ ...emit(Events.driverReleased, { driver: actor }), actor }], () =>
       this.store.update(id, { driver: null, driver_lease_ms: null, driver_expires_at: null }),
@@ -357,7 +416,13 @@ export class SessionService {
     }
     await this.recorder.stop(row);
     this.append(id, [{ ...emit(Events.sessionClosed, reason ? { reason } : {}), actor }], () =>
-      this.store.update(id, { state: "closed", closed_at: new Date().toISOString(), driver: null, driver_lease_ms: null, driver_expires_at: null }),
+      this.store.update(id, {
+        state: "closed",
+        closed_at: new Date().toISOString(),
+        driver: null,
+        driver_lease_ms: null,
+        driver_expires_at: null,
+      }),
     );
     return this.get(id, actor);
   }
@@ -372,8 +437,18 @@ export class SessionService {
   requireDriver(row: SessionRow, actor: Actor): void {
     const current = this.driverOf(row);
     if (current && sameActor(current, actor)) return;
-    if (!current) throw new HutchError("conflict", `nobody drives session ${row.id}; only the driver sends input`, `take the slot first: hutch session driver acquire ${row.id}`);
-    throw new HutchError("conflict", `session ${row.id} is driven by ${describe(current)}; only the driver sends input`, `take it over: hutch session driver steal ${row.id}`, { driver: current });
+    if (!current)
+      throw new HutchError(
+        "conflict",
+        `nobody drives session ${row.id}; only the driver sends input`,
+        `take the slot first: hutch session driver acquire ${row.id}`,
+      );
+    throw new HutchError(
+      "conflict",
+      `session ${row.id} is driven by ${describe(current)}; only the driver sends input`,
+      `take it over: hutch session driver steal ${row.id}`,
+      { driver: current },
+    );
   }
 
   private requireOpen(row: SessionRow): void {

@@ -64,7 +64,8 @@ export function* decodeIndex(object: string, body: Uint8Array): Generator<PackRe
     const count = v.getUint32(p + 36, true);
     p += PACK_HEAD;
     total += count;
-    if (count > MAX_PACK_BLOBS || total > MAX_INDEX_ENTRIES || p + count * ENTRY > body.length) throw corrupt(object, `pack ${i} lists more blobs than the index holds`);
+    if (count > MAX_PACK_BLOBS || total > MAX_INDEX_ENTRIES || p + count * ENTRY > body.length)
+      throw corrupt(object, `pack ${i} lists more blobs than the index holds`);
     const blobs: BlobEntry[] = [];
     let end = 0;
     for (let j = 0; j < count; j++, p += ENTRY) {

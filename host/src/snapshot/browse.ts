@@ -24,7 +24,11 @@ function shown(e: TreeEntry): BrowseEntry {
 }
 
 /** The entries of the directory at `path` in a snapshot ("" for its root), or the one entry a file or link path names. */
-export async function browse(store: Store, snapshotRef: string, path = ""): Promise<{ snapshot: string; path: string; entries: BrowseEntry[] }> {
+export async function browse(
+  store: Store,
+  snapshotRef: string,
+  path = "",
+): Promise<{ snapshot: string; path: string; entries: BrowseEntry[] }> {
   await store.syncIndex();
   const snap = await store.getSnapshot(snapshotRef);
   const parts = snapshotPath(path);
@@ -43,7 +47,13 @@ export interface Change {
 }
 
 function sameMeta(a: TreeEntry, b: TreeEntry): boolean {
-  return a.mode === b.mode && a.mtime === b.mtime && a.uid === b.uid && a.gid === b.gid && JSON.stringify(a.xattrs ?? []) === JSON.stringify(b.xattrs ?? []);
+  return (
+    a.mode === b.mode &&
+    a.mtime === b.mtime &&
+    a.uid === b.uid &&
+    a.gid === b.gid &&
+    JSON.stringify(a.xattrs ?? []) === JSON.stringify(b.xattrs ?? [])
+  );
 }
 
 function sameContent(a: TreeEntry, b: TreeEntry): boolean {

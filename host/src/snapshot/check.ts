@@ -64,7 +64,11 @@ export async function check(store: Store, opts: CheckOptions = {}): Promise<Chec
         cache.addFile(info.name, packs);
         for (const p of packs) {
           const seen = indexed.get(p.name);
-          if (seen && seen.size !== p.size) res.errors.push({ object, message: `${object}: says packs/${p.name} has ${p.size} bytes, another index file says ${seen.size}` });
+          if (seen && seen.size !== p.size)
+            res.errors.push({
+              object,
+              message: `${object}: says packs/${p.name} has ${p.size} bytes, another index file says ${seen.size}`,
+            });
           indexed.set(p.name, p);
         }
       } catch (err) {
@@ -75,11 +79,17 @@ export async function check(store: Store, opts: CheckOptions = {}): Promise<Chec
     for await (const info of store.backend.list("packs")) listed.set(info.name, info.size);
     for (const [name, p] of indexed) {
       const size = listed.get(name);
-      if (size === undefined) res.errors.push({ object: `packs/${name}`, message: `packs/${name} is in the index but missing from the store` });
-      else if (size !== p.size) res.errors.push({ object: `packs/${name}`, message: `packs/${name} has ${size} bytes, the index says ${p.size} (truncated or replaced)` });
+      if (size === undefined)
+        res.errors.push({ object: `packs/${name}`, message: `packs/${name} is in the index but missing from the store` });
+      else if (size !== p.size)
+        res.errors.push({
+          object: `packs/${name}`,
+          message: `packs/${name} has ${size} bytes, the index says ${p.size} (truncated or replaced)`,
+        });
     }
     const orphans = [...listed.keys()].filter((n) => !indexed.has(n));
-    if (orphans.length > 0) res.notes.push(`${orphans.length} pack(s) no index file lists (left by an interrupted save or prune; the next prune removes them)`);
+    if (orphans.length > 0)
+      res.notes.push(`${orphans.length} pack(s) no index file lists (left by an interrupted save or prune; the next prune removes them)`);
     res.packs = listed.size;
 
     for await (const info of store.backend.list("marks")) {
@@ -124,7 +134,11 @@ export async function check(store: Store, opts: CheckOptions = {}): Promise<Chec
           if (e.type === "dir") stack.push({ id: e.tree!, path: rel });
           else if (e.type === "file") {
             for (const c of e.content!) {
-              if (!cache.find("data", fromHex(c), false)) res.errors.push({ object: `snapshots/${snap.name}`, message: `snapshot ${snap.id}: ${rel} needs ${describeBlob("data", fromHex(c))}, which no index file lists` });
+              if (!cache.find("data", fromHex(c), false))
+                res.errors.push({
+                  object: `snapshots/${snap.name}`,
+                  message: `snapshot ${snap.id}: ${rel} needs ${describeBlob("data", fromHex(c))}, which no index file lists`,
+                });
             }
           }
         }
@@ -159,14 +173,31 @@ async function readPack(store: Store, name: string, indexed: PackRecord, res: Ch
     const bytes = await store.backend.get("packs", name);
     res.packsRead++;
     res.bytesRead += bytes.length;
-    if (contentHash(bytes) !== name) res.errors.push({ object, message: `${object}: content does not match its name (damaged or altered)` });
+    if (contentHash(bytes) !== name)
+      res.errors.push({ object, message: `${object}: content does not match its name (damaged or altered)` });
     const { salt, headerLength } = parseTrailer(object, bytes.subarray(bytes.length - TRAILER_BYTES), bytes.length);
-    const header = parseHeader(object, store.keys.enc, salt, bytes.subarray(bytes.length - TRAILER_BYTES - headerLength, bytes.length - TRAILER_BYTES), bytes.length);
+    const header = parseHeader(
+      object,
+      store.keys.enc,
+      salt,
+      bytes.subarray(bytes.length - TRAILER_BYTES - headerLength, bytes.length - TRAILER_BYTES),
+      bytes.length,
+    );
     const byOffset = new Map(header.map((e) => [e.offset, e]));
     for (const b of indexed.blobs) {
       const h = byOffset.get(b.offset);
-      if (!h || hex(h.id) !== hex(b.id) || h.type !== b.type || h.length !== b.length || h.rawLength !== b.rawLength || h.flags !== b.flags) {
-        res.errors.push({ object, message: `${object}: the index entry for ${describeBlob(b.type, b.id)} does not match the pack's header` });
+      if (
+        !h ||
+        hex(h.id) !== hex(b.id) ||
+        h.type !== b.type ||
+        h.length !== b.length ||
+        h.rawLength !== b.rawLength ||
+        h.flags !== b.flags
+      ) {
+        res.errors.push({
+          object,
+          message: `${object}: the index entry for ${describeBlob(b.type, b.id)} does not match the pack's header`,
+        });
         continue;
       }
       try {

@@ -16,7 +16,12 @@ export class StoreError extends HutchError {
 
 /** A stored object that fails its hash, its authentication or its format: damage or tampering. */
 export function corrupt(object: string, what: string): StoreError {
-  return new StoreError("failed", `${object}: ${what}`, "run check --read-data to list every damaged object; restore from another copy of the store", object);
+  return new StoreError(
+    "failed",
+    `${object}: ${what}`,
+    "run check --read-data to list every damaged object; restore from another copy of the store",
+    object,
+  );
 }
 
 /** Input (paths, snapshot names, tree entries made elsewhere) that the store refuses. */

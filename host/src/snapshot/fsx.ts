@@ -84,7 +84,10 @@ export function readXattrs(path: string): [string, Uint8Array][] {
     const list = new Uint8Array(size);
     const got = c.llistxattr(p, list, size);
     if (got < 0) continue; // grew between the calls (ERANGE)
-    const names = Buffer.from(list.subarray(0, got)).toString("utf8").split("\0").filter((n) => n !== "");
+    const names = Buffer.from(list.subarray(0, got))
+      .toString("utf8")
+      .split("\0")
+      .filter((n) => n !== "");
     const out: [string, Uint8Array][] = [];
     for (const name of names.sort()) {
       const n = cstr(name);

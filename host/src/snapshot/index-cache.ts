@@ -79,9 +79,10 @@ export class IndexCache {
     this.db.exec("PRAGMA temp_store = FILE");
     const version = (this.db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
     if (version !== SCHEMA) {
-      this.db.transaction(() => {
-        this.db.exec("DROP TABLE IF EXISTS blobs; DROP TABLE IF EXISTS packs; DROP TABLE IF EXISTS files;");
-        this.db.exec(`
+      this.db
+        .transaction(() => {
+          this.db.exec("DROP TABLE IF EXISTS blobs; DROP TABLE IF EXISTS packs; DROP TABLE IF EXISTS files;");
+          this.db.exec(`
           CREATE TABLE files (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL UNIQUE);
           CREATE TABLE packs (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, size INTEGER NOT NULL, file INTEGER NOT NULL);
           CREATE INDEX packs_name ON packs(name);
@@ -90,13 +91,16 @@ export class IndexCache {
             offset INTEGER NOT NULL, length INTEGER NOT NULL, raw INTEGER NOT NULL, PRIMARY KEY (id, type, pack)) WITHOUT ROWID;
           CREATE INDEX blobs_pack ON blobs(pack);
           PRAGMA user_version = ${SCHEMA};`);
-      }).immediate();
+        })
+        .immediate();
     }
     // For prune's queries: the same marks, as a table this connection alone sees.
     this.db.exec("CREATE TEMP TABLE IF NOT EXISTS marked (name TEXT PRIMARY KEY) WITHOUT ROWID");
     this.findStmt = this.db.query("SELECT pack, flags, offset, length, raw FROM blobs WHERE id = ?1 AND type = ?2");
     this.packStmt = this.db.query("SELECT name, size, file FROM packs WHERE id = ?");
-    this.insertBlob = this.db.query("INSERT OR IGNORE INTO blobs (id, type, pack, flags, offset, length, raw) VALUES (?, ?, ?, ?, ?, ?, ?)");
+    this.insertBlob = this.db.query(
+      "INSERT OR IGNORE INTO blobs (id, type, pack, flags, offset, length, raw) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    );
     this.insertPack = this.db.query("INSERT INTO packs (name, size, file) VALUES (?, ?, ?) RETURNING id");
     this.refreshVisible();
   }
@@ -150,7 +154,11 @@ export class IndexCache {
   /** The pending packs, for writing their index file. */
   pending(): PackRecord[] {
     if (this.pendingFile === undefined) return [];
-    const packs = this.db.query("SELECT id, name, size FROM packs WHERE file = ? ORDER BY id").all(this.pendingFile) as { id: number; name: string; size: number }[];
+    const packs = this.db.query("SELECT id, name, size FROM packs WHERE file = ? ORDER BY id").all(this.pendingFile) as {
+      id: number;
+      name: string;
+      size: number;
+    }[];
     return packs.map((p) => ({ name: p.name, size: p.size, blobs: this.rowsOf(p.id) }));
   }
 
@@ -179,11 +187,16 @@ export class IndexCache {
 
   /** Drops the rows of index files that no longer exist in the store, and of pending files whose writer died. */
   removeFiles(names: string[]): void {
-    const dead = (this.db.query("SELECT id, name FROM files WHERE name LIKE 'pending:%'").all() as { id: number; name: string }[]).filter((r) => {
-      const [, host, pid] = r.name.split(":");
-      return r.id !== this.pendingFile && host === hostname() && !alive(Number(pid));
-    });
-    const ids = [...names.map((n) => (this.db.query("SELECT id FROM files WHERE name = ?").get(n) as { id: number } | null)?.id), ...dead.map((r) => r.id)].filter((id): id is number => id !== undefined);
+    const dead = (this.db.query("SELECT id, name FROM files WHERE name LIKE 'pending:%'").all() as { id: number; name: string }[]).filter(
+      (r) => {
+        const [, host, pid] = r.name.split(":");
+        return r.id !== this.pendingFile && host === hostname() && !alive(Number(pid));
+      },
+    );
+    const ids = [
+      ...names.map((n) => (this.db.query("SELECT id FROM files WHERE name = ?").get(n) as { id: number } | null)?.id),
+      ...dead.map((r) => r.id),
+    ].filter((id): id is number => id !== undefined);
     if (ids.length === 0) return;
     this.db
       .transaction(() => {
@@ -260,7 +273,9 @@ export class IndexCache {
       .transaction(() => {
         const files = [...this.files()];
         const packs = new Map<string, number>();
-        const rows = this.db.query("SELECT DISTINCT p.name, p.size FROM packs p JOIN files f ON f.id = p.file WHERE f.name NOT LIKE 'pending:%'").all() as { name: string; size: number }[];
+        const rows = this.db
+          .query("SELECT DISTINCT p.name, p.size FROM packs p JOIN files f ON f.id = p.file WHERE f.name NOT LIKE 'pending:%'")
+          .all() as { name: string; size: number }[];
         for (const r of rows) packs.set(r.name, r.size);
         return { files, packs };
       })
@@ -270,20 +285,35 @@ export class IndexCache {
   /** Every distinct committed pack the cache knows, with its size. */
   packs(): Map<string, number> {
     const out = new Map<string, number>();
-    for (const r of this.db.query("SELECT DISTINCT p.name, p.size FROM packs p JOIN files f ON f.id = p.file WHERE f.name NOT LIKE 'pending:%'").iterate() as Iterable<{ name: string; size: number }>) {
+    for (const r of this.db
+      .query("SELECT DISTINCT p.name, p.size FROM packs p JOIN files f ON f.id = p.file WHERE f.name NOT LIKE 'pending:%'")
+      .iterate() as Iterable<{ name: string; size: number }>) {
       out.set(r.name, r.size);
     }
     return out;
   }
 
   private rowsOf(packId: number): BlobEntry[] {
-    const rows = this.db.query("SELECT id, type, flags, offset, length, raw FROM blobs WHERE pack = ? ORDER BY offset").all(packId) as (BlobRow & { id: Uint8Array; type: number })[];
-    return rows.map((r) => ({ type: TYPES[r.type]!, flags: r.flags, id: new Uint8Array(r.id), offset: r.offset, length: r.length, rawLength: r.raw }));
+    const rows = this.db
+      .query("SELECT id, type, flags, offset, length, raw FROM blobs WHERE pack = ? ORDER BY offset")
+      .all(packId) as (BlobRow & { id: Uint8Array; type: number })[];
+    return rows.map((r) => ({
+      type: TYPES[r.type]!,
+      flags: r.flags,
+      id: new Uint8Array(r.id),
+      offset: r.offset,
+      length: r.length,
+      rawLength: r.raw,
+    }));
   }
 
   /** The blobs of one committed pack (from whichever index file lists it first). */
   blobsOf(pack: string): BlobEntry[] {
-    const row = this.db.query("SELECT p.id FROM packs p JOIN files f ON f.id = p.file WHERE p.name = ? AND f.name NOT LIKE 'pending:%' ORDER BY p.id LIMIT 1").get(pack) as { id: number } | null;
+    const row = this.db
+      .query(
+        "SELECT p.id FROM packs p JOIN files f ON f.id = p.file WHERE p.name = ? AND f.name NOT LIKE 'pending:%' ORDER BY p.id LIMIT 1",
+      )
+      .get(pack) as { id: number } | null;
     return row ? this.rowsOf(row.id) : [];
   }
 

@@ -15,18 +15,27 @@ import { join } from "node:path";
 import { StoreError } from "./errors.ts";
 import { type CreateOptions, Store, type StoreLocation, type SnapshotRecord } from "./store.ts";
 
-export { Store, type StoreLocation, type CreateOptions, type SnapshotRecord, type StoreInfo, DEFAULT_CHUNKS, DEFAULT_GRACE_MS, DEFAULT_PACK_BYTES } from "./store.ts";
+export {
+  Store,
+  type StoreLocation,
+  type CreateOptions,
+  type SnapshotRecord,
+  type StoreInfo,
+  DEFAULT_CHUNKS,
+  DEFAULT_GRACE_MS,
+  DEFAULT_PACK_BYTES,
+} from "./store.ts";
 export { snapshotTree, type SnapshotOptions, type SnapshotResult, type SavePoint } from "./save.ts";
 export { restoreTree, type RestoreOptions, type RestoreResult } from "./restore.ts";
 export { browse, diffSnapshots, type BrowseEntry, type Change, type ChangeKind } from "./browse.ts";
 export { prune, type PruneOptions, type PruneResult, type PrunePoint } from "./prune.ts";
 export { check, type CheckOptions, type CheckResult, type Problem } from "./check.ts";
 export { type KeepPolicy, keptByPolicy } from "./policy.ts";
-export { type Progress, type ProgressFn } from "./progress.ts";
+export type { Progress, ProgressFn } from "./progress.ts";
 export { LocalBackend } from "./local.ts";
-export { type Backend, type ObjectInfo, type ObjectKind, type Range } from "./backend.ts";
+export type { Backend, ObjectInfo, ObjectKind, Range } from "./backend.ts";
 export { StoreError } from "./errors.ts";
-export { type SnapshotStats } from "./objects.ts";
+export type { SnapshotStats } from "./objects.ts";
 
 /** Where a store lives under $HUTCH_HOME: the store itself, the key files, the local cache. */
 export function storeLocation(home: string, name = "default"): StoreLocation {
@@ -34,7 +43,10 @@ export function storeLocation(home: string, name = "default"): StoreLocation {
 }
 
 /** Opens a store; with `create`, makes it first if there is none. */
-export async function openStore(location: StoreLocation, opts: { create?: boolean | Omit<CreateOptions, keyof StoreLocation> } = {}): Promise<Store> {
+export async function openStore(
+  location: StoreLocation,
+  opts: { create?: boolean | Omit<CreateOptions, keyof StoreLocation> } = {},
+): Promise<Store> {
   try {
     return await Store.open(location);
   } catch (err) {

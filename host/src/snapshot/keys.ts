@@ -64,7 +64,11 @@ export class SnapshotKeys {
     checkPrivate(path);
     const kek = new Uint8Array(readFileSync(path));
     if (kek.length !== KEY_BYTES) {
-      throw new HutchError("config", `${path} is not a hutch snapshot key (${kek.length} bytes)`, "restore it from a backup; without it no snapshot store can be opened");
+      throw new HutchError(
+        "config",
+        `${path} is not a hutch snapshot key (${kek.length} bytes)`,
+        "restore it from a backup; without it no snapshot store can be opened",
+      );
     }
     return new SnapshotKeys(keysDir, kek);
   }
@@ -87,15 +91,30 @@ export class SnapshotKeys {
   master(storeId: string): Uint8Array {
     const path = masterKeyFile(this.dir, storeId);
     if (!existsSync(path)) {
-      throw new HutchError("not_found", `no key for snapshot store ${storeId} in ${this.dir}`, `copy ${path} from the machine that made the store`);
+      throw new HutchError(
+        "not_found",
+        `no key for snapshot store ${storeId} in ${this.dir}`,
+        `copy ${path} from the machine that made the store`,
+      );
     }
     checkPrivate(path);
     const file = new Uint8Array(readFileSync(path));
     const body = file.subarray(MAGIC.length + SALT_BYTES);
     const ok = file.length > MAGIC.length + SALT_BYTES && MAGIC.every((b, i) => file[i] === b);
-    const key = ok ? open(objectKey(this.kek, "master", file.subarray(MAGIC.length, MAGIC.length + SALT_BYTES)), nonce(0, 0), body, new TextEncoder().encode(storeId)) : null;
+    const key = ok
+      ? open(
+          objectKey(this.kek, "master", file.subarray(MAGIC.length, MAGIC.length + SALT_BYTES)),
+          nonce(0, 0),
+          body,
+          new TextEncoder().encode(storeId),
+        )
+      : null;
     if (!key || key.length !== KEY_BYTES) {
-      throw new HutchError("config", `${path} does not open with ${join(this.dir, KEK_FILE)}`, "restore both key files from the same backup");
+      throw new HutchError(
+        "config",
+        `${path} does not open with ${join(this.dir, KEK_FILE)}`,
+        "restore both key files from the same backup",
+      );
     }
     return key;
   }

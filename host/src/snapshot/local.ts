@@ -76,7 +76,6 @@ export class LocalBackend implements Backend {
     return join(this.location, "tmp");
   }
 
-
   async *list(kind: ObjectKind): AsyncIterable<ObjectInfo> {
     if (kind === "config") {
       const info = this.info(join(this.location, "config"), "config");
@@ -84,7 +83,12 @@ export class LocalBackend implements Backend {
       return;
     }
     const root = join(this.location, kind);
-    const dirs = kind === "packs" ? readdirSync(root).filter((d) => /^[0-9a-f]{2}$/.test(d)).map((d) => join(root, d)) : [root];
+    const dirs =
+      kind === "packs"
+        ? readdirSync(root)
+            .filter((d) => /^[0-9a-f]{2}$/.test(d))
+            .map((d) => join(root, d))
+        : [root];
     for (const dir of dirs) {
       let names: string[];
       try {
@@ -127,7 +131,13 @@ export class LocalBackend implements Backend {
     try {
       fd = openSync(path, "r");
     } catch (err) {
-      if (errno(err) === "ENOENT") throw new StoreError("not_found", `${key} is missing from the store at ${this.location}`, "run check to see what else is missing", key);
+      if (errno(err) === "ENOENT")
+        throw new StoreError(
+          "not_found",
+          `${key} is missing from the store at ${this.location}`,
+          "run check to see what else is missing",
+          key,
+        );
       throw err;
     }
     if (kind === "packs") {
@@ -154,7 +164,8 @@ export class LocalBackend implements Backend {
         if (n === 0) break;
         got += n;
       }
-      if (got < length) throw corrupt(`${kind}/${name}`, `is truncated (wanted bytes ${offset}..${offset + length}, it ends at ${offset + got})`);
+      if (got < length)
+        throw corrupt(`${kind}/${name}`, `is truncated (wanted bytes ${offset}..${offset + length}, it ends at ${offset + got})`);
       return out;
     } finally {
       if (kind !== "packs") closeSync(fd);

@@ -48,7 +48,11 @@ export async function acquireMaintenance(store: Store, what: string): Promise<Lo
     const stale = (sameHost && holder.pid !== process.pid && !alive(holder.pid)) || store.clock() - holder.time > STALE_MS;
     const who = `pid ${holder.pid} on ${holder.host} since ${new Date(holder.time).toISOString()}`;
     if (!stale) {
-      throw new StoreError("conflict", `cannot ${what}: a prune or check is running on this store (${who})`, "wait for it to finish; saves and restores do not need to wait");
+      throw new StoreError(
+        "conflict",
+        `cannot ${what}: a prune or check is running on this store (${who})`,
+        "wait for it to finish; saves and restores do not need to wait",
+      );
     }
     tookOver = who;
     await store.backend.delete("locks", NAME);

@@ -43,7 +43,15 @@ export async function putJson(backend: Backend, encKey: Uint8Array, kind: Object
   return name;
 }
 
-export async function getJson<T extends TSchema>(backend: Backend, encKey: Uint8Array, kind: ObjectKind, name: string, schema: T, size?: number, checkHash = true): Promise<Static<T>> {
+export async function getJson<T extends TSchema>(
+  backend: Backend,
+  encKey: Uint8Array,
+  kind: ObjectKind,
+  name: string,
+  schema: T,
+  size?: number,
+  checkHash = true,
+): Promise<Static<T>> {
   const object = `${kind}/${name}`;
   if (size !== undefined && size > MAX_OBJECT_BYTES) throw corrupt(object, `is ${size} bytes, more than any ${kind} object can be`);
   const body = openObject(encKey, kind, name, await backend.get(kind, name), checkHash);
@@ -99,7 +107,9 @@ export const SnapshotBody = Type.Object(
         mtime: Type.String({ pattern: "^-?[0-9]{1,20}$" }),
         uid: Type.Integer({ minimum: 0, maximum: 0xffffffff }),
         gid: Type.Integer({ minimum: 0, maximum: 0xffffffff }),
-        xattrs: Type.Optional(Type.Array(Type.Tuple([Type.String({ minLength: 1, maxLength: 255 }), Type.String({ maxLength: 90000 })]), { maxItems: 256 })),
+        xattrs: Type.Optional(
+          Type.Array(Type.Tuple([Type.String({ minLength: 1, maxLength: 255 }), Type.String({ maxLength: 90000 })]), { maxItems: 256 }),
+        ),
       },
       { additionalProperties: false },
     ),
@@ -108,7 +118,10 @@ export const SnapshotBody = Type.Object(
     tags: Type.Array(Type.String({ maxLength: 255 }), { maxItems: 64 }),
     stats: SnapshotStats,
     /** Entries that could not be read, with why (at most 1,000; stats.skipped counts them all). */
-    skipped: Type.Array(Type.Object({ path: Type.String({ maxLength: 8192 }), reason: Type.String({ maxLength: 1024 }) }, { additionalProperties: false }), { maxItems: 1000 }),
+    skipped: Type.Array(
+      Type.Object({ path: Type.String({ maxLength: 8192 }), reason: Type.String({ maxLength: 1024 }) }, { additionalProperties: false }),
+      { maxItems: 1000 },
+    ),
   },
   { additionalProperties: false },
 );

@@ -151,7 +151,8 @@ export class PackWriter {
 
 /** Where a pack's header is, from its trailer; refuses what cannot be one. */
 export function parseTrailer(object: string, trailer: Uint8Array, packSize: number): { salt: Uint8Array; headerLength: number } {
-  if (trailer.length !== TRAILER_BYTES || !MAGIC.every((b, i) => trailer[21 + i] === b)) throw corrupt(object, "is not a hutch pack (bad trailer)");
+  if (trailer.length !== TRAILER_BYTES || !MAGIC.every((b, i) => trailer[21 + i] === b))
+    throw corrupt(object, "is not a hutch pack (bad trailer)");
   if (trailer[20] !== VERSION) throw corrupt(object, `has pack version ${trailer[20]}, this hutch reads ${VERSION}`);
   const headerLength = new DataView(trailer.buffer, trailer.byteOffset, trailer.length).getUint32(16, true);
   if (headerLength < 4 + TAG_BYTES || headerLength + TRAILER_BYTES > packSize) throw corrupt(object, "has a header length beyond the pack");
@@ -159,7 +160,13 @@ export function parseTrailer(object: string, trailer: Uint8Array, packSize: numb
 }
 
 /** Opens and checks a pack's header: every blob lies before the header, in order, without overlap. */
-export function parseHeader(object: string, encKey: Uint8Array, packSalt: Uint8Array, sealedHeader: Uint8Array, packSize: number): BlobEntry[] {
+export function parseHeader(
+  object: string,
+  encKey: Uint8Array,
+  packSalt: Uint8Array,
+  sealedHeader: Uint8Array,
+  packSize: number,
+): BlobEntry[] {
   const header = open(packKey(encKey, packSalt), nonce(1, 0), sealedHeader, HEADER_AAD);
   if (!header) throw corrupt(object, "header fails authentication");
   const v = new DataView(header.buffer, header.byteOffset, header.length);
@@ -173,7 +180,8 @@ export function parseHeader(object: string, encKey: Uint8Array, packSalt: Uint8A
     const type = t === 0 ? "data" : t === 1 ? "tree" : undefined;
     const length = v.getUint32(p + 2, true);
     const rawLength = v.getUint32(p + 6, true);
-    if (!type || (header[p + 1]! & ~FLAG_ZSTD) !== 0 || length < TAG_BYTES || offset + length > dataEnd) throw corrupt(object, `header entry ${i} is invalid`);
+    if (!type || (header[p + 1]! & ~FLAG_ZSTD) !== 0 || length < TAG_BYTES || offset + length > dataEnd)
+      throw corrupt(object, `header entry ${i} is invalid`);
     entries.push({ type, flags: header[p + 1]!, id: header.slice(p + 10, p + 10 + ID_BYTES), offset, length, rawLength });
     offset += length;
   }

@@ -11,7 +11,11 @@ export function snapshotPath(path: string): string[] {
   if (path.includes("\0")) throw invalid(`path ${shown} contains NUL`);
   if (path.startsWith("/")) throw invalid(`path ${shown} is absolute`, "give it relative to the snapshot's root (src/app.ts)");
   const parts = path.split("/").filter((p) => p !== "" && p !== ".");
-  if (parts.includes("..")) throw invalid(`path ${shown} has a ".." component, which would leave the snapshot`, "give it relative to the snapshot's root, without ..");
+  if (parts.includes(".."))
+    throw invalid(
+      `path ${shown} has a ".." component, which would leave the snapshot`,
+      "give it relative to the snapshot's root, without ..",
+    );
   return parts;
 }
 
@@ -31,7 +35,11 @@ export async function resolvePath(store: Store, snap: SnapshotRecord, parts: str
     entry = children.find((e) => e.name === parts[i]);
     if (!entry) throw invalid(`${here} is not in snapshot ${snap.id}`, "browse the snapshot to see what it holds");
     if (i < parts.length - 1) {
-      if (entry.type === "symlink") throw invalid(`${here} in snapshot ${snap.id} is a symlink; paths are not followed through links`, `name the link's target inside the snapshot instead of ${parts.join("/")}`);
+      if (entry.type === "symlink")
+        throw invalid(
+          `${here} in snapshot ${snap.id} is a symlink; paths are not followed through links`,
+          `name the link's target inside the snapshot instead of ${parts.join("/")}`,
+        );
       if (entry.type !== "dir") throw invalid(`${here} in snapshot ${snap.id} is not a directory`);
     }
     if (entry.type === "dir") children = await store.readTree(entry.tree!, here);

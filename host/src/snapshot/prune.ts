@@ -71,11 +71,23 @@ export async function prune(store: Store, opts: PruneOptions = {}): Promise<Prun
   const t0 = performance.now();
   const grace = opts.graceMs ?? store.info.graceMs;
   if (grace < store.info.graceMs) {
-    throw new StoreError("invalid", `a grace period of ${grace} ms is shorter than this store's ${store.info.graceMs} ms, which its saves are bounded by`, "leave graceMs out to use the store's");
+    throw new StoreError(
+      "invalid",
+      `a grace period of ${grace} ms is shorter than this store's ${store.info.graceMs} ms, which its saves are bounded by`,
+      "leave graceMs out to use the store's",
+    );
   }
   const maxUnused = opts.maxUnused ?? 0.1;
   const meter = new Meter("prune", opts.progress);
-  const result: PruneResult = { forgotten: [], marked: { packs: 0, bytes: 0 }, deleted: { packs: 0, bytes: 0 }, revived: 0, repacked: { packs: 0, blobs: 0, bytes: 0 }, indexFiles: { removed: 0, written: 0 }, ms: 0 };
+  const result: PruneResult = {
+    forgotten: [],
+    marked: { packs: 0, bytes: 0 },
+    deleted: { packs: 0, bytes: 0 },
+    revived: 0,
+    repacked: { packs: 0, blobs: 0, bytes: 0 },
+    indexFiles: { removed: 0, written: 0 },
+    ms: 0,
+  };
   const lock = await acquireMaintenance(store, "prune");
   if (lock.tookOver) result.tookOverLock = lock.tookOver;
   try {

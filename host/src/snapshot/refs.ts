@@ -41,7 +41,8 @@ export class RefSet {
           }
         }
       })();
-      for (const e of entries) if (e.type === "dir") stack.push({ id: e.tree!, path: path.startsWith("snapshot ") ? e.name : `${path}/${e.name}` });
+      for (const e of entries)
+        if (e.type === "dir") stack.push({ id: e.tree!, path: path.startsWith("snapshot ") ? e.name : `${path}/${e.name}` });
     }
   }
 }

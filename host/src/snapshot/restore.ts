@@ -6,7 +6,26 @@
 // damaged pack or a refused entry leaves nothing but a staging directory that
 // is removed. Files are created O_EXCL|O_NOFOLLOW in directories the restore
 // made itself, links are created and never followed.
-import { constants, closeSync, fchmodSync, fchownSync, linkSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, renameSync, rmSync, rmdirSync, symlinkSync, writeSync, chmodSync, chownSync } from "node:fs";
+import {
+  constants,
+  closeSync,
+  fchmodSync,
+  fchownSync,
+  linkSync,
+  lchownSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  rmdirSync,
+  symlinkSync,
+  writeSync,
+  chmodSync,
+  chownSync,
+} from "node:fs";
 import { open } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { fromHex } from "./crypto.ts";
@@ -144,14 +163,26 @@ export async function restoreTree(store: Store, snapshotRef: string, dest: strin
     if (err instanceof StoreError) throw err;
     if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
   }
-  const staging = mkdtempSync(join(destExists ? target : dirname(target), destExists ? STAGING_PREFIX : `${STAGING_PREFIX}${basename(target)}-`));
+  const staging = mkdtempSync(
+    join(destExists ? target : dirname(target), destExists ? STAGING_PREFIX : `${STAGING_PREFIX}${basename(target)}-`),
+  );
   chmodSync(staging, 0o700);
   const meter = new Meter("restore", opts.progress);
   meter.filesTotal = plan.files;
   meter.bytesTotal = plan.bytes;
   meter.phase = "restore";
   const result: RestoreResult = { snapshot: snap.id, files: 0, dirs: 0, symlinks: 0, hardlinks: 0, bytes: 0, xattrsSkipped: 0, ms: 0 };
-  const ctx: Ctx = { store, snap, opts, meter, result, links: new Map(), dirs: [], memory: new MemoryGuard(32 * 1024 * 1024), io: new Pool(IO_IN_FLIGHT) };
+  const ctx: Ctx = {
+    store,
+    snap,
+    opts,
+    meter,
+    result,
+    links: new Map(),
+    dirs: [],
+    memory: new MemoryGuard(32 * 1024 * 1024),
+    io: new Pool(IO_IN_FLIGHT),
+  };
   try {
     try {
       await writeDir(ctx, snap.tree, staging, [], selection, `snapshot ${snap.id}`);
@@ -176,7 +207,16 @@ export async function restoreTree(store: Store, snapshotRef: string, dest: strin
   return result;
 }
 
-async function planDir(store: Store, snap: SnapshotRecord, treeId: string, parts: string[], sel: Selection, opts: RestoreOptions, plan: Plan, needed: string): Promise<void> {
+async function planDir(
+  store: Store,
+  snap: SnapshotRecord,
+  treeId: string,
+  parts: string[],
+  sel: Selection,
+  opts: RestoreOptions,
+  plan: Plan,
+  needed: string,
+): Promise<void> {
   opts.signal?.throwIfAborted();
   const entries = await store.readTree(treeId, needed);
   for (const e of entries) {
@@ -367,5 +407,7 @@ async function readGroup(store: Store, group: Located[]): Promise<Uint8Array[]> 
   const first = group[0]!;
   const last = group[group.length - 1]!;
   const bytes = await store.backend.get("packs", first.pack, { offset: first.offset, length: last.offset + last.length - first.offset });
-  return Promise.all(group.map((l) => store.openStored(l, bytes.subarray(l.offset - first.offset, l.offset - first.offset + l.length), false)));
+  return Promise.all(
+    group.map((l) => store.openStored(l, bytes.subarray(l.offset - first.offset, l.offset - first.offset + l.length), false)),
+  );
 }

@@ -180,9 +180,33 @@ export async function snapshotTree(store: Store, root: string | SnapshotRoot[], 
     }
   }
 
-  const stats: SnapshotStats = { files: 0, dirs: 0, symlinks: 0, bytes: 0, filesRead: 0, filesChanged: 0, bytesRead: 0, blobsNew: 0, treesNew: 0, bytesStored: 0, skipped: 0, ms: 0 };
+  const stats: SnapshotStats = {
+    files: 0,
+    dirs: 0,
+    symlinks: 0,
+    bytes: 0,
+    filesRead: 0,
+    filesChanged: 0,
+    bytesRead: 0,
+    blobsNew: 0,
+    treesNew: 0,
+    bytesStored: 0,
+    skipped: 0,
+    ms: 0,
+  };
   const meter = new Meter("snapshot", opts.progress);
-  const ctx: Ctx = { store, writer: new BlobWriter(store), meter, stats, skipped: [], links: new Map(), xattrs: opts.xattrs ?? true, signal: opts.signal, warnings, blocks: new BlockPool() };
+  const ctx: Ctx = {
+    store,
+    writer: new BlobWriter(store),
+    meter,
+    stats,
+    skipped: [],
+    links: new Map(),
+    xattrs: opts.xattrs ?? true,
+    signal: opts.signal,
+    warnings,
+    blocks: new BlockPool(),
+  };
   if (meter.enabled) {
     if (parent && parentRoot) {
       meter.filesTotal = parent.stats.files;
@@ -293,7 +317,15 @@ async function saveRoots(ctx: Ctx, roots: (SnapshotRoot & { st: BigIntStats })[]
       }
     }
     const st = r.st;
-    const entry: TreeEntry = { name: r.name, type: "dir", mode: Number(st.mode & 0o7777n), mtime: String(st.mtimeNs), uid: Number(st.uid), gid: Number(st.gid), tree: await saveDir(ctx, r.path, r.name, sub) };
+    const entry: TreeEntry = {
+      name: r.name,
+      type: "dir",
+      mode: Number(st.mode & 0o7777n),
+      mtime: String(st.mtimeNs),
+      uid: Number(st.uid),
+      gid: Number(st.gid),
+      tree: await saveDir(ctx, r.path, r.name, sub),
+    };
     const x = xattrsOf(ctx, r.path);
     if (x) entry.xattrs = x;
     ctx.stats.dirs++;
@@ -387,14 +419,28 @@ function sameChunks(a: string[], b: string[]): boolean {
 
 type Base = Pick<TreeEntry, "name" | "mode" | "mtime" | "uid" | "gid">;
 
-async function saveFile(ctx: Ctx, path: string, rel: string, st: BigIntStats, base: Base, prev: TreeEntry | undefined): Promise<TreeEntry | undefined> {
+async function saveFile(
+  ctx: Ctx,
+  path: string,
+  rel: string,
+  st: BigIntStats,
+  base: Base,
+  prev: TreeEntry | undefined,
+): Promise<TreeEntry | undefined> {
   const size = Number(st.size);
   const ino = String(st.ino);
   const ctime = String(st.ctimeNs);
   const linkKey = st.nlink > 1n ? `${st.dev}:${st.ino}` : undefined;
   let content: string[] | undefined;
   let stored = size;
-  if (prev?.type === "file" && prev.size === size && prev.mtime === base.mtime && prev.ctime === ctime && prev.ino === ino && prev.content?.every((id) => ctx.writer.has("data", fromHex(id)))) {
+  if (
+    prev?.type === "file" &&
+    prev.size === size &&
+    prev.mtime === base.mtime &&
+    prev.ctime === ctime &&
+    prev.ino === ino &&
+    prev.content?.every((id) => ctx.writer.has("data", fromHex(id)))
+  ) {
     content = prev.content;
   }
   const linked = linkKey ? ctx.links.get(linkKey) : undefined;

@@ -34,7 +34,19 @@ import type { BoxService } from "../box/service.ts";
 import type { Channel } from "../engine/channel.ts";
 import { Listeners } from "../listeners.ts";
 import { log } from "../log.ts";
-import { browse, check as checkStore, diffSnapshots, openStore, prune, restoreTree, snapshotTree, storeLocation, type Progress, type SnapshotRecord, type Store } from "./index.ts";
+import {
+  browse,
+  check as checkStore,
+  diffSnapshots,
+  openStore,
+  prune,
+  restoreTree,
+  snapshotTree,
+  storeLocation,
+  type Progress,
+  type SnapshotRecord,
+  type Store,
+} from "./index.ts";
 import { resolvePath, snapshotPath } from "./paths.ts";
 import { snapshotStreams } from "./stream-save.ts";
 import { unifiedDiff } from "./textdiff.ts";
@@ -77,18 +89,18 @@ function streamBytes(stream: MuxStream, chan: number): { bytes: AsyncIterable<Ui
   let closed = false;
   let failure: string | undefined;
   stream.handlers = {
-      data: (c, b) => {
-        if (c !== chan) return stream.consumed(b.length);
-        queue.push(b);
-        wake?.();
-      },
-      msg: () => undefined,
-      close: (e) => {
-        closed = true;
-        if (e) failure = e.message;
-        wake?.();
-      },
-    };
+    data: (c, b) => {
+      if (c !== chan) return stream.consumed(b.length);
+      queue.push(b);
+      wake?.();
+    },
+    msg: () => undefined,
+    close: (e) => {
+      closed = true;
+      if (e) failure = e.message;
+      wake?.();
+    },
+  };
   async function* bytes(): AsyncGenerator<Uint8Array> {
     for (;;) {
       const b = queue.shift();
@@ -121,9 +133,22 @@ async function sendTar(channel: Channel, local: string, dir: string, name: strin
         else bad = firstError(TarInResult, m.value);
       },
       close: (e) => {
-        if (e) return rej(new HutchError(e.code === "invalid" ? "invalid" : "failed", `the box refused the restore into ${dir}/${name}: ${e.message}`, "see what is in the way: hutch exec BOX -- ls -la " + dir));
+        if (e)
+          return rej(
+            new HutchError(
+              e.code === "invalid" ? "invalid" : "failed",
+              `the box refused the restore into ${dir}/${name}: ${e.message}`,
+              `see what is in the way: hutch exec BOX -- ls -la ${dir}`,
+            ),
+          );
         if (value) return res(value);
-        rej(new HutchError("failed", bad ? `the box answered tar.in with a malformed result: ${bad}` : "tar.in ended without a result", "the guest may be broken: hutch box info"));
+        rej(
+          new HutchError(
+            "failed",
+            bad ? `the box answered tar.in with a malformed result: ${bad}` : "tar.in ended without a result",
+            "the guest may be broken: hutch box info",
+          ),
+        );
       },
     };
   });
@@ -202,7 +227,11 @@ export class SnapshotService {
     } else if (box.state === "stopped") {
       result = await this.boxes.whileStopped(box.id, async (handle, engine) => {
         if (!engine.openRoots) {
-          throw new HutchError("not_ready", `box "${box.name}" is stopped, and its ${engine.name} disk is not readable from the host`, `start it, and snapshot it through its guest: hutch box start ${box.name}`);
+          throw new HutchError(
+            "not_ready",
+            `box "${box.name}" is stopped, and its ${engine.name} disk is not readable from the host`,
+            `start it, and snapshot it through its guest: hutch box start ${box.name}`,
+          );
         }
         report({ type: "step", n: 1, total: 1, title: `reading ${box.name} from its disk` });
         const opened = await engine.openRoots(handle);
@@ -213,7 +242,11 @@ export class SnapshotService {
         }
       });
     } else {
-      throw new HutchError("not_ready", `box "${box.name}" is ${box.state}`, `wait until it is running or stopped: hutch box info ${box.name}`);
+      throw new HutchError(
+        "not_ready",
+        `box "${box.name}" is ${box.state}`,
+        `wait until it is running or stopped: hutch box info ${box.name}`,
+      );
     }
     const rec = await store.getSnapshot(result.id);
     const info = this.info(rec);
@@ -260,7 +293,8 @@ export class SnapshotService {
         patches++;
         const before = c.change === "added" ? null : await this.fileText(store, a, c.path);
         const after = c.change === "removed" ? null : await this.fileText(store, b, c.path);
-        const patch = before?.text !== undefined || after?.text !== undefined ? unifiedDiff(c.path, before?.text ?? null, after?.text ?? null) : null;
+        const patch =
+          before?.text !== undefined || after?.text !== undefined ? unifiedDiff(c.path, before?.text ?? null, after?.text ?? null) : null;
         const binary = (before && before.text === undefined) || (after && after.text === undefined);
         if (patch !== null && !binary) out.patch = patch;
         else out.binary = { before: before?.size ?? 0, after: after?.size ?? 0 };
@@ -274,7 +308,7 @@ export class SnapshotService {
   private async fileText(store: Store, snap: SnapshotRecord, path: string): Promise<{ size: number; text?: string }> {
     const { entry } = await resolvePath(store, snap, snapshotPath(path));
     const size = entry?.size ?? 0;
-    if (!entry || entry.type !== "file" || size > PATCH_BYTES) return { size };
+    if (entry?.type !== "file" || size > PATCH_BYTES) return { size };
     const parts: Uint8Array[] = [];
     for (const id of entry.content!) parts.push(await store.readBlob("data", Buffer.from(id, "hex"), `${snap.id}:${path}`));
     const bytes = Buffer.concat(parts);
@@ -297,7 +331,13 @@ export class SnapshotService {
       report({ type: "step", n: 1, total: 2, title: `restoring ${snap.id} on the host` });
       const local = join(staging, "tree");
       // What comes out of a box is untrusted: links leaving the tree are refused, setuid bits dropped.
-      const r = await restoreTree(store, snap.id, local, { ...(body.paths ? { paths: body.paths } : {}), modeMask: 0o777, xattrs: false, progress: counts(report), signal });
+      const r = await restoreTree(store, snap.id, local, {
+        ...(body.paths ? { paths: body.paths } : {}),
+        modeMask: 0o777,
+        xattrs: false,
+        progress: counts(report),
+        signal,
+      });
       report({ type: "step", n: 2, total: 2, title: `sending it into ${body.box}` });
       await this.boxes.ensureRunning(body.box);
       const { box, channel } = this.boxes.channel(body.box);
@@ -305,12 +345,20 @@ export class SnapshotService {
       if (body.inPlace) {
         for (const top of readdirSync(local)) {
           const guestRoot = BOX_ROOTS[top as keyof typeof BOX_ROOTS];
-          if (!guestRoot) throw new HutchError("invalid", `snapshot ${snap.id} holds ${top}, which is not a root of a box`, "restore it without --in-place");
+          if (!guestRoot)
+            throw new HutchError(
+              "invalid",
+              `snapshot ${snap.id} holds ${top}, which is not a root of a box`,
+              "restore it without --in-place",
+            );
           for (const child of readdirSync(join(local, top))) await sendTar(channel, join(local, top, child), guestRoot, child, signal);
           into.push(guestRoot);
         }
       } else {
-        const name = new Date(snap.time).toISOString().replace(/\.\d+Z$/, "Z").replaceAll(":", "-");
+        const name = new Date(snap.time)
+          .toISOString()
+          .replace(/\.\d+Z$/, "Z")
+          .replaceAll(":", "-");
         await sendTar(channel, local, RESTORED_DIR, name, signal);
         into.push(`${RESTORED_DIR}/${name}`);
       }
@@ -330,7 +378,10 @@ export class SnapshotService {
 
   async check(readData: boolean, report: Report, signal: AbortSignal): Promise<SnapshotCheckResult> {
     const r = await checkStore(await this.store(), { readData, progress: counts(report), signal });
-    report({ type: "done", summary: r.ok ? `the store is whole (${r.snapshots} snapshots, ${r.packs} packs)` : `${r.errors.length} problems found` });
+    report({
+      type: "done",
+      summary: r.ok ? `the store is whole (${r.snapshots} snapshots, ${r.packs} packs)` : `${r.errors.length} problems found`,
+    });
     return r;
   }
 

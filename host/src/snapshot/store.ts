@@ -83,14 +83,25 @@ export class Store {
 
   get info(): StoreInfo {
     const c = this.config;
-    return { id: c.id, location: this.backend.location, created: c.created, chunker: { ...c.chunker }, packBytes: c.packBytes, graceMs: c.graceMs };
+    return {
+      id: c.id,
+      location: this.backend.location,
+      created: c.created,
+      chunker: { ...c.chunker },
+      packBytes: c.packBytes,
+      graceMs: c.graceMs,
+    };
   }
 
   /** Makes a new, empty store; its master key goes to keysDir. */
   static async create(opts: CreateOptions): Promise<Store> {
     const backend = backendOf(opts);
     for await (const _ of backend.list("config")) {
-      throw new StoreError("conflict", `a snapshot store already exists at ${backend.location}`, "open it instead, or choose another directory");
+      throw new StoreError(
+        "conflict",
+        `a snapshot store already exists at ${backend.location}`,
+        "open it instead, or choose another directory",
+      );
     }
     const chunker = opts.chunker ?? DEFAULT_CHUNKS;
     try {
@@ -100,7 +111,14 @@ export class Store {
     }
     const id = hex(crypto.getRandomValues(new Uint8Array(16)));
     const clock = opts.clock ?? Date.now;
-    const body: ConfigBody = { v: 1, id, created: clock(), chunker, packBytes: opts.packBytes ?? DEFAULT_PACK_BYTES, graceMs: opts.graceMs ?? DEFAULT_GRACE_MS };
+    const body: ConfigBody = {
+      v: 1,
+      id,
+      created: clock(),
+      chunker,
+      packBytes: opts.packBytes ?? DEFAULT_PACK_BYTES,
+      graceMs: opts.graceMs ?? DEFAULT_GRACE_MS,
+    };
     if (!checkSchema(ConfigBody, body)) throw new StoreError("invalid", `bad store settings: ${firstError(ConfigBody, body)}`);
     const master = SnapshotKeys.load(opts.keysDir).createMaster(id);
     const keys = deriveKeys(master, id);
@@ -134,7 +152,12 @@ export class Store {
     const body = file.body;
     const keys = deriveKeys(SnapshotKeys.load(opts.keysDir).master(body.id), body.id);
     if (hex(mac(keys.check, JSON.stringify(body))) !== file.mac) {
-      throw new StoreError("config", `the config of store ${body.id} does not match its key (altered, or the key file is another store's)`, "restore the key file and the config from the same backup", "config");
+      throw new StoreError(
+        "config",
+        `the config of store ${body.id} does not match its key (altered, or the key file is another store's)`,
+        "restore the key file and the config from the same backup",
+        "config",
+      );
     }
     let chunker: Chunker;
     try {
@@ -225,8 +248,10 @@ export class Store {
       } catch (err) {
         throw corrupt(object, `${describeBlob(loc.type, loc.id)}: ${(err as Error).message}`);
       }
-    } else if (plain.length !== loc.rawLength) throw corrupt(object, `${describeBlob(loc.type, loc.id)} has ${plain.length} bytes, the index says ${loc.rawLength}`);
-    if (verifyId && hex(keyedId(this.keys.id, plain)) !== hex(loc.id)) throw corrupt(object, `${describeBlob(loc.type, loc.id)} does not match its id`);
+    } else if (plain.length !== loc.rawLength)
+      throw corrupt(object, `${describeBlob(loc.type, loc.id)} has ${plain.length} bytes, the index says ${loc.rawLength}`);
+    if (verifyId && hex(keyedId(this.keys.id, plain)) !== hex(loc.id))
+      throw corrupt(object, `${describeBlob(loc.type, loc.id)} does not match its id`);
     return plain;
   }
 
@@ -239,7 +264,8 @@ export class Store {
 
   async readBlob(type: BlobType, id: Uint8Array, needed: string): Promise<Uint8Array> {
     const loc = this.locate(type, id, needed);
-    if (type === "tree" && loc.rawLength > TREE_LIMITS.bytes) throw corrupt(`packs/${loc.pack}`, `${describeBlob(type, id)} is larger than any tree can be`);
+    if (type === "tree" && loc.rawLength > TREE_LIMITS.bytes)
+      throw corrupt(`packs/${loc.pack}`, `${describeBlob(type, id)} is larger than any tree can be`);
     const stored = await this.backend.get("packs", loc.pack, { offset: loc.offset, length: loc.length });
     return this.openStored(loc, stored);
   }

@@ -41,7 +41,11 @@ interface Dir {
   depth: number;
 }
 
-export async function snapshotStreams(store: Store, roots: StreamRoot[], opts: SnapshotOptions & { limits?: StreamLimits } = {}): Promise<SnapshotResult> {
+export async function snapshotStreams(
+  store: Store,
+  roots: StreamRoot[],
+  opts: SnapshotOptions & { limits?: StreamLimits } = {},
+): Promise<SnapshotResult> {
   const started = store.clock();
   const t0 = performance.now();
   const limits = opts.limits ?? DEFAULT_STREAM_LIMITS;
@@ -77,7 +81,20 @@ export async function snapshotStreams(store: Store, roots: StreamRoot[], opts: S
     return out;
   };
 
-  const stats: SnapshotStats = { files: 0, dirs: 0, symlinks: 0, bytes: 0, filesRead: 0, filesChanged: 0, bytesRead: 0, blobsNew: 0, treesNew: 0, bytesStored: 0, skipped: 0, ms: 0 };
+  const stats: SnapshotStats = {
+    files: 0,
+    dirs: 0,
+    symlinks: 0,
+    bytes: 0,
+    filesRead: 0,
+    filesChanged: 0,
+    bytesRead: 0,
+    blobsNew: 0,
+    treesNew: 0,
+    bytesStored: 0,
+    skipped: 0,
+    ms: 0,
+  };
   const meter = new Meter("snapshot", opts.progress);
   if (parent) {
     meter.filesTotal = parent.stats.files;
@@ -110,7 +127,8 @@ export async function snapshotStreams(store: Store, roots: StreamRoot[], opts: S
       const sink: TarSink = {
         begin: async (e: TarEntry) => {
           opts.signal?.throwIfAborted();
-          if (++entries > limits.maxEntries) throw invalid(`the box's archives hold more than ${limits.maxEntries} entries`, "exclude some of it, or raise the limit");
+          if (++entries > limits.maxEntries)
+            throw invalid(`the box's archives hold more than ${limits.maxEntries} entries`, "exclude some of it, or raise the limit");
           const path = e.parts.join("/");
           for (const p of e.parts) {
             const bad = nameProblem(p);
@@ -132,20 +150,23 @@ export async function snapshotStreams(store: Store, roots: StreamRoot[], opts: S
             dirs.set(path, { entry, children: new Map(), depth: e.parts.length });
             stats.dirs++;
           } else if (e.type === "symlink") {
-            if (e.linkpath === "" || e.linkpath.includes("\0") || Buffer.byteLength(e.linkpath) > TREE_LIMITS.targetBytes) throw invalid(`symlink ${JSON.stringify(path)} from the box has a bad target`, undefined, path);
+            if (e.linkpath === "" || e.linkpath.includes("\0") || Buffer.byteLength(e.linkpath) > TREE_LIMITS.targetBytes)
+              throw invalid(`symlink ${JSON.stringify(path)} from the box has a bad target`, undefined, path);
             entry = { ...base, type: "symlink", target: e.linkpath };
             stats.symlinks++;
           } else {
             entry = { ...base, type: "file", size: e.size, content: [], ino: "0", ctime: "0" };
             bytes += e.size;
-            if (bytes > limits.maxBytes) throw invalid(`the box's archives hold more than ${limits.maxBytes} bytes`, "exclude some of it, or raise the limit");
+            if (bytes > limits.maxBytes)
+              throw invalid(`the box's archives hold more than ${limits.maxBytes} bytes`, "exclude some of it, or raise the limit");
             file = { entry, parts: e.parts, ids: [], size: 0 };
             if (buf.length === 0) buf = new Uint8Array(2 * max);
             start = 0;
             end = 0;
           }
           if (home) {
-            if (home.children.size >= TREE_LIMITS.entries) throw invalid(`directory ${JSON.stringify(parentPath)} from the box has too many entries`);
+            if (home.children.size >= TREE_LIMITS.entries)
+              throw invalid(`directory ${JSON.stringify(parentPath)} from the box has too many entries`);
             home.children.set(name, entry);
           } else top.push(entry);
         },
@@ -171,9 +192,11 @@ export async function snapshotStreams(store: Store, roots: StreamRoot[], opts: S
           const f = file;
           file = undefined;
           f.entry.content = f.ids;
-          if (f.size !== f.entry.size) throw invalid(`file ${JSON.stringify(f.parts.join("/"))} from the box has ${f.size} bytes, its header says ${f.entry.size}`);
+          if (f.size !== f.entry.size)
+            throw invalid(`file ${JSON.stringify(f.parts.join("/"))} from the box has ${f.size} bytes, its header says ${f.entry.size}`);
           const prev = (await parentListing(f.parts.slice(0, -1)))?.get(f.entry.name);
-          if (!(prev?.type === "file" && prev.content!.length === f.ids.length && prev.content!.every((id, i) => id === f.ids[i]))) stats.filesChanged++;
+          if (!(prev?.type === "file" && prev.content!.length === f.ids.length && prev.content!.every((id, i) => id === f.ids[i])))
+            stats.filesChanged++;
           stats.files++;
           stats.filesRead++;
           stats.bytes += f.size;
@@ -183,7 +206,12 @@ export async function snapshotStreams(store: Store, roots: StreamRoot[], opts: S
           meter.tick();
         },
       };
-      const parser = new TarParser(sink, { topName: root.name, maxBytes: limits.maxBytes, maxEntries: limits.maxEntries, maxMeta: MAX_META });
+      const parser = new TarParser(sink, {
+        topName: root.name,
+        maxBytes: limits.maxBytes,
+        maxEntries: limits.maxEntries,
+        maxMeta: MAX_META,
+      });
       try {
         for await (const piece of root.tar) await parser.push(piece);
         parser.finish();
@@ -206,7 +234,11 @@ export async function snapshotStreams(store: Store, roots: StreamRoot[], opts: S
     const ran = store.clock() - started;
     const limit = maxSaveMs(store.info.graceMs);
     if (ran > limit) {
-      throw new StoreError("failed", `this save ran for ${Math.round(ran / 1000)} s, longer than the ${Math.round(limit / 1000)} s a save may run in this store; no snapshot was written`, "run the snapshot again (it reuses what this one stored)");
+      throw new StoreError(
+        "failed",
+        `this save ran for ${Math.round(ran / 1000)} s, longer than the ${Math.round(limit / 1000)} s a save may run in this store; no snapshot was written`,
+        "run the snapshot again (it reuses what this one stored)",
+      );
     }
     Object.assign(stats, writer.stats);
     stats.ms = Math.round(performance.now() - t0);

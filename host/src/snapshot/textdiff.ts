@@ -25,7 +25,8 @@ function script(a: string[], b: string[]): Op[] | null {
   const w = mb.length + 1;
   const t = new Uint32Array((ma.length + 1) * w);
   for (let i = ma.length - 1; i >= 0; i--) {
-    for (let j = mb.length - 1; j >= 0; j--) t[i * w + j] = ma[i] === mb[j] ? t[(i + 1) * w + j + 1]! + 1 : Math.max(t[(i + 1) * w + j]!, t[i * w + j + 1]!);
+    for (let j = mb.length - 1; j >= 0; j--)
+      t[i * w + j] = ma[i] === mb[j] ? t[(i + 1) * w + j + 1]! + 1 : Math.max(t[(i + 1) * w + j]!, t[i * w + j + 1]!);
   }
   const ops: Op[] = a.slice(0, pre).map((l) => [" ", l]);
   let i = 0;

@@ -57,7 +57,8 @@ export function nameProblem(name: unknown): string | null {
   if (name === "." || name === "..") return `the name ${JSON.stringify(name)}`;
   if (name.includes("/")) return `a name with "/" (${JSON.stringify(name)})`;
   if (name.includes("\0")) return "a name with NUL";
-  if (name.includes("\uFFFD") || enc.encode(name).length > TREE_LIMITS.nameBytes) return `a name that is not valid UTF-8 of at most ${TREE_LIMITS.nameBytes} bytes`;
+  if (name.includes("\uFFFD") || enc.encode(name).length > TREE_LIMITS.nameBytes)
+    return `a name that is not valid UTF-8 of at most ${TREE_LIMITS.nameBytes} bytes`;
   return null;
 }
 
@@ -109,16 +110,20 @@ function entryProblem(e: Record<string, unknown>): string | null {
   if (type === "file") {
     if (!Number.isSafeInteger(e.size) || (e.size as number) < 0) return "has a bad size";
     const c = e.content;
-    if (!Array.isArray(c) || c.length > TREE_LIMITS.chunksPerFile || !c.every((id) => typeof id === "string" && isHexId(id))) return "has a bad chunk list";
+    if (!Array.isArray(c) || c.length > TREE_LIMITS.chunksPerFile || !c.every((id) => typeof id === "string" && isHexId(id)))
+      return "has a bad chunk list";
     if ((e.size as number) > 0 !== c.length > 0) return "has a chunk list that does not fit its size";
-    if (typeof e.ino !== "string" || !DECIMAL.test(e.ino) || typeof e.ctime !== "string" || !DECIMAL.test(e.ctime)) return "has a bad inode or ctime";
-    if (e.nlink !== undefined && (!isU32(e.nlink) || (e.nlink as number) < 2 || typeof e.dev !== "string" || !DECIMAL.test(e.dev))) return "has a bad link count";
+    if (typeof e.ino !== "string" || !DECIMAL.test(e.ino) || typeof e.ctime !== "string" || !DECIMAL.test(e.ctime))
+      return "has a bad inode or ctime";
+    if (e.nlink !== undefined && (!isU32(e.nlink) || (e.nlink as number) < 2 || typeof e.dev !== "string" || !DECIMAL.test(e.dev)))
+      return "has a bad link count";
     if (e.nlink === undefined && e.dev !== undefined) return "has a device without a link count";
   } else if (type === "dir") {
     if (typeof e.tree !== "string" || !isHexId(e.tree)) return "has a bad tree id";
   } else {
     const t = e.target;
-    if (typeof t !== "string" || t === "" || t.includes("\0") || enc.encode(t).length > TREE_LIMITS.targetBytes) return "has a bad symlink target";
+    if (typeof t !== "string" || t === "" || t.includes("\0") || enc.encode(t).length > TREE_LIMITS.targetBytes)
+      return "has a bad symlink target";
   }
   if (e.xattrs !== undefined) {
     const x = e.xattrs;
@@ -127,7 +132,8 @@ function entryProblem(e: Record<string, unknown>): string | null {
     for (const pair of x) {
       if (!Array.isArray(pair) || pair.length !== 2) return "has a bad xattr";
       const [n, v] = pair as unknown[];
-      if (typeof n !== "string" || n === "" || n.includes("\0") || enc.encode(n).length > TREE_LIMITS.xattrNameBytes || n <= prev) return "has a bad or unsorted xattr name";
+      if (typeof n !== "string" || n === "" || n.includes("\0") || enc.encode(n).length > TREE_LIMITS.xattrNameBytes || n <= prev)
+        return "has a bad or unsorted xattr name";
       if (typeof v !== "string" || !BASE64.test(v) || (v.length * 3) / 4 > TREE_LIMITS.xattrValueBytes + 2) return "has a bad xattr value";
       prev = n;
     }
@@ -145,7 +151,14 @@ export function decodeTree(object: string, bytes: Uint8Array): TreeEntry[] {
     throw corrupt(object, "is not valid JSON");
   }
   const d = doc as { v?: unknown; entries?: unknown };
-  if (typeof doc !== "object" || doc === null || Array.isArray(doc) || d.v !== 1 || !Array.isArray(d.entries) || Object.keys(doc).length !== 2) {
+  if (
+    typeof doc !== "object" ||
+    doc === null ||
+    Array.isArray(doc) ||
+    d.v !== 1 ||
+    !Array.isArray(d.entries) ||
+    Object.keys(doc).length !== 2
+  ) {
     throw corrupt(object, "is not a version 1 tree");
   }
   if (d.entries.length > TREE_LIMITS.entries) throw corrupt(object, "has too many entries");
@@ -156,7 +169,8 @@ export function decodeTree(object: string, bytes: Uint8Array): TreeEntry[] {
     const problem = entryProblem(e);
     if (problem) throw corrupt(object, `entry ${i} ${problem}`);
     const name = e.name as string;
-    if (prev !== undefined && compareNames(prev, name) >= 0) throw corrupt(object, `entry ${i} (${JSON.stringify(name)}) is out of order or repeated`);
+    if (prev !== undefined && compareNames(prev, name) >= 0)
+      throw corrupt(object, `entry ${i} (${JSON.stringify(name)}) is out of order or repeated`);
     prev = name;
   }
   return d.entries as TreeEntry[];

@@ -68,7 +68,8 @@ export class BlobWriter {
       release?.();
       return id;
     }
-    while (this.jobs.size > 0 && (this.jobs.size >= IN_FLIGHT_JOBS || this.inFlight + plain.length > IN_FLIGHT_BYTES)) await Promise.race(this.jobs);
+    while (this.jobs.size > 0 && (this.jobs.size >= IN_FLIGHT_JOBS || this.inFlight + plain.length > IN_FLIGHT_BYTES))
+      await Promise.race(this.jobs);
     this.rethrow();
     this.inFlight += plain.length;
     const job: Promise<void> = compress(plain)

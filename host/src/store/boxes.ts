@@ -76,7 +76,9 @@ export class BoxStore {
   }
 
   pendingOps(boxId: string): Op[] {
-    return (this.db.query("SELECT * FROM ops WHERE box_id = ? AND status = 'pending' ORDER BY created_at, id").all(boxId) as OpRow[]).map(toOp);
+    return (this.db.query("SELECT * FROM ops WHERE box_id = ? AND status = 'pending' ORDER BY created_at, id").all(boxId) as OpRow[]).map(
+      toOp,
+    );
   }
 
   /** Inserts a box and its create op in one transaction. */
@@ -92,9 +94,13 @@ export class BoxStore {
       const at = now();
       const id = newId("box");
       this.db
-        .query("INSERT INTO boxes (id, name, engine, state, desired, config, created_at, updated_at) VALUES (?, ?, ?, 'creating', ?, ?, ?, ?)")
+        .query(
+          "INSERT INTO boxes (id, name, engine, state, desired, config, created_at, updated_at) VALUES (?, ?, ?, 'creating', ?, ?, ?, ?)",
+        )
         .run(id, name, engine, desired, JSON.stringify(config), at, at);
-      this.db.query("INSERT INTO box_policy (box_id, allow, bindings) VALUES (?, ?, ?)").run(id, JSON.stringify(policy.allow), JSON.stringify(policy.bindings));
+      this.db
+        .query("INSERT INTO box_policy (box_id, allow, bindings) VALUES (?, ?, ?)")
+        .run(id, JSON.stringify(policy.allow), JSON.stringify(policy.bindings));
       const op = this.insertOp(id, "create", idemKey);
       return { box: this.byId(id)!, op };
     })();
@@ -152,7 +158,8 @@ export class BoxStore {
   /** Rows anywhere that still name the box (for delete's verification). */
   countRows(boxId: string): number {
     let n = (this.db.query("SELECT count(*) AS n FROM boxes WHERE id = ?").get(boxId) as { n: number }).n;
-    for (const table of BOX_TABLES) n += (this.db.query(`SELECT count(*) AS n FROM ${table} WHERE box_id = ?`).get(boxId) as { n: number }).n;
+    for (const table of BOX_TABLES)
+      n += (this.db.query(`SELECT count(*) AS n FROM ${table} WHERE box_id = ?`).get(boxId) as { n: number }).n;
     return n;
   }
 }

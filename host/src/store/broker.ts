@@ -24,7 +24,9 @@ export class BrokerStore {
   setSecret(name: string, sealed: Uint8Array): void {
     const at = now();
     this.db
-      .query("INSERT INTO secrets (name, sealed, created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at")
+      .query(
+        "INSERT INTO secrets (name, sealed, created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT(name) DO UPDATE SET sealed = excluded.sealed, updated_at = excluded.updated_at",
+      )
       .run(name, sealed, at, at);
   }
 
@@ -34,7 +36,11 @@ export class BrokerStore {
   }
 
   secrets(): { name: string; createdAt: string; updatedAt: string }[] {
-    return this.db.query("SELECT name, created_at AS createdAt, updated_at AS updatedAt FROM secrets ORDER BY name").all() as { name: string; createdAt: string; updatedAt: string }[];
+    return this.db.query("SELECT name, created_at AS createdAt, updated_at AS updatedAt FROM secrets ORDER BY name").all() as {
+      name: string;
+      createdAt: string;
+      updatedAt: string;
+    }[];
   }
 
   removeSecret(name: string): boolean {
@@ -42,14 +48,24 @@ export class BrokerStore {
   }
 
   policy(boxId: string): PolicyRow {
-    const row = this.db.query("SELECT allow, bindings, stubs FROM box_policy WHERE box_id = ?").get(boxId) as { allow: string; bindings: string; stubs: string } | null;
+    const row = this.db.query("SELECT allow, bindings, stubs FROM box_policy WHERE box_id = ?").get(boxId) as {
+      allow: string;
+      bindings: string;
+      stubs: string;
+    } | null;
     if (!row) return { allow: [], bindings: [], stubs: {} };
-    return { allow: JSON.parse(row.allow) as string[], bindings: JSON.parse(row.bindings) as string[], stubs: JSON.parse(row.stubs) as Record<string, string> };
+    return {
+      allow: JSON.parse(row.allow) as string[],
+      bindings: JSON.parse(row.bindings) as string[],
+      stubs: JSON.parse(row.stubs) as Record<string, string>,
+    };
   }
 
   savePolicy(boxId: string, p: PolicyRow): void {
     this.db
-      .query("INSERT INTO box_policy (box_id, allow, bindings, stubs) VALUES (?, ?, ?, ?) ON CONFLICT(box_id) DO UPDATE SET allow = excluded.allow, bindings = excluded.bindings, stubs = excluded.stubs")
+      .query(
+        "INSERT INTO box_policy (box_id, allow, bindings, stubs) VALUES (?, ?, ?, ?) ON CONFLICT(box_id) DO UPDATE SET allow = excluded.allow, bindings = excluded.bindings, stubs = excluded.stubs",
+      )
       .run(boxId, JSON.stringify(p.allow), JSON.stringify(p.bindings), JSON.stringify(p.stubs));
   }
 
@@ -61,15 +77,21 @@ export class BrokerStore {
     this.sinceTrim.set(boxId, n % PRUNE_EVERY);
     if (n >= PRUNE_EVERY) {
       this.db
-        .query("DELETE FROM egress_log WHERE box_id = ? AND id <= (SELECT id FROM egress_log WHERE box_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)")
+        .query(
+          "DELETE FROM egress_log WHERE box_id = ? AND id <= (SELECT id FROM egress_log WHERE box_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)",
+        )
         .run(boxId, boxId, EGRESS_KEPT);
     }
   }
 
   egress(boxId: string, decision: EgressDecision | undefined, limit: number): EgressRecord[] {
-    const rows = (decision
-      ? this.db.query("SELECT record FROM egress_log WHERE box_id = ? AND decision = ? ORDER BY id DESC LIMIT ?").all(boxId, decision, limit)
-      : this.db.query("SELECT record FROM egress_log WHERE box_id = ? ORDER BY id DESC LIMIT ?").all(boxId, limit)) as { record: string }[];
+    const rows = (
+      decision
+        ? this.db
+            .query("SELECT record FROM egress_log WHERE box_id = ? AND decision = ? ORDER BY id DESC LIMIT ?")
+            .all(boxId, decision, limit)
+        : this.db.query("SELECT record FROM egress_log WHERE box_id = ? ORDER BY id DESC LIMIT ?").all(boxId, limit)
+    ) as { record: string }[];
     return rows.map((r) => JSON.parse(r.record) as EgressRecord).reverse();
   }
 }

@@ -19,9 +19,7 @@ export function openDb(path: string): Database {
 export function migrate(db: Database): void {
   const current = (db.query("PRAGMA user_version").get() as { user_version: number }).user_version;
   if (current > MIGRATIONS.length) {
-    throw new Error(
-      `database schema version ${current} is newer than this hutch knows (${MIGRATIONS.length}); upgrade hutch`,
-    );
+    throw new Error(`database schema version ${current} is newer than this hutch knows (${MIGRATIONS.length}); upgrade hutch`);
   }
   for (let v = current; v < MIGRATIONS.length; v++) {
     db.transaction(() => {

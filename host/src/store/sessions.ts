@@ -76,18 +76,23 @@ export class SessionStore {
   list(filter: { boxId?: string; state?: string } = {}): SessionRow[] {
     const where: string[] = [];
     const args: string[] = [];
-    if (filter.boxId) (where.push("box_id = ?"), args.push(filter.boxId));
-    if (filter.state) (where.push("state = ?"), args.push(filter.state));
-    const sql = `SELECT * FROM sessions ${where.length ? "WHERE " + where.join(" AND ") : ""} ORDER BY created_at, id`;
+    if (filter.boxId) where.push("box_id = ?"), args.push(filter.boxId);
+    if (filter.state) where.push("state = ?"), args.push(filter.state);
+    const sql = `SELECT * FROM sessions ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at, id`;
     return this.db.query(sql).all(...args) as SessionRow[];
   }
 
   /** Open sessions whose driver's lease ran out before `now`. */
   expiredLeases(now: number): SessionRow[] {
-    return this.db.query("SELECT * FROM sessions WHERE state = 'open' AND driver_expires_at IS NOT NULL AND driver_expires_at < ?").all(now) as SessionRow[];
+    return this.db
+      .query("SELECT * FROM sessions WHERE state = 'open' AND driver_expires_at IS NOT NULL AND driver_expires_at < ?")
+      .all(now) as SessionRow[];
   }
 
-  update(id: string, fields: Partial<Pick<SessionRow, "state" | "pty" | "driver" | "driver_lease_ms" | "driver_expires_at" | "closed_at">>): void {
+  update(
+    id: string,
+    fields: Partial<Pick<SessionRow, "state" | "pty" | "driver" | "driver_lease_ms" | "driver_expires_at" | "closed_at">>,
+  ): void {
     const keys = Object.keys(fields);
     if (keys.length === 0) return;
     const sql = `UPDATE sessions SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE id = ?`;
@@ -149,14 +154,18 @@ export class SessionStore {
 
   /** Stores raw PTY bytes as the next chunk; returns its number. Runs inside append's transaction. */
   addChunk(sessionId: string, data: Uint8Array): number {
-    const row = this.db.query("UPDATE sessions SET pty_chunks = pty_chunks + 1 WHERE id = ? RETURNING pty_chunks").get(sessionId) as { pty_chunks: number };
+    const row = this.db.query("UPDATE sessions SET pty_chunks = pty_chunks + 1 WHERE id = ? RETURNING pty_chunks").get(sessionId) as {
+      pty_chunks: number;
+    };
     const chunk = row.pty_chunks - 1;
     this.db.query("INSERT INTO pty_chunks (session_id, chunk, data) VALUES (?, ?, ?)").run(sessionId, chunk, data);
     return chunk;
   }
 
   chunk(sessionId: string, chunk: number): Uint8Array | null {
-    const row = this.db.query("SELECT data FROM pty_chunks WHERE session_id = ? AND chunk = ?").get(sessionId, chunk) as { data: Uint8Array } | null;
+    const row = this.db.query("SELECT data FROM pty_chunks WHERE session_id = ? AND chunk = ?").get(sessionId, chunk) as {
+      data: Uint8Array;
+    } | null;
     return row?.data ?? null;
   }
 

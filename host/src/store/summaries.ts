@@ -20,7 +20,9 @@ export class SummaryStore {
 
   constructor(private readonly db: Database) {
     this.getTurn = db.prepare("SELECT turn FROM session_turns WHERE session_id = ?");
-    this.putTurn = db.prepare("INSERT INTO session_turns (session_id, turn) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET turn = excluded.turn");
+    this.putTurn = db.prepare(
+      "INSERT INTO session_turns (session_id, turn) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET turn = excluded.turn",
+    );
     this.putAnchor = db.prepare("INSERT OR IGNORE INTO session_anchors (session_id, seq) VALUES (?, ?)");
     this.latestAnchors = db.prepare(
       "SELECT e.seq, e.at, e.actor, e.data FROM session_anchors a JOIN events e ON e.session_id = a.session_id AND e.seq = a.seq WHERE a.session_id = ? ORDER BY a.seq DESC LIMIT ?",
@@ -51,6 +53,12 @@ export class SummaryStore {
   eventsOf(sessionId: string, kinds: readonly string[]): { seq: number; at: string; actor: Actor; kind: string; data: unknown }[] {
     const sql = `SELECT seq, at, actor, kind, data FROM events WHERE session_id = ? AND kind IN (${kinds.map(() => "?").join(", ")}) ORDER BY seq`;
     const rows = this.db.query(sql).all(sessionId, ...kinds) as { seq: number; at: string; actor: string; kind: string; data: string }[];
-    return rows.map((r) => ({ seq: r.seq, at: r.at, actor: JSON.parse(r.actor) as Actor, kind: r.kind, data: JSON.parse(r.data) as unknown }));
+    return rows.map((r) => ({
+      seq: r.seq,
+      at: r.at,
+      actor: JSON.parse(r.actor) as Actor,
+      kind: r.kind,
+      data: JSON.parse(r.data) as unknown,
+    }));
   }
 }

@@ -113,7 +113,12 @@ export class HutchHome {
 
   /** POSTs JSON to this home's daemon over its socket and returns the JSON answer. */
   async post(path: string, body: unknown): Promise<unknown> {
-    const res = await fetch(`http://localhost${path}`, { method: "POST", unix: join(this.dir, "hutch.sock"), headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const res = await fetch(`http://localhost${path}`, {
+      method: "POST",
+      unix: join(this.dir, "hutch.sock"),
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
     if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
     return res.json();
   }

@@ -30,10 +30,13 @@ export function checkChunkParams(p: ChunkParams): void {
   const { minSize, avgSize, maxSize } = p;
   const ints = [minSize, avgSize, maxSize].every((n) => Number.isSafeInteger(n) && n > 0);
   if (!ints) throw new ChunkParamsError(`chunk sizes must be positive integers (got ${minSize}/${avgSize}/${maxSize})`);
-  if (!(minSize < avgSize && avgSize < maxSize)) throw new ChunkParamsError(`chunk sizes need min < avg < max (got ${minSize}/${avgSize}/${maxSize})`);
+  if (!(minSize < avgSize && avgSize < maxSize))
+    throw new ChunkParamsError(`chunk sizes need min < avg < max (got ${minSize}/${avgSize}/${maxSize})`);
   if ((avgSize & (avgSize - 1)) !== 0) throw new ChunkParamsError(`the average chunk size must be a power of two (got ${avgSize})`);
   if (minSize < CHUNK_LIMITS.minSize || maxSize > CHUNK_LIMITS.maxSize) {
-    throw new ChunkParamsError(`chunk sizes must lie in ${CHUNK_LIMITS.minSize}..${CHUNK_LIMITS.maxSize} bytes (got ${minSize}/${maxSize})`);
+    throw new ChunkParamsError(
+      `chunk sizes must lie in ${CHUNK_LIMITS.minSize}..${CHUNK_LIMITS.maxSize} bytes (got ${minSize}/${maxSize})`,
+    );
   }
   // Both masks need bits below bit 31 (the two-byte step shifts them left once).
   const bits = Math.log2(avgSize);
@@ -105,8 +108,8 @@ export class Chunker {
     const { minSize, avgSize, maxSize } = this.params;
     const available = end - start;
     if (available <= minSize) return final ? end : -1;
-    const n = available < maxSize ? available : maxSize;
-    const normal = n < avgSize ? n : avgSize;
+    const n = Math.min(available, maxSize);
+    const normal = Math.min(n, avgSize);
     const g1 = this.g1;
     const g2 = this.g2;
     const maskS = this.maskS;

@@ -22,9 +22,7 @@ export const FrameType = {
   pong: 9,
 } as const;
 export type FrameTypeName = keyof typeof FrameType;
-const TYPE_NAMES = new Map<number, FrameTypeName>(
-  Object.entries(FrameType).map(([k, v]) => [v, k as FrameTypeName]),
-);
+const TYPE_NAMES = new Map<number, FrameTypeName>(Object.entries(FrameType).map(([k, v]) => [v, k as FrameTypeName]));
 
 /** Channels inside a stream, as in a process: 0 stdin (host→guest), 1 stdout, 2 stderr. */
 export const Chan = { stdin: 0, stdout: 1, stderr: 2 } as const;
@@ -75,13 +73,7 @@ export function encodeHeader(type: FrameTypeName, stream: number, chan: number, 
   return out;
 }
 
-export function encodeFrame(
-  type: FrameTypeName,
-  stream: number,
-  chan: number,
-  seq: number,
-  payload: Uint8Array,
-): Uint8Array {
+export function encodeFrame(type: FrameTypeName, stream: number, chan: number, seq: number, payload: Uint8Array): Uint8Array {
   const out = new Uint8Array(HEADER_BYTES + payload.length);
   writeHeader(out, 0, type, stream, chan, seq, payload.length);
   out.set(payload, HEADER_BYTES);
@@ -95,13 +87,7 @@ export function encodeFrame(
  * own those bytes. Returns null when the payload has no room in front (the
  * caller then copies with encodeFrame).
  */
-export function reframe(
-  type: FrameTypeName,
-  stream: number,
-  chan: number,
-  seq: number,
-  payload: Uint8Array,
-): Uint8Array | null {
+export function reframe(type: FrameTypeName, stream: number, chan: number, seq: number, payload: Uint8Array): Uint8Array | null {
   if (payload.byteOffset < HEADER_BYTES) return null;
   const frame = new Uint8Array(payload.buffer, payload.byteOffset - HEADER_BYTES, HEADER_BYTES + payload.length);
   writeHeader(frame, 0, type, stream, chan, seq, payload.length);

@@ -23,7 +23,13 @@ export interface JoinableSocket {
  * `install` puts the handlers on the stream with autoCredit off (the guest
  * replays frames that arrived before it, the host sets them directly).
  */
-export function joinSocket(stream: MuxStream, sock: JoinableSocket, into: number, outOf: number, install: (h: StreamHandlers) => void): void {
+export function joinSocket(
+  stream: MuxStream,
+  sock: JoinableSocket,
+  into: number,
+  outOf: number,
+  install: (h: StreamHandlers) => void,
+): void {
   const finish = () => {
     sock.destroy();
     if (!stream.closed) stream.close();

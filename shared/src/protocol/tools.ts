@@ -48,8 +48,7 @@ export const PtyKill = Type.Object(
   { additionalProperties: false },
 );
 
-const PathOnly = <T extends string>(tool: T) =>
-  Type.Object({ tool: Type.Literal(tool), path: GuestPath }, { additionalProperties: false });
+const PathOnly = <T extends string>(tool: T) => Type.Object({ tool: Type.Literal(tool), path: GuestPath }, { additionalProperties: false });
 export const FsStat = PathOnly("fs.stat");
 export const FsList = PathOnly("fs.list");
 export const FsRead = PathOnly("fs.read");
@@ -78,13 +77,32 @@ export const NetListen = Type.Object(
     tool: Type.Literal("net.listen"),
     port: Type.Integer({ minimum: 1, maximum: 65535 }),
     /** Variables every process started while the listener is up gets (how its clients find it). */
-    env: Type.Optional(Type.Record(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$" }), Type.String({ maxLength: 4096 }), { maxProperties: 128 })),
+    env: Type.Optional(
+      Type.Record(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$" }), Type.String({ maxLength: 4096 }), { maxProperties: 128 }),
+    ),
   },
   { additionalProperties: false },
 );
-export const NetAccept = Type.Object({ tool: Type.Literal("net.accept"), conn: Type.Integer({ minimum: 1 }) }, { additionalProperties: false });
+export const NetAccept = Type.Object(
+  { tool: Type.Literal("net.accept"), conn: Type.Integer({ minimum: 1 }) },
+  { additionalProperties: false },
+);
 
-export const ToolOpen = Type.Union([ExecOpen, PtyOpen, PtyAttach, PtyList, PtyKill, FsStat, FsList, FsRead, FsWrite, TarOut, TarIn, NetListen, NetAccept]);
+export const ToolOpen = Type.Union([
+  ExecOpen,
+  PtyOpen,
+  PtyAttach,
+  PtyList,
+  PtyKill,
+  FsStat,
+  FsList,
+  FsRead,
+  FsWrite,
+  TarOut,
+  TarIn,
+  NetListen,
+  NetAccept,
+]);
 export type ToolOpen = Static<typeof ToolOpen>;
 export type ToolName = ToolOpen["tool"];
 
@@ -127,7 +145,9 @@ export type FileStat = Static<typeof FileStat>;
 /** The most entries fs.list answers with; a larger directory is an error. */
 export const FS_LIST_MAX = 100_000;
 /** fs.list: the directory's entries by name, sorted, not followed (a symlink is one, with its target). */
-export const FsListResult = Type.Array(Type.Composite([Type.Object({ name: Type.String({ minLength: 1, maxLength: 255 }) }), FileStat]), { maxItems: FS_LIST_MAX });
+export const FsListResult = Type.Array(Type.Composite([Type.Object({ name: Type.String({ minLength: 1, maxLength: 255 }) }), FileStat]), {
+  maxItems: FS_LIST_MAX,
+});
 export type FsListResult = Static<typeof FsListResult>;
 /** fs.read, fs.write: the bytes read or written. */
 export const FsSizeResult = Type.Object({ size: Type.Integer({ minimum: 0 }) });

@@ -175,9 +175,7 @@ export class Extractor implements EntrySink {
   private async stage(rel: string): Promise<string> {
     if (this.staging !== undefined) return this.staging;
     // Inside destDir so the final moves are same-filesystem renames.
-    const staging = await attempt(rel, `create staging directory in "${this.destDir}"`, () =>
-      mkdtemp(join(this.destDir, STAGING_PREFIX)),
-    );
+    const staging = await attempt(rel, `create staging directory in "${this.destDir}"`, () => mkdtemp(join(this.destDir, STAGING_PREFIX)));
     this.staging = staging;
     return staging;
   }

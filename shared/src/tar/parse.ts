@@ -235,9 +235,7 @@ export class TarParser {
     if (first === undefined) return parts;
     if (this.firstTop === undefined) this.firstTop = first;
     if (first !== this.firstTop) {
-      throw new TarError(
-        `entry ${shown}: top component "${first}" differs from "${this.firstTop}"; topName needs a single top entry`,
-      );
+      throw new TarError(`entry ${shown}: top component "${first}" differs from "${this.firstTop}"; topName needs a single top entry`);
     }
     return [top, ...rest];
   }

@@ -28,7 +28,15 @@ async function hutch(...args) {
 const browser = await chromium.launch({
   executablePath: env.CHROMIUM || "/usr/bin/chromium",
   headless: true,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage"],
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+  ],
 });
 const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
 page.setDefaultTimeout(T);
@@ -83,11 +91,14 @@ const setHutchPath = async (value) => {
 /** The daemon's API on its unix socket (Node's fetch has no unix sockets). */
 const api = (method, path, body) =>
   new Promise((resolve, reject) => {
-    const req = request({ socketPath: `${env.HUTCH_HOME}/hutch.sock`, path, method, headers: { "content-type": "application/json" } }, (res) => {
-      let text = "";
-      res.on("data", (d) => (text += d));
-      res.on("end", () => (res.statusCode < 300 ? resolve(JSON.parse(text)) : reject(new Error(`${path}: ${res.statusCode} ${text}`))));
-    });
+    const req = request(
+      { socketPath: `${env.HUTCH_HOME}/hutch.sock`, path, method, headers: { "content-type": "application/json" } },
+      (res) => {
+        let text = "";
+        res.on("data", (d) => (text += d));
+        res.on("end", () => (res.statusCode < 300 ? resolve(JSON.parse(text)) : reject(new Error(`${path}: ${res.statusCode} ${text}`))));
+      },
+    );
     req.on("error", reject);
     req.end(body === undefined ? undefined : JSON.stringify(body));
   });
@@ -134,7 +145,8 @@ try {
       clicks++;
     }
     await creating;
-    if (await picker.count()) throw new Error(`Show Log on e2e-session, clicked while box ${name} was starting, opened a picker instead of the log`);
+    if (await picker.count())
+      throw new Error(`Show Log on e2e-session, clicked while box ${name} was starting, opened a picker instead of the log`);
     await page.locator(".tab", { hasText: "log: e2e-session" }).first().waitFor();
   }
   for (let k = 0; k < 4; k++) await hutch("box", "delete", `e2e-race-${k}`);
@@ -167,16 +179,33 @@ try {
   await page.keyboard.press("Control+Shift+M");
   await page.locator(".markers-panel", { hasText: mine }).first().waitFor();
   const logged = JSON.parse((await hutch("session", "log", sid, "--json")).split("\n").filter(Boolean).pop());
-  if (logged.data.text !== mine || logged.data.anchor.path !== "src/main.ts" || logged.data.anchor.line !== 3 || logged.actor.kind !== "ide") {
+  if (
+    logged.data.text !== mine ||
+    logged.data.anchor.path !== "src/main.ts" ||
+    logged.data.anchor.line !== 3 ||
+    logged.actor.kind !== "ide"
+  ) {
     throw new Error(`the editor's annotation was logged as ${JSON.stringify(logged)}`);
   }
   ok("annotating line 3 from the editor logs src/main.ts:3 as the ide and shows the diagnostic on it");
 
   await command("hutch: Attach");
   const term = page.locator(".terminal-wrapper .xterm-rows").first();
-  await page.waitForFunction(() => [...document.querySelectorAll(".terminal-wrapper .xterm-rows")].some((el) => /\$\s*$/m.test(el.textContent.replace(/\u00a0/g, " "))), null, { timeout: T });
-  const tab = await page.locator(".terminal-tabs-entry, .single-terminal-tab, .terminal-tab").allTextContents().catch(() => []);
-  ok(`attach shows the shell prompt: "${norm(await term.textContent()).trim().slice(-60)}" (terminal: ${norm(tab.join(" ")).trim().slice(0, 60) || "?"})`);
+  await page.waitForFunction(
+    () =>
+      [...document.querySelectorAll(".terminal-wrapper .xterm-rows")].some((el) => /\$\s*$/m.test(el.textContent.replace(/\u00a0/g, " "))),
+    null,
+    { timeout: T },
+  );
+  const tab = await page
+    .locator(".terminal-tabs-entry, .single-terminal-tab, .terminal-tab")
+    .allTextContents()
+    .catch(() => []);
+  ok(
+    `attach shows the shell prompt: "${norm(await term.textContent())
+      .trim()
+      .slice(-60)}" (terminal: ${norm(tab.join(" ")).trim().slice(0, 60) || "?"})`,
+  );
 
   await command("hutch: Show Log");
   await quickInput("e2e-session");
@@ -188,16 +217,24 @@ try {
   await page.locator(".tab", { hasText: "main.ts" }).first().click();
   await palette(":1");
   await page.keyboard.press("Enter");
-  await page.locator(".statusbar-item", { hasText: /Ln 1, Col 1/ }).first().waitFor();
+  await page
+    .locator(".statusbar-item", { hasText: /Ln 1, Col 1/ })
+    .first()
+    .waitFor();
   await page.locator(".tab", { hasText: "log: e2e-session" }).first().click();
   await logFrame().locator(".anchor", { hasText: "src/main.ts:3" }).click();
   await page.locator(".tab.active", { hasText: "main.ts" }).waitFor();
-  await page.locator(".statusbar-item", { hasText: /Ln 3, Col 1/ }).first().waitFor();
+  await page
+    .locator(".statusbar-item", { hasText: /Ln 3, Col 1/ })
+    .first()
+    .waitFor();
   ok("an annotation's anchor in the log opens its file at its line");
 
   const big = await hutch("run", "e2e-box", "--detach", "--label", "big-log");
   for (let i = 0; i < 100; i++) {
-    await api("POST", `/v1/sessions/${big}/events`, { events: Array.from({ length: 1000 }, (_, j) => ({ kind: "annotation.added", data: { text: `bulk ${i * 1000 + j}` } })) });
+    await api("POST", `/v1/sessions/${big}/events`, {
+      events: Array.from({ length: 1000 }, (_, j) => ({ kind: "annotation.added", data: { text: `bulk ${i * 1000 + j}` } })),
+    });
   }
   const loadStart = Date.now();
   await command("hutch: Show Log");
@@ -242,7 +279,11 @@ try {
   await idInput.fill("ses_0000000000000000000a");
   await page.keyboard.press("Enter");
   await notification(/no session "ses_0000000000000000000a"/).waitFor();
-  await page.waitForFunction(() => ![...document.querySelectorAll(".tab")].some((t) => t.textContent.includes("ses_0000000000000000000a")), null, { timeout: T });
+  await page.waitForFunction(
+    () => ![...document.querySelectorAll(".tab")].some((t) => t.textContent.includes("ses_0000000000000000000a")),
+    null,
+    { timeout: T },
+  );
   ok("a session id that does not exist closes its log view with a message");
 
   const pid = Number(readFileSync(`${env.HUTCH_HOME}/daemon.lock`, "utf8").split(" ")[0]);

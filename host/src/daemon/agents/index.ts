@@ -9,13 +9,22 @@ import { opResponse, type RunningOps } from "../ops.ts";
 
 export function agentsController(agentsDir: string, running: RunningOps) {
   return new Elysia({ prefix: "/v1/agents", tags: ["agents"], normalize: false })
-    .get("/", () => listAgents(agentsDir), { response: t.Array(AgentInfo), detail: { summary: "Agents, their pinned versions and what the daemon's cache holds" } })
+    .get("/", () => listAgents(agentsDir), {
+      response: t.Array(AgentInfo),
+      detail: { summary: "Agents, their pinned versions and what the daemon's cache holds" },
+    })
     .post(
       "/install",
       ({ body, request }) => {
         const list = installList(body.names ?? []);
         return opResponse("agent.install", request, running, (report, signal) => installAgents(list, agentsDir, report, signal));
       },
-      { body: AgentInstallBody, detail: { summary: "Install the pinned agent CLIs (all when none is named) with npm, into the daemon's cache (NDJSON: a step per agent, then what was done)" } },
+      {
+        body: AgentInstallBody,
+        detail: {
+          summary:
+            "Install the pinned agent CLIs (all when none is named) with npm, into the daemon's cache (NDJSON: a step per agent, then what was done)",
+        },
+      },
     );
 }

@@ -7,16 +7,41 @@ import { BoxModel } from "./model.ts";
 export function boxesController(boxes: BoxService) {
   return new Elysia({ prefix: "/v1/boxes", tags: ["boxes"], normalize: false })
     .get("/", () => boxes.list(), { response: BoxModel.boxes, detail: { summary: "List boxes" } })
-    .post("/", ({ body, headers, set }) => {
-      set.status = 201;
-      return boxes.create(body, idem(headers));
-    }, { body: BoxModel.create, headers: BoxModel.idem, detail: { summary: "Create a box (and start it when start is true)" } })
+    .post(
+      "/",
+      ({ body, headers, set }) => {
+        set.status = 201;
+        return boxes.create(body, idem(headers));
+      },
+      { body: BoxModel.create, headers: BoxModel.idem, detail: { summary: "Create a box (and start it when start is true)" } },
+    )
     .get("/:ref", ({ params }) => boxes.get(params.ref), { params: BoxModel.ref, detail: { summary: "One box, by name or id" } })
-    .patch("/:ref", ({ params, body }) => boxes.set(params.ref, body), { params: BoxModel.ref, body: BoxModel.set, response: BoxModel.box, detail: { summary: "Change a stopped box's limits (applied at its next start)" } })
-    .post("/:ref/start", ({ params, headers }) => boxes.start(params.ref, idem(headers)), { params: BoxModel.ref, headers: BoxModel.idem, detail: { summary: "Start a box" } })
-    .post("/:ref/stop", ({ params, headers }) => boxes.stop(params.ref, idem(headers)), { params: BoxModel.ref, headers: BoxModel.idem, detail: { summary: "Stop a box: graceful, then forced after a timeout" } })
-    .post("/:ref/pause", ({ params, headers }) => boxes.pause(params.ref, idem(headers)), { params: BoxModel.ref, headers: BoxModel.idem, detail: { summary: "Freeze a box (VM engines)" } })
-    .post("/:ref/resume", ({ params, headers }) => boxes.resume(params.ref, idem(headers)), { params: BoxModel.ref, headers: BoxModel.idem, detail: { summary: "Thaw a paused box" } })
+    .patch("/:ref", ({ params, body }) => boxes.set(params.ref, body), {
+      params: BoxModel.ref,
+      body: BoxModel.set,
+      response: BoxModel.box,
+      detail: { summary: "Change a stopped box's limits (applied at its next start)" },
+    })
+    .post("/:ref/start", ({ params, headers }) => boxes.start(params.ref, idem(headers)), {
+      params: BoxModel.ref,
+      headers: BoxModel.idem,
+      detail: { summary: "Start a box" },
+    })
+    .post("/:ref/stop", ({ params, headers }) => boxes.stop(params.ref, idem(headers)), {
+      params: BoxModel.ref,
+      headers: BoxModel.idem,
+      detail: { summary: "Stop a box: graceful, then forced after a timeout" },
+    })
+    .post("/:ref/pause", ({ params, headers }) => boxes.pause(params.ref, idem(headers)), {
+      params: BoxModel.ref,
+      headers: BoxModel.idem,
+      detail: { summary: "Freeze a box (VM engines)" },
+    })
+    .post("/:ref/resume", ({ params, headers }) => boxes.resume(params.ref, idem(headers)), {
+      params: BoxModel.ref,
+      headers: BoxModel.idem,
+      detail: { summary: "Thaw a paused box" },
+    })
     .delete("/:ref", ({ params, headers }) => boxes.delete(params.ref, idem(headers)), {
       params: BoxModel.ref,
       headers: BoxModel.idem,

@@ -7,15 +7,26 @@ import { BrokerModel } from "./model.ts";
 
 export function brokerController(broker: BrokerService, boxes: BoxService) {
   return new Elysia({ prefix: "/v1", tags: ["broker"], normalize: false })
-    .get("/secrets", () => broker.listSecrets(), { response: BrokerModel.secrets, detail: { summary: "Secret names and the bindings that use them (never values)" } })
+    .get("/secrets", () => broker.listSecrets(), {
+      response: BrokerModel.secrets,
+      detail: { summary: "Secret names and the bindings that use them (never values)" },
+    })
     .put("/secrets/:name", ({ params, body }) => broker.setSecret(params.name, body.value), {
       params: BrokerModel.secretName,
       body: BrokerModel.secretValue,
       response: BrokerModel.secret,
       detail: { summary: "Seal and store a secret" },
     })
-    .delete("/secrets/:name", ({ params }) => broker.removeSecret(params.name), { params: BrokerModel.secretName, response: BrokerModel.removed, detail: { summary: "Remove a secret" } })
-    .get("/boxes/:ref/policy", ({ params }) => broker.policy(boxes.get(params.ref).id), { params: BrokerModel.ref, response: BrokerModel.policy, detail: { summary: "A box's egress policy" } })
+    .delete("/secrets/:name", ({ params }) => broker.removeSecret(params.name), {
+      params: BrokerModel.secretName,
+      response: BrokerModel.removed,
+      detail: { summary: "Remove a secret" },
+    })
+    .get("/boxes/:ref/policy", ({ params }) => broker.policy(boxes.get(params.ref).id), {
+      params: BrokerModel.ref,
+      response: BrokerModel.policy,
+      detail: { summary: "A box's egress policy" },
+    })
     .patch("/boxes/:ref/policy", ({ params, body }) => broker.changePolicy(boxes.get(params.ref).id, body), {
       params: BrokerModel.ref,
       body: BrokerModel.policyChange,

@@ -20,7 +20,7 @@ export function changesController(changes: ChangeService, identify: Identify) {
         start(ctl) {
           const line = (v: FeedLine) => {
             try {
-              ctl.enqueue(enc.encode(JSON.stringify(v) + "\n"));
+              ctl.enqueue(enc.encode(`${JSON.stringify(v)}\n`));
             } catch {
               stop();
             }

@@ -16,14 +16,20 @@ export function imagesController(builds: ImageBuilds, running: RunningOps, boxes
         builds.remove(params.name, (ids) => ids.map((id) => boxes.byId(id)?.name ?? id).join(", "));
         return { name: params.name, removed: true as const };
       },
-      { params: t.Object({ name: t.String({ minLength: 1, maxLength: 63 }) }), detail: { summary: "Remove an image name (refused while boxes are built on it)" } },
+      {
+        params: t.Object({ name: t.String({ minLength: 1, maxLength: 63 }) }),
+        detail: { summary: "Remove an image name (refused while boxes are built on it)" },
+      },
     )
     .post(
-    "/build",
-    ({ body, request }) => {
-      const build = builds.claim(body);
-      return opResponse("image.build", request, running, build);
-    },
-    { body: ImageBuildBody, detail: { summary: "Build an image from Debian packages (the daemon must be root; NDJSON: progress, then the manifest)" } },
-  );
+      "/build",
+      ({ body, request }) => {
+        const build = builds.claim(body);
+        return opResponse("image.build", request, running, build);
+      },
+      {
+        body: ImageBuildBody,
+        detail: { summary: "Build an image from Debian packages (the daemon must be root; NDJSON: progress, then the manifest)" },
+      },
+    );
 }

@@ -11,10 +11,14 @@ export function sessionsController(sessions: SessionService, store: SessionStore
   return new Elysia({ prefix: "/v1", tags: ["sessions"], normalize: false })
     .derive(({ request }) => ({ actor: actorFrom(request, identify) }))
     .get("/event-kinds", () => eventKinds(), { detail: { summary: "Every registered event kind" } })
-    .post("/sessions", async ({ body, actor, set }) => {
-      set.status = 201;
-      return sessions.create(body, actor);
-    }, { body: SessionModel.create, detail: { summary: "Start a session (creates a box when none is named)" } })
+    .post(
+      "/sessions",
+      async ({ body, actor, set }) => {
+        set.status = 201;
+        return sessions.create(body, actor);
+      },
+      { body: SessionModel.create, detail: { summary: "Start a session (creates a box when none is named)" } },
+    )
     .get("/sessions", ({ query, actor }) => sessions.list(actor, query), { query: SessionModel.list, detail: { summary: "List sessions" } })
     .get("/sessions/:id", ({ params, actor }) => sessions.get(params.id, actor), { params: SessionModel.id })
     .get("/sessions/:id/summary", ({ params, actor }) => sessions.summary(params.id, actor), {
@@ -35,14 +39,25 @@ export function sessionsController(sessions: SessionService, store: SessionStore
           headers: { "content-type": "application/json" },
         });
       },
-      { params: SessionModel.id, query: SessionModel.page, response: SessionModel.eventsPage, detail: { summary: "A page of events from a seq" } },
+      {
+        params: SessionModel.id,
+        query: SessionModel.page,
+        response: SessionModel.eventsPage,
+        detail: { summary: "A page of events from a seq" },
+      },
     )
     .post(
       "/sessions/:id/events",
       ({ params, body, headers, actor }) => {
         // One key for the request; each event in it gets its own, derived, so a repeat returns every first seq.
         const key = idempotencyKey(headers);
-        return { seqs: sessions.appendFromClient(params.id, actor, key ? body.events.map((e, i) => ({ ...e, idempotencyKey: `${key}#${i}` })) : body.events) };
+        return {
+          seqs: sessions.appendFromClient(
+            params.id,
+            actor,
+            key ? body.events.map((e, i) => ({ ...e, idempotencyKey: `${key}#${i}` })) : body.events,
+          ),
+        };
       },
       {
         params: SessionModel.id,
@@ -51,29 +66,55 @@ export function sessionsController(sessions: SessionService, store: SessionStore
         detail: { summary: "Append events (client kinds only; an Idempotency-Key makes a repeat return the first seqs)" },
       },
     )
-    .post("/sessions/:id/input", async ({ params, body, headers, actor }) => ({ seq: await sessions.input(params.id, actor, body.text, idempotencyKey(headers) ?? undefined) }), {
+    .post(
+      "/sessions/:id/input",
+      async ({ params, body, headers, actor }) => ({
+        seq: await sessions.input(params.id, actor, body.text, idempotencyKey(headers) ?? undefined),
+      }),
+      {
+        params: SessionModel.id,
+        body: SessionModel.input,
+        headers: SessionModel.idem,
+        detail: { summary: "Type into the session's terminal (driver only)" },
+      },
+    )
+    .post(
+      "/sessions/:id/annotations",
+      ({ params, body, headers, actor }) => ({
+        seq: sessions.annotate(params.id, actor, body.text, body.anchor, idempotencyKey(headers) ?? undefined),
+      }),
+      {
+        params: SessionModel.id,
+        body: SessionModel.annotate,
+        headers: SessionModel.idem,
+        detail: { summary: "Annotate the session (anyone who can see it)" },
+      },
+    )
+    .post("/sessions/:id/driver/acquire", ({ params, body, actor }) => sessions.acquire(params.id, actor, body?.leaseMs), {
       params: SessionModel.id,
-      body: SessionModel.input,
-      headers: SessionModel.idem,
-      detail: { summary: "Type into the session's terminal (driver only)" },
+      body: SessionModel.driver,
     })
-    .post("/sessions/:id/annotations", ({ params, body, headers, actor }) => ({ seq: sessions.annotate(params.id, actor, body.text, body.anchor, idempotencyKey(headers) ?? undefined) }), {
-      params: SessionModel.id,
-      body: SessionModel.annotate,
-      headers: SessionModel.idem,
-      detail: { summary: "Annotate the session (anyone who can see it)" },
-    })
-    .post("/sessions/:id/driver/acquire", ({ params, body, actor }) => sessions.acquire(params.id, actor, body?.leaseMs), { params: SessionModel.id, body: SessionModel.driver })
     .post("/sessions/:id/driver/release", ({ params, actor }) => sessions.release(params.id, actor), { params: SessionModel.id })
-    .post("/sessions/:id/driver/steal", ({ params, body, actor }) => sessions.steal(params.id, actor, body?.leaseMs), { params: SessionModel.id, body: SessionModel.driver })
+    .post("/sessions/:id/driver/steal", ({ params, body, actor }) => sessions.steal(params.id, actor, body?.leaseMs), {
+      params: SessionModel.id,
+      body: SessionModel.driver,
+    })
     .post("/sessions/:id/driver/heartbeat", ({ params, actor }) => sessions.heartbeat(params.id, actor), { params: SessionModel.id })
-    .post("/sessions/:id/close", ({ params, body, actor }) => sessions.close(params.id, actor, body?.reason), { params: SessionModel.id, body: SessionModel.close })
+    .post("/sessions/:id/close", ({ params, body, actor }) => sessions.close(params.id, actor, body?.reason), {
+      params: SessionModel.id,
+      body: SessionModel.close,
+    })
     .get(
       "/sessions/:id/output/:chunk",
       ({ params, actor }) => {
         sessions.row(params.id, actor);
         const bytes = store.chunk(params.id, params.chunk);
-        if (!bytes) throw new HutchError("not_found", `session ${params.id} has no output chunk ${params.chunk}`, "see its events: hutch session log " + params.id);
+        if (!bytes)
+          throw new HutchError(
+            "not_found",
+            `session ${params.id} has no output chunk ${params.chunk}`,
+            `see its events: hutch session log ${params.id}`,
+          );
         return new Response(bytes, { headers: { "content-type": "application/octet-stream" } });
       },
       { params: SessionModel.chunk, detail: { summary: "Raw terminal bytes of one output chunk" } },

@@ -1,12 +1,28 @@
 import { t } from "elysia";
-import { idPattern, AnnotateBody, DriverBody, EventAppendBody, EventsPage, EventsPageQuery, OutputChunkParams, Session, SessionCloseBody, SessionCreateBody, SessionInputBody, IdempotencyHeaders } from "@hutch/shared";
+import {
+  idPattern,
+  AnnotateBody,
+  DriverBody,
+  EventAppendBody,
+  EventsPage,
+  EventsPageQuery,
+  OutputChunkParams,
+  Session,
+  SessionCloseBody,
+  SessionCreateBody,
+  SessionInputBody,
+  IdempotencyHeaders,
+} from "@hutch/shared";
 
 export const SessionModel = {
   session: Session,
   sessions: t.Array(Session),
   create: SessionCreateBody,
   id: t.Object({ id: t.String({ pattern: idPattern("ses") }) }),
-  list: t.Object({ box: t.Optional(t.String({ minLength: 1, maxLength: 128 })), state: t.Optional(t.Union([t.Literal("open"), t.Literal("closed")])) }),
+  list: t.Object({
+    box: t.Optional(t.String({ minLength: 1, maxLength: 128 })),
+    state: t.Optional(t.Union([t.Literal("open"), t.Literal("closed")])),
+  }),
   page: EventsPageQuery,
   eventsPage: EventsPage,
   append: EventAppendBody,

@@ -44,7 +44,12 @@ const SUBSCRIBE_PATH = new RegExp(`^/v1/sessions/(ses_${ID_BODY})/subscribe$`);
  * Upgrades a subscribe request. Returns undefined when the request is not one,
  * true when upgraded, or an error Response (unknown session, not allowed).
  */
-export function upgradeSubscribe(req: Request, server: Server<SubscribeData>, sessions: SessionService, identify: Identify): true | Response | undefined {
+export function upgradeSubscribe(
+  req: Request,
+  server: Server<SubscribeData>,
+  sessions: SessionService,
+  identify: Identify,
+): true | Response | undefined {
   const url = new URL(req.url);
   const m = SUBSCRIBE_PATH.exec(url.pathname);
   if (!m || req.headers.get("upgrade")?.toLowerCase() !== "websocket") return undefined;
@@ -52,7 +57,8 @@ export function upgradeSubscribe(req: Request, server: Server<SubscribeData>, se
     const actor = actorFrom(req, identify);
     sessions.row(m[1]!, actor);
     const from = Number(url.searchParams.get("from") ?? "1");
-    if (!Number.isInteger(from) || from < 1 || from > API_LIMITS.whole) throw new HutchError("invalid", `from: Expected a whole number from 1 to ${API_LIMITS.whole}`, "e.g. ?from=1");
+    if (!Number.isInteger(from) || from < 1 || from > API_LIMITS.whole)
+      throw new HutchError("invalid", `from: Expected a whole number from 1 to ${API_LIMITS.whole}`, "e.g. ?from=1");
     if (server.upgrade(req, { data: subscribeData(m[1]!, actor, from) })) return true;
     throw new HutchError("invalid", "could not upgrade to WebSocket", "connect with a WebSocket client");
   } catch (err) {

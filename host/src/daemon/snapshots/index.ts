@@ -24,10 +24,18 @@ export function snapshotsController(snapshots: SnapshotService, running: Running
       response: SnapshotList,
       detail: { summary: "The timeline: every snapshot, oldest first (of one box with ?box=)" },
     })
-    .post("/", ({ body, request }) => opResponse("snapshot.create", request, running, (report, signal) => snapshots.create(body.box, body.label, report, signal)), {
-      body: SnapshotCreateBody,
-      detail: { summary: "Snapshot a box's /workspace and home: from its disk when stopped, through its guest when running (NDJSON: progress, then the snapshot)" },
-    })
+    .post(
+      "/",
+      ({ body, request }) =>
+        opResponse("snapshot.create", request, running, (report, signal) => snapshots.create(body.box, body.label, report, signal)),
+      {
+        body: SnapshotCreateBody,
+        detail: {
+          summary:
+            "Snapshot a box's /workspace and home: from its disk when stopped, through its guest when running (NDJSON: progress, then the snapshot)",
+        },
+      },
+    )
     .get("/diff", ({ query }) => snapshots.diff(query.from, query.to), {
       query: t.Object({ from: SnapshotRef, to: SnapshotRef }),
       response: SnapshotDiff,
@@ -39,16 +47,31 @@ export function snapshotsController(snapshots: SnapshotService, running: Running
       response: SnapshotBrowse,
       detail: { summary: "A directory of a snapshot (or the one entry a file path names)" },
     })
-    .post("/restore", ({ body, request }) => opResponse("snapshot.restore", request, running, (report, signal) => snapshots.restore(body, report, signal)), {
-      body: SnapshotRestoreBody,
-      detail: { summary: "Restore a snapshot (or some paths) into a box: ~/Restored/<time>/ by default, over its roots with inPlace (NDJSON)" },
-    })
-    .post("/prune", ({ body, request }) => opResponse("snapshot.prune", request, running, (report, signal) => snapshots.prune(body, report, signal)), {
-      body: SnapshotPruneBody,
-      detail: { summary: "Forget snapshots by policy and reclaim space in two phases; never blocks a snapshot (NDJSON)" },
-    })
-    .post("/check", ({ body, request }) => opResponse("snapshot.check", request, running, (report, signal) => snapshots.check(body.readData ?? false, report, signal)), {
-      body: SnapshotCheckBody,
-      detail: { summary: "Check the store: every snapshot whole; with readData, every pack read and authenticated (NDJSON)" },
-    });
+    .post(
+      "/restore",
+      ({ body, request }) => opResponse("snapshot.restore", request, running, (report, signal) => snapshots.restore(body, report, signal)),
+      {
+        body: SnapshotRestoreBody,
+        detail: {
+          summary: "Restore a snapshot (or some paths) into a box: ~/Restored/<time>/ by default, over its roots with inPlace (NDJSON)",
+        },
+      },
+    )
+    .post(
+      "/prune",
+      ({ body, request }) => opResponse("snapshot.prune", request, running, (report, signal) => snapshots.prune(body, report, signal)),
+      {
+        body: SnapshotPruneBody,
+        detail: { summary: "Forget snapshots by policy and reclaim space in two phases; never blocks a snapshot (NDJSON)" },
+      },
+    )
+    .post(
+      "/check",
+      ({ body, request }) =>
+        opResponse("snapshot.check", request, running, (report, signal) => snapshots.check(body.readData ?? false, report, signal)),
+      {
+        body: SnapshotCheckBody,
+        detail: { summary: "Check the store: every snapshot whole; with readData, every pack read and authenticated (NDJSON)" },
+      },
+    );
 }

@@ -8,7 +8,21 @@
 // plain GET (426) so the endpoint is in the OpenAPI document.
 import { Elysia, t } from "elysia";
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
-import { type Actor, HUTCH_VERSION, HostHello, check, firstError, HutchError, Mux, PROTOCOL_VERSION, ProtocolError, ToolOpen, CAPABILITIES, DEFAULT_WINDOW, type MuxStream } from "@hutch/shared";
+import {
+  type Actor,
+  HUTCH_VERSION,
+  HostHello,
+  check,
+  firstError,
+  HutchError,
+  Mux,
+  PROTOCOL_VERSION,
+  ProtocolError,
+  ToolOpen,
+  CAPABILITIES,
+  DEFAULT_WINDOW,
+  type MuxStream,
+} from "@hutch/shared";
 import type { BoxService } from "../../box/service.ts";
 import { actorFrom, type Identify } from "../actor.ts";
 import { relay } from "./relay.ts";
@@ -39,7 +53,13 @@ const closeWith = (client: MuxStream, err: unknown) => {
   client.close({ code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) });
 };
 
-async function openStream(boxes: BoxService, sessions: SessionAttacher | undefined, data: StreamSocketData, client: MuxStream, payload: unknown): Promise<void> {
+async function openStream(
+  boxes: BoxService,
+  sessions: SessionAttacher | undefined,
+  data: StreamSocketData,
+  client: MuxStream,
+  payload: unknown,
+): Promise<void> {
   if (!check(ToolOpen, payload)) {
     client.close({ code: "invalid", message: `bad tool call: ${firstError(ToolOpen, payload)}` });
     return;
@@ -100,7 +120,14 @@ export function streamSocket(boxes: BoxService, sessions?: SessionAttacher): Web
               mux.fail(new ProtocolError(`client hello must be protocol ${PROTOCOL_VERSION}`));
               return;
             }
-            mux.sendHello({ protocol: PROTOCOL_VERSION, agent: "hutch-daemon", version: HUTCH_VERSION, capabilities: [...CAPABILITIES], window: DEFAULT_WINDOW, roots: [] });
+            mux.sendHello({
+              protocol: PROTOCOL_VERSION,
+              agent: "hutch-daemon",
+              version: HUTCH_VERSION,
+              capabilities: [...CAPABILITIES],
+              window: DEFAULT_WINDOW,
+              roots: [],
+            });
           },
           onOpen(stream, payload) {
             if (opened) {
@@ -138,11 +165,17 @@ export function streamDoc() {
     "/v1/boxes/:ref/stream",
     ({ set }) => {
       set.status = 426;
-      return new HutchError("invalid", "this endpoint speaks WebSocket", "connect with a WebSocket client (see guest/PROTOCOL.md)").toBody();
+      return new HutchError(
+        "invalid",
+        "this endpoint speaks WebSocket",
+        "connect with a WebSocket client (see guest/PROTOCOL.md)",
+      ).toBody();
     },
     {
       params: t.Object({ ref: t.String({ minLength: 1, maxLength: 128 }) }),
-      detail: { summary: "Tool stream: upgrade to WebSocket and speak the guest protocol, one frame per binary message (guest/PROTOCOL.md)" },
+      detail: {
+        summary: "Tool stream: upgrade to WebSocket and speak the guest protocol, one frame per binary message (guest/PROTOCOL.md)",
+      },
     },
   );
 }

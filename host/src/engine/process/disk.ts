@@ -42,7 +42,12 @@ async function sh(argv: string[], what: string): Promise<string> {
     throw new HutchError("unavailable", `${what}: ${argv[0]} is not installed`, "install it: apt-get install -y e2fsprogs mount");
   }
   const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-  if (code !== 0) throw new HutchError("failed", `${what}: ${argv.join(" ")} exited ${code}: ${err.trim().split("\n").slice(-3).join("; ")}`, "check the host: hutch doctor");
+  if (code !== 0)
+    throw new HutchError(
+      "failed",
+      `${what}: ${argv.join(" ")} exited ${code}: ${err.trim().split("\n").slice(-3).join("; ")}`,
+      "check the host: hutch doctor",
+    );
   return out;
 }
 
@@ -75,7 +80,23 @@ export async function ensureDisk(boxDir: string, bytes: number, owner: { uid: nu
     // Inode tables and the journal are left lazy: the file is sparse, so the
     // unwritten blocks already read as zeros (and noinit_itable below keeps the
     // kernel from zeroing them in the background, which would allocate them).
-    await sh(["mke2fs", "-q", "-F", "-t", "ext4", "-m", "0", "-L", "hutch-box", "-E", `lazy_itable_init=1,lazy_journal_init=1,root_owner=${owner.uid}:${owner.gid}`, tmp], "formatting the box's disk");
+    await sh(
+      [
+        "mke2fs",
+        "-q",
+        "-F",
+        "-t",
+        "ext4",
+        "-m",
+        "0",
+        "-L",
+        "hutch-box",
+        "-E",
+        `lazy_itable_init=1,lazy_journal_init=1,root_owner=${owner.uid}:${owner.gid}`,
+        tmp,
+      ],
+      "formatting the box's disk",
+    );
     renameSync(tmp, image);
   }
   mkdirSync(mount, { recursive: true, mode: 0o700 });
@@ -83,7 +104,11 @@ export async function ensureDisk(boxDir: string, bytes: number, owner: { uid: nu
     await sh(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,noinit_itable", image, mount], "mounting the box's disk");
   }
   const roots = boxRoots(boxDir);
-  for (const [dir, mode] of [[roots.workspace, 0o755], [roots.home, 0o700], [roots.run, 0o700]] as const) {
+  for (const [dir, mode] of [
+    [roots.workspace, 0o755],
+    [roots.home, 0o700],
+    [roots.run, 0o700],
+  ] as const) {
     if (!existsSync(dir)) mkdirSync(dir, { mode });
     const st = statSync(dir);
     if (st.uid !== owner.uid || st.gid !== owner.gid) chownSync(dir, owner.uid, owner.gid);
@@ -99,7 +124,10 @@ export async function mountReadOnly(boxDir: string): Promise<boolean> {
   const mount = join(boxDir, DISK_FILES.mount);
   if (isMountPoint(mount)) return false;
   mkdirSync(mount, { recursive: true, mode: 0o700 });
-  await sh(["mount", "-t", "ext4", "-o", "loop,ro,nosuid,nodev,noexec,noatime", join(boxDir, DISK_FILES.image), mount], "mounting the box's disk to read it");
+  await sh(
+    ["mount", "-t", "ext4", "-o", "loop,ro,nosuid,nodev,noexec,noatime", join(boxDir, DISK_FILES.image), mount],
+    "mounting the box's disk to read it",
+  );
   return true;
 }
 

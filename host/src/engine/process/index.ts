@@ -14,7 +14,17 @@ import { boxLeftovers, childrenOf, isAlive, killBox, procStartTime, readIdentity
 import { guestBinaryPath } from "../guest-binary.ts";
 import { BoxCgroup, describePlan, hostCgroups, type CgroupPlan } from "../cgroup.ts";
 import { boxIdentity, hostRanges, readIdentityFile, type BoxIdentity } from "../idmap.ts";
-import { boxRoots, diskBytes, ensureDisk, isMountPoint, mountReadOnly, resizeDisk, unmountDisk, DISK_FILES, type BoxRoots } from "./disk.ts";
+import {
+  boxRoots,
+  diskBytes,
+  ensureDisk,
+  isMountPoint,
+  mountReadOnly,
+  resizeDisk,
+  unmountDisk,
+  DISK_FILES,
+  type BoxRoots,
+} from "./disk.ts";
 import { hostSeccompArch, seccompBytes } from "./seccomp.ts";
 import { parseSize, formatSize } from "../limits.ts";
 import { consoleTailOf } from "../console.ts";
@@ -107,7 +117,9 @@ export class ProcessEngine implements Engine {
   async probe(): Promise<ProbeResult> {
     let proc: { exitCode: number | null; stderr?: Buffer };
     try {
-      proc = Bun.spawnSync([env.bwrap(), "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"], { stderr: "pipe" });
+      proc = Bun.spawnSync([env.bwrap(), "--unshare-all", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "true"], {
+        stderr: "pipe",
+      });
     } catch (err) {
       proc = { exitCode: null, stderr: Buffer.from((err as Error).message) };
     }
@@ -118,11 +130,18 @@ export class ProcessEngine implements Engine {
         ok: false,
         engine: "process",
         detail: missing ? "bubblewrap (bwrap) is not installed" : `bubblewrap cannot create namespaces: ${err}`,
-        fix: missing ? "apt-get install -y bubblewrap" : "enable unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1",
+        fix: missing
+          ? "apt-get install -y bubblewrap"
+          : "enable unprivileged user namespaces: sysctl -w kernel.unprivileged_userns_clone=1",
       };
     }
     if (mappedMode() && !existsSync("/usr/bin/setpriv")) {
-      return { ok: false, engine: "process", detail: "setpriv (util-linux) is missing: a root daemon needs it to drop box processes to their own uid", fix: "apt-get install -y util-linux" };
+      return {
+        ok: false,
+        engine: "process",
+        detail: "setpriv (util-linux) is missing: a root daemon needs it to drop box processes to their own uid",
+        fix: "apt-get install -y util-linux",
+      };
     }
     return { ok: true, engine: "process", detail: "bubblewrap can create user, pid and network namespaces" };
   }
@@ -160,12 +179,17 @@ export class ProcessEngine implements Engine {
       tmp: formatSize(l.tmpBytes),
     };
     const disk = diskBytes(box.dir);
-    out.disk = disk !== null ? formatSize(disk) : mappedMode() ? formatSize(l.diskBytes) : `${formatSize(l.diskBytes)} (not enforced: the daemon is not root)`;
+    out.disk =
+      disk !== null
+        ? formatSize(disk)
+        : mappedMode()
+          ? formatSize(l.diskBytes)
+          : `${formatSize(l.diskBytes)} (not enforced: the daemon is not root)`;
     const id = mappedMode() ? readIdentityFile(box.dir) : null;
     if (id) out["host uid"] = String(id.uid);
     const use = this.cgroup(box)?.usage();
     if (use?.memoryBytes !== undefined) out["memory used"] = formatSize(use.memoryBytes);
-    if (use?.pids !== undefined) out["processes"] = String(use.pids);
+    if (use?.pids !== undefined) out.processes = String(use.pids);
     return out;
   }
 
@@ -173,21 +197,39 @@ export class ProcessEngine implements Engine {
     const plan = describePlan(this.cgroups());
     const fixCg = "run the daemon as root, or as a systemd service with Delegate=yes (cgroup v2)";
     const root = mappedMode();
-    const cg = (name: string, c: keyof typeof plan) => ({ name, enforced: plan[c].enforced, detail: plan[c].detail, ...(plan[c].enforced ? {} : { fix: fixCg }) });
+    const cg = (name: string, c: keyof typeof plan) => ({
+      name,
+      enforced: plan[c].enforced,
+      detail: plan[c].detail,
+      ...(plan[c].enforced ? {} : { fix: fixCg }),
+    });
     const arch = hostSeccompArch();
     return [
       root
         ? { name: "host identity", enforced: true, detail: `each box runs as its own unprivileged host uid (${hostRanges().uid.source})` }
-        : { name: "host identity", enforced: true, detail: "boxes run as the daemon's own user (it is not root), like any rootless sandbox" },
+        : {
+            name: "host identity",
+            enforced: true,
+            detail: "boxes run as the daemon's own user (it is not root), like any rootless sandbox",
+          },
       cg("processes", "pids"),
       cg("memory", "memory"),
       cg("cpu", "cpu"),
       root
         ? { name: "disk", enforced: true, detail: "each box's /workspace and home are on a disk image of their own (loop-mounted ext4)" }
-        : { name: "disk", enforced: false, detail: "the daemon is not root, so it cannot mount a disk image per box; boxes write to plain directories", fix: "run the daemon as root for per-box disk quotas" },
+        : {
+            name: "disk",
+            enforced: false,
+            detail: "the daemon is not root, so it cannot mount a disk image per box; boxes write to plain directories",
+            fix: "run the daemon as root for per-box disk quotas",
+          },
       { name: "/tmp size", enforced: true, detail: "/tmp and /dev/shm are tmpfs mounts capped at half the box's memory" },
       arch
-        ? { name: "seccomp filter", enforced: true, detail: `${arch}: nested namespaces, keyrings, bpf, perf, modules, mounts and clock changes are refused (EPERM)` }
+        ? {
+            name: "seccomp filter",
+            enforced: true,
+            detail: `${arch}: nested namespaces, keyrings, bpf, perf, modules, mounts and clock changes are refused (EPERM)`,
+          }
         : { name: "seccomp filter", enforced: false, detail: `no filter for ${process.arch}`, fix: "run hutch on x86_64 or arm64 Linux" },
     ];
   }
@@ -227,7 +269,12 @@ export class ProcessEngine implements Engine {
     const agents = id ? await agentsForBoxes(cache) : cache;
     const arch = hostSeccompArch();
     if (arch) writeFileSync(join(box.dir, BOX_FILES.seccomp), seccompBytes(arch));
-    else if (id) throw new HutchError("unavailable", `no seccomp filter for ${process.arch}, which a root daemon's boxes need (nested user namespaces are refused by it)`, "run hutch as a non-root user on this machine");
+    else if (id)
+      throw new HutchError(
+        "unavailable",
+        `no seccomp filter for ${process.arch}, which a root daemon's boxes need (nested user namespaces are refused by it)`,
+        "run hutch as a non-root user on this machine",
+      );
 
     // The child's fds, by position in stdio: 3 and 4 are pipes; the rest are files opened here.
     const opened: number[] = [];
@@ -242,8 +289,15 @@ export class ProcessEngine implements Engine {
     let proc: ReturnType<typeof Bun.spawn>;
     try {
       const stdio = [
-        "ignore", consoleFd, consoleFd, "pipe", "pipe",
-        open(guest), open(join(box.dir, "etc/passwd")), open(join(box.dir, "etc/group")), open(join(box.dir, "etc/hosts")),
+        "ignore",
+        consoleFd,
+        consoleFd,
+        "pipe",
+        "pipe",
+        open(guest),
+        open(join(box.dir, "etc/passwd")),
+        open(join(box.dir, "etc/group")),
+        open(join(box.dir, "etc/hosts")),
         ...(arch ? [open(join(box.dir, BOX_FILES.seccomp))] : []),
       ];
       const argv = bwrapArgs({
@@ -274,7 +328,8 @@ export class ProcessEngine implements Engine {
     const [blockFd, infoFd] = [proc.stdio[3] as unknown as number, proc.stdio[4] as unknown as number];
     try {
       const child = await readChildPid(infoFd, 10_000);
-      if (!child) throw new HutchError("failed", `the sandbox did not start: ${await this.consoleTail(box)}`, "check the host: hutch doctor");
+      if (!child)
+        throw new HutchError("failed", `the sandbox did not start: ${await this.consoleTail(box)}`, "check the host: hutch doctor");
       if (id) {
         // Namespace root stays host root only for bwrap's own setup (it must read what it binds); setpriv leaves it before the guest runs.
         writeFileSync(`/proc/${child}/uid_map`, `0 0 1\n1000 ${id.uid} 1\n`);
@@ -284,7 +339,9 @@ export class ProcessEngine implements Engine {
       writeSync(blockFd, "1");
     } catch (err) {
       proc.kill("SIGKILL");
-      throw err instanceof HutchError ? err : new HutchError("failed", `could not set the box up: ${(err as Error).message}`, "check the host: hutch doctor");
+      throw err instanceof HutchError
+        ? err
+        : new HutchError("failed", `could not set the box up: ${(err as Error).message}`, "check the host: hutch doctor");
     } finally {
       for (const fd of [blockFd, infoFd]) {
         try {
@@ -357,7 +414,12 @@ export class ProcessEngine implements Engine {
   async destroy(box: BoxHandle): Promise<void> {
     await this.release(box);
     // Never through a mounted disk: rm would empty the box's filesystem and then fail on its mount point.
-    if (isMountPoint(join(box.dir, DISK_FILES.mount))) throw new HutchError("failed", `the box's disk is still mounted at ${join(box.dir, DISK_FILES.mount)}`, `unmount it: umount ${join(box.dir, DISK_FILES.mount)}`);
+    if (isMountPoint(join(box.dir, DISK_FILES.mount)))
+      throw new HutchError(
+        "failed",
+        `the box's disk is still mounted at ${join(box.dir, DISK_FILES.mount)}`,
+        `unmount it: umount ${join(box.dir, DISK_FILES.mount)}`,
+      );
     rmSync(box.dir, { recursive: true, force: true });
   }
 

@@ -17,7 +17,13 @@ const X32_BIT = 0x40000000;
 
 /** Every namespace flag clone(2) takes (CLONE_NEWTIME is clone3/unshare only). */
 export const CLONE_NAMESPACE_FLAGS =
-  0x00020000 /* NEWNS */ | 0x02000000 /* NEWCGROUP */ | 0x04000000 /* NEWUTS */ | 0x08000000 /* NEWIPC */ | 0x10000000 /* NEWUSER */ | 0x20000000 /* NEWPID */ | 0x40000000 /* NEWNET */;
+  0x00020000 /* NEWNS */ |
+  0x02000000 /* NEWCGROUP */ |
+  0x04000000 /* NEWUTS */ |
+  0x08000000 /* NEWIPC */ |
+  0x10000000 /* NEWUSER */ |
+  0x20000000 /* NEWPID */ |
+  0x40000000 /* NEWNET */;
 
 /** Syscall numbers per arch (asm/unistd_64.h; asm-generic/unistd.h for aarch64). */
 export const SYSCALLS: Record<string, Record<SeccompArch, number | null>> = {

@@ -33,7 +33,13 @@ const CACHE = "accel.json";
  * (it prints its banner and exits, the kernel panics, -no-reboot ends QEMU):
  * the banner on the console within the timeout proves the guest ran.
  */
-export async function probeAccel(home: string, accel: Accel, arch: string, timeoutMs: number, size: { cpus: number; memoryMiB: number } = { cpus: 1, memoryMiB: 256 }): Promise<AccelProbe> {
+export async function probeAccel(
+  home: string,
+  accel: Accel,
+  arch: string,
+  timeoutMs: number,
+  size: { cpus: number; memoryMiB: number } = { cpus: 1, memoryMiB: 256 },
+): Promise<AccelProbe> {
   const img = imagePaths(home, "default");
   const t0 = performance.now();
   if (!existsSync(img.kernel)) return { accel, ok: false, detail: "no image to boot (hutch image build)", ms: 0 };
@@ -41,8 +47,32 @@ export async function probeAccel(home: string, accel: Accel, arch: string, timeo
   const dir = mkdtempSync(join(tmpdir(), "hutch-accel-"));
   const consoleLog = join(dir, "console.log");
   const proc = Bun.spawn(
-    [`qemu-system-${arch}`, "-nodefaults", "-no-user-config", "-display", "none", "-machine", "q35", "-accel", accel, "-cpu", accel === "tcg" ? "max" : "host", "-smp", String(size.cpus), "-m", `${size.memoryMiB}M`,
-      "-kernel", img.kernel, "-initrd", img.initramfs, "-append", "console=ttyS0 panic=-1 rdinit=/bin/busybox", "-serial", `file:${consoleLog}`, "-no-reboot"],
+    [
+      `qemu-system-${arch}`,
+      "-nodefaults",
+      "-no-user-config",
+      "-display",
+      "none",
+      "-machine",
+      "q35",
+      "-accel",
+      accel,
+      "-cpu",
+      accel === "tcg" ? "max" : "host",
+      "-smp",
+      String(size.cpus),
+      "-m",
+      `${size.memoryMiB}M`,
+      "-kernel",
+      img.kernel,
+      "-initrd",
+      img.initramfs,
+      "-append",
+      "console=ttyS0 panic=-1 rdinit=/bin/busybox",
+      "-serial",
+      `file:${consoleLog}`,
+      "-no-reboot",
+    ],
     { stdout: "ignore", stderr: "pipe" },
   );
   const deadline = Date.now() + timeoutMs;
@@ -61,12 +91,20 @@ export async function probeAccel(home: string, accel: Accel, arch: string, timeo
   const stderr = (await new Response(proc.stderr).text()).trim().split("\n").slice(-1)[0] ?? "";
   rmSync(dir, { recursive: true, force: true });
   if (ok) return { accel, ok, detail: `booted a guest to init in ${ms} ms`, ms };
-  const detail = proc.exitCode !== null && proc.exitCode !== 0 && stderr ? `QEMU refused: ${stderr}` : `no guest output within ${timeoutMs} ms (the guest hangs: nested virtualization?)`;
+  const detail =
+    proc.exitCode !== null && proc.exitCode !== 0 && stderr
+      ? `QEMU refused: ${stderr}`
+      : `no guest output within ${timeoutMs} ms (the guest hangs: nested virtualization?)`;
   return { accel, ok, detail, ms };
 }
 
 /** Probes the platform's accelerator, then tcg; writes the choice for boxes to use (the daemon's alone: it runs the boxes). */
-export async function chooseAccel(home: string, platform: Platform, arch = "x86_64", timeoutMs = 20_000): Promise<{ choice: AccelChoice; probes: AccelProbe[] }> {
+export async function chooseAccel(
+  home: string,
+  platform: Platform,
+  arch = "x86_64",
+  timeoutMs = 20_000,
+): Promise<{ choice: AccelChoice; probes: AccelProbe[] }> {
   const probes: AccelProbe[] = [];
   const first = preferredAccel(platform);
   const p1 = await probeAccel(home, first, arch, timeoutMs);

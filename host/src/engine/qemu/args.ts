@@ -69,16 +69,40 @@ const namedPipe = (id: string, name: string) => `pipe,id=${id},path=${name}`;
  */
 function profile(p: Platform, a: Arch, accel: Accel): Profile {
   if (a === "x86_64" && accel === "kvm") {
-    return { machine: "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=on,rtc=on", cpu: "host", bus: "device", console: "ttyS0", sandbox: true, guestDisk: "blk", socket: unixSocket };
+    return {
+      machine: "microvm,x-option-roms=off,pit=off,pic=off,isa-serial=on,rtc=on",
+      cpu: "host",
+      bus: "device",
+      console: "ttyS0",
+      sandbox: true,
+      guestDisk: "blk",
+      socket: unixSocket,
+    };
   }
   if (a === "x86_64" && p === "windows") {
     return { machine: "q35", cpu: "max", bus: "pci", console: "ttyS0", sandbox: false, guestDisk: "blk", socket: namedPipe };
   }
   if (a === "x86_64") {
     // Bun needs AVX2: under tcg only -cpu max (or Haswell+) boots it.
-    return { machine: "q35", cpu: accel === "tcg" ? "max" : "host", bus: "pci", console: "ttyS0", sandbox: p === "linux", guestDisk: p === "linux" ? "pmem" : "blk", socket: unixSocket };
+    return {
+      machine: "q35",
+      cpu: accel === "tcg" ? "max" : "host",
+      bus: "pci",
+      console: "ttyS0",
+      sandbox: p === "linux",
+      guestDisk: p === "linux" ? "pmem" : "blk",
+      socket: unixSocket,
+    };
   }
-  return { machine: "virt,highmem=on", cpu: accel === "tcg" ? "max" : "host", bus: "device", console: "ttyAMA0", sandbox: p === "linux", guestDisk: "blk", socket: unixSocket };
+  return {
+    machine: "virt,highmem=on",
+    cpu: accel === "tcg" ? "max" : "host",
+    bus: "device",
+    console: "ttyAMA0",
+    sandbox: p === "linux",
+    guestDisk: "blk",
+    socket: unixSocket,
+  };
 }
 
 const dev = (bus: "pci" | "device", kind: string) => `virtio-${kind}-${bus}`;
@@ -91,9 +115,17 @@ const MiB = 1024 * 1024;
  * (the agent disks with serials agent0, agent1, ... the guest finds them by).
  */
 function readOnlyDiskArgs(pr: Profile, s: QemuSpec): { via: "pmem" | "blk"; args: string[]; memory: string } {
-  const disks = [{ id: "guest", path: s.guestDisk, bytes: s.guestDiskBytes, serial: "" }, ...(s.agentDisks ?? []).map((a, i) => ({ id: `agent${i}`, path: a.path, bytes: a.bytes, serial: `agent${i}` }))];
+  const disks = [
+    { id: "guest", path: s.guestDisk, bytes: s.guestDiskBytes, serial: "" },
+    ...(s.agentDisks ?? []).map((a, i) => ({ id: `agent${i}`, path: a.path, bytes: a.bytes, serial: `agent${i}` })),
+  ];
   if (pr.guestDisk === "blk" || !s.imageHasPmem) {
-    const args = disks.flatMap((d) => ["-drive", `if=none,id=${d.id},file=${d.path},format=raw,readonly=on`, "-device", `${dev(pr.bus, "blk")},drive=${d.id}${d.serial ? `,serial=${d.serial}` : ""}`]);
+    const args = disks.flatMap((d) => [
+      "-drive",
+      `if=none,id=${d.id},file=${d.path},format=raw,readonly=on`,
+      "-device",
+      `${dev(pr.bus, "blk")},drive=${d.id}${d.serial ? `,serial=${d.serial}` : ""}`,
+    ]);
     return { via: "blk", args, memory: "" };
   }
   // share=off with readonly=on: a private read-only mapping of the file, so
@@ -101,7 +133,12 @@ function readOnlyDiskArgs(pr: Profile, s: QemuSpec): { via: "pmem" | "blk"; args
   const maxMiB = s.memoryMiB + disks.reduce((n, d) => n + Math.ceil(d.bytes / MiB), 0);
   return {
     via: "pmem",
-    args: disks.flatMap((d) => ["-object", `memory-backend-file,id=${d.id},mem-path=${d.path},size=${d.bytes},share=off,readonly=on`, "-device", `virtio-pmem-pci,memdev=${d.id},id=${d.id}disk`]),
+    args: disks.flatMap((d) => [
+      "-object",
+      `memory-backend-file,id=${d.id},mem-path=${d.path},size=${d.bytes},share=off,readonly=on`,
+      "-device",
+      `virtio-pmem-pci,memdev=${d.id},id=${d.id}disk`,
+    ]),
     memory: `,slots=${disks.length},maxmem=${maxMiB}M`,
   };
 }
@@ -112,27 +149,49 @@ export function qemuArgs(s: QemuSpec): string[] {
   const agents = s.agentDisks?.length ? ` hutch.agents=${s.agentDisks.map((a) => a.name).join(",")} hutch.agentdev=${guest.via}` : "";
   const args = [
     s.qemu ?? `qemu-system-${s.arch}${s.platform === "windows" ? ".exe" : ""}`,
-    "-name", `hutch-${s.name},process=hutch-${s.boxId}`,
-    "-nodefaults", "-no-user-config", "-display", "none",
-    "-machine", pr.machine,
-    "-accel", s.accel,
-    "-cpu", pr.cpu,
-    "-smp", String(s.cpus),
-    "-m", `${s.memoryMiB}M${guest.memory}`,
-    "-kernel", s.kernel,
-    "-initrd", s.initrd,
-    "-append", `console=${pr.console} panic=-1 quiet rdinit=/init hutch.guest=${guest.via === "pmem" ? "pmem0" : "vdb"} hutch.box=${s.name} hutch.id=${s.boxId}${agents}${s.cmdline ? ` ${s.cmdline}` : ""}`,
-    "-drive", `if=none,id=root,file=${s.rootDisk},format=qcow2,cache=writeback,discard=unmap`,
-    "-device", `${dev(pr.bus, "blk")},drive=root`,
+    "-name",
+    `hutch-${s.name},process=hutch-${s.boxId}`,
+    "-nodefaults",
+    "-no-user-config",
+    "-display",
+    "none",
+    "-machine",
+    pr.machine,
+    "-accel",
+    s.accel,
+    "-cpu",
+    pr.cpu,
+    "-smp",
+    String(s.cpus),
+    "-m",
+    `${s.memoryMiB}M${guest.memory}`,
+    "-kernel",
+    s.kernel,
+    "-initrd",
+    s.initrd,
+    "-append",
+    `console=${pr.console} panic=-1 quiet rdinit=/init hutch.guest=${guest.via === "pmem" ? "pmem0" : "vdb"} hutch.box=${s.name} hutch.id=${s.boxId}${agents}${s.cmdline ? ` ${s.cmdline}` : ""}`,
+    "-drive",
+    `if=none,id=root,file=${s.rootDisk},format=qcow2,cache=writeback,discard=unmap`,
+    "-device",
+    `${dev(pr.bus, "blk")},drive=root`,
     ...guest.args,
-    "-device", `${dev(pr.bus, "serial")},id=vser`,
-    "-chardev", pr.socket("agent", s.agent),
-    "-device", "virtserialport,bus=vser.0,chardev=agent,name=hutch.agent",
-    "-object", "rng-random,id=rng,filename=/dev/urandom",
-    "-device", `${dev(pr.bus, "rng")},rng=rng`,
-    "-chardev", `file,id=console,path=${s.consoleLog}`,
-    "-serial", "chardev:console",
-    "-qmp", pr.socket === namedPipe ? `pipe:${s.qmp}` : `unix:${s.qmp},server=on,wait=off`,
+    "-device",
+    `${dev(pr.bus, "serial")},id=vser`,
+    "-chardev",
+    pr.socket("agent", s.agent),
+    "-device",
+    "virtserialport,bus=vser.0,chardev=agent,name=hutch.agent",
+    "-object",
+    "rng-random,id=rng,filename=/dev/urandom",
+    "-device",
+    `${dev(pr.bus, "rng")},rng=rng`,
+    "-chardev",
+    `file,id=console,path=${s.consoleLog}`,
+    "-serial",
+    "chardev:console",
+    "-qmp",
+    pr.socket === namedPipe ? `pipe:${s.qmp}` : `unix:${s.qmp},server=on,wait=off`,
     "-no-reboot",
   ];
   if (s.platform === "windows") args.splice(args.indexOf("rng-random,id=rng,filename=/dev/urandom"), 1, "rng-builtin,id=rng");

@@ -80,7 +80,10 @@ export class QemuEngine implements Engine {
 
   constructor(
     private readonly home: string,
-    private readonly host: { platform: Platform; arch: Arch } = { platform: process.platform === "darwin" ? "darwin" : process.platform === "win32" ? "windows" : "linux", arch: process.arch === "arm64" ? "aarch64" : "x86_64" },
+    private readonly host: { platform: Platform; arch: Arch } = {
+      platform: process.platform === "darwin" ? "darwin" : process.platform === "win32" ? "windows" : "linux",
+      arch: process.arch === "arm64" ? "aarch64" : "x86_64",
+    },
     private readonly cgroups: () => CgroupPlan = hostCgroups,
   ) {}
 
@@ -90,7 +93,12 @@ export class QemuEngine implements Engine {
 
   async probe(): Promise<ProbeResult> {
     if (!Bun.which(this.binary()) || !Bun.which("qemu-img")) {
-      return { ok: false, engine: "qemu", detail: `${this.binary()} or qemu-img is not installed`, fix: "apt-get install -y qemu-system-x86 qemu-utils" };
+      return {
+        ok: false,
+        engine: "qemu",
+        detail: `${this.binary()} or qemu-img is not installed`,
+        fix: "apt-get install -y qemu-system-x86 qemu-utils",
+      };
     }
     const img = imagePaths(this.home, "default");
     if (!existsSync(img.manifest)) return { ok: false, engine: "qemu", detail: "no VM image yet", fix: "hutch image build" };
@@ -130,20 +138,40 @@ export class QemuEngine implements Engine {
   }
 
   limits(): LimitReport[] {
-    if (this.host.platform !== "linux") return [{ name: "qemu process cgroup", enforced: false, detail: `cgroups are a Linux feature; on ${this.host.platform} the VM's RAM and vCPUs are its limits` }];
+    if (this.host.platform !== "linux")
+      return [
+        {
+          name: "qemu process cgroup",
+          enforced: false,
+          detail: `cgroups are a Linux feature; on ${this.host.platform} the VM's RAM and vCPUs are its limits`,
+        },
+      ];
     const plan = describePlan(this.cgroups());
     const all = plan.memory.enforced && plan.pids.enforced;
     const root = process.getuid?.() === 0;
     return [
-      { name: "vm memory, cpus, disk", enforced: true, detail: "a VM has the RAM and vCPUs it is given, and its overlay disk cannot grow past its size" },
+      {
+        name: "vm memory, cpus, disk",
+        enforced: true,
+        detail: "a VM has the RAM and vCPUs it is given, and its overlay disk cannot grow past its size",
+      },
       {
         name: "qemu process cgroup",
         enforced: all,
-        detail: all ? "QEMU runs in the box's own cgroups (memory, threads)" : `not all enforced: ${Object.entries(plan).filter(([k, v]) => k !== "cpu" && !v.enforced).map(([k, v]) => `${k}: ${v.detail}`).join("; ")}`,
+        detail: all
+          ? "QEMU runs in the box's own cgroups (memory, threads)"
+          : `not all enforced: ${Object.entries(plan)
+              .filter(([k, v]) => k !== "cpu" && !v.enforced)
+              .map(([k, v]) => `${k}: ${v.detail}`)
+              .join("; ")}`,
         ...(all ? {} : { fix: "run the daemon as root, or as a systemd service with Delegate=yes (cgroup v2)" }),
       },
       root
-        ? { name: "qemu identity", enforced: true, detail: "QEMU drops to the box's own unprivileged host uid (-runas) once its files are open" }
+        ? {
+            name: "qemu identity",
+            enforced: true,
+            detail: "QEMU drops to the box's own unprivileged host uid (-runas) once its files are open",
+          }
         : { name: "qemu identity", enforced: true, detail: "QEMU runs as the daemon's own user (it is not root)" },
     ];
   }
@@ -159,7 +187,11 @@ export class QemuEngine implements Engine {
     const r = run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", image.root, tmp, ...(cfg.disk ? [cfg.disk] : [])]);
     if (!r.ok) {
       rmSync(tmp, { force: true });
-      throw new HutchError("failed", `could not create the box's disk over image "${cfg.image}": ${r.out}`, `check the image: hutch image list (rebuild: hutch image build --force)`);
+      throw new HutchError(
+        "failed",
+        `could not create the box's disk over image "${cfg.image}": ${r.out}`,
+        `check the image: hutch image list (rebuild: hutch image build --force)`,
+      );
     }
     // Renamed only once complete, so a crash never leaves a half-made overlay.
     renameSync(tmp, disk);
@@ -174,17 +206,27 @@ export class QemuEngine implements Engine {
   private bootImage(box: BoxHandle): { files: ReturnType<typeof imageFiles>; manifest: Manifest } {
     const disk = join(box.dir, VM_FILES.disk);
     const backing = overlayBacking(disk);
-    if (!backing) throw new HutchError("failed", `the box's disk ${disk} names no base image`, `recreate the box: hutch box delete ${box.name} && hutch box create ${box.name} --engine qemu`);
+    if (!backing)
+      throw new HutchError(
+        "failed",
+        `the box's disk ${disk} names no base image`,
+        `recreate the box: hutch box delete ${box.name} && hutch box create ${box.name} --engine qemu`,
+      );
     let dir = dirname(backing);
     // An overlay made before its image's plain directory was replaced names that directory, where the new
     // build's name now points: the build it was made on is the one that moved, whatever is there now.
     const moved = movedBuild(this.home, dir);
     if (!moved && !existsSync(backing)) {
-      throw new HutchError("not_found", `the image the box was built on is gone (${dir})`, `recreate the box: hutch box delete ${box.name} && hutch box create ${box.name} --engine qemu`);
+      throw new HutchError(
+        "not_found",
+        `the image the box was built on is gone (${dir})`,
+        `recreate the box: hutch box delete ${box.name} && hutch box create ${box.name} --engine qemu`,
+      );
     }
     if (moved) {
       const r = run(["qemu-img", "rebase", "-u", "-F", "qcow2", "-b", imageFiles(moved).root, disk]);
-      if (!r.ok) throw new HutchError("failed", `could not point the box's disk at its moved image: ${r.out}`, `see: qemu-img info ${disk}`);
+      if (!r.ok)
+        throw new HutchError("failed", `could not point the box's disk at its moved image: ${r.out}`, `see: qemu-img info ${disk}`);
       logger.info("box disk follows its moved image", { box: box.name, from: dir, to: moved });
       dir = moved;
     }
@@ -230,7 +272,13 @@ export class QemuEngine implements Engine {
     const logFd = openSync(join(box.dir, VM_FILES.qemuLog), "w");
     let proc: ReturnType<typeof Bun.spawn>;
     try {
-      proc = Bun.spawn(argv, { stdin: "ignore", stdout: logFd, stderr: logFd, detached: true, env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id } });
+      proc = Bun.spawn(argv, {
+        stdin: "ignore",
+        stdout: logFd,
+        stderr: logFd,
+        detached: true,
+        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id },
+      });
     } finally {
       closeSync(logFd);
     }
@@ -248,7 +296,11 @@ export class QemuEngine implements Engine {
     for (;;) {
       if (proc.exitCode !== null || proc.signalCode) {
         const how = proc.signalCode ? `killed by ${proc.signalCode}` : `exit ${proc.exitCode}`;
-        throw new HutchError("failed", `QEMU exited while starting (${how}): ${tail(join(box.dir, VM_FILES.qemuLog), 5) || "no output"}`, `see ${join(box.dir, VM_FILES.qemuLog)}`);
+        throw new HutchError(
+          "failed",
+          `QEMU exited while starting (${how}): ${tail(join(box.dir, VM_FILES.qemuLog), 5) || "no output"}`,
+          `see ${join(box.dir, VM_FILES.qemuLog)}`,
+        );
       }
       const status = await qmp<QmpStatus>(join(box.dir, VM_FILES.qmp), "query-status", undefined, 1000).catch(() => null);
       if (status) break;
@@ -271,7 +323,12 @@ export class QemuEngine implements Engine {
     const want = parseSize(cfg.disk);
     const have = await virtualBytes(disk);
     if (want === have) return;
-    if (want < have) throw new HutchError("invalid", `a VM's disk cannot shrink (it is ${formatSize(have)}, asked for ${cfg.disk})`, `set a size of at least ${formatSize(have)}: hutch box set ${box.name} --disk ${Math.ceil(have / 1024 ** 3)}G`);
+    if (want < have)
+      throw new HutchError(
+        "invalid",
+        `a VM's disk cannot shrink (it is ${formatSize(have)}, asked for ${cfg.disk})`,
+        `set a size of at least ${formatSize(have)}: hutch box set ${box.name} --disk ${Math.ceil(have / 1024 ** 3)}G`,
+      );
     const r = run(["qemu-img", "resize", "-q", "-f", "qcow2", disk, String(want)]);
     if (!r.ok) throw new HutchError("failed", `could not grow the box's disk: ${r.out}`, `see: qemu-img info ${disk}`);
     logger.info("VM disk grown", { box: box.name, from: have, to: want });

@@ -23,7 +23,7 @@ export async function qmp<T = unknown>(socket: string, command: string, args?: R
       else resolve(value as T);
       sock?.end();
     };
-    const send = (obj: unknown) => sock!.write(JSON.stringify(obj) + "\n");
+    const send = (obj: unknown) => sock!.write(`${JSON.stringify(obj)}\n`);
     const onLine = (line: string) => {
       let msg: { QMP?: unknown; return?: unknown; error?: { desc?: string }; event?: string };
       try {
