@@ -131,7 +131,9 @@ export interface Collected {
 export function collect(stream: MuxStream): Collected {
   let onClose!: (e: StreamError | undefined) => void;
   const waiters: Array<() => void> = [];
-  const wake = () => waiters.splice(0).forEach((w) => w());
+  const wake = () => {
+    for (const w of waiters.splice(0)) w();
+  };
   const c: Collected = {
     out: [],
     err: [],

@@ -11,7 +11,11 @@ function manualClock() {
     after(ms, fn) {
       const timer = { at: t + ms, fn, live: true };
       timers.push(timer);
-      return { cancel: () => void (timer.live = false) };
+      return {
+        cancel: () => {
+          timer.live = false;
+        },
+      };
     },
   };
   const advance = (ms: number) => {

@@ -22,7 +22,12 @@ test.skipIf(!linuxRoot)("a root daemon gets the whole send buffer whatever net.c
   let accepted = -1;
   const server = Bun.listen({
     unix: join(dir, "s"),
-    socket: { open: (s) => void (accepted = (s as unknown as { fd: number }).fd), data: () => undefined },
+    socket: {
+      open: (s) => {
+        accepted = (s as unknown as { fd: number }).fd;
+      },
+      data: () => undefined,
+    },
   });
   const client = await Bun.connect({ unix: join(dir, "s"), socket: { data: () => undefined } });
   try {

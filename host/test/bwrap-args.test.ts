@@ -17,7 +17,9 @@ const base: BwrapSpec = {
 /** The value following a flag, for every occurrence. */
 function after(args: string[], flag: string, width = 1): string[][] {
   const out: string[][] = [];
-  args.forEach((a, i) => a === flag && out.push(args.slice(i + 1, i + 1 + width)));
+  args.forEach((a, i) => {
+    if (a === flag) out.push(args.slice(i + 1, i + 1 + width));
+  });
   return out;
 }
 

@@ -111,7 +111,9 @@ function opener(engine: ScriptedEngine) {
         control() {},
       } as unknown as Mux,
       hello: { protocol: 1, agent: "scripted", version: "0.0.0", capabilities: [] } as unknown as Channel["hello"],
-      close: () => void (alive = false),
+      close: () => {
+        alive = false;
+      },
     };
   };
 }

@@ -22,7 +22,9 @@ function run(prog: Insn[], data: { nr: number; arch: number; args?: number[] }):
   const mem = new DataView(new ArrayBuffer(64));
   mem.setInt32(0, data.nr, true);
   mem.setUint32(4, data.arch >>> 0, true);
-  (data.args ?? []).forEach((a, i) => mem.setUint32(16 + i * 8, a >>> 0, true));
+  (data.args ?? []).forEach((a, i) => {
+    mem.setUint32(16 + i * 8, a >>> 0, true);
+  });
   let A = 0;
   for (let pc = 0; pc < prog.length; pc++) {
     const { code, jt, jf, k } = prog[pc]!;

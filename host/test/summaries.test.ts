@@ -55,6 +55,7 @@ const turnLog = (): NewEvent[] => [
 
 async function get(path: string, user = "alice") {
   const res = await app.handle(new Request(`http://hutch${path}`, { headers: { "x-test-user": user } }));
+  // biome-ignore lint/suspicious/noExplicitAny: a test reads whatever JSON the route answered, field by field
   return { status: res.status, body: (await res.json()) as any };
 }
 

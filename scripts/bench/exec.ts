@@ -81,6 +81,7 @@ async function roundTrip(side: Side): Promise<number | null> {
  * so the bench process stays out of the data path. MB/s, or null on failure.
  */
 async function transfer(side: Side, bytes: number): Promise<number | null> {
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell script; bash expands it
   const script = 'head -c "$BENCH_BYTES" /dev/zero | "$@" | wc -c; echo "${PIPESTATUS[*]}"';
   const r = await run(["bash", "-c", script, "bash", ...commandFor(side, ["cat"])], {
     env: { ...home.env, BENCH_BYTES: String(bytes) },

@@ -28,7 +28,10 @@ async function chunker(params: ChunkParams, k = key(1)): Promise<Chunker> {
 function cuts(lengths: number[]): number[] {
   const out: number[] = [];
   let at = 0;
-  for (const l of lengths) out.push((at += l));
+  for (const l of lengths) {
+    at += l;
+    out.push(at);
+  }
   return out;
 }
 

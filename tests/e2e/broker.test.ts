@@ -111,6 +111,7 @@ test("the secret is nowhere: guest files, every guest process's environ, the ses
     'env CONTROL="$P" sleep 30 & CTRL=$!',
     "sleep 0.2",
     'grep -rlaF -e "$P" /workspace /home/hutch /tmp /run 2>/dev/null',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell script; sh expands it
     'for e in /proc/[0-9]*/environ; do grep -qaF -e "$P" "$e" 2>/dev/null && echo "environ:$(cat ${e%/environ}/comm 2>/dev/null || echo ?)"; done',
     "kill $CTRL; rm /workspace/.planted-control; true",
   ].join("\n");

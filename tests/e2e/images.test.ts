@@ -54,6 +54,7 @@ describe("images in use", () => {
     for (const p of m.upgraded) expect(m.packages).toContain(p);
     const list = await h.run(["exec", "base", "--", "cat", "/etc/apt/sources.list"]);
     expect(list.stdout).toContain(" bookworm-security main");
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: dpkg-query's own format fields, not a template
     const dpkg = await h.run(["exec", "base", "--", "dpkg-query", "-W", "-f", "${Package}=${Version}\\n"]);
     expect(dpkg.code, dpkg.stderr).toBe(0);
     expect(dpkg.stdout.split("\n").filter(Boolean).sort()).toEqual(m.packages);

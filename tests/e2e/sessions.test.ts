@@ -23,6 +23,7 @@ async function api(method: string, path: string, body?: unknown, headers: Record
     headers: { ...(body === undefined ? {} : { "content-type": "application/json" }), ...headers },
     body: body === undefined ? undefined : JSON.stringify(body),
   });
+  // biome-ignore lint/suspicious/noExplicitAny: a test reads whatever JSON the route answered, field by field
   return { status: res.status, body: (await res.json()) as any };
 }
 
@@ -76,8 +77,7 @@ function subscriber(sid: string, from: number) {
     let buf = "";
     for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) {
       buf += new TextDecoder().decode(chunk);
-      let i: number;
-      while ((i = buf.indexOf("\n")) >= 0) {
+      for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
         lines.push(JSON.parse(buf.slice(0, i)));
         buf = buf.slice(i + 1);
       }

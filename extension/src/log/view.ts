@@ -168,7 +168,7 @@ function draw(): void {
 }
 
 function schedule(): void {
-  frame ||= requestAnimationFrame(draw);
+  if (!frame) frame = requestAnimationFrame(draw);
 }
 
 scroller.addEventListener("scroll", schedule, { passive: true });

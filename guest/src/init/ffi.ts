@@ -30,7 +30,8 @@ function open() {
 
 let lib: ReturnType<typeof open> | undefined;
 function libc(): ReturnType<typeof open> {
-  return (lib ??= open());
+  lib ??= open();
+  return lib;
 }
 
 export class SysError extends Error {

@@ -110,14 +110,14 @@ function checkEscapes(raw: string): void {
       continue;
     }
     const byte = parseInt(raw.slice(i + 1, i + 3), 16);
-    const escape = raw.slice(i, i + 3);
+    const encoded = raw.slice(i, i + 3);
     if (byte === 0x2e || byte === 0x2f || byte === 0x5c) {
       throw refused(
         raw,
-        `has ${escape} (an encoded "${String.fromCharCode(byte)}"), which means something else to a server that decodes it before resolving the path than to one that does not`,
+        `has ${encoded} (an encoded "${String.fromCharCode(byte)}"), which means something else to a server that decodes it before resolving the path than to one that does not`,
       );
     }
-    if (byte < 0x20 || byte === 0x7f) throw refused(raw, `has ${escape}, an encoded control byte`);
+    if (byte < 0x20 || byte === 0x7f) throw refused(raw, `has ${encoded}, an encoded control byte`);
     run.push(byte);
     i += 2;
   }

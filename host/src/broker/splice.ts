@@ -310,7 +310,7 @@ function spliceWorker(): void {
       const up = dir(a, b);
       const down = typeof up === "string" ? up : dir(b, a);
       if (typeof up === "string" || typeof down === "string") {
-        for (const d of [up, down]) if (typeof d !== "string") [d.pr, d.pw].forEach((fd) => libc.close(fd));
+        for (const d of [up, down]) if (typeof d !== "string") for (const fd of [d.pr, d.pw]) libc.close(fd);
         libc.close(a);
         libc.close(b);
         postMessage({ type: "done", id, up: 0, down: 0, error: typeof up === "string" ? up : (down as string) });

@@ -30,7 +30,7 @@ export const agent = body<GlobalArgs>({
       run: async (a) => {
         const d = await connectDaemon(a.home);
         const display = a.json ? null : progressDisplay();
-        let done;
+        let done: (typeof AgentInstallResult)["static"];
         try {
           done = await runOp(d, "/v1/agents/install", { names: a.names }, AgentInstallResult, {
             line: (l) => a.json && process.stdout.write(`${JSON.stringify(l)}\n`),

@@ -9,7 +9,7 @@ const checkLine = (c: DoctorCheck) => `${c.ok ? "ok  " : "GAP "} ${c.name}: ${c.
 
 export const doctor = body<GlobalArgs>({
   run: async (a) => {
-    let d;
+    let d: Awaited<ReturnType<typeof connectDaemon>>;
     try {
       d = await connectDaemon(a.home);
     } catch (err) {

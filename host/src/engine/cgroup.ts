@@ -46,13 +46,13 @@ export function parseMountinfo(text: string): Mount[] {
     const left = line.slice(0, dash).split(" ");
     const [fstype, , superOpts] = line.slice(dash + 3).split(" ");
     if (!fstype || left.length < 5) continue;
-    out.push({ root: unescape(left[3]!), point: unescape(left[4]!), fstype, options: (superOpts ?? "").split(",") });
+    out.push({ root: unescapeOctal(left[3]!), point: unescapeOctal(left[4]!), fstype, options: (superOpts ?? "").split(",") });
   }
   return out;
 }
 
 /** mountinfo escapes space, tab, newline and backslash as octal. */
-function unescape(s: string): string {
+function unescapeOctal(s: string): string {
   return s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)));
 }
 
@@ -344,5 +344,6 @@ let cached: CgroupPlan | undefined;
 
 /** This host's plan, found once per process. */
 export function hostCgroups(): CgroupPlan {
-  return (cached ??= planCgroups(liveView()));
+  cached ??= planCgroups(liveView());
+  return cached;
 }

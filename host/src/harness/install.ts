@@ -123,7 +123,7 @@ async function install(h: Harness, cacheDir: string): Promise<Installed> {
   const spec = `${h.npm.name}@${h.npm.version}`;
   const specs = [spec, ...(h.npm.runtime ? [`${h.npm.runtime.name}@${h.npm.runtime.version}`] : [])];
   logger.info("installing agent CLI", { agent: h.name, spec, dir });
-  let proc;
+  let proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
   try {
     // umask 022: every box's own host uid must read the CLI, whatever umask the daemon runs with.
     proc = Bun.spawn(

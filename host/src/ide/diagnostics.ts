@@ -15,7 +15,10 @@ export class DiagnosticsStore {
 
   add(uri: string, d: AnnotationDiagnostic): void {
     let m = this.byUri.get(uri);
-    if (!m) this.byUri.set(uri, (m = new Map()));
+    if (!m) {
+      m = new Map();
+      this.byUri.set(uri, m);
+    }
     if (m.has(d.code)) return;
     m.set(d.code, d);
     this.dirty.add(uri);

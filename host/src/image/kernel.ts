@@ -66,7 +66,7 @@ export async function fetchKernel(work: string, pkg: string, version: string, on
   const dep = parseModulesDep(readFileSync(join(modDir, "modules.dep"), "utf8"));
   const builtinPath = join(modDir, "modules.builtin");
   const builtin = parseBuiltin(existsSync(builtinPath) ? readFileSync(builtinPath, "utf8") : "");
-  let plan;
+  let plan: ReturnType<typeof planLanes>;
   try {
     plan = planLanes(dep, builtin);
   } catch (err) {

@@ -102,6 +102,7 @@ export async function customize(dir: string): Promise<void> {
 
 /** "name=version" for every installed package, sorted, read from the tree's dpkg database. */
 export async function installedPackages(dir: string): Promise<string[]> {
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: dpkg-query's own format fields, not a template
   const out = await run([TOOLS.dpkgQuery.bin, `--admindir=${join(dir, "var/lib/dpkg")}`, "-W", "-f", "${Package}=${Version}\n"]);
   return out.split("\n").filter(Boolean).sort();
 }

@@ -17,7 +17,10 @@ export class SessionBus {
 
   subscribe(session: string, fn: Listener): () => void {
     let set = this.listeners.get(session);
-    if (!set) this.listeners.set(session, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.listeners.set(session, set);
+    }
     set.add(fn);
     return () => {
       set!.delete(fn);

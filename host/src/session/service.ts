@@ -274,7 +274,9 @@ export class SessionService {
       }
     });
     const results = this.store.append(sessionId, events, also);
-    results.forEach((r, i) => r.fresh && this.bus.publish(sessionId, r.seq, r.json, events[i]!.kind));
+    results.forEach((r, i) => {
+      if (r.fresh) this.bus.publish(sessionId, r.seq, r.json, events[i]!.kind);
+    });
     return results;
   }
 

@@ -122,7 +122,7 @@ export async function check(store: Store, opts: CheckOptions = {}): Promise<Chec
         if (firstVisit.run(fromHex(id)).changes === 0) continue;
         res.trees++;
         const where = `snapshot ${snap.id}${path ? `, ${path}` : ""}`;
-        let entries;
+        let entries: Awaited<ReturnType<typeof store.readTree>>;
         try {
           entries = await store.readTree(id, where);
         } catch (err) {

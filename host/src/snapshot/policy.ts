@@ -54,7 +54,7 @@ export function keptByPolicy(snapshots: Dated[], policy: KeepPolicy): Set<string
   for (const s of snapshots) bySource.set(s.source, [...(bySource.get(s.source) ?? []), s]);
   for (const group of bySource.values()) {
     const newestFirst = [...group].sort((a, b) => b.time - a.time || (a.id < b.id ? 1 : -1));
-    newestFirst.slice(0, policy.keepLast ?? 0).forEach((s) => keep.add(s.id));
+    for (const s of newestFirst.slice(0, policy.keepLast ?? 0)) keep.add(s.id);
     for (const [field, bucket] of BUCKETS) {
       const n = (policy[field] as number | undefined) ?? 0;
       const seen = new Set<string>();

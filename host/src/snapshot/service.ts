@@ -210,7 +210,7 @@ export class SnapshotService {
     const source = `${SOURCE_PREFIX}${box.id}`;
     const progress = counts(report);
     const common = { source, ...(label !== undefined ? { label } : {}), progress, signal };
-    let result;
+    let result: Awaited<ReturnType<typeof snapshotTree>>;
     if (box.state === "running") {
       report({ type: "step", n: 1, total: 1, title: `reading ${box.name} through its guest` });
       const { channel } = this.boxes.channel(box.id);

@@ -76,8 +76,14 @@ export class SessionStore {
   list(filter: { boxId?: string; state?: string } = {}): SessionRow[] {
     const where: string[] = [];
     const args: string[] = [];
-    if (filter.boxId) where.push("box_id = ?"), args.push(filter.boxId);
-    if (filter.state) where.push("state = ?"), args.push(filter.state);
+    if (filter.boxId) {
+      where.push("box_id = ?");
+      args.push(filter.boxId);
+    }
+    if (filter.state) {
+      where.push("state = ?");
+      args.push(filter.state);
+    }
     const sql = `SELECT * FROM sessions ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at, id`;
     return this.db.query(sql).all(...args) as SessionRow[];
   }

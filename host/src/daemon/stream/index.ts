@@ -80,7 +80,7 @@ async function openStream(
     payload = { ...payload, id: attached.pty };
     ref = attached.box;
   }
-  let target;
+  let target: ReturnType<typeof boxes.channel>;
   try {
     target = boxes.channel(ref);
   } catch (err) {

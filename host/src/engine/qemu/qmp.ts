@@ -55,8 +55,7 @@ export async function qmp<T = unknown>(socket: string, command: string, args?: R
         data(_s, data) {
           buf += data.toString();
           if (buf.length > MAX_BUFFER) return finish(new QmpError("QMP answer too large"));
-          let i: number;
-          while ((i = buf.indexOf("\n")) >= 0) {
+          for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
             const line = buf.slice(0, i).trim();
             buf = buf.slice(i + 1);
             if (line) onLine(line);
