@@ -23,6 +23,7 @@ import { HutchHome, describeFailure, log, repoRoot, requireHutch } from "./lib/e
 import { median, round, table } from "./lib/stats.ts";
 import { HARNESSES } from "../../host/src/harness/index.ts";
 import { startFakeModel } from "../../tests/fixtures/fake-model/index.ts";
+import { fakeBindings } from "../../tests/agent-turns.ts";
 import { startOnHost } from "../../tests/fixtures/agents/host-run.ts";
 
 const { values: flags } = parseArgs({
@@ -130,20 +131,7 @@ try {
   writeFileSync(
     join(home.dir, "config.json"),
     JSON.stringify({
-      bindings: {
-        anthropic: {
-          host: "localhost",
-          port: fake.port,
-          address: "127.0.0.1",
-          ca: fake.ca.caFile,
-          header: "x-api-key",
-          format: "{secret}",
-          secret: "anthropic",
-          methods: ["GET", "POST", "HEAD"],
-          paths: ["/v1/", "/api/"],
-          env: { ANTHROPIC_BASE_URL: "{url}", ANTHROPIC_API_KEY: "{stub}" },
-        },
-      },
+      bindings: { anthropic: fakeBindings(fake).bindings.anthropic },
     }),
   );
   const set = Bun.spawnSync([home.bin, "secret", "set", "anthropic"], {

@@ -15,7 +15,7 @@ import { parseArgs } from "node:util";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, release, tmpdir } from "node:os";
 import { join } from "node:path";
-import { HutchHome, describeFailure, hutchBin, log, requireHutch, run, sshPeer } from "./lib/env.ts";
+import { HutchHome, describeFailure, hutchBin, log, requireHutch, run, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
 import { median, percentile, round, table } from "./lib/stats.ts";
 
 const GOAL_START_RATIO_MAX = 2;
@@ -186,19 +186,11 @@ async function main(): Promise<number> {
       table(["", "ok", "median ms", "p90 ms"], [row("hutch", r.hutch), row("ssh", r.ssh)]),
       `ratio hutch/ssh (median): ${num(r.ratioMedian, 3)}   goal ≤ ${GOAL_RT_RATIO_MAX}: ${met(r.goal)}`,
       "",
-      errors.length === 0 ? "all runs OK" : `BROKEN RUN — ${errors.length} failure(s):\n${errors.map((e) => `  - ${e}`).join("\n")}`,
+      runsVerdict(errors),
     ];
     process.stdout.write(`${lines.join("\n")}\n`);
   }
   return errors.length === 0 ? 0 : 1;
 }
 
-let code = 1;
-try {
-  code = await main();
-} catch (e) {
-  log(`failed: ${e instanceof Error ? e.message : String(e)}`);
-} finally {
-  await cleanup();
-}
-process.exit(code);
+await runBench(main, cleanup);

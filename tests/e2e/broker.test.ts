@@ -8,6 +8,7 @@ import { readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeHome, type Home } from "../helpers.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
+import { fakeBindings } from "../agent-turns.ts";
 
 /** The version the field notes measured; pinned so the test does not drift with npm's latest. */
 const CLAUDE = "@anthropic-ai/claude-code@2.1.332";
@@ -23,20 +24,7 @@ beforeAll(async () => {
   writeFileSync(
     join(h.home, "config.json"),
     JSON.stringify({
-      bindings: {
-        anthropic: {
-          host: "localhost",
-          port: fake.port,
-          address: "127.0.0.1",
-          ca: fake.ca.caFile,
-          header: "x-api-key",
-          format: "{secret}",
-          secret: "anthropic",
-          methods: ["GET", "POST", "HEAD"],
-          paths: ["/v1/", "/api/"],
-          env: { ANTHROPIC_BASE_URL: "{url}", ANTHROPIC_API_KEY: "{stub}" },
-        },
-      },
+      bindings: { anthropic: fakeBindings(fake).bindings.anthropic },
     }),
   );
   const set = await h.run(["secret", "set", "anthropic"], { stdin: SECRET });

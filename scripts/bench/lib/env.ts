@@ -67,6 +67,24 @@ export async function run(argv: string[], opts: RunOptions = {}): Promise<RunRes
 }
 
 /** One line saying how a failed run ended, for error reports. */
+/** The last line of a bench's report: every run fine, or each failure. */
+export function runsVerdict(errors: string[]): string {
+  return errors.length === 0 ? "all runs OK" : `BROKEN RUN — ${errors.length} failure(s):\n${errors.map((e) => `  - ${e}`).join("\n")}`;
+}
+
+/** Runs a bench's main, always cleans up, and exits with main's code (1 when it threw, saying why). */
+export async function runBench(main: () => Promise<number>, cleanup: () => Promise<void>): Promise<never> {
+  let code = 1;
+  try {
+    code = await main();
+  } catch (e) {
+    log(`failed: ${e instanceof Error ? e.message : String(e)}`);
+  } finally {
+    await cleanup();
+  }
+  process.exit(code);
+}
+
 export function describeFailure(r: RunResult, what: string): string {
   const how = r.timedOut ? "timed out" : r.signal ? `died of ${r.signal}` : `exited ${r.code}`;
   const err = r.stderr.trim().split("\n").slice(-3).join(" | ");
