@@ -3,6 +3,7 @@
 export const ErrorCodes = {
   invalid: { status: 400, exit: 2 },
   config: { status: 400, exit: 3 },
+  unauthorized: { status: 401, exit: 3 },
   not_found: { status: 404, exit: 4 },
   not_ready: { status: 409, exit: 4 },
   conflict: { status: 409, exit: 1 },

@@ -5,6 +5,7 @@
 import type { Actor, FeedChange, Session } from "@hutch/shared";
 import type { BoxService } from "../../box/service.ts";
 import type { SessionService } from "../../session/service.ts";
+import { actorUser } from "../../session/actors.ts";
 
 /** Event kinds after which a session's row (state, driver) differs. */
 const SESSION_ROW_KINDS = /^session\./;
@@ -32,6 +33,8 @@ export class ChangeService {
   watch(actor: Actor, fn: (c: FeedChange) => void): () => void {
     const offBoxes = this.boxes.changes.add((id) => {
       const row = this.boxes.byId(id);
+      // A removal names only an id, and once a box is gone its owner is too: every watcher hears it.
+      if (row && actor.kind !== "system" && this.sessions.boxAccess(id, actorUser(actor)) === null) return;
       fn(row ? { type: "box", box: this.boxes.get(id) } : { type: "box.removed", id });
     });
     const offSessions = this.sessions.bus.subscribeAll((id, kind) => {
