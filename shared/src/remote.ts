@@ -35,7 +35,7 @@ export const TokenCreateBody = Type.Object(
     user: UserName,
     scopes: Type.Optional(Type.Array(TokenScope, { minItems: 1, maxItems: 3, uniqueItems: true })),
     /** Lifetime in seconds; none: it lasts until revoked. */
-    expiresIn: Type.Optional(Type.Integer({ minimum: 60, maximum: 10 * 365 * 86_400 })),
+    expiresIn: Type.Optional(Type.Integer({ minimum: 1, maximum: 10 * 365 * 86_400 })),
     /** The address clients should use, put into the join string; the daemon's listen address when absent. */
     url: Type.Optional(Type.String({ pattern: "^https://[^\\s/]+$", maxLength: 300 })),
   },

@@ -1,0 +1,277 @@
+// Server mode: one daemon serves TLS on loopback from its own home; clients in
+// other homes join it with tokens and drive it with --remote (HUTCH_REMOTE)
+// exactly as they drive a local daemon. Users are kept apart; a token is
+// checked on every request and upgrade, and never shows up in logs or argv.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { connect } from "node:tls";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import { WS_CLOSE_UNAUTHORIZED } from "../../shared/src/index.ts";
+import { onTerminal, waitFor, type Home } from "../helpers.ts";
+import { joinClient, startServer, tokenOf, type Server } from "../remote.ts";
+
+let srv: Server;
+let alice: Home & { join: string };
+let bob: Home & { join: string };
+let cert: string;
+
+beforeAll(async () => {
+  srv = await startServer();
+  cert = readFileSync(join(srv.home.home, "keys", "serve.crt"), "utf8");
+  alice = await joinClient(srv, "alice");
+  bob = await joinClient(srv, "bob");
+  const r = await alice.run(["box", "create", "web", "--start"]);
+  expect(r.code, r.stderr).toBe(0);
+}, 120_000);
+
+afterAll(async () => {
+  await alice?.cleanup();
+  await bob?.cleanup();
+  await srv?.stop();
+});
+
+/** A request to the server with the pinned certificate and, when given, a token. */
+function raw(path: string, token?: string, init: RequestInit = {}): Promise<Response> {
+  const headers = new Headers(init.headers);
+  if (token) headers.set("authorization", `Bearer ${token}`);
+  return fetch(`${srv.url}${path}`, { ...init, headers, tls: { ca: cert, checkServerIdentity: () => undefined } } as RequestInit);
+}
+
+/** A subscription WebSocket opened with a token; resolves with its close code. */
+function subscribeSocket(session: string, token: string): { open: Promise<void>; closed: Promise<number>; ws: WebSocket } {
+  const ws = new WebSocket(`${srv.url.replace("https:", "wss:")}/v1/sessions/${session}/subscribe?from=1`, {
+    headers: { authorization: `Bearer ${token}` },
+    tls: { ca: cert, checkServerIdentity: () => undefined },
+  } as unknown as string[]);
+  return {
+    ws,
+    open: new Promise((res, rej) => {
+      ws.onopen = () => res();
+      ws.onerror = () => rej(new Error("socket error"));
+    }),
+    closed: new Promise((res) => ws.addEventListener("close", (e) => res(e.code))),
+  };
+}
+
+describe("through --remote, as locally", () => {
+  test("exec: exit codes, stdin, stdout and stderr apart; 64 MiB byte-exact both ways", async () => {
+    const r = await alice.run(["exec", "web", "--", "sh", "-c", "cat; echo to-err >&2; exit 7"], { stdin: "from-stdin\n" });
+    expect(r.code).toBe(7);
+    expect(r.stdout).toBe("from-stdin\n");
+    expect(r.stderr).toBe("to-err\n");
+    const big = randomBytes(64 * 1024 * 1024);
+    const echo = await alice.run(["exec", "web", "--", "cat"], { stdin: new Blob([big]) });
+    expect(echo.code).toBe(0);
+    expect(echo.out.length).toBe(big.length);
+    expect(Buffer.compare(Buffer.from(echo.out), big)).toBe(0);
+  }, 120_000);
+
+  test("cp in and out", async () => {
+    const src = join(alice.home, "in.txt");
+    writeFileSync(src, "carried\n");
+    expect((await alice.run(["cp", src, "web:/workspace/in.txt"])).code).toBe(0);
+    expect((await alice.run(["exec", "web", "--", "cat", "/workspace/in.txt"])).stdout).toBe("carried\n");
+    const back = join(alice.home, "back.txt");
+    expect((await alice.run(["cp", "web:/workspace/in.txt", back])).code).toBe(0);
+    expect(readFileSync(back, "utf8")).toBe("carried\n");
+  });
+
+  test("a PTY: resize, type, drop the client, reattach: the screen is back", async () => {
+    const a = onTerminal(alice, ["exec", "--tty", "web", "--", "sh"]);
+    await a.until("$ ");
+    a.proc.terminal!.resize(100, 30);
+    await Bun.sleep(200);
+    a.type("stty size\n");
+    await a.until("30 100");
+    a.type("echo mark-$((6*7))\n");
+    await a.until("mark-42");
+    a.proc.kill("SIGKILL");
+    await a.proc.exited;
+    const ptys = JSON.parse((await alice.run(["pty", "list", "web", "--json"])).stdout) as { id: string }[];
+    expect(ptys.length).toBe(1);
+    const b = onTerminal(alice, ["pty", "attach", "web", ptys[0]!.id], 100, 30);
+    await b.until("mark-42");
+    b.type("exit 3\n");
+    expect(await b.proc.exited).toBe(3);
+  }, 60_000);
+
+  test("session watch and annotate; the actor is stamped from the token", async () => {
+    const run = await alice.run(["run", "web", "--detach", "--label", "remote"]);
+    expect(run.code, run.stderr).toBe(0);
+    const sid = run.stdout.trim();
+    const watch = alice.spawn(["session", "watch", sid]);
+    const ann = await alice.run(["session", "annotate", sid, "looks right", "--json"]);
+    expect(ann.code, ann.stderr).toBe(0);
+    let out = "";
+    const reader = (watch.stdout as ReadableStream<Uint8Array>).getReader();
+    await waitFor("the annotation on the watch", async () => {
+      const { value } = await reader.read();
+      out += new TextDecoder().decode(value);
+      return out.includes("looks right");
+    });
+    watch.kill();
+    const log = await alice.run(["session", "log", sid, "--json"]);
+    const line = log.stdout.split("\n").find((l) => l.includes("looks right"))!;
+    expect(JSON.parse(line).actor).toEqual({ kind: "user", id: "alice" });
+  });
+});
+
+describe("auth", () => {
+  test("no token: 401 on a request and on a WebSocket upgrade, and both are logged without any token", async () => {
+    expect((await raw("/v1/boxes")).status).toBe(401);
+    const up = await raw("/v1/boxes/web/stream", undefined, {
+      headers: {
+        upgrade: "websocket",
+        connection: "Upgrade",
+        "sec-websocket-version": "13",
+        "sec-websocket-key": "dGhlIHNhbXBsZSBub25jZQ==",
+      },
+    });
+    expect(up.status).toBe(401);
+    expect(((await up.json()) as { error: { code: string } }).error.code).toBe("unauthorized");
+    expect(srv.log()).toContain("path=/v1/boxes/web/stream reason=");
+  });
+
+  test("user B cannot see user A's box: 404 for info, exec and its stream, and it is not listed", async () => {
+    const info = await bob.run(["box", "info", "web"]);
+    expect(info.code).toBe(4);
+    expect(info.stderr).toContain('no box named "web"');
+    const exec = await bob.run(["exec", "web", "--", "true"]);
+    expect(exec.code).toBe(4);
+    expect(JSON.parse((await bob.run(["box", "list", "--json"])).stdout)).toEqual([]);
+    expect((await raw("/v1/boxes/web", tokenOf(bob.join))).status).toBe(404);
+  });
+
+  test("a box shared read-only: watch works, send and attach are refused", async () => {
+    const sid = (await alice.run(["run", "web", "--detach", "--label", "shared"])).stdout.trim();
+    expect((await bob.run(["session", "info", sid])).code).toBe(4);
+    expect((await alice.run(["box", "share", "web", "--with", "bob", "--read"])).code).toBe(0);
+    const log = await bob.run(["session", "log", sid, "--json"]);
+    expect(log.code, log.stderr).toBe(0);
+    expect((await bob.run(["session", "annotate", sid, "bob was here"])).code).toBe(0);
+    const send = await bob.run(["session", "send", sid, "echo nope"]);
+    expect(send.code).toBe(1);
+    expect(send.stderr).toContain("shared with you read-only");
+    const attach = await bob.run(["session", "attach", sid]);
+    expect(attach.code).not.toBe(0);
+    expect(attach.stderr).toContain("read-only");
+    expect((await bob.run(["exec", "web", "--", "true"])).code).toBe(1);
+    expect((await alice.run(["box", "share", "web", "--with", "bob", "--revoke"])).code).toBe(0);
+    expect((await bob.run(["session", "info", sid])).code).toBe(4);
+  });
+
+  test("a revoked token stops working on its open WebSocket at once", async () => {
+    const join2 = await srv.join("alice");
+    const token = tokenOf(join2);
+    const sid = (await alice.run(["run", "web", "--detach", "--label", "revoke"])).stdout.trim();
+    const sock = subscribeSocket(sid, token);
+    await sock.open;
+    const id = /hutch_(tok_[0-9a-z]{12})_/.exec(token)![1]!;
+    const t0 = performance.now();
+    expect((await srv.home.run(["token", "revoke", id])).code).toBe(0);
+    expect(await sock.closed).toBe(WS_CLOSE_UNAUTHORIZED);
+    expect(performance.now() - t0).toBeLessThan(1000);
+    expect((await raw("/v1/boxes", token)).status).toBe(401);
+  });
+
+  test("a certificate other than the pinned one is refused before anything is sent, with the command to re-pin", async () => {
+    const other = await startServer("hutch-srv2-");
+    try {
+      const path = join(alice.env.XDG_CONFIG_HOME!, "hutch", "remotes.json");
+      const f = JSON.parse(readFileSync(path, "utf8"));
+      f.remotes.evil = { ...f.remotes.srv, url: other.url };
+      writeFileSync(path, JSON.stringify(f));
+      const r = await alice.run(["box", "list"], { env: { HUTCH_REMOTE: "evil" } });
+      expect(r.code).toBe(3);
+      expect(r.stderr).toContain("presented a certificate with sha256");
+      expect(r.stderr).toContain("next: if the server's admin confirms");
+      expect(r.stderr).toContain("hutch remote pin evil");
+      // No request reached the other server: it logged no authentication at all.
+      expect(other.log()).not.toContain("authentication failed");
+      expect(other.log()).not.toContain(tokenOf(alice.join));
+    } finally {
+      await other.stop();
+    }
+  }, 60_000);
+
+  test("no token in the server's or the client's logs, files or process arguments", async () => {
+    const tokens = [alice.join, bob.join].map(tokenOf);
+    const secretPart = tokens.map((t) => t.slice(-43));
+    const running = alice.spawn(["exec", "web", "--", "sleep", "2"]);
+    await Bun.sleep(500);
+    for (const pid of readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
+      let argv = "";
+      try {
+        argv = readFileSync(`/proc/${pid}/cmdline`, "latin1");
+      } catch {
+        continue;
+      }
+      for (const s of secretPart) expect(argv.includes(s)).toBe(false);
+    }
+    await running.exited;
+    const logs = [srv.log(), ...[alice, bob, srv.home].map((h) => read(join(h.home, "daemon.log")))].join("\n");
+    for (const s of secretPart) expect(logs.includes(s)).toBe(false);
+    // The database keeps only a hash.
+    const db = readFileSync(join(srv.home.home, "hutch.db"), "latin1") + read(join(srv.home.home, "hutch.db-wal"));
+    for (const s of secretPart) expect(db.includes(s)).toBe(false);
+  });
+});
+
+describe("bad input", () => {
+  test("a malformed join string: exit 2 and what to do", async () => {
+    const r = await alice.run(["remote", "add", "bad", "-"], { stdin: "not-a-join-string!" });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("not a hutch join string");
+    const half = await alice.run(["remote", "add", "bad", "-"], { stdin: btoa(JSON.stringify({ v: 1, url: srv.url })) });
+    expect(half.code).toBe(2);
+    expect(half.stderr).toContain("join string:");
+  });
+
+  test("an expired token: 401 naming the expiry", async () => {
+    const c = await joinClient(srv, "carol", { join: await srv.join("carol", ["--expires", "2s"]) });
+    try {
+      expect((await c.run(["box", "list"])).code).toBe(0);
+      await Bun.sleep(2200);
+      const r = await c.run(["box", "list"]);
+      expect(r.code).toBe(3);
+      expect(r.stderr).toContain("expired");
+    } finally {
+      await c.cleanup();
+    }
+  });
+
+  test("a TLS client that sends garbage, and a raw TCP client: the server keeps serving others", async () => {
+    // Garbage inside a finished handshake (not HTTP), left open: it holds only its own connection.
+    const s = connect({ host: "127.0.0.1", port: srv.port, rejectUnauthorized: false });
+    s.on("error", () => {});
+    await new Promise((r) => s.once("secureConnect", r));
+    s.write(randomBytes(4096));
+    // Garbage where the handshake should be.
+    let closed = false;
+    const tcp = await Bun.connect({
+      hostname: "127.0.0.1",
+      port: srv.port,
+      socket: {
+        data() {},
+        close() {
+          closed = true;
+        },
+      },
+    });
+    tcp.write(randomBytes(2048));
+    await waitFor("the server to drop the non-TLS client", () => closed, 5000);
+    const r = await alice.run(["box", "list", "--json"]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout).map((b: { name: string }) => b.name)).toContain("web");
+    s.destroy();
+  });
+});
+
+function read(path: string): string {
+  try {
+    return readFileSync(path, "utf8");
+  } catch {
+    return "";
+  }
+}
