@@ -218,6 +218,170 @@ describe("auth", () => {
   });
 });
 
+/** A loopback TCP relay to the server whose connections the test can cut, as a network drop would. */
+function relay(port: number) {
+  type Side = { peer?: import("bun").Socket<Side>; pending: Uint8Array[] };
+  const conns = new Set<import("bun").Socket<Side>>();
+  let opened = 0;
+  const server = Bun.listen<Side>({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      async open(client) {
+        client.data = { pending: [] };
+        conns.add(client);
+        opened++;
+        const upstream = await Bun.connect<Side>({
+          hostname: "127.0.0.1",
+          port,
+          socket: {
+            data: (_s, d) => void client.write(d),
+            close: () => client.end(),
+            error: () => client.end(),
+          },
+          data: { peer: client, pending: [] },
+        });
+        client.data.peer = upstream;
+        for (const d of client.data.pending) upstream.write(d);
+      },
+      data(client, d) {
+        if (client.data.peer) client.data.peer.write(d);
+        else client.data.pending.push(new Uint8Array(d));
+      },
+      close(client) {
+        conns.delete(client);
+        client.data.peer?.end();
+      },
+    },
+  });
+  return {
+    port: server.port,
+    opened: () => opened,
+    live: () => conns.size,
+    /** Cuts every open connection at once, both ways. */
+    drop() {
+      for (const c of conns) {
+        c.data.peer?.terminate();
+        c.terminate();
+      }
+      conns.clear();
+    },
+    stop: () => server.stop(true),
+  };
+}
+
+describe("dropped connections", () => {
+  test("cutting the TCP connection mid-subscription: the client reconnects and gets every event exactly once", async () => {
+    const proxy = relay(srv.port);
+    try {
+      const path = join(alice.env.XDG_CONFIG_HOME!, "hutch", "remotes.json");
+      const f = JSON.parse(readFileSync(path, "utf8"));
+      f.remotes.flaky = { ...f.remotes.srv, url: `https://127.0.0.1:${proxy.port}` };
+      writeFileSync(path, JSON.stringify(f));
+      const sid = (await alice.run(["run", "web", "--detach", "--label", "drop"])).stdout.trim();
+      const sub = alice.spawn(["session", "subscribe", sid, "--json"], { env: { HUTCH_REMOTE: "flaky" } });
+      const lines: { seq: number; kind: string; data: { text?: string } }[] = [];
+      void (async () => {
+        let buf = "";
+        for await (const chunk of sub.stdout as ReadableStream<Uint8Array>) {
+          buf += new TextDecoder().decode(chunk);
+          const parts = buf.split("\n");
+          buf = parts.pop()!;
+          for (const l of parts) if (l) lines.push(JSON.parse(l));
+        }
+      })();
+      const token = tokenOf(alice.join);
+      const annotate = async (text: string) =>
+        expect(
+          (
+            await raw(`/v1/sessions/${sid}/annotations`, token, {
+              method: "POST",
+              headers: { "content-type": "application/json" },
+              body: JSON.stringify({ text }),
+            })
+          ).status,
+        ).toBe(200);
+      for (let i = 0; i < 50; i++) await annotate(`before-${i}`);
+      await waitFor("the first events through the relay", () => lines.some((l) => l.data.text === "before-49"));
+      expect(proxy.live()).toBeGreaterThan(0);
+      const first = proxy.opened();
+      proxy.drop();
+      for (let i = 0; i < 50; i++) await annotate(`after-${i}`);
+      proxy.drop();
+      for (let i = 0; i < 20; i++) await annotate(`last-${i}`);
+      await waitFor("every event after the drops", () => lines.some((l) => l.data.text === "last-19"), 20_000);
+      sub.kill();
+      // The subscriber really lost its connection twice and came back each time.
+      expect(proxy.opened()).toBeGreaterThanOrEqual(first + 2);
+      const seqs = lines.map((l) => l.seq);
+      expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
+      const texts = lines.filter((l) => l.kind === "annotation.added").map((l) => l.data.text);
+      expect(texts).toEqual([
+        ...Array.from({ length: 50 }, (_, i) => `before-${i}`),
+        ...Array.from({ length: 50 }, (_, i) => `after-${i}`),
+        ...Array.from({ length: 20 }, (_, i) => `last-${i}`),
+      ]);
+    } finally {
+      proxy.stop();
+    }
+  }, 60_000);
+});
+
+describe("load", () => {
+  test("50 clients at once: each makes a session, appends 200 annotations, subscribes and reads them back exactly once", async () => {
+    const token = tokenOf(alice.join);
+    const json = { "content-type": "application/json" };
+    const client = async (n: number) => {
+      const created = await raw("/v1/sessions", token, {
+        method: "POST",
+        headers: json,
+        body: JSON.stringify({ box: "web", argv: ["sleep", "600"], label: `load-${n}` }),
+      });
+      expect(created.status).toBe(201);
+      const sid = ((await created.json()) as { id: string }).id;
+      for (let i = 0; i < 200; i++) {
+        const r = await raw(`/v1/sessions/${sid}/annotations`, token, {
+          method: "POST",
+          headers: json,
+          body: JSON.stringify({ text: `c${n}-${i}` }),
+        });
+        expect(r.status).toBe(200);
+      }
+      const texts: string[] = [];
+      const seqs: number[] = [];
+      await new Promise<void>((resolve, reject) => {
+        const sock = subscribeSocket(sid, token);
+        sock.ws.onmessage = (e) => {
+          for (const line of String(e.data).split("\n")) {
+            if (!line) continue;
+            const ev = JSON.parse(line) as { seq?: number; kind?: string; type?: string; data?: { text?: string } };
+            if (ev.type === "caught-up" || ev.type) {
+              if (ev.type === "caught-up") {
+                sock.ws.close();
+                resolve();
+              }
+              continue;
+            }
+            seqs.push(ev.seq!);
+            if (ev.kind === "annotation.added") texts.push(ev.data!.text!);
+          }
+        };
+        sock.closed.then((code) => (code === 1000 || code === 1005 ? resolve() : reject(new Error(`closed ${code}`))));
+      });
+      expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => i + 1));
+      expect(texts).toEqual(Array.from({ length: 200 }, (_, i) => `c${n}-${i}`));
+      await raw(`/v1/sessions/${sid}/close`, token, { method: "POST", headers: json, body: "{}" });
+    };
+    const t0 = performance.now();
+    await Promise.all(Array.from({ length: 50 }, (_, n) => client(n)));
+    const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${srv.proc.pid}/status`, "utf8"))![1];
+    console.log(
+      `load: 50 clients, 10,000 annotations, read back in ${Math.round(performance.now() - t0)} ms; server RSS ${Math.round(Number(rss) / 1024)} MiB`,
+    );
+    expect(srv.log()).not.toContain("ERROR");
+  }, 300_000);
+});
+
 describe("bad input", () => {
   test("a malformed join string: exit 2 and what to do", async () => {
     const r = await alice.run(["remote", "add", "bad", "-"], { stdin: "not-a-join-string!" });
