@@ -1,6 +1,6 @@
 // Server mode end to end: a daemon serving TLS on loopback in its own home,
 // and clients in homes of their own that joined it with a token.
-import { mkdirSync, openSync, readFileSync } from "node:fs";
+import { mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "bun:test";
 import { HUTCH, makeHome, waitFor, type Home } from "./helpers.ts";
@@ -25,8 +25,11 @@ export function freePort(): number {
   return port;
 }
 
-export async function startServer(prefix = "hutch-srv-"): Promise<Server> {
+/** Starts `hutch serve` in a new home; config is its config.json (read at start), env added to its environment. */
+export async function startServer(prefix = "hutch-srv-", opts: { config?: unknown; env?: Record<string, string> } = {}): Promise<Server> {
   const home = makeHome(prefix);
+  Object.assign(home.env, opts.env);
+  if (opts.config) writeFileSync(join(home.home, "config.json"), JSON.stringify(opts.config));
   const port = freePort();
   const logPath = join(home.home, "serve.log");
   const fd = openSync(logPath, "a", 0o600);

@@ -10,14 +10,22 @@ import { randomBytes } from "node:crypto";
 import { WS_CLOSE_UNAUTHORIZED } from "../../shared/src/index.ts";
 import { onTerminal, waitFor, type Home } from "../helpers.ts";
 import { joinClient, startServer, tokenOf, type Server } from "../remote.ts";
+import { expectHeadlessTurn, fakeBindings, newSecrets } from "../agent-turns.ts";
+import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 
 let srv: Server;
 let alice: Home & { join: string };
 let bob: Home & { join: string };
 let cert: string;
+let fake: FakeModel;
+const SECRETS = newSecrets();
 
 beforeAll(async () => {
-  srv = await startServer();
+  fake = await startFakeModel();
+  srv = await startServer("hutch-srv-", {
+    config: fakeBindings(fake),
+    env: { HUTCH_AGENTS_DIR: process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents" },
+  });
   cert = readFileSync(join(srv.home.home, "keys", "serve.crt"), "utf8");
   alice = await joinClient(srv, "alice");
   bob = await joinClient(srv, "bob");
@@ -29,6 +37,7 @@ afterAll(async () => {
   await alice?.cleanup();
   await bob?.cleanup();
   await srv?.stop();
+  await fake?.stop();
 });
 
 /** A request to the server with the pinned certificate and, when given, a token. */
@@ -115,6 +124,19 @@ describe("through --remote, as locally", () => {
     const line = log.stdout.split("\n").find((l) => l.includes("looks right"))!;
     expect(JSON.parse(line).actor).toEqual({ kind: "user", id: "alice" });
   });
+});
+
+describe("a coding agent through --remote", () => {
+  test("run --agent claude --prompt: the turn runs in the server's box against the fake model API; secrets stay on the server", async () => {
+    // The admin keeps the secrets and the agent CLIs on the server; the user only names them.
+    for (const [name, value] of Object.entries(SECRETS))
+      expect((await srv.home.run(["secret", "set", name], { stdin: value })).code).toBe(0);
+    expect((await srv.home.run(["agent", "install"])).code).toBe(0);
+    const box = await alice.run(["box", "create", "ag", "--start", "--secret", "anthropic", "--secret", "openai"]);
+    expect(box.code, box.stderr).toBe(0);
+    await expectHeadlessTurn(alice, "ag", "claude", fake, SECRETS);
+    expect((await alice.run(["box", "delete", "ag"])).code).toBe(0);
+  }, 300_000);
 });
 
 describe("auth", () => {
