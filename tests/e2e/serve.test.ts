@@ -258,8 +258,8 @@ function relay(port: number) {
           port,
           socket: {
             data: (_s, d) => void client.write(d),
-            close: () => client.end(),
-            error: () => client.end(),
+            close: () => void client.end(),
+            error: () => void client.end(),
           },
           data: { peer: client, pending: [] },
         });
