@@ -26,15 +26,23 @@ export function freePort(): number {
 }
 
 /** Starts `hutch serve` in a new home; config is its config.json (read at start), env added to its environment. */
-export async function startServer(prefix = "hutch-srv-", opts: { config?: unknown; env?: Record<string, string> } = {}): Promise<Server> {
+export async function startServer(
+  prefix = "hutch-srv-",
+  opts: { config?: unknown; env?: Record<string, string>; args?: string[] } = {},
+): Promise<Server> {
   const home = makeHome(prefix);
   Object.assign(home.env, opts.env);
   if (opts.config) writeFileSync(join(home.home, "config.json"), JSON.stringify(opts.config));
   const port = freePort();
   const logPath = join(home.home, "serve.log");
   const fd = openSync(logPath, "a", 0o600);
-  const proc = Bun.spawn([HUTCH, "serve", "--listen", `127.0.0.1:${port}`], { env: home.env, stdin: "ignore", stdout: fd, stderr: fd });
-  await waitFor("the server's TLS listener", () => readFileSync(logPath, "utf8").includes("daemon ready"), 20_000);
+  const proc = Bun.spawn([HUTCH, "serve", "--listen", `127.0.0.1:${port}`, ...(opts.args ?? [])], {
+    env: home.env,
+    stdin: "ignore",
+    stdout: fd,
+    stderr: fd,
+  });
+  await waitFor("the server's TLS listener", () => readFileSync(logPath, "utf8").includes("daemon ready"), 60_000);
   const users = new Set<string>();
   return {
     home,

@@ -8,7 +8,7 @@ import { connect } from "node:tls";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { WS_CLOSE_UNAUTHORIZED } from "../../shared/src/index.ts";
-import { onTerminal, waitFor, type Home } from "../helpers.ts";
+import { HUTCH, onTerminal, waitFor, type Home } from "../helpers.ts";
 import { joinClient, startServer, tokenOf, type Server } from "../remote.ts";
 import { expectHeadlessTurn, fakeBindings, newSecrets } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
@@ -25,6 +25,8 @@ beforeAll(async () => {
   srv = await startServer("hutch-srv-", {
     config: fakeBindings(fake),
     env: { HUTCH_AGENTS_DIR: process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents" },
+    // What the service unit runs: the host proven by booting a box before anything is served.
+    args: ["--doctor"],
   });
   cert = readFileSync(join(srv.home.home, "keys", "serve.crt"), "utf8");
   alice = await joinClient(srv, "alice");
@@ -402,6 +404,29 @@ describe("load", () => {
     );
     expect(srv.log()).not.toContain("ERROR");
   }, 300_000);
+});
+
+describe("running it as a service", () => {
+  test("serve --doctor proved the host before it listened", () => {
+    const log = srv.log();
+    expect(log).toMatch(/doctor .*check="process engine" ok=true/);
+    expect(log.indexOf('check="process engine"')).toBeLessThan(log.indexOf("serving on TLS"));
+  });
+
+  test("service install --user-unit writes the unit and its env file (systemd does not run here), uninstall removes them", async () => {
+    const config = join(alice.home, "svc-config");
+    const env = { XDG_CONFIG_HOME: config };
+    const r = await alice.run(["service", "install", "--user-unit", "--json"], { env });
+    expect(r.code, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as { unit: string; env: string; started: boolean; next: string[] };
+    expect(out.unit).toBe(join(config, "systemd/user/hutch.service"));
+    const unit = readFileSync(out.unit, "utf8");
+    expect(unit).toContain(`ExecStart=${HUTCH} serve --doctor $HUTCH_SERVE_ARGS`);
+    expect(readFileSync(out.env, "utf8")).toContain("HUTCH_SERVE_ARGS=--listen 0.0.0.0:8443");
+    if (!out.started) expect(out.next).toContain("systemctl --user enable --now hutch");
+    const u = await alice.run(["service", "uninstall", "--user-unit", "--json"], { env });
+    expect(JSON.parse(u.stdout).removed).toEqual([out.unit, out.env]);
+  });
 });
 
 describe("bad input", () => {

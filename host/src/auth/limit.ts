@@ -20,14 +20,9 @@ export class CreateLimiter {
     if (b.tokens < 1) {
       this.buckets.set(key, b);
       const wait = Math.ceil(((1 - b.tokens) * 60) / this.perMinute);
-      throw new HutchError(
-        "conflict",
-        `too many boxes and sessions created with this token (${this.perMinute} a minute)`,
-        `retry in ${wait} s`,
-        {
-          retryAfterSeconds: wait,
-        },
-      );
+      throw new HutchError("conflict", `too many boxes created with this token (${this.perMinute} a minute)`, `retry in ${wait} s`, {
+        retryAfterSeconds: wait,
+      });
     }
     b.tokens -= 1;
     this.buckets.set(key, b);

@@ -74,6 +74,11 @@ export const ROOT: Command = {
       load: () => import("./serve.ts").then((m) => m.serve),
     },
     {
+      command: "service <command>",
+      describe: "install or remove the systemd unit that runs hutch serve at boot",
+      load: () => import("./service.ts").then((m) => m.service),
+    },
+    {
       command: "user <command>",
       describe: "server mode's users: add, list (on the server, or with an admin token)",
       load: () => import("./user.ts").then((m) => m.user),

@@ -3,7 +3,7 @@ import { HutchError } from "@hutch/shared/base";
 import { body, type GlobalArgs } from "./args.ts";
 import { setExitCode } from "./exit.ts";
 
-type ServeArgs = GlobalArgs & { listen: string; cert?: string; key?: string };
+type ServeArgs = GlobalArgs & { listen: string; cert?: string; key?: string; doctor: boolean };
 
 /** HOST:PORT, with [v6]:PORT for IPv6. */
 export function parseListen(s: string): { hostname: string; port: number } {
@@ -23,6 +23,11 @@ export const serve = body<ServeArgs>({
     },
     cert: { type: "string", describe: "PEM certificate (chain) to present; default: a self-signed one kept in $HUTCH_HOME/keys" },
     key: { type: "string", describe: "PEM private key of --cert" },
+    doctor: {
+      type: "boolean",
+      default: false,
+      describe: "prove the host first (hutch doctor, in-process); refuse to serve when no engine works",
+    },
   },
   examples: [
     [
@@ -34,6 +39,8 @@ export const serve = body<ServeArgs>({
   run: async (a) => {
     const listen = parseListen(a.listen);
     const { runDaemon } = await import("../daemon/server.ts");
-    setExitCode(await runDaemon(a.home, { ...listen, ...(a.cert ? { cert: a.cert } : {}), ...(a.key ? { key: a.key } : {}) }));
+    setExitCode(
+      await runDaemon(a.home, { ...listen, doctor: a.doctor, ...(a.cert ? { cert: a.cert } : {}), ...(a.key ? { key: a.key } : {}) }),
+    );
   },
 });

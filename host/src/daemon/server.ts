@@ -20,10 +20,13 @@ import { HOME_FILES } from "../paths.ts";
 import { isAlive, procStartTime } from "../engine/pidfile.ts";
 import { checkHome, tightenHome } from "../home.ts";
 import { serveCert } from "../auth/cert.ts";
+import { runDoctor } from "../doctor/index.ts";
 import { listenRemote, type RemoteListener } from "./remote.ts";
 import { HutchError } from "@hutch/shared";
 
 const logger = log.create({ service: "daemon" });
+/** How long `serve --doctor` may take to prove the host (a first tcg boot is the slow part). */
+const DOCTOR_TIMEOUT_MS = 600_000;
 
 /**
  * One daemon per home: an O_EXCL lock file holding "pid starttime". A holder
@@ -51,6 +54,8 @@ export interface ServeOptions {
   port: number;
   cert?: string;
   key?: string;
+  /** Run doctor before the TCP listener opens, and refuse to serve when no engine works (the service unit asks for it). */
+  doctor?: boolean;
 }
 
 export async function runDaemon(home: string, serve?: ServeOptions): Promise<number> {
@@ -123,6 +128,23 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   });
   process.umask(oldMask);
   chmodSync(socketPath, 0o600);
+  if (serve?.doctor) {
+    const report = await runDoctor({ boxes, engines, where: socketPath }, () => {}, AbortSignal.timeout(DOCTOR_TIMEOUT_MS));
+    for (const c of report.checks) {
+      const fields = { check: c.name, ok: c.ok, detail: c.detail, ...(c.fix ? { fix: c.fix } : {}) };
+      if (c.ok) logger.info("doctor", fields);
+      else logger.warn("doctor", fields);
+    }
+    if (!report.ok) {
+      await server.stop(true);
+      rmSync(lockPath, { force: true });
+      throw new HutchError(
+        "config",
+        "doctor: no engine can run boxes on this host; not serving",
+        "fix what the doctor lines above name, then start again",
+      );
+    }
+  }
   if (serve && cert) {
     try {
       remote = listenRemote(
