@@ -181,7 +181,7 @@ describe("pure parts", () => {
   test("box creation is bucketed per token: a burst, then one back every 60/perMinute s", () => {
     const l = new CreateLimiter(3, 60);
     for (let i = 0; i < 3; i++) l.take("t", 0);
-    expect(() => l.take("t", 0)).toThrow(expect.objectContaining({ code: "conflict", hint: "retry in 1 s" }));
+    expect(() => l.take("t", 0)).toThrow(expect.objectContaining({ code: "limited", status: 429, hint: "retry in 1 s" }));
     l.take("other", 0);
     l.take("t", 1000);
     expect(() => l.take("t", 1000)).toThrow();
@@ -189,7 +189,7 @@ describe("pure parts", () => {
 
   test("the system unit: serve with doctor first, restart on failure, boxes outlive a stop; the env file holds the settings", () => {
     const paths = unitPaths("system");
-    const spec = { scope: "system" as const, bin: "/usr/local/bin/hutch", paths };
+    const spec = { scope: "system" as const, bin: "/usr/local/bin/hutch", home: "/root/.local/share/hutch", paths };
     const unit = unitText(spec);
     expect(paths).toEqual({ unit: "/etc/systemd/system/hutch.service", env: "/etc/hutch/hutch.env" });
     for (const line of [
@@ -202,7 +202,8 @@ describe("pure parts", () => {
     ])
       expect(unit.split("\n")).toContain(line);
     expect(envText(spec).split("\n")).toContain("HUTCH_SERVE_ARGS=--listen 0.0.0.0:8443");
-    const user = unitText({ scope: "user", bin: "/h", paths: unitPaths("user", "/home/a/.config") });
+    expect(envText(spec).split("\n")).toContain("HUTCH_HOME=/root/.local/share/hutch");
+    const user = unitText({ scope: "user", bin: "/h", home: "/home/a/.local/share/hutch", paths: unitPaths("user", "/home/a/.config") });
     expect(user).toContain("WantedBy=default.target");
     expect(user).toContain("EnvironmentFile=/home/a/.config/hutch/hutch.env");
     expect(user).not.toContain("Delegate=yes");

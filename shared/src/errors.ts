@@ -8,6 +8,7 @@ export const ErrorCodes = {
   not_ready: { status: 409, exit: 4 },
   conflict: { status: 409, exit: 1 },
   denied: { status: 403, exit: 1 },
+  limited: { status: 429, exit: 1 },
   failed: { status: 500, exit: 1 },
   unavailable: { status: 503, exit: 4 },
 } as const;

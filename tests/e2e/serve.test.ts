@@ -423,6 +423,8 @@ describe("running it as a service", () => {
     const unit = readFileSync(out.unit, "utf8");
     expect(unit).toContain(`ExecStart=${HUTCH} serve --doctor $HUTCH_SERVE_ARGS`);
     expect(readFileSync(out.env, "utf8")).toContain("HUTCH_SERVE_ARGS=--listen 0.0.0.0:8443");
+    // The daemon's home is the installing user's, so their CLI on the server reaches it without a flag.
+    expect(readFileSync(out.env, "utf8")).toContain(`HUTCH_HOME=${alice.home}`);
     if (!out.started) expect(out.next).toContain("systemctl --user enable --now hutch");
     const u = await alice.run(["service", "uninstall", "--user-unit", "--json"], { env });
     expect(JSON.parse(u.stdout).removed).toEqual([out.unit, out.env]);

@@ -20,7 +20,7 @@ export class CreateLimiter {
     if (b.tokens < 1) {
       this.buckets.set(key, b);
       const wait = Math.ceil(((1 - b.tokens) * 60) / this.perMinute);
-      throw new HutchError("conflict", `too many boxes created with this token (${this.perMinute} a minute)`, `retry in ${wait} s`, {
+      throw new HutchError("limited", `too many boxes created with this token (${this.perMinute} a minute)`, `retry in ${wait} s`, {
         retryAfterSeconds: wait,
       });
     }

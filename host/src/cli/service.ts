@@ -19,7 +19,7 @@ export const service = body<GlobalArgs>({
       run: async (a) => {
         const { install, unitPaths } = await import("../service/systemd.ts");
         const scope = a["user-unit"] ? "user" : "system";
-        const r = install({ scope, bin: selfArgv()[0]!, paths: unitPaths(scope) });
+        const r = install({ scope, bin: selfArgv()[0]!, home: a.home, paths: unitPaths(scope) });
         if (a.json) return printJson(r);
         process.stdout.write(
           `wrote ${r.unit}\nsettings in ${r.env}\n${r.started ? "started hutch.service\n" : "systemd does not run here; start it where it does:\n"}${r.next.map((n) => `  ${n}\n`).join("")}`,

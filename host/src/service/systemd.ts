@@ -33,6 +33,11 @@ export interface UnitSpec {
   scope: UnitScope;
   /** The hutch binary the unit runs (absolute). */
   bin: string;
+  /**
+   * The daemon's home: the installing user's own, so the same user's CLI on
+   * the server reaches it over the unix socket with no flag (hutch user add).
+   */
+  home: string;
   paths: UnitPaths;
 }
 
@@ -62,7 +67,9 @@ WantedBy=${s.scope === "system" ? "multi-user.target" : "default.target"}
 
 export function envText(s: UnitSpec): string {
   return `# hutch serve's settings, read by ${UNIT_NAME}; restart it after a change: systemctl ${s.scope === "user" ? "--user " : ""}restart hutch
-${s.scope === "system" ? "HUTCH_HOME=/var/lib/hutch\n" : ""}# Every interface; clients pin the certificate's fingerprint (printed in the log and in every join string).
+# The daemon's state; the CLI of the user who installed the unit uses the same one by default.
+HUTCH_HOME=${s.home}
+# Every interface; clients pin the certificate's fingerprint (printed in the log and in every join string).
 HUTCH_SERVE_ARGS=--listen 0.0.0.0:8443
 # Your own certificate instead of the generated self-signed one:
 # HUTCH_SERVE_ARGS=--listen 0.0.0.0:8443 --cert /etc/hutch/cert.pem --key /etc/hutch/key.pem
