@@ -129,14 +129,17 @@ describe("through --remote, as locally", () => {
 });
 
 describe("a coding agent through --remote", () => {
-  test("run --agent claude --prompt: the turn runs in the server's box against the fake model API; secrets stay on the server", async () => {
-    // The admin keeps the secrets and the agent CLIs on the server; the user only names them.
-    for (const [name, value] of Object.entries(SECRETS))
-      expect((await srv.home.run(["secret", "set", name], { stdin: value })).code).toBe(0);
+  test("run --agent claude --prompt: the turn runs in the server's box against the fake model API, with the user's own secrets", async () => {
+    // The agent CLIs are the server's (its admin installs them); the keys are alice's, sent from her laptop on stdin.
     expect((await srv.home.run(["agent", "install"])).code).toBe(0);
+    for (const [name, value] of Object.entries(SECRETS)) expect((await alice.run(["secret", "set", name], { stdin: value })).code).toBe(0);
+    // The server's own secrets of the same names are not hers: her box must never send them.
+    for (const name of Object.keys(SECRETS)) expect((await srv.home.run(["secret", "set", name], { stdin: `decoy-${name}` })).code).toBe(0);
+    expect(JSON.parse((await bob.run(["secret", "list", "--json"])).stdout)).toEqual([]);
     const box = await alice.run(["box", "create", "ag", "--start", "--secret", "anthropic", "--secret", "openai"]);
     expect(box.code, box.stderr).toBe(0);
     await expectHeadlessTurn(alice, "ag", "claude", fake, SECRETS);
+    expect(JSON.stringify(fake.modelCalls())).not.toContain("decoy-");
     expect((await alice.run(["box", "delete", "ag"])).code).toBe(0);
   }, 300_000);
 });

@@ -60,6 +60,9 @@ export class AuthService {
   }
 
   addUser(name: string): UserInfo {
+    // Its boxes and secrets would be the local user's: one name, one owner.
+    if (name === this.localUser)
+      throw new HutchError("conflict", `"${name}" is this server's own user (the unix socket's)`, "pick another name");
     if (!this.store.addUser(name))
       throw new HutchError("conflict", `user "${name}" exists`, `make a token for it: hutch token create --user ${name}`);
     return this.store.users().find((u) => u.name === name)!;

@@ -102,7 +102,7 @@ export function buildApp(deps: AppDeps) {
       })
       .use(boxesController(deps.boxes, { visible: owns, owner: (req) => who(req).user }))
       .use(auth ? authController(auth, deps.boxes, who, deps.serve ?? (() => ({ url: null, fingerprint: null }))) : new Elysia())
-      .use(brokerController(deps.broker, deps.boxes))
+      .use(brokerController(deps.broker, deps.boxes, (req) => (principalOf(req)?.remote ? principalOf(req)!.user : null)))
       .use(streamDoc())
       .use(
         sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser, (req, ref) => {

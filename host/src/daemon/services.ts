@@ -56,5 +56,9 @@ export async function createServices(home: string, db: Database, engines: Record
   );
   const auth = new AuthService(db, daemonUser);
   sessions.boxAccess = (boxId, user) => auth.userAccess(user, boxId);
+  broker.secretOwner = (boxId) => {
+    const owner = auth.owner(boxId);
+    return owner === daemonUser ? null : owner;
+  };
   return { boxes, sessions, sessionStore, broker, engines, snapshots, auth };
 }
