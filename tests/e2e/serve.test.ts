@@ -354,6 +354,34 @@ describe("dropped connections", () => {
   }, 60_000);
 });
 
+describe("dropped connections, terminals", () => {
+  test("cutting an attached terminal's connection: the client attaches again by itself, keys and screen carry on", async () => {
+    const proxy = relay(srv.port);
+    try {
+      const path = join(alice.env.XDG_CONFIG_HOME!, "hutch", "remotes.json");
+      const f = JSON.parse(readFileSync(path, "utf8"));
+      f.remotes.flaky = { ...f.remotes.srv, url: `https://127.0.0.1:${proxy.port}` };
+      writeFileSync(path, JSON.stringify(f));
+      const t = onTerminal({ ...alice, env: { ...alice.env, HUTCH_REMOTE: "flaky" } }, ["exec", "--tty", "web", "--", "sh"]);
+      await t.until("$ ");
+      t.type("echo one-$((1+1))\n");
+      await t.until("one-2");
+      const before = proxy.opened();
+      proxy.drop();
+      await waitFor("the terminal's new connection", () => proxy.opened() > before, 10_000);
+      await Bun.sleep(300);
+      t.type("echo two-$((2+2))\n");
+      await t.until("two-4");
+      expect(t.proc.exitCode).toBeNull();
+      t.type("exit 6\n");
+      expect(await t.proc.exited).toBe(6);
+      expect(t.text()).not.toContain("lost the connection");
+    } finally {
+      proxy.stop();
+    }
+  }, 60_000);
+});
+
 describe("load", () => {
   test("50 clients at once: each makes a session, appends 200 annotations, subscribes and reads them back exactly once", async () => {
     const token = tokenOf(alice.join);
