@@ -188,16 +188,24 @@ describe("auth", () => {
     expect((await bob.run(["session", "info", sid])).code).toBe(4);
   });
 
-  test("a revoked token stops working on its open WebSocket at once", async () => {
+  test("a revoked token stops working on its open WebSocket and its change feed at once", async () => {
     const join2 = await srv.join("alice");
     const token = tokenOf(join2);
     const sid = (await alice.run(["run", "web", "--detach", "--label", "revoke"])).stdout.trim();
     const sock = subscribeSocket(sid, token);
     await sock.open;
+    // A long HTTP response the token holds open: the change feed.
+    const feed = await raw("/v1/changes", token);
+    const lines = feed.body!.getReader();
+    expect(new TextDecoder().decode((await lines.read()).value)).toContain('"hello"');
+    const feedEnded = (async () => {
+      for (;;) if ((await lines.read()).done) return true;
+    })();
     const id = /hutch_(tok_[0-9a-z]{12})_/.exec(token)![1]!;
     const t0 = performance.now();
     expect((await srv.home.run(["token", "revoke", id])).code).toBe(0);
     expect(await sock.closed).toBe(WS_CLOSE_UNAUTHORIZED);
+    expect(await feedEnded).toBe(true);
     expect(performance.now() - t0).toBeLessThan(1000);
     expect((await raw("/v1/boxes", token)).status).toBe(401);
   });

@@ -34,6 +34,8 @@ export interface RemoteDeps extends AccessDeps {
   /** What the unix socket does with a request: the two upgrades, then the app. */
   handle(req: Request, srv: Server<Data>): Response | undefined | Promise<Response | undefined>;
   websocket: (tracker: { open(ws: ServerWebSocket<Data>): void; close(ws: ServerWebSocket<Data>): void }) => WebSocketHandler<Data>;
+  /** Ends the long HTTP responses (the change feed) a token holds open, when it is revoked or expires. */
+  endStreams?: (tokenId: string) => void;
 }
 
 export function listenRemote(deps: RemoteDeps, at: { hostname: string; port: number }, cert: ServeCert): RemoteListener {
@@ -42,10 +44,17 @@ export function listenRemote(deps: RemoteDeps, at: { hostname: string; port: num
   const closeToken = (id: string, why: string) => {
     for (const ws of open.get(id) ?? []) ws.close(WS_CLOSE_UNAUTHORIZED, JSON.stringify({ code: "unauthorized", message: why }));
     open.delete(id);
+    deps.endStreams?.(id);
   };
   const offRevoke = deps.auth.onRevoke((id) => closeToken(id, `token ${id} was revoked`));
+  // Tokens seen on this listener since it started: an expired one's feeds end too, not only its sockets.
+  const seen = new Set<string>();
   const sweep = setInterval(() => {
-    for (const id of open.keys()) if (!deps.auth.stillValid(id)) closeToken(id, `token ${id} expired`);
+    for (const id of seen)
+      if (!deps.auth.stillValid(id)) {
+        seen.delete(id);
+        closeToken(id, `token ${id} expired`);
+      }
   }, EXPIRY_SWEEP_MS);
   const tracker = {
     open(ws: ServerWebSocket<Data>) {
@@ -91,6 +100,7 @@ export function listenRemote(deps: RemoteDeps, at: { hostname: string; port: num
         return refuse(e);
       }
       setPrincipal(req, p);
+      if (p.token) seen.add(p.token);
       try {
         if (req.method === "POST" && CREATES.test(url.pathname)) limiter.take(p.token ?? p.user);
         // The app checks again for everything it serves; the upgrades are answered before it.

@@ -148,7 +148,14 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   if (serve && cert) {
     try {
       remote = listenRemote(
-        { auth, boxes, sessionStore, handle, websocket: (tracker) => socketHandlers(streams, subscribers, tracker) },
+        {
+          auth,
+          boxes,
+          sessionStore,
+          handle,
+          websocket: (tracker) => socketHandlers(streams, subscribers, tracker),
+          endStreams: (id) => changes.closeToken(id),
+        },
         serve,
         cert,
       );

@@ -11,7 +11,8 @@ import { actorUser } from "../../session/actors.ts";
 const SESSION_ROW_KINDS = /^session\./;
 
 export class ChangeService {
-  private readonly closers = new Set<() => void>();
+  /** How to end each open feed, with the token it was opened with (server mode). */
+  private readonly closers = new Map<() => void, string | undefined>();
 
   constructor(
     private readonly boxes: BoxService,
@@ -19,13 +20,18 @@ export class ChangeService {
   ) {}
 
   /** Registers how to end one open feed; close() ends them all (a long response would hold the daemon's shutdown). */
-  onClose(fn: () => void): () => void {
-    this.closers.add(fn);
+  onClose(fn: () => void, token?: string): () => void {
+    this.closers.set(fn, token);
     return () => this.closers.delete(fn);
   }
 
+  /** Ends the feeds opened with a token (it was revoked or expired). */
+  closeToken(token: string): void {
+    for (const [fn, t] of [...this.closers]) if (t === token) fn();
+  }
+
   close(): void {
-    for (const fn of [...this.closers]) fn();
+    for (const fn of [...this.closers.keys()]) fn();
     this.closers.clear();
   }
 
