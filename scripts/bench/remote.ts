@@ -13,7 +13,7 @@ import { mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { cpus, release } from "node:os";
-import { HutchHome, describeFailure, hutchBin, log, requireHutch, run, sshPeer } from "./lib/env.ts";
+import { HutchHome, describeFailure, hutchBin, log, requireHutch, run, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
 import { median, percentile, round, table } from "./lib/stats.ts";
 
 const GOAL_RT_RATIO_MAX = 0.5;
@@ -222,19 +222,11 @@ async function main(): Promise<number> {
         ),
         `ratio hutch/ssh (median): ${num(t.ratioMedian, 3)}   goal ≥ ${GOAL_TP_RATIO_MIN}: ${met(t.goal)}`,
         "",
-        errors.length === 0 ? "all runs OK" : `BROKEN RUN — ${errors.length} failure(s):\n${errors.map((e) => `  - ${e}`).join("\n")}`,
+        runsVerdict(errors),
       ].join("\n")}\n`,
     );
   }
   return errors.length === 0 ? 0 : 1;
 }
 
-let code = 1;
-try {
-  code = await main();
-} catch (e) {
-  log(`failed: ${e instanceof Error ? e.message : String(e)}`);
-} finally {
-  await cleanup();
-}
-process.exit(code);
+await runBench(main, cleanup);
