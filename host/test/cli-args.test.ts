@@ -152,7 +152,7 @@ describe("completion", () => {
     ],
     [
       ["--home", "/tmp", "se"],
-      ["session", "serve", "secret"],
+      ["session", "serve", "service", "secret"],
     ],
     [
       ["box", "create", "x", "--engine", ""],
