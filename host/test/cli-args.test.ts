@@ -134,6 +134,7 @@ describe("completion", () => {
         "pty",
         "doctor",
         "serve",
+        "service",
         "user",
         "token",
         "remote",
