@@ -8,7 +8,7 @@ import { connect } from "node:tls";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { WS_CLOSE_UNAUTHORIZED } from "../../shared/src/index.ts";
-import { HUTCH, onTerminal, waitFor, type Home } from "../helpers.ts";
+import { HUTCH, onTerminal, opOutput, waitFor, type Home } from "../helpers.ts";
 import { joinClient, startServer, tokenOf, type Server } from "../remote.ts";
 import { expectHeadlessTurn, fakeBindings, newSecrets } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
@@ -187,6 +187,21 @@ describe("auth", () => {
     expect((await alice.run(["box", "share", "web", "--with", "bob", "--revoke"])).code).toBe(0);
     expect((await bob.run(["session", "info", sid])).code).toBe(4);
   });
+
+  test("snapshots are each user's: alice's is hers to list and browse; for bob it does not exist", async () => {
+    const made = await alice.run(["snapshot", "create", "web", "--json"]);
+    expect(made.code, made.stderr).toBe(0);
+    const id = opOutput<{ snapshot: { id: string } }>(made.stdout).result.snapshot.id;
+    expect(JSON.parse((await alice.run(["snapshot", "list", "--json"])).stdout).map((s: { id: string }) => s.id)).toContain(id);
+    expect((await alice.run(["snapshot", "browse", id])).code).toBe(0);
+    expect(JSON.parse((await bob.run(["snapshot", "list", "--json"])).stdout)).toEqual([]);
+    const theirs = await bob.run(["snapshot", "browse", id]);
+    const none = await bob.run(["snapshot", "browse", "snap_00000000000000000000"]);
+    expect(theirs.code).toBe(4);
+    expect(theirs.stderr).toBe(none.stderr.replace("snap_00000000000000000000", id));
+    expect((await bob.run(["snapshot", "create", "web"])).code).toBe(4);
+    expect((await bob.run(["snapshot", "prune", "--keep-last", "1"])).code).toBe(1);
+  }, 60_000);
 
   test("a revoked token stops working on its open WebSocket and its change feed at once", async () => {
     const join2 = await srv.join("alice");

@@ -159,6 +159,11 @@ export class AuthService {
     return this.store.shares(boxId);
   }
 
+  /** Whether p may see a snapshot: its own (the owner of its box when it was taken), or any on the local socket. */
+  seesSnapshot(p: Principal, snapId: string): boolean {
+    return !p.remote || (this.store.snapshotOwner(snapId) ?? this.localUser) === p.user;
+  }
+
   /** The owner of a box (the local user for boxes without an owner row). */
   owner(boxId: string): string {
     return this.store.owner(boxId) ?? this.localUser;

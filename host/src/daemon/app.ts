@@ -28,7 +28,7 @@ import { RunningOps } from "./ops.ts";
 import type { Engine } from "../engine/types.ts";
 import { HOME_FILES } from "../paths.ts";
 import { SnapshotService } from "../snapshot/service.ts";
-import { snapshotsController } from "./snapshots/index.ts";
+import { snapshotsController, type SnapshotAccess } from "./snapshots/index.ts";
 
 export interface AppDeps {
   boxes: BoxService;
@@ -54,6 +54,7 @@ export interface AppDeps {
 
 export function buildApp(deps: AppDeps) {
   const ops = deps.ops ?? new RunningOps();
+  const snapshots = deps.snapshots ?? new SnapshotService(deps.home, deps.boxes);
   const auth = deps.auth;
   const who = (req: Request): Principal =>
     principalOf(req) ?? auth?.local() ?? { user: (deps.identify ?? localUser)(req), scopes: ["read", "write", "admin"], remote: false };
@@ -113,8 +114,27 @@ export function buildApp(deps: AppDeps) {
       .use(doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops))
       .use(imagesController(new ImageBuilds(deps.home), ops, deps.boxes))
       .use(agentsController(env.agentsDir(deps.home), ops))
-      .use(snapshotsController(deps.snapshots ?? new SnapshotService(deps.home, deps.boxes), ops))
+      .use(snapshotsController(snapshots, ops, auth ? snapshotAccess(auth, snapshots, deps) : undefined))
   );
+}
+
+/** Server mode's rules for snapshots: a remote user's own, taken from and restored into boxes it may drive. */
+function snapshotAccess(auth: AuthService, snapshots: SnapshotService, deps: AppDeps): SnapshotAccess {
+  const gate = { auth, boxes: deps.boxes, sessionStore: deps.sessionStore };
+  return {
+    visible: (req, id) => auth.seesSnapshot(principalOf(req) ?? auth.local(), id),
+    box: (req, ref) => checkBoxRef(gate, principalOf(req), ref),
+    async snapshot(req, ref) {
+      const p = principalOf(req);
+      if (!p?.remote) return;
+      // One answer for a snapshot that is missing and one that is another user's, so ids do not leak.
+      const missing = new HutchError("not_found", `no snapshot ${ref}`, "list them: hutch snapshot list");
+      const id = await snapshots.idOf(ref).catch((err) => {
+        throw err instanceof HutchError && err.code === "not_found" ? missing : err;
+      });
+      if (!auth.seesSnapshot(p, id)) throw missing;
+    },
+  };
 }
 
 /** The first failing field, named as a dotted path. */

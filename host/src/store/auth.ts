@@ -1,7 +1,7 @@
 // Server mode's rows: users, their tokens (only a hash of each secret), who
-// owns each box and with whom it is shared. A box with no owner row is the
-// local user's (every box made before server mode, and every box made on the
-// unix socket).
+// owns each box and with whom it is shared, and whose each snapshot is (it
+// outlives its box). A box or snapshot with no owner row is the local user's
+// (everything made before server mode).
 import type { Database } from "bun:sqlite";
 import type { ShareInfo, TokenInfo, TokenScope, UserInfo } from "@hutch/shared";
 
@@ -86,6 +86,15 @@ export class AuthStore {
 
   setOwner(boxId: string, owner: string): void {
     this.db.query("INSERT OR REPLACE INTO box_owners (box_id, owner) VALUES (?, ?)").run(boxId, owner);
+  }
+
+  /** The owner of a snapshot (its box's owner when it was taken); null: the local user's. */
+  snapshotOwner(snapId: string): string | null {
+    return (this.db.query("SELECT owner FROM snapshot_owners WHERE snap_id = ?").get(snapId) as { owner: string } | null)?.owner ?? null;
+  }
+
+  setSnapshotOwner(snapId: string, owner: string): void {
+    this.db.query("INSERT OR REPLACE INTO snapshot_owners (snap_id, owner) VALUES (?, ?)").run(snapId, owner);
   }
 
   share(boxId: string, user: string, mode: ShareMode): void {

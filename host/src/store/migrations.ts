@@ -122,5 +122,9 @@ export const MIGRATIONS: readonly string[] = [
     mode TEXT NOT NULL,
     PRIMARY KEY (box_id, user)
   ) WITHOUT ROWID;
+  CREATE TABLE snapshot_owners (
+    snap_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL
+  ) WITHOUT ROWID;
   `,
 ];
