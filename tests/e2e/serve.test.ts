@@ -122,6 +122,11 @@ describe("through --remote, as locally", () => {
       return out.includes("looks right");
     });
     watch.kill();
+    // The driver slot and input, as locally: acquire, send, release.
+    expect((await alice.run(["session", "driver", "acquire", sid])).code).toBe(0);
+    expect((await alice.run(["session", "send", sid, "echo sent-$((3*3))"])).code).toBe(0);
+    expect((await alice.run(["session", "driver", "release", sid])).code).toBe(0);
+    await waitFor("the sent command's output in the log", async () => (await alice.run(["session", "log", sid])).stdout.includes("sent-9"));
     const log = await alice.run(["session", "log", sid, "--json"]);
     const line = log.stdout.split("\n").find((l) => l.includes("looks right"))!;
     expect(JSON.parse(line).actor).toEqual({ kind: "user", id: "alice" });
