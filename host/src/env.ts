@@ -41,6 +41,10 @@ export const env = {
   agentInstall: () => process.env.HUTCH_AGENT_INSTALL !== "0",
   /** What kind of client this CLI declares itself to the daemon: cli, agent, ide, orchestrator. */
   clientKind: () => process.env.HUTCH_CLIENT || "cli",
+  /** The remote (server mode) every verb talks to unless --remote says otherwise; `local`: the home's daemon. */
+  remote: () => process.env.HUTCH_REMOTE || undefined,
+  /** Where the client keeps its remotes (`remotes.json`). */
+  configDir: () => join(process.env.XDG_CONFIG_HOME || join(homedir(), ".config"), "hutch"),
   /** An optional name telling clients of one kind apart (e.g. two agents). */
   clientName: () => process.env.HUTCH_CLIENT_NAME || undefined,
 };

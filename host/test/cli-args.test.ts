@@ -122,15 +122,38 @@ describe("help", () => {
 
 describe("completion", () => {
   test.each([
-    [[""], ["run", "session", "agent", "box", "exec", "cp", "pty", "doctor", "daemon", "image", "snapshot", "secret", "ide", "completion"]],
+    [
+      [""],
+      [
+        "run",
+        "session",
+        "agent",
+        "box",
+        "exec",
+        "cp",
+        "pty",
+        "doctor",
+        "serve",
+        "service",
+        "user",
+        "token",
+        "remote",
+        "daemon",
+        "image",
+        "snapshot",
+        "secret",
+        "ide",
+        "completion",
+      ],
+    ],
     [["bo"], ["box"]],
     [
       ["box", "s"],
-      ["set", "start", "stop"],
+      ["set", "start", "stop", "share"],
     ],
     [
       ["--home", "/tmp", "se"],
-      ["session", "secret"],
+      ["session", "serve", "service", "secret"],
     ],
     [
       ["box", "create", "x", "--engine", ""],
