@@ -116,6 +116,7 @@ async function roundTrip(side: Side): Promise<number | null> {
 
 /** Zeros through the side's `cat` into `wc -c`, in one bash so the bench stays out of the data path; MB/s. */
 async function transfer(side: Side, bytes: number): Promise<number | null> {
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell script; bash expands it
   const script = 'head -c "$BENCH_BYTES" /dev/zero | "$@" | wc -c; echo "${PIPESTATUS[*]}"';
   const r = await run(["bash", "-c", script, "bash", ...commandFor(side, ["cat"])], {
     env: { ...client.env, BENCH_BYTES: String(bytes) },
