@@ -11,9 +11,10 @@ import { type TarEntry, TarParser, type TarSink } from "@hutch/shared/wire";
 import { newId } from "@hutch/shared";
 import { hex } from "./crypto.ts";
 import { StoreError, invalid } from "./errors.ts";
-import { type SnapshotBody, type SnapshotStats, putJson } from "./objects.ts";
+import type { SnapshotBody, SnapshotStats } from "./objects.ts";
 import { Meter } from "./progress.ts";
-import { type SnapshotOptions, type SnapshotResult, findParent, maxSaveMs } from "./save.ts";
+import { type SnapshotOptions, type SnapshotResult, findParent } from "./save.ts";
+import { SaveRegistration } from "./saves.ts";
 import type { Store } from "./store.ts";
 import { TREE_LIMITS, type TreeEntry, compareNames, encodeTree, nameProblem } from "./tree.ts";
 import { BlobWriter } from "./writer.ts";
@@ -46,13 +47,28 @@ export async function snapshotStreams(
   roots: StreamRoot[],
   opts: SnapshotOptions & { limits?: StreamLimits } = {},
 ): Promise<SnapshotResult> {
-  const started = store.clock();
   const t0 = performance.now();
-  const limits = opts.limits ?? DEFAULT_STREAM_LIMITS;
   for (const r of roots) {
     const bad = nameProblem(r.name);
     if (bad) throw invalid(`a root may not have ${bad}`);
   }
+  const reg = await SaveRegistration.begin(store);
+  try {
+    return await saveStreams(store, reg, roots, opts, t0);
+  } finally {
+    await reg.end();
+  }
+}
+
+async function saveStreams(
+  store: Store,
+  reg: SaveRegistration,
+  roots: StreamRoot[],
+  opts: SnapshotOptions & { limits?: StreamLimits },
+  t0: number,
+): Promise<SnapshotResult> {
+  const started = reg.started;
+  const limits = opts.limits ?? DEFAULT_STREAM_LIMITS;
   const source = opts.source ?? roots.map((r) => r.name).join(":");
   await store.syncIndex();
   await store.loadMarks();
@@ -231,15 +247,6 @@ export async function snapshotStreams(
     await opts.pause?.("tree-stored");
     await writer.flush();
     await opts.pause?.("before-commit");
-    const ran = store.clock() - started;
-    const limit = maxSaveMs(store.info.graceMs);
-    if (ran > limit) {
-      throw new StoreError(
-        "failed",
-        `this save ran for ${Math.round(ran / 1000)} s, longer than the ${Math.round(limit / 1000)} s a save may run in this store; no snapshot was written`,
-        "run the snapshot again (it reuses what this one stored)",
-      );
-    }
     Object.assign(stats, writer.stats);
     stats.ms = Math.round(performance.now() - t0);
     const body: SnapshotBody = {
@@ -256,7 +263,7 @@ export async function snapshotStreams(
       stats,
       skipped: [],
     };
-    const name = await putJson(store.backend, store.keys.enc, "snapshots", body);
+    const name = await reg.commit(body, opts.pause);
     meter.bytesNew = stats.bytesStored;
     meter.finish();
     return { id: body.id, name, stats, skipped: [], warnings };
