@@ -35,7 +35,10 @@ interface Mount {
   root: string;
   point: string;
   fstype: string;
+  /** The superblock's options. */
   options: string[];
+  /** This mount's own options ("ro" or "rw" first). */
+  mountOptions: string[];
 }
 
 export function parseMountinfo(text: string): Mount[] {
@@ -46,13 +49,19 @@ export function parseMountinfo(text: string): Mount[] {
     const left = line.slice(0, dash).split(" ");
     const [fstype, , superOpts] = line.slice(dash + 3).split(" ");
     if (!fstype || left.length < 5) continue;
-    out.push({ root: unescape(left[3]!), point: unescape(left[4]!), fstype, options: (superOpts ?? "").split(",") });
+    out.push({
+      root: unescapeOctal(left[3]!),
+      point: unescapeOctal(left[4]!),
+      fstype,
+      options: (superOpts ?? "").split(","),
+      mountOptions: (left[5] ?? "").split(","),
+    });
   }
   return out;
 }
 
 /** mountinfo escapes space, tab, newline and backslash as octal. */
-function unescape(s: string): string {
+function unescapeOctal(s: string): string {
   return s.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(Number.parseInt(o, 8)));
 }
 
@@ -344,5 +353,6 @@ let cached: CgroupPlan | undefined;
 
 /** This host's plan, found once per process. */
 export function hostCgroups(): CgroupPlan {
-  return (cached ??= planCgroups(liveView()));
+  cached ??= planCgroups(liveView());
+  return cached;
 }
