@@ -51,5 +51,11 @@ export async function createServices(home: string, db: Database, engines: Record
   snapshots.created.add((boxId, s) =>
     sessions.boxEvent(boxId, emit(Events.checkpointCreated, { name: (s.label ?? s.id).slice(0, 256), ref: s.id, snapshot: s.id })),
   );
+  boxes.seeder = {
+    check: async (ref) => ({ box: (await snapshots.forkable(ref)).box }),
+    seed: async (boxId, ref) => {
+      await snapshots.seed(boxId, ref);
+    },
+  };
   return { boxes, sessions, sessionStore, broker, engines, snapshots };
 }

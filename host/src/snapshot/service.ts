@@ -33,6 +33,7 @@ import {
 import type { BoxService } from "../box/service.ts";
 import type { Channel } from "../engine/channel.ts";
 import { Listeners } from "../listeners.ts";
+import { agentConfigFiles } from "../harness/index.ts";
 import { log } from "../log.ts";
 import {
   browse,
@@ -45,6 +46,7 @@ import {
   storeLocation,
   type Progress,
   type SnapshotRecord,
+  type SnapshotResult,
   type Store,
 } from "./index.ts";
 import { resolvePath, snapshotPath } from "./paths.ts";
@@ -52,6 +54,11 @@ import { snapshotStreams } from "./stream-save.ts";
 import { unifiedDiff } from "./textdiff.ts";
 
 const logger = log.create({ service: "snapshots" });
+
+/** Snapshot paths that carry a box's identity: every agent config file hutch writes into the home (they hold the box's stubs). */
+export function identityFiles(): string[] {
+  return agentConfigFiles().map((rel) => `home/${rel}`);
+}
 
 /** Where a snapshot's top directories live in a box. */
 export const BOX_ROOTS = { workspace: "/workspace", home: "/home/hutch" } as const;
@@ -210,7 +217,7 @@ export class SnapshotService {
     const source = `${SOURCE_PREFIX}${box.id}`;
     const progress = counts(report);
     const common = { source, ...(label !== undefined ? { label } : {}), progress, signal };
-    let result;
+    let result: SnapshotResult;
     if (box.state === "running") {
       report({ type: "step", n: 1, total: 1, title: `reading ${box.name} through its guest` });
       const { channel } = this.boxes.channel(box.id);
@@ -320,7 +327,30 @@ export class SnapshotService {
     }
   }
 
-  async restore(body: SnapshotRestoreBody, report: Report, signal: AbortSignal): Promise<SnapshotRestoreResult> {
+  /** Refuses (before a box is made) a snapshot a box cannot be forked from; the snapshot and the id of its box. */
+  async forkable(ref: string): Promise<SnapshotRecord & { box: string }> {
+    const snap = await (await this.store()).getSnapshot(ref);
+    if (!snap.source.startsWith(SOURCE_PREFIX))
+      throw new HutchError(
+        "invalid",
+        `snapshot ${snap.id} is not of a box (its source is ${snap.source})`,
+        "fork from a box's snapshot: hutch snapshot list",
+      );
+    return { ...snap, box: snap.source.slice(SOURCE_PREFIX.length) };
+  }
+
+  /**
+   * Fills a new box with a snapshot's roots, in place, through its guest.
+   * What carries the old box's identity is left out: the agents' config
+   * files hold its broker stubs, and the new box's are written when an agent
+   * first runs in it. Its id, stubs and policy are its own already.
+   */
+  async seed(boxId: string, ref: string): Promise<SnapshotRestoreResult> {
+    const snap = await this.forkable(ref);
+    return this.restore({ box: boxId, snapshot: snap.id, inPlace: true }, () => undefined, new AbortController().signal, identityFiles());
+  }
+
+  async restore(body: SnapshotRestoreBody, report: Report, signal: AbortSignal, drop: string[] = []): Promise<SnapshotRestoreResult> {
     const store = await this.store();
     const snap = await store.getSnapshot(body.snapshot);
     for (const p of body.paths ?? []) snapshotPath(p);
@@ -338,6 +368,7 @@ export class SnapshotService {
         progress: counts(report),
         signal,
       });
+      for (const p of drop) rmSync(join(local, p), { recursive: true, force: true });
       report({ type: "step", n: 2, total: 2, title: `sending it into ${body.box}` });
       await this.boxes.ensureRunning(body.box);
       const { box, channel } = this.boxes.channel(body.box);

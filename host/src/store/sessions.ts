@@ -76,8 +76,14 @@ export class SessionStore {
   list(filter: { boxId?: string; state?: string } = {}): SessionRow[] {
     const where: string[] = [];
     const args: string[] = [];
-    if (filter.boxId) where.push("box_id = ?"), args.push(filter.boxId);
-    if (filter.state) where.push("state = ?"), args.push(filter.state);
+    if (filter.boxId) {
+      where.push("box_id = ?");
+      args.push(filter.boxId);
+    }
+    if (filter.state) {
+      where.push("state = ?");
+      args.push(filter.state);
+    }
     const sql = `SELECT * FROM sessions ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at, id`;
     return this.db.query(sql).all(...args) as SessionRow[];
   }
@@ -146,6 +152,15 @@ export class SessionStore {
       text += (i ? separator : "") + eventLine(head, r[0], r[1], r[2], r[3], r[4]);
     }
     return { text, count: rows.length, last: rows.length ? rows[rows.length - 1]![0] : from - 1 };
+  }
+
+  /** Events of one kind at or before seq `atMost`, newest first, at most `limit`: stored columns, actor and data still JSON. */
+  kindBefore(sessionId: string, kind: string, atMost: number, limit: number): { seq: number; actor: string; data: string }[] {
+    return this.db
+      .query<{ seq: number; actor: string; data: string }, [string, string, number, number]>(
+        "SELECT seq, actor, data FROM events WHERE session_id = ? AND kind = ? AND seq <= ? ORDER BY seq DESC LIMIT ?",
+      )
+      .all(sessionId, kind, atMost, limit);
   }
 
   last(sessionId: string): number {
