@@ -13,7 +13,7 @@
 // period less a tenth, judged after the write, takes its snapshot back.
 import { constants, closeSync, fstatSync, lstatSync, openSync, readSync, readdirSync, readlinkSync, type BigIntStats } from "node:fs";
 import { join, resolve } from "node:path";
-import { newId } from "@hutch/shared";
+import { IGNORE_LIMITS, IgnoreRules, Ignorer, newId } from "@hutch/shared";
 import { fromHex, hex } from "./crypto.ts";
 import { invalid } from "./errors.ts";
 import { readXattrs } from "./fsx.ts";
@@ -37,6 +37,12 @@ export interface SnapshotOptions {
   label?: string;
   /** Read extended attributes (default true). */
   xattrs?: boolean;
+  /** Rules (shared/src/ignore.ts) for what to leave out, relative to the snapshot's top ("workspace/node_modules/", "*.log"). */
+  exclude?: string[];
+  /** Rules like `exclude` that nothing (no negation, no rule file) can override: what holds a box's stubs. */
+  never?: string[];
+  /** Rule files of this name in the tree add their own rules for what is below them (".hutchignore"); read on a walk of a directory, by the guest for a stream. */
+  ignoreFile?: string;
   progress?: ProgressFn;
   signal?: AbortSignal;
   pause?: (point: SavePoint) => Promise<void>;
@@ -70,6 +76,8 @@ interface Ctx {
   signal?: AbortSignal;
   warnings: string[];
   blocks: BlockPool;
+  ignore: Ignorer;
+  ignoreFile?: string;
 }
 
 interface Block {
@@ -226,6 +234,8 @@ async function saveRegistered(
     signal: opts.signal,
     warnings,
     blocks: new BlockPool(),
+    ignore: new Ignorer([IgnoreRules.parse(opts.exclude ?? [])], IgnoreRules.parse(opts.never ?? [])),
+    ...(opts.ignoreFile ? { ignoreFile: opts.ignoreFile } : {}),
   };
   if (meter.enabled) {
     if (parent && parentRoot) {
@@ -355,6 +365,11 @@ async function saveDir(ctx: Ctx, abs: string, rel: string, parent: TreeEntry[] |
     names = [];
   }
   names.sort(compareNames);
+  if (ctx.ignoreFile && names.includes(ctx.ignoreFile)) {
+    const text = readRuleFile(join(abs, ctx.ignoreFile));
+    if (text !== undefined && !ctx.ignore.add(IgnoreRules.parse(text, rel)))
+      ctx.warnings.push(`${rel || "."}/${ctx.ignoreFile} not read: more than ${IGNORE_LIMITS.files} rule files`);
+  }
   const previous = parent ? new Map(parent.map((e) => [e.name, e])) : undefined;
   const entries: TreeEntry[] = [];
   for (const name of names) {
@@ -373,6 +388,7 @@ async function saveDir(ctx: Ctx, abs: string, rel: string, parent: TreeEntry[] |
       skip(ctx, relPath, `cannot stat: ${errText(err)}`);
       continue;
     }
+    if (ctx.ignore.ignored(relPath, st.isDirectory())) continue;
     const base = { name, mode: Number(st.mode & 0o7777n), mtime: String(st.mtimeNs), uid: Number(st.uid), gid: Number(st.gid) };
     const prev = previous?.get(name);
     let entry: TreeEntry | undefined;
@@ -414,6 +430,26 @@ async function saveDir(ctx: Ctx, abs: string, rel: string, parent: TreeEntry[] |
   const bytes = encodeTree(entries);
   if (bytes.length > TREE_LIMITS.bytes) throw invalid(`directory ${rel || "."} has too many entries to store (${entries.length})`);
   return hex(await ctx.writer.put("tree", bytes));
+}
+
+/** A rule file's text: a regular file (never through a link), at most IGNORE_LIMITS.fileBytes of it, or undefined. */
+function readRuleFile(path: string): string | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, OPEN_FLAGS);
+  } catch {
+    return undefined;
+  }
+  try {
+    if (!fstatSync(fd).isFile()) return undefined;
+    const buf = new Uint8Array(IGNORE_LIMITS.fileBytes);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    return new TextDecoder().decode(buf.subarray(0, n));
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function kindOf(st: BigIntStats): string {

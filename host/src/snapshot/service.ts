@@ -16,6 +16,7 @@ import {
   HutchError,
   packTar,
   ResultMsg,
+  rulesForRoot,
   TarInResult,
   type MuxStream,
   type OpProgress,
@@ -33,7 +34,9 @@ import {
 import type { BoxService } from "../box/service.ts";
 import type { Channel } from "../engine/channel.ts";
 import { Listeners } from "../listeners.ts";
+import { loadConfig } from "../broker/bindings.ts";
 import { agentConfigFiles } from "../harness/index.ts";
+import { HOME_FILES } from "../paths.ts";
 import { log } from "../log.ts";
 import {
   browse,
@@ -60,6 +63,8 @@ export function identityFiles(): string[] {
   return agentConfigFiles().map((rel) => `home/${rel}`);
 }
 
+/** Rule files honoured in a box's tree unless config.json says otherwise. */
+export const IGNORE_FILE = ".hutchignore";
 /** Where a snapshot's top directories live in a box. */
 export const BOX_ROOTS = { workspace: "/workspace", home: "/home/hutch" } as const;
 const RESTORED_DIR = `${BOX_ROOTS.home}/Restored`;
@@ -216,13 +221,19 @@ export class SnapshotService {
     const store = await this.store();
     const source = `${SOURCE_PREFIX}${box.id}`;
     const progress = counts(report);
-    const common = { source, ...(label !== undefined ? { label } : {}), progress, signal };
+    const what = this.what();
+    const common = { source, ...(label !== undefined ? { label } : {}), progress, signal, exclude: what.exclude, never: what.never };
     let result: SnapshotResult;
     if (box.state === "running") {
       report({ type: "step", n: 1, total: 1, title: `reading ${box.name} through its guest` });
       const { channel } = this.boxes.channel(box.id);
-      const streams = (Object.keys(BOX_ROOTS) as (keyof typeof BOX_ROOTS)[]).map((name) => {
-        const stream = channel.mux.open({ tool: "tar.out", path: BOX_ROOTS[name] });
+      const streams = what.roots.map((name) => {
+        const stream = channel.mux.open({
+          tool: "tar.out",
+          path: BOX_ROOTS[name],
+          exclude: rulesForRoot([...what.exclude, ...what.never], name),
+          ...(what.ignoreFile ? { ignoreFile: what.ignoreFile } : {}),
+        });
         return { name, stream, tar: streamBytes(stream, Chan.stdout).bytes };
       });
       try {
@@ -243,7 +254,12 @@ export class SnapshotService {
         report({ type: "step", n: 1, total: 1, title: `reading ${box.name} from its disk` });
         const opened = await engine.openRoots(handle);
         try {
-          return await snapshotTree(store, opened.roots, { ...common, tags: ["via:disk"] });
+          const roots = opened.roots.filter((r) => what.roots.includes(r.name));
+          return await snapshotTree(store, roots, {
+            ...common,
+            tags: ["via:disk"],
+            ...(what.ignoreFile ? { ignoreFile: what.ignoreFile } : {}),
+          });
         } finally {
           await opened.release();
         }
@@ -261,6 +277,18 @@ export class SnapshotService {
     report({ type: "done", summary: `snapshot ${info.id} of ${box.name}: ${info.files} files, ${info.filesChanged} changed` });
     this.created.emit(box.id, info);
     return { snapshot: info, warnings: result.warnings };
+  }
+
+  /**
+   * What a snapshot of a box takes, from config.json (read at each snapshot,
+   * so an edit applies to the next one): its roots, its rules, and always the
+   * files that hold the box's stubs, which no rule can bring back in.
+   */
+  private what(): { roots: (keyof typeof BOX_ROOTS)[]; exclude: string[]; never: string[]; ignoreFile?: string } {
+    const c = loadConfig(join(this.home, HOME_FILES.config)).snapshots ?? {};
+    const never = identityFiles().map((p) => `/${p}`);
+    const ignoreFile = c.ignoreFile === false ? undefined : (c.ignoreFile ?? IGNORE_FILE);
+    return { roots: c.roots ?? ["workspace", "home"], exclude: c.exclude ?? [], never, ...(ignoreFile ? { ignoreFile } : {}) };
   }
 
   async list(boxRef?: string): Promise<SnapshotInfo[]> {

@@ -7,7 +7,7 @@
 // the store lacks are stored. A tar carries no owners, inodes, hard links or
 // xattrs: entries are stored owned by 0:0 with ino and ctime 0, and a hard
 // link arrives as separate files (their chunks dedup).
-import { type TarEntry, TarParser, type TarSink } from "@hutch/shared/wire";
+import { IgnoreRules, Ignorer, type TarEntry, TarParser, type TarSink } from "@hutch/shared/wire";
 import { newId } from "@hutch/shared";
 import { hex } from "./crypto.ts";
 import { StoreError, invalid } from "./errors.ts";
@@ -124,6 +124,13 @@ async function saveStreams(
   const top: TreeEntry[] = [];
   let entries = 0;
   let bytes = 0;
+  // What the rules leave out, checked here too: a guest that does not apply them still sends nothing that is stored.
+  const ignore =
+    opts.exclude?.length || opts.never?.length
+      ? new Ignorer([IgnoreRules.parse(opts.exclude ?? [])], IgnoreRules.parse(opts.never ?? []))
+      : undefined;
+  const leftOut = new Set<string>();
+  let skipping = false;
 
   try {
     for (const root of roots) {
@@ -152,6 +159,11 @@ async function saveStreams(
           }
           const parentPath = e.parts.slice(0, -1).join("/");
           const name = e.parts.at(-1)!;
+          if (e.parts.length > 1 && (leftOut.has(parentPath) || ignore?.ignored(path, e.type === "dir"))) {
+            if (e.type === "dir") leftOut.add(path);
+            else if (e.type !== "symlink") skipping = true;
+            return;
+          }
           const home = e.parts.length === 1 ? undefined : dirs.get(parentPath);
           if (e.parts.length === 1 ? e.type !== "dir" || name !== root.name : !home) {
             throw invalid(`entry ${JSON.stringify(path)} from the box does not lie in a directory sent before it`, undefined, path);
@@ -187,6 +199,7 @@ async function saveStreams(
           } else top.push(entry);
         },
         data: async (chunk: Uint8Array) => {
+          if (skipping) return;
           let off = 0;
           while (off < chunk.length) {
             if (end === buf.length) {
@@ -203,6 +216,7 @@ async function saveStreams(
           }
         },
         finish: async () => {
+          skipping = false;
           if (!file) return;
           await cutAll(true);
           const f = file;

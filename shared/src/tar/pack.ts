@@ -4,6 +4,7 @@ import { lstat, open, readdir, readlink } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import { BLOCK, MAX_OCTAL_11, encodeHeader, paxRecord, utf8 } from "./header.ts";
 import { TarError } from "./error.ts";
+import { IGNORE_LIMITS, IgnoreRules, type Ignorer } from "../ignore.ts";
 
 /** Upper bound for a yielded chunk, so a 1 GiB file costs 256 KiB of memory. */
 export const CHUNK = 256 * 1024;
@@ -110,7 +111,15 @@ const byName = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
  * `docker cp` does: they cannot be meaningfully recreated in another box and
  * one stray socket should not fail a whole copy. `maxBytes` bounds file bytes.
  */
-export async function* packTar(path: string, opts: { maxBytes?: number } = {}): AsyncIterable<Uint8Array> {
+export interface PackOptions {
+  maxBytes?: number;
+  /** Leaves entries out: paths are relative to the top entry's inside ("src/a.ts"); an excluded directory is not entered. */
+  ignore?: Ignorer;
+  /** Rule files of this name found in a directory add to `ignore` for what is below it. */
+  ignoreFile?: string;
+}
+
+export async function* packTar(path: string, opts: PackOptions = {}): AsyncIterable<Uint8Array> {
   const root = resolve(path);
   const top = basename(root);
   if (top === "") throw new TarError(`cannot pack "${path}": it has no name to use as the top entry`);
@@ -126,8 +135,22 @@ export async function* packTar(path: string, opts: { maxBytes?: number } = {}): 
     if (st.isDirectory()) {
       for (const b of headerBlocks({ name, typeflag: "5", mode: st.mode, mtime, size: 0 })) yield* out.add(b);
       const children = (await readdir(abs)).sort(byName);
+      const rel = name === top ? "" : name.slice(top.length + 1);
+      const ignore = opts.ignore;
+      if (ignore && opts.ignoreFile && children.includes(opts.ignoreFile)) {
+        const text = await readRuleFile(join(abs, opts.ignoreFile));
+        if (text !== undefined) ignore.add(IgnoreRules.parse(text, rel));
+      }
       for (let i = children.length - 1; i >= 0; i--) {
         const child = children[i] ?? "";
+        if (ignore) {
+          const childRel = rel === "" ? child : `${rel}/${child}`;
+          const asFile = ignore.ignored(childRel, false);
+          const asDir = ignore.ignored(childRel, true);
+          // Only a rule for directories alone tells the two apart: stat just then.
+          const isDir = asFile !== asDir && (await lstat(join(abs, child)).catch(() => undefined))?.isDirectory() === true;
+          if (isDir ? asDir : asFile) continue;
+        }
         stack.push({ abs: join(abs, child), name: `${name}/${child}` });
       }
     } else if (st.isSymbolicLink()) {
@@ -142,6 +165,23 @@ export async function* packTar(path: string, opts: { maxBytes?: number } = {}): 
   // End of archive: two zero blocks.
   yield* out.add(new Uint8Array(2 * BLOCK));
   yield* out.flush();
+}
+
+/** A rule file's text: a regular file (never through a link), at most IGNORE_LIMITS.fileBytes of it, or undefined. */
+async function readRuleFile(path: string): Promise<string | undefined> {
+  try {
+    const fh = await open(path, READ_FLAGS);
+    try {
+      if (!(await fh.stat()).isFile()) return undefined;
+      const buf = new Uint8Array(IGNORE_LIMITS.fileBytes);
+      const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
+      return new TextDecoder().decode(buf.subarray(0, bytesRead));
+    } finally {
+      await fh.close();
+    }
+  } catch {
+    return undefined;
+  }
 }
 
 async function* fileBlocks(abs: string, name: string, st: Stats, out: Chunker): AsyncGenerator<Uint8Array> {
