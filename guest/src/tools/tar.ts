@@ -17,6 +17,7 @@ export async function tarOut(stream: MuxStream, req: Req<"tar.out">, ctx: ToolCo
   for await (const chunk of packTar(path, {
     ...(rules ? { ignore: rules } : {}),
     ...(req.ignoreFile ? { ignoreFile: req.ignoreFile } : {}),
+    meta: req.meta === true,
   })) {
     // Leaving the loop returns the iterator, which lets the packer close its files.
     if (!(await stream.write(Chan.stdout, chunk))) return;

@@ -232,6 +232,7 @@ export class SnapshotService {
           tool: "tar.out",
           path: BOX_ROOTS[name],
           exclude: rulesForRoot([...what.exclude, ...what.never], name),
+          meta: true,
           ...(what.ignoreFile ? { ignoreFile: what.ignoreFile } : {}),
         });
         return { name, stream, tar: streamBytes(stream, Chan.stdout).bytes };

@@ -4,9 +4,10 @@
 // the store (one safe name, a directory before what it holds, no name twice)
 // and bounded (entries, bytes); file bytes are chunked as they arrive, so
 // memory stays at a couple of chunks whatever the file sizes, and only chunks
-// the store lacks are stored. A tar carries no owners, inodes, hard links or
-// xattrs: entries are stored owned by 0:0 with ino and ctime 0, and a hard
-// link arrives as separate files (their chunks dedup).
+// the store lacks are stored. With tar.out's `meta` the archive carries exact
+// mtimes, owners and hard links (a link entry naming a file sent before it,
+// stored as one link group with the same chunks); it carries no xattrs, and
+// entries have ino and ctime 0 (no fast path: every byte crosses).
 import { IgnoreRules, Ignorer, type TarEntry, TarParser, type TarSink } from "@hutch/shared/wire";
 import { newId } from "@hutch/shared";
 import { hex } from "./crypto.ts";
@@ -130,6 +131,8 @@ async function saveStreams(
       ? new Ignorer([IgnoreRules.parse(opts.exclude ?? [])], IgnoreRules.parse(opts.never ?? []))
       : undefined;
   const leftOut = new Set<string>();
+  /** A file sent with further hard links → every entry of its group. */
+  const linkGroups = new Map<TreeEntry, TreeEntry[]>();
   let skipping = false;
 
   try {
@@ -169,10 +172,26 @@ async function saveStreams(
             throw invalid(`entry ${JSON.stringify(path)} from the box does not lie in a directory sent before it`, undefined, path);
           }
           if (home?.children.has(name)) throw invalid(`entry ${JSON.stringify(path)} from the box is sent twice`, undefined, path);
-          const mtime = String(BigInt(e.mtime) * 1_000_000_000n);
-          const base = { name, mode: e.mode & 0o7777, mtime, uid: 0, gid: 0 };
+          const mtime = String(e.mtimeNs ?? BigInt(e.mtime) * 1_000_000_000n);
+          const base = { name, mode: e.mode & 0o7777, mtime, uid: e.uid ?? 0, gid: e.gid ?? 0 };
           let entry: TreeEntry;
-          if (e.type === "dir") {
+          if (e.type === "hardlink") {
+            // Another name for a file this archive sent before: the same chunks, one link group.
+            const target = e.link!.join("/");
+            const first = dirs.get(e.link!.slice(0, -1).join("/"))?.children.get(e.link!.at(-1)!);
+            if (first?.type !== "file" || e.link!.length < 2)
+              throw invalid(
+                `hard link ${JSON.stringify(path)} from the box names ${JSON.stringify(target)}, not a file sent before it`,
+                undefined,
+                path,
+              );
+            entry = { ...base, type: "file", size: first.size!, content: first.content!, ino: "0", ctime: "0" };
+            const group = linkGroups.get(first) ?? [first];
+            group.push(entry);
+            linkGroups.set(first, group);
+            stats.files++;
+            stats.bytes += first.size!;
+          } else if (e.type === "dir") {
             entry = { ...base, type: "dir", tree: "" };
             if (e.parts.length > 1 && e.parts.length - 1 > 4096) throw invalid(`entry ${JSON.stringify(path)} is nested too deep`);
             dirs.set(path, { entry, children: new Map(), depth: e.parts.length });
@@ -238,6 +257,7 @@ async function saveStreams(
       };
       const parser = new TarParser(sink, {
         topName: root.name,
+        meta: true,
         maxBytes: limits.maxBytes,
         maxEntries: limits.maxEntries,
         maxMeta: MAX_META,
@@ -252,6 +272,12 @@ async function saveStreams(
       if (!top.some((e) => e.name === root.name)) throw invalid(`the box sent an empty archive for ${root.name}`);
     }
 
+    // Link groups get their count and a number of their own, as a walk of the disk gives them.
+    let group = 0;
+    for (const members of linkGroups.values()) {
+      group++;
+      for (const m of members) Object.assign(m, { nlink: members.length, dev: "0", ino: String(group) });
+    }
     // Trees, deepest first, so each directory's id is known before its parent's tree is encoded.
     for (const d of [...dirs.values()].sort((a, b) => b.depth - a.depth)) {
       const list = [...d.children.values()].sort((a, b) => compareNames(a.name, b.name));

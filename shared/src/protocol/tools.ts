@@ -62,6 +62,8 @@ export const TarOut = Type.Object(
     path: GuestPath,
     /** Leave out what these rules exclude (shared/src/ignore.ts syntax, relative to path). */
     exclude: Type.Optional(Type.Array(Type.String({ maxLength: 256 }), { maxItems: 1000 })),
+    /** Snapshot metadata: exact mtimes and owners in pax records, hard links as link entries. */
+    meta: Type.Optional(Type.Boolean()),
     /** Also honour rule files of this name found in the tree (".hutchignore"). */
     ignoreFile: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$" })),
   },

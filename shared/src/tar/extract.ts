@@ -105,6 +105,9 @@ export class Extractor implements EntrySink {
         await this.own(rel, abs);
         await attempt(rel, "set symlink mtime", () => lutimes(abs, entry.mtime, entry.mtime));
         return;
+      case "hardlink":
+        // Only a parser with Limits.meta emits these, and an extractor never asks for it.
+        throw new TarError(`entry "${rel}": hardlinks are not supported`);
       case "file":
         // A repeated file entry replaces the earlier one (tar's "last wins"); a
         // symlink or directory in its place is refused, never written through.

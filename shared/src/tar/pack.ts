@@ -9,6 +9,8 @@ import { IGNORE_LIMITS, IgnoreRules, type Ignorer } from "../ignore.ts";
 /** Upper bound for a yielded chunk, so a 1 GiB file costs 256 KiB of memory. */
 export const CHUNK = 256 * 1024;
 const NAME_FIELD = 100;
+/** Hard-linked inodes remembered per archive (beyond it a link travels as another copy). */
+const MAX_LINKS = 100_000;
 
 // O_NOFOLLOW: the tree may change under us (it lives in a running box); if a file
 // is swapped for a symlink after lstat we refuse it rather than read its target.
@@ -57,11 +59,13 @@ class Chunker {
 interface Entry {
   /** Archive name without trailing slash. */
   name: string;
-  typeflag: "0" | "2" | "5";
+  typeflag: "0" | "1" | "2" | "5";
   mode: number;
   mtime: number;
   size: number;
   linkname?: string;
+  /** Snapshot metadata (PackOptions.meta): exact mtime as "sec.nnnnnnnnn", and owners, as pax records. */
+  exact?: { mtime: string; uid: number; gid: number };
 }
 
 /** The header blocks for one entry: a pax `x` header first when ustar fields overflow. */
@@ -72,12 +76,18 @@ function headerBlocks(e: Entry): Uint8Array[] {
   if (name.length > NAME_FIELD) records.push(paxRecord("path", e.name));
   if (link && link.length > NAME_FIELD) records.push(paxRecord("linkpath", e.linkname ?? ""));
   if (e.size > MAX_OCTAL_11) records.push(paxRecord("size", String(e.size)));
+  if (e.exact) {
+    records.push(paxRecord("mtime", e.exact.mtime));
+    records.push(paxRecord("uid", String(e.exact.uid)));
+    records.push(paxRecord("gid", String(e.exact.gid)));
+  }
   const mtime = Math.min(Math.max(0, Math.floor(e.mtime)), MAX_OCTAL_11);
   const main = encodeHeader({
     // Readers without pax support still get a usable (truncated) name.
     name: name.subarray(0, NAME_FIELD),
     linkname: link?.subarray(0, NAME_FIELD),
-    mode: e.mode & 0o777,
+    // Snapshots keep setuid, setgid and sticky (a restore into a box drops them again); a copy never carries them.
+    mode: e.mode & (e.exact ? 0o7777 : 0o777),
     size: e.size > MAX_OCTAL_11 ? 0 : e.size,
     mtime,
     typeflag: e.typeflag,
@@ -117,6 +127,18 @@ export interface PackOptions {
   ignore?: Ignorer;
   /** Rule files of this name found in a directory add to `ignore` for what is below it. */
   ignoreFile?: string;
+  /**
+   * For snapshots: exact mtimes and owners in pax records, and a file's
+   * further hard links as link entries ('1') naming its first path here.
+   */
+  meta?: boolean;
+}
+
+/** A nanosecond time as pax's decimal seconds, "sec.nnnnnnnnn" (negative before 1970). */
+function exactTime(ns: bigint): string {
+  const neg = ns < 0n;
+  const a = neg ? -ns : ns;
+  return `${neg ? "-" : ""}${a / 1_000_000_000n}.${String(a % 1_000_000_000n).padStart(9, "0")}`;
 }
 
 export async function* packTar(path: string, opts: PackOptions = {}): AsyncIterable<Uint8Array> {
@@ -128,12 +150,20 @@ export async function* packTar(path: string, opts: PackOptions = {}): AsyncItera
   let total = 0;
   // An explicit stack rather than recursion: depth is set by the tree, not by us.
   const stack: { abs: string; name: string }[] = [{ abs: root, name: top }];
+  /** dev:ino → the archive name of a file's first link. */
+  const links = new Map<string, string>();
   for (let next = stack.pop(); next; next = stack.pop()) {
     const { abs, name } = next;
     const st = await lstat(abs);
     const mtime = Math.floor(st.mtimeMs / 1000);
+    let exact: Entry["exact"];
+    if (opts.meta) {
+      const big = await lstat(abs, { bigint: true });
+      exact = { mtime: exactTime(big.mtimeNs), uid: st.uid, gid: st.gid };
+    }
+    const withExact = exact ? { exact } : {};
     if (st.isDirectory()) {
-      for (const b of headerBlocks({ name, typeflag: "5", mode: st.mode, mtime, size: 0 })) yield* out.add(b);
+      for (const b of headerBlocks({ name, typeflag: "5", mode: st.mode, mtime, size: 0, ...withExact })) yield* out.add(b);
       const children = (await readdir(abs)).sort(byName);
       const rel = name === top ? "" : name.slice(top.length + 1);
       const ignore = opts.ignore;
@@ -155,11 +185,19 @@ export async function* packTar(path: string, opts: PackOptions = {}): AsyncItera
       }
     } else if (st.isSymbolicLink()) {
       const linkname = await readlink(abs);
-      for (const b of headerBlocks({ name, typeflag: "2", mode: st.mode, mtime, size: 0, linkname })) yield* out.add(b);
+      for (const b of headerBlocks({ name, typeflag: "2", mode: st.mode, mtime, size: 0, linkname, ...withExact })) yield* out.add(b);
     } else if (st.isFile()) {
+      const key = opts.meta && st.nlink > 1 ? `${st.dev}:${st.ino}` : undefined;
+      const first = key ? links.get(key) : undefined;
+      if (first !== undefined) {
+        for (const b of headerBlocks({ name, typeflag: "1", mode: st.mode, mtime, size: 0, linkname: first, ...withExact }))
+          yield* out.add(b);
+        continue;
+      }
+      if (key && links.size < MAX_LINKS) links.set(key, name);
       total += st.size;
       if (total > maxBytes) throw new TarError(`entry "${name}": archive exceeds maxBytes (${maxBytes} bytes)`);
-      yield* fileBlocks(abs, name, st, out);
+      yield* fileBlocks(abs, name, st, out, exact);
     }
   }
   // End of archive: two zero blocks.
@@ -184,7 +222,7 @@ async function readRuleFile(path: string): Promise<string | undefined> {
   }
 }
 
-async function* fileBlocks(abs: string, name: string, st: Stats, out: Chunker): AsyncGenerator<Uint8Array> {
+async function* fileBlocks(abs: string, name: string, st: Stats, out: Chunker, exact?: Entry["exact"]): AsyncGenerator<Uint8Array> {
   const fh = await open(abs, READ_FLAGS);
   try {
     const fst = await fh.stat();
@@ -192,7 +230,14 @@ async function* fileBlocks(abs: string, name: string, st: Stats, out: Chunker): 
       throw new TarError(`entry "${name}": file was replaced while packing`);
     }
     const size = st.size;
-    for (const b of headerBlocks({ name, typeflag: "0", mode: st.mode, mtime: Math.floor(st.mtimeMs / 1000), size })) {
+    for (const b of headerBlocks({
+      name,
+      typeflag: "0",
+      mode: st.mode,
+      mtime: Math.floor(st.mtimeMs / 1000),
+      size,
+      ...(exact ? { exact } : {}),
+    })) {
       yield* out.add(b);
     }
     let pos = 0;
