@@ -51,7 +51,9 @@ const MiB = 1024 * 1024;
 function oddities(root: string): void {
   const names = ["with space", "ünïcødé ✓", "new\nline", "tab\there", "-dash", "#hash", `${"n".repeat(250)}.txt`];
   mkdirSync(join(root, "names"));
-  names.forEach((n, i) => writeFileSync(join(root, "names", n), text(100 + i, 900 + i)));
+  names.forEach((n, i) => {
+    writeFileSync(join(root, "names", n), text(100 + i, 900 + i));
+  });
   mkdirSync(join(root, "empty", "nested", "deeper"), { recursive: true });
   mkdirSync(join(root, "links"));
   writeFileSync(join(root, "links", "target.txt"), "target\n");
