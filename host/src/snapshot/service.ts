@@ -223,9 +223,7 @@ export class SnapshotService {
     const progress = counts(report);
     const what = this.what();
     const common = { source, ...(label !== undefined ? { label } : {}), progress, signal, exclude: what.exclude, never: what.never };
-    let result: SnapshotResult;
-    if (box.state === "running") {
-      report({ type: "step", n: 1, total: 1, title: `reading ${box.name} through its guest` });
+    const viaGuest = async (): Promise<SnapshotResult> => {
       const { channel } = this.boxes.channel(box.id);
       const streams = what.roots.map((name) => {
         const stream = channel.mux.open({
@@ -238,20 +236,19 @@ export class SnapshotService {
         return { name, stream, tar: streamBytes(stream, Chan.stdout).bytes };
       });
       try {
-        result = await snapshotStreams(store, streams, { ...common, tags: ["via:guest"] });
+        return await snapshotStreams(store, streams, { ...common, tags: ["via:guest"] });
       } finally {
         // Whatever happened, the guest stops sending what nobody reads any more.
         for (const s of streams) s.stream.close();
       }
+    };
+    let result: SnapshotResult | undefined;
+    if (box.state === "running") {
+      report({ type: "step", n: 1, total: 1, title: `reading ${box.name} through its guest` });
+      result = await viaGuest();
     } else if (box.state === "stopped") {
       result = await this.boxes.whileStopped(box.id, async (handle, engine) => {
-        if (!engine.openRoots) {
-          throw new HutchError(
-            "not_ready",
-            `box "${box.name}" is stopped, and its ${engine.name} disk is not readable from the host`,
-            `start it, and snapshot it through its guest: hutch box start ${box.name}`,
-          );
-        }
+        if (!engine.openRoots) return undefined;
         report({ type: "step", n: 1, total: 1, title: `reading ${box.name} from its disk` });
         const opened = await engine.openRoots(handle);
         try {
@@ -265,6 +262,17 @@ export class SnapshotService {
           await opened.release();
         }
       });
+      if (!result) {
+        // A disk the host cannot read (a VM's qcow2): the box is started, read through its guest, and stopped again.
+        report({ type: "step", n: 1, total: 2, title: `starting ${box.name} to read it through its guest` });
+        await this.boxes.ensureRunning(box.id);
+        try {
+          report({ type: "step", n: 2, total: 2, title: `reading ${box.name} through its guest` });
+          result = await viaGuest();
+        } finally {
+          await this.boxes.stop(box.id, null);
+        }
+      }
     } else {
       throw new HutchError(
         "not_ready",
