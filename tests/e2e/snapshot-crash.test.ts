@@ -49,9 +49,7 @@ beforeAll(async () => {
   await ok(["snapshot", "list", "--json"]);
   store = join(h.home, "snapshots", "default");
 }, 300_000);
-afterAll(async () => {
-  await h.cleanup();
-});
+afterAll(() => h.cleanup(), 120_000);
 
 describe("SIGKILL of the daemon", () => {
   test("during a save: check passes, and the next save completes", async () => {

@@ -44,9 +44,7 @@ beforeAll(async () => {
       " && printf '!.claude.json\\n' > /home/hutch/.hutchignore && echo '{\"approved\":[\"stub-tail\"]}' > /home/hutch/.claude.json",
   );
 }, 120_000);
-afterAll(async () => {
-  await h.cleanup();
-});
+afterAll(() => h.cleanup(), 120_000);
 
 const WANT = ["home/.hutchignore", "workspace/gen/.hutchignore", "workspace/gen/g.txt", "workspace/src/a.ts", "workspace/src/keep.log"];
 

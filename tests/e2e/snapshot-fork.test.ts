@@ -4,6 +4,7 @@
 // store), and `session fork --at SEQ` starts a new box and session from the
 // checkpoint at or before that seq.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
 import { openStore, storeLocation, type Store } from "../../host/src/snapshot/index.ts";
 import { type Home, makeHome, opOutput } from "../helpers.ts";
 
@@ -45,21 +46,20 @@ beforeAll(async () => {
   await ok(["box", "create", "a", "--start"]);
   await sh("a", FILES);
 }, 120_000);
-afterAll(async () => {
-  await h.cleanup();
-});
+afterAll(() => h.cleanup(), 120_000);
 
 describe("forks", () => {
   let first = "";
   let sessionId = "";
   let secondSeq = 0;
+  let second = "";
 
   test("box create --from: the snapshot's files, its own identity, no agent config of the old box", async () => {
     const s = JSON.parse(await ok(["run", "a", "--detach", "--json"])) as { id: string };
     sessionId = s.id;
     first = (await snap("a", "one")).id;
     await sh("a", "echo two > /workspace/src/v.txt");
-    await snap("a", "two");
+    second = (await snap("a", "two")).id;
     const log = (await ok(["session", "log", sessionId, "--json"]))
       .trim()
       .split("\n")
@@ -120,6 +120,21 @@ describe("forks", () => {
     const latest = JSON.parse(await ok(["session", "fork", sessionId, "--at", String(secondSeq), "--json"])) as { box: { name: string } };
     expect(latest.box.name).toBe("a-fork-2");
     expect(await sh("a-fork-2", "cat /workspace/src/v.txt")).toBe("two\n");
+
+    // A client may append checkpoint.created naming any snapshot: a fork takes only the daemon's.
+    const other = first;
+    const res = await fetch(`http://localhost/v1/sessions/${sessionId}/events`, {
+      method: "POST",
+      unix: join(h.home, "hutch.sock"),
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ events: [{ kind: "checkpoint.created", data: { name: "forged", snapshot: other } }] }),
+    });
+    expect(res.status).toBeLessThan(300);
+    const last = JSON.parse(await ok(["session", "info", sessionId, "--json"])) as { lastSeq: number };
+    const forged = JSON.parse(await ok(["session", "fork", sessionId, "--at", String(last.lastSeq), "--json"])) as {
+      snapshot: string;
+    };
+    expect(forged.snapshot).toBe(second);
 
     const none = await h.run(["session", "fork", sessionId, "--at", "1"]);
     expect(none.code).toBe(4);
