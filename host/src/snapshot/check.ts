@@ -12,6 +12,7 @@ import { acquireMaintenance } from "./lock.ts";
 import { MarkBody, getJson, openObject } from "./objects.ts";
 import { TRAILER_BYTES, describeBlob, parseHeader, parseTrailer } from "./pack.ts";
 import { Meter, type ProgressFn } from "./progress.ts";
+import { listSaves } from "./saves.ts";
 import type { SnapshotRecord, Store } from "./store.ts";
 import { SnapshotBody } from "./objects.ts";
 
@@ -91,6 +92,14 @@ export async function check(store: Store, opts: CheckOptions = {}): Promise<Chec
     if (orphans.length > 0)
       res.notes.push(`${orphans.length} pack(s) no index file lists (left by an interrupted save or prune; the next prune removes them)`);
     res.packs = listed.size;
+
+    try {
+      const stale = (await listSaves(store)).filter((r) => r.stale).length;
+      if (stale > 0)
+        res.notes.push(`${stale} save registration(s) of saves that cannot commit any more (interrupted; the next prune removes them)`);
+    } catch (err) {
+      res.errors.push(problem(err, "saves"));
+    }
 
     for await (const info of store.backend.list("marks")) {
       try {
