@@ -14,6 +14,7 @@ import { TRAILER_BYTES, describeBlob, parseHeader, parseTrailer } from "./pack.t
 import { Meter, type ProgressFn } from "./progress.ts";
 import { listSaves } from "./saves.ts";
 import type { SnapshotRecord, Store } from "./store.ts";
+import type { TreeEntry } from "./tree.ts";
 import { SnapshotBody } from "./objects.ts";
 
 export interface CheckOptions {
@@ -131,7 +132,7 @@ export async function check(store: Store, opts: CheckOptions = {}): Promise<Chec
         if (firstVisit.run(fromHex(id)).changes === 0) continue;
         res.trees++;
         const where = `snapshot ${snap.id}${path ? `, ${path}` : ""}`;
-        let entries;
+        let entries: TreeEntry[];
         try {
           entries = await store.readTree(id, where);
         } catch (err) {
