@@ -46,6 +46,7 @@ export async function tarIn(stream: MuxStream, req: Req<"tar.in">, ctx: ToolCont
   const unpacker = createUnpacker(dest, {
     ...(req.name ? { topName: req.name } : {}),
     ...(owner ? { owner: { uid: owner.uid, gid: owner.gid } } : {}),
+    links: req.links === true,
   });
   let chain: Promise<void> = Promise.resolve();
   // Set once the unpacker was ended or aborted; later frames are ignored.

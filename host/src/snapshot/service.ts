@@ -134,7 +134,7 @@ function streamBytes(stream: MuxStream, chan: number): { bytes: AsyncIterable<Ui
 
 /** Sends a packed host directory into the box with tar.in; resolves with what the guest unpacked. */
 async function sendTar(channel: Channel, local: string, dir: string, name: string, signal?: AbortSignal): Promise<TarInResult> {
-  const stream = channel.mux.open({ tool: "tar.in", path: dir, name });
+  const stream = channel.mux.open({ tool: "tar.in", path: dir, name, links: true });
   const result = new Promise<TarInResult>((res, rej) => {
     let value: TarInResult | null = null;
     let bad: string | null = null;
@@ -165,7 +165,8 @@ async function sendTar(channel: Channel, local: string, dir: string, name: strin
     };
   });
   try {
-    for await (const chunk of packTar(local)) {
+    // With snapshot metadata: hard links and exact mtimes reach the box (the guest keeps permission bits only, and its own owner).
+    for await (const chunk of packTar(local, { meta: true })) {
       signal?.throwIfAborted();
       if (!(await stream.write(Chan.stdin, chunk))) break;
     }

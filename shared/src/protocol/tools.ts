@@ -75,6 +75,8 @@ export const TarIn = Type.Object(
     path: GuestPath,
     /** Rename the archive's top entry to this (how `cp SRC BOX:/new-name` works). */
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$" })),
+    /** Take hard link entries (to files the same archive wrote) and exact pax mtimes: a snapshot restored into the box. */
+    links: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );
