@@ -60,6 +60,8 @@ describe("parsing", () => {
     [["agent", "install"], { names: [] }],
     [["pty", "kill", "b", "pty_1"], { signal: "TERM", box: "b", id: "pty_1" }],
     [["--home", "/tmp/h", "--log-level", "debug", "doctor"], { path: "hutch doctor", home: "/tmp/h", "log-level": "debug" }],
+    [["box", "create", "f", "--from", "snap_01m8rmtn4gzdahzrdk6a"], { name: "f", from: "snap_01m8rmtn4gzdahzrdk6a", start: false }],
+    [["session", "fork", "ses_1", "--at", "12", "--name", "w2"], { path: "hutch session fork", id: "ses_1", at: 12, name: "w2" }],
     [["exec", "-tw", "/x", "b", "--", "sh"], null],
   ] as const)("%j", async (argv, want) => {
     if (want === null) return void expect((await refused([...argv])).message).toContain("unknown option -tw");

@@ -36,6 +36,8 @@ describe("cgroups: where box groups go", () => {
   test("mountinfo and /proc/self/cgroup parse, including escaped paths", () => {
     const m = parseMountinfo("40 31 0:37 /a\\040b /sys/fs/cgroup/x rw - cgroup cgroup rw,pids");
     expect(m[0]).toMatchObject({ root: "/a b", point: "/sys/fs/cgroup/x", fstype: "cgroup", options: ["rw", "pids"] });
+    const ro = parseMountinfo("90 25 7:3 / /h/boxes/b/disk ro,nosuid,nodev,noexec,noatime - ext4 /dev/loop3 ro");
+    expect(ro[0]?.mountOptions[0]).toBe("ro");
     const s = parseSelfCgroup(V1_SELF);
     expect(s.v1.get("memory")).toBe("/svc/a");
     expect(s.v1.get("cpuacct")).toBe("/");

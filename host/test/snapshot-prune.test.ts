@@ -183,6 +183,81 @@ describe("prune racing a save, forced interleavings", () => {
     store.close();
   });
 
+  test("a save whose snapshot write outlasts its time limit takes the snapshot back; nothing it names is left missing", async () => {
+    const { store, clock, src } = await setup();
+    await snapshotTree(store, src);
+    // The save passed its time check and is writing its snapshot object (slowly) when a prune deletes what it reused.
+    const g = gate<SavePoint>("before-put");
+    const saving = snapshotTree(store, src, { parent: null, pause: g.pause });
+    await g.arrived;
+    await prune(store, forgetAll);
+    clock.advance(GRACE);
+    expect((await prune(store)).deleted.packs).toBeGreaterThan(0);
+    g.open();
+    expect(saving).rejects.toThrow("longer than the");
+    await saving.catch(() => undefined);
+    expect(await listSnapshots(store)).toEqual([]);
+    expect((await check(store, { readData: true })).errors).toEqual([]);
+    store.close();
+  });
+
+  test("a mark stamped before a save began but written after it loaded the marks waits for that save, not for a clock", async () => {
+    const { store, clock, src } = await setup();
+    const want = describeTree(src);
+    await snapshotTree(store, src);
+    // The prune reads its clock for the mark, then its write of the mark is slow.
+    const pg = gate<PrunePoint>("mark-stamped");
+    const pruning = prune(store, { ...forgetAll, pause: pg.pause });
+    await pg.arrived;
+    clock.advance(GRACE / 5);
+    // A save starts, loads the marks (none visible yet) and reuses every blob of the soon-marked packs.
+    const sg = gate<SavePoint>("before-commit");
+    const saving = snapshotTree(store, src, { parent: null, pause: sg.pause });
+    await sg.arrived;
+    pg.open();
+    const p1 = await pruning;
+    expect(p1.marked.packs).toBeGreaterThan(0);
+    // The mark is a grace period old; the save has run 0.8 of one, within its limit, and has not committed.
+    clock.advance(GRACE - GRACE / 5);
+    const p2 = await prune(store);
+    expect(p2.waiting).toBe(1);
+    expect(p2.deleted.packs).toBe(0);
+    sg.open();
+    const saved = await saving;
+    expect(saved.stats.blobsNew).toBe(0);
+    const p3 = await prune(store);
+    expect(p3.waiting).toBe(0);
+    expect(p3.revived).toBe(p1.marked.packs);
+    expect(p3.deleted.packs).toBe(0);
+    expect((await check(store, { readData: true })).errors).toEqual([]);
+    await restoresAs(store, saved.id, want);
+    store.close();
+  });
+
+  test("a pending mark left by a dead prune is dropped, and a dead save's registration does not hold marks back", async () => {
+    const { store, clock, src } = await setup();
+    await snapshotTree(store, src);
+    const { putJson, sealObject } = await import("../src/snapshot/objects.ts");
+    const packs: string[] = [];
+    for await (const p of store.backend.list("packs")) packs.push(p.name);
+    await putJson(store.backend, store.keys.enc, "marks", { v: 1, time: clock.now(), packs });
+    // A registration of a process that no longer exists (pid 2^22 + 1 is above Linux's pid_max).
+    const reg = { v: 1, host: store.host, pid: 4194305, time: clock.now(), nonce: "dead" };
+    const { name, bytes } = sealObject(store.keys.enc, "saves", new TextEncoder().encode(JSON.stringify(reg)));
+    await store.backend.put("saves", name, bytes);
+    const p1 = await prune(store, forgetAll);
+    expect(p1.marked.packs).toBe(packs.length);
+    const left: string[] = [];
+    for await (const r of store.backend.list("saves")) left.push(r.name);
+    expect(left).toEqual([]);
+    clock.advance(GRACE);
+    const p2 = await prune(store);
+    expect(p2.waiting).toBe(0);
+    expect(p2.deleted.packs).toBe(packs.length);
+    expect((await check(store, { readData: true })).errors).toEqual([]);
+    store.close();
+  });
+
   test("a save that commits its index while the delete phase rewrites the index keeps its index file", async () => {
     const { store, clock, src } = await setup();
     await snapshotTree(store, src);

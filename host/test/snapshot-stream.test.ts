@@ -14,7 +14,7 @@ import { bytes, cleanupTemps, newStore, tempDir, text } from "./snapshot-helpers
 afterAll(cleanupTemps);
 
 /** A tar of [name, type, body] entries, ending with the two zero blocks. */
-function craft(entries: [string, "0" | "2" | "5", string | Uint8Array, string?][]): Uint8Array[] {
+function craft(entries: [string, "0" | "1" | "2" | "5", string | Uint8Array, string?][]): Uint8Array[] {
   const out: Uint8Array[] = [];
   for (const [name, typeflag, body, link] of entries) {
     const data = typeof body === "string" ? utf8(body) : body;
@@ -78,7 +78,7 @@ describe("snapshotStreams", () => {
     store.close();
   });
 
-  const bad: [string, [string, "0" | "2" | "5", string, string?][], RegExp][] = [
+  const bad: [string, [string, "0" | "1" | "2" | "5", string, string?][], RegExp][] = [
     [
       "an entry before its directory",
       [
@@ -97,6 +97,32 @@ describe("snapshotStreams", () => {
       /sent twice/,
     ],
     ["a top entry that is a file", [["w", "0", "x"]], /does not lie in a directory/],
+    [
+      "a hard link to a path not sent before it",
+      [
+        ["w/", "5", ""],
+        ["w/b", "1", "", "w/a"],
+        ["w/a", "0", "x"],
+      ],
+      /not a file sent before it/,
+    ],
+    [
+      "a hard link to a directory",
+      [
+        ["w/", "5", ""],
+        ["w/d/", "5", ""],
+        ["w/b", "1", "", "w/d"],
+      ],
+      /not a file sent before it/,
+    ],
+    [
+      "a hard link leaving the archive",
+      [
+        ["w/", "5", ""],
+        ["w/b", "1", "", "../etc/passwd"],
+      ],
+      /refused|\.\./,
+    ],
     [
       "a .. component",
       [

@@ -135,9 +135,14 @@ const BoxLimitFields = {
 export const BoxSetBody = Type.Object(BoxLimitFields, { additionalProperties: false, minProperties: 1 });
 export type BoxSetBody = Static<typeof BoxSetBody>;
 
+/** A snapshot's id (snap_…) or a unique prefix of at least 8 characters of its object name. */
+export const SnapshotRef = Type.String({ minLength: 8, maxLength: 64, pattern: "^[0-9a-z_]+$" });
+
 export const BoxCreateBody = Type.Object(
   {
     name: BoxName,
+    /** Fork: the new box starts with this snapshot's files (and its own identity: id, broker stubs, agent config). */
+    from: Type.Optional(SnapshotRef),
     engine: Type.Optional(EngineName),
     start: Type.Optional(Type.Boolean()),
     ...BoxLimitFields,
@@ -292,6 +297,26 @@ export const AnnotateBody = Type.Object(
   { additionalProperties: false },
 );
 export type AnnotateBody = Static<typeof AnnotateBody>;
+
+/** POST /v1/sessions/:id/fork: a new box and session from the session's checkpoint at or before `at`. */
+export const SessionForkBody = Type.Object(
+  {
+    at: WholeNumber(1, API_LIMITS.whole),
+    /** The new box's name (default: the old one's with -fork-<n>). */
+    name: Type.Optional(BoxName),
+    label: Type.Optional(Type.String({ maxLength: 256 })),
+  },
+  { additionalProperties: false },
+);
+export type SessionForkBody = Static<typeof SessionForkBody>;
+export const SessionForkResult = Type.Object({
+  /** The checkpoint event forked from, and its snapshot. */
+  checkpoint: Type.Integer({ minimum: 1 }),
+  snapshot: Type.String(),
+  box: Box,
+  session: Session,
+});
+export type SessionForkResult = Static<typeof SessionForkResult>;
 
 /** POST /v1/sessions/:id/close */
 export const SessionCloseBody = Type.Object({ reason: Type.Optional(Type.String({ maxLength: 1024 })) }, { additionalProperties: false });

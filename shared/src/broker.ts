@@ -36,10 +36,27 @@ export const Binding = Type.Object(
 );
 export type Binding = Static<typeof Binding>;
 
+/** What snapshots of boxes take: which roots, and what they leave out (shared/src/ignore.ts rules, relative to the snapshot's top). */
+export const SnapshotConfig = Type.Object(
+  {
+    /** Default both: the workspace and the agent's home. */
+    roots: Type.Optional(
+      Type.Array(Type.Union([Type.Literal("workspace"), Type.Literal("home")]), { minItems: 1, maxItems: 2, uniqueItems: true }),
+    ),
+    /** e.g. "workspace/node_modules/", "*.log", "home/.cache/". */
+    exclude: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: 256 })),
+    /** Rule files honoured in the tree, default ".hutchignore"; false for none. */
+    ignoreFile: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$" }), Type.Literal(false)])),
+  },
+  { additionalProperties: false },
+);
+export type SnapshotConfig = Static<typeof SnapshotConfig>;
+
 /** $HUTCH_HOME/config.json: the user's layer over the built-in defaults. */
 export const HutchConfig = Type.Object(
   {
     bindings: Type.Optional(Type.Record(BindingName, Binding)),
+    snapshots: Type.Optional(SnapshotConfig),
     broker: Type.Optional(
       Type.Object(
         {

@@ -2,10 +2,8 @@
 // Create, restore, prune and check are operations (./ops.ts): NDJSON
 // progress, then their result; list, browse and diff are plain answers.
 import { Type, type Static } from "@sinclair/typebox";
-import { BoxName } from "./api.ts";
+import { BoxName, SnapshotRef } from "./api.ts";
 
-/** A snapshot's id (snap_…) or a unique prefix of at least 8 characters of its object name. */
-export const SnapshotRef = Type.String({ minLength: 8, maxLength: 64, pattern: "^[0-9a-z_]+$" });
 export const SnapshotLabel = Type.String({
   minLength: 1,
   maxLength: 200,

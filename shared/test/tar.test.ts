@@ -2,7 +2,22 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { chmod, lstat, lutimes, mkdir, mkdtemp, readFile, readdir, readlink, rm, symlink, truncate, writeFile } from "node:fs/promises";
+import {
+  chmod,
+  link,
+  lstat,
+  lutimes,
+  mkdir,
+  mkdtemp,
+  readFile,
+  readdir,
+  readlink,
+  rm,
+  symlink,
+  truncate,
+  utimes,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { TarError, createUnpacker, packTar, type UnpackOptions } from "../src/tar/index.ts";
@@ -147,11 +162,7 @@ function tarOf(...entries: Uint8Array[][]): Uint8Array {
 }
 
 /** Runs a refused extraction and checks destDir is exactly as before. */
-async function expectRefused(
-  bytes: Uint8Array,
-  message: RegExp,
-  opts?: { topName?: string; maxBytes?: number; maxEntries?: number },
-): Promise<string> {
+async function expectRefused(bytes: Uint8Array, message: RegExp, opts?: UnpackOptions): Promise<string> {
   const dest = await tmp();
   await writeFile(join(dest, "keep.txt"), "keep");
   const before = await snapshot(dest, false);
@@ -355,6 +366,34 @@ describe("hostile archives are refused and leave nothing behind", () => {
     await expectRefused(tarOf([header("dev", { type: "3" })]), /character devices/);
     await expectRefused(tarOf([header("fifo", { type: "6" })]), /FIFOs/);
     await expectRefused(tarOf([header("vol", { type: "V" })]), /unsupported entry type 'V'/);
+  });
+
+  test("with links: a hard link only to a file the same archive wrote", async () => {
+    const links: UnpackOptions = { links: true };
+    await expectRefused(tarOf([header("keep.txt", { type: "1", link: "keep.txt" })]), /did not write/, links);
+    await expectRefused(tarOf([header("h", { type: "1", link: "../etc/passwd" })]), /\.\./, links);
+    await expectRefused(tarOf([header("d/", { type: "5" })], [header("h", { type: "1", link: "d" })]), /did not write/, links);
+  });
+
+  test("with links: snapshot metadata round-trips hard links and sub-second mtimes", async () => {
+    const src = join(await tmp(), "t");
+    await mkdir(join(src, "sub"), { recursive: true });
+    await writeFile(join(src, "a"), "one inode");
+    await link(join(src, "a"), join(src, "sub", "b"));
+    await utimes(join(src, "a"), 1_700_000_000.25, 1_700_000_000.25);
+    const chunks: Uint8Array[] = [];
+    for await (const c of packTar(src, { meta: true })) chunks.push(c);
+    const dest = await tmp();
+    await unpack(concat(chunks), dest, { links: true });
+    const a = await lstat(join(dest, "t", "a"));
+    const b = await lstat(join(dest, "t", "sub", "b"));
+    expect(b.ino).toBe(a.ino);
+    expect(a.nlink).toBe(2);
+    // node's utimes takes float seconds: the fraction survives to about a microsecond (whole seconds without links).
+    expect(Math.abs(a.mtimeMs - (await lstat(join(src, "a"))).mtimeMs)).toBeLessThan(0.001);
+    expect(Math.round(a.mtimeMs) % 1000).toBe(250);
+    // Without links the same archive is refused: tar.in for a copy never makes links.
+    await expectRefused(concat(chunks), /hardlinks/);
   });
 
   test("bad header checksum in a real tar archive", async () => {

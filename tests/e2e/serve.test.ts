@@ -206,7 +206,19 @@ describe("auth", () => {
     expect(theirs.stderr).toBe(none.stderr.replace("snap_00000000000000000000", id));
     expect((await bob.run(["snapshot", "create", "web"])).code).toBe(4);
     expect((await bob.run(["snapshot", "prune", "--keep-last", "1"])).code).toBe(1);
-  }, 60_000);
+    // A fork copies a snapshot's files: bob cannot fork alice's, and is told what he would be told of none.
+    const fork = await bob.run(["box", "create", "bobs-copy", "--from", id]);
+    const forkNone = await bob.run(["box", "create", "bobs-copy", "--from", "snap_00000000000000000000"]);
+    expect(fork.code).toBe(4);
+    expect(fork.stderr).toBe(forkNone.stderr.replace("snap_00000000000000000000", id));
+    expect(JSON.parse((await alice.run(["box", "list", "--json"])).stdout).map((b: { name: string }) => b.name)).not.toContain("bobs-copy");
+    // alice's own fork is hers.
+    const mine = await alice.run(["box", "create", "alices-copy", "--from", id]);
+    expect(mine.code, mine.stderr).toBe(0);
+    expect(JSON.parse((await alice.run(["box", "list", "--json"])).stdout).map((b: { name: string }) => b.name)).toContain("alices-copy");
+    expect(JSON.parse((await bob.run(["box", "list", "--json"])).stdout).map((b: { name: string }) => b.name)).not.toContain("alices-copy");
+    expect((await alice.run(["box", "delete", "alices-copy"])).code).toBe(0);
+  }, 120_000);
 
   test("a revoked token stops working on its open WebSocket and its change feed at once", async () => {
     const join2 = await srv.join("alice");

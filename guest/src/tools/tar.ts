@@ -3,7 +3,7 @@
 import { chown, mkdir, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 import { Chan, type MuxStream, type TarInResult, type TarOutResult } from "@hutch/shared/wire";
-import { createUnpacker, packTar } from "@hutch/shared/wire";
+import { createUnpacker, IgnoreRules, Ignorer, packTar } from "@hutch/shared/wire";
 import { PathError } from "../paths.ts";
 import type { Req, ToolContext } from "./context.ts";
 import { takeFrames } from "./inbox.ts";
@@ -13,7 +13,12 @@ export async function tarOut(stream: MuxStream, req: Req<"tar.out">, ctx: ToolCo
   const path = await ctx.paths.resolve(req.path);
   if (!(await stat(path).catch(() => undefined))) throw new PathError("not_found", `${req.path}: no such file or directory`);
   let size = 0;
-  for await (const chunk of packTar(path)) {
+  const rules = req.exclude || req.ignoreFile ? new Ignorer([IgnoreRules.parse(req.exclude ?? [])]) : undefined;
+  for await (const chunk of packTar(path, {
+    ...(rules ? { ignore: rules } : {}),
+    ...(req.ignoreFile ? { ignoreFile: req.ignoreFile } : {}),
+    meta: req.meta === true,
+  })) {
     // Leaving the loop returns the iterator, which lets the packer close its files.
     if (!(await stream.write(Chan.stdout, chunk))) return;
     size += chunk.length;
@@ -41,6 +46,7 @@ export async function tarIn(stream: MuxStream, req: Req<"tar.in">, ctx: ToolCont
   const unpacker = createUnpacker(dest, {
     ...(req.name ? { topName: req.name } : {}),
     ...(owner ? { owner: { uid: owner.uid, gid: owner.gid } } : {}),
+    links: req.links === true,
   });
   let chain: Promise<void> = Promise.resolve();
   // Set once the unpacker was ended or aborted; later frames are ignored.

@@ -61,6 +61,13 @@ export class BoxService {
   /** A box appeared, changed (state, limits) or went (the change feed). */
   readonly changes = new Listeners<[boxId: string]>("box change");
 
+  /** Fills a new box from a snapshot (`create` with `from`); wired to the snapshot service in daemon/services.ts. */
+  seeder?: {
+    /** Throws unless a box can be forked from the snapshot; the id of the box it was taken of. */
+    check(snapshot: string): Promise<{ box: string }>;
+    seed(boxId: string, snapshot: string): Promise<void>;
+  };
+
   constructor(
     private readonly store: BoxStore,
     private readonly engines: Record<string, Engine>,
@@ -120,10 +127,26 @@ export class BoxService {
     checkSettings(engine, body.name, config);
     const policy: BoxPolicy = { allow: [...new Set(body.allow ?? [])], bindings: [...new Set(body.secrets ?? [])] };
     this.policyChecks.check(policy);
-    const { box, op } = this.store.insertBox(body.name, engine, body.start ? "running" : "stopped", idemKey, config, policy, owner);
-    logger.info("box created", { box: box.name, id: box.id, engine });
+    const seeder = body.from === undefined ? undefined : this.seeder;
+    if (body.from !== undefined) {
+      if (!seeder) throw new HutchError("invalid", "this daemon cannot create a box from a snapshot", "create it without --from");
+      await seeder.check(body.from);
+    }
+    // A fork is filled through its guest, so it starts; it stops again unless asked to run.
+    const desired = body.start || seeder ? "running" : "stopped";
+    const { box, op } = this.store.insertBox(body.name, engine, desired, idemKey, config, policy, owner);
+    logger.info("box created", { box: box.name, id: box.id, engine, ...(body.from ? { from: body.from } : {}) });
     this.changes.emit(box.id);
-    return this.finish(box.id, op.id);
+    const made = await this.finish(box.id, op.id);
+    if (!seeder || body.from === undefined) return made;
+    try {
+      await seeder.seed(box.id, body.from);
+    } catch (err) {
+      // No half-filled fork is left behind.
+      await this.delete(box.id, null).catch((e) => logger.warn("could not delete a fork that failed", { box: box.name, err: String(e) }));
+      throw err;
+    }
+    return body.start ? this.get(box.id) : this.stop(box.id, null);
   }
 
   /** New limits for a stopped box, applied at its next start. */

@@ -59,7 +59,16 @@ function limitsOf(a: LimitArgs): Record<string, number | string> {
 }
 
 type Create = GlobalArgs &
-  LimitArgs & { name: string; engine: string; start: boolean; image?: string; "kernel-args"?: string; allow?: string[]; secret?: string[] };
+  LimitArgs & {
+    name: string;
+    engine: string;
+    start: boolean;
+    from?: string;
+    image?: string;
+    "kernel-args"?: string;
+    allow?: string[];
+    secret?: string[];
+  };
 type Policy = GlobalArgs & { name: string; allow?: string[]; deny?: string[]; secret?: string[]; "no-secret"?: string[] };
 
 /** A lifecycle verb over many boxes, one request each, with an idempotency key of its own. */
@@ -92,6 +101,7 @@ export const box = body<GlobalArgs>({
           describe: "process: a namespace sandbox; qemu: a VM with its own kernel",
         },
         start: { type: "boolean", default: false, describe: "start it once created" },
+        from: { type: "string", describe: "fork: start with the files of this snapshot (snap_…); the box gets its own identity" },
         ...LIMIT_OPTIONS,
         image: { type: "string", describe: "VM: image name (default: default)" },
         "kernel-args": { type: "string", describe: "VM: extra kernel command line (debugging a boot)" },
@@ -117,7 +127,7 @@ export const box = body<GlobalArgs>({
         const box = await d.request<Box>(
           "POST",
           "/v1/boxes",
-          { name: a.name, engine: a.engine, start: a.start, ...vm, ...egress },
+          { name: a.name, engine: a.engine, start: a.start, ...(a.from ? { from: a.from } : {}), ...vm, ...egress },
           { idempotencyKey: crypto.randomUUID() },
         );
         if (a.json) printJson(box);

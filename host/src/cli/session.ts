@@ -1,5 +1,5 @@
 import { HutchError } from "@hutch/shared/base";
-import type { Session, SessionEvent } from "@hutch/shared";
+import type { Session, SessionEvent, SessionForkResult } from "@hutch/shared";
 import { connectDaemon, type DaemonClient } from "../client/daemon.ts";
 import { subscribe } from "../client/subscribe.ts";
 import { renderEvent } from "../client/render.ts";
@@ -253,6 +253,30 @@ export const session = body<GlobalArgs>({
         }
         if (a.json) printJson(events);
         else process.stdout.write(renderTranscript(events));
+      },
+    }),
+    command<IdArgs & { at?: number; name?: string; label?: string }>({
+      command: "fork <id>",
+      describe: "a new box and session from the session's checkpoint at or before --at",
+      positionals: id,
+      options: {
+        at: { type: "number", describe: "a seq in the session's log: the newest checkpoint at or before it is used" },
+        name: { type: "string", describe: "the new box's name (default: the old one's, with -fork-N)" },
+        label: { type: "string", describe: "the new session's label" },
+      },
+      examples: [["$0 session fork ses_01h... --at 120", "go back to the checkpoint before event 120, in a new box"]],
+      run: async (a) => {
+        if (a.at === undefined || !Number.isInteger(a.at) || a.at < 1)
+          throw new HutchError(
+            "invalid",
+            "say where to fork from: --at SEQ (a seq in the session's log)",
+            "see the log: hutch session log ID",
+          );
+        const d = await connectDaemon(a.home);
+        const body = { at: a.at, ...(a.name ? { name: a.name } : {}), ...(a.label ? { label: a.label } : {}) };
+        const f = await d.request<SessionForkResult>("POST", path(a.id, "/fork"), body, { idempotencyKey: crypto.randomUUID() });
+        if (a.json) return printJson(f);
+        process.stdout.write(`forked ${a.id} at seq ${f.checkpoint} (${f.snapshot}): box ${f.box.name}, session ${f.session.id}\n`);
       },
     }),
     command<IdArgs>({

@@ -56,6 +56,7 @@ export function buildApp(deps: AppDeps) {
   const ops = deps.ops ?? new RunningOps();
   const snapshots = deps.snapshots ?? new SnapshotService(deps.home, deps.boxes);
   const auth = deps.auth;
+  const access = auth ? snapshotAccess(auth, snapshots, deps) : undefined;
   const who = (req: Request): Principal =>
     principalOf(req) ?? auth?.local() ?? { user: (deps.identify ?? localUser)(req), scopes: ["read", "write", "admin"], remote: false };
   const owns = auth ? (req: Request, boxId: string) => auth.access(who(req), boxId) !== null : () => true;
@@ -101,7 +102,7 @@ export function buildApp(deps: AppDeps) {
       .get("/v1/health", () => ({ ok: true, version: HUTCH_VERSION, pid: process.pid, home: deps.home }), {
         detail: { summary: "Liveness and version" },
       })
-      .use(boxesController(deps.boxes, { visible: owns, owner: (req) => who(req).user }))
+      .use(boxesController(deps.boxes, { visible: owns, owner: (req) => who(req).user, ...(access ? { snapshot: access.snapshot } : {}) }))
       .use(auth ? authController(auth, deps.boxes, who, deps.serve ?? (() => ({ url: null, fingerprint: null }))) : new Elysia())
       .use(brokerController(deps.broker, deps.boxes, (req) => (principalOf(req)?.remote ? principalOf(req)!.user : null)))
       .use(streamDoc())
@@ -114,7 +115,7 @@ export function buildApp(deps: AppDeps) {
       .use(doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops))
       .use(imagesController(new ImageBuilds(deps.home), ops, deps.boxes))
       .use(agentsController(env.agentsDir(deps.home), ops))
-      .use(snapshotsController(snapshots, ops, auth ? snapshotAccess(auth, snapshots, deps) : undefined))
+      .use(snapshotsController(snapshots, ops, access))
   );
 }
 

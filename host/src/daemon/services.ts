@@ -56,11 +56,18 @@ export async function createServices(home: string, db: Database, engines: Record
   );
   const auth = new AuthService(db, daemonUser);
   sessions.boxAccess = (boxId, user) => auth.userAccess(user, boxId);
+  sessions.boxOwner = (boxId) => auth.owner(boxId);
   // A snapshot is its box's owner's, kept past the box: the row is written as the snapshot is announced.
   snapshots.created.add((boxId, s) => auth.store.setSnapshotOwner(s.id, auth.owner(boxId)));
   broker.secretOwner = (boxId) => {
     const owner = auth.owner(boxId);
     return owner === daemonUser ? null : owner;
+  };
+  boxes.seeder = {
+    check: async (ref) => ({ box: (await snapshots.forkable(ref)).box }),
+    seed: async (boxId, ref) => {
+      await snapshots.seed(boxId, ref);
+    },
   };
   return { boxes, sessions, sessionStore, broker, engines, snapshots, auth };
 }

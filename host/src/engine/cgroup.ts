@@ -35,7 +35,10 @@ interface Mount {
   root: string;
   point: string;
   fstype: string;
+  /** The superblock's options. */
   options: string[];
+  /** This mount's own options ("ro" or "rw" first). */
+  mountOptions: string[];
 }
 
 export function parseMountinfo(text: string): Mount[] {
@@ -46,7 +49,13 @@ export function parseMountinfo(text: string): Mount[] {
     const left = line.slice(0, dash).split(" ");
     const [fstype, , superOpts] = line.slice(dash + 3).split(" ");
     if (!fstype || left.length < 5) continue;
-    out.push({ root: unescapeOctal(left[3]!), point: unescapeOctal(left[4]!), fstype, options: (superOpts ?? "").split(",") });
+    out.push({
+      root: unescapeOctal(left[3]!),
+      point: unescapeOctal(left[4]!),
+      fstype,
+      options: (superOpts ?? "").split(","),
+      mountOptions: (left[5] ?? "").split(","),
+    });
   }
   return out;
 }

@@ -16,4 +16,14 @@ export function harness(name: string): Harness {
   return HARNESSES[name as AgentName];
 }
 
+/**
+ * Paths, relative to the agent's home, of every config file an adapter
+ * writes before an agent starts. They hold a box's stub credentials (or
+ * parts of them), so they are a box's own: never carried into a fork.
+ */
+export function agentConfigFiles(): string[] {
+  const probe = { endpoint: () => "", stub: () => "", home: "/home/hutch", workdir: "/workspace" };
+  return [...new Set(Object.values(HARNESSES).flatMap((h) => Object.keys(h.files(probe))))].sort();
+}
+
 export type { AgentContext, AgentName, Binding, Harness, MappedEvent, Mapper } from "./types.ts";

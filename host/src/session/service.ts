@@ -14,6 +14,8 @@ import {
   type EventInput,
   type Session,
   type SessionCreateBody,
+  type SessionForkBody,
+  type SessionForkResult,
   type SessionSummary,
   type TypedEvent,
 } from "@hutch/shared";
@@ -28,6 +30,8 @@ import type { AgentRunner } from "../harness/run.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "sessions" });
+/** Checkpoints looked at, newest first, when forking a session (a log can hold any number a client appended). */
+const FORK_SCAN = 1000;
 
 /** A text cut into pieces of at most `max` characters (a pasted block can be longer than one event holds), never inside a surrogate pair. */
 export function pieces(text: string, max: number): string[] {
@@ -130,6 +134,8 @@ export class SessionService {
    * this to box owners and shares; unwired, a session is its owner's alone.
    */
   boxAccess: (boxId: string, user: string) => "own" | "drive" | "read" | null = () => null;
+  /** Whom a box belongs to (server mode): a fork of a session belongs to its box's owner. */
+  boxOwner: (boxId: string) => string | undefined = () => undefined;
 
   /** Whether the actor may see the session: its owner, the daemon, or a user its box is shared with. */
   private canSee(row: SessionRow, actor: Actor): boolean {
@@ -415,6 +421,61 @@ export class SessionService {
     this.requireDriver(row, actor);
     if (row.driver_lease_ms) this.store.update(id, { driver_expires_at: Date.now() + row.driver_lease_ms });
     return this.get(id, actor);
+  }
+
+  /**
+   * A new box from the checkpoint at or before `at` in this session's log,
+   * and a new session of the same agent in it. Only checkpoints the daemon
+   * wrote count (clients may append checkpoint.created too, naming any
+   * snapshot), and only with a snapshot of this session's own box.
+   */
+  async fork(id: string, actor: Actor, body: SessionForkBody): Promise<SessionForkResult> {
+    const row = this.row(id, actor);
+    const seeder = this.boxes.seeder;
+    if (!seeder) throw new HutchError("invalid", "this daemon cannot fork from snapshots", "start a new session: hutch run");
+    let found: { seq: number; snapshot: string } | undefined;
+    for (const e of this.store.kindBefore(id, Events.checkpointCreated.kind, body.at, FORK_SCAN)) {
+      const who = JSON.parse(e.actor) as Actor;
+      const data = JSON.parse(e.data) as { snapshot?: unknown };
+      if (who.kind !== "system" || typeof data.snapshot !== "string") continue;
+      const { box } = await seeder.check(data.snapshot).catch(() => ({ box: "" }));
+      if (box === row.box_id) {
+        found = { seq: e.seq, snapshot: data.snapshot };
+        break;
+      }
+    }
+    if (!found)
+      throw new HutchError(
+        "not_found",
+        `session ${id} has no checkpoint of its box at or before seq ${body.at}`,
+        `take one: hutch snapshot create ${this.boxes.byId(row.box_id)?.name ?? row.box_id}`,
+      );
+    // A fork holds a copy of the box's files: a read-only share may watch the session, not take its files.
+    if (actor.kind !== "system" && this.boxAccess(row.box_id, actorUser(actor)) === "read") {
+      throw new HutchError(
+        "denied",
+        `session ${id}'s box is shared with you read-only: a fork would copy its files`,
+        "ask its owner to share it for driving (hutch box share BOX --with USER --drive)",
+      );
+    }
+    const old = this.boxes.byId(row.box_id);
+    const name = body.name ?? this.forkName(old?.name ?? "box");
+    const box = await this.boxes.create(
+      { name, engine: old?.engine ?? "process", from: found.snapshot, start: true },
+      null,
+      this.boxOwner(row.box_id),
+    );
+    const session = await this.create({ box: box.id, agent: harness(row.agent).name, ...(body.label ? { label: body.label } : {}) }, actor);
+    logger.info("session forked", { from: id, seq: found.seq, snapshot: found.snapshot, box: box.name, session: session.id });
+    return { checkpoint: found.seq, snapshot: found.snapshot, box, session };
+  }
+
+  private forkName(base: string): string {
+    const stem = base.replace(/-fork-\d+$/, "").slice(0, 50);
+    for (let n = 1; ; n++) {
+      const name = `${stem}-fork-${n}`;
+      if (!this.boxes.list().some((b) => b.name === name)) return name;
+    }
   }
 
   async close(id: string, actor: Actor, reason?: string): Promise<Session> {

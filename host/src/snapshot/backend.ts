@@ -11,7 +11,7 @@ import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import { invalid } from "./errors.ts";
 
-export type ObjectKind = "config" | "packs" | "index" | "snapshots" | "marks" | "locks";
+export type ObjectKind = "config" | "packs" | "index" | "snapshots" | "marks" | "saves" | "locks";
 
 export interface ObjectInfo {
   name: string;

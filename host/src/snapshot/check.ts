@@ -12,7 +12,9 @@ import { acquireMaintenance } from "./lock.ts";
 import { MarkBody, getJson, openObject } from "./objects.ts";
 import { TRAILER_BYTES, describeBlob, parseHeader, parseTrailer } from "./pack.ts";
 import { Meter, type ProgressFn } from "./progress.ts";
+import { listSaves } from "./saves.ts";
 import type { SnapshotRecord, Store } from "./store.ts";
+import type { TreeEntry } from "./tree.ts";
 import { SnapshotBody } from "./objects.ts";
 
 export interface CheckOptions {
@@ -92,6 +94,14 @@ export async function check(store: Store, opts: CheckOptions = {}): Promise<Chec
       res.notes.push(`${orphans.length} pack(s) no index file lists (left by an interrupted save or prune; the next prune removes them)`);
     res.packs = listed.size;
 
+    try {
+      const stale = (await listSaves(store)).filter((r) => r.stale).length;
+      if (stale > 0)
+        res.notes.push(`${stale} save registration(s) of saves that cannot commit any more (interrupted; the next prune removes them)`);
+    } catch (err) {
+      res.errors.push(problem(err, "saves"));
+    }
+
     for await (const info of store.backend.list("marks")) {
       try {
         await getJson(store.backend, store.keys.enc, "marks", info.name, MarkBody, info.size);
@@ -122,7 +132,7 @@ export async function check(store: Store, opts: CheckOptions = {}): Promise<Chec
         if (firstVisit.run(fromHex(id)).changes === 0) continue;
         res.trees++;
         const where = `snapshot ${snap.id}${path ? `, ${path}` : ""}`;
-        let entries: Awaited<ReturnType<typeof store.readTree>>;
+        let entries: TreeEntry[];
         try {
           entries = await store.readTree(id, where);
         } catch (err) {

@@ -21,7 +21,7 @@ import { dirname, join } from "node:path";
 import { type Backend, type ObjectInfo, type ObjectKind, type Range, checkName, stagingFile } from "./backend.ts";
 import { StoreError, corrupt } from "./errors.ts";
 
-const KINDS: ObjectKind[] = ["packs", "index", "snapshots", "marks", "locks"];
+const KINDS: ObjectKind[] = ["packs", "index", "snapshots", "marks", "saves", "locks"];
 /** Open pack files kept for ranged reads (a restore reads one pack's blobs in turn). */
 const MAX_OPEN = 16;
 

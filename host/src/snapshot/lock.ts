@@ -19,7 +19,7 @@ export interface Lock {
   tookOver?: string;
 }
 
-function alive(pid: number): boolean {
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

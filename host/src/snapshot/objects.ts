@@ -1,4 +1,4 @@
-// Small sealed objects: snapshots, index files, prune marks and locks. Each
+// Small sealed objects: snapshots, index files, prune marks, save registrations and locks. Each
 // is named by the SHA-256 of its bytes and sealed under a key of its own:
 //
 //   object := "HOB1" salt:16 AES-256-GCM(HMAC(enc, "hutch-<kind>-v1" ‖ salt), nonce(0, 0), aad = kind, body)
@@ -133,6 +133,11 @@ export const MarkBody = Type.Object(
     /** ms since the epoch, by the marking prune's clock. */
     time: NonNegative,
     packs: Type.Array(Hex64, { maxItems: 1_000_000 }),
+    /**
+     * The saves registered once this mark was visible (their `saves/` names). A mark without it is
+     * pending: it hides its packs from saves but never lets them be deleted (prune.ts).
+     */
+    saves: Type.Optional(Type.Array(Hex64, { maxItems: 100_000 })),
   },
   { additionalProperties: false },
 );
@@ -149,3 +154,7 @@ export const LockBody = Type.Object(
   { additionalProperties: false },
 );
 export type LockBody = Static<typeof LockBody>;
+
+/** A running save's registration (`saves/<name>`), from before it loads the marks until its snapshot is written or abandoned. */
+export const SaveBody = LockBody;
+export type SaveBody = LockBody;

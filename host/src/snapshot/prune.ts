@@ -2,27 +2,36 @@
 // holding anything a save waits for.
 //
 //   mark    packs no snapshot needs (and packs no index file lists) are named
-//           in a mark object stamped with the prune's clock; packs that are
-//           mostly garbage have their live blobs copied out first.
-//   delete  a later prune takes marks older than the grace period and deletes
-//           each pack in them unless a snapshot now needs a blob that has no
-//           other copy outside every mark (then the pack simply lives on).
+//           in a mark, written twice: pending (packs only, so saves that load
+//           marks from now on skip them), then final, with the registered
+//           saves (saves.ts) listed after the pending mark was visible: the
+//           saves that may have missed it. Packs that are mostly garbage have
+//           their live blobs copied out first.
+//   delete  a later prune takes final marks older than the grace period whose
+//           saves have all ended, and deletes each pack in them unless a
+//           snapshot now needs a blob that has no other copy outside every
+//           mark (then the pack simply lives on).
 //
-// Why a finished snapshot never loses a chunk: a save started after a mark
-// existed never reuses a blob from a marked pack (the writer skips them); a
-// save started before the mark committed its snapshot before the mark was
-// grace old, because a save that ran longer than grace less a tenth refuses
-// to commit (save.ts). So every snapshot that can need a marked pack is
-// listed when the delete phase looks, and the delete phase keeps such a pack.
+// Why a finished snapshot never loses a chunk, whatever any write costs: a
+// save that loaded the marks after a pending mark was visible never reuses
+// its packs (the writer skips them); a save that loaded them before was
+// registered before that, so it is in the final mark. The delete phase lists
+// registrations before it lists snapshots: a save in the mark that is no
+// longer registered wrote its snapshot before that listing (or gave up), so
+// every snapshot that can need a marked pack is seen, and the pack is kept.
+// A registration left by a dead process, or one older than the longest a
+// save may run, is stale (saves.ts: such a save can no longer commit).
+// A pending mark found by the next prune is a dead prune's; it is dropped.
 // Index files are rewritten before any pack goes, and old ones removed before
 // packs, so a crash at any point leaves no index naming a missing pack.
 import { encodeIndex, MAX_INDEX_ENTRIES, type PackRecord } from "./blob-index.ts";
 import { StoreError } from "./errors.ts";
 import { acquireMaintenance } from "./lock.ts";
-import { sealObject, putJson, type MarkBody } from "./objects.ts";
+import { type MarkBody, putJson, sealObject } from "./objects.ts";
 import { type KeepPolicy, keptByPolicy } from "./policy.ts";
 import { Meter, type ProgressFn } from "./progress.ts";
 import { RefSet } from "./refs.ts";
+import { listSaves } from "./saves.ts";
 import type { Store } from "./store.ts";
 import { BlobWriter } from "./writer.ts";
 
@@ -30,7 +39,7 @@ import { BlobWriter } from "./writer.ts";
 const COMPACT_ABOVE = 16;
 
 /** Points where a prune awaits `pause` (a test seam for forcing interleavings with saves). */
-export type PrunePoint = "snapshots-listed" | "marks-loaded" | "before-delete" | "before-mark";
+export type PrunePoint = "snapshots-listed" | "marks-loaded" | "before-delete" | "before-mark" | "mark-stamped";
 
 export interface PruneOptions {
   /** Which snapshots to keep; default (or {}) keeps them all and only reclaims garbage. */
@@ -53,6 +62,8 @@ export interface PruneResult {
   deleted: { packs: number; bytes: number };
   /** Marked packs found needed again at delete time, and so kept. */
   revived: number;
+  /** Marks old enough whose deletion waits for a save that may have missed them. */
+  waiting: number;
   repacked: { packs: number; blobs: number; bytes: number };
   indexFiles: { removed: number; written: number };
   /** A dead holder's lock this run took over. */
@@ -84,6 +95,7 @@ export async function prune(store: Store, opts: PruneOptions = {}): Promise<Prun
     marked: { packs: 0, bytes: 0 },
     deleted: { packs: 0, bytes: 0 },
     revived: 0,
+    waiting: 0,
     repacked: { packs: 0, blobs: 0, bytes: 0 },
     indexFiles: { removed: 0, written: 0 },
     ms: 0,
@@ -92,8 +104,9 @@ export async function prune(store: Store, opts: PruneOptions = {}): Promise<Prun
   if (lock.tookOver) result.tookOverLock = lock.tookOver;
   try {
     const now = store.clock();
-    await store.syncIndex();
-    const cache = store.cache;
+    // Registrations first, snapshots after (the header says why).
+    const saves = await listSaves(store);
+    const live = new Set(saves.filter((r) => !r.stale).map((r) => r.name));
 
     // Forget.
     meter.phase = "forget";
@@ -107,8 +120,10 @@ export async function prune(store: Store, opts: PruneOptions = {}): Promise<Prun
     snaps = snaps.filter((s) => keep.has(s.id));
     await opts.pause?.("snapshots-listed");
 
-    // What the remaining snapshots need.
+    // What the remaining snapshots need; the index is read after the listing, so it has every listed snapshot's packs.
     meter.phase = "mark";
+    await store.syncIndex();
+    const cache = store.cache;
     const refs = new RefSet(cache.database);
     for (const s of snaps) {
       await refs.addSnapshot(store, s, opts.signal);
@@ -120,7 +135,10 @@ export async function prune(store: Store, opts: PruneOptions = {}): Promise<Prun
 
     // Delete phase: marks old enough.
     meter.phase = "delete";
-    const due = marks.filter((m) => now - m.body.time >= grace);
+    const pending = marks.filter((m) => m.body.saves === undefined);
+    const old = marks.filter((m) => m.body.saves !== undefined && now - m.body.time >= grace);
+    const due = old.filter((m) => !m.body.saves!.some((r) => live.has(r)));
+    result.waiting = old.length - due.length;
     const needed = cache.database.query<{ n: number }, [string]>(
       `SELECT 1 AS n FROM blobs b JOIN packs p ON p.id = b.pack JOIN temp.ref_blobs r ON r.id = b.id AND r.type = b.type
        WHERE p.name = ?1 AND NOT EXISTS (
@@ -152,13 +170,14 @@ export async function prune(store: Store, opts: PruneOptions = {}): Promise<Prun
         result.deleted.packs++;
         result.deleted.bytes += listed.get(p) ?? known.get(p) ?? 0;
       }
-      for (const m of due) await store.backend.delete("marks", m.name);
+      for (const m of [...due, ...pending]) await store.backend.delete("marks", m.name);
+      for (const r of saves) if (r.stale) await store.backend.delete("saves", r.name);
     }
     meter.tick();
 
     // Mark phase: garbage not yet marked by anyone.
     await opts.pause?.("before-mark");
-    const stillMarked = new Set(marks.filter((m) => !due.includes(m)).flatMap((m) => m.body.packs));
+    const stillMarked = new Set(marks.filter((m) => !due.includes(m) && !pending.includes(m)).flatMap((m) => m.body.packs));
     const usage = packUsage(store);
     const toMark: string[] = [];
     const toRepack: PackUse[] = [];
@@ -181,7 +200,11 @@ export async function prune(store: Store, opts: PruneOptions = {}): Promise<Prun
       result.marked.bytes = toMark.reduce((n, p) => n + (listed.get(p) ?? indexed.get(p) ?? 0), 0);
       if (!opts.dryRun) {
         const body: MarkBody = { v: 1, time: store.clock(), packs: toMark };
-        await putJson(store.backend, store.keys.enc, "marks", body);
+        await opts.pause?.("mark-stamped");
+        const pendingName = await putJson(store.backend, store.keys.enc, "marks", body);
+        const registered = (await listSaves(store)).filter((r) => !r.stale).map((r) => r.name);
+        await putJson(store.backend, store.keys.enc, "marks", { ...body, saves: registered } satisfies MarkBody);
+        await store.backend.delete("marks", pendingName);
       }
     }
   } finally {

@@ -241,9 +241,69 @@ async function planDir(
   }
 }
 
+/**
+ * The one-chunk files of a directory, read a run at a time: a save stores a
+ * directory's small files one after another in a pack, so neighbours come
+ * back with one ranged get of up to WINDOW_BYTES instead of one each.
+ */
+class SmallReads {
+  private readonly ready = new Map<string, Promise<Uint8Array>>();
+  private readonly order: { name: string; loc: Located }[] = [];
+  private at = 0;
+
+  constructor(
+    private readonly ctx: Ctx,
+    entries: TreeEntry[],
+    sel: Selection,
+    parts: string[],
+  ) {
+    for (const e of entries) {
+      if (e.type !== "file" || e.content!.length !== 1 || e.nlink !== undefined) continue;
+      if (!(sel.all || sel.children.get(e.name)?.all)) continue;
+      this.order.push({
+        name: e.name,
+        loc: ctx.store.locate("data", fromHex(e.content![0]!), `tree entry ${[...parts, e.name].join("/")}`),
+      });
+    }
+  }
+
+  /** The plaintext of a one-chunk file of this directory (undefined for one not planned here). */
+  take(name: string): Promise<Uint8Array> | undefined {
+    if (!this.ready.has(name)) this.fill(name);
+    const p = this.ready.get(name);
+    this.ready.delete(name);
+    return p;
+  }
+
+  private fill(name: string): void {
+    while (this.at < this.order.length && this.order[this.at]!.name !== name) this.at++;
+    if (this.at >= this.order.length) return;
+    const run: { name: string; loc: Located }[] = [this.order[this.at++]!];
+    let bytes = run[0]!.loc.length;
+    while (this.at < this.order.length) {
+      const prev = run[run.length - 1]!.loc;
+      const l = this.order[this.at]!.loc;
+      if (l.pack !== prev.pack || l.offset !== prev.offset + prev.length || bytes + l.length > WINDOW_BYTES) break;
+      run.push(this.order[this.at++]!);
+      bytes += l.length;
+    }
+    const all = readGroup(
+      this.ctx.store,
+      run.map((r) => r.loc),
+    );
+    run.forEach((r, i) => {
+      const plain = all.then((plains) => plains[i]!);
+      // A read that fails is reported by the file that takes it; one nobody takes (the restore stopped) must not crash the process.
+      plain.catch(() => undefined);
+      this.ready.set(r.name, plain);
+    });
+  }
+}
+
 async function writeDir(ctx: Ctx, treeId: string, abs: string, parts: string[], sel: Selection, needed: string): Promise<void> {
   ctx.opts.signal?.throwIfAborted();
   const entries = await ctx.store.readTree(treeId, needed);
+  const small = new SmallReads(ctx, entries, sel, parts);
   for (const e of entries) {
     const child = sel.all ? sel : sel.children.get(e.name);
     if (!child) continue;
@@ -259,7 +319,7 @@ async function writeDir(ctx: Ctx, treeId: string, abs: string, parts: string[], 
       if (ctx.opts.owner) lchownSync(path, e.uid, e.gid);
       setTimes(path, BigInt(e.mtime));
       ctx.result.symlinks++;
-    } else await writeFile(ctx, e, path, rel);
+    } else await writeFile(ctx, e, path, rel, small);
   }
 }
 
@@ -275,7 +335,7 @@ function writeXattrs(ctx: Ctx, path: string, xattrs: [string, string][] | undefi
   for (const [name, value] of xattrs) if (!writeXattr(path, name, Buffer.from(value, "base64"))) ctx.result.xattrsSkipped++;
 }
 
-async function writeFile(ctx: Ctx, e: TreeEntry, path: string, rel: string): Promise<void> {
+async function writeFile(ctx: Ctx, e: TreeEntry, path: string, rel: string, small: SmallReads): Promise<void> {
   const linkKey = e.nlink !== undefined ? `${e.dev}:${e.ino}` : undefined;
   const first = linkKey ? ctx.links.get(linkKey) : undefined;
   if (first) {
@@ -286,7 +346,7 @@ async function writeFile(ctx: Ctx, e: TreeEntry, path: string, rel: string): Pro
   }
   if (e.content!.length <= 1) {
     // One chunk at most: read it here, and let the thread pool create and write the file while the next is read.
-    const plain = e.content!.length === 0 ? new Uint8Array(0) : await readChunk(ctx, e.content![0]!, rel);
+    const plain = e.content!.length === 0 ? new Uint8Array(0) : await (small.take(e.name) ?? readChunk(ctx, e.content![0]!, rel));
     if (plain.length !== e.size) throw corrupt(`tree entry ${rel}`, `chunks add up to ${plain.length} bytes, the entry says ${e.size}`);
     const written = ctx.io.run(async () => {
       const fh = await open(path, CREATE_FLAGS, 0o600);

@@ -6,24 +6,26 @@
 // directories come out as the same tree blob, so a no-change snapshot stores
 // nothing but the snapshot object.
 //
-// Ordering, which prune's safety rests on: the clock is read before the marks
-// are loaded; every blob is in an uploaded, indexed pack before the snapshot
-// object is written; and a save that ran longer than the store's grace period
-// less a tenth refuses to write its snapshot (prune.ts says why).
+// Ordering, which prune's safety rests on (saves.ts, prune.ts): the save is
+// registered before the marks are loaded; every blob is in an uploaded,
+// indexed pack before the snapshot object is written; the registration goes
+// only after that write; and a save that ran longer than the store's grace
+// period less a tenth, judged after the write, takes its snapshot back.
 import { constants, closeSync, fstatSync, lstatSync, openSync, readSync, readdirSync, readlinkSync, type BigIntStats } from "node:fs";
 import { join, resolve } from "node:path";
-import { newId } from "@hutch/shared";
+import { IGNORE_LIMITS, IgnoreRules, Ignorer, newId } from "@hutch/shared";
 import { fromHex, hex } from "./crypto.ts";
-import { StoreError, invalid } from "./errors.ts";
+import { invalid } from "./errors.ts";
 import { readXattrs } from "./fsx.ts";
-import { type SnapshotBody, type SnapshotStats, putJson } from "./objects.ts";
+import type { SnapshotBody, SnapshotStats } from "./objects.ts";
 import { Meter, type ProgressFn } from "./progress.ts";
+import { type CommitPoint, SaveRegistration } from "./saves.ts";
 import type { SnapshotRecord, Store } from "./store.ts";
 import { TREE_LIMITS, type TreeEntry, compareNames, encodeTree, nameProblem } from "./tree.ts";
 import { BlobWriter } from "./writer.ts";
 
 /** Points where a save awaits `pause` (a test seam for forcing interleavings with prune). */
-export type SavePoint = "index-loaded" | "tree-stored" | "before-commit";
+export type SavePoint = "index-loaded" | "tree-stored" | "before-commit" | CommitPoint;
 
 export interface SnapshotOptions {
   /** What is being snapshotted (a box name, a path); default the root's absolute path. Parents are found among snapshots of the same source. */
@@ -35,6 +37,12 @@ export interface SnapshotOptions {
   label?: string;
   /** Read extended attributes (default true). */
   xattrs?: boolean;
+  /** Rules (shared/src/ignore.ts) for what to leave out, relative to the snapshot's top ("workspace/node_modules/", "*.log"). */
+  exclude?: string[];
+  /** Rules like `exclude` that nothing (no negation, no rule file) can override: what holds a box's stubs. */
+  never?: string[];
+  /** Rule files of this name in the tree add their own rules for what is below them (".hutchignore"); read on a walk of a directory, by the guest for a stream. */
+  ignoreFile?: string;
   progress?: ProgressFn;
   signal?: AbortSignal;
   pause?: (point: SavePoint) => Promise<void>;
@@ -57,11 +65,6 @@ const MAX_SKIPPED_LISTED = 1000;
 const MAX_LINKS_REMEMBERED = 10_000;
 const OPEN_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
 
-/** The longest a save may run before it must not write its snapshot: the grace period less a tenth (clock skew, the commit itself). */
-export function maxSaveMs(graceMs: number): number {
-  return graceMs - Math.ceil(graceMs / 10);
-}
-
 interface Ctx {
   store: Store;
   writer: BlobWriter;
@@ -73,6 +76,8 @@ interface Ctx {
   signal?: AbortSignal;
   warnings: string[];
   blocks: BlockPool;
+  ignore: Ignorer;
+  ignoreFile?: string;
 }
 
 interface Block {
@@ -152,7 +157,6 @@ function statDir(path: string): BigIntStats {
  * `home` are for a box).
  */
 export async function snapshotTree(store: Store, root: string | SnapshotRoot[], opts: SnapshotOptions = {}): Promise<SnapshotResult> {
-  const started = store.clock();
   const t0 = performance.now();
   const roots = typeof root === "string" ? undefined : root.map((r) => ({ name: r.name, path: resolve(r.path) }));
   for (const r of roots ?? []) {
@@ -165,6 +169,30 @@ export async function snapshotTree(store: Store, root: string | SnapshotRoot[], 
   const rootSt = roots ? undefined : statDir(absRoot);
   const rootStats = roots ? roots.map((r) => ({ ...r, st: statDir(r.path) })) : [];
   const source = opts.source ?? (roots ? roots.map((r) => r.path).join(":") : absRoot);
+  const reg = await SaveRegistration.begin(store);
+  try {
+    return await saveRegistered(store, reg, { roots, rootStats, absRoot, rootSt, source }, opts, t0);
+  } finally {
+    await reg.end();
+  }
+}
+
+interface What {
+  roots: SnapshotRoot[] | undefined;
+  rootStats: (SnapshotRoot & { st: BigIntStats })[];
+  absRoot: string;
+  rootSt: BigIntStats | undefined;
+  source: string;
+}
+
+async function saveRegistered(
+  store: Store,
+  reg: SaveRegistration,
+  { roots, rootStats, absRoot, rootSt, source }: What,
+  opts: SnapshotOptions,
+  t0: number,
+): Promise<SnapshotResult> {
+  const started = reg.started;
   await store.syncIndex();
   await store.loadMarks();
   await opts.pause?.("index-loaded");
@@ -206,6 +234,8 @@ export async function snapshotTree(store: Store, root: string | SnapshotRoot[], 
     signal: opts.signal,
     warnings,
     blocks: new BlockPool(),
+    ignore: new Ignorer([IgnoreRules.parse(opts.exclude ?? [])], IgnoreRules.parse(opts.never ?? [])),
+    ...(opts.ignoreFile ? { ignoreFile: opts.ignoreFile } : {}),
   };
   if (meter.enabled) {
     if (parent && parentRoot) {
@@ -228,15 +258,6 @@ export async function snapshotTree(store: Store, root: string | SnapshotRoot[], 
     await opts.pause?.("tree-stored");
     await ctx.writer.flush();
     await opts.pause?.("before-commit");
-    const ran = store.clock() - started;
-    const limit = maxSaveMs(store.info.graceMs);
-    if (ran > limit) {
-      throw new StoreError(
-        "failed",
-        `this save ran for ${Math.round(ran / 1000)} s, longer than the ${Math.round(limit / 1000)} s a save may run in this store (its prune grace period less a tenth), so a concurrent prune may have removed data it reused; no snapshot was written`,
-        "run the snapshot again (it reuses what this one stored)",
-      );
-    }
     Object.assign(stats, ctx.writer.stats);
     stats.ms = Math.round(performance.now() - t0);
     const rootXattrs = rootSt ? xattrsOf(ctx, absRoot) : undefined;
@@ -257,7 +278,7 @@ export async function snapshotTree(store: Store, root: string | SnapshotRoot[], 
       stats,
       skipped: ctx.skipped,
     };
-    const name = await putJson(store.backend, store.keys.enc, "snapshots", body);
+    const name = await reg.commit(body, opts.pause);
     meter.bytesNew = stats.bytesStored;
     meter.finish();
     return { id: body.id, name, stats, skipped: ctx.skipped, warnings };
@@ -344,6 +365,11 @@ async function saveDir(ctx: Ctx, abs: string, rel: string, parent: TreeEntry[] |
     names = [];
   }
   names.sort(compareNames);
+  if (ctx.ignoreFile && names.includes(ctx.ignoreFile)) {
+    const text = readRuleFile(join(abs, ctx.ignoreFile));
+    if (text !== undefined && !ctx.ignore.add(IgnoreRules.parse(text, rel)))
+      ctx.warnings.push(`${rel || "."}/${ctx.ignoreFile} not read: more than ${IGNORE_LIMITS.files} rule files`);
+  }
   const previous = parent ? new Map(parent.map((e) => [e.name, e])) : undefined;
   const entries: TreeEntry[] = [];
   for (const name of names) {
@@ -362,6 +388,7 @@ async function saveDir(ctx: Ctx, abs: string, rel: string, parent: TreeEntry[] |
       skip(ctx, relPath, `cannot stat: ${errText(err)}`);
       continue;
     }
+    if (ctx.ignore.ignored(relPath, st.isDirectory())) continue;
     const base = { name, mode: Number(st.mode & 0o7777n), mtime: String(st.mtimeNs), uid: Number(st.uid), gid: Number(st.gid) };
     const prev = previous?.get(name);
     let entry: TreeEntry | undefined;
@@ -403,6 +430,26 @@ async function saveDir(ctx: Ctx, abs: string, rel: string, parent: TreeEntry[] |
   const bytes = encodeTree(entries);
   if (bytes.length > TREE_LIMITS.bytes) throw invalid(`directory ${rel || "."} has too many entries to store (${entries.length})`);
   return hex(await ctx.writer.put("tree", bytes));
+}
+
+/** A rule file's text: a regular file (never through a link), at most IGNORE_LIMITS.fileBytes of it, or undefined. */
+function readRuleFile(path: string): string | undefined {
+  let fd: number;
+  try {
+    fd = openSync(path, OPEN_FLAGS);
+  } catch {
+    return undefined;
+  }
+  try {
+    if (!fstatSync(fd).isFile()) return undefined;
+    const buf = new Uint8Array(IGNORE_LIMITS.fileBytes);
+    const n = readSync(fd, buf, 0, buf.length, 0);
+    return new TextDecoder().decode(buf.subarray(0, n));
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function kindOf(st: BigIntStats): string {

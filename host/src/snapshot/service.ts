@@ -16,6 +16,7 @@ import {
   HutchError,
   packTar,
   ResultMsg,
+  rulesForRoot,
   TarInResult,
   type MuxStream,
   type OpProgress,
@@ -33,6 +34,9 @@ import {
 import type { BoxService } from "../box/service.ts";
 import type { Channel } from "../engine/channel.ts";
 import { Listeners } from "../listeners.ts";
+import { loadConfig } from "../broker/bindings.ts";
+import { agentConfigFiles } from "../harness/index.ts";
+import { HOME_FILES } from "../paths.ts";
 import { log } from "../log.ts";
 import {
   browse,
@@ -45,6 +49,7 @@ import {
   storeLocation,
   type Progress,
   type SnapshotRecord,
+  type SnapshotResult,
   type Store,
 } from "./index.ts";
 import { resolvePath, snapshotPath } from "./paths.ts";
@@ -53,6 +58,13 @@ import { unifiedDiff } from "./textdiff.ts";
 
 const logger = log.create({ service: "snapshots" });
 
+/** Snapshot paths that carry a box's identity: every agent config file hutch writes into the home (they hold the box's stubs). */
+export function identityFiles(): string[] {
+  return agentConfigFiles().map((rel) => `home/${rel}`);
+}
+
+/** Rule files honoured in a box's tree unless config.json says otherwise. */
+export const IGNORE_FILE = ".hutchignore";
 /** Where a snapshot's top directories live in a box. */
 export const BOX_ROOTS = { workspace: "/workspace", home: "/home/hutch" } as const;
 const RESTORED_DIR = `${BOX_ROOTS.home}/Restored`;
@@ -122,7 +134,7 @@ function streamBytes(stream: MuxStream, chan: number): { bytes: AsyncIterable<Ui
 
 /** Sends a packed host directory into the box with tar.in; resolves with what the guest unpacked. */
 async function sendTar(channel: Channel, local: string, dir: string, name: string, signal?: AbortSignal): Promise<TarInResult> {
-  const stream = channel.mux.open({ tool: "tar.in", path: dir, name });
+  const stream = channel.mux.open({ tool: "tar.in", path: dir, name, links: true });
   const result = new Promise<TarInResult>((res, rej) => {
     let value: TarInResult | null = null;
     let bad: string | null = null;
@@ -153,7 +165,8 @@ async function sendTar(channel: Channel, local: string, dir: string, name: strin
     };
   });
   try {
-    for await (const chunk of packTar(local)) {
+    // With snapshot metadata: hard links and exact mtimes reach the box (the guest keeps permission bits only, and its own owner).
+    for await (const chunk of packTar(local, { meta: true })) {
       signal?.throwIfAborted();
       if (!(await stream.write(Chan.stdin, chunk))) break;
     }
@@ -209,38 +222,58 @@ export class SnapshotService {
     const store = await this.store();
     const source = `${SOURCE_PREFIX}${box.id}`;
     const progress = counts(report);
-    const common = { source, ...(label !== undefined ? { label } : {}), progress, signal };
-    let result: Awaited<ReturnType<typeof snapshotTree>>;
-    if (box.state === "running") {
-      report({ type: "step", n: 1, total: 1, title: `reading ${box.name} through its guest` });
+    const what = this.what();
+    const common = { source, ...(label !== undefined ? { label } : {}), progress, signal, exclude: what.exclude, never: what.never };
+    const viaGuest = async (): Promise<SnapshotResult> => {
       const { channel } = this.boxes.channel(box.id);
-      const streams = (Object.keys(BOX_ROOTS) as (keyof typeof BOX_ROOTS)[]).map((name) => {
-        const stream = channel.mux.open({ tool: "tar.out", path: BOX_ROOTS[name] });
+      const streams = what.roots.map((name) => {
+        const stream = channel.mux.open({
+          tool: "tar.out",
+          path: BOX_ROOTS[name],
+          exclude: rulesForRoot([...what.exclude, ...what.never], name),
+          meta: true,
+          ...(what.ignoreFile ? { ignoreFile: what.ignoreFile } : {}),
+        });
         return { name, stream, tar: streamBytes(stream, Chan.stdout).bytes };
       });
       try {
-        result = await snapshotStreams(store, streams, { ...common, tags: ["via:guest"] });
+        return await snapshotStreams(store, streams, { ...common, tags: ["via:guest"] });
       } finally {
         // Whatever happened, the guest stops sending what nobody reads any more.
         for (const s of streams) s.stream.close();
       }
+    };
+    let result: SnapshotResult | undefined;
+    if (box.state === "running") {
+      report({ type: "step", n: 1, total: 1, title: `reading ${box.name} through its guest` });
+      result = await viaGuest();
     } else if (box.state === "stopped") {
       result = await this.boxes.whileStopped(box.id, async (handle, engine) => {
-        if (!engine.openRoots) {
-          throw new HutchError(
-            "not_ready",
-            `box "${box.name}" is stopped, and its ${engine.name} disk is not readable from the host`,
-            `start it, and snapshot it through its guest: hutch box start ${box.name}`,
-          );
-        }
+        if (!engine.openRoots) return undefined;
         report({ type: "step", n: 1, total: 1, title: `reading ${box.name} from its disk` });
         const opened = await engine.openRoots(handle);
         try {
-          return await snapshotTree(store, opened.roots, { ...common, tags: ["via:disk"] });
+          const roots = opened.roots.filter((r) => what.roots.includes(r.name));
+          return await snapshotTree(store, roots, {
+            ...common,
+            tags: ["via:disk"],
+            ...(what.ignoreFile ? { ignoreFile: what.ignoreFile } : {}),
+          });
         } finally {
           await opened.release();
         }
       });
+      if (!result) {
+        // A disk the host cannot read (a VM's qcow2): the box is started, read through its guest, and stopped again.
+        report({ type: "step", n: 1, total: 2, title: `starting ${box.name} to read it through its guest` });
+        await this.boxes.ensureRunning(box.id);
+        try {
+          report({ type: "step", n: 2, total: 2, title: `reading ${box.name} through its guest` });
+          result = await viaGuest();
+        } finally {
+          await this.boxes.stop(box.id, null);
+        }
+      }
     } else {
       throw new HutchError(
         "not_ready",
@@ -254,6 +287,18 @@ export class SnapshotService {
     report({ type: "done", summary: `snapshot ${info.id} of ${box.name}: ${info.files} files, ${info.filesChanged} changed` });
     this.created.emit(box.id, info);
     return { snapshot: info, warnings: result.warnings };
+  }
+
+  /**
+   * What a snapshot of a box takes, from config.json (read at each snapshot,
+   * so an edit applies to the next one): its roots, its rules, and always the
+   * files that hold the box's stubs, which no rule can bring back in.
+   */
+  private what(): { roots: (keyof typeof BOX_ROOTS)[]; exclude: string[]; never: string[]; ignoreFile?: string } {
+    const c = loadConfig(join(this.home, HOME_FILES.config)).snapshots ?? {};
+    const never = identityFiles().map((p) => `/${p}`);
+    const ignoreFile = c.ignoreFile === false ? undefined : (c.ignoreFile ?? IGNORE_FILE);
+    return { roots: c.roots ?? ["workspace", "home"], exclude: c.exclude ?? [], never, ...(ignoreFile ? { ignoreFile } : {}) };
   }
 
   async list(boxRef?: string): Promise<SnapshotInfo[]> {
@@ -325,7 +370,30 @@ export class SnapshotService {
     }
   }
 
-  async restore(body: SnapshotRestoreBody, report: Report, signal: AbortSignal): Promise<SnapshotRestoreResult> {
+  /** Refuses (before a box is made) a snapshot a box cannot be forked from; the snapshot and the id of its box. */
+  async forkable(ref: string): Promise<SnapshotRecord & { box: string }> {
+    const snap = await (await this.store()).getSnapshot(ref);
+    if (!snap.source.startsWith(SOURCE_PREFIX))
+      throw new HutchError(
+        "invalid",
+        `snapshot ${snap.id} is not of a box (its source is ${snap.source})`,
+        "fork from a box's snapshot: hutch snapshot list",
+      );
+    return { ...snap, box: snap.source.slice(SOURCE_PREFIX.length) };
+  }
+
+  /**
+   * Fills a new box with a snapshot's roots, in place, through its guest.
+   * What carries the old box's identity is left out: the agents' config
+   * files hold its broker stubs, and the new box's are written when an agent
+   * first runs in it. Its id, stubs and policy are its own already.
+   */
+  async seed(boxId: string, ref: string): Promise<SnapshotRestoreResult> {
+    const snap = await this.forkable(ref);
+    return this.restore({ box: boxId, snapshot: snap.id, inPlace: true }, () => undefined, new AbortController().signal, identityFiles());
+  }
+
+  async restore(body: SnapshotRestoreBody, report: Report, signal: AbortSignal, drop: string[] = []): Promise<SnapshotRestoreResult> {
     const store = await this.store();
     const snap = await store.getSnapshot(body.snapshot);
     for (const p of body.paths ?? []) snapshotPath(p);
@@ -343,6 +411,7 @@ export class SnapshotService {
         progress: counts(report),
         signal,
       });
+      for (const p of drop) rmSync(join(local, p), { recursive: true, force: true });
       report({ type: "step", n: 2, total: 2, title: `sending it into ${body.box}` });
       await this.boxes.ensureRunning(body.box);
       const { box, channel } = this.boxes.channel(body.box);

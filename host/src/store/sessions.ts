@@ -154,6 +154,15 @@ export class SessionStore {
     return { text, count: rows.length, last: rows.length ? rows[rows.length - 1]![0] : from - 1 };
   }
 
+  /** Events of one kind at or before seq `atMost`, newest first, at most `limit`: stored columns, actor and data still JSON. */
+  kindBefore(sessionId: string, kind: string, atMost: number, limit: number): { seq: number; actor: string; data: string }[] {
+    return this.db
+      .query<{ seq: number; actor: string; data: string }, [string, string, number, number]>(
+        "SELECT seq, actor, data FROM events WHERE session_id = ? AND kind = ? AND seq <= ? ORDER BY seq DESC LIMIT ?",
+      )
+      .all(sessionId, kind, atMost, limit);
+  }
+
   last(sessionId: string): number {
     return (this.lastSeq.get(sessionId) as { last_seq: number } | null)?.last_seq ?? 0;
   }

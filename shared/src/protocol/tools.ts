@@ -56,13 +56,27 @@ export const FsWrite = Type.Object(
   { tool: Type.Literal("fs.write"), path: GuestPath, mode: Type.Optional(Type.Integer({ minimum: 0, maximum: 0o7777 })) },
   { additionalProperties: false },
 );
-export const TarOut = PathOnly("tar.out");
+export const TarOut = Type.Object(
+  {
+    tool: Type.Literal("tar.out"),
+    path: GuestPath,
+    /** Leave out what these rules exclude (shared/src/ignore.ts syntax, relative to path). */
+    exclude: Type.Optional(Type.Array(Type.String({ maxLength: 256 }), { maxItems: 1000 })),
+    /** Snapshot metadata: exact mtimes and owners in pax records, hard links as link entries. */
+    meta: Type.Optional(Type.Boolean()),
+    /** Also honour rule files of this name found in the tree (".hutchignore"). */
+    ignoreFile: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$" })),
+  },
+  { additionalProperties: false },
+);
 export const TarIn = Type.Object(
   {
     tool: Type.Literal("tar.in"),
     path: GuestPath,
     /** Rename the archive's top entry to this (how `cp SRC BOX:/new-name` works). */
     name: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$" })),
+    /** Take hard link entries (to files the same archive wrote) and exact pax mtimes: a snapshot restored into the box. */
+    links: Type.Optional(Type.Boolean()),
   },
   { additionalProperties: false },
 );

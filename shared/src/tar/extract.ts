@@ -8,6 +8,7 @@ import {
   chmod,
   lchown,
   lstat,
+  link,
   lutimes,
   mkdir,
   mkdtemp,
@@ -50,6 +51,11 @@ async function attempt<T>(rel: string, action: string, step: () => Promise<T>): 
   }
 }
 
+/** An entry's mtime in seconds, with the fraction an exact (pax) time carries: node's utimes takes float seconds (~µs). */
+function seconds(e: Entry): number {
+  return e.mtimeNs === undefined ? e.mtime : Number(e.mtimeNs) / 1e9;
+}
+
 interface DirMeta {
   mode: number;
   mtime: number;
@@ -65,6 +71,8 @@ export class Extractor implements EntrySink {
   /** Metadata of directory entries, applied last: adding children changes mtime. */
   private dirMeta = new Map<string, DirMeta>();
   private file: { fh: FileHandle; entry: Entry; rel: string } | undefined;
+  /** Files this archive wrote (relative paths): the only ones a hard link entry may name. */
+  private readonly written = new Set<string>();
 
   /**
    * @param modeMask the permission bits an entry may keep (never setuid, setgid or sticky)
@@ -97,14 +105,22 @@ export class Extractor implements EntrySink {
           await this.own(rel, abs);
         } else if (existing !== "dir") throw new TarError(`entry "${rel}": directory would replace an existing ${existing}`);
         this.dirs.add(rel);
-        this.dirMeta.set(rel, { mode: entry.mode & this.modeMask & 0o777, mtime: entry.mtime });
+        this.dirMeta.set(rel, { mode: entry.mode & this.modeMask & 0o777, mtime: seconds(entry) });
         return;
       case "symlink":
         if (existing !== undefined) throw new TarError(`entry "${rel}": symlink would replace an existing ${existing}`);
         await attempt(rel, "symlink", () => symlink(entry.linkpath, abs));
         await this.own(rel, abs);
-        await attempt(rel, "set symlink mtime", () => lutimes(abs, entry.mtime, entry.mtime));
+        await attempt(rel, "set symlink mtime", () => lutimes(abs, seconds(entry), seconds(entry)));
         return;
+      case "hardlink": {
+        // Only with UnpackOptions.links, and only to a file this same archive wrote: never to anything already there.
+        const target = entry.link!.join("/");
+        if (!this.written.has(target)) throw new TarError(`entry "${rel}": hard link to "${target}", which this archive did not write`);
+        if (existing !== undefined) throw new TarError(`entry "${rel}": hard link would replace an existing ${existing}`);
+        await attempt(rel, "link", () => link(join(staging, target), abs));
+        return;
+      }
       case "file":
         // A repeated file entry replaces the earlier one (tar's "last wins"); a
         // symlink or directory in its place is refused, never written through.
@@ -137,7 +153,8 @@ export class Extractor implements EntrySink {
     try {
       // Permission bits only: setuid/setgid/sticky from a box are dropped.
       await f.fh.chmod(f.entry.mode & this.modeMask & 0o777);
-      await f.fh.utimes(f.entry.mtime, f.entry.mtime);
+      await f.fh.utimes(seconds(f.entry), seconds(f.entry));
+      this.written.add(f.rel);
     } catch (err) {
       throw fsFailure(f.rel, "set metadata", err);
     } finally {

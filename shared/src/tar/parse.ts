@@ -4,7 +4,7 @@ import { BLOCK, decodeHeader, isZeroBlock, parsePax, type RawHeader } from "./he
 import { TarError } from "./error.ts";
 import { checkComponent, checkLinkTarget, entryParts } from "./names.ts";
 
-export type EntryType = "file" | "dir" | "symlink";
+export type EntryType = "file" | "dir" | "symlink" | "hardlink";
 
 export interface Entry {
   /** Safe, normalised components (already renamed by `topName`). */
@@ -14,6 +14,12 @@ export interface Entry {
   mtime: number;
   size: number;
   linkpath: string;
+  /** With Limits.meta: the exact mtime in ns (from a pax mtime with a fraction), and owners from pax uid/gid. */
+  mtimeNs?: bigint;
+  uid?: number;
+  gid?: number;
+  /** A hardlink's target: an earlier entry's safe components (renamed by `topName`). */
+  link?: string[];
 }
 
 export interface EntrySink {
@@ -28,11 +34,18 @@ export interface Limits {
   maxEntries: number;
   /** Largest pax or GNU long-name body we buffer. */
   maxMeta: number;
+  /**
+   * Snapshot metadata: keep exact mtimes and owners, and pass hard links on
+   * as "hardlink" entries naming an earlier path (for a sink that records
+   * them; an extractor never sets this, since a link could name any path).
+   */
+  meta?: boolean;
 }
 
 /** Sparse-file keys: GNU tar writes the sparse map as the body, which we would store as content. */
 const SPARSE_KEYS = ["GNU.sparse.major", "GNU.sparse.size", "GNU.sparse.realsize", "GNU.sparse.map"];
 const PAX_KEYS: ReadonlySet<string> = new Set(["path", "linkpath", "size", "mtime", ...SPARSE_KEYS]);
+const META_KEYS: ReadonlySet<string> = new Set([...PAX_KEYS, "uid", "gid"]);
 
 /**
  * Refused type flags, with the reason. Hardlinks could point at any path already
@@ -169,7 +182,7 @@ export class TarParser {
     if (this.state.remaining === 0) this.state = { kind: "header" };
     const where = `extended header before byte ${this.offset}`;
     if (flag === "x") {
-      for (const [k, v] of parsePax(body, PAX_KEYS, where)) this.pending.set(k, v);
+      for (const [k, v] of parsePax(body, this.limits.meta ? META_KEYS : PAX_KEYS, where)) this.pending.set(k, v);
     } else if (flag === "L" || flag === "K") {
       // GNU long names: the body is the name, NUL-terminated.
       const end = body.indexOf(0);
@@ -185,10 +198,11 @@ export class TarParser {
     const name = meta.get("path") ?? meta.get("gnu.path") ?? h.name;
     this.current = name;
     const shown = JSON.stringify(name);
-    const refused = REFUSED[h.typeflag];
+    const hardlink = h.typeflag === "1" && this.limits.meta === true;
+    const refused = hardlink ? undefined : REFUSED[h.typeflag];
     if (refused) throw new TarError(`entry ${shown}: ${refused} (type '${h.typeflag}')`);
     // V7 tar marked directories as regular files with a trailing slash.
-    const type = entryType(h.typeflag) === "file" && name.endsWith("/") ? "dir" : entryType(h.typeflag);
+    const type = hardlink ? "hardlink" : entryType(h.typeflag) === "file" && name.endsWith("/") ? "dir" : entryType(h.typeflag);
     if (!type) throw new TarError(`entry ${shown}: unsupported entry type '${h.typeflag}'`);
     if (SPARSE_KEYS.some((k) => meta.has(k))) throw new TarError(`entry ${shown}: sparse files are not supported`);
     const size = meta.has("size") ? paxNumber(meta.get("size"), "size", shown) : h.size;
@@ -210,13 +224,21 @@ export class TarParser {
     if (type === "symlink") checkLinkTarget(name, linkpath);
     this.current = parts.join("/");
 
+    const extra = this.limits.meta ? metaOf(meta, shown) : {};
+    if (type === "hardlink") {
+      const target = meta.get("linkpath") ?? meta.get("gnu.linkpath") ?? h.linkname;
+      const link = this.rename(entryParts(target), JSON.stringify(target));
+      await this.sink.begin({ parts, type, mode: h.mode, mtime, size: 0, linkpath: "", link, ...extra });
+      this.state = size + padTo(size) > 0 ? { kind: "skip", remaining: size + padTo(size) } : { kind: "header" };
+      return;
+    }
     if (type !== "file") {
-      await this.sink.begin({ parts, type, mode: h.mode, mtime, size: 0, linkpath });
+      await this.sink.begin({ parts, type, mode: h.mode, mtime, size: 0, linkpath, ...extra });
       this.state = size + padTo(size) > 0 ? { kind: "skip", remaining: size + padTo(size) } : { kind: "header" };
       return;
     }
     this.bytes += size;
-    await this.sink.begin({ parts, type, mode: h.mode, mtime, size, linkpath: "" });
+    await this.sink.begin({ parts, type, mode: h.mode, mtime, size, linkpath: "", ...extra });
     this.state = { kind: "data", remaining: size, pad: padTo(size) };
     if (size === 0) await this.endData();
   }
@@ -255,6 +277,26 @@ function paxNumber(text: string | undefined, key: "size" | "mtime", shown: strin
   const n = text !== undefined && pattern.test(text) ? Math.floor(Number(text)) : Number.NaN;
   if (!Number.isSafeInteger(n)) throw new TarError(`entry ${shown}: pax ${key}="${text}" is not a valid number`);
   return n;
+}
+
+/** Exact mtime and owners from pax records, each checked. */
+function metaOf(meta: Map<string, string>, shown: string): Pick<Entry, "mtimeNs" | "uid" | "gid"> {
+  const out: Pick<Entry, "mtimeNs" | "uid" | "gid"> = {};
+  const m = meta.get("mtime");
+  if (m !== undefined) {
+    const t = /^(-?[0-9]{1,16})(?:\.([0-9]{1,9}))?$/.exec(m);
+    if (!t) throw new TarError(`entry ${shown}: pax mtime="${m}" is not a valid time`);
+    const frac = BigInt((t[2] ?? "").padEnd(9, "0"));
+    const sec = BigInt(t[1]!);
+    out.mtimeNs = sec * 1_000_000_000n + (t[1]!.startsWith("-") ? -frac : frac);
+  }
+  for (const k of ["uid", "gid"] as const) {
+    const v = meta.get(k);
+    if (v === undefined) continue;
+    if (!/^[0-9]{1,10}$/.test(v) || Number(v) > 0xffffffff) throw new TarError(`entry ${shown}: pax ${k}="${v}" is not a valid id`);
+    out[k] = Number(v);
+  }
+  return out;
 }
 
 function padTo(size: number): number {

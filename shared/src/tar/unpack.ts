@@ -28,6 +28,8 @@ export interface UnpackOptions {
   umask?: number;
   /** Owner of every entry made (a guest running as root unpacking for the box's user); default: whoever unpacks. */
   owner?: { uid: number; gid: number };
+  /** Take hard link entries to files this archive wrote, and exact (pax) mtimes (a snapshot restored into a box). */
+  links?: boolean;
 }
 
 const DEFAULT_MAX_BYTES = 8 * 1024 ** 3;
@@ -43,6 +45,7 @@ export function createUnpacker(destDir: string, opts: UnpackOptions = {}): Unpac
   const extractor = new Extractor(destDir, 0o777 & ~(opts.umask ?? 0), opts.owner);
   const parser = new TarParser(extractor, {
     topName: opts.topName,
+    meta: opts.links === true,
     maxBytes: opts.maxBytes ?? DEFAULT_MAX_BYTES,
     maxEntries: opts.maxEntries ?? DEFAULT_MAX_ENTRIES,
     maxMeta: MAX_META,

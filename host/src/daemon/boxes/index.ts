@@ -8,6 +8,8 @@ import { BoxModel } from "./model.ts";
 export interface BoxOwnership {
   visible(req: Request, boxId: string): boolean;
   owner(req: Request): string;
+  /** Refuses a snapshot the caller may not see as the source of a fork (server mode), as if it did not exist. */
+  snapshot?(req: Request, ref: string): Promise<void>;
 }
 
 export function boxesController(boxes: BoxService, own: BoxOwnership) {
@@ -18,7 +20,8 @@ export function boxesController(boxes: BoxService, own: BoxOwnership) {
     })
     .post(
       "/",
-      ({ body, headers, set, request }) => {
+      async ({ body, headers, set, request }) => {
+        if (body.from !== undefined) await own.snapshot?.(request, body.from);
         set.status = 201;
         return boxes.create(body, idem(headers), own.owner(request));
       },

@@ -107,6 +107,19 @@ export function sessionsController(
       body: SessionModel.driver,
     })
     .post("/sessions/:id/driver/heartbeat", ({ params, actor }) => sessions.heartbeat(params.id, actor), { params: SessionModel.id })
+    .post(
+      "/sessions/:id/fork",
+      async ({ params, body, actor, set }) => {
+        set.status = 201;
+        return sessions.fork(params.id, actor, body);
+      },
+      {
+        params: SessionModel.id,
+        body: SessionModel.fork,
+        response: { 201: SessionModel.forked },
+        detail: { summary: "A new box and session from the session's checkpoint at or before a seq" },
+      },
+    )
     .post("/sessions/:id/close", ({ params, body, actor }) => sessions.close(params.id, actor, body?.reason), {
       params: SessionModel.id,
       body: SessionModel.close,

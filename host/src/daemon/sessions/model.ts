@@ -10,6 +10,8 @@ import {
   Session,
   SessionCloseBody,
   SessionCreateBody,
+  SessionForkBody,
+  SessionForkResult,
   SessionInputBody,
   IdempotencyHeaders,
 } from "@hutch/shared";
@@ -31,5 +33,7 @@ export const SessionModel = {
   idem: IdempotencyHeaders,
   driver: DriverBody,
   close: SessionCloseBody,
+  fork: SessionForkBody,
+  forked: SessionForkResult,
   chunk: OutputChunkParams,
 };

@@ -53,10 +53,14 @@ async function sh(argv: string[], what: string): Promise<string> {
 
 /** Is something mounted exactly at dir (in the daemon's mount namespace)? */
 export function isMountPoint(dir: string): boolean {
+  return mountAt(dir) !== undefined;
+}
+
+function mountAt(dir: string): ReturnType<typeof parseMountinfo>[number] | undefined {
   try {
-    return parseMountinfo(readFileSync("/proc/self/mountinfo", "utf8")).some((m) => m.point === dir);
+    return parseMountinfo(readFileSync("/proc/self/mountinfo", "utf8")).findLast((m) => m.point === dir);
   } catch {
-    return false;
+    return undefined;
   }
 }
 
@@ -100,6 +104,8 @@ export async function ensureDisk(boxDir: string, bytes: number, owner: { uid: nu
     renameSync(tmp, image);
   }
   mkdirSync(mount, { recursive: true, mode: 0o700 });
+  // A read-only mount here is a snapshot's read of the stopped disk, left by a daemon that died during it.
+  if (mountAt(mount)?.mountOptions.includes("ro")) await unmountDisk(boxDir);
   if (!isMountPoint(mount)) {
     await sh(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,noinit_itable", image, mount], "mounting the box's disk");
   }

@@ -1,0 +1,72 @@
+// Snapshots of a VM box (QEMU under tcg, as tests/e2e/vm.test.ts): through
+// its guest while it runs, and while it is stopped (its qcow2 is not
+// readable from the host, so the daemon starts it, reads it through the
+// guest and stops it again); both keep ns mtimes, modes and hard links, and
+// a restore into the VM gives the same bytes, modes, hard links and (to the
+// microsecond) mtimes back.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { installTestImage, makeHome, opOutput, type Home } from "../helpers.ts";
+import { openStore, storeLocation } from "../../host/src/snapshot/index.ts";
+
+let h: Home;
+
+async function ok(args: string[]): Promise<string> {
+  const r = await h.run(args);
+  if (r.code !== 0) throw new Error(`hutch ${args.join(" ")} exited ${r.code}: ${r.stderr}${r.stdout}`);
+  return r.stdout;
+}
+const sh = (box: string, script: string) => ok(["exec", box, "--", "sh", "-c", script]);
+/** Path, type, mode, size, link count, mtime to the microsecond (tar.in's float seconds) and content digest of every entry under dir. */
+const LISTING = (dir: string) =>
+  `cd ${dir} && find . -mindepth 1 -printf '%p %y %m %s %n %TY%Tm%Td%TH%TM%TS\\n' | sed 's/\\([0-9]*\\.[0-9]\\{6\\}\\)[0-9]*$/\\1/' | sort && find . -type f -print0 | sort -z | xargs -0 sha256sum`;
+
+beforeAll(async () => {
+  h = makeHome("hutch-snapvm-");
+  Object.assign(h.env, { HUTCH_QEMU_ACCEL: "tcg" });
+  await installTestImage(h);
+  await ok(["box", "create", "v", "--engine", "qemu", "--memory", "768M", "--start"]);
+  await sh(
+    "v",
+    "mkdir -p '/workspace/with space/ünï' /workspace/empty/deeper && printf 'a\\n' > '/workspace/with space/ünï/f' && printf 'nl' > '/workspace/new\nline'" +
+      " && head -c 3000000 /dev/urandom > /workspace/big.bin && ln /workspace/big.bin /workspace/big-link && ln -s big.bin /workspace/sym" +
+      // Every time half-way through a microsecond: tar.in's float seconds land within ~240 ns, never across one.
+      " && chmod 0750 /workspace/empty && find /workspace -depth -exec touch -h -d '2001-02-03 04:05:06.123456500' {} +",
+  );
+}, 900_000);
+afterAll(() => h.cleanup(), 120_000);
+
+describe("snapshots of a VM box", () => {
+  let running = "";
+  test("through the guest while it runs: ns mtimes and a hard link group kept", async () => {
+    const s = opOutput<{ snapshot: { id: string; via: string } }>(await ok(["snapshot", "create", "v", "--json"])).result.snapshot;
+    expect(s.via).toBe("guest");
+    running = s.id;
+    const store = await openStore(storeLocation(h.home));
+    try {
+      const top = await store.readTree((await store.getSnapshot(s.id)).tree, "/");
+      const ws = await store.readTree(top.find((e) => e.name === "workspace")!.tree!, "workspace");
+      const big = ws.find((e) => e.name === "big.bin")!;
+      const link = ws.find((e) => e.name === "big-link")!;
+      expect(big.mtime).toBe("981173106123456500");
+      expect(link.nlink).toBe(2);
+      expect(link.content).toEqual(big.content);
+      expect(ws.find((e) => e.name === "empty")!.mode).toBe(0o750);
+    } finally {
+      store.close();
+    }
+  }, 600_000);
+
+  test("while it is stopped: started, read through the guest, stopped again; and restored into the VM", async () => {
+    const before = await sh("v", LISTING("/workspace"));
+    await ok(["box", "stop", "v"]);
+    const s = opOutput<{ snapshot: { id: string; via: string; filesChanged: number; parent?: string } }>(
+      await ok(["snapshot", "create", "v", "--json"]),
+    ).result.snapshot;
+    expect(s.via).toBe("guest");
+    expect(s.parent).toBe(running);
+    expect(s.filesChanged).toBe(0);
+    expect((JSON.parse(await ok(["box", "info", "v", "--json"])) as { state: string }).state).toBe("stopped");
+    const r = opOutput<{ into: string[] }>(await ok(["snapshot", "restore", "v", s.id, "--json"])).result;
+    expect(await sh("v", LISTING(`${r.into[0]}/workspace`))).toBe(before);
+  }, 600_000);
+});
