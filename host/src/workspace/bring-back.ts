@@ -65,10 +65,9 @@ wtree=$(GIT_INDEX_FILE="$outd/index" g write-tree)
 rm "$outd/index"
 ic=$(g commit-tree "$itree" -p "$head" -m "hutch: the index in box $box")
 wc=$(g commit-tree "$wtree" -p "$ic" -m "hutch: the work tree in box $box")
-g update-ref refs/hutch-out/head "$head"
 g update-ref refs/hutch-out/index "$ic"
 g update-ref refs/hutch-out/work "$wc"
-g bundle create -q "$outd/bundle" refs/hutch-out/head refs/hutch-out/index refs/hutch-out/work "^$base" 2>/dev/null
+g bundle create -q "$outd/bundle" refs/hutch-out/index refs/hutch-out/work "^$base" 2>/dev/null
 echo "$head $itree $wtree"
 `;
 
@@ -123,7 +122,6 @@ export async function bringBack(
       "--no-write-fetch-head",
       "--no-recurse-submodules",
       bundle,
-      `+refs/hutch-out/head:${quarantineRef(box, "head")}`,
       `+refs/hutch-out/index:${quarantineRef(box, "index")}`,
       `+refs/hutch-out/work:${quarantineRef(box, "work")}`,
     ]);
@@ -132,12 +130,13 @@ export async function bringBack(
     rmSync(tmp, { recursive: true, force: true });
   }
 
-  // The refs came from the box: their shape is checked, not assumed.
-  const head = await out(repo.root, ["rev-parse", "--verify", `${quarantineRef(box, "head")}^{commit}`]);
+  // The refs came from the box: their shape is checked, not assumed. Its HEAD is the index commit's parent.
   const indexC = await out(repo.root, ["rev-parse", "--verify", `${quarantineRef(box, "index")}^{commit}`]);
   const workC = await out(repo.root, ["rev-parse", "--verify", `${quarantineRef(box, "work")}^{commit}`]);
-  if ((await out(repo.root, ["rev-parse", `${workC}^1`])) !== indexC || (await out(repo.root, ["rev-parse", `${indexC}^1`])) !== head)
+  if ((await out(repo.root, ["rev-parse", `${workC}^1`])) !== indexC)
     throw new HutchError("denied", `box ${box} sent refs of the wrong shape`, `inspect them: git log --graph ${base.quarantine}work`);
+  const head = await out(repo.root, ["rev-parse", "--verify", `${indexC}^1^{commit}`]);
+  await git(repo.root, ["update-ref", quarantineRef(box, "head"), head]);
   const indexTree = await treeOf(repo.root, indexC);
   const workTree = await treeOf(repo.root, workC);
   for (const [what, t] of [

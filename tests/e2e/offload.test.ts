@@ -1,0 +1,264 @@
+// hutch offload and bring-back against real git repositories and real
+// process boxes: each bring-back case, the staged/unstaged split, secrets held
+// back, a hostile box, and the refusals.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { type Home, makeHome } from "../helpers.ts";
+
+let h: Home;
+let work: string;
+beforeAll(() => {
+  h = makeHome();
+  work = mkdtempSync(join(tmpdir(), "hutch-offload-"));
+});
+afterAll(async () => {
+  await h.cleanup();
+  rmSync(work, { recursive: true, force: true });
+});
+
+function g(dir: string, ...args: string[]): string {
+  const r = Bun.spawnSync(["git", ...args], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
+  return r.stdout.toString();
+}
+
+let n = 0;
+/** A repository with three committed files, then a staged change, an unstaged one on top, an untracked file and two secrets. */
+function repo(): string {
+  const dir = join(work, `repo${++n}`);
+  mkdirSync(dir);
+  g(dir, "init", "-q", "-b", "main");
+  g(dir, "config", "user.email", "dev@example.com");
+  g(dir, "config", "user.name", "Dev");
+  for (const f of ["a.txt", "b.txt", "c.txt"]) writeFileSync(join(dir, f), `${f} line 1\n`);
+  writeFileSync(join(dir, ".gitignore"), "build/\n");
+  g(dir, "add", ".");
+  g(dir, "commit", "-qm", "start");
+  writeFileSync(join(dir, "a.txt"), "a.txt line 1\nstaged\n");
+  g(dir, "add", "a.txt");
+  writeFileSync(join(dir, "a.txt"), "a.txt line 1\nstaged\nunstaged\n");
+  writeFileSync(join(dir, "notes.md"), "untracked\n");
+  mkdirSync(join(dir, "build"));
+  writeFileSync(join(dir, "build/out.o"), "ignored\n");
+  writeFileSync(join(dir, ".env"), "API_TOKEN=sekrit-env-value\n");
+  mkdirSync(join(dir, "keys"));
+  writeFileSync(join(dir, "keys/id_ed25519"), "-----BEGIN OPENSSH PRIVATE KEY----- sekrit-key-value\n");
+  return dir;
+}
+
+/** What the user would see: HEAD, the index as a tree, the status and every file's content. */
+function state(dir: string) {
+  const files: Record<string, string> = {};
+  const walk = (rel: string) => {
+    for (const e of readdirSync(join(dir, rel), { withFileTypes: true })) {
+      const p = rel ? `${rel}/${e.name}` : e.name;
+      if (p === ".git") continue;
+      if (e.isDirectory()) walk(p);
+      else files[p] = readFileSync(join(dir, p), "utf8");
+    }
+  };
+  walk("");
+  return { head: g(dir, "rev-parse", "HEAD"), index: g(dir, "write-tree"), status: g(dir, "status", "--porcelain"), files };
+}
+
+async function offload(dir: string, box: string) {
+  const r = await h.run(["offload", "--box", box, "--json"], { cwd: dir });
+  expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  return JSON.parse(r.stdout) as { guestDir: string; heldBack: { path: string }[] };
+}
+
+async function inBox(box: string, dir: string, script: string, quiet = true) {
+  const r = await h.run(["exec", box, "-w", dir, "--", "sh", "-c", script]);
+  if (quiet) expect(r.stderr).toBe("");
+  expect(r.code).toBe(0);
+  return r.stdout;
+}
+
+async function bringBack(dir: string, box: string) {
+  const r = await h.run(["bring-back", box, "--json"], { cwd: dir });
+  return { ...r, json: r.code === 0 ? (JSON.parse(r.stdout) as Record<string, unknown>) : null };
+}
+
+describe("hutch offload", () => {
+  test("outside a git work tree it refuses and says what to do", async () => {
+    const r = await h.run(["offload", "--dry-run"], { cwd: work });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain("is not inside a git work tree");
+  });
+
+  test("--dry-run lists what goes and what is held back, and changes nothing", async () => {
+    const dir = repo();
+    const before = state(dir);
+    const r = await h.run(["offload", "--dry-run"], { cwd: dir });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("notes.md");
+    expect(r.stdout).not.toContain("build/out.o");
+    expect(r.stdout).toContain("held back: .env");
+    expect(r.stdout).toContain("held back: keys/id_ed25519");
+    expect(r.stdout).toContain("--include .env");
+    expect(state(dir)).toEqual(before);
+    const list = await h.run(["box", "list", "--json"]);
+    expect(JSON.parse(list.stdout)).toEqual([]);
+  });
+
+  test("submodules and LFS are explained", async () => {
+    const dir = repo();
+    writeFileSync(join(dir, ".gitattributes"), "*.bin filter=lfs diff=lfs merge=lfs -text\n");
+    g(dir, "update-index", "--add", "--cacheinfo", `160000,${g(dir, "rev-parse", "HEAD").trim()},vendor/lib`);
+    const r = await h.run(["offload", "--dry-run", "--json"], { cwd: dir });
+    expect(r.code).toBe(0);
+    const notes = (JSON.parse(r.stdout) as { notes: string[] }).notes.join("\n");
+    expect(notes).toContain("submodule vendor/lib: its commit is recorded, its work tree and history are not carried");
+    expect(notes).toContain("LFS files go as their pointers");
+  });
+});
+
+describe("offload and bring back", () => {
+  test("fast-forward: the box's commit, index and files come home, the staged/unstaged split with them", async () => {
+    const dir = repo();
+    const off = await offload(dir, "ff");
+    expect(off.heldBack.map((x) => x.path).sort()).toEqual([".env", "keys/id_ed25519"]);
+    // The split arrived, and the secrets did not (searched for by content and by name).
+    expect(await inBox("ff", off.guestDir, "git status --porcelain")).toBe("MM a.txt\n?? notes.md\n");
+    expect(await inBox("ff", off.guestDir, "git diff --cached --stat | tail -1")).toContain("1 insertion");
+    expect(await inBox("ff", "/workspace", "grep -rl sekrit . || true; find / -xdev -name id_ed25519 -o -name .env 2>/dev/null")).toBe("");
+    await inBox(
+      "ff",
+      off.guestDir,
+      "echo box > b.txt && git add b.txt && git commit -qm 'box: b' && echo staged-in-box >> c.txt && git add c.txt && echo unstaged-in-box >> c.txt && echo fresh > new.txt",
+    );
+    const r = await bringBack(dir, "ff");
+    expect(r.stderr).toBe("");
+    expect(r.json?.case).toBe("fast-forward");
+    expect(((r.json?.commits ?? []) as { subject: string }[]).map((c) => c.subject)).toEqual(["box: b"]);
+    expect(g(dir, "log", "-1", "--format=%s")).toBe("box: b\n");
+    // The box commit took the staged a.txt along: only its unstaged line is left.
+    expect(g(dir, "status", "--porcelain")).toBe(" M a.txt\nMM c.txt\n?? .env\n?? keys/\n?? new.txt\n?? notes.md\n");
+    expect(g(dir, "show", ":c.txt")).toBe("c.txt line 1\nstaged-in-box\n");
+    expect(readFileSync(join(dir, "c.txt"), "utf8")).toBe("c.txt line 1\nstaged-in-box\nunstaged-in-box\n");
+    expect(readFileSync(join(dir, ".env"), "utf8")).toContain("sekrit-env-value");
+    expect(g(dir, "rev-parse", "refs/hutch/ff/head").trim()).toBe(g(dir, "rev-parse", "HEAD").trim());
+  });
+
+  test("local commits meanwhile that touch other files: merged into the work tree, uncommitted, HEAD unchanged", async () => {
+    const dir = repo();
+    const off = await offload(dir, "mg");
+    writeFileSync(join(dir, "c.txt"), "c.txt changed locally\n");
+    g(dir, "commit", "-qm", "local", "c.txt");
+    const head = g(dir, "rev-parse", "HEAD");
+    const index = g(dir, "write-tree");
+    await inBox("mg", off.guestDir, "echo box >> b.txt && git commit -qam 'box: b' && echo box2 > more.txt");
+    const r = await bringBack(dir, "mg");
+    expect(r.json?.case).toBe("merge");
+    expect(g(dir, "rev-parse", "HEAD")).toBe(head);
+    expect(g(dir, "write-tree")).toBe(index);
+    expect(readFileSync(join(dir, "b.txt"), "utf8")).toBe("b.txt line 1\nbox\n");
+    expect(readFileSync(join(dir, "more.txt"), "utf8")).toBe("box2\n");
+    expect(readFileSync(join(dir, "c.txt"), "utf8")).toBe("c.txt changed locally\n");
+    // The box committed the staged a.txt and its unstaged line: the local copy is the same, untouched.
+    expect(readFileSync(join(dir, "a.txt"), "utf8")).toBe("a.txt line 1\nstaged\nunstaged\n");
+  });
+
+  test("a conflicting change: a branch, the work tree and index untouched, the message names the branch", async () => {
+    const dir = repo();
+    const off = await offload(dir, "cf");
+    writeFileSync(join(dir, "b.txt"), "mine\n");
+    await inBox("cf", off.guestDir, "echo theirs > b.txt && git commit -qam 'box: b'");
+    const before = state(dir);
+    const r = await h.run(["bring-back", "cf"], { cwd: dir });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("kept apart on a branch: both you and the box changed b.txt");
+    expect(r.stdout).toContain("hutch/cf");
+    expect(r.stdout).toContain("git merge hutch/cf");
+    expect(state(dir)).toEqual(before);
+    expect(g(dir, "show", "hutch/cf:b.txt")).toBe("theirs\n");
+  });
+
+  test("a branch deleted meanwhile: the branch case, explained", async () => {
+    const dir = repo();
+    const off = await offload(dir, "bd");
+    g(dir, "switch", "-q", "-c", "other");
+    g(dir, "branch", "-q", "-D", "main");
+    await inBox("bd", off.guestDir, "echo box >> b.txt");
+    const r = await bringBack(dir, "bd");
+    expect(r.json?.case).toBe("branch");
+    expect(r.json?.reason).toContain("no longer on main");
+    expect(g(dir, "show", "hutch/bd:b.txt")).toBe("b.txt line 1\nbox\n");
+  });
+
+  test("nothing to bring back: says so and changes nothing", async () => {
+    const dir = repo();
+    await offload(dir, "nb");
+    const before = state(dir);
+    const refs = g(dir, "for-each-ref");
+    const r = await h.run(["bring-back", "nb"], { cwd: dir });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain("nothing to bring back");
+    expect(state(dir)).toEqual(before);
+    expect(g(dir, "for-each-ref")).toBe(refs);
+  });
+
+  test("a hostile box: hooks, config, attributes and drivers never run on the host", async () => {
+    const dir = repo();
+    const marks = mkdtempSync(join(tmpdir(), "hutch-marks-"));
+    const off = await offload(dir, "evil");
+    writeFileSync(join(dir, "c.txt"), "c.txt changed locally\n");
+    g(dir, "commit", "-qm", "local", "c.txt");
+    const cmd = (what: string) => `touch ${marks}/${what}`;
+    await inBox(
+      "evil",
+      off.guestDir,
+      [
+        "mkdir -p .git/hooks evilhooks",
+        ...["post-checkout", "post-merge", "reference-transaction", "pre-commit", "post-index-change"].flatMap((hk) => [
+          `printf '#!/bin/sh\\n${cmd(`hook-${hk}`)}\\n' > .git/hooks/${hk}`,
+          `cp .git/hooks/${hk} evilhooks/${hk}`,
+        ]),
+        "chmod +x .git/hooks/* evilhooks/*",
+        `git config core.hooksPath "$PWD/evilhooks"`,
+        `git config core.fsmonitor '${cmd("fsmonitor")}'`,
+        `git config core.sshCommand '${cmd("ssh")}'`,
+        `git config diff.external '${cmd("diff-external")}'`,
+        `git config filter.evil.smudge '${cmd("smudge")}; cat'`,
+        `git config filter.evil.clean '${cmd("clean")}; cat'`,
+        `git config merge.evil.driver '${cmd("merge-driver")}'`,
+        `git config diff.evil.textconv '${cmd("textconv")}'`,
+        "printf '* filter=evil diff=evil merge=evil\\n' > .gitattributes",
+        "echo box >> b.txt",
+        "git -c core.hooksPath=/dev/null -c core.fsmonitor=false add -A",
+        "git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c filter.evil.clean=cat commit -qm 'box: evil'",
+        "mkdir -p .git/info && printf '* filter=evil\\n' > .git/info/attributes",
+      ].join(" && "),
+      false,
+    );
+    const r = await bringBack(dir, "evil");
+    expect(r.stderr).toBe("");
+    expect(r.json?.case).toBe("merge");
+    expect(readFileSync(join(dir, "b.txt"), "utf8")).toBe("b.txt line 1\nbox\n");
+    expect(readFileSync(join(dir, ".gitattributes"), "utf8")).toBe("* filter=evil diff=evil merge=evil\n");
+    expect(existsSync(join(dir, "evilhooks"))).toBe(true);
+    // The user's git afterwards still runs none of it: the box's config never came home.
+    g(dir, "status");
+    g(dir, "diff", "HEAD");
+    expect(readdirSync(marks)).toEqual([]);
+    expect(Bun.spawnSync(["git", "config", "--get", "core.hooksPath"], { cwd: dir }).exitCode).toBe(1);
+  }, 60_000);
+
+  test("a symlink out of the repository: refused, nothing written, the work kept in quarantine", async () => {
+    const dir = repo();
+    const outside = mkdtempSync(join(tmpdir(), "hutch-outside-"));
+    const off = await offload(dir, "link");
+    await inBox("link", off.guestDir, `ln -s ${outside} escape && ln -s ../../x rel-escape && echo box >> b.txt`);
+    const before = state(dir);
+    const r = await h.run(["bring-back", "link"], { cwd: dir });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/refused what the box sent: the symlink (rel-)?escape points/);
+    expect(r.stderr).toContain("refs/hutch/link/");
+    expect(state(dir)).toEqual(before);
+    expect(readdirSync(outside)).toEqual([]);
+    expect(g(dir, "rev-parse", "--verify", "refs/hutch/link/work").trim()).toMatch(/^[0-9a-f]{40}$/);
+  });
+});
