@@ -262,3 +262,69 @@ describe("offload and bring back", () => {
     expect(g(dir, "rev-parse", "--verify", "refs/hutch/link/work").trim()).toMatch(/^[0-9a-f]{40}$/);
   });
 });
+
+/** Starts hutch in dir and SIGKILLs it as soon as its stderr shows `when`. */
+async function killAt(dir: string, args: string[], when: string): Promise<boolean> {
+  const proc = Bun.spawn([join(import.meta.dir, "../../dist/hutch"), ...args], { cwd: dir, env: h.env, stdout: "pipe", stderr: "pipe" });
+  let seen = "";
+  const dec = new TextDecoder();
+  for await (const chunk of proc.stderr as ReadableStream<Uint8Array>) {
+    seen += dec.decode(chunk);
+    if (seen.includes(when)) {
+      proc.kill("SIGKILL");
+      break;
+    }
+  }
+  await proc.exited;
+  return proc.signalCode === "SIGKILL";
+}
+
+describe("interrupted", () => {
+  test("an offload killed while sending: the box never holds a copy that looks complete, and a rerun finishes it", async () => {
+    const dir = repo();
+    expect(await killAt(dir, ["offload", "--box", "kill"], "sending to box")).toBe(true);
+    const record = JSON.parse(readFileSync(join(dir, ".git/hutch/kill.json"), "utf8")) as { state: string; guestDir: string };
+    expect(record.state).toBe("sending");
+    // Either nothing is in place, or what is in place is complete (it is renamed in last).
+    const seen = await inBox(
+      "kill",
+      "/workspace",
+      `[ -e ${record.guestDir} ] && git -C ${record.guestDir} status --porcelain || echo absent`,
+    );
+    expect(["absent\n", "MM a.txt\n?? notes.md\n"]).toContain(seen);
+    const before = state(dir);
+    const again = await h.run(["offload", "--box", "kill"], { cwd: dir });
+    expect(again.code).toBe(0);
+    expect(again.stdout).toMatch(/^(offloaded|finished the offload of) 5 files/);
+    expect(await inBox("kill", record.guestDir, "git status --porcelain")).toBe("MM a.txt\n?? notes.md\n");
+    expect(await inBox("kill", "/workspace", "ls -A")).toBe(`${record.guestDir.slice("/workspace/".length)}\n`);
+    expect(state(dir)).toEqual(before);
+  });
+
+  test("an offload whose record was not marked done: the rerun sees the box's complete copy and finishes", async () => {
+    const dir = repo();
+    await offload(dir, "redo");
+    const p = join(dir, ".git/hutch/redo.json");
+    writeFileSync(p, readFileSync(p, "utf8").replace('"state": "done"', '"state": "sending"'));
+    const again = await h.run(["offload", "--box", "redo", "--json"], { cwd: dir });
+    expect(again.code).toBe(0);
+    expect((JSON.parse(again.stdout) as { resumed: boolean }).resumed).toBe(true);
+    const twice = await h.run(["offload", "--box", "redo"], { cwd: dir });
+    expect(twice.code).toBe(1);
+    expect(twice.stderr).toContain("hutch bring-back redo");
+  });
+
+  test("a bring-back killed midway: the rerun completes and no local edit is lost", async () => {
+    const dir = repo();
+    const off = await offload(dir, "kback");
+    await inBox("kback", off.guestDir, "echo box >> b.txt && git commit -qam 'box: b' && echo more >> c.txt");
+    expect(await killAt(dir, ["bring-back", "kback"], "fetching the box's work")).toBe(true);
+    const r = await bringBack(dir, "kback");
+    expect(r.stderr).toBe("");
+    expect(r.json?.case).toBe("fast-forward");
+    expect(readFileSync(join(dir, "b.txt"), "utf8")).toBe("b.txt line 1\nbox\n");
+    expect(readFileSync(join(dir, "a.txt"), "utf8")).toBe("a.txt line 1\nstaged\nunstaged\n");
+    expect(readFileSync(join(dir, "c.txt"), "utf8")).toBe("c.txt line 1\nmore\n");
+    expect(readFileSync(join(dir, ".env"), "utf8")).toContain("sekrit-env-value");
+  });
+});

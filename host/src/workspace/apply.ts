@@ -77,7 +77,7 @@ function belowSymlink(root: string, path: string): string | null {
   return null;
 }
 
-/** The paths where the work tree no longer holds what the change expects to replace. */
+/** The paths where the work tree holds neither what the change replaces nor what it brings. */
 export async function blocked(root: string, changes: TreeChange[]): Promise<string[]> {
   const out: string[] = [];
   for (const c of changes) {
@@ -86,8 +86,10 @@ export async function blocked(root: string, changes: TreeChange[]): Promise<stri
       out.push(c.path);
       continue;
     }
-    const expect = ZERO.test(c.oldSha) ? null : c.oldSha;
-    if ((await localSha(root, c.path)) !== expect) out.push(c.path);
+    // What it was at offload, or already the box's version (a rerun after an interrupted apply).
+    const have = await localSha(root, c.path);
+    const ok = [c.oldSha, c.newSha].map((s) => (ZERO.test(s) ? null : s));
+    if (!ok.includes(have)) out.push(c.path);
   }
   return out;
 }

@@ -158,14 +158,24 @@ export async function bringBack(
   const localWork = await snapshotTree(now, true, held);
   const localIndex = await snapshotTree(now, false, held);
   const onBranch = now.branch === `refs/heads/${rec.branch}`;
-  const untouched = localWork === rec.workTree && localIndex === rec.indexTree;
+  // What the user changed since offload: paths that are neither as they were then nor already as the box has
+  // them (a rerun after an interrupted bring-back finds its own writes, and they are not the user's).
+  const mine = await changedByUser(repo.root, rec.workTree, workTree, localWork);
+  const untouched = mine.size === 0 && (await changedByUser(repo.root, rec.indexTree, indexTree, localIndex)).size === 0;
 
   let reason: string;
   if (!onBranch) reason = `the work tree is no longer on ${rec.branch} (deleted, renamed or switched since offload)`;
-  else if (now.head === rec.base && untouched) {
+  else if ((now.head === rec.base || now.head === head) && untouched) {
     if ((await blocked(repo.root, boxChanges)).length === 0) {
       if (!opts.dryRun)
-        await fastForward(repo.root, rec.branch, rec.base, head, boxChanges, await treeDiff(repo.root, rec.indexTree, indexTree));
+        await fastForward(
+          repo.root,
+          rec.branch,
+          now.head ?? rec.base,
+          head,
+          boxChanges,
+          await treeDiff(repo.root, rec.indexTree, indexTree),
+        );
       await settle(repo.gitDir, rec, opts.dryRun, head, indexTree, workTree);
       return { ...found, case: "fast-forward" };
     }
@@ -173,7 +183,6 @@ export async function bringBack(
   } else if ((await git(repo.root, ["merge-base", "--is-ancestor", rec.base, "HEAD"], { ok: [1] })).code !== 0)
     reason = `${rec.branch} was rewritten since offload (it no longer contains the base ${rec.base.slice(0, 12)})`;
   else {
-    const mine = new Set((await treeDiff(repo.root, rec.workTree, localWork)).map((c) => c.path));
     const overlap = boxChanges.filter((c) => mine.has(c.path)).map((c) => c.path);
     const stuck = overlap.length ? overlap : await blocked(repo.root, boxChanges);
     if (stuck.length === 0) {
@@ -186,11 +195,18 @@ export async function bringBack(
   return { ...found, ...(await branchCase(repo.root, box, head, indexTree, workTree, workC, opts.dryRun)), reason };
 }
 
+async function changedByUser(root: string, then: string, box: string, now: string): Promise<Set<string>> {
+  const fromThen = (await treeDiff(root, then, now)).map((c) => c.path);
+  const fromBox = new Set((await treeDiff(root, box, now)).map((c) => c.path));
+  return new Set(fromThen.filter((p) => fromBox.has(p)));
+}
+
 async function fastForward(root: string, branch: string, from: string, to: string, work: TreeChange[], index: TreeChange[]): Promise<void> {
   await applyChanges(root, work);
   const info = index.map((c) => (/^0+$/.test(c.newSha) ? `0 ${"0".repeat(40)}\t${c.path}` : `${c.newMode} ${c.newSha}\t${c.path}`));
   if (info.length) await git(root, ["update-index", "-z", "--index-info"], { stdin: `${info.join("\0")}\0` });
-  await git(root, ["update-ref", `refs/heads/${branch}`, to, from]);
+  // Last, so an interrupted fast-forward is found unfinished and redone (the files and index are idempotent).
+  if (from !== to) await git(root, ["update-ref", `refs/heads/${branch}`, to, from]);
 }
 
 /** After the work came home, the box's state is the new baseline: the next bring-back brings only what follows. */

@@ -99,7 +99,9 @@ export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPla
 const RESTORE = `set -eu
 dst=$1 stage=$2 bundle=$3 branch=$4 id=$5 box=$6
 g() { git -c core.hooksPath=/dev/null "$@"; }
-rm -rf /workspace/.hutch-stage-* && mkdir -p "$stage" && cd "$stage"
+# What an interrupted attempt left: its staging copy and its bundle (never this attempt's).
+for d in /workspace/.hutch-stage-* /workspace/.hutch-in-*; do [ "$d" = "$(dirname "$bundle")" ] || rm -rf "$d"; done
+mkdir -p "$stage" && cd "$stage"
 g init -q
 g fetch -q --no-tags "$bundle" "+refs/hutch/$box/offload/*:refs/hutch/offload/*"
 g update-ref "refs/heads/$branch" refs/hutch/offload/base
