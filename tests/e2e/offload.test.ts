@@ -189,6 +189,22 @@ describe("offload and bring back", () => {
     expect(g(dir, "show", "hutch/bd:b.txt")).toBe("b.txt line 1\nbox\n");
   });
 
+  test("a branch rebased meanwhile, and a detached HEAD: the branch case, explained, nothing touched", async () => {
+    const dir = repo();
+    const off = await offload(dir, "rb");
+    g(dir, "commit", "-q", "--amend", "--only", "-m", "start, reworded");
+    await inBox("rb", off.guestDir, "echo box >> b.txt");
+    const before = state(dir);
+    const r = await bringBack(dir, "rb");
+    expect(r.json?.case).toBe("branch");
+    expect(r.json?.reason).toContain("main was rewritten since offload");
+    expect(state(dir)).toEqual(before);
+    g(dir, "switch", "-q", "--detach");
+    const detached = await bringBack(dir, "rb");
+    expect(detached.json?.case).toBe("branch");
+    expect(detached.json?.reason).toContain("no longer on main");
+  });
+
   test("nothing to bring back: says so and changes nothing", async () => {
     const dir = repo();
     await offload(dir, "nb");

@@ -11,7 +11,7 @@
 //   branch: anything else: hutch/<box> holds the box's work, and the work
 //     tree and index are not touched.
 // The box's config, hooks and attributes never leave it; only objects do.
-import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { lstatSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
@@ -19,7 +19,7 @@ import type { DaemonClient } from "../client/daemon.ts";
 import { applyChanges, blocked, checkTree } from "./apply.ts";
 import { fetchDir, findBox, runningBox, sh } from "./box.ts";
 import { findRepo, git, out, snapshotTree, type TreeChange, treeDiff, treeOf } from "./git.ts";
-import { plan } from "./offload.ts";
+import { listWork } from "./offload.ts";
 import { offloadRef, quarantineRef, readRecord, writeRecord } from "./record.ts";
 
 export type BringBackCase = "nothing" | "fast-forward" | "merge" | "branch";
@@ -113,8 +113,9 @@ export async function bringBack(
     progress(`fetching the box's work into ${base.quarantine}`);
     await fetchDir(d, box, guestOut, join(tmp, "out"));
     const bundle = join(tmp, "out", "bundle");
-    if (!statSync(bundle, { throwIfNoEntry: false })?.isFile())
-      throw new HutchError("denied", `box ${box} sent no bundle`, `look inside: hutch exec ${box} -- git status`);
+    // lstat: a symlink named bundle would have git fetch from whatever host path it names.
+    if (!lstatSync(bundle, { throwIfNoEntry: false })?.isFile())
+      throw new HutchError("denied", `box ${box} sent no bundle (or not a plain file)`, `look inside: hutch exec ${box} -- git status`);
     await git(repo.root, [
       "fetch",
       "-q",
@@ -154,7 +155,7 @@ export async function bringBack(
   const found = { ...base, files: boxChanges.map((c) => c.path), commits };
 
   const now = await findRepo(repo.root);
-  const held = [...new Set([...rec.heldBack, ...(await plan(now, { cwd: repo.root, box })).heldBack.map((h) => h.path)])];
+  const held = [...new Set([...rec.heldBack, ...(await listWork(now)).heldBack.map((h) => h.path)])];
   const localWork = await snapshotTree(now, true, held);
   const localIndex = await snapshotTree(now, false, held);
   const onBranch = now.branch === `refs/heads/${rec.branch}`;

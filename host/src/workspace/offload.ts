@@ -51,16 +51,20 @@ export function defaultBoxName(root: string): string {
   return /^[a-z]/.test(n) ? n : `repo-${n || "work"}`;
 }
 
-export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPlan> {
-  if (!repo.head)
-    throw new HutchError("invalid", `${repo.root} has no commit yet`, "commit something first: git add -A && git commit -m start");
-  if (!repo.branch) throw new HutchError("invalid", `${repo.root} is on a detached HEAD`, "check out a branch first: git switch -c NAME");
+interface Listing {
+  files: { path: string; bytes: number }[];
+  heldBack: { path: string; rule: string }[];
+  gitlinks: Set<string>;
+}
+
+/** The work tree's files that may go, and those held back (tracked, or untracked and not ignored). */
+export async function listWork(repo: Repo, include?: string[]): Promise<Listing> {
   const listed = zsplit((await git(repo.root, ["ls-files", "-z", "--cached", "--others", "--exclude-standard"])).stdout);
   const deleted = new Set(zsplit((await git(repo.root, ["ls-files", "-z", "--deleted"])).stdout));
   const staged = zsplit((await git(repo.root, ["ls-files", "-z", "-s"])).stdout);
   const gitlinks = new Set(staged.filter((l) => l.startsWith("160000 ")).map((l) => l.slice(l.indexOf("\t") + 1)));
   const ignoreFile = Bun.file(join(repo.root, HUTCHIGNORE));
-  const sel = selector((await ignoreFile.exists()) ? await ignoreFile.text() : "", opts.include);
+  const sel = selector((await ignoreFile.exists()) ? await ignoreFile.text() : "", include);
   const heldBack: { path: string; rule: string }[] = [];
   const files: { path: string; bytes: number }[] = [];
   for (const path of [...new Set(listed)]) {
@@ -68,6 +72,14 @@ export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPla
     if (rule) heldBack.push({ path, rule });
     else if (!deleted.has(path) && !gitlinks.has(path)) files.push({ path, bytes: lstatSync(join(repo.root, path)).size });
   }
+  return { files, heldBack, gitlinks };
+}
+
+export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPlan> {
+  if (!repo.head)
+    throw new HutchError("invalid", `${repo.root} has no commit yet`, "commit something first: git add -A && git commit -m start");
+  if (!repo.branch) throw new HutchError("invalid", `${repo.root} is on a detached HEAD`, "check out a branch first: git switch -c NAME");
+  const { files, heldBack, gitlinks } = await listWork(repo, opts.include);
   const notes: string[] = [];
   for (const g of gitlinks)
     notes.push(`submodule ${g}: its commit is recorded, its work tree and history are not carried (clone it in the box)`);
