@@ -205,6 +205,17 @@ describe("offload and bring back", () => {
     expect(detached.json?.reason).toContain("no longer on main");
   });
 
+  test("a box that writes a held-back name never overwrites the local secret", async () => {
+    const dir = repo();
+    const off = await offload(dir, "sec");
+    await inBox("sec", off.guestDir, "echo API_TOKEN=from-the-box > .env && echo box >> b.txt");
+    const before = state(dir);
+    const r = await bringBack(dir, "sec");
+    expect(r.json?.case).toBe("branch");
+    expect(state(dir)).toEqual(before);
+    expect(readFileSync(join(dir, ".env"), "utf8")).toBe("API_TOKEN=sekrit-env-value\n");
+  });
+
   test("nothing to bring back: says so and changes nothing", async () => {
     const dir = repo();
     await offload(dir, "nb");
