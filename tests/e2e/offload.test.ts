@@ -355,3 +355,57 @@ describe("interrupted", () => {
     expect(readFileSync(join(dir, ".env"), "utf8")).toContain("sekrit-env-value");
   });
 });
+
+describe("a real open-source repository with history", () => {
+  // tests/fixtures/semver.bundle: node-semver's npm package sources (ISC), two releases as two commits.
+  function clone(): string {
+    const dir = join(work, `semver${++n}`);
+    g(work, "clone", "-q", "-b", "main", join(import.meta.dir, "../fixtures/semver.bundle"), dir);
+    g(dir, "config", "user.email", "dev@example.com");
+    g(dir, "config", "user.name", "Dev");
+    writeFileSync(join(dir, "index.js"), `${readFileSync(join(dir, "index.js"), "utf8")}// staged\n`);
+    g(dir, "add", "index.js");
+    writeFileSync(join(dir, "index.js"), `${readFileSync(join(dir, "index.js"), "utf8")}// unstaged\n`);
+    writeFileSync(join(dir, "TODO.md"), "untracked\n");
+    writeFileSync(join(dir, ".env.local"), "NPM_TOKEN=sekrit-npm\n");
+    return dir;
+  }
+
+  test("offload carries the history and the split; the box's commit fast-forwards home", async () => {
+    const dir = clone();
+    const off = await offload(dir, "oss");
+    expect(await inBox("oss", off.guestDir, "git log --format=%s")).toBe(
+      "semver 7.8.6 (npm package source)\nsemver 5.7.3 (npm package source)\n",
+    );
+    expect(await inBox("oss", off.guestDir, "git status --porcelain")).toBe("MM index.js\n?? TODO.md\n");
+    expect(await inBox("oss", off.guestDir, "grep -rl sekrit . || true")).toBe("");
+    await inBox(
+      "oss",
+      off.guestDir,
+      "echo '// box' >> functions/clean.js && git commit -qm 'box: clean' functions/clean.js && echo box >> README.md",
+    );
+    const r = await bringBack(dir, "oss");
+    expect(r.json?.case).toBe("fast-forward");
+    expect(g(dir, "log", "-1", "--format=%s")).toBe("box: clean\n");
+    expect(g(dir, "status", "--porcelain")).toBe(" M README.md\nMM index.js\n?? .env.local\n?? TODO.md\n");
+  });
+
+  test("a local commit meanwhile is merged around; an overlapping one makes a branch", async () => {
+    const dir = clone();
+    const off = await offload(dir, "oss2");
+    writeFileSync(join(dir, "range.bnf"), "local\n");
+    g(dir, "commit", "-qm", "local: bnf", "range.bnf");
+    await inBox("oss2", off.guestDir, "echo '// box' >> functions/clean.js && git commit -qm 'box: clean' functions/clean.js");
+    const head = g(dir, "rev-parse", "HEAD");
+    const merged = await bringBack(dir, "oss2");
+    expect(merged.json?.case).toBe("merge");
+    expect(g(dir, "rev-parse", "HEAD")).toBe(head);
+    expect(readFileSync(join(dir, "functions/clean.js"), "utf8")).toEndWith("// box\n");
+    await inBox("oss2", off.guestDir, "echo box > range.bnf && git commit -qm 'box: bnf' range.bnf");
+    const before = state(dir);
+    const branched = await bringBack(dir, "oss2");
+    expect(branched.json?.case).toBe("branch");
+    expect(branched.json?.created).toBe("hutch/oss2");
+    expect(state(dir)).toEqual(before);
+  });
+});
