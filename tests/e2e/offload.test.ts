@@ -102,6 +102,12 @@ describe("hutch offload", () => {
     expect(state(dir)).toEqual(before);
     const list = await h.run(["box", "list", "--json"]);
     expect(JSON.parse(list.stdout)).toEqual([]);
+    const deliberate = JSON.parse((await h.run(["offload", "--dry-run", "--json", "--include", ".env"], { cwd: dir })).stdout) as {
+      files: { path: string }[];
+      heldBack: { path: string }[];
+    };
+    expect(deliberate.files.map((f) => f.path)).toContain(".env");
+    expect(deliberate.heldBack.map((f) => f.path)).toEqual(["keys/id_ed25519"]);
   });
 
   test("submodules and LFS are explained", async () => {
@@ -168,6 +174,10 @@ describe("offload and bring back", () => {
     writeFileSync(join(dir, "b.txt"), "mine\n");
     await inBox("cf", off.guestDir, "echo theirs > b.txt && git commit -qam 'box: b'");
     const before = state(dir);
+    const dry = await h.run(["bring-back", "cf", "--dry-run"], { cwd: dir });
+    expect(dry.stdout).toStartWith("would be: kept apart on a branch");
+    expect(state(dir)).toEqual(before);
+    expect(g(dir, "branch", "--list", "hutch/*")).toBe("");
     const r = await h.run(["bring-back", "cf"], { cwd: dir });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain("kept apart on a branch: both you and the box changed b.txt");
@@ -261,13 +271,19 @@ describe("offload and bring back", () => {
       ].join(" && "),
       false,
     );
+    // Drivers the user's own config defines under the names the box's .gitattributes asks for: a git checkout
+    // or merge of the box's tree would run them; hutch writes the files itself.
+    const userDrivers = ["filter.evil.smudge", "filter.evil.clean", "filter.evil.process", "merge.evil.driver", "diff.evil.textconv"];
+    for (const k of userDrivers) g(dir, "config", k, `${cmd(`user-${k}`)}; cat`);
     const r = await bringBack(dir, "evil");
     expect(r.stderr).toBe("");
     expect(r.json?.case).toBe("merge");
+    expect(readdirSync(marks)).toEqual([]);
     expect(readFileSync(join(dir, "b.txt"), "utf8")).toBe("b.txt line 1\nbox\n");
     expect(readFileSync(join(dir, ".gitattributes"), "utf8")).toBe("* filter=evil diff=evil merge=evil\n");
     expect(existsSync(join(dir, "evilhooks"))).toBe(true);
-    // The user's git afterwards still runs none of it: the box's config never came home.
+    // The user's git afterwards still runs none of the box's: its config never came home.
+    for (const k of userDrivers) g(dir, "config", "--unset", k);
     g(dir, "status");
     g(dir, "diff", "HEAD");
     expect(readdirSync(marks)).toEqual([]);
