@@ -118,7 +118,7 @@ describe("hutch offload", () => {
     expect(r.code).toBe(0);
     const notes = (JSON.parse(r.stdout) as { notes: string[] }).notes.join("\n");
     expect(notes).toContain("submodule vendor/lib: its commit is recorded, its work tree and history are not carried");
-    expect(notes).toContain("LFS files go as their pointers");
+    expect(notes).toContain("the LFS store is not carried");
   });
 });
 
@@ -282,6 +282,13 @@ describe("offload and bring back", () => {
     expect(readFileSync(join(dir, "b.txt"), "utf8")).toBe("b.txt line 1\nbox\n");
     expect(readFileSync(join(dir, ".gitattributes"), "utf8")).toBe("* filter=evil diff=evil merge=evil\n");
     expect(existsSync(join(dir, "evilhooks"))).toBe(true);
+    // Again, now that the box's .gitattributes is in the work tree hutch reads: still nothing runs.
+    await inBox("evil", off.guestDir, "echo again >> b.txt", false);
+    const again = await bringBack(dir, "evil");
+    expect(again.json?.reason ?? "").toBe("");
+    expect(again.json?.case).toBe("merge");
+    expect(readFileSync(join(dir, "b.txt"), "utf8")).toBe("b.txt line 1\nbox\nagain\n");
+    expect(readdirSync(marks)).toEqual([]);
     // The user's git afterwards still runs none of the box's: its config never came home.
     for (const k of userDrivers) g(dir, "config", "--unset", k);
     g(dir, "status");

@@ -18,9 +18,9 @@ import { HutchError } from "@hutch/shared/base";
 import type { DaemonClient } from "../client/daemon.ts";
 import { applyChanges, blocked, checkTree } from "./apply.ts";
 import { fetchDir, findBox, runningBox, sh } from "./box.ts";
-import { findRepo, git, out, snapshotTree, type TreeChange, treeDiff, treeOf } from "./git.ts";
-import { listWork } from "./offload.ts";
-import { offloadRef, quarantineRef, readRecord, writeRecord } from "./record.ts";
+import { findRepo, git, out, type TreeChange, treeDiff, treeOf } from "./git.ts";
+import { type OffloadRecord, offloadRef, quarantineRef, readRecord, writeRecord } from "./record.ts";
+import { listWork, snapshotTree } from "./worktree.ts";
 
 export type BringBackCase = "nothing" | "fast-forward" | "merge" | "branch";
 
@@ -99,11 +99,11 @@ export async function bringBack(
 
   progress(`reading box ${box}`);
   const guestOut = `/workspace/.hutch-out-${rec.id}`;
-  const said = (await sh(d, box, EXPORT, [rec.guestDir, guestOut, box, rec.base], "exporting the box's work")).stdout.trim().split(" ");
+  const said = (await sh(d, box, EXPORT, [rec.guestDir, guestOut, box, boxBase(rec)], "exporting the box's work")).stdout.trim().split(" ");
   if (said.length !== 3 || !said.every((s) => SHA.test(s)))
     throw new HutchError("failed", `box ${box} answered the export with something else`, `look inside: hutch exec ${box} -- git status`);
   const [sHead, sIndex, sWork] = said as [string, string, string];
-  if (sHead === rec.base && sIndex === rec.indexTree && sWork === rec.workTree) {
+  if (sHead === boxBase(rec) && sIndex === rec.indexTree && sWork === rec.workTree) {
     await sh(d, box, 'rm -rf "$1"', [guestOut], "cleaning up");
     return { ...base, reason: "the box has no commits and no changes since the offload" };
   }
@@ -147,7 +147,7 @@ export async function bringBack(
   ] as const)
     await checkTree(repo.root, t, quarantineRef(box, what));
 
-  const commits = (await out(repo.root, ["log", "--format=%H %s", `${rec.base}..${head}`]))
+  const commits = (await out(repo.root, ["log", "--format=%H %s", `${boxBase(rec)}..${head}`]))
     .split("\n")
     .filter(Boolean)
     .map((l) => ({ sha: l.slice(0, 40), subject: l.slice(41) }));
@@ -155,8 +155,9 @@ export async function bringBack(
   const found = { ...base, files: boxChanges.map((c) => c.path), commits };
 
   const now = await findRepo(repo.root);
-  const held = [...new Set([...rec.heldBack, ...(await listWork(now)).heldBack.map((h) => h.path)])];
-  const localWork = await snapshotTree(now, true, held);
+  const listing = await listWork(now, rec.include);
+  const held = [...new Set([...rec.heldBack, ...listing.heldBack.map((h) => h.path)])];
+  const localWork = await snapshotTree(now, true, held, listing);
   const localIndex = await snapshotTree(now, false, held);
   const onBranch = now.branch === `refs/heads/${rec.branch}`;
   // What the user changed since offload: paths that are neither as they were then nor already as the box has
@@ -166,7 +167,12 @@ export async function bringBack(
 
   let reason: string;
   if (!onBranch) reason = `the work tree is no longer on ${rec.branch} (deleted, renamed or switched since offload)`;
-  else if ((now.head === rec.base || now.head === head) && untouched) {
+  else if (
+    (now.head === rec.base || now.head === head) &&
+    untouched &&
+    // The box may have rewritten its history: a fast-forward only moves the branch forward.
+    (await git(repo.root, ["merge-base", "--is-ancestor", now.head, head], { ok: [1] })).code === 0
+  ) {
     if ((await blocked(repo.root, boxChanges)).length === 0) {
       if (!opts.dryRun)
         await fastForward(
@@ -177,7 +183,7 @@ export async function bringBack(
           boxChanges,
           await treeDiff(repo.root, rec.indexTree, indexTree),
         );
-      await settle(repo.gitDir, rec, opts.dryRun, head, indexTree, workTree);
+      if (!opts.dryRun) await writeRecord(repo.gitDir, { ...rec, base: head, boxHead: head, indexTree, workTree });
       return { ...found, case: "fast-forward" };
     }
     reason = "files differ from the offload's copy";
@@ -188,7 +194,8 @@ export async function bringBack(
     const stuck = overlap.length ? overlap : await blocked(repo.root, boxChanges);
     if (stuck.length === 0) {
       if (!opts.dryRun) await applyChanges(repo.root, boxChanges);
-      await settle(repo.gitDir, rec, opts.dryRun, head, indexTree, workTree);
+      // The local branch stays where it is (the base is still its ancestor); the box's state is the new baseline.
+      if (!opts.dryRun) await writeRecord(repo.gitDir, { ...rec, boxHead: head, indexTree, workTree });
       return { ...found, case: "merge" };
     }
     reason = `both you and the box changed ${stuck.slice(0, 5).join(", ")}${stuck.length > 5 ? ", …" : ""}`;
@@ -210,18 +217,8 @@ async function fastForward(root: string, branch: string, from: string, to: strin
   if (from !== to) await git(root, ["update-ref", `refs/heads/${branch}`, to, from]);
 }
 
-/** After the work came home, the box's state is the new baseline: the next bring-back brings only what follows. */
-async function settle(
-  gitDir: string,
-  rec: Awaited<ReturnType<typeof readRecord>> & object,
-  dryRun: boolean | undefined,
-  head: string,
-  indexTree: string,
-  workTree: string,
-): Promise<void> {
-  if (dryRun) return;
-  await writeRecord(gitDir, { ...rec, base: head, indexTree, workTree });
-}
+/** The box's HEAD the last time its work came home (at first, the offload's base): what the next export builds on. */
+const boxBase = (rec: OffloadRecord) => rec.boxHead ?? rec.base;
 
 async function branchCase(
   root: string,

@@ -109,29 +109,6 @@ export async function findRepo(dir: string): Promise<Repo> {
   return { root, gitDir, branch: branch.code === 0 ? branch.stdout.trim() : null, head: head.code === 0 ? head.stdout.trim() : null };
 }
 
-/**
- * The tree of the index, or of the work tree (add -A) when `work`, written
- * from a private copy of the index (the user's own index is never written),
- * with the held-back paths taken out so no object of theirs is referenced.
- */
-export async function snapshotTree(repo: Repo, work: boolean, heldBack: string[]): Promise<string> {
-  const tmp = `${repo.gitDir}/hutch/index.${process.pid}.${Date.now()}`;
-  await Bun.$`mkdir -p ${`${repo.gitDir}/hutch`}`.quiet();
-  const index = Bun.file(`${repo.gitDir}/index`);
-  if (await index.exists()) await Bun.write(tmp, index);
-  const env = { GIT_INDEX_FILE: tmp };
-  try {
-    if (work) await git(repo.root, ["add", "-A", "--ignore-errors", "--", "."], { env, ok: [1] });
-    if (heldBack.length > 0)
-      await git(repo.root, ["update-index", "-z", "--force-remove", "--stdin"], { env, stdin: `${heldBack.join("\0")}\0` });
-    return await out(repo.root, ["write-tree"], { env });
-  } finally {
-    await Bun.file(tmp)
-      .delete()
-      .catch(() => undefined);
-  }
-}
-
 export async function commitTree(root: string, tree: string, parent: string | null, message: string): Promise<string> {
   return out(root, ["commit-tree", tree, ...(parent ? ["-p", parent] : []), "-m", message]);
 }

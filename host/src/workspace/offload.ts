@@ -5,15 +5,15 @@
 // back the exact staged/unstaged split: HEAD at the base, the index from the
 // first, the files from the second. The box's copy is assembled in a staging
 // directory and renamed into place last, so it is complete or absent.
-import { lstatSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
 import type { DaemonClient } from "../client/daemon.ts";
 import { runningBox, sendDir, sh } from "./box.ts";
-import { commitTree, findRepo, git, out, type Repo, snapshotTree, zsplit } from "./git.ts";
+import { commitTree, findRepo, git, out, type Repo, zsplit } from "./git.ts";
 import { type OffloadRecord, offloadRef, readRecord, writeRecord } from "./record.ts";
-import { HUTCHIGNORE, selector } from "./select.ts";
+import { listWork, snapshotTree } from "./worktree.ts";
 
 export interface OffloadOptions {
   cwd: string;
@@ -51,42 +51,23 @@ export function defaultBoxName(root: string): string {
   return /^[a-z]/.test(n) ? n : `repo-${n || "work"}`;
 }
 
-interface Listing {
-  files: { path: string; bytes: number }[];
-  heldBack: { path: string; rule: string }[];
-  gitlinks: Set<string>;
-}
-
-/** The work tree's files that may go, and those held back (tracked, or untracked and not ignored). */
-export async function listWork(repo: Repo, include?: string[]): Promise<Listing> {
-  const listed = zsplit((await git(repo.root, ["ls-files", "-z", "--cached", "--others", "--exclude-standard"])).stdout);
-  const deleted = new Set(zsplit((await git(repo.root, ["ls-files", "-z", "--deleted"])).stdout));
-  const staged = zsplit((await git(repo.root, ["ls-files", "-z", "-s"])).stdout);
-  const gitlinks = new Set(staged.filter((l) => l.startsWith("160000 ")).map((l) => l.slice(l.indexOf("\t") + 1)));
-  const ignoreFile = Bun.file(join(repo.root, HUTCHIGNORE));
-  const sel = selector((await ignoreFile.exists()) ? await ignoreFile.text() : "", include);
-  const heldBack: { path: string; rule: string }[] = [];
-  const files: { path: string; bytes: number }[] = [];
-  for (const path of [...new Set(listed)]) {
-    const rule = sel.heldBack(path);
-    if (rule) heldBack.push({ path, rule });
-    else if (!deleted.has(path) && !gitlinks.has(path)) files.push({ path, bytes: lstatSync(join(repo.root, path)).size });
-  }
-  return { files, heldBack, gitlinks };
-}
-
 export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPlan> {
   if (!repo.head)
     throw new HutchError("invalid", `${repo.root} has no commit yet`, "commit something first: git add -A && git commit -m start");
   if (!repo.branch) throw new HutchError("invalid", `${repo.root} is on a detached HEAD`, "check out a branch first: git switch -c NAME");
-  const { files, heldBack, gitlinks } = await listWork(repo, opts.include);
+  if ((await git(repo.root, ["ls-files", "-u"])).stdout)
+    throw new HutchError("invalid", `${repo.root} has unmerged paths`, "finish or abort the merge first (git status says which)");
+  const { files, heldBack, gitlinks, nested } = await listWork(repo, opts.include);
   const notes: string[] = [];
+  for (const d of nested) notes.push(`${d} is another git repository inside this one: not carried`);
   for (const g of gitlinks)
     notes.push(`submodule ${g}: its commit is recorded, its work tree and history are not carried (clone it in the box)`);
   const attrs = files.filter((f) => basename(f.path) === ".gitattributes");
   for (const a of attrs)
     if (/filter=lfs/.test(await Bun.file(join(repo.root, a.path)).text()))
-      notes.push(`git LFS (${a.path}): LFS files go as their pointers; the LFS objects are not carried (git lfs pull in the box)`);
+      notes.push(
+        `git LFS (${a.path}): LFS files go with the content checked out here, committed ones as their pointers; the LFS store is not carried and the box has no LFS filter`,
+      );
   const committed = new Set(zsplit((await git(repo.root, ["ls-tree", "-r", "-z", "--name-only", "HEAD"])).stdout));
   for (const h of heldBack)
     if (committed.has(h.path)) notes.push(`${h.path} is held back from the files, but it is committed: the history carries it`);
@@ -164,8 +145,9 @@ export async function offload(
     );
 
   const held = p.heldBack.map((h) => h.path);
+  const listing = await listWork(repo, opts.include);
   const indexTree = await snapshotTree(repo, false, held);
-  const workTree = await snapshotTree(repo, true, held);
+  const workTree = await snapshotTree(repo, true, held, listing);
   const id = `off_${Date.now().toString(36)}${crypto.randomUUID().slice(0, 8)}`;
   const record: OffloadRecord = {
     version: 1,
@@ -177,6 +159,7 @@ export async function offload(
     indexTree,
     workTree,
     heldBack: held,
+    include: opts.include ?? [],
     state: "sending",
     at: new Date().toISOString(),
   };

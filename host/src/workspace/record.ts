@@ -15,10 +15,16 @@ export interface OffloadRecord {
   /** The repository in the box. */
   guestDir: string;
   branch: string;
+  /** The local commit the work was offloaded from, or the box's HEAD after a fast-forward brought it home. */
   base: string;
+  /** The box's HEAD when its work last came home (bring-back exports what follows it); the base until then. */
+  boxHead?: string;
+  /** The baseline trees: what was offloaded, then what the box had when its work last came home. */
   indexTree: string;
   workTree: string;
   heldBack: string[];
+  /** The --include paths, so bring-back sees the work tree the same way. */
+  include: string[];
   state: "sending" | "done";
   at: string;
 }
