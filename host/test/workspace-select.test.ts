@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { badLink, badPath } from "../src/workspace/apply.ts";
+import { parseBundleHeader } from "../src/workspace/bundle.ts";
 import { selector } from "../src/workspace/select.ts";
 
 describe("what offload holds back", () => {
@@ -45,4 +46,22 @@ describe("paths and symlinks from a box", () => {
     ["link", "/etc/passwd", "points at an absolute path (/etc/passwd)"],
     ["link", "..", "points outside the repository (..)"],
   ])("symlink %p -> %p", (path, target, want) => expect(badLink(path, target)).toBe(want));
+});
+
+describe("the header of a bundle from a box", () => {
+  const sha = "a".repeat(40);
+  const enc = (s: string) => new TextEncoder().encode(s);
+  test("refs and prerequisites are read, the pack found", () => {
+    const h = parseBundleHeader(enc(`# v2 git bundle\n-${sha} base\n${sha} refs/hutch-out/work\n\nPACK`));
+    expect(h.prerequisites).toEqual([sha]);
+    expect([...h.refs]).toEqual([["refs/hutch-out/work", sha]]);
+    expect(h.packOffset).toBe(enc(`# v2 git bundle\n-${sha} base\n${sha} refs/hutch-out/work\n\n`).length);
+  });
+  test.each([
+    ["# v3 git bundle\n\n", "not a v2 git bundle"],
+    [`# v2 git bundle\n${sha} refs/x`, "no end of header"],
+    [`# v2 git bundle\nzz refs/x\n\n`, "bad ref line"],
+    [`# v2 git bundle\n${sha} refs/x extra\n\n`, "bad ref line"],
+    [`# v2 git bundle\n-nothex\n\n`, "bad prerequisite line"],
+  ])("%p is refused", (text, why) => expect(() => parseBundleHeader(enc(text))).toThrow(why));
 });

@@ -297,6 +297,23 @@ describe("offload and bring back", () => {
     expect(Bun.spawnSync(["git", "config", "--get", "core.hooksPath"], { cwd: dir }).exitCode).toBe(1);
   }, 60_000);
 
+  test("a malformed object from the box is refused before any ref or file changes", async () => {
+    const dir = repo();
+    const off = await offload(dir, "bad");
+    await inBox(
+      "bad",
+      off.guestDir,
+      "echo box >> b.txt && git commit -qam box && c=$(printf 'tree %s\\nparent %s\\nauthor bad <no email\\ncommitter x <x@x> 0 +0000\\n\\nbad\\n' $(git rev-parse HEAD^{tree}) $(git rev-parse HEAD) | git hash-object -t commit -w --literally --stdin) && git reset -q --soft $c",
+    );
+    const before = state(dir);
+    const r = await h.run(["bring-back", "bad"], { cwd: dir });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("refused the objects the box sent");
+    expect(r.stderr).toContain("badEmail");
+    expect(state(dir)).toEqual(before);
+    expect(Bun.spawnSync(["git", "rev-parse", "-q", "--verify", "refs/hutch/bad/work"], { cwd: dir }).exitCode).toBe(1);
+  });
+
   test("a symlink out of the repository: refused, nothing written, the work kept in quarantine", async () => {
     const dir = repo();
     const outside = mkdtempSync(join(tmpdir(), "hutch-outside-"));

@@ -17,6 +17,7 @@ import { join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
 import type { DaemonClient } from "../client/daemon.ts";
 import { applyChanges, blocked, checkTree } from "./apply.ts";
+import { importBundle } from "./bundle.ts";
 import { fetchDir, findBox, runningBox, sh } from "./box.ts";
 import { findRepo, git, out, type TreeChange, treeDiff, treeOf } from "./git.ts";
 import { type OffloadRecord, offloadRef, quarantineRef, readRecord, writeRecord } from "./record.ts";
@@ -116,16 +117,9 @@ export async function bringBack(
     // lstat: a symlink named bundle would have git fetch from whatever host path it names.
     if (!lstatSync(bundle, { throwIfNoEntry: false })?.isFile())
       throw new HutchError("denied", `box ${box} sent no bundle (or not a plain file)`, `look inside: hutch exec ${box} -- git status`);
-    await git(repo.root, [
-      "fetch",
-      "-q",
-      "--no-tags",
-      "--no-write-fetch-head",
-      "--no-recurse-submodules",
-      bundle,
-      `+refs/hutch-out/index:${quarantineRef(box, "index")}`,
-      `+refs/hutch-out/work:${quarantineRef(box, "work")}`,
-    ]);
+    const got = await importBundle(repo.root, bundle, ["refs/hutch-out/index", "refs/hutch-out/work"]);
+    await git(repo.root, ["update-ref", quarantineRef(box, "index"), got["refs/hutch-out/index"]!]);
+    await git(repo.root, ["update-ref", quarantineRef(box, "work"), got["refs/hutch-out/work"]!]);
     await sh(d, box, 'rm -rf "$1"', [guestOut], "cleaning up");
   } finally {
     rmSync(tmp, { recursive: true, force: true });

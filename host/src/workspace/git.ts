@@ -1,7 +1,7 @@
 // The host's git, run on the user's repository with everything a box could
 // have planted or pointed at switched off: no hooks, no fsmonitor, no pager,
 // no external diff or textconv, no auto gc or maintenance, no submodule
-// recursion, and every object fetched from a box fsck-checked. Box-written
+// recursion. Objects from a box come in through bundle.ts. Box-written
 // config never reaches the host (only objects travel, in a bundle), so these
 // flags guard against the user's own settings meeting box-written content.
 import { HutchError } from "@hutch/shared/base";
@@ -60,7 +60,7 @@ function cleanEnv(extra: Record<string, string>): Record<string, string> {
 
 export interface GitOptions {
   env?: Record<string, string>;
-  stdin?: string | Uint8Array;
+  stdin?: string | Uint8Array | ReadableStream<Uint8Array>;
   /** Exit codes that are answers, not failures (merge-base --is-ancestor's 1). */
   ok?: number[];
 }
