@@ -229,6 +229,8 @@ describe("offload and bring back", () => {
   test("nothing to bring back: says so and changes nothing", async () => {
     const dir = repo();
     await offload(dir, "nb");
+    // A stopped box is started for the bring-back; /workspace survives the stop.
+    expect((await h.run(["box", "stop", "nb"])).code).toBe(0);
     const before = state(dir);
     const refs = g(dir, "for-each-ref");
     const r = await h.run(["bring-back", "nb"], { cwd: dir });
@@ -296,6 +298,19 @@ describe("offload and bring back", () => {
     expect(readdirSync(marks)).toEqual([]);
     expect(Bun.spawnSync(["git", "config", "--get", "core.hooksPath"], { cwd: dir }).exitCode).toBe(1);
   }, 60_000);
+
+  test("a deleted box: bring-back says so, and what was offloaded stays in its refs", async () => {
+    const dir = repo();
+    await offload(dir, "gone");
+    expect((await h.run(["box", "delete", "gone"])).code).toBe(0);
+    const r = await h.run(["bring-back", "gone"], { cwd: dir });
+    expect(r.code).toBe(4);
+    expect(r.stderr).toContain("box gone is gone");
+    expect(g(dir, "rev-parse", "--verify", "refs/hutch/gone/offload/work").trim()).toMatch(/^[0-9a-f]{40}$/);
+    const none = await h.run(["bring-back", "never", "--json"], { cwd: dir });
+    expect(none.code).toBe(4);
+    expect((JSON.parse(none.stdout) as { error: { message: string } }).error.message).toContain("no offload to box never");
+  });
 
   test("a malformed object from the box is refused before any ref or file changes", async () => {
     const dir = repo();
