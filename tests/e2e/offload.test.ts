@@ -383,6 +383,43 @@ describe("interrupted", () => {
     expect(state(dir)).toEqual(before);
   });
 
+  test("the daemon killed during an offload and during a bring-back: the reruns complete, no local edit lost", async () => {
+    const dir = repo();
+    const box = "kd";
+    expect((await h.run(["box", "create", box, "--start"])).code).toBe(0);
+    const killDaemonAt = async (args: string[], when: string) => {
+      const proc = Bun.spawn([join(import.meta.dir, "../../dist/hutch"), ...args], {
+        cwd: dir,
+        env: h.env,
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      let seen = "";
+      for await (const chunk of proc.stderr as ReadableStream<Uint8Array>) {
+        seen += new TextDecoder().decode(chunk);
+        if (seen.includes(when)) {
+          process.kill(h.daemonPid()!, "SIGKILL");
+          break;
+        }
+      }
+      return proc.exited;
+    };
+    await killDaemonAt(["offload", "--box", box], "sending to box");
+    const off = await h.run(["offload", "--box", box, "--json"], { cwd: dir });
+    expect(off.stderr).toBe("");
+    expect(off.code).toBe(0);
+    const guest = (JSON.parse(off.stdout) as { guestDir: string }).guestDir;
+    expect(await inBox(box, guest, "git status --porcelain")).toBe("MM a.txt\n?? notes.md\n");
+    await inBox(box, guest, "echo box >> b.txt");
+    await killDaemonAt(["bring-back", box], "fetching the box's work");
+    const back = await bringBack(dir, box);
+    expect(back.stderr).toBe("");
+    expect(back.json?.case).toBe("fast-forward");
+    expect(readFileSync(join(dir, "b.txt"), "utf8")).toBe("b.txt line 1\nbox\n");
+    expect(readFileSync(join(dir, "a.txt"), "utf8")).toBe("a.txt line 1\nstaged\nunstaged\n");
+    expect(g(dir, "status", "--porcelain")).toBe("MM a.txt\n M b.txt\n?? .env\n?? keys/\n?? notes.md\n");
+  }, 60_000);
+
   test("an offload whose record was not marked done: the rerun sees the box's complete copy and finishes", async () => {
     const dir = repo();
     await offload(dir, "redo");
