@@ -68,7 +68,7 @@ ic=$(g commit-tree "$itree" -p "$head" -m "hutch: the index in box $box")
 wc=$(g commit-tree "$wtree" -p "$ic" -m "hutch: the work tree in box $box")
 g update-ref refs/hutch-out/index "$ic"
 g update-ref refs/hutch-out/work "$wc"
-g bundle create -q "$outd/bundle" refs/hutch-out/index refs/hutch-out/work "^$base" 2>/dev/null
+g bundle create -q "$outd/bundle" refs/hutch-out/index refs/hutch-out/work "^$base"
 echo "$head $itree $wtree"
 `;
 
