@@ -22,8 +22,9 @@ export function bridgeClient(bin: HutchBinary, config: vscode.WorkspaceConfigura
   return new LanguageClient("hutch", "hutch", server, client);
 }
 
-/** Environment for CLI verbs the extension runs in terminals (attach, doctor). */
+/** Environment for CLI verbs the extension runs in terminals (attach, doctor): the same home and remote as the bridge. */
 export function cliEnv(config: vscode.WorkspaceConfiguration): Record<string, string> {
   const home = config.get<string>("home") ?? "";
-  return home ? { HUTCH_HOME: home } : {};
+  const remote = config.get<string>("remote") ?? "";
+  return { ...(home ? { HUTCH_HOME: home } : {}), ...(remote ? { HUTCH_REMOTE: remote } : {}) };
 }

@@ -34,7 +34,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   let bin: HutchBinary | undefined;
   const config = () => vscode.workspace.getConfiguration("hutch");
   const logs = new LogPanels(context.extensionUri, () => client);
-  const setConnected = (on: boolean) => void vscode.commands.executeCommand("setContext", "hutch.connected", on);
+  // Names the daemon the sidebar shows: the remote's name (server mode) or "local", and whether it answers.
+  const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 10);
+  status.show();
+  const setConnected = (on: boolean) => {
+    const remote = config().get<string>("remote") || "local";
+    status.text = `$(${on ? "vm-running" : "vm-outline"}) hutch: ${remote}`;
+    status.tooltip = `hutch daemon: ${remote === "local" ? "this machine's" : `remote "${remote}" (hutch remote list)`}${on ? "" : " (not connected)"}`;
+    status.command = { title: "hutch settings", command: "workbench.action.openSettings", arguments: ["hutch.remote"] };
+    void vscode.commands.executeCommand("setContext", "hutch.connected", on);
+  };
   setConnected(false);
 
   const refresh = async () => {
@@ -91,6 +100,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const ctx: Ctx = { tree, logs, client: () => client, bin: () => bin, config, refresh };
   context.subscriptions.push(
     vscode.window.createTreeView<Node>("hutch.boxes", { treeDataProvider: tree, showCollapseAll: true }),
+    status,
     ...registerCommands(ctx, () => void start()),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration("hutch")) void start();

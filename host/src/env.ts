@@ -10,7 +10,7 @@ function intFromEnv(name: string, fallback: number): number {
   const raw = process.env[name];
   if (raw === undefined || raw === "") return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name}=${raw} is not a whole number of milliseconds`);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name}=${raw} is not a whole number`);
   return n;
 }
 
@@ -21,6 +21,8 @@ export const env = {
   guestBinary: () => process.env.HUTCH_GUEST_BIN || undefined,
   /** How long a started guest has to answer the hello (each engine has its own default). */
   helloTimeoutMs: (): number | undefined => (process.env.HUTCH_HELLO_TIMEOUT_MS ? intFromEnv("HUTCH_HELLO_TIMEOUT_MS", 0) : undefined),
+  /** The most of a VM's serial console the host keeps in console.log (plus one 64 KiB tail in console.log.1). */
+  consoleMaxBytes: () => intFromEnv("HUTCH_CONSOLE_MAX_BYTES", 8 * 1024 * 1024),
   /** How long a graceful stop waits before killing. */
   stopTimeoutMs: () => intFromEnv("HUTCH_STOP_TIMEOUT_MS", 10_000),
   logLevel: () => process.env.HUTCH_LOG_LEVEL || undefined,
@@ -39,6 +41,10 @@ export const env = {
   agentInstall: () => process.env.HUTCH_AGENT_INSTALL !== "0",
   /** What kind of client this CLI declares itself to the daemon: cli, agent, ide, orchestrator. */
   clientKind: () => process.env.HUTCH_CLIENT || "cli",
+  /** The remote (server mode) every verb talks to unless --remote says otherwise; `local`: the home's daemon. */
+  remote: () => process.env.HUTCH_REMOTE || undefined,
+  /** Where the client keeps its remotes (`remotes.json`). */
+  configDir: () => join(process.env.XDG_CONFIG_HOME || join(homedir(), ".config"), "hutch"),
   /** An optional name telling clients of one kind apart (e.g. two agents). */
   clientName: () => process.env.HUTCH_CLIENT_NAME || undefined,
 };

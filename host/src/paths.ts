@@ -11,6 +11,9 @@ export const HOME_FILES = {
   config: "config.json",
   /** 0600 key that seals secrets at rest. */
   secretsKey: "keys/secrets.key",
+  /** `hutch serve`'s generated self-signed certificate and its key (0600), kept so clients' pins hold across restarts. */
+  serveCert: "keys/serve.crt",
+  serveKey: "keys/serve.key",
 } as const;
 
 /** Files the daemon keeps in a box's directory ($HUTCH_HOME/boxes/<id>/) besides the engine's own. */

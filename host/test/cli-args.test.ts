@@ -145,6 +145,11 @@ describe("completion", () => {
         "bring-back",
         "pty",
         "doctor",
+        "serve",
+        "service",
+        "user",
+        "token",
+        "remote",
         "daemon",
         "image",
         "snapshot",
@@ -156,11 +161,11 @@ describe("completion", () => {
     [["bo"], ["box"]],
     [
       ["box", "s"],
-      ["set", "start", "stop"],
+      ["set", "start", "stop", "share"],
     ],
     [
       ["--home", "/tmp", "se"],
-      ["session", "secret"],
+      ["session", "serve", "service", "secret"],
     ],
     [
       ["box", "create", "x", "--engine", ""],

@@ -2,12 +2,12 @@
 // delegated, v2 shared), the subordinate id blocks, and the console log as the
 // host prints it. Pure: a fake host view stands in for /proc and /sys.
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, statSync, writeFileSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseMountinfo, parseSelfCgroup, planCgroups, describePlan, type HostView } from "../src/engine/cgroup.ts";
 import { BLOCK, BOX_USER, DEFAULT_RANGE, boxIdentity, parseSubid, pickSlot } from "../src/engine/idmap.ts";
-import { consoleTailOf, stripControls } from "../src/engine/console.ts";
+import { CONSOLE_TAIL_BYTES, consoleTailOf, stripControls, trimConsole } from "../src/engine/console.ts";
 import { formatSize, parseSize } from "../src/engine/limits.ts";
 
 const V1_MOUNTS = `
@@ -192,6 +192,28 @@ describe("console logs as the host prints them", () => {
       expect(consoleTailOf(path, 2)).toBe("second to last\nlast line");
       expect(consoleTailOf(path, 100)).not.toContain("xxxx\nsecond");
       expect(consoleTailOf(join(dir, "missing"))).toBe("(no console log)");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a log over its budget keeps its tail beside it and starts again, where an appending writer goes on", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hutch-console-"));
+    try {
+      const path = join(dir, "console.log");
+      // The writer holds the log open with O_APPEND, as QEMU does with append=on.
+      const fd = openSync(path, "a");
+      writeSync(fd, `${"flood\n".repeat(50_000)}the last line before the trim\n`);
+      expect(trimConsole(path, 1_000_000)).toBe(false);
+      expect(trimConsole(path, 100_000)).toBe(true);
+      expect(statSync(path).size).toBe(0);
+      expect(statSync(`${path}.1`).size).toBeLessThan(CONSOLE_TAIL_BYTES + 200);
+      expect(readFileSync(`${path}.1`, "utf8")).toStartWith("[hutch: 300030 bytes of console output before this were dropped");
+      writeSync(fd, "written after the trim\n");
+      closeSync(fd);
+      expect(statSync(path).size).toBe("written after the trim\n".length);
+      expect(consoleTailOf(path, 2)).toBe("the last line before the trim\nwritten after the trim");
+      expect(trimConsole(join(dir, "missing"), 10)).toBe(false);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

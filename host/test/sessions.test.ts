@@ -125,9 +125,10 @@ describe("who may see and drive", () => {
       ["POST", `/v1/sessions/${s}/driver/steal`, {}],
     ] as const) {
       const r = await call(method, path, "mallory", body);
-      expect(r.status).toBe(403);
-      expect(r.body.error.code).toBe("denied");
-      expect(r.body.error.message).toContain("mallory (user) is not allowed to see session");
+      // Answered as if it did not exist: a 403 would tell mallory the id is real.
+      expect(r.status).toBe(404);
+      expect(r.body.error.code).toBe("not_found");
+      expect(r.body.error.message).toBe(`no session "${s}"`);
     }
     expect((await call("GET", "/v1/sessions", "mallory")).body).toEqual([]);
     const kinds = read(s, 1, 100).map((e) => e.kind);

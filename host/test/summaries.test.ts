@@ -156,7 +156,7 @@ describe("session summaries", () => {
     expect(summaries.map((s) => s.session.id)).toEqual(listed.map((s) => s.id));
     expect(summaries.map((s) => s.session.id)).toContain(mine);
     expect(summaries.map((s) => s.session.id)).not.toContain(theirs);
-    expect((await get(`/v1/sessions/${theirs}/summary`)).status).toBe(403);
+    expect((await get(`/v1/sessions/${theirs}/summary`)).status).toBe(404);
     expect(((await get(`/v1/summaries`, "bob")).body as SessionSummary[]).map((s) => s.session.id)).toEqual([theirs]);
   });
 });

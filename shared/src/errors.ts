@@ -3,10 +3,12 @@
 export const ErrorCodes = {
   invalid: { status: 400, exit: 2 },
   config: { status: 400, exit: 3 },
+  unauthorized: { status: 401, exit: 3 },
   not_found: { status: 404, exit: 4 },
   not_ready: { status: 409, exit: 4 },
   conflict: { status: 409, exit: 1 },
   denied: { status: 403, exit: 1 },
+  limited: { status: 429, exit: 1 },
   failed: { status: 500, exit: 1 },
   unavailable: { status: 503, exit: 4 },
 } as const;

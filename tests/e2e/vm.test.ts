@@ -12,6 +12,7 @@ import {
   readdirSync,
   readFileSync,
   rmSync,
+  statSync,
   symlinkSync,
   writeFileSync,
   writeSync,
@@ -43,9 +44,12 @@ async function info(name: string) {
   return JSON.parse(r.stdout) as { id: string; state: string; reason?: string; engineInfo?: Record<string, string> };
 }
 
+const CONSOLE_BUDGET = 256 * 1024;
+
 beforeAll(async () => {
   h = makeHome("hutch-vm-");
-  Object.assign(h.env, { HUTCH_QEMU_ACCEL: "tcg" });
+  // A small console budget, so a flood outgrows it within seconds under tcg.
+  Object.assign(h.env, { HUTCH_QEMU_ACCEL: "tcg", HUTCH_CONSOLE_MAX_BYTES: String(CONSOLE_BUDGET) });
   // One image per machine, built (or found up to date) once and copied in.
   const { kernel } = await installTestImage(h);
   kernelRelease = typeof kernel === "string" ? kernel : (kernel.release ?? kernel.version ?? "");
@@ -127,6 +131,27 @@ describe("a VM box", () => {
       30_000,
     );
   }, 120_000);
+
+  test("the VM's root writing its serial console without end: the host keeps the log within its budget, and its tail", async () => {
+    const info = JSON.parse((await h.run(["box", "info", "v", "--json"])).stdout) as { id: string };
+    const log = join(h.home, "boxes", info.id, "console.log");
+    const flood = h.spawn(["exec", "--user", "root", "v", "--", "sh", "-c", "yes flood-from-the-vm-root > /dev/console"]);
+    await waitFor("the log to outgrow its budget and be trimmed", () => existsSync(`${log}.1`), 120_000);
+    flood.kill("SIGKILL");
+    await flood.exited;
+    await h.run(["exec", "--user", "root", "v", "--", "sh", "-c", "pkill -x yes || true; echo the-flood-is-over > /dev/console"]);
+    // The trimmer looks every second; once the flood stopped, what is left is within the budget.
+    await waitFor("the log to be back within its budget", () => statSync(log).size <= CONSOLE_BUDGET, 10_000);
+    const kept = readFileSync(`${log}.1`, "utf8");
+    expect(kept).toStartWith("[hutch: ");
+    expect(kept.length).toBeLessThan(64 * 1024 + 200);
+    // What the host shows of the console (the kept tail, then the log) ends with what the VM wrote last.
+    await waitFor(
+      "the last line to reach the console",
+      () => `${readFileSync(`${log}.1`, "utf8")}${readFileSync(log, "utf8")}`.includes("the-flood-is-over"),
+      30_000,
+    );
+  }, 240_000);
 
   test("files in /workspace survive stop and start", async () => {
     expect((await h.run(["exec", "v", "--", "sh", "-c", "echo durable > /workspace/keep && sync"])).code).toBe(0);

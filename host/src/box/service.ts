@@ -81,6 +81,11 @@ export class BoxService {
     return this.store.byId(id);
   }
 
+  /** A box's row by name or id, or null. */
+  find(ref: string): BoxRow | null {
+    return this.store.find(ref);
+  }
+
   /** The box, started first if it is not running. */
   async ensureRunning(ref: string): Promise<Box> {
     const row = this.row(ref);
@@ -95,7 +100,8 @@ export class BoxService {
     this.changes.emit(boxId);
   }
 
-  async create(body: BoxCreateBody, idemKey: string | null): Promise<Box> {
+  /** Creates a box; owner is the user it belongs to (none: the daemon's local user). */
+  async create(body: BoxCreateBody, idemKey: string | null, owner?: string): Promise<Box> {
     const replay = idemKey ? this.store.opByKey(idemKey) : null;
     if (replay) return this.finish(replay.boxId, replay.id);
     const engine = body.engine ?? "process";
@@ -114,7 +120,7 @@ export class BoxService {
     checkSettings(engine, body.name, config);
     const policy: BoxPolicy = { allow: [...new Set(body.allow ?? [])], bindings: [...new Set(body.secrets ?? [])] };
     this.policyChecks.check(policy);
-    const { box, op } = this.store.insertBox(body.name, engine, body.start ? "running" : "stopped", idemKey, config, policy);
+    const { box, op } = this.store.insertBox(body.name, engine, body.start ? "running" : "stopped", idemKey, config, policy, owner);
     logger.info("box created", { box: box.name, id: box.id, engine });
     this.changes.emit(box.id);
     return this.finish(box.id, op.id);

@@ -82,8 +82,19 @@ export class BrokerService {
   }
 
   // ---- secrets ----
+  //
+  // Secrets belong to a user. The server's own (its local user's) are kept by
+  // name; a remote user's under `user/name` (no secret name holds a `/`), and
+  // a box reads only its owner's: one user's key never pays for another's box.
 
-  async setSecret(name: string, value: string): Promise<SecretInfo> {
+  /** Whose secrets a box's bindings use: its owner, or null for the local user's (server mode wires this). */
+  secretOwner: (boxId: string) => string | null = () => null;
+
+  private key(name: string, owner?: string | null): string {
+    return owner ? `${owner}/${name}` : name;
+  }
+
+  async setSecret(name: string, value: string, owner?: string | null): Promise<SecretInfo> {
     const trimmed = value.replace(/\r?\n$/, "");
     if (trimmed.length === 0)
       throw new HutchError("invalid", `secret "${name}" is empty`, `pipe the value in: printf %s "$VALUE" | hutch secret set ${name}`);
@@ -99,23 +110,30 @@ export class BrokerService {
         `secret "${name}" contains control characters (a line break inside?)`,
         "a secret is one line; check what you piped in",
       );
-    this.store.setSecret(name, await this.sealer.seal(new TextEncoder().encode(trimmed)));
-    logger.info("secret set", { name });
-    return this.secretInfo(name)!;
+    this.store.setSecret(this.key(name, owner), await this.sealer.seal(new TextEncoder().encode(trimmed)));
+    logger.info("secret set", { name, ...(owner ? { owner } : {}) });
+    return this.secretInfo(name, owner)!;
   }
 
-  listSecrets(): SecretInfo[] {
-    return this.store.secrets().map((s) => this.secretInfo(s.name)!);
+  /** The owner's secrets (null: the local user's), by their own names. */
+  listSecrets(owner?: string | null): SecretInfo[] {
+    const prefix = owner ? `${owner}/` : null;
+    return this.store
+      .secrets()
+      .filter((s) => (prefix ? s.name.startsWith(prefix) : !s.name.includes("/")))
+      .map((s) => this.secretInfo(prefix ? s.name.slice(prefix.length) : s.name, owner)!);
   }
 
-  removeSecret(name: string): { name: string; removed: true } {
-    if (!this.store.removeSecret(name)) throw new HutchError("not_found", `no secret named "${name}"`, "list them: hutch secret list");
-    logger.info("secret removed", { name });
+  removeSecret(name: string, owner?: string | null): { name: string; removed: true } {
+    if (!this.store.removeSecret(this.key(name, owner)))
+      throw new HutchError("not_found", `no secret named "${name}"`, "list them: hutch secret list");
+    logger.info("secret removed", { name, ...(owner ? { owner } : {}) });
     return { name, removed: true };
   }
 
-  private secretInfo(name: string): SecretInfo | undefined {
-    const row = this.store.secrets().find((s) => s.name === name);
+  private secretInfo(name: string, owner?: string | null): SecretInfo | undefined {
+    const key = this.key(name, owner);
+    const row = this.store.secrets().find((s) => s.name === key);
     if (!row) return undefined;
     const bindings = Object.entries(this.bindings())
       .filter(([, b]) => b.secret === name)
@@ -237,7 +255,7 @@ export class BrokerService {
         pins: () => this.configNow().broker?.pins ?? {},
         lookup: this.lookup,
         stub: (b) => this.stub(boxId, b),
-        secret: (name) => this.reveal(name),
+        secret: (name) => this.reveal(this.key(name, this.secretOwner(boxId))),
         record: (decision, facts) => this.record(boxId, decision, facts),
       },
       splicer,

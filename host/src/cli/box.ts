@@ -225,5 +225,31 @@ export const box = body<GlobalArgs>({
         );
       },
     }),
+    command<GlobalArgs & { name: string; with: string; read: boolean; drive: boolean; revoke: boolean }>({
+      command: "share <name>",
+      describe: "share a box with another user of this server: --read (watch, annotate) or --drive (also exec, attach, send)",
+      options: {
+        with: { type: "string", describe: "the user to share it with" },
+        read: { type: "boolean", default: false, describe: "watch and annotate its sessions" },
+        drive: { type: "boolean", default: false, describe: "also exec, attach, send, start and stop" },
+        revoke: { type: "boolean", default: false, describe: "stop sharing it with --with USER" },
+      },
+      run: async (a) => {
+        if (!a.with)
+          throw new HutchError("invalid", "hutch box share needs --with USER", `e.g. hutch box share ${a.name} --with bob --read`);
+        const path = `/v1/boxes/${encodeURIComponent(a.name)}/shares`;
+        const d = await connectDaemon(a.home);
+        if (a.revoke) {
+          const r = await d.request("DELETE", `${path}/${encodeURIComponent(a.with)}`);
+          if (a.json) return printJson(r);
+          return void process.stdout.write(`${a.name} is no longer shared with ${a.with}\n`);
+        }
+        if (a.read === a.drive)
+          throw new HutchError("invalid", "say one of --read or --drive", `e.g. hutch box share ${a.name} --with ${a.with} --read`);
+        const r = await d.request("PUT", path, { user: a.with, mode: a.drive ? "drive" : "read" });
+        if (a.json) return printJson(r);
+        process.stdout.write(`${a.name} shared with ${a.with} to ${a.drive ? "drive" : "read"}\n`);
+      },
+    }),
   ],
 });

@@ -17,6 +17,11 @@ export const ROOT: Command = {
     json: { type: "boolean", default: false, describe: "print one JSON document (NDJSON for streams) on stdout" },
     // Its default is read once a verb runs (../env.ts): --version and --help need no environment.
     home: { type: "string", describe: "state directory ($HUTCH_HOME)", defaultDescription: "$HUTCH_HOME or ~/.local/share/hutch" },
+    remote: {
+      type: "string",
+      describe: "talk to this remote (hutch remote list) instead of the local daemon; local: the local one",
+      defaultDescription: "$HUTCH_REMOTE or the default remote",
+    },
     "log-level": { type: "string", choices: ["debug", "info", "warn", "error"], describe: "log verbosity (stderr)" },
     "log-format": { type: "string", choices: ["text", "json"], describe: "log line format" },
   },
@@ -74,6 +79,31 @@ export const ROOT: Command = {
       load: () => import("./doctor.ts").then((m) => m.doctor),
     },
     {
+      command: "serve",
+      describe: "run the daemon and serve it on TLS TCP to remote CLIs and IDEs (tokens: hutch user add, hutch token create)",
+      load: () => import("./serve.ts").then((m) => m.serve),
+    },
+    {
+      command: "service <command>",
+      describe: "install or remove the systemd unit that runs hutch serve at boot",
+      load: () => import("./service.ts").then((m) => m.service),
+    },
+    {
+      command: "user <command>",
+      describe: "server mode's users: add, list (on the server, or with an admin token)",
+      load: () => import("./user.ts").then((m) => m.user),
+    },
+    {
+      command: "token <command>",
+      describe: "server mode's tokens: create (prints a join string), list, revoke",
+      load: () => import("./token.ts").then((m) => m.token),
+    },
+    {
+      command: "remote <command>",
+      describe: "servers this client talks to: add (join), list, rm, default, pin",
+      load: () => import("./remote.ts").then((m) => m.remote),
+    },
+    {
       command: "daemon",
       describe: "run the daemon in the foreground (other verbs start it when needed)",
       load: () => import("./daemon.ts").then((m) => m.daemon),
@@ -128,6 +158,8 @@ export async function runCli(argv: string[]): Promise<number> {
     }
     const { env } = await import("../env.ts");
     p.args.home ??= env.home();
+    // Read where the daemon is chosen (client/remotes.ts), and inherited by what a verb starts (attach, the IDE bridge).
+    if (typeof p.args.remote === "string") process.env.HUTCH_REMOTE = p.args.remote;
     configureLog({
       level: (p.args["log-level"] as string | undefined) ?? env.logLevel(),
       format: (p.args["log-format"] as string | undefined) ?? env.logFormat(),

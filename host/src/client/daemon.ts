@@ -46,11 +46,28 @@ function logTail(path: string, lines = 15): string {
   }
 }
 
-/** Returns a client for the daemon of this home, starting one if none answers. */
+/** The transport of the selected remote (--remote, HUTCH_REMOTE, the default), or null for this home's daemon. */
+async function remoteTransport(): Promise<Transport | null> {
+  const { selectedTransport } = await import("./remotes.ts");
+  return selectedTransport();
+}
+
+/** A client of a remote daemon: never started from here; a request that fails says so. */
+async function connectRemote(home: string, t: Transport, opts: { start?: boolean; kind?: string }): Promise<DaemonClient> {
+  const client = makeClient(home, t, async () => {}, opts.kind);
+  if (opts.start === false) return client;
+  // One round trip proves the address, the pin and the token before the verb starts its work.
+  await client.request("GET", "/v1/whoami");
+  return client;
+}
+
+/** Returns a client for the daemon of this home (or the selected remote's), starting a local one if none answers. */
 export async function connectDaemon(
   home: string,
   opts: { start?: boolean; timeoutMs?: number; kind?: string } = {},
 ): Promise<DaemonClient> {
+  const remote = await remoteTransport();
+  if (remote) return connectRemote(home, remote, opts);
   // Before the socket is used or a daemon started: in a home others can write, the socket could be theirs.
   checkHome(home);
   const t = transport(localTarget(home));
@@ -65,7 +82,8 @@ export async function connectDaemon(
 }
 
 /** A client that never starts a daemon and does not need one now: it waits for one (the IDE bridge). */
-export function waitingClient(home: string, kind?: string): DaemonClient {
+export function waitingClient(home: string, kind?: string, remote?: Transport): DaemonClient {
+  if (remote) return makeClient(home, remote, async () => {}, kind);
   checkHome(home);
   return makeClient(home, transport(localTarget(home)), async () => {}, kind);
 }
@@ -131,6 +149,8 @@ function makeClient(home: string, t: Transport, restart: () => Promise<void>, ki
           res = await t.fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
           break;
         } catch (err) {
+          // Already said as what to do (a remote's changed certificate): retrying cannot help.
+          if (err instanceof HutchError) throw err;
           if (!retryable || Date.now() > deadline) {
             throw new HutchError("unavailable", `lost the daemon: ${(err as Error).message}`, "retry; if it persists see: hutch doctor");
           }

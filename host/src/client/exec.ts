@@ -95,7 +95,7 @@ async function pumpStdinBulk(stream: MuxStream): Promise<void> {
     try {
       n = await readFd(0, buf, HEADER_BYTES, MAX_PAYLOAD);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "EAGAIN") return pumpStdin(stream);
+      if ((err as NodeJS.ErrnoException).code === "EAGAIN") return pumpStdin(async () => (stream.closed ? null : stream));
       break;
     }
     if (n === 0 || stream.closed) break;
@@ -104,29 +104,36 @@ async function pumpStdinBulk(stream: MuxStream): Promise<void> {
   stream.eof(Chan.stdin);
 }
 
-async function pumpStdin(stream: MuxStream, transform?: (chunk: Uint8Array) => Uint8Array | null): Promise<void> {
+/** Sends a terminal's keys (or piped input) to the stream `target` names now, which a reattach may replace; null ends it. */
+async function pumpStdin(target: () => Promise<MuxStream | null>, transform?: (chunk: Uint8Array) => Uint8Array | null): Promise<void> {
   const reader = Bun.stdin.stream().getReader();
   try {
     for (;;) {
       const { value, done } = await reader.read();
-      if (done || stream.closed) break;
+      const stream = await target();
+      if (done || !stream) break;
       const chunk = transform ? transform(value) : value;
       if (chunk === null) return;
       if (chunk.length > 0 && !(await stream.write(Chan.stdin, chunk))) return;
     }
-    stream.eof(Chan.stdin);
+    (await target())?.eof(Chan.stdin);
   } finally {
     reader.releaseLock();
   }
 }
+
+/** How long a terminal whose connection dropped keeps trying to reattach to it. */
+const REATTACH_FOR_MS = 30_000;
 
 /**
  * Runs a tool stream to completion with local stdio attached. Resolves with
  * the exit code the CLI should use.
  */
 async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boolean, opts: ExecOptions): Promise<number> {
-  const { stream, close } = await openToolStream(daemon, box, call, opts.query);
+  // A terminal outlives its connection: when that drops, the same terminal is attached again and these two are replaced.
+  let { stream, close } = await openToolStream(daemon, box, call, opts.query);
   stream.autoCredit = false;
+  let reattaching: Promise<boolean> | null = null;
   let brokenPipe = false;
   const broken = () => {
     if (brokenPipe) return;
@@ -141,7 +148,7 @@ async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boole
   const cleanups: Array<() => void> = [];
 
   const done = new Promise<number>((resolve, reject) => {
-    stream.handlers = {
+    const handlers: MuxStream["handlers"] = {
       data(chan, bytes) {
         if (opts.json) {
           jsonLine(dataRecord(chan, bytes));
@@ -162,6 +169,24 @@ async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boole
           if (brokenPipe) return resolve(BROKEN_PIPE_EXIT);
           if (exitCode !== null) return resolve(exitCode);
           if (detached) return resolve(0);
+          // Over a network (a remote) connections drop and come back; a local daemon that went away is said at once.
+          if (error?.code === "channel_lost" && tty && ptyId && daemon.transport.target.kind === "remote") {
+            const id = ptyId;
+            reattaching = reattach(id).finally(() => {
+              reattaching = null;
+            });
+            void reattaching.then((ok) => {
+              if (!ok)
+                reject(
+                  new HutchError(
+                    "unavailable",
+                    "lost the connection; the terminal keeps running",
+                    `reattach: hutch pty attach ${box} ${id}`,
+                  ),
+                );
+            });
+            return;
+          }
           if (error?.code === "channel_lost" && tty && ptyId) {
             return reject(
               new HutchError(
@@ -175,6 +200,25 @@ async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boole
           resolve(0);
         });
       },
+    };
+    stream.handlers = handlers;
+    /** Attaches the terminal again, retrying while the daemon cannot be reached; false when it is gone for good. */
+    const reattach = async (id: string): Promise<boolean> => {
+      const deadline = Date.now() + REATTACH_FOR_MS;
+      while (Date.now() < deadline && !detached) {
+        try {
+          const again = await openToolStream(daemon, box, { tool: "pty.attach", id, ...termSize() }, opts.query);
+          again.stream.autoCredit = false;
+          again.stream.handlers = handlers;
+          stream = again.stream;
+          close = again.close;
+          return true;
+        } catch (err) {
+          if (err instanceof HutchError && err.code !== "unavailable") return false;
+          await Bun.sleep(250);
+        }
+      }
+      return false;
     };
   });
 
@@ -212,7 +256,11 @@ async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boole
     }
     return new Uint8Array(kept);
   };
-  const input = stdinTty ? pumpStdin(stream, tty ? detachKeys : undefined) : pumpStdinBulk(stream);
+  const current = async (): Promise<MuxStream | null> => {
+    if (reattaching && !(await reattaching)) return null;
+    return stream.closed ? null : stream;
+  };
+  const input = stdinTty ? pumpStdin(current, tty ? detachKeys : undefined) : pumpStdinBulk(stream);
   void input.catch(() => undefined);
 
   try {

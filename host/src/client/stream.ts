@@ -26,7 +26,8 @@ export function openToolStream(daemon: DaemonClient, box: string, call: ToolOpen
   return new Promise((resolve, reject) => {
     const q = new URLSearchParams(query);
     // The headers name the client to the daemon.
-    const ws = daemon.transport.websocket(`/v1/boxes/${encodeURIComponent(box)}/stream${q.size ? `?${q}` : ""}`, daemon.headers);
+    const path = `/v1/boxes/${encodeURIComponent(box)}/stream${q.size ? `?${q}` : ""}`;
+    const ws = daemon.transport.websocket(path, daemon.headers);
     ws.binaryType = "arraybuffer";
     let ready = false;
     const mux = new Mux(
@@ -46,10 +47,26 @@ export function openToolStream(daemon: DaemonClient, box: string, call: ToolOpen
     ws.onmessage = (e) => mux.feed(new Uint8Array(e.data as ArrayBuffer));
     ws.onclose = () => {
       mux.lost("the daemon closed the stream");
-      if (!ready) reject(new HutchError("unavailable", "the daemon closed the stream before it started", "retry; see: hutch doctor"));
+      if (!ready) void refusal(daemon, path, "the daemon closed the stream before it started").then(reject);
     };
     ws.onerror = () => {
-      if (!ready) reject(new HutchError("unavailable", "could not open a stream to the daemon", "retry; see: hutch doctor"));
+      if (!ready) void refusal(daemon, path, "could not open a stream to the daemon").then(reject);
     };
   });
+}
+
+/**
+ * Why an upgrade was refused. A WebSocket client is not shown the refusal's
+ * body, so the same path is asked again as a plain GET, which the daemon
+ * answers with the same check (a remote's 401, 403 or 404) as JSON.
+ */
+async function refusal(daemon: DaemonClient, path: string, otherwise: string): Promise<HutchError> {
+  const fallback = new HutchError("unavailable", otherwise, "retry; see: hutch doctor");
+  try {
+    const res = await daemon.transport.fetch(path, { headers: daemon.headers });
+    if (res.status !== 401 && res.status !== 403 && res.status !== 404) return fallback;
+    return HutchError.fromBody(await res.json(), res.status);
+  } catch (err) {
+    return err instanceof HutchError ? err : fallback;
+  }
 }

@@ -1,8 +1,11 @@
 // Who is calling: stamped from the connection, never from a body. On the
-// local socket (mode 0600) every connection is the daemon's own OS user; the
-// client declares only what kind of client it is.
+// local socket (mode 0600) every connection is the daemon's own OS user; on
+// TCP (server mode) it is the user of the request's token, which the server
+// authenticated before the request reached the app. The client declares only
+// what kind of client it is.
 import { readFileSync } from "node:fs";
 import { HutchError, type Actor } from "@hutch/shared";
+import type { Principal } from "../auth/service.ts";
 
 export type Identify = (req: Request) => string;
 
@@ -20,10 +23,21 @@ function osUserName(): string {
   return `uid${uid}`;
 }
 
-const daemonUser = osUserName();
+/** The OS user the daemon runs as: the local socket's user (the socket is 0600). */
+export const daemonUser = osUserName();
 
-/** The local socket's identity: the OS user the daemon runs as (the socket is 0600). */
-export const localUser: Identify = () => daemonUser;
+const principals = new WeakMap<Request, Principal>();
+
+/** Records who an authenticated TCP request is; requests without one came through the local socket. */
+export function setPrincipal(req: Request, p: Principal): void {
+  principals.set(req, p);
+}
+
+/** Who a request is, or undefined for the local socket's. */
+export const principalOf = (req: Request): Principal | undefined => principals.get(req);
+
+/** The connection's user: its token's (server mode), else the daemon's OS user. */
+export const localUser: Identify = (req) => principals.get(req)?.user ?? daemonUser;
 
 const KINDS = { cli: "user", ide: "ide", agent: "agent", orchestrator: "orchestrator" } as const;
 

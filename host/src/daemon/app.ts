@@ -10,7 +10,10 @@ import { streamDoc } from "./stream/index.ts";
 import { sessionsController } from "./sessions/index.ts";
 import { changesController } from "./changes/index.ts";
 import { ChangeService } from "./changes/service.ts";
-import { localUser, type Identify } from "./actor.ts";
+import { localUser, principalOf, type Identify } from "./actor.ts";
+import type { AuthService, Principal } from "../auth/service.ts";
+import { authController, type ServeInfo } from "./auth/index.ts";
+import { checkAccess, checkBoxRef } from "./access.ts";
 import type { SessionService } from "../session/service.ts";
 import type { SessionStore } from "../store/sessions.ts";
 import type { BrokerService } from "../broker/service.ts";
@@ -25,7 +28,7 @@ import { RunningOps } from "./ops.ts";
 import type { Engine } from "../engine/types.ts";
 import { HOME_FILES } from "../paths.ts";
 import { SnapshotService } from "../snapshot/service.ts";
-import { snapshotsController } from "./snapshots/index.ts";
+import { snapshotsController, type SnapshotAccess } from "./snapshots/index.ts";
 
 export interface AppDeps {
   boxes: BoxService;
@@ -43,10 +46,19 @@ export interface AppDeps {
   ops?: RunningOps;
   /** The snapshot store's service; one of its own over $HUTCH_HOME when absent. */
   snapshots?: SnapshotService;
+  /** Users, tokens and shares (server mode); without it every caller is the local user and sees everything. */
+  auth?: AuthService;
+  /** The serving daemon's address and certificate fingerprint, for join strings. */
+  serve?: ServeInfo;
 }
 
 export function buildApp(deps: AppDeps) {
   const ops = deps.ops ?? new RunningOps();
+  const snapshots = deps.snapshots ?? new SnapshotService(deps.home, deps.boxes);
+  const auth = deps.auth;
+  const who = (req: Request): Principal =>
+    principalOf(req) ?? auth?.local() ?? { user: (deps.identify ?? localUser)(req), scopes: ["read", "write", "admin"], remote: false };
+  const owns = auth ? (req: Request, boxId: string) => auth.access(who(req), boxId) !== null : () => true;
   // normalize: false makes unknown body keys an error instead of silently dropping them.
   return (
     new Elysia({ normalize: false })
@@ -76,19 +88,53 @@ export function buildApp(deps: AppDeps) {
         set.status = 500;
         return new HutchError("failed", error instanceof Error ? error.message : String(error)).toBody();
       })
+      // Before routing: a remote principal's request for what it may not reach never meets a handler.
+      .onRequest(({ request }) => {
+        if (auth)
+          checkAccess(
+            { auth, boxes: deps.boxes, sessionStore: deps.sessionStore },
+            principalOf(request),
+            request.method,
+            new URL(request.url),
+          );
+      })
       .get("/v1/health", () => ({ ok: true, version: HUTCH_VERSION, pid: process.pid, home: deps.home }), {
         detail: { summary: "Liveness and version" },
       })
-      .use(boxesController(deps.boxes))
-      .use(brokerController(deps.broker, deps.boxes))
+      .use(boxesController(deps.boxes, { visible: owns, owner: (req) => who(req).user }))
+      .use(auth ? authController(auth, deps.boxes, who, deps.serve ?? (() => ({ url: null, fingerprint: null }))) : new Elysia())
+      .use(brokerController(deps.broker, deps.boxes, (req) => (principalOf(req)?.remote ? principalOf(req)!.user : null)))
       .use(streamDoc())
-      .use(sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser))
+      .use(
+        sessionsController(deps.sessions, deps.sessionStore, deps.identify ?? localUser, (req, ref) => {
+          if (auth) checkBoxRef({ auth, boxes: deps.boxes, sessionStore: deps.sessionStore }, principalOf(req), ref);
+        }),
+      )
       .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))
       .use(doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops))
       .use(imagesController(new ImageBuilds(deps.home), ops, deps.boxes))
       .use(agentsController(env.agentsDir(deps.home), ops))
-      .use(snapshotsController(deps.snapshots ?? new SnapshotService(deps.home, deps.boxes), ops))
+      .use(snapshotsController(snapshots, ops, auth ? snapshotAccess(auth, snapshots, deps) : undefined))
   );
+}
+
+/** Server mode's rules for snapshots: a remote user's own, taken from and restored into boxes it may drive. */
+function snapshotAccess(auth: AuthService, snapshots: SnapshotService, deps: AppDeps): SnapshotAccess {
+  const gate = { auth, boxes: deps.boxes, sessionStore: deps.sessionStore };
+  return {
+    visible: (req, id) => auth.seesSnapshot(principalOf(req) ?? auth.local(), id),
+    box: (req, ref) => checkBoxRef(gate, principalOf(req), ref),
+    async snapshot(req, ref) {
+      const p = principalOf(req);
+      if (!p?.remote) return;
+      // One answer for a snapshot that is missing and one that is another user's, so ids do not leak.
+      const missing = new HutchError("not_found", `no snapshot ${ref}`, "list them: hutch snapshot list");
+      const id = await snapshots.idOf(ref).catch((err) => {
+        throw err instanceof HutchError && err.code === "not_found" ? missing : err;
+      });
+      if (!auth.seesSnapshot(p, id)) throw missing;
+    },
+  };
 }
 
 /** The first failing field, named as a dotted path. */

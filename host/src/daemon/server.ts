@@ -19,8 +19,14 @@ import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
 import { isAlive, procStartTime } from "../engine/pidfile.ts";
 import { checkHome, tightenHome } from "../home.ts";
+import { serveCert } from "../auth/cert.ts";
+import { runDoctor } from "../doctor/index.ts";
+import { listenRemote, type RemoteListener } from "./remote.ts";
+import { HutchError } from "@hutch/shared";
 
 const logger = log.create({ service: "daemon" });
+/** How long `serve --doctor` may take to prove the host (a first tcg boot is the slow part). */
+const DOCTOR_TIMEOUT_MS = 600_000;
 
 /**
  * One daemon per home: an O_EXCL lock file holding "pid starttime". A holder
@@ -42,7 +48,17 @@ function takeLock(path: string): boolean {
   return false;
 }
 
-export async function runDaemon(home: string): Promise<number> {
+/** `hutch serve`: listen on TLS TCP too, with this certificate (files) or the home's self-signed one. */
+export interface ServeOptions {
+  hostname: string;
+  port: number;
+  cert?: string;
+  key?: string;
+  /** Run doctor before the TCP listener opens, and refuse to serve when no engine works (the service unit asks for it). */
+  doctor?: boolean;
+}
+
+export async function runDaemon(home: string, serve?: ServeOptions): Promise<number> {
   // Everything the daemon creates in the home is the user's alone: files 0600, directories 0700.
   // The processes of process boxes inherit the mask through bubblewrap.
   process.umask(0o077);
@@ -56,7 +72,7 @@ export async function runDaemon(home: string): Promise<number> {
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const { boxes, sessions, sessionStore, broker, engines, snapshots } = await createServices(home, db, {
+  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth } = await createServices(home, db, {
     process: new ProcessEngine(home),
     qemu: new QemuEngine(home),
   });
@@ -69,9 +85,33 @@ export async function runDaemon(home: string): Promise<number> {
   const oldMask = process.umask(0o177);
   const changes = new ChangeService(boxes, sessions);
   const ops = new RunningOps();
-  const app = buildApp({ boxes, sessions, sessionStore, broker, home, identify: localUser, changes, engines, ops, snapshots });
+  // Made before the app so the join strings it hands out name this listener.
+  const cert = serve ? await serveCert(home, serve, [serve.hostname]) : null;
+  let remote: RemoteListener | null = null;
+  const serveInfo = () => ({ url: remote?.url ?? null, fingerprint: cert?.fingerprint ?? null });
+  const app = buildApp({
+    boxes,
+    sessions,
+    sessionStore,
+    broker,
+    home,
+    identify: localUser,
+    changes,
+    engines,
+    ops,
+    snapshots,
+    auth,
+    serve: serveInfo,
+  });
   const streams = streamSocket(boxes, sessions);
   const subscribers = subscribeSocket(sessions, sessionStore);
+  const handle = (req: Request, srv: Server<StreamSocketData | SubscribeData>) => {
+    if (upgradeStream(req, srv as Server<StreamSocketData>, localUser)) return undefined;
+    const sub = upgradeSubscribe(req, srv as Server<SubscribeData>, sessions, localUser);
+    if (sub === true) return undefined;
+    if (sub) return sub;
+    return app.handle(req);
+  };
   const server = Bun.serve<StreamSocketData | SubscribeData>({
     unix: socketPath,
     // Bun closes a request that sends nothing for 10 s by default, and a
@@ -83,18 +123,54 @@ export async function runDaemon(home: string): Promise<number> {
     ...({ idleTimeout: 0 } as object),
     // Refused by Bun before it is read (413); the app's own check (body.ts) names the limit for in-process callers.
     maxRequestBodySize: API_LIMITS.bodyBytes,
-    fetch(req, srv) {
-      if (upgradeStream(req, srv as Server<StreamSocketData>, localUser)) return undefined;
-      const sub = upgradeSubscribe(req, srv as Server<SubscribeData>, sessions, localUser);
-      if (sub === true) return undefined;
-      if (sub) return sub;
-      return app.handle(req);
-    },
+    fetch: handle,
     websocket: socketHandlers(streams, subscribers),
   });
   process.umask(oldMask);
   chmodSync(socketPath, 0o600);
-  logger.info("daemon ready", { home, socket: socketPath, pid: process.pid });
+  if (serve?.doctor) {
+    const report = await runDoctor({ boxes, engines, where: socketPath }, () => {}, AbortSignal.timeout(DOCTOR_TIMEOUT_MS));
+    for (const c of report.checks) {
+      const fields = { check: c.name, ok: c.ok, detail: c.detail, ...(c.fix ? { fix: c.fix } : {}) };
+      if (c.ok) logger.info("doctor", fields);
+      else logger.warn("doctor", fields);
+    }
+    if (!report.ok) {
+      await server.stop(true);
+      rmSync(lockPath, { force: true });
+      throw new HutchError(
+        "config",
+        "doctor: no engine can run boxes on this host; not serving",
+        "fix what the doctor lines above name, then start again",
+      );
+    }
+  }
+  if (serve && cert) {
+    try {
+      remote = listenRemote(
+        {
+          auth,
+          boxes,
+          sessionStore,
+          handle,
+          websocket: (tracker) => socketHandlers(streams, subscribers, tracker),
+          endStreams: (id) => changes.closeToken(id),
+        },
+        serve,
+        cert,
+      );
+    } catch (err) {
+      await server.stop(true);
+      rmSync(lockPath, { force: true });
+      throw new HutchError(
+        "config",
+        `cannot listen on ${serve.hostname}:${serve.port}: ${(err as Error).message}`,
+        "pick a free address: hutch serve --listen 127.0.0.1:8443",
+      );
+    }
+    logger.info("serving on TLS", { url: remote.url, fingerprint: cert.fingerprint, cert: cert.source });
+  }
+  logger.info("daemon ready", { home, socket: socketPath, pid: process.pid, ...(remote ? { url: remote.url } : {}) });
 
   return await new Promise<number>((resolve) => {
     let stopping = false;
@@ -104,6 +180,7 @@ export async function runDaemon(home: string): Promise<number> {
       logger.info("shutting down; boxes keep running", { signal });
       changes.close();
       ops.close();
+      await remote?.stop();
       // Subscribers' WebSockets never end by themselves: give in-flight requests a moment, then close what is left
       // (clients resume from their next seq; writes carry idempotency keys).
       await Promise.race([server.stop(), Bun.sleep(1000)]);

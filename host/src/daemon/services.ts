@@ -17,6 +17,8 @@ import { AgentRunner } from "../harness/run.ts";
 import { env } from "../env.ts";
 import { brokerLink } from "../harness/broker-link.ts";
 import { SnapshotService } from "../snapshot/service.ts";
+import { AuthService } from "../auth/service.ts";
+import { daemonUser } from "./actor.ts";
 
 /** The event each broker decision is logged as. */
 const EGRESS_EVENTS = { allowed: Events.egressAllowed, denied: Events.egressDenied, injected: Events.egressInjected } as const;
@@ -29,6 +31,7 @@ export interface Services {
   /** The engines boxes run on, by name (doctor checks them in this order). */
   engines: Record<string, Engine>;
   snapshots: SnapshotService;
+  auth: AuthService;
 }
 
 export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
@@ -51,5 +54,13 @@ export async function createServices(home: string, db: Database, engines: Record
   snapshots.created.add((boxId, s) =>
     sessions.boxEvent(boxId, emit(Events.checkpointCreated, { name: (s.label ?? s.id).slice(0, 256), ref: s.id, snapshot: s.id })),
   );
-  return { boxes, sessions, sessionStore, broker, engines, snapshots };
+  const auth = new AuthService(db, daemonUser);
+  sessions.boxAccess = (boxId, user) => auth.userAccess(user, boxId);
+  // A snapshot is its box's owner's, kept past the box: the row is written as the snapshot is announced.
+  snapshots.created.add((boxId, s) => auth.store.setSnapshotOwner(s.id, auth.owner(boxId)));
+  broker.secretOwner = (boxId) => {
+    const owner = auth.owner(boxId);
+    return owner === daemonUser ? null : owner;
+  };
+  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth };
 }

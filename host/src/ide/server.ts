@@ -5,6 +5,7 @@
 // annotations, and textDocument/publishDiagnostics for anchored annotations.
 import { createConnection, ResponseError, type Connection } from "vscode-languageserver/node";
 import { fileURLToPath } from "node:url";
+import { selectedTransport } from "../client/remotes.ts";
 import {
   HUTCH_VERSION,
   HutchError,
@@ -64,7 +65,7 @@ export interface BridgeOptions {
 /** Runs the bridge until the client says exit or closes stdin. */
 export function runBridge(opts: BridgeOptions): Promise<number> {
   const conn = createConnection(opts.input ?? process.stdin, opts.output ?? process.stdout);
-  const daemon: DaemonClient = waitingClient(opts.home, "ide");
+  const daemon: DaemonClient = waitingClient(opts.home, "ide", selectedTransport() ?? undefined);
   let root: string | null = null;
 
   // The daemon is reached while the client's handshake is still under way; nothing is sent to the

@@ -124,13 +124,22 @@ export class SessionService {
     }
   }
 
-  /** A session the actor may see, or a named error. */
+  /**
+   * What a user may do with a box beyond their own sessions on it: its
+   * owner's, shared to drive or to read, or nothing (null). Server mode wires
+   * this to box owners and shares; unwired, a session is its owner's alone.
+   */
+  boxAccess: (boxId: string, user: string) => "own" | "drive" | "read" | null = () => null;
+
+  /** Whether the actor may see the session: its owner, the daemon, or a user its box is shared with. */
+  private canSee(row: SessionRow, actor: Actor): boolean {
+    return actor.kind === "system" || actorUser(actor) === row.owner || this.boxAccess(row.box_id, actorUser(actor)) !== null;
+  }
+
+  /** A session the actor may see, or a named error: another user's is answered as missing, so ids do not leak. */
   row(id: string, actor: Actor): SessionRow {
     const row = this.store.get(id);
-    if (!row) throw new HutchError("not_found", `no session "${id}"`, "list sessions: hutch session list");
-    if (actor.kind !== "system" && actorUser(actor) !== row.owner) {
-      throw new HutchError("denied", `${describe(actor)} is not allowed to see session ${id}`, `ask its owner (${row.owner}) to share it`);
-    }
+    if (!row || !this.canSee(row, actor)) throw new HutchError("not_found", `no session "${id}"`, "list sessions: hutch session list");
     return row;
   }
 
@@ -142,7 +151,7 @@ export class SessionService {
     const boxId = filter.box ? this.boxes.get(filter.box).id : undefined;
     return this.store
       .list({ boxId, state: filter.state })
-      .filter((r) => actor.kind === "system" || r.owner === actorUser(actor))
+      .filter((r) => this.canSee(r, actor))
       .map((r) => this.toSession(r));
   }
 
@@ -167,6 +176,7 @@ export class SessionService {
             ...(agent.egress.length ? { allow: agent.egress } : {}),
           },
           null,
+          actorUser(actor),
         );
     const headless = body.prompt !== undefined;
     // A headless session has no terminal (argv []); an agent's terminal argv is settled when it opens (Recorder's spawn hook).

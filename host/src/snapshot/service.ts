@@ -273,6 +273,11 @@ export class SnapshotService {
     }
   }
 
+  /** The snap_ id a ref (an id, or a unique prefix of its object name) names; a not_found error when none. */
+  async idOf(ref: string): Promise<string> {
+    return (await (await this.store()).getSnapshot(ref)).id;
+  }
+
   async browse(snap: string, path: string): Promise<SnapshotBrowse> {
     return browse(await this.store(), snap, path);
   }

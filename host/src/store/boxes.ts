@@ -31,7 +31,7 @@ export type OpKind = "create" | "start" | "stop" | "pause" | "resume" | "delete"
 const now = () => new Date().toISOString();
 
 /** Tables whose rows belong to one box and go with it (the broker's policy and egress log among them). */
-const BOX_TABLES = ["ops", "box_policy", "egress_log"] as const;
+const BOX_TABLES = ["ops", "box_policy", "egress_log", "box_owners", "box_shares"] as const;
 
 export function toOp(row: OpRow): Op {
   return {
@@ -89,6 +89,7 @@ export class BoxStore {
     idemKey: string | null,
     config: Record<string, unknown> = {},
     policy: BoxPolicy = { allow: [], bindings: [] },
+    owner?: string,
   ): { box: BoxRow; op: Op } {
     return this.db.transaction(() => {
       const at = now();
@@ -101,6 +102,8 @@ export class BoxStore {
       this.db
         .query("INSERT INTO box_policy (box_id, allow, bindings) VALUES (?, ?, ?)")
         .run(id, JSON.stringify(policy.allow), JSON.stringify(policy.bindings));
+      // In the same transaction: a box is never visible to its creator's neighbours, not even for a moment.
+      if (owner) this.db.query("INSERT INTO box_owners (box_id, owner) VALUES (?, ?)").run(id, owner);
       const op = this.insertOp(id, "create", idemKey);
       return { box: this.byId(id)!, op };
     })();

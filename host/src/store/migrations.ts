@@ -96,4 +96,35 @@ export const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (session_id, seq)
   ) WITHOUT ROWID;
   `,
+  `
+  CREATE TABLE users (
+    name TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL
+  ) WITHOUT ROWID;
+  CREATE TABLE tokens (
+    id TEXT PRIMARY KEY,
+    user TEXT NOT NULL REFERENCES users(name),
+    hash BLOB NOT NULL,
+    scopes TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    expires_at INTEGER,
+    last_used_at TEXT,
+    revoked_at TEXT
+  ) WITHOUT ROWID;
+  CREATE INDEX tokens_user ON tokens(user);
+  CREATE TABLE box_owners (
+    box_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL
+  ) WITHOUT ROWID;
+  CREATE TABLE box_shares (
+    box_id TEXT NOT NULL,
+    user TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    PRIMARY KEY (box_id, user)
+  ) WITHOUT ROWID;
+  CREATE TABLE snapshot_owners (
+    snap_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL
+  ) WITHOUT ROWID;
+  `,
 ];

@@ -4,14 +4,23 @@ import type { BoxService } from "../../box/service.ts";
 import { idempotencyKey as idem } from "../idempotency.ts";
 import { BoxModel } from "./model.ts";
 
-export function boxesController(boxes: BoxService) {
+/** Whose boxes a request sees, and whom a box it creates belongs to. */
+export interface BoxOwnership {
+  visible(req: Request, boxId: string): boolean;
+  owner(req: Request): string;
+}
+
+export function boxesController(boxes: BoxService, own: BoxOwnership) {
   return new Elysia({ prefix: "/v1/boxes", tags: ["boxes"], normalize: false })
-    .get("/", () => boxes.list(), { response: BoxModel.boxes, detail: { summary: "List boxes" } })
+    .get("/", ({ request }) => boxes.list().filter((b) => own.visible(request, b.id)), {
+      response: BoxModel.boxes,
+      detail: { summary: "List the boxes this caller may see" },
+    })
     .post(
       "/",
-      ({ body, headers, set }) => {
+      ({ body, headers, set, request }) => {
         set.status = 201;
-        return boxes.create(body, idem(headers));
+        return boxes.create(body, idem(headers), own.owner(request));
       },
       { body: BoxModel.create, headers: BoxModel.idem, detail: { summary: "Create a box (and start it when start is true)" } },
     )

@@ -5,19 +5,22 @@ import type { BrokerService } from "../../broker/service.ts";
 import type { BoxService } from "../../box/service.ts";
 import { BrokerModel } from "./model.ts";
 
-export function brokerController(broker: BrokerService, boxes: BoxService) {
+/** Whose secrets a request names: a remote user's own, or null for the local user's (the server's). */
+export type SecretOwner = (req: Request) => string | null;
+
+export function brokerController(broker: BrokerService, boxes: BoxService, owner: SecretOwner = () => null) {
   return new Elysia({ prefix: "/v1", tags: ["broker"], normalize: false })
-    .get("/secrets", () => broker.listSecrets(), {
+    .get("/secrets", ({ request }) => broker.listSecrets(owner(request)), {
       response: BrokerModel.secrets,
       detail: { summary: "Secret names and the bindings that use them (never values)" },
     })
-    .put("/secrets/:name", ({ params, body }) => broker.setSecret(params.name, body.value), {
+    .put("/secrets/:name", ({ params, body, request }) => broker.setSecret(params.name, body.value, owner(request)), {
       params: BrokerModel.secretName,
       body: BrokerModel.secretValue,
       response: BrokerModel.secret,
       detail: { summary: "Seal and store a secret" },
     })
-    .delete("/secrets/:name", ({ params }) => broker.removeSecret(params.name), {
+    .delete("/secrets/:name", ({ params, request }) => broker.removeSecret(params.name, owner(request)), {
       params: BrokerModel.secretName,
       response: BrokerModel.removed,
       detail: { summary: "Remove a secret" },

@@ -4,7 +4,7 @@
 // (10 s without bytes ends a response) from cutting a quiet feed.
 import { Elysia } from "elysia";
 import type { FeedLine } from "@hutch/shared";
-import { actorFrom, type Identify } from "../actor.ts";
+import { actorFrom, principalOf, type Identify } from "../actor.ts";
 import type { ChangeService } from "./service.ts";
 
 const PING_MS = 5_000;
@@ -34,7 +34,7 @@ export function changesController(changes: ChangeService, identify: Identify) {
             } catch {
               // already closed by the client
             }
-          });
+          }, principalOf(request)?.token);
           stop = () => {
             unwatch();
             offClose();

@@ -5,12 +5,14 @@
 import type { Actor, FeedChange, Session } from "@hutch/shared";
 import type { BoxService } from "../../box/service.ts";
 import type { SessionService } from "../../session/service.ts";
+import { actorUser } from "../../session/actors.ts";
 
 /** Event kinds after which a session's row (state, driver) differs. */
 const SESSION_ROW_KINDS = /^session\./;
 
 export class ChangeService {
-  private readonly closers = new Set<() => void>();
+  /** How to end each open feed, with the token it was opened with (server mode). */
+  private readonly closers = new Map<() => void, string | undefined>();
 
   constructor(
     private readonly boxes: BoxService,
@@ -18,13 +20,18 @@ export class ChangeService {
   ) {}
 
   /** Registers how to end one open feed; close() ends them all (a long response would hold the daemon's shutdown). */
-  onClose(fn: () => void): () => void {
-    this.closers.add(fn);
+  onClose(fn: () => void, token?: string): () => void {
+    this.closers.set(fn, token);
     return () => this.closers.delete(fn);
   }
 
+  /** Ends the feeds opened with a token (it was revoked or expired). */
+  closeToken(token: string): void {
+    for (const [fn, t] of [...this.closers]) if (t === token) fn();
+  }
+
   close(): void {
-    for (const fn of [...this.closers]) fn();
+    for (const fn of [...this.closers.keys()]) fn();
     this.closers.clear();
   }
 
@@ -32,6 +39,8 @@ export class ChangeService {
   watch(actor: Actor, fn: (c: FeedChange) => void): () => void {
     const offBoxes = this.boxes.changes.add((id) => {
       const row = this.boxes.byId(id);
+      // A removal names only an id, and once a box is gone its owner is too: every watcher hears it.
+      if (row && actor.kind !== "system" && this.sessions.boxAccess(id, actorUser(actor)) === null) return;
       fn(row ? { type: "box", box: this.boxes.get(id) } : { type: "box.removed", id });
     });
     const offSessions = this.sessions.bus.subscribeAll((id, kind) => {

@@ -7,13 +7,20 @@ import { actorFrom, type Identify } from "../actor.ts";
 import { idempotencyKey } from "../idempotency.ts";
 import { SessionModel } from "./model.ts";
 
-export function sessionsController(sessions: SessionService, store: SessionStore, identify: Identify) {
+export function sessionsController(
+  sessions: SessionService,
+  store: SessionStore,
+  identify: Identify,
+  /** Refuses a box named in a body that the caller may not drive (server mode); the path's are checked before. */
+  mayDrive: (req: Request, boxRef: string) => void = () => {},
+) {
   return new Elysia({ prefix: "/v1", tags: ["sessions"], normalize: false })
     .derive(({ request }) => ({ actor: actorFrom(request, identify) }))
     .get("/event-kinds", () => eventKinds(), { detail: { summary: "Every registered event kind" } })
     .post(
       "/sessions",
-      async ({ body, actor, set }) => {
+      async ({ body, actor, set, request }) => {
+        if (body.box) mayDrive(request, body.box);
         set.status = 201;
         return sessions.create(body, actor);
       },

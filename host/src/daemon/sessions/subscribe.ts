@@ -9,7 +9,7 @@
 // from N loses and repeats nothing.
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
 import { API_LIMITS, HutchError, ID_BODY, SUBSCRIBE_CLOSE_SLOW, type Actor, type CaughtUpLine, type SlowCloseReason } from "@hutch/shared";
-import { actorFrom, type Identify } from "../actor.ts";
+import { actorFrom, principalOf, type Identify } from "../actor.ts";
 import type { SessionService } from "../../session/service.ts";
 import type { SessionStore } from "../../store/sessions.ts";
 
@@ -32,6 +32,8 @@ export interface SubscribeData {
   unsubscribe?: () => void;
   ping?: ReturnType<typeof setInterval>;
   done: boolean;
+  /** The token the socket was opened with (server mode): revoking it closes the socket. */
+  token?: string;
 }
 
 export function subscribeData(session: string, actor: Actor, from: number): SubscribeData {
@@ -59,7 +61,8 @@ export function upgradeSubscribe(
     const from = Number(url.searchParams.get("from") ?? "1");
     if (!Number.isInteger(from) || from < 1 || from > API_LIMITS.whole)
       throw new HutchError("invalid", `from: Expected a whole number from 1 to ${API_LIMITS.whole}`, "e.g. ?from=1");
-    if (server.upgrade(req, { data: subscribeData(m[1]!, actor, from) })) return true;
+    const token = principalOf(req)?.token;
+    if (server.upgrade(req, { data: { ...subscribeData(m[1]!, actor, from), ...(token ? { token } : {}) } })) return true;
     throw new HutchError("invalid", "could not upgrade to WebSocket", "connect with a WebSocket client");
   } catch (err) {
     const e = err instanceof HutchError ? err : new HutchError("failed", String(err));

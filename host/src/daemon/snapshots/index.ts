@@ -17,17 +17,32 @@ import {
 import type { SnapshotService } from "../../snapshot/service.ts";
 import { opResponse, type RunningOps } from "../ops.ts";
 
-export function snapshotsController(snapshots: SnapshotService, running: RunningOps) {
+/**
+ * Whose snapshots a request may reach (server mode): it sees its own, and may
+ * take or restore one only into a box it owns or drives. Checks throw the
+ * error to answer; another user's snapshot is answered as a missing one.
+ */
+export interface SnapshotAccess {
+  visible(req: Request, snapId: string): boolean;
+  box(req: Request, boxRef: string): void;
+  snapshot(req: Request, ref: string): Promise<void>;
+}
+
+const OPEN: SnapshotAccess = { visible: () => true, box: () => {}, snapshot: async () => {} };
+
+export function snapshotsController(snapshots: SnapshotService, running: RunningOps, access: SnapshotAccess = OPEN) {
   return new Elysia({ prefix: "/v1/snapshots", tags: ["snapshots"], normalize: false })
-    .get("/", ({ query }) => snapshots.list(query.box), {
+    .get("/", async ({ query, request }) => (await snapshots.list(query.box)).filter((s) => access.visible(request, s.id)), {
       query: t.Object({ box: t.Optional(t.Union([BoxName, t.String({ pattern: "^box_[0-9a-z]+$" })])) }),
       response: SnapshotList,
       detail: { summary: "The timeline: every snapshot, oldest first (of one box with ?box=)" },
     })
     .post(
       "/",
-      ({ body, request }) =>
-        opResponse("snapshot.create", request, running, (report, signal) => snapshots.create(body.box, body.label, report, signal)),
+      ({ body, request }) => {
+        access.box(request, body.box);
+        return opResponse("snapshot.create", request, running, (report, signal) => snapshots.create(body.box, body.label, report, signal));
+      },
       {
         body: SnapshotCreateBody,
         detail: {
@@ -36,20 +51,39 @@ export function snapshotsController(snapshots: SnapshotService, running: Running
         },
       },
     )
-    .get("/diff", ({ query }) => snapshots.diff(query.from, query.to), {
-      query: t.Object({ from: SnapshotRef, to: SnapshotRef }),
-      response: SnapshotDiff,
-      detail: { summary: "What changed between two snapshots: paths, text hunks, binary sizes" },
-    })
-    .get("/:snap/browse", ({ params, query }) => snapshots.browse(params.snap, query.path ?? ""), {
-      params: t.Object({ snap: SnapshotRef }),
-      query: t.Object({ path: t.Optional(SnapshotPath) }),
-      response: SnapshotBrowse,
-      detail: { summary: "A directory of a snapshot (or the one entry a file path names)" },
-    })
+    .get(
+      "/diff",
+      async ({ query, request }) => {
+        await access.snapshot(request, query.from);
+        await access.snapshot(request, query.to);
+        return snapshots.diff(query.from, query.to);
+      },
+      {
+        query: t.Object({ from: SnapshotRef, to: SnapshotRef }),
+        response: SnapshotDiff,
+        detail: { summary: "What changed between two snapshots: paths, text hunks, binary sizes" },
+      },
+    )
+    .get(
+      "/:snap/browse",
+      async ({ params, query, request }) => {
+        await access.snapshot(request, params.snap);
+        return snapshots.browse(params.snap, query.path ?? "");
+      },
+      {
+        params: t.Object({ snap: SnapshotRef }),
+        query: t.Object({ path: t.Optional(SnapshotPath) }),
+        response: SnapshotBrowse,
+        detail: { summary: "A directory of a snapshot (or the one entry a file path names)" },
+      },
+    )
     .post(
       "/restore",
-      ({ body, request }) => opResponse("snapshot.restore", request, running, (report, signal) => snapshots.restore(body, report, signal)),
+      async ({ body, request }) => {
+        access.box(request, body.box);
+        await access.snapshot(request, body.snapshot);
+        return opResponse("snapshot.restore", request, running, (report, signal) => snapshots.restore(body, report, signal));
+      },
       {
         body: SnapshotRestoreBody,
         detail: {

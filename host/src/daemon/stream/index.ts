@@ -24,7 +24,7 @@ import {
   type MuxStream,
 } from "@hutch/shared";
 import type { BoxService } from "../../box/service.ts";
-import { actorFrom, type Identify } from "../actor.ts";
+import { actorFrom, principalOf, type Identify } from "../actor.ts";
 import { relay } from "./relay.ts";
 import { log } from "../../log.ts";
 
@@ -36,6 +36,8 @@ export interface StreamSocketData {
   /** Attaching to a session's terminal (?session=ID[&steal=1]): the driver slot and input logging apply. */
   session?: { id: string; actor: Actor; steal: boolean };
   mux?: Mux;
+  /** The token the socket was opened with (server mode): revoking it closes the socket. */
+  token?: string;
 }
 
 /** What the stream endpoint needs from sessions to attach a client to one. */
@@ -103,7 +105,8 @@ export function upgradeStream(req: Request, server: Server<StreamSocketData>, id
   if (!m || req.headers.get("upgrade")?.toLowerCase() !== "websocket") return false;
   const sessionId = url.searchParams.get("session");
   const session = sessionId ? { id: sessionId, actor: actorFrom(req, identify), steal: url.searchParams.get("steal") === "1" } : undefined;
-  return server.upgrade(req, { data: { ref: decodeURIComponent(m[1]!), ...(session ? { session } : {}) } });
+  const token = principalOf(req)?.token;
+  return server.upgrade(req, { data: { ref: decodeURIComponent(m[1]!), ...(session ? { session } : {}), ...(token ? { token } : {}) } });
 }
 
 export function streamSocket(boxes: BoxService, sessions?: SessionAttacher): WebSocketHandler<StreamSocketData> {

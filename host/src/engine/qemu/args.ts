@@ -187,7 +187,8 @@ export function qemuArgs(s: QemuSpec): string[] {
     "-device",
     `${dev(pr.bus, "rng")},rng=rng`,
     "-chardev",
-    `file,id=console,path=${s.consoleLog}`,
+    // append=on (O_APPEND): the daemon empties the log when it outgrows its budget, and QEMU's next write lands at its start.
+    `file,id=console,path=${s.consoleLog},append=on`,
     "-serial",
     "chardev:console",
     "-qmp",

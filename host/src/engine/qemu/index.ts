@@ -3,7 +3,18 @@
 // read-only disk of its own, and the agent channel on a virtio-serial port
 // (see image/BOOT.md). QEMU runs detached from the daemon; a restarted daemon
 // finds it by pidfile (pid + start time + its box id on the command line).
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from "node:fs";
 import { dirname, join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import type { BoxHandle, ChannelEndpoint, Engine, LimitReport, Observed, ProbeResult } from "../types.ts";
@@ -18,7 +29,7 @@ import { imageFiles, imagePaths, loadImage, movedBuild, overlayBacking, validate
 import { log } from "../../log.ts";
 import { BoxCgroup, describePlan, hostCgroups, type CgroupPlan, type Limits } from "../cgroup.ts";
 import { boxIdentity, readIdentityFile } from "../idmap.ts";
-import { readEnd, stripControls } from "../console.ts";
+import { readConsoleEnd, stripControls, trimConsole } from "../console.ts";
 import { agentDisks } from "../agent-disks.ts";
 import { formatSize, parseSize } from "../limits.ts";
 import { virtualBytes } from "../../image/disk.ts";
@@ -74,6 +85,9 @@ function run(argv: string[]): { ok: boolean; out: string } {
   return { ok: p.exitCode === 0, out: (p.stderr.toString() + p.stdout.toString()).trim() };
 }
 
+/** How often the console logs are measured: a VM writes its serial port at most a few MB/s under KVM. */
+const CONSOLE_CHECK_MS = 1000;
+
 export class QemuEngine implements Engine {
   readonly name = "qemu" as const;
   readonly capabilities = { isolation: "vm" as const, pause: true, memorySnapshot: false, screenshot: false };
@@ -86,6 +100,32 @@ export class QemuEngine implements Engine {
     },
     private readonly cgroups: () => CgroupPlan = hostCgroups,
   ) {}
+
+  private trimmer: ReturnType<typeof setInterval> | null = null;
+
+  /**
+   * Keeps every VM's console log within its budget, whoever started the VM
+   * (this daemon, or one before it): a VM's root writes its serial console
+   * without limit, and QEMU appends it to a host file (append=on). Started by
+   * the first start or inspect (adoption after a restart inspects every box).
+   */
+  private watchConsoles(): void {
+    if (this.trimmer) return;
+    const boxes = join(this.home, "boxes");
+    const budget = env.consoleMaxBytes();
+    this.trimmer = setInterval(() => {
+      let dirs: string[];
+      try {
+        dirs = readdirSync(boxes);
+      } catch {
+        return;
+      }
+      for (const d of dirs)
+        if (trimConsole(join(boxes, d, VM_FILES.console), budget))
+          logger.warn("console log over its budget: kept its tail", { id: d, budget });
+    }, CONSOLE_CHECK_MS);
+    this.trimmer.unref();
+  }
 
   private binary(): string {
     return `qemu-system-${this.host.arch}`;
@@ -236,6 +276,7 @@ export class QemuEngine implements Engine {
   }
 
   async start(box: BoxHandle): Promise<void> {
+    this.watchConsoles();
     await this.create(box);
     const cfg = this.config(box);
     await this.resize(box, cfg);
@@ -375,6 +416,7 @@ export class QemuEngine implements Engine {
   }
 
   async inspect(box: BoxHandle): Promise<Observed> {
+    this.watchConsoles();
     const id = this.identity(box);
     if (!id || !isAlive(id)) return { running: false };
     const status = await qmp<QmpStatus>(join(box.dir, VM_FILES.qmp), "query-status", undefined, 2000).catch(() => null);
@@ -395,7 +437,7 @@ export class QemuEngine implements Engine {
 
   async consoleTail(box: BoxHandle, lines = 20): Promise<string> {
     // A panic's stack trace fills any tail: keep the line that says what happened.
-    let all = readEnd(join(box.dir, VM_FILES.console)) ?? "";
+    let all = readConsoleEnd(join(box.dir, VM_FILES.console)) ?? "";
     all = stripControls(all);
     const last = all.trimEnd().split("\n").slice(-lines);
     const cause = all.split("\n").filter((l) => /Kernel panic|hutch-init:|not syncing/.test(l) && !last.includes(l));

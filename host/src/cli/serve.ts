@@ -1,0 +1,46 @@
+// `hutch serve`: the daemon, also on TLS TCP. Loads the daemon's code in-process, as `hutch daemon` does.
+import { HutchError } from "@hutch/shared/base";
+import { body, type GlobalArgs } from "./args.ts";
+import { setExitCode } from "./exit.ts";
+
+type ServeArgs = GlobalArgs & { listen: string; cert?: string; key?: string; doctor: boolean };
+
+/** HOST:PORT, with [v6]:PORT for IPv6. */
+export function parseListen(s: string): { hostname: string; port: number } {
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(s);
+  const port = m ? Number(m[3]) : Number.NaN;
+  if (!m || port < 1 || port > 65535)
+    throw new HutchError("invalid", `--listen ${s}: expected HOST:PORT`, "e.g. --listen 127.0.0.1:8443 or --listen [::]:8443");
+  return { hostname: (m[1] ?? m[2])!, port };
+}
+
+export const serve = body<ServeArgs>({
+  options: {
+    listen: {
+      type: "string",
+      default: "127.0.0.1:8443",
+      describe: "address and port to serve TLS on (HOST:PORT; 0.0.0.0 or [::] for every interface)",
+    },
+    cert: { type: "string", describe: "PEM certificate (chain) to present; default: a self-signed one kept in $HUTCH_HOME/keys" },
+    key: { type: "string", describe: "PEM private key of --cert" },
+    doctor: {
+      type: "boolean",
+      default: false,
+      describe: "prove the host first (hutch doctor, in-process); refuse to serve when no engine works",
+    },
+  },
+  examples: [
+    [
+      "hutch serve --listen 0.0.0.0:8443",
+      "serve every interface with a self-signed certificate (its fingerprint is logged and in every join string)",
+    ],
+    ["hutch user add alice && hutch token create --user alice", "on the server: a user and the join string to hand them"],
+  ],
+  run: async (a) => {
+    const listen = parseListen(a.listen);
+    const { runDaemon } = await import("../daemon/server.ts");
+    setExitCode(
+      await runDaemon(a.home, { ...listen, doctor: a.doctor, ...(a.cert ? { cert: a.cert } : {}), ...(a.key ? { key: a.key } : {}) }),
+    );
+  },
+});

@@ -1,0 +1,124 @@
+// Server mode's rows: users, their tokens (only a hash of each secret), who
+// owns each box and with whom it is shared, and whose each snapshot is (it
+// outlives its box). A box or snapshot with no owner row is the local user's
+// (everything made before server mode).
+import type { Database } from "bun:sqlite";
+import type { ShareInfo, TokenInfo, TokenScope, UserInfo } from "@hutch/shared";
+
+export interface TokenRow {
+  id: string;
+  user: string;
+  hash: Uint8Array;
+  scopes: string;
+  created_at: string;
+  expires_at: number | null;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+export type ShareMode = ShareInfo["mode"];
+
+const now = () => new Date().toISOString();
+
+export function toTokenInfo(r: TokenRow): TokenInfo {
+  return {
+    id: r.id,
+    user: r.user,
+    scopes: JSON.parse(r.scopes) as TokenScope[],
+    createdAt: r.created_at,
+    ...(r.expires_at !== null ? { expiresAt: new Date(r.expires_at).toISOString() } : {}),
+    ...(r.last_used_at ? { lastUsedAt: r.last_used_at } : {}),
+    ...(r.revoked_at ? { revokedAt: r.revoked_at } : {}),
+  };
+}
+
+export class AuthStore {
+  constructor(private db: Database) {}
+
+  addUser(name: string): boolean {
+    return this.db.query("INSERT OR IGNORE INTO users (name, created_at) VALUES (?, ?)").run(name, now()).changes === 1;
+  }
+
+  hasUser(name: string): boolean {
+    return this.db.query("SELECT 1 FROM users WHERE name = ?").get(name) !== null;
+  }
+
+  users(): UserInfo[] {
+    const rows = this.db
+      .query(
+        "SELECT u.name, u.created_at, (SELECT count(*) FROM tokens t WHERE t.user = u.name AND t.revoked_at IS NULL) AS n FROM users u ORDER BY u.name",
+      )
+      .all() as { name: string; created_at: string; n: number }[];
+    return rows.map((r) => ({ name: r.name, createdAt: r.created_at, tokens: r.n }));
+  }
+
+  insertToken(id: string, user: string, hash: Uint8Array, scopes: TokenScope[], expiresAt: number | null): TokenRow {
+    this.db
+      .query("INSERT INTO tokens (id, user, hash, scopes, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)")
+      .run(id, user, hash, JSON.stringify(scopes), now(), expiresAt);
+    return this.token(id)!;
+  }
+
+  token(id: string): TokenRow | null {
+    return this.db.query("SELECT * FROM tokens WHERE id = ?").get(id) as TokenRow | null;
+  }
+
+  tokens(user?: string): TokenRow[] {
+    return (
+      user
+        ? this.db.query("SELECT * FROM tokens WHERE user = ? ORDER BY id").all(user)
+        : this.db.query("SELECT * FROM tokens ORDER BY id").all()
+    ) as TokenRow[];
+  }
+
+  revoke(id: string): boolean {
+    return this.db.query("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL").run(now(), id).changes === 1;
+  }
+
+  touch(id: string): void {
+    this.db.query("UPDATE tokens SET last_used_at = ? WHERE id = ?").run(now(), id);
+  }
+
+  /** The owner of a box; null: the local user's. */
+  owner(boxId: string): string | null {
+    return (this.db.query("SELECT owner FROM box_owners WHERE box_id = ?").get(boxId) as { owner: string } | null)?.owner ?? null;
+  }
+
+  setOwner(boxId: string, owner: string): void {
+    this.db.query("INSERT OR REPLACE INTO box_owners (box_id, owner) VALUES (?, ?)").run(boxId, owner);
+  }
+
+  /** The owner of a snapshot (its box's owner when it was taken); null: the local user's. */
+  snapshotOwner(snapId: string): string | null {
+    return (this.db.query("SELECT owner FROM snapshot_owners WHERE snap_id = ?").get(snapId) as { owner: string } | null)?.owner ?? null;
+  }
+
+  setSnapshotOwner(snapId: string, owner: string): void {
+    this.db.query("INSERT OR REPLACE INTO snapshot_owners (snap_id, owner) VALUES (?, ?)").run(snapId, owner);
+  }
+
+  share(boxId: string, user: string, mode: ShareMode): void {
+    this.db.query("INSERT OR REPLACE INTO box_shares (box_id, user, mode) VALUES (?, ?, ?)").run(boxId, user, mode);
+  }
+
+  unshare(boxId: string, user: string): boolean {
+    return this.db.query("DELETE FROM box_shares WHERE box_id = ? AND user = ?").run(boxId, user).changes === 1;
+  }
+
+  shareMode(boxId: string, user: string): ShareMode | null {
+    return (
+      (this.db.query("SELECT mode FROM box_shares WHERE box_id = ? AND user = ?").get(boxId, user) as { mode: ShareMode } | null)?.mode ??
+      null
+    );
+  }
+
+  shares(boxId: string): ShareInfo[] {
+    return (
+      this.db.query("SELECT box_id, user, mode FROM box_shares WHERE box_id = ? ORDER BY user").all(boxId) as {
+        box_id: string;
+        user: string;
+        mode: ShareMode;
+      }[]
+    ).map((r) => ({ box: r.box_id, user: r.user, mode: r.mode }));
+  }
+}

@@ -1,0 +1,130 @@
+// Server mode's wire shapes: users, tokens, shares, the join string a token is
+// handed out as, and the close code that ends a revoked token's sockets. The
+// daemon checks requests against these; the CLI and the extension read answers
+// through the same types.
+import { type Static, Type } from "@sinclair/typebox";
+
+/** Where a token is sent: `Authorization: Bearer <token>` on every request and WebSocket upgrade. */
+export const AUTH_HEADER = "authorization";
+
+/** A server's user: lower-case, like a Unix login. */
+export const UserName = Type.String({ pattern: "^[a-z][a-z0-9_-]{0,31}$", description: "lower-case letters, digits, '_' and '-'" });
+export type UserName = Static<typeof UserName>;
+
+/**
+ * What a token may do. `read`: look (GETs, watch, subscribe). `write`: use the
+ * user's own boxes, sessions and secrets, and the server's images and agent
+ * CLIs. `admin`: manage what every user shares (images, agent CLIs, users,
+ * tokens) and see every user's things.
+ */
+export const TOKEN_SCOPES = ["read", "write", "admin"] as const;
+export const TokenScope = Type.Union([Type.Literal("read"), Type.Literal("write"), Type.Literal("admin")]);
+export type TokenScope = Static<typeof TokenScope>;
+
+export const UserAddBody = Type.Object({ name: UserName }, { additionalProperties: false });
+export type UserAddBody = Static<typeof UserAddBody>;
+
+export const UserInfo = Type.Object({ name: UserName, createdAt: Type.String(), tokens: Type.Integer({ minimum: 0 }) });
+export type UserInfo = Static<typeof UserInfo>;
+
+/** A token's public id; the secret part is never stored or shown again. */
+export const TokenId = Type.String({ pattern: "^tok_[0-9a-z]{12}$" });
+
+export const TokenCreateBody = Type.Object(
+  {
+    user: UserName,
+    scopes: Type.Optional(Type.Array(TokenScope, { minItems: 1, maxItems: 3, uniqueItems: true })),
+    /** Lifetime in seconds; none: it lasts until revoked. */
+    expiresIn: Type.Optional(Type.Integer({ minimum: 1, maximum: 10 * 365 * 86_400 })),
+    /** The address clients should use, put into the join string; the daemon's listen address when absent. */
+    url: Type.Optional(Type.String({ pattern: "^https://[^\\s/]+$", maxLength: 300 })),
+  },
+  { additionalProperties: false },
+);
+export type TokenCreateBody = Static<typeof TokenCreateBody>;
+
+export const TokenInfo = Type.Object({
+  id: TokenId,
+  user: UserName,
+  scopes: Type.Array(TokenScope),
+  createdAt: Type.String(),
+  expiresAt: Type.Optional(Type.String()),
+  lastUsedAt: Type.Optional(Type.String()),
+  revokedAt: Type.Optional(Type.String()),
+});
+export type TokenInfo = Static<typeof TokenInfo>;
+
+/**
+ * What a client needs to join a server, as incus's trust tokens carry it: the
+ * addresses, the certificate's SHA-256 fingerprint (pinned, so no trust prompt)
+ * and the secret. Encoded as base64url JSON (`encodeJoin`).
+ */
+export const JoinToken = Type.Object(
+  {
+    v: Type.Literal(1),
+    url: Type.String({ pattern: "^https://[^\\s/]+$", maxLength: 300 }),
+    fingerprint: Type.String({ pattern: "^[0-9a-f]{64}$" }),
+    user: UserName,
+    token: Type.String({ pattern: "^hutch_tok_[0-9a-z]{12}_[0-9A-Za-z_-]{43}$" }),
+  },
+  { additionalProperties: false },
+);
+export type JoinToken = Static<typeof JoinToken>;
+
+export const TokenCreated = Type.Object({ token: TokenInfo, join: Type.String() });
+export type TokenCreated = Static<typeof TokenCreated>;
+
+export const SHARE_MODES = ["read", "drive"] as const;
+/** `read`: watch and annotate its sessions. `drive`: also exec, attach, send, start and stop; never delete or re-share. */
+export const ShareMode = Type.Union([Type.Literal("read"), Type.Literal("drive")]);
+export const ShareBody = Type.Object({ user: UserName, mode: ShareMode }, { additionalProperties: false });
+export type ShareBody = Static<typeof ShareBody>;
+export const ShareInfo = Type.Object({ box: Type.String(), user: UserName, mode: ShareMode });
+export type ShareInfo = Static<typeof ShareInfo>;
+
+/** Who this connection is, as the daemon sees it (`GET /v1/whoami`). */
+export const WhoAmI = Type.Object({ user: Type.String(), scopes: Type.Array(TokenScope), remote: Type.Boolean() });
+export type WhoAmI = Static<typeof WhoAmI>;
+
+/** A WebSocket closed because its token was revoked or expired while it was open. */
+export const WS_CLOSE_UNAUTHORIZED = 4401;
+
+/** base64url(JSON) of a join token. */
+export function encodeJoin(j: JoinToken): string {
+  return btoa(JSON.stringify(j)).replaceAll("+", "-").replaceAll("/", "_").replace(/=+$/, "");
+}
+
+/** The JSON a join string carries, not yet checked against JoinToken; null when it is not base64url JSON at all. */
+export function decodeJoin(s: string): unknown {
+  const text = s.trim();
+  if (!/^[A-Za-z0-9_-]{16,4096}$/.test(text)) return null;
+  try {
+    return JSON.parse(atob(text.replaceAll("-", "+").replaceAll("_", "/")));
+  } catch {
+    return null;
+  }
+}
+
+/** One remote a client keeps: where, the pinned certificate (PEM) and its fingerprint, and the token. */
+export const RemoteEntry = Type.Object(
+  {
+    url: JoinToken.properties.url,
+    fingerprint: JoinToken.properties.fingerprint,
+    cert: Type.String({ maxLength: 65_536 }),
+    user: UserName,
+    token: JoinToken.properties.token,
+    addedAt: Type.String(),
+  },
+  { additionalProperties: false },
+);
+export type RemoteEntry = Static<typeof RemoteEntry>;
+
+/** A remote's name: what `--remote NAME` says. `local` is the home's own daemon. */
+export const RemoteName = Type.String({ pattern: "^[a-z][a-z0-9_-]{0,31}$" });
+
+/** The client's remotes file (`$XDG_CONFIG_HOME/hutch/remotes.json`, 0600). */
+export const RemotesFile = Type.Object(
+  { default: Type.Optional(RemoteName), remotes: Type.Record(Type.String(), RemoteEntry) },
+  { additionalProperties: false },
+);
+export type RemotesFile = Static<typeof RemotesFile>;

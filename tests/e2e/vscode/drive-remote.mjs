@@ -1,0 +1,119 @@
+// Drives the hutch extension in code-server whose hutch.remote setting names a
+// remote (server mode), while the hutch CLI acts on the same remote with
+// --remote. Run by tests/e2e/vscode-remote.test.ts under Node 24; prints
+// "ok <step>" per step and exits non-zero on the first failure.
+// env: BASE, WS, HUTCH, REMOTE (the remote's name), SHOT, PLAYWRIGHT_CORE, CHROMIUM
+import { createRequire } from "node:module";
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+
+const require = createRequire(import.meta.url);
+const { chromium } = require(process.env.PLAYWRIGHT_CORE);
+const run = promisify(execFile);
+const env = process.env;
+const T = 30_000;
+const t0 = Date.now();
+const ok = (msg) => console.log(`ok ${msg} [${((Date.now() - t0) / 1000).toFixed(1)}s]`);
+
+/** The CLI, on the remote as the extension is (the flag, not the environment: code-server has no HUTCH_REMOTE). */
+async function hutch(...args) {
+  const { stdout } = await run(env.HUTCH, ["--remote", env.REMOTE, ...args], { env });
+  return stdout.trim();
+}
+
+const browser = await chromium.launch({
+  executablePath: env.CHROMIUM || "/usr/bin/chromium",
+  headless: true,
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+  ],
+});
+const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
+page.setDefaultTimeout(T);
+
+const palette = async (text) => {
+  const input = page.locator(".quick-input-widget .quick-input-box input");
+  for (let attempt = 0; ; attempt++) {
+    await page.keyboard.press("Escape");
+    await page.waitForTimeout(200);
+    await page.keyboard.press("F1");
+    try {
+      await input.waitFor({ state: "visible", timeout: 5000 });
+      await input.fill(text, { timeout: 5000 });
+      return input;
+    } catch (e) {
+      if (attempt === 2) throw e;
+    }
+  }
+};
+const command = async (title) => {
+  await palette(`>${title}`);
+  await page.locator(".quick-input-widget .monaco-list-row", { hasText: title }).first().waitFor();
+  await page.keyboard.press("Enter");
+};
+const quickInput = async (text) => {
+  const input = page.locator(".quick-input-widget .quick-input-box input");
+  await input.waitFor({ state: "visible" });
+  await input.fill(text);
+  await page.keyboard.press("Enter");
+};
+const view = page.locator(".pane", { has: page.locator(".pane-header", { hasText: /Boxes and sessions/i }) });
+const row = (text) => view.locator('.monaco-list-row[role="treeitem"]', { hasText: text }).first();
+const logFrame = () => page.frameLocator("iframe.webview.ready >> visible=true").frameLocator("#active-frame");
+
+try {
+  await page.goto(`${env.BASE}/?folder=${encodeURIComponent(env.WS)}`, { waitUntil: "domcontentloaded" });
+  await page.locator(".monaco-workbench").waitFor();
+  const iconItem = page.locator(".activitybar .action-item").filter({ has: page.locator('a.action-label[aria-label^="hutch" i]') });
+  await iconItem.waitFor({ timeout: 90_000 });
+  if (!/\bchecked\b/.test((await iconItem.getAttribute("class")) || "")) await iconItem.locator("a.action-label").click();
+  await view.waitFor();
+  await page
+    .locator(".statusbar-item", { hasText: `hutch: ${env.REMOTE}` })
+    .first()
+    .waitFor();
+  ok(`workbench open with the hutch sidebar; the status bar names the remote "${env.REMOTE}"`);
+
+  await row("rbox").waitFor();
+  await row(/running/).waitFor();
+  ok("the remote's box, made from the CLI with --remote, is in the sidebar, running");
+
+  const sid = await hutch("run", "rbox", "--detach", "--label", "remote-session");
+  await row("remote-session").waitFor();
+  ok(`the remote's session ${sid} appears under its box`);
+
+  await command("hutch: Show Log");
+  await quickInput("remote-session");
+  await logFrame().locator('.row[data-kind="session.created"]').waitFor();
+  ok("the remote session's log opens and replays");
+
+  const note = `from a remote cli ${Date.now()}`;
+  const sent = Date.now();
+  await hutch("session", "annotate", sid, note);
+  await logFrame().locator(".row", { hasText: note }).waitFor({ timeout: 5000 });
+  ok(`an annotation made on the remote appears in the live log ${Date.now() - sent} ms after the CLI started`);
+
+  await command("hutch: Attach");
+  await page.waitForFunction(
+    () =>
+      [...document.querySelectorAll(".terminal-wrapper .xterm-rows")].some((el) => /\$\s*$/m.test(el.textContent.replace(/\u00a0/g, " "))),
+    null,
+    { timeout: T },
+  );
+  ok("attach to the remote session shows the shell prompt");
+  await page.screenshot({ path: env.SHOT });
+  ok(`screenshot saved to ${env.SHOT}`);
+  console.log("PASS");
+} catch (e) {
+  await page.screenshot({ path: env.SHOT.replace(/\.png$/, "-fail.png") }).catch(() => {});
+  console.error(`FAIL: ${e.message}`);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}

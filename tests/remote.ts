@@ -1,0 +1,92 @@
+// Server mode end to end: a daemon serving TLS on loopback in its own home,
+// and clients in homes of their own that joined it with a token.
+import { mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { expect } from "bun:test";
+import { HUTCH, makeHome, waitFor, type Home } from "./helpers.ts";
+
+export interface Server {
+  home: Home;
+  url: string;
+  port: number;
+  proc: ReturnType<typeof Bun.spawn>;
+  /** Everything the serving daemon logged. */
+  log(): string;
+  /** The join string for a new token of user (added when missing). */
+  join(user: string, args?: string[]): Promise<string>;
+  stop(): Promise<void>;
+}
+
+/** A free loopback TCP port (taken and given back; the kernel does not hand it out again at once). */
+export function freePort(): number {
+  const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = l.port;
+  l.stop(true);
+  return port;
+}
+
+/** Starts `hutch serve` in a new home; config is its config.json (read at start), env added to its environment. */
+export async function startServer(
+  prefix = "hutch-srv-",
+  opts: { config?: unknown; env?: Record<string, string>; args?: string[] } = {},
+): Promise<Server> {
+  const home = makeHome(prefix);
+  Object.assign(home.env, opts.env);
+  if (opts.config) writeFileSync(join(home.home, "config.json"), JSON.stringify(opts.config));
+  const port = freePort();
+  const logPath = join(home.home, "serve.log");
+  const fd = openSync(logPath, "a", 0o600);
+  const proc = Bun.spawn([HUTCH, "serve", "--listen", `127.0.0.1:${port}`, ...(opts.args ?? [])], {
+    env: home.env,
+    stdin: "ignore",
+    stdout: fd,
+    stderr: fd,
+  });
+  await waitFor("the server's TLS listener", () => readFileSync(logPath, "utf8").includes("daemon ready"), 60_000);
+  const users = new Set<string>();
+  return {
+    home,
+    url: `https://127.0.0.1:${port}`,
+    port,
+    proc,
+    log: () => readFileSync(logPath, "utf8"),
+    async join(user, args = []) {
+      if (!users.has(user)) {
+        const r = await home.run(["user", "add", user]);
+        expect(r.code, r.stderr).toBe(0);
+        users.add(user);
+      }
+      const t = await home.run(["token", "create", "--user", user, ...args]);
+      expect(t.code, t.stderr).toBe(0);
+      return t.stdout.trim();
+    },
+    async stop() {
+      await home.cleanup();
+      proc.kill("SIGTERM");
+      await proc.exited;
+    },
+  };
+}
+
+/** A client home that joined the server as `user` under the remote name `srv` and talks to it by default (HUTCH_REMOTE). */
+export async function joinClient(
+  server: Server,
+  user: string,
+  opts: { join?: string; prefix?: string } = {},
+): Promise<Home & { join: string }> {
+  const c = makeHome(opts.prefix ?? "hutch-cli-");
+  const config = join(c.home, "config");
+  mkdirSync(config, { mode: 0o700 });
+  c.env.XDG_CONFIG_HOME = config;
+  const joinString = opts.join ?? (await server.join(user));
+  // The join string goes in on stdin: it holds the token, which must never sit in argv.
+  const r = await c.run(["remote", "add", "srv", "-"], { stdin: joinString });
+  expect(r.code, r.stderr).toBe(0);
+  c.env.HUTCH_REMOTE = "srv";
+  return Object.assign(c, { join: joinString });
+}
+
+/** The token inside a join string (to look for it where it must not be). */
+export function tokenOf(join: string): string {
+  return (JSON.parse(atob(join.replaceAll("-", "+").replaceAll("_", "/"))) as { token: string }).token;
+}
