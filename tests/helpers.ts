@@ -18,7 +18,7 @@ export interface RunResult {
 export interface Home {
   home: string;
   env: Record<string, string>;
-  run(args: string[], opts?: { stdin?: Uint8Array | string | Blob; env?: Record<string, string> }): Promise<RunResult>;
+  run(args: string[], opts?: { stdin?: Uint8Array | string | Blob; env?: Record<string, string>; cwd?: string }): Promise<RunResult>;
   spawn(args: string[], opts?: { env?: Record<string, string> }): ReturnType<typeof Bun.spawn>;
   daemonPid(): number | null;
   cleanup(): Promise<void>;
@@ -35,6 +35,7 @@ export function makeHome(prefix = "hutch-e2e-"): Home {
     async run(args, opts = {}) {
       const proc = Bun.spawn([HUTCH, ...args], {
         env: { ...env, ...opts.env },
+        ...(opts.cwd ? { cwd: opts.cwd } : {}),
         stdin: opts.stdin === undefined ? "ignore" : typeof opts.stdin === "string" ? new TextEncoder().encode(opts.stdin) : opts.stdin,
         stdout: "pipe",
         stderr: "pipe",

@@ -104,6 +104,16 @@ describe("parsing", () => {
   });
 });
 
+describe("offload and bring-back", () => {
+  test("flags parse: --box, --dry-run, repeatable --include; the box of bring-back is required", async () => {
+    const off = (await parse(ROOT, ["offload", "--box", "w", "--dry-run", "--include", ".env", "--include", "k.pem"])).args;
+    expect([off.box, off["dry-run"], off.include]).toEqual(["w", true, [".env", "k.pem"]]);
+    const back = (await parse(ROOT, ["bring-back", "w", "--into", "/r", "--json"])).args;
+    expect([back.box, back.into, back["dry-run"], back.json]).toEqual(["w", "/r", false, true]);
+    await expect(parse(ROOT, ["bring-back"])).rejects.toThrow();
+  });
+});
+
 describe("help", () => {
   test("the top lists every verb; a group its subcommands with aliases; a verb its positionals, options and examples", async () => {
     const top = helpText((await parse(ROOT, ["--help"])).path, 100);
@@ -133,6 +143,8 @@ describe("completion", () => {
         "box",
         "exec",
         "cp",
+        "offload",
+        "bring-back",
         "pty",
         "doctor",
         "serve",

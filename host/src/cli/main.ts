@@ -59,6 +59,16 @@ export const ROOT: Command = {
       load: () => import("./cp.ts").then((m) => m.cp),
     },
     {
+      command: "offload",
+      describe: "hand this git work tree (commits, staged, unstaged and untracked work, minus secrets) to a box",
+      load: () => import("./offload.ts").then((m) => m.offload),
+    },
+    {
+      command: "bring-back <box>",
+      describe: "bring a box's commits and uncommitted work home: fast-forward, an uncommitted merge, or a branch",
+      load: () => import("./bring-back.ts").then((m) => m.bringBack),
+    },
+    {
       command: "pty <command>",
       describe: "terminals owned by a box: list, attach, kill",
       load: () => import("./pty.ts").then((m) => m.pty),
