@@ -4,6 +4,16 @@
 import { Value } from "@sinclair/typebox/value";
 import type { TSchema } from "@sinclair/typebox";
 import {
+  BrowserAct,
+  BrowserClose,
+  BrowserConsole,
+  BrowserNavigate,
+  BrowserNetwork,
+  BrowserOpen,
+  BrowserScreenshot,
+  BrowserSnapshot,
+  BrowserTabs,
+  BrowserWait,
   ExecOpen,
   FsList,
   FsRead,
@@ -40,6 +50,16 @@ const SCHEMAS: Record<ToolOpen["tool"], TSchema> = {
   "tar.in": TarIn,
   "net.listen": NetListen,
   "net.accept": NetAccept,
+  "browser.open": BrowserOpen,
+  "browser.tabs": BrowserTabs,
+  "browser.navigate": BrowserNavigate,
+  "browser.close": BrowserClose,
+  "browser.snapshot": BrowserSnapshot,
+  "browser.act": BrowserAct,
+  "browser.wait": BrowserWait,
+  "browser.screenshot": BrowserScreenshot,
+  "browser.console": BrowserConsole,
+  "browser.network": BrowserNetwork,
 };
 
 /** Why a payload is not a valid tool call, or undefined if it is one. */
@@ -92,5 +112,25 @@ export function handleOpen(stream: MuxStream, payload: unknown, ctx: ToolContext
       return ctx.net.listen(stream, req);
     case "net.accept":
       return ctx.net.accept(stream, req);
+    case "browser.open":
+      return guard(stream, ctx, req.tool, () => ctx.browser.open(stream, req));
+    case "browser.tabs":
+      return guard(stream, ctx, req.tool, () => ctx.browser.list(stream));
+    case "browser.navigate":
+      return guard(stream, ctx, req.tool, () => ctx.browser.navigate(stream, req));
+    case "browser.close":
+      return guard(stream, ctx, req.tool, () => ctx.browser.close(stream, req));
+    case "browser.snapshot":
+      return guard(stream, ctx, req.tool, () => ctx.browser.snapshot(stream, req));
+    case "browser.act":
+      return guard(stream, ctx, req.tool, () => ctx.browser.act(stream, req));
+    case "browser.wait":
+      return guard(stream, ctx, req.tool, () => ctx.browser.wait(stream, req));
+    case "browser.screenshot":
+      return guard(stream, ctx, req.tool, () => ctx.browser.screenshot(stream, req));
+    case "browser.console":
+      return guard(stream, ctx, req.tool, async () => ctx.browser.console(stream, req));
+    case "browser.network":
+      return guard(stream, ctx, req.tool, async () => ctx.browser.network(stream, req));
   }
 }
