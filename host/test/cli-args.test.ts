@@ -122,7 +122,26 @@ describe("help", () => {
 
 describe("completion", () => {
   test.each([
-    [[""], ["run", "session", "agent", "box", "exec", "cp", "pty", "doctor", "daemon", "image", "snapshot", "secret", "ide", "completion"]],
+    [
+      [""],
+      [
+        "run",
+        "session",
+        "agent",
+        "box",
+        "exec",
+        "cp",
+        "pty",
+        "doctor",
+        "daemon",
+        "image",
+        "snapshot",
+        "browser",
+        "secret",
+        "ide",
+        "completion",
+      ],
+    ],
     [["bo"], ["box"]],
     [
       ["box", "s"],

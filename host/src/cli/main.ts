@@ -79,6 +79,11 @@ export const ROOT: Command = {
       load: () => import("./snapshot.ts").then((m) => m.snapshot),
     },
     {
+      command: "browser <command>",
+      describe: "the box's Chromium: open, snapshot (ref-tagged), click, type, press, wait, screenshot",
+      load: () => import("./browser.ts").then((m) => m.browserVerb),
+    },
+    {
       command: "secret <command>",
       describe: "credentials the broker injects for boxes (sealed at rest; boxes never see them)",
       load: () => import("./secret.ts").then((m) => m.secret),
