@@ -136,6 +136,7 @@ describe("completion", () => {
         "daemon",
         "image",
         "snapshot",
+        "port",
         "browser",
         "secret",
         "ide",

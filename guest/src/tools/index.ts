@@ -21,6 +21,8 @@ import {
   FsWrite,
   NetAccept,
   NetListen,
+  PortConnect,
+  PortList,
   PtyAttach,
   PtyKill,
   PtyList,
@@ -35,6 +37,14 @@ import { runExec } from "./exec.ts";
 import { fsList, fsRead, fsStat, fsWrite } from "./fs.ts";
 import { holdFrames } from "./inbox.ts";
 import { tarIn, tarOut } from "./tar.ts";
+import { portConnect, portList } from "./ports.ts";
+
+/** Listeners that are the guest's own, not the user's to forward. */
+function guestPorts(ctx: ToolContext): Set<number> {
+  const own = new Set(ctx.net.ports());
+  if (ctx.browser.devtoolsPort) own.add(ctx.browser.devtoolsPort);
+  return own;
+}
 
 const SCHEMAS: Record<ToolOpen["tool"], TSchema> = {
   exec: ExecOpen,
@@ -50,6 +60,8 @@ const SCHEMAS: Record<ToolOpen["tool"], TSchema> = {
   "tar.in": TarIn,
   "net.listen": NetListen,
   "net.accept": NetAccept,
+  "port.list": PortList,
+  "port.connect": PortConnect,
   "browser.open": BrowserOpen,
   "browser.tabs": BrowserTabs,
   "browser.navigate": BrowserNavigate,
@@ -112,6 +124,10 @@ export function handleOpen(stream: MuxStream, payload: unknown, ctx: ToolContext
       return ctx.net.listen(stream, req);
     case "net.accept":
       return ctx.net.accept(stream, req);
+    case "port.list":
+      return guard(stream, ctx, req.tool, () => portList(stream, guestPorts(ctx)));
+    case "port.connect":
+      return portConnect(stream, req, guestPorts(ctx));
     case "browser.open":
       return guard(stream, ctx, req.tool, () => ctx.browser.open(stream, req));
     case "browser.tabs":

@@ -79,6 +79,11 @@ export const ROOT: Command = {
       load: () => import("./snapshot.ts").then((m) => m.snapshot),
     },
     {
+      command: "port <command>",
+      describe: "ports in a box: list what listens, forward [LOCAL:]REMOTE to this machine's loopback, or --auto",
+      load: () => import("./port.ts").then((m) => m.port),
+    },
+    {
       command: "browser <command>",
       describe: "the box's Chromium: open, snapshot (ref-tagged), click, type, press, wait, screenshot",
       load: () => import("./browser.ts").then((m) => m.browserVerb),

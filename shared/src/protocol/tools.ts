@@ -88,6 +88,26 @@ export const NetAccept = Type.Object(
   { additionalProperties: false },
 );
 
+/** port.list: the box's listening TCP sockets (what a dev server opened), without the guest's own. */
+export const PortList = Type.Object({ tool: Type.Literal("port.list") }, { additionalProperties: false });
+/** port.connect: a connection to a port on the box's loopback; chan 0 carries bytes to it, chan 1 from it. */
+export const PortConnect = Type.Object(
+  {
+    tool: Type.Literal("port.connect"),
+    port: Type.Integer({ minimum: 1, maximum: 65535 }),
+    address: Type.Optional(Type.Union([Type.Literal("127.0.0.1"), Type.Literal("::1")])),
+  },
+  { additionalProperties: false },
+);
+export const ListeningPort = Type.Object({
+  port: Type.Integer({ minimum: 1, maximum: 65535 }),
+  /** The address it is bound to, as the kernel reports it. */
+  address: Type.String({ maxLength: 64 }),
+  family: Type.Union([Type.Literal("ipv4"), Type.Literal("ipv6")]),
+});
+export type ListeningPort = Static<typeof ListeningPort>;
+export const PortListResult = Type.Array(ListeningPort, { maxItems: 4096 });
+
 // The browser: one Chromium per box, started on the first browser.open, its
 // tabs driven over CDP by the guest. Refs name elements of a tab's snapshots;
 // they stay the same across snapshots of one document, and a ref whose
@@ -171,6 +191,8 @@ export const ToolOpen = Type.Union([
   TarIn,
   NetListen,
   NetAccept,
+  PortList,
+  PortConnect,
   BrowserOpen,
   BrowserTabs,
   BrowserNavigate,
@@ -312,4 +334,4 @@ export type GuestHello = Static<typeof GuestHello>;
 export const ShutdownMsg = Type.Object({ type: Type.Literal("shutdown"), graceMs: Type.Integer({ minimum: 0, maximum: 600000 }) });
 export type ShutdownMsg = Static<typeof ShutdownMsg>;
 
-export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net", "browser"] as const;
+export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net", "ports", "browser"] as const;

@@ -24,6 +24,8 @@ export function pngSize(png: Uint8Array): { width: number; height: number } {
 
 export class BrowserTable {
   private chromium: Promise<Chromium> | undefined;
+  /** The running Chromium's DevTools port, so port.list can leave it out. */
+  devtoolsPort: number | undefined;
   private readonly tabs = new Map<string, Tab>();
   private nextTab = 1;
 
@@ -40,13 +42,16 @@ export class BrowserTable {
       const started = startChromium(spawnEnv(this.config, { argv: [] }, {}, "env" in who ? who : { env: {} }), id, this.log);
       this.chromium = started;
       started.then(
-        (c) =>
-          c.exited.then(() => {
+        (c) => {
+          this.devtoolsPort = c.port;
+          return c.exited.then(() => {
+            this.devtoolsPort = undefined;
             this.log.info("chromium exited", { pid: c.pid });
             for (const t of this.tabs.values()) t.closed = true;
             this.tabs.clear();
             if (this.chromium === started) this.chromium = undefined;
-          }),
+          });
+        },
         () => {
           if (this.chromium === started) this.chromium = undefined;
         },
