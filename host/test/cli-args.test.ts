@@ -139,6 +139,7 @@ describe("completion", () => {
         "port",
         "browser",
         "secret",
+        "mcp",
         "ide",
         "completion",
       ],

@@ -11,3 +11,4 @@ export * from "./ops.ts";
 export * from "./ndjson.ts";
 export * from "./chunk/index.ts";
 export * from "./snapshots.ts";
+export * from "./mcp.ts";

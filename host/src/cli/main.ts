@@ -94,6 +94,11 @@ export const ROOT: Command = {
       load: () => import("./secret.ts").then((m) => m.secret),
     },
     {
+      command: "mcp",
+      describe: "an MCP server on stdin/stdout: box lifecycle, exec, files, ports and the browser as tools for any agent",
+      load: () => import("./mcp.ts").then((m) => m.mcp),
+    },
+    {
       command: "ide",
       describe: "the IDE bridge: JSON-RPC with LSP framing on stdin/stdout (the VS Code extension starts it)",
       load: () => import("./ide.ts").then((m) => m.ide),
