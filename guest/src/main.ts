@@ -14,6 +14,7 @@ import type { ToolContext } from "./tools/context.ts";
 import { PtyTable } from "./tools/pty.ts";
 import { NetTable } from "./tools/net.ts";
 import { BrowserTable } from "./tools/browser/index.ts";
+import { DesktopTable } from "./tools/desktop/index.ts";
 import type { Channel } from "./transport/channel.ts";
 import { listenUnix } from "./transport/unix.ts";
 import { openVport } from "./transport/vport.ts";
@@ -55,6 +56,7 @@ try {
     ptys: new PtyTable(config, procs, log),
     net: new NetTable(config, log),
     browser: new BrowserTable(config, paths, log),
+    desktop: new DesktopTable(config, log),
     log,
   };
 
@@ -66,7 +68,7 @@ try {
     // SIGKILL every exec at once, and the host should see its processes exit.
     channel?.stop();
     void (async () => {
-      const [{ terminated, killed }] = await Promise.all([procs.stopAll(graceMs), ctx.browser.stop()]);
+      const [{ terminated, killed }] = await Promise.all([procs.stopAll(graceMs), ctx.browser.stop(), ctx.desktop.stop()]);
       await channel?.close();
       log.info("stopped", { terminated, killed });
       if (pid1) await powerOff(log);

@@ -138,6 +138,7 @@ describe("completion", () => {
         "snapshot",
         "port",
         "browser",
+        "desktop",
         "secret",
         "mcp",
         "ide",

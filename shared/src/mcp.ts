@@ -12,6 +12,8 @@ import {
   BrowserSnapshot,
   BrowserWait,
   BrowserNavigate,
+  DesktopInput,
+  DesktopStart,
   ExecOpen,
   Ref,
   TabId,
@@ -107,6 +109,24 @@ export const McpTools = {
     description: "The tab's last requests: method, url, status.",
     input: Type.Object({ box: Box, tab: Tab }, { additionalProperties: false }),
   },
+  desktop_start: {
+    description: "Start the box's X desktop (Xvfb, 1024x768 unless sized); programs started after it (exec) get its DISPLAY.",
+    input: Type.Composite([Type.Object({ box: Box }), Type.Omit(DesktopStart, ["tool"])], { additionalProperties: false }),
+  },
+  desktop_screenshot: {
+    description: "A PNG of the box's whole desktop.",
+    input: Type.Object({ box: Box }, { additionalProperties: false }),
+  },
+  desktop_windows: {
+    description: "The desktop's visible windows: id, name, geometry.",
+    input: Type.Object({ box: Box }, { additionalProperties: false }),
+  },
+  desktop_input: {
+    description:
+      "Pointer and keys on the desktop: move/click (x, y, button), drag (x, y to toX, toY), key (X keysym names: Return, ctrl+c), type (text). One actor holds the input at a time; steal takes it.",
+    input: Type.Composite([Type.Object({ box: Box }), Type.Omit(DesktopInput, ["tool", "owner"])], { additionalProperties: false }),
+  },
+  desktop_release: { description: "Give up the desktop's input.", input: Type.Object({ box: Box }, { additionalProperties: false }) },
 } as const;
 
 export type McpToolName = keyof typeof McpTools;

@@ -7,6 +7,7 @@ import type { ProcessTable } from "../procs.ts";
 import type { PtyTable } from "./pty.ts";
 import type { NetTable } from "./net.ts";
 import type { BrowserTable } from "./browser/index.ts";
+import type { DesktopTable } from "./desktop/index.ts";
 
 /** The validated OPEN payload of one tool. */
 export type Req<T extends ToolOpen["tool"]> = Extract<ToolOpen, { tool: T }>;
@@ -18,13 +19,14 @@ export interface ToolContext {
   ptys: PtyTable;
   net: NetTable;
   browser: BrowserTable;
+  desktop: DesktopTable;
   log: Logger;
 }
 
 /** A tool's refusal with the code the host maps to a status and exit code. */
 export class ToolError extends Error {
   constructor(
-    readonly code: "invalid" | "not_found" | "conflict" | "denied" | "failed" | "unavailable",
+    readonly code: "invalid" | "not_found" | "not_ready" | "conflict" | "denied" | "failed" | "unavailable",
     message: string,
   ) {
     super(message);

@@ -14,6 +14,11 @@ import {
   BrowserSnapshot,
   BrowserTabs,
   BrowserWait,
+  DesktopInput,
+  DesktopRelease,
+  DesktopScreenshot,
+  DesktopStart,
+  DesktopWindows,
   ExecOpen,
   FsList,
   FsRead,
@@ -72,6 +77,11 @@ const SCHEMAS: Record<ToolOpen["tool"], TSchema> = {
   "browser.screenshot": BrowserScreenshot,
   "browser.console": BrowserConsole,
   "browser.network": BrowserNetwork,
+  "desktop.start": DesktopStart,
+  "desktop.screenshot": DesktopScreenshot,
+  "desktop.windows": DesktopWindows,
+  "desktop.input": DesktopInput,
+  "desktop.release": DesktopRelease,
 };
 
 /** Why a payload is not a valid tool call, or undefined if it is one. */
@@ -148,5 +158,15 @@ export function handleOpen(stream: MuxStream, payload: unknown, ctx: ToolContext
       return guard(stream, ctx, req.tool, async () => ctx.browser.console(stream, req));
     case "browser.network":
       return guard(stream, ctx, req.tool, async () => ctx.browser.network(stream, req));
+    case "desktop.start":
+      return guard(stream, ctx, req.tool, () => ctx.desktop.start(stream, req));
+    case "desktop.screenshot":
+      return guard(stream, ctx, req.tool, () => ctx.desktop.screenshot(stream));
+    case "desktop.windows":
+      return guard(stream, ctx, req.tool, () => ctx.desktop.windows(stream));
+    case "desktop.input":
+      return guard(stream, ctx, req.tool, () => ctx.desktop.input(stream, req));
+    case "desktop.release":
+      return guard(stream, ctx, req.tool, async () => ctx.desktop.release(stream, req));
   }
 }

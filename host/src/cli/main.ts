@@ -89,6 +89,11 @@ export const ROOT: Command = {
       load: () => import("./browser.ts").then((m) => m.browserVerb),
     },
     {
+      command: "desktop <command>",
+      describe: "the box's X desktop: start, screenshot, windows, move, click, drag, key, type, release",
+      load: () => import("./desktop.ts").then((m) => m.desktopVerb),
+    },
+    {
       command: "secret <command>",
       describe: "credentials the broker injects for boxes (sealed at rest; boxes never see them)",
       load: () => import("./secret.ts").then((m) => m.secret),

@@ -4,6 +4,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Box, McpInput, McpToolName } from "@hutch/shared";
 import { BoxBrowser } from "../client/browser.ts";
 import type { DaemonClient } from "../client/daemon.ts";
+import { BoxDesktop } from "../client/desktop.ts";
 import { listPorts } from "../client/ports.ts";
 import { execCollect, listDir, readText, writeText } from "./box-io.ts";
 
@@ -95,6 +96,29 @@ const HANDLERS: { [N in McpToolName]: Handler<N> } = {
       (await browser(d, a.box).network(a.tab)).map((r) => `${r.method} ${r.failed ?? r.status ?? "pending"} ${r.url}`).join("\n") ||
         "no requests",
     ),
+  desktop_start: async (d, a) => {
+    const i = await new BoxDesktop(d, a.box).start({ width: a.width, height: a.height });
+    return text(`DISPLAY=${i.display} ${i.width}x${i.height}`);
+  },
+  desktop_screenshot: async (d, a) => {
+    const { info, png } = await new BoxDesktop(d, a.box).screenshot();
+    return {
+      content: [
+        { type: "image", data: Buffer.from(png).toString("base64"), mimeType: "image/png" },
+        { type: "text", text: `${info.width}x${info.height} PNG, ${info.size} bytes` },
+      ],
+    };
+  },
+  desktop_windows: async (d, a) => json(await new BoxDesktop(d, a.box).windows()),
+  desktop_input: async (d, a) => {
+    const { box, ...args } = a;
+    const r = await new BoxDesktop(d, box).input(args);
+    return text(r.stolenFrom ? `done; took the input from ${r.stolenFrom}` : "done");
+  },
+  desktop_release: async (d, a) => {
+    await new BoxDesktop(d, a.box).release();
+    return text("released");
+  },
 };
 
 export function callTool(d: DaemonClient, name: McpToolName, args: unknown): Promise<CallToolResult> {

@@ -177,6 +177,55 @@ export const BrowserScreenshot = tabTool("browser.screenshot", {
 export const BrowserConsole = tabTool("browser.console", {});
 export const BrowserNetwork = tabTool("browser.network", {});
 
+// The desktop: an Xvfb display started on demand (desktop.start), whose
+// DISPLAY every process started afterwards gets. Input has one owner at a
+// time: the first actor to send input holds it until it releases it, and
+// others are refused unless they steal it. `owner` is stamped by the daemon
+// from the caller's connection, never taken from the client.
+const Coord = Type.Integer({ minimum: 0, maximum: 16_384 });
+const Owner = Type.String({ minLength: 1, maxLength: 300 });
+export const DesktopStart = Type.Object(
+  {
+    tool: Type.Literal("desktop.start"),
+    width: Type.Optional(Type.Integer({ minimum: 64, maximum: 3840 })),
+    height: Type.Optional(Type.Integer({ minimum: 64, maximum: 2160 })),
+  },
+  { additionalProperties: false },
+);
+export const DesktopScreenshot = Type.Object({ tool: Type.Literal("desktop.screenshot") }, { additionalProperties: false });
+export const DesktopWindows = Type.Object({ tool: Type.Literal("desktop.windows") }, { additionalProperties: false });
+export const DesktopInputAction = Type.Union([
+  Type.Literal("move"),
+  Type.Literal("click"),
+  Type.Literal("drag"),
+  Type.Literal("key"),
+  Type.Literal("type"),
+]);
+export const DesktopInput = Type.Object(
+  {
+    tool: Type.Literal("desktop.input"),
+    action: DesktopInputAction,
+    owner: Type.Optional(Owner),
+    /** Take the input from its owner (logged). */
+    steal: Type.Optional(Type.Boolean()),
+    x: Type.Optional(Coord),
+    y: Type.Optional(Coord),
+    /** drag: where to. */
+    toX: Type.Optional(Coord),
+    toY: Type.Optional(Coord),
+    button: Type.Optional(Type.Integer({ minimum: 1, maximum: 9 })),
+    /** key: X keysym names, pressed in turn (Return, ctrl+c, a). */
+    keys: Type.Optional(Type.Array(Type.String({ pattern: "^[A-Za-z0-9_+]{1,64}$" }), { minItems: 1, maxItems: 64 })),
+    /** type: text, typed as key events. */
+    text: Type.Optional(Type.String({ maxLength: 4096 })),
+  },
+  { additionalProperties: false },
+);
+export const DesktopRelease = Type.Object(
+  { tool: Type.Literal("desktop.release"), owner: Type.Optional(Owner) },
+  { additionalProperties: false },
+);
+
 export const ToolOpen = Type.Union([
   ExecOpen,
   PtyOpen,
@@ -203,6 +252,11 @@ export const ToolOpen = Type.Union([
   BrowserScreenshot,
   BrowserConsole,
   BrowserNetwork,
+  DesktopStart,
+  DesktopScreenshot,
+  DesktopWindows,
+  DesktopInput,
+  DesktopRelease,
 ]);
 export type ToolOpen = Static<typeof ToolOpen>;
 export type ToolName = ToolOpen["tool"];
@@ -317,6 +371,26 @@ export const NetworkEntry = Type.Object({
 export const BrowserNetworkResult = Type.Array(NetworkEntry, { maxItems: 1000 });
 export const BrowserWaitResult = Type.Object({ tab: TabId, waitedMs: Type.Integer({ minimum: 0 }) });
 
+export const DesktopInfo = Type.Object({
+  display: Type.String({ pattern: "^:[0-9]{1,4}$" }),
+  width: Type.Integer({ minimum: 0 }),
+  height: Type.Integer({ minimum: 0 }),
+});
+export type DesktopInfo = Static<typeof DesktopInfo>;
+export const DesktopWindow = Type.Object({
+  id: Type.Integer({ minimum: 0 }),
+  name: Type.String({ maxLength: 1024 }),
+  x: Type.Integer(),
+  y: Type.Integer(),
+  width: Type.Integer({ minimum: 0 }),
+  height: Type.Integer({ minimum: 0 }),
+});
+/** desktop.screenshot: the PNG's bytes went on chan 1, as browser.screenshot's. */
+export const DesktopScreenshotResult = BrowserScreenshotResult;
+export const DesktopWindowsResult = Type.Array(DesktopWindow, { maxItems: 256 });
+/** desktop.input, desktop.release: who holds the input afterwards (null: nobody). */
+export const DesktopInputResult = Type.Object({ owner: Type.Union([Owner, Type.Null()]), stolenFrom: Type.Optional(Owner) });
+
 // The hellos.
 export const HostHello = Type.Object({ protocol: Type.Integer(), client: Type.String(), version: Type.String() });
 export type HostHello = Static<typeof HostHello>;
@@ -334,4 +408,4 @@ export type GuestHello = Static<typeof GuestHello>;
 export const ShutdownMsg = Type.Object({ type: Type.Literal("shutdown"), graceMs: Type.Integer({ minimum: 0, maximum: 600000 }) });
 export type ShutdownMsg = Static<typeof ShutdownMsg>;
 
-export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net", "ports", "browser"] as const;
+export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop"] as const;
