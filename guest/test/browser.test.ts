@@ -5,7 +5,7 @@ import { join } from "node:path";
 import {
   BrowserScreenshotResult,
   BrowserWaitResult,
-  BrowserSnapshotResult,
+  BrowserSnapshotWire,
   TabInfo,
   BrowserConsoleResult,
   BrowserNetworkResult,
@@ -63,8 +63,11 @@ async function open(page: string): Promise<string> {
   return value.tab;
 }
 
+/** A snapshot as the host sees it: the wire result, and its text from chan 1. */
 async function snap(tab: string, extra: Record<string, unknown> = {}) {
-  return (await ok({ tool: "browser.snapshot", tab, ...extra }, BrowserSnapshotResult)).value;
+  const { value, bytes } = await ok({ tool: "browser.snapshot", tab, ...extra }, BrowserSnapshotWire);
+  expect(bytes.length).toBe(value.size);
+  return { ...value, text: bytes.toString("utf8") };
 }
 
 describe("browser", () => {

@@ -5,8 +5,10 @@ import {
   BrowserConsoleResult,
   BrowserNetworkResult,
   BrowserScreenshotResult,
-  BrowserSnapshotResult,
+  BrowserSnapshotWire,
   BrowserTabsResult,
+  SNAPSHOT_MAX_BYTES,
+  type BrowserSnapshotResult,
   BrowserWaitResult,
   HutchError,
   TabInfo,
@@ -62,7 +64,27 @@ export class BoxBrowser {
 
   async snapshot(opts: { tab?: string; delta?: boolean; maxBytes?: number; more?: string } = {}): Promise<BrowserSnapshotResult> {
     const { tab, ...rest } = opts;
-    return callTool(this.d, this.box, { tool: "browser.snapshot", tab: await this.tab(tab), ...rest }, BrowserSnapshotResult);
+    const { value, bytes } = await callToolBytes(
+      this.d,
+      this.box,
+      { tool: "browser.snapshot", tab: await this.tab(tab), ...rest },
+      BrowserSnapshotWire,
+      SNAPSHOT_MAX_BYTES + 65536,
+    );
+    if (bytes.length !== value.size)
+      throw new HutchError("failed", `box ${this.box} announced ${value.size} bytes of snapshot and sent ${bytes.length}`);
+    let text: string;
+    try {
+      text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    } catch {
+      throw new HutchError(
+        "failed",
+        `box ${this.box} sent a snapshot that is not UTF-8`,
+        `the guest may be broken: hutch box info ${this.box}`,
+      );
+    }
+    const { size: _size, ...rest2 } = value;
+    return { ...rest2, text };
   }
 
   async act(args: ActArgs, tab?: string): Promise<TabInfo> {

@@ -334,19 +334,32 @@ export const TabInfo = Type.Object({
 });
 export type TabInfo = Static<typeof TabInfo>;
 export const BrowserTabsResult = Type.Array(TabInfo, { maxItems: 256 });
-export const BrowserSnapshotResult = Type.Object({
+/**
+ * browser.snapshot on the wire: the text goes on chan 1 as UTF-8 (`size`
+ * bytes; a large page's snapshot is bigger than one frame), this is the result.
+ */
+export const BrowserSnapshotWire = Type.Object({
   tab: TabId,
   url: Type.String({ maxLength: 8192 }),
   title: Type.String({ maxLength: 1024 }),
-  /** Ref-tagged lines (`- button "Save" [ref=e3]`), nested by two spaces; a delta's lines start with `+ ` or `- ` before the indent. */
-  text: Type.String({ maxLength: SNAPSHOT_MAX_BYTES + 1024 }),
   delta: Type.Boolean(),
   /** The whole snapshot's size and line count, whatever this answer carries. */
   bytes: Type.Integer({ minimum: 0 }),
   lines: Type.Integer({ minimum: 0 }),
+  /** The bytes of text sent on chan 1. */
+  size: Type.Integer({ minimum: 0, maximum: SNAPSHOT_MAX_BYTES + 65536 }),
   /** Set when the text was cut: pass it as `more` for the next part. */
   more: Type.Optional(Cursor),
 });
+export type BrowserSnapshotWire = Static<typeof BrowserSnapshotWire>;
+/** A snapshot as the host hands it on: the wire result with its text. */
+export const BrowserSnapshotResult = Type.Composite([
+  Type.Omit(BrowserSnapshotWire, ["size"]),
+  Type.Object({
+    /** Ref-tagged lines (`- button "Save" [ref=e3]`), nested by two spaces; a delta's lines start with `+ ` or `- ` before the indent. */
+    text: Type.String({ maxLength: SNAPSHOT_MAX_BYTES + 65536 }),
+  }),
+]);
 export type BrowserSnapshotResult = Static<typeof BrowserSnapshotResult>;
 /** browser.screenshot: the PNG's bytes went on chan 1. */
 export const BrowserScreenshotResult = Type.Object({

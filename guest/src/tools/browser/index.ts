@@ -71,6 +71,13 @@ export class BrowserTable {
     return t;
   }
 
+  /** Bytes on chan 1, then its eof; false when the host went away. */
+  private async send(stream: MuxStream, bytes: Uint8Array): Promise<boolean> {
+    for (let at = 0; at < bytes.length; at += 60_000) if (!(await stream.write(Chan.stdout, bytes.subarray(at, at + 60_000)))) return false;
+    stream.eof(Chan.stdout);
+    return true;
+  }
+
   private reply(stream: MuxStream, value: unknown): void {
     stream.msg({ type: "result", value });
     stream.close();
@@ -111,8 +118,14 @@ export class BrowserTable {
 
   async snapshot(stream: MuxStream, req: Req<"browser.snapshot">): Promise<void> {
     const tab = this.tab(req.tab);
-    const view = await tab.snapshot({ maxBytes: req.maxBytes ?? SNAPSHOT_DEFAULT_BYTES, delta: req.delta ?? false, more: req.more });
-    this.reply(stream, { tab: tab.id, ...view });
+    const { text, ...view } = await tab.snapshot({
+      maxBytes: req.maxBytes ?? SNAPSHOT_DEFAULT_BYTES,
+      delta: req.delta ?? false,
+      more: req.more,
+    });
+    const bytes = new TextEncoder().encode(text);
+    if (!(await this.send(stream, bytes))) return;
+    this.reply(stream, { tab: tab.id, ...view, size: bytes.length });
   }
 
   async act(stream: MuxStream, req: Req<"browser.act">): Promise<void> {
@@ -130,10 +143,7 @@ export class BrowserTable {
 
   async screenshot(stream: MuxStream, req: Req<"browser.screenshot">): Promise<void> {
     const png = await this.tab(req.tab).screenshot(req);
-    for (let at = 0; at < png.length; at += 60_000) {
-      if (!(await stream.write(Chan.stdout, png.subarray(at, at + 60_000)))) return;
-    }
-    stream.eof(Chan.stdout);
+    if (!(await this.send(stream, png))) return;
     this.reply(stream, { ...pngSize(png), size: png.length });
   }
 
