@@ -88,7 +88,7 @@ describe("browser", () => {
     await ok({ tool: "browser.act", tab, action: "click", ref: submit }, TabInfo);
     await ok({ tool: "browser.wait", tab, text: "Thanks Ada", timeoutMs: 5000 }, BrowserWaitResult);
     const after = await snap(tab);
-    expect(after.text).toContain('- text: "Thanks Ada <ada@example.com> on pro, agreed"');
+    expect(after.text).toContain('- paragraph: "Thanks Ada <ada@example.com> on pro, agreed"');
     expect(after.text).toContain(`- textbox "Name" [ref=${name}]: "Ada"`);
     const logs = (await ok({ tool: "browser.console", tab }, BrowserConsoleResult)).value;
     expect(logs.map((l) => l.text)).toContain("submitted Ada");
@@ -99,18 +99,18 @@ describe("browser", () => {
   test("a ref from before a re-render is refused as stale, one never given is unknown", async () => {
     const tab = await open("rerender.html");
     const s = await snap(tab);
-    expect(s.text).toContain('- text: "Count: 0"');
+    expect(s.text).toContain('- paragraph: "Count: 0"');
     const inc = refOf(s.text, /button "Increment"/);
     await ok({ tool: "browser.act", tab, action: "click", ref: inc }, TabInfo);
     const e = await refused({ tool: "browser.act", tab, action: "click", ref: inc });
     expect(e.code).toBe("conflict");
     expect(e.message).toContain(`${inc} is stale`);
     const again = await snap(tab);
-    expect(again.text).toContain('- text: "Count: 1"');
+    expect(again.text).toContain('- paragraph: "Count: 1"');
     const inc2 = refOf(again.text, /button "Increment"/);
     expect(inc2).not.toBe(inc);
     await ok({ tool: "browser.act", tab, action: "click", ref: inc2 }, TabInfo);
-    expect((await snap(tab)).text).toContain('- text: "Count: 2"');
+    expect((await snap(tab)).text).toContain('- paragraph: "Count: 2"');
     const unknown = await refused({ tool: "browser.act", tab, action: "click", ref: "e99999" });
     expect(unknown.code).toBe("not_found");
     expect(unknown.message).toContain("take one");

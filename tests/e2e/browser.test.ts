@@ -45,7 +45,7 @@ describe("hutch browser in a process box", () => {
     await ok(["type", "b", ref(s, /textbox "Name"/), "Ada"]);
     await ok(["type", "b", ref(s, /textbox "Email"/), "ada@example.com", "--submit"]);
     await ok(["wait", "b", "--text", "Thanks Ada"]);
-    expect(await ok(["snapshot", "b"])).toContain('- text: "Thanks Ada <ada@example.com> on free"');
+    expect(await ok(["snapshot", "b"])).toContain('- paragraph: "Thanks Ada <ada@example.com> on free"');
 
     await ok(["navigate", "b", `${PAGE}/rerender.html`]);
     const before = ref(await ok(["snapshot", "b"]), /button "Increment"/);
@@ -54,7 +54,7 @@ describe("hutch browser in a process box", () => {
     expect(stale.code).toBe(1);
     expect(stale.stderr).toContain(`${before} is stale`);
     const delta = await ok(["snapshot", "b", "--delta"]);
-    expect(delta).toContain('+   - text: "Count: 1"');
+    expect(delta).toContain('+ - paragraph: "Count: 1"');
     const never = await h.run(["browser", "click", "b", "e4242"]);
     expect(never.code).toBe(4);
   });

@@ -12,9 +12,15 @@ import type { BrowserAction } from "@hutch/shared/wire";
 import { ToolError } from "../context.ts";
 import { VIEWPORT } from "./chromium.ts";
 import { keyEvent, KEY_NAMES } from "./keys.ts";
-import { deltaLines, page, snapshotLines, type AXNode } from "./snapshot.ts";
+import inPage from "./in-page.js" with { type: "text" };
+import { deltaLines, page } from "./snapshot.ts";
 
 const CALL_TIMEOUT_MS = 30_000;
+/** Lines of one snapshot, and its characters: a page larger than this is cut (said in its last line) or refused. */
+const MAX_LINES = 200_000;
+const SNAPSHOT_TEXT_MAX = 16 * 1024 * 1024;
+/** The in-page script as an expression, whatever the formatter puts at its end. */
+const PAGE = `(function () {\nconst page = ${inPage}\nreturn page;\n})()`;
 const RING_MAX = 200;
 /** Snapshots kept per tab for `more` cursors and deltas. */
 const KEEP_SNAPSHOTS = 4;
@@ -53,9 +59,10 @@ export interface SnapshotView {
 }
 
 export class Tab {
-  private readonly byRef = new Map<string, number>();
-  private readonly refOf = new Map<number, string>();
+  /** The next ref number: every ref below it was handed out once. */
   private nextRef = 1;
+  /** The isolated world the snapshot script runs in, for the current document. */
+  private world: number | undefined;
   private snapshotSeq = 0;
   private readonly snapshots = new Map<number, string[]>();
   /** The last full snapshot of the current document, for deltas. */
@@ -85,9 +92,14 @@ export class Tab {
     c.Page.frameNavigated(({ frame }) => {
       // A new main document: every ref of the old one is stale (their numbers stay spent).
       if (frame.parentId) return;
-      this.byRef.clear();
-      this.refOf.clear();
+      this.world = undefined;
       this.lastLines = undefined;
+    });
+    c.Runtime.executionContextDestroyed(({ executionContextId }) => {
+      if (executionContextId === this.world) this.world = undefined;
+    });
+    c.Runtime.executionContextsCleared(() => {
+      this.world = undefined;
     });
     c.Runtime.consoleAPICalled((e) => {
       const text = e.args.map((a) => (a.value !== undefined ? String(a.value) : (a.description ?? a.type))).join(" ");
@@ -191,58 +203,49 @@ export class Tab {
     return { url, title, text: part.text, delta, bytes, lines: whole.length, ...(more ? { more } : {}) };
   }
 
+  private async worldId(): Promise<number> {
+    if (this.world !== undefined) return this.world;
+    const { frameTree } = await this.call("reading the frames", this.c.Page.getFrameTree());
+    const { executionContextId } = await this.call(
+      "preparing the page",
+      this.c.Page.createIsolatedWorld({ frameId: frameTree.frame.id, worldName: "hutch" }),
+    );
+    this.world = executionContextId;
+    return executionContextId;
+  }
+
   private async takeLines(): Promise<string[]> {
-    const { nodes } = await this.call("reading the accessibility tree", this.c.Accessibility.getFullAXTree({}));
-    const frames = new Map<number, AXNode[]>();
-    const pending = [nodes as AXNode[]];
-    for (let depth = 0; pending.length > 0 && depth < 64; depth++) {
-      const list = pending.shift() ?? [];
-      for (const n of list) {
-        if (String(n.role?.value).toLowerCase() !== "iframe" || n.backendDOMNodeId === undefined) continue;
-        const inner = await this.frameNodes(n.backendDOMNodeId);
-        if (!inner) continue;
-        frames.set(n.backendDOMNodeId, inner);
-        pending.push(inner);
-      }
-    }
-    return snapshotLines({ nodes: nodes as AXNode[], frames, ref: (b) => this.refFor(b) });
-  }
-
-  private async frameNodes(backendNodeId: number): Promise<AXNode[] | undefined> {
-    const d = await this.c.DOM.describeNode({ backendNodeId, depth: 0 }).catch(() => undefined);
-    const frameId = d?.node.frameId;
-    if (!frameId) return undefined;
-    const r = await this.c.Accessibility.getFullAXTree({ frameId }).catch(() => undefined);
-    return r?.nodes as AXNode[] | undefined;
-  }
-
-  private refFor(backendNodeId: number): string {
-    const known = this.refOf.get(backendNodeId);
-    if (known) return known;
-    const ref = `e${this.nextRef++}`;
-    this.refOf.set(backendNodeId, ref);
-    this.byRef.set(ref, backendNodeId);
-    return ref;
+    const contextId = await this.worldId();
+    const expression = `${PAGE}.snapshot(${this.nextRef}, ${MAX_LINES})`;
+    const r = await this.call("taking the snapshot", this.c.Runtime.evaluate({ expression, contextId, returnByValue: true }));
+    if (r.exceptionDetails)
+      throw new ToolError(
+        "failed",
+        `the snapshot failed in the page: ${cutText(r.exceptionDetails.exception?.description ?? r.exceptionDetails.text, 500)}`,
+      );
+    // What comes back passed through the page's renderer: checked, not trusted.
+    const v = r.result.value as { text?: unknown; next?: unknown } | undefined;
+    if (typeof v?.text !== "string" || typeof v.next !== "number" || !Number.isSafeInteger(v.next))
+      throw new ToolError("failed", "the snapshot came back malformed");
+    if (v.text.length > SNAPSHOT_TEXT_MAX)
+      throw new ToolError("failed", `the page's snapshot is larger than ${SNAPSHOT_TEXT_MAX} characters`);
+    this.nextRef = Math.max(this.nextRef, v.next);
+    return v.text ? v.text.split("\n") : [];
   }
 
   /** The element a ref names, still in the page; a clear refusal otherwise. */
   private async element(ref: string): Promise<{ backendNodeId: number; objectId: string }> {
-    const backendNodeId = this.byRef.get(ref);
-    const n = Number(ref.slice(1));
-    if (backendNodeId === undefined) {
-      if (n < this.nextRef) throw stale(ref, this.id);
+    if (Number(ref.slice(1)) >= this.nextRef)
       throw new ToolError("not_found", `no element ${ref} in ${this.id}: refs come from a snapshot; take one (browser.snapshot)`);
-    }
-    const resolved = await this.c.DOM.resolveNode({ backendNodeId }).catch(() => undefined);
-    const objectId = resolved?.object.objectId;
-    if (!objectId) throw stale(ref, this.id);
-    const connected = await this.c.Runtime.callFunctionOn({
-      objectId,
-      functionDeclaration: "function(){return this.isConnected}",
-      returnByValue: true,
-    });
-    if (connected.result.value !== true) throw stale(ref, this.id);
-    return { backendNodeId, objectId };
+    const contextId = await this.worldId();
+    const r = await this.call(
+      "finding the element",
+      this.c.Runtime.evaluate({ expression: `${PAGE}.element(${JSON.stringify(ref)})`, contextId }),
+    );
+    const objectId = r.result.objectId;
+    if (!objectId || r.result.subtype === "null") throw stale(ref, this.id);
+    const { node } = await this.call("finding the element", this.c.DOM.describeNode({ objectId }));
+    return { backendNodeId: node.backendNodeId, objectId };
   }
 
   private async center(ref: string, backendNodeId: number): Promise<{ x: number; y: number }> {
