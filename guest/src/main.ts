@@ -55,8 +55,8 @@ try {
     procs,
     ptys: new PtyTable(config, procs, log),
     net: new NetTable(config, log),
-    browser: new BrowserTable(config, paths, log),
-    desktop: new DesktopTable(config, log),
+    browser: new BrowserTable(config, paths, log, procs),
+    desktop: new DesktopTable(config, log, procs),
     log,
   };
 

@@ -31,7 +31,11 @@ export function chromiumArgs(profile: string, env: Record<string, string | undef
     "--mute-audio",
     // Every iframe in the page's own renderer, so one accessibility call per frame reaches it.
     "--disable-site-isolation-trials",
-    "--disable-features=IsolateOrigins,site-per-process,Translate,MediaRouter",
+    "--disable-features=IsolateOrigins,site-per-process,Translate,MediaRouter,OptimizationHints,AutofillServerCommunication",
+    // Chromium's own calls home would only be refused by the broker (and logged as egress denials).
+    "--disable-client-side-phishing-detection",
+    "--disable-domain-reliability",
+    "--no-pings",
     "--remote-debugging-address=127.0.0.1",
     "--remote-debugging-port=0",
     `--user-data-dir=${profile}`,
@@ -56,7 +60,13 @@ export async function findChromium(env: Record<string, string | undefined>): Pro
 }
 
 /** `who`: the box's user when the guest is a VM's root; Chromium never runs as root. */
-export async function startChromium(env: Record<string, string>, who: { uid?: number; gid?: number }, log: Logger): Promise<Chromium> {
+/** `track`: the guest's process table, so PID 1's reaper leaves Chromium to Bun. */
+export async function startChromium(
+  env: Record<string, string>,
+  who: { uid?: number; gid?: number },
+  log: Logger,
+  track: (proc: Bun.Subprocess) => void,
+): Promise<Chromium> {
   const bin = await findChromium(env);
   if (!bin) throw new Error(`no Chromium in this box (looked for ${CANDIDATES.join(", ")}); a QEMU box needs the desktop image profile`);
   const profile = await mkdtemp(join(tmpdir(), "hutch-chromium-"));
@@ -69,6 +79,7 @@ export async function startChromium(env: Record<string, string>, who: { uid?: nu
     stdout: "ignore",
     stderr: "pipe",
   });
+  track(proc);
   let stderr = "";
   void (async () => {
     for await (const chunk of proc.stderr) {

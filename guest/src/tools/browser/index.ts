@@ -6,12 +6,14 @@ import { Chan, SNAPSHOT_DEFAULT_BYTES, type MuxStream } from "@hutch/shared/wire
 import type { GuestConfig } from "../../config.ts";
 import type { Logger } from "../../log.ts";
 import type { PathPolicy } from "../../paths.ts";
+import type { ProcessTable } from "../../procs.ts";
 import { ToolError, type Req } from "../context.ts";
 import { spawnEnv, spawnIdentity } from "../spawn.ts";
 import { startChromium, type Chromium } from "./chromium.ts";
 import { Tab, within } from "./tab.ts";
 
-const NAVIGATE_TIMEOUT_MS = 30_000;
+/** A first page load in a tcg VM was measured at ~28 s. */
+const NAVIGATE_TIMEOUT_MS = 60_000;
 /** Tabs one box may hold open at once. */
 const MAX_TABS = 32;
 
@@ -33,13 +35,16 @@ export class BrowserTable {
     private readonly config: GuestConfig,
     private readonly paths: PathPolicy,
     private readonly log: Logger,
+    private readonly procs: ProcessTable,
   ) {}
 
   private start(): Promise<Chromium> {
     if (!this.chromium) {
       const who = spawnIdentity(this.config, { argv: [] });
       const id = "uid" in who ? who : {};
-      const started = startChromium(spawnEnv(this.config, { argv: [] }, {}, "env" in who ? who : { env: {} }), id, this.log);
+      const started = startChromium(spawnEnv(this.config, { argv: [] }, {}, "env" in who ? who : { env: {} }), id, this.log, (p) =>
+        this.procs.add(p),
+      );
       this.chromium = started;
       started.then(
         (c) => {

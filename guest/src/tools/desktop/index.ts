@@ -6,6 +6,7 @@
 import { Chan, type DesktopInfo, type MuxStream } from "@hutch/shared/wire";
 import type { GuestConfig } from "../../config.ts";
 import type { Logger } from "../../log.ts";
+import type { ProcessTable } from "../../procs.ts";
 import { ToolError, type Req } from "../context.ts";
 import { spawnEnv, spawnIdentity } from "../spawn.ts";
 import { decodeXwd, encodePng } from "./xwd.ts";
@@ -63,6 +64,8 @@ export class DesktopTable {
   constructor(
     private readonly config: GuestConfig,
     private readonly log: Logger,
+    /** Every child goes in the guest's process table, so PID 1's reaper leaves it to Bun. */
+    private readonly procs: ProcessTable,
   ) {}
 
   private who(): { uid?: number; gid?: number; env: Record<string, string> } {
@@ -101,6 +104,7 @@ export class DesktopTable {
     } catch {
       throw new ToolError("unavailable", "no Xvfb in this box: install xvfb (a QEMU box needs the desktop image profile)");
     }
+    this.procs.add(proc);
     const reader = proc.stdout.getReader();
     let text = "";
     const deadline = Date.now() + START_TIMEOUT_MS;
@@ -158,6 +162,7 @@ export class DesktopTable {
     } catch {
       throw new ToolError("unavailable", `no ${argv[0]} in this box: install ${argv[0] === "xwd" ? "x11-apps" : argv[0]}`);
     }
+    this.procs.add(proc);
     const timer = setTimeout(() => proc.kill("SIGKILL"), RUN_TIMEOUT_MS);
     const [out, err, code] = await Promise.all([new Response(proc.stdout).bytes(), new Response(proc.stderr).text(), proc.exited]);
     clearTimeout(timer);
