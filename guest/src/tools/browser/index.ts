@@ -17,6 +17,23 @@ const NAVIGATE_TIMEOUT_MS = 60_000;
 /** Tabs one box may hold open at once. */
 const MAX_TABS = 32;
 
+/**
+ * A freshly started Chromium (slow under tcg) can hang up on a DevTools
+ * request it is not ready for: such a connection error is tried again, a few
+ * times, anything else is not.
+ */
+async function settled<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      const m = (err as Error).message ?? "";
+      if (attempt >= 5 || !/socket hang up|ECONNRESET|ECONNREFUSED/.test(m)) throw new ToolError("failed", `${what}: ${m}`);
+      await Bun.sleep(500 * attempt);
+    }
+  }
+}
+
 /** Width and height from a PNG's header. */
 export function pngSize(png: Uint8Array): { width: number; height: number } {
   const v = new DataView(png.buffer, png.byteOffset, png.byteLength);
@@ -91,9 +108,11 @@ export class BrowserTable {
   async open(stream: MuxStream, req: Req<"browser.open">): Promise<void> {
     if (this.tabs.size >= MAX_TABS) throw new ToolError("conflict", `${MAX_TABS} tabs are open already; close one: browser.close`);
     const c = await this.start();
-    const target = await within(30_000, "opening a tab", CDP.New({ port: c.port, host: "127.0.0.1", url: "about:blank" }));
+    const target = await settled("opening a tab", () =>
+      within(30_000, "opening a tab", CDP.New({ port: c.port, host: "127.0.0.1", url: "about:blank" })),
+    );
     const id = `tab_${this.nextTab++}`;
-    const tab = await Tab.attach(id, c.port, target.id);
+    const tab = await settled("connecting to the tab", () => Tab.attach(id, c.port, target.id));
     this.tabs.set(id, tab);
     if (req.url) await tab.navigate(req.url, req.timeoutMs ?? NAVIGATE_TIMEOUT_MS);
     this.reply(stream, await tab.info());
