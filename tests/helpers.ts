@@ -181,16 +181,22 @@ export async function installTestImage(
   return JSON.parse(readFileSync(join(h.home, "images/default/manifest.json"), "utf8"));
 }
 
-export async function testImage(): Promise<string> {
+/** `desktop`: the image with the desktop profile (Chromium, Xvfb, …), cached as "desktop". */
+export async function testImage(profile: "base" | "desktop" = "base"): Promise<string> {
+  const name = profile === "base" ? "default" : profile;
   const cache = join(process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images", "images");
-  const cached = join(cache, "default");
+  const cached = join(cache, name);
   mkdirSync(cache, { recursive: true });
   const b = makeHome("hutch-imgcache-");
   try {
-    const mine = join(b.home, "images", "default");
+    const mine = join(b.home, "images", name);
     mkdirSync(join(b.home, "images"));
     if (existsSync(join(cached, "manifest.json"))) symlinkSync(cached, mine);
-    const build = Bun.spawn([HUTCH, "image", "build"], { env: b.env, stdout: "inherit", stderr: "inherit" });
+    const build = Bun.spawn([HUTCH, "image", "build", "--name", name, "--profile", profile], {
+      env: b.env,
+      stdout: "inherit",
+      stderr: "inherit",
+    });
     if ((await build.exited) !== 0) throw new Error("hutch image build failed");
     // A rebuild points the name at a new build in the home's store (image/store.ts), no longer at the cache.
     const built = realpathSync(mine);

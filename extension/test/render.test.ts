@@ -25,6 +25,14 @@ const cases: [
   [ev(Events.toolCompleted, { id: "t1", output: "boom", status: "error" }), { summary: "tool t1 error", tone: "error", detail: /boom/ }],
   [ev(Events.toolCompleted, { id: "t2", output: "fine", status: "ok" }), { summary: "tool t2 ok", tone: "ok", detail: /fine/ }],
   [
+    ev(Events.mcpToolCalled, { id: "c1", name: "browser_click", input: { ref: "e3" } }),
+    { summary: "mcp browser_click (c1)", detail: /"ref": "e3"/ },
+  ],
+  [
+    ev(Events.mcpToolCompleted, { id: "c1", name: "browser_click", status: "error", output: "e3 is stale", ms: 12 }),
+    { summary: "mcp browser_click error in 12 ms", tone: "error", detail: /stale/ },
+  ],
+  [
     ev(Events.usageReported, { available: true, input: 10, output: 2, cached: null }),
     { summary: "usage: input 10, output 2, cached ?", tone: "dim" },
   ],

@@ -13,6 +13,8 @@ import { PathPolicy } from "./paths.ts";
 import type { ToolContext } from "./tools/context.ts";
 import { PtyTable } from "./tools/pty.ts";
 import { NetTable } from "./tools/net.ts";
+import { BrowserTable } from "./tools/browser/index.ts";
+import { DesktopTable } from "./tools/desktop/index.ts";
 import type { Channel } from "./transport/channel.ts";
 import { listenUnix } from "./transport/unix.ts";
 import { openVport } from "./transport/vport.ts";
@@ -46,12 +48,15 @@ try {
   const config = loadConfig(pid1 ? prepareBox(initLog, process.env) : process.env, { vm: pid1 });
   const log = createLogger("guest", config.debug);
   const procs = new ProcessTable();
+  const paths = await PathPolicy.create(config.roots, config.cwd);
   const ctx: ToolContext = {
     config,
-    paths: await PathPolicy.create(config.roots, config.cwd),
+    paths,
     procs,
     ptys: new PtyTable(config, procs, log),
     net: new NetTable(config, log),
+    browser: new BrowserTable(config, paths, log, procs),
+    desktop: new DesktopTable(config, log, procs),
     log,
   };
 
@@ -63,7 +68,7 @@ try {
     // SIGKILL every exec at once, and the host should see its processes exit.
     channel?.stop();
     void (async () => {
-      const { terminated, killed } = await procs.stopAll(graceMs);
+      const [{ terminated, killed }] = await Promise.all([procs.stopAll(graceMs), ctx.browser.stop(), ctx.desktop.stop()]);
       await channel?.close();
       log.info("stopped", { terminated, killed });
       if (pid1) await powerOff(log);

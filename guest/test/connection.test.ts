@@ -18,7 +18,11 @@ describe("connections", () => {
     await gone;
 
     const h = await connect(g.socket);
-    expect(await h.hello).toMatchObject({ protocol: 1, agent: "hutch-guest", capabilities: ["exec", "pty", "fs", "tar", "net"] });
+    expect(await h.hello).toMatchObject({
+      protocol: 1,
+      agent: "hutch-guest",
+      capabilities: ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop"],
+    });
     const { c } = await call(h, { tool: "exec", argv: ["echo", "still here"] });
     expect(c.text()).toBe("still here\n");
     h.close();

@@ -151,6 +151,19 @@ export const Events = {
   egressDenied: defineEvent("egress.denied", EgressData),
   egressInjected: defineEvent("egress.injected", EgressData),
   errorRaised: defineEvent("error.raised", Type.Object({ message: Text(), code: Type.Optional(Text(64)) }), { byClients: true }),
+  // `hutch mcp`: each tool call an MCP client makes on a box, and its end. The actor (stamped by the daemon) is the MCP client.
+  mcpToolCalled: defineEvent("mcp.tool.called", Type.Object({ id: Text(64), name: Text(64), input: Type.Unknown() }), { byClients: true }),
+  mcpToolCompleted: defineEvent(
+    "mcp.tool.completed",
+    Type.Object({
+      id: Text(64),
+      name: Text(64),
+      status: Type.Union([Type.Literal("ok"), Type.Literal("error")]),
+      output: Text(4096),
+      ms: Type.Integer({ minimum: 0 }),
+    }),
+    { byClients: true },
+  ),
   // Coding agents: what an agent CLI in a box does, mapped from its
   // structured stream by host/src/harness. Written by the daemon only.
   messageStarted: defineEvent("message.started", Type.Object({ id: Text(256), role: MessageRole })),

@@ -12,3 +12,4 @@ export * from "./ndjson.ts";
 export * from "./chunk/index.ts";
 export * from "./snapshots.ts";
 export * from "./remote.ts";
+export * from "./mcp.ts";

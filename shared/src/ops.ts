@@ -87,6 +87,8 @@ export const ImageBuildBody = Type.Object(
   {
     name: Type.Optional(ImageName),
     force: Type.Optional(Type.Boolean({ description: "rebuild even if an image with the same recipe exists" })),
+    /** What goes in besides the base packages: "desktop" adds Chromium, Xvfb, xdotool, xterm and fonts. */
+    profile: Type.Optional(Type.Union([Type.Literal("base"), Type.Literal("desktop")])),
   },
   { additionalProperties: false },
 );

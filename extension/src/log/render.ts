@@ -42,6 +42,12 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     detail: `output:\n${d.output}`,
     tone: d.status === "error" ? "error" : "ok",
   }),
+  "mcp.tool.called": (d) => ({ summary: `mcp ${d.name} (${d.id})`, detail: `input:\n${json(d.input)}` }),
+  "mcp.tool.completed": (d) => ({
+    summary: `mcp ${d.name} ${d.status} in ${d.ms} ms`,
+    detail: `output:\n${d.output}`,
+    tone: d.status === "error" ? "error" : "ok",
+  }),
   "usage.reported": (d) => ({
     summary: d.available ? `usage: input ${d.input ?? "?"}, output ${d.output ?? "?"}, cached ${d.cached ?? "?"}` : "usage: not reported",
     tone: "dim",

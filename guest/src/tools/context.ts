@@ -6,6 +6,8 @@ import { PathError, type PathPolicy } from "../paths.ts";
 import type { ProcessTable } from "../procs.ts";
 import type { PtyTable } from "./pty.ts";
 import type { NetTable } from "./net.ts";
+import type { BrowserTable } from "./browser/index.ts";
+import type { DesktopTable } from "./desktop/index.ts";
 
 /** The validated OPEN payload of one tool. */
 export type Req<T extends ToolOpen["tool"]> = Extract<ToolOpen, { tool: T }>;
@@ -16,12 +18,24 @@ export interface ToolContext {
   procs: ProcessTable;
   ptys: PtyTable;
   net: NetTable;
+  browser: BrowserTable;
+  desktop: DesktopTable;
   log: Logger;
+}
+
+/** A tool's refusal with the code the host maps to a status and exit code. */
+export class ToolError extends Error {
+  constructor(
+    readonly code: "invalid" | "not_found" | "not_ready" | "conflict" | "denied" | "failed" | "unavailable",
+    message: string,
+  ) {
+    super(message);
+  }
 }
 
 /** Maps a thrown error to the close payload the host sees. */
 export function toStreamError(err: unknown, path?: string): StreamError {
-  if (err instanceof PathError) return { code: err.code, message: err.message };
+  if (err instanceof PathError || err instanceof ToolError) return { code: err.code, message: err.message };
   const e = err as NodeJS.ErrnoException;
   const where = path ?? e.path ?? "";
   switch (e.code) {

@@ -4,6 +4,21 @@
 import { Value } from "@sinclair/typebox/value";
 import type { TSchema } from "@sinclair/typebox";
 import {
+  BrowserAct,
+  BrowserClose,
+  BrowserConsole,
+  BrowserNavigate,
+  BrowserNetwork,
+  BrowserOpen,
+  BrowserScreenshot,
+  BrowserSnapshot,
+  BrowserTabs,
+  BrowserWait,
+  DesktopInput,
+  DesktopRelease,
+  DesktopScreenshot,
+  DesktopStart,
+  DesktopWindows,
   ExecOpen,
   FsList,
   FsRead,
@@ -11,6 +26,8 @@ import {
   FsWrite,
   NetAccept,
   NetListen,
+  PortConnect,
+  PortList,
   PtyAttach,
   PtyKill,
   PtyList,
@@ -25,6 +42,14 @@ import { runExec } from "./exec.ts";
 import { fsList, fsRead, fsStat, fsWrite } from "./fs.ts";
 import { holdFrames } from "./inbox.ts";
 import { tarIn, tarOut } from "./tar.ts";
+import { portConnect, portList } from "./ports.ts";
+
+/** Listeners that are the guest's own, not the user's to forward. */
+function guestPorts(ctx: ToolContext): Set<number> {
+  const own = new Set(ctx.net.ports());
+  if (ctx.browser.devtoolsPort) own.add(ctx.browser.devtoolsPort);
+  return own;
+}
 
 const SCHEMAS: Record<ToolOpen["tool"], TSchema> = {
   exec: ExecOpen,
@@ -40,6 +65,23 @@ const SCHEMAS: Record<ToolOpen["tool"], TSchema> = {
   "tar.in": TarIn,
   "net.listen": NetListen,
   "net.accept": NetAccept,
+  "port.list": PortList,
+  "port.connect": PortConnect,
+  "browser.open": BrowserOpen,
+  "browser.tabs": BrowserTabs,
+  "browser.navigate": BrowserNavigate,
+  "browser.close": BrowserClose,
+  "browser.snapshot": BrowserSnapshot,
+  "browser.act": BrowserAct,
+  "browser.wait": BrowserWait,
+  "browser.screenshot": BrowserScreenshot,
+  "browser.console": BrowserConsole,
+  "browser.network": BrowserNetwork,
+  "desktop.start": DesktopStart,
+  "desktop.screenshot": DesktopScreenshot,
+  "desktop.windows": DesktopWindows,
+  "desktop.input": DesktopInput,
+  "desktop.release": DesktopRelease,
 };
 
 /** Why a payload is not a valid tool call, or undefined if it is one. */
@@ -92,5 +134,39 @@ export function handleOpen(stream: MuxStream, payload: unknown, ctx: ToolContext
       return ctx.net.listen(stream, req);
     case "net.accept":
       return ctx.net.accept(stream, req);
+    case "port.list":
+      return guard(stream, ctx, req.tool, () => portList(stream, guestPorts(ctx)));
+    case "port.connect":
+      return portConnect(stream, req, guestPorts(ctx));
+    case "browser.open":
+      return guard(stream, ctx, req.tool, () => ctx.browser.open(stream, req));
+    case "browser.tabs":
+      return guard(stream, ctx, req.tool, () => ctx.browser.list(stream));
+    case "browser.navigate":
+      return guard(stream, ctx, req.tool, () => ctx.browser.navigate(stream, req));
+    case "browser.close":
+      return guard(stream, ctx, req.tool, () => ctx.browser.close(stream, req));
+    case "browser.snapshot":
+      return guard(stream, ctx, req.tool, () => ctx.browser.snapshot(stream, req));
+    case "browser.act":
+      return guard(stream, ctx, req.tool, () => ctx.browser.act(stream, req));
+    case "browser.wait":
+      return guard(stream, ctx, req.tool, () => ctx.browser.wait(stream, req));
+    case "browser.screenshot":
+      return guard(stream, ctx, req.tool, () => ctx.browser.screenshot(stream, req));
+    case "browser.console":
+      return guard(stream, ctx, req.tool, async () => ctx.browser.console(stream, req));
+    case "browser.network":
+      return guard(stream, ctx, req.tool, async () => ctx.browser.network(stream, req));
+    case "desktop.start":
+      return guard(stream, ctx, req.tool, () => ctx.desktop.start(stream, req));
+    case "desktop.screenshot":
+      return guard(stream, ctx, req.tool, () => ctx.desktop.screenshot(stream));
+    case "desktop.windows":
+      return guard(stream, ctx, req.tool, () => ctx.desktop.windows(stream));
+    case "desktop.input":
+      return guard(stream, ctx, req.tool, () => ctx.desktop.input(stream, req));
+    case "desktop.release":
+      return guard(stream, ctx, req.tool, async () => ctx.desktop.release(stream, req));
   }
 }

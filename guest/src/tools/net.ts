@@ -31,6 +31,11 @@ export class NetTable {
     private readonly log: Logger,
   ) {}
 
+  /** The ports the guest listens on for the host. */
+  ports(): number[] {
+    return [...this.listeners.keys()];
+  }
+
   listen(stream: MuxStream, req: Req<"net.listen">): void {
     const before = this.listeners.get(req.port);
     // A new host connection takes over the port from the last one's listener.

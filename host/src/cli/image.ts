@@ -24,19 +24,25 @@ function securityOf(sources: { suite: string; date: string | null }[] | undefine
 export const image = body<GlobalArgs>({
   demand: "name an image command",
   commands: [
-    command<Named & { force: boolean }>({
+    command<Named & { force: boolean; profile: "base" | "desktop" }>({
       command: "build",
       describe: "build an image from Debian packages, in the daemon (it needs root and the apt mirror)",
       options: {
         name: { type: "string", default: "default", describe: "image name" },
         force: { type: "boolean", default: false, describe: "rebuild even if an image with the same recipe exists" },
+        profile: {
+          type: "string",
+          choices: ["base", "desktop"],
+          default: "base",
+          describe: "desktop adds Chromium, Xvfb, xdotool, xterm and fonts (the browser and desktop tools)",
+        },
       },
       run: async (a) => {
         // The daemon builds it (for the machine that runs the boxes); this shows its progress.
         const d = await connectDaemon(a.home);
         const display = a.json ? null : progressDisplay();
         try {
-          await runOp(d, "/v1/images/build", { name: a.name, force: a.force }, ImageBuildResult, {
+          await runOp(d, "/v1/images/build", { name: a.name, force: a.force, profile: a.profile }, ImageBuildResult, {
             line: (l) => a.json && process.stdout.write(`${JSON.stringify(l)}\n`),
             progress: (p) => (a.json ? p.type === "note" && process.stderr.write(`hutch: ${p.text}\n`) : display!.show(p)),
           });

@@ -119,9 +119,29 @@ export const ROOT: Command = {
       load: () => import("./snapshot.ts").then((m) => m.snapshot),
     },
     {
+      command: "port <command>",
+      describe: "ports in a box: list what listens, forward [LOCAL:]REMOTE to this machine's loopback, or --auto",
+      load: () => import("./port.ts").then((m) => m.port),
+    },
+    {
+      command: "browser <command>",
+      describe: "the box's Chromium: open, snapshot (ref-tagged), click, type, press, wait, screenshot",
+      load: () => import("./browser.ts").then((m) => m.browserVerb),
+    },
+    {
+      command: "desktop <command>",
+      describe: "the box's X desktop: start, screenshot, windows, move, click, drag, key, type, release",
+      load: () => import("./desktop.ts").then((m) => m.desktopVerb),
+    },
+    {
       command: "secret <command>",
       describe: "credentials the broker injects for boxes (sealed at rest; boxes never see them)",
       load: () => import("./secret.ts").then((m) => m.secret),
+    },
+    {
+      command: "mcp",
+      describe: "an MCP server on stdin/stdout: box lifecycle, exec, files, ports and the browser as tools for any agent",
+      load: () => import("./mcp.ts").then((m) => m.mcp),
     },
     {
       command: "ide",

@@ -64,7 +64,7 @@ async function connectRemote(home: string, t: Transport, opts: { start?: boolean
 /** Returns a client for the daemon of this home (or the selected remote's), starting a local one if none answers. */
 export async function connectDaemon(
   home: string,
-  opts: { start?: boolean; timeoutMs?: number; kind?: string } = {},
+  opts: { start?: boolean; timeoutMs?: number; kind?: string; name?: string } = {},
 ): Promise<DaemonClient> {
   const remote = await remoteTransport();
   if (remote) return connectRemote(home, remote, opts);
@@ -72,7 +72,13 @@ export async function connectDaemon(
   checkHome(home);
   const t = transport(localTarget(home));
   // start: false (the IDE bridge) waits for a daemon to come back instead of starting one.
-  const client = makeClient(home, t, opts.start === false ? async () => {} : () => startDaemon(home, t, opts.timeoutMs), opts.kind);
+  const client = makeClient(
+    home,
+    t,
+    opts.start === false ? async () => {} : () => startDaemon(home, t, opts.timeoutMs),
+    opts.kind,
+    opts.name,
+  );
   if (await health(t)) return client;
   if (opts.start === false) {
     throw new HutchError("unavailable", `no daemon answers at ${t.where}`, "start one: hutch daemon");
@@ -121,13 +127,13 @@ async function startDaemon(home: string, t: Transport, timeoutMs?: number): Prom
   throw new HutchError("unavailable", `the daemon did not become ready in time:\n${logTail(logPath)}`, `see the log: ${logPath}`);
 }
 
-function clientHeaders(kind?: string): Record<string, string> {
-  const name = env.clientName();
+function clientHeaders(kind?: string, named?: string): Record<string, string> {
+  const name = named ?? env.clientName();
   return { "x-hutch-client": kind ?? env.clientKind(), ...(name ? { "x-hutch-client-name": name } : {}) };
 }
 
-function makeClient(home: string, t: Transport, restart: () => Promise<void>, kind?: string): DaemonClient {
-  const base = clientHeaders(kind);
+function makeClient(home: string, t: Transport, restart: () => Promise<void>, kind?: string, name?: string): DaemonClient {
+  const base = clientHeaders(kind, name);
   const self: DaemonClient = {
     home,
     transport: t,

@@ -5,9 +5,41 @@ import type { DaemonClient } from "./daemon.ts";
 import { openToolStream, streamError } from "./stream.ts";
 
 export async function callTool<S extends TSchema>(daemon: DaemonClient, box: string, call: ToolOpen, schema: S): Promise<Static<S>> {
+  return (await callToolBytes(daemon, box, call, schema, 0)).value;
+}
+
+/**
+ * A tool that also sends bytes on chan 1 (a screenshot): at most `maxBytes`
+ * of them are kept; a box that sends more is refused, not buffered.
+ */
+export async function callToolBytes<S extends TSchema>(
+  daemon: DaemonClient,
+  box: string,
+  call: ToolOpen,
+  schema: S,
+  maxBytes: number,
+): Promise<{ value: Static<S>; bytes: Uint8Array }> {
   const { stream, close } = await openToolStream(daemon, box, call);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  let over = false;
   try {
-    const { result, error } = await follow(stream);
+    const { result, error } = await follow(stream, {
+      onData(chan, bytes) {
+        if (chan !== 1 || over) return;
+        size += bytes.length;
+        if (size > maxBytes) {
+          over = true;
+          close();
+        } else chunks.push(bytes);
+      },
+    });
+    if (over)
+      throw new HutchError(
+        "failed",
+        `the box sent more than ${maxBytes} bytes for ${call.tool}`,
+        `the guest may be broken: hutch box info ${box}`,
+      );
     if (error) throw streamError(error);
     if (!result) throw new HutchError("failed", `${call.tool} ended without a result`);
     if (!check(schema, result.value))
@@ -16,7 +48,7 @@ export async function callTool<S extends TSchema>(daemon: DaemonClient, box: str
         `the box answered ${call.tool} with a malformed result: ${firstError(schema, result.value)}`,
         `the guest may be broken: hutch box info ${box}`,
       );
-    return result.value;
+    return { value: result.value, bytes: Buffer.concat(chunks) };
   } finally {
     close();
   }

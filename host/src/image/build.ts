@@ -12,7 +12,17 @@ import { IMAGE_FILES, MANIFEST_FORMAT, sha256File, type Manifest } from "./manif
 import { WANTED_MODULES } from "./modules.ts";
 import type { Progress } from "./progress.ts";
 import { RECIPE_FORMAT, recipeHash, type Recipe } from "./recipe.ts";
-import { PACKAGES, SUITE, customize, debootstrap, installedPackages, upgrade } from "./rootfs.ts";
+import {
+  PROFILES,
+  SUITE,
+  addPackages,
+  customize,
+  debootstrap,
+  installedPackages,
+  profilePackages,
+  upgrade,
+  type Profile,
+} from "./rootfs.ts";
 import { sweepStale, withStaging } from "./staging.ts";
 import { imagePaths, imagesDir, installImage, loadImage, overlayUsers } from "./store.ts";
 import { TOOLS, ensureTools, isRoot } from "./tools.ts";
@@ -22,6 +32,8 @@ export interface BuildOptions {
   name: string;
   /** Rebuild even when an image with the same recipe exists. */
   force: boolean;
+  /** The packages beyond the base (./rootfs.ts PROFILES); default base. */
+  profile?: Profile;
   progress: Progress;
 }
 
@@ -36,17 +48,18 @@ const ROOT_HEADROOM = 2 * GiB;
 
 export const BUILD_STEPS = 7;
 
-async function resolveRecipe(): Promise<Recipe> {
+async function resolveRecipe(profile: Profile): Promise<Recipe> {
   const kernel = await kernelPackage();
+  const packages = profilePackages(profile);
   // The rootfs packages are looked up too so a missing one fails here, named, rather than minutes later inside debootstrap.
-  const versions = await candidateVersions([kernel, "busybox-static", ...PACKAGES]);
+  const versions = await candidateVersions([kernel, "busybox-static", ...packages]);
   const kernelVersion = versions.get(kernel)!;
   const busybox = versions.get("busybox-static")!;
   return {
     format: RECIPE_FORMAT,
     suite: SUITE,
     updates: listDates(imageSources(SUITE)).map((s) => `${s.suite} ${s.date ?? "not in the host's lists"}`),
-    packages: PACKAGES,
+    packages,
     kernel: `${kernel}=${kernelVersion}`,
     busybox: `busybox-static=${busybox}`,
     modules: WANTED_MODULES,
@@ -94,7 +107,7 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
   );
 
   p.step("resolving the recipe");
-  const recipe = await resolveRecipe();
+  const recipe = await resolveRecipe(opts.profile ?? "base");
   const hash = recipeHash(recipe);
   const [kernelPkg, kernelVersion] = recipe.kernel.split("=") as [string, string];
   p.detail(`${recipe.kernel}, recipe ${hash.slice(0, 12)}`);
@@ -143,6 +156,11 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
           `${s.suite} could not be read from ${s.uri}: the image has no updates from it (the manifest says so); rebuild when the mirror is reachable`,
         );
     p.detail(`${updates.upgraded.length} packages upgraded`);
+    const extra = PROFILES[opts.profile ?? "base"];
+    if (extra.length > 0) {
+      p.detail(`profile ${opts.profile}: ${extra.join(", ")}`);
+      await addPackages(rootfs, extra, p.detail);
+    }
     p.detail("user hutch, /workspace, /.hutch, cleaning apt caches");
     await customize(rootfs);
     const packages = await installedPackages(rootfs);

@@ -10,6 +10,17 @@ export const SUITE = "bookworm";
 /** What agents reach for first; all in bookworm main. */
 export const PACKAGES = ["git", "ca-certificates", "curl", "nodejs", "python3", "procps", "iproute2", "less", "bash-completion"] as const;
 
+/** Image profiles: what each adds to PACKAGES. `desktop` is what the browser and desktop tools run (guest/PROTOCOL.md). */
+export const PROFILES = {
+  base: [],
+  desktop: ["chromium", "xvfb", "xdotool", "x11-apps", "xterm", "fonts-dejavu-core"],
+} as const satisfies Record<string, readonly string[]>;
+export type Profile = keyof typeof PROFILES;
+
+export function profilePackages(profile: Profile): string[] {
+  return [...PACKAGES, ...PROFILES[profile]];
+}
+
 export const GUEST_USER = { name: "hutch", uid: 1000, home: "/home/hutch" } as const;
 
 /** Runs debootstrap; onLine gets its "I: Retrieving …" lines for the progress display. */
@@ -53,6 +64,28 @@ export async function upgrade(dir: string, sources: SuiteSource[], onLine: (line
     });
     const upgraded = (await installedPackages(dir)).filter((p) => !before.has(p));
     return { sources: dated, upgraded };
+  } finally {
+    rmSync(policy, { force: true });
+  }
+}
+
+/**
+ * Installs a profile's packages into the tree, without recommends, after the
+ * upgrade: in debootstrap's own --include, Chromium's dependencies (dconf,
+ * dbus) fail to configure in its second stage.
+ */
+export async function addPackages(dir: string, packages: readonly string[], onLine: (line: string) => void): Promise<void> {
+  if (packages.length === 0) return;
+  const policy = join(dir, "usr/sbin/policy-rc.d");
+  writeFileSync(policy, "#!/bin/sh\nexit 101\n", { mode: 0o755 });
+  try {
+    await run(
+      [TOOLS.chroot.bin, dir, "apt-get", "-y", "-o", "Dpkg::Options::=--force-confold", "--no-install-recommends", "install", ...packages],
+      {
+        env: { DEBIAN_FRONTEND: "noninteractive", LC_ALL: "C" },
+        onLine: (l) => l.startsWith("Unpacking ") && onLine(l),
+      },
+    );
   } finally {
     rmSync(policy, { force: true });
   }

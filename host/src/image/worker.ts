@@ -56,7 +56,13 @@ export async function runBuildWorker(home: string, raw: string): Promise<number>
     done: (summary: string) => write({ type: "done", summary }),
   };
   try {
-    const r = await buildImage({ home, name: body.name ?? DEFAULT_IMAGE, force: body.force ?? false, progress });
+    const r = await buildImage({
+      home,
+      name: body.name ?? DEFAULT_IMAGE,
+      force: body.force ?? false,
+      profile: body.profile ?? "base",
+      progress,
+    });
     write({ type: "result", value: { manifest: r.manifest, cached: r.cached } });
     return 0;
   } catch (err) {

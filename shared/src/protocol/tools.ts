@@ -1,7 +1,7 @@
 // The tools the guest serves: what an OPEN frame carries, and the messages a
 // stream exchanges. Validated on both ends; the host treats every guest
 // message as untrusted and checks it against these before use.
-import { Type, type Static } from "@sinclair/typebox";
+import { Type, type Static, type TProperties } from "@sinclair/typebox";
 
 const Env = Type.Record(Type.String({ pattern: "^[^=\\0]+$" }), Type.String());
 const Argv = Type.Array(Type.String(), { minItems: 1, maxItems: 4096 });
@@ -102,6 +102,144 @@ export const NetAccept = Type.Object(
   { additionalProperties: false },
 );
 
+/** port.list: the box's listening TCP sockets (what a dev server opened), without the guest's own. */
+export const PortList = Type.Object({ tool: Type.Literal("port.list") }, { additionalProperties: false });
+/** port.connect: a connection to a port on the box's loopback; chan 0 carries bytes to it, chan 1 from it. */
+export const PortConnect = Type.Object(
+  {
+    tool: Type.Literal("port.connect"),
+    port: Type.Integer({ minimum: 1, maximum: 65535 }),
+    address: Type.Optional(Type.Union([Type.Literal("127.0.0.1"), Type.Literal("::1")])),
+  },
+  { additionalProperties: false },
+);
+export const ListeningPort = Type.Object({
+  port: Type.Integer({ minimum: 1, maximum: 65535 }),
+  /** The address it is bound to, as the kernel reports it. */
+  address: Type.String({ maxLength: 64 }),
+  family: Type.Union([Type.Literal("ipv4"), Type.Literal("ipv6")]),
+});
+export type ListeningPort = Static<typeof ListeningPort>;
+export const PortListResult = Type.Array(ListeningPort, { maxItems: 4096 });
+
+// The browser: one Chromium per box, started on the first browser.open, its
+// tabs driven over CDP by the guest. Refs name elements of a tab's snapshots;
+// they stay the same across snapshots of one document, and a ref whose
+// element left the page is refused as stale, never resolved to another one.
+/** A tab's id, guest-local. */
+export const TabId = Type.String({ pattern: "^tab_[0-9]+$", maxLength: 32 });
+/** A ref from a snapshot: `e` and a number. */
+export const Ref = Type.String({ pattern: "^e[0-9]{1,9}$" });
+const Url = Type.String({ minLength: 1, maxLength: 8192 });
+const TimeoutMs = Type.Integer({ minimum: 0, maximum: 120_000 });
+/** The most bytes of snapshot text one answer carries; the rest is fetched with `more`. */
+export const SNAPSHOT_MAX_BYTES = 1_000_000;
+export const SNAPSHOT_DEFAULT_BYTES = 24_000;
+/** Where a cut snapshot continues: the snapshot's number and the line to go on from. */
+const Cursor = Type.String({ pattern: "^s[0-9]{1,9}:[0-9]{1,9}$" });
+const tabTool = <T extends string, P extends TProperties>(tool: T, props: P) =>
+  Type.Object({ tool: Type.Literal(tool), tab: TabId, ...props }, { additionalProperties: false });
+
+export const BrowserOpen = Type.Object(
+  { tool: Type.Literal("browser.open"), url: Type.Optional(Url), timeoutMs: Type.Optional(TimeoutMs) },
+  { additionalProperties: false },
+);
+export const BrowserTabs = Type.Object({ tool: Type.Literal("browser.tabs") }, { additionalProperties: false });
+export const BrowserNavigate = tabTool("browser.navigate", { url: Url, timeoutMs: Type.Optional(TimeoutMs) });
+export const BrowserClose = tabTool("browser.close", {});
+export const BrowserSnapshot = tabTool("browser.snapshot", {
+  maxBytes: Type.Optional(Type.Integer({ minimum: 256, maximum: SNAPSHOT_MAX_BYTES })),
+  /** Only what changed since this tab's last snapshot (a full one when the document is new). */
+  delta: Type.Optional(Type.Boolean()),
+  /** Go on with a cut snapshot from its cursor instead of taking a new one. */
+  more: Type.Optional(Cursor),
+});
+export const BrowserAction = Type.Union([
+  Type.Literal("click"),
+  Type.Literal("type"),
+  Type.Literal("press"),
+  Type.Literal("hover"),
+  Type.Literal("select"),
+  Type.Literal("scroll"),
+  Type.Literal("upload"),
+]);
+export type BrowserAction = Static<typeof BrowserAction>;
+export const BrowserAct = tabTool("browser.act", {
+  action: BrowserAction,
+  /** The element; `press` without one goes to whatever has focus. */
+  ref: Type.Optional(Ref),
+  /** type: the text that replaces the field's value. */
+  text: Type.Optional(Type.String({ maxLength: 100_000 })),
+  /** press: a key name (Enter, Tab, Escape, ArrowDown, a, …). */
+  key: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+  /** type: press Enter after typing. */
+  submit: Type.Optional(Type.Boolean()),
+  /** select: the option values (or labels) to select. */
+  values: Type.Optional(Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 256 })),
+  /** upload: files in the box's roots. */
+  paths: Type.Optional(Type.Array(GuestPath, { minItems: 1, maxItems: 64 })),
+});
+export const BrowserWait = tabTool("browser.wait", {
+  text: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
+  ref: Type.Optional(Ref),
+  timeoutMs: Type.Optional(TimeoutMs),
+});
+export const BrowserScreenshot = tabTool("browser.screenshot", {
+  ref: Type.Optional(Ref),
+  fullPage: Type.Optional(Type.Boolean()),
+});
+export const BrowserConsole = tabTool("browser.console", {});
+export const BrowserNetwork = tabTool("browser.network", {});
+
+// The desktop: an Xvfb display started on demand (desktop.start), whose
+// DISPLAY every process started afterwards gets. Input has one owner at a
+// time: the first actor to send input holds it until it releases it, and
+// others are refused unless they steal it. `owner` is stamped by the daemon
+// from the caller's connection, never taken from the client.
+const Coord = Type.Integer({ minimum: 0, maximum: 16_384 });
+const Owner = Type.String({ minLength: 1, maxLength: 300 });
+export const DesktopStart = Type.Object(
+  {
+    tool: Type.Literal("desktop.start"),
+    width: Type.Optional(Type.Integer({ minimum: 64, maximum: 3840 })),
+    height: Type.Optional(Type.Integer({ minimum: 64, maximum: 2160 })),
+  },
+  { additionalProperties: false },
+);
+export const DesktopScreenshot = Type.Object({ tool: Type.Literal("desktop.screenshot") }, { additionalProperties: false });
+export const DesktopWindows = Type.Object({ tool: Type.Literal("desktop.windows") }, { additionalProperties: false });
+export const DesktopInputAction = Type.Union([
+  Type.Literal("move"),
+  Type.Literal("click"),
+  Type.Literal("drag"),
+  Type.Literal("key"),
+  Type.Literal("type"),
+]);
+export const DesktopInput = Type.Object(
+  {
+    tool: Type.Literal("desktop.input"),
+    action: DesktopInputAction,
+    owner: Type.Optional(Owner),
+    /** Take the input from its owner (logged). */
+    steal: Type.Optional(Type.Boolean()),
+    x: Type.Optional(Coord),
+    y: Type.Optional(Coord),
+    /** drag: where to. */
+    toX: Type.Optional(Coord),
+    toY: Type.Optional(Coord),
+    button: Type.Optional(Type.Integer({ minimum: 1, maximum: 9 })),
+    /** key: X keysym names, pressed in turn (Return, ctrl+c, a). */
+    keys: Type.Optional(Type.Array(Type.String({ pattern: "^[A-Za-z0-9_+]{1,64}$" }), { minItems: 1, maxItems: 64 })),
+    /** type: text, typed as key events. */
+    text: Type.Optional(Type.String({ maxLength: 4096 })),
+  },
+  { additionalProperties: false },
+);
+export const DesktopRelease = Type.Object(
+  { tool: Type.Literal("desktop.release"), owner: Type.Optional(Owner) },
+  { additionalProperties: false },
+);
+
 export const ToolOpen = Type.Union([
   ExecOpen,
   PtyOpen,
@@ -116,6 +254,23 @@ export const ToolOpen = Type.Union([
   TarIn,
   NetListen,
   NetAccept,
+  PortList,
+  PortConnect,
+  BrowserOpen,
+  BrowserTabs,
+  BrowserNavigate,
+  BrowserClose,
+  BrowserSnapshot,
+  BrowserAct,
+  BrowserWait,
+  BrowserScreenshot,
+  BrowserConsole,
+  BrowserNetwork,
+  DesktopStart,
+  DesktopScreenshot,
+  DesktopWindows,
+  DesktopInput,
+  DesktopRelease,
 ]);
 export type ToolOpen = Static<typeof ToolOpen>;
 export type ToolName = ToolOpen["tool"];
@@ -185,6 +340,84 @@ export type PtyInfo = Static<typeof PtyInfo>;
 export const PtyListResult = Type.Array(PtyInfo, { maxItems: 10000 });
 export const PtyKillResult = Type.Object({ id: PtyId, pid: Type.Integer(), signal: Type.String({ maxLength: 16 }) });
 
+/** A tab: what browser.open, navigate, act and tabs answer with. */
+export const TabInfo = Type.Object({
+  tab: TabId,
+  url: Type.String({ maxLength: 8192 }),
+  title: Type.String({ maxLength: 1024 }),
+});
+export type TabInfo = Static<typeof TabInfo>;
+export const BrowserTabsResult = Type.Array(TabInfo, { maxItems: 256 });
+/**
+ * browser.snapshot on the wire: the text goes on chan 1 as UTF-8 (`size`
+ * bytes; a large page's snapshot is bigger than one frame), this is the result.
+ */
+export const BrowserSnapshotWire = Type.Object({
+  tab: TabId,
+  url: Type.String({ maxLength: 8192 }),
+  title: Type.String({ maxLength: 1024 }),
+  delta: Type.Boolean(),
+  /** The whole snapshot's size and line count, whatever this answer carries. */
+  bytes: Type.Integer({ minimum: 0 }),
+  lines: Type.Integer({ minimum: 0 }),
+  /** The bytes of text sent on chan 1. */
+  size: Type.Integer({ minimum: 0, maximum: SNAPSHOT_MAX_BYTES + 65536 }),
+  /** Set when the text was cut: pass it as `more` for the next part. */
+  more: Type.Optional(Cursor),
+});
+export type BrowserSnapshotWire = Static<typeof BrowserSnapshotWire>;
+/** A snapshot as the host hands it on: the wire result with its text. */
+export const BrowserSnapshotResult = Type.Composite([
+  Type.Omit(BrowserSnapshotWire, ["size"]),
+  Type.Object({
+    /** Ref-tagged lines (`- button "Save" [ref=e3]`), nested by two spaces; a delta's lines start with `+ ` or `- ` before the indent. */
+    text: Type.String({ maxLength: SNAPSHOT_MAX_BYTES + 65536 }),
+  }),
+]);
+export type BrowserSnapshotResult = Static<typeof BrowserSnapshotResult>;
+/** browser.screenshot: the PNG's bytes went on chan 1. */
+export const BrowserScreenshotResult = Type.Object({
+  width: Type.Integer({ minimum: 0 }),
+  height: Type.Integer({ minimum: 0 }),
+  size: Type.Integer({ minimum: 0 }),
+});
+export type BrowserScreenshotResult = Static<typeof BrowserScreenshotResult>;
+export const ConsoleEntry = Type.Object({
+  level: Type.String({ maxLength: 16 }),
+  text: Type.String({ maxLength: 4096 }),
+  at: Type.Number(),
+});
+export const BrowserConsoleResult = Type.Array(ConsoleEntry, { maxItems: 1000 });
+export const NetworkEntry = Type.Object({
+  method: Type.String({ maxLength: 16 }),
+  url: Type.String({ maxLength: 2048 }),
+  type: Type.String({ maxLength: 32 }),
+  status: Type.Optional(Type.Integer({ minimum: 0, maximum: 999 })),
+  failed: Type.Optional(Type.String({ maxLength: 256 })),
+});
+export const BrowserNetworkResult = Type.Array(NetworkEntry, { maxItems: 1000 });
+export const BrowserWaitResult = Type.Object({ tab: TabId, waitedMs: Type.Integer({ minimum: 0 }) });
+
+export const DesktopInfo = Type.Object({
+  display: Type.String({ pattern: "^:[0-9]{1,4}$" }),
+  width: Type.Integer({ minimum: 0 }),
+  height: Type.Integer({ minimum: 0 }),
+});
+export type DesktopInfo = Static<typeof DesktopInfo>;
+export const DesktopWindow = Type.Object({
+  id: Type.Integer({ minimum: 0 }),
+  name: Type.String({ maxLength: 1024 }),
+  x: Type.Integer(),
+  y: Type.Integer(),
+  width: Type.Integer({ minimum: 0 }),
+  height: Type.Integer({ minimum: 0 }),
+});
+/** desktop.screenshot: the PNG's bytes went on chan 1, as browser.screenshot's. */
+export const DesktopScreenshotResult = BrowserScreenshotResult;
+export const DesktopWindowsResult = Type.Array(DesktopWindow, { maxItems: 256 });
+/** desktop.input, desktop.release: who holds the input afterwards (null: nobody). */
+export const DesktopInputResult = Type.Object({ owner: Type.Union([Owner, Type.Null()]), stolenFrom: Type.Optional(Owner) });
+
 // The hellos.
 export const HostHello = Type.Object({ protocol: Type.Integer(), client: Type.String(), version: Type.String() });
 export type HostHello = Static<typeof HostHello>;
@@ -202,4 +435,4 @@ export type GuestHello = Static<typeof GuestHello>;
 export const ShutdownMsg = Type.Object({ type: Type.Literal("shutdown"), graceMs: Type.Integer({ minimum: 0, maximum: 600000 }) });
 export type ShutdownMsg = Static<typeof ShutdownMsg>;
 
-export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net"] as const;
+export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop"] as const;

@@ -35,6 +35,8 @@ export interface StreamSocketData {
   ref: string;
   /** Attaching to a session's terminal (?session=ID[&steal=1]): the driver slot and input logging apply. */
   session?: { id: string; actor: Actor; steal: boolean };
+  /** Who opened the stream, from its connection: the desktop's input owner is stamped from it. */
+  actor?: Actor;
   mux?: Mux;
   /** The token the socket was opened with (server mode): revoking it closes the socket. */
   token?: string;
@@ -60,11 +62,16 @@ async function openStream(
   sessions: SessionAttacher | undefined,
   data: StreamSocketData,
   client: MuxStream,
-  payload: unknown,
+  raw: unknown,
 ): Promise<void> {
-  if (!check(ToolOpen, payload)) {
-    client.close({ code: "invalid", message: `bad tool call: ${firstError(ToolOpen, payload)}` });
+  if (!check(ToolOpen, raw)) {
+    client.close({ code: "invalid", message: `bad tool call: ${firstError(ToolOpen, raw)}` });
     return;
+  }
+  let payload: ToolOpen = raw;
+  if (payload.tool === "desktop.input" || payload.tool === "desktop.release") {
+    if (!data.actor) return closeWith(client, new HutchError("invalid", "the desktop's input needs a caller the daemon can name"));
+    payload = { ...payload, owner: data.actor.id };
   }
   let ref = data.ref;
   let attached: Awaited<ReturnType<SessionAttacher["attach"]>> | undefined;
@@ -106,7 +113,15 @@ export function upgradeStream(req: Request, server: Server<StreamSocketData>, id
   const sessionId = url.searchParams.get("session");
   const session = sessionId ? { id: sessionId, actor: actorFrom(req, identify), steal: url.searchParams.get("steal") === "1" } : undefined;
   const token = principalOf(req)?.token;
-  return server.upgrade(req, { data: { ref: decodeURIComponent(m[1]!), ...(session ? { session } : {}), ...(token ? { token } : {}) } });
+  let actor: Actor | undefined;
+  try {
+    actor = session?.actor ?? actorFrom(req, identify);
+  } catch {
+    // A caller the daemon cannot name may still use tools that need no owner.
+  }
+  return server.upgrade(req, {
+    data: { ref: decodeURIComponent(m[1]!), ...(session ? { session } : {}), ...(token ? { token } : {}), ...(actor ? { actor } : {}) },
+  });
 }
 
 export function streamSocket(boxes: BoxService, sessions?: SessionAttacher): WebSocketHandler<StreamSocketData> {

@@ -75,6 +75,7 @@ export const SHARED_ETC = [
   "bash.bashrc",
   "ca-certificates",
   "debian_version",
+  "fonts",
   "gitconfig",
   "inputrc",
   "ld.so.cache",
