@@ -9,8 +9,8 @@
 // command failed, hung past --timeout, or delivered the wrong byte count).
 import { parseArgs } from "node:util";
 import { cpus, release } from "node:os";
-import { HutchHome, describeFailure, hutchBin, log, requireHutch, run, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
-import { median, percentile, round, table } from "./lib/stats.ts";
+import { HutchHome, describeFailure, hutchBin, log, positiveInt, requireHutch, run, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
+import { alternate, median, percentile, round, table } from "./lib/stats.ts";
 
 const GOAL_RT_RATIO_MAX = 0.3;
 const GOAL_TP_RATIO_MIN = 1.0;
@@ -28,14 +28,6 @@ const { values: flags } = parseArgs({
   },
 });
 
-function positiveInt(name: string, value: string): number {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n <= 0) {
-    process.stderr.write(`bench: --${name} ${value}: expected a positive integer\n`);
-    process.exit(2);
-  }
-  return n;
-}
 const ROUNDS = positiveInt("rounds", flags.rounds!);
 const RUNS = positiveInt("runs", flags.runs!);
 const BYTES = positiveInt("bytes", flags.bytes!);
@@ -44,7 +36,7 @@ const TIMEOUT_MS = positiveInt("timeout", flags.timeout!) * 1000;
 type Side = "hutch" | "ssh";
 const SIDES: Side[] = ["hutch", "ssh"];
 /** Pair i runs hutch first when i is even, ssh first when odd, so drift hits both alike. */
-const orderFor = (i: number): Side[] => (i % 2 === 0 ? SIDES : [...SIDES].reverse());
+const orderFor = (i: number): Side[] => alternate(SIDES, i);
 
 const BOX = "bench-exec";
 const errors: string[] = [];

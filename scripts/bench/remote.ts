@@ -13,8 +13,8 @@ import { mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { cpus, release } from "node:os";
-import { HutchHome, describeFailure, hutchBin, log, requireHutch, run, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
-import { median, percentile, round, table } from "./lib/stats.ts";
+import { HutchHome, describeFailure, hutchBin, log, positiveInt, requireHutch, run, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
+import { alternate, median, percentile, round, table } from "./lib/stats.ts";
 
 const GOAL_RT_RATIO_MAX = 0.5;
 const GOAL_TP_RATIO_MIN = 0.8;
@@ -31,14 +31,6 @@ const { values: flags } = parseArgs({
     timeout: { type: "string", default: "120" },
   },
 });
-function positiveInt(name: string, value: string): number {
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n <= 0) {
-    process.stderr.write(`bench: --${name} ${value}: expected a positive integer\n`);
-    process.exit(2);
-  }
-  return n;
-}
 const ROUNDS = positiveInt("rounds", flags.rounds!);
 const RUNS = positiveInt("runs", flags.runs!);
 const BYTES = positiveInt("bytes", flags.bytes!);
@@ -46,7 +38,7 @@ const TIMEOUT_MS = positiveInt("timeout", flags.timeout!) * 1000;
 
 type Side = "hutch" | "ssh";
 const SIDES: Side[] = ["hutch", "ssh"];
-const orderFor = (i: number): Side[] => (i % 2 === 0 ? SIDES : [...SIDES].reverse());
+const orderFor = (i: number): Side[] => alternate(SIDES, i);
 const BOX = "bench-remote";
 const errors: string[] = [];
 

@@ -67,6 +67,16 @@ export async function run(argv: string[], opts: RunOptions = {}): Promise<RunRes
 }
 
 /** One line saying how a failed run ended, for error reports. */
+/** A flag's value as a positive integer, or exit 2 naming the flag. */
+export function positiveInt(name: string, value: string): number {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n) || n <= 0) {
+    process.stderr.write(`bench: --${name} ${value}: expected a positive integer\n`);
+    process.exit(2);
+  }
+  return n;
+}
+
 /** The last line of a bench's report: every run fine, or each failure. */
 export function runsVerdict(errors: string[]): string {
   return errors.length === 0 ? "all runs OK" : `BROKEN RUN — ${errors.length} failure(s):\n${errors.map((e) => `  - ${e}`).join("\n")}`;

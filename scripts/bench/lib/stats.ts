@@ -27,3 +27,8 @@ export function table(header: string[], rows: string[][]): string {
   const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ");
   return [line(header), widths.map((w) => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
 }
+
+/** The sides in order on even rounds and reversed on odd ones, so that neither always runs first. */
+export function alternate<T>(sides: readonly T[], round: number): T[] {
+  return round % 2 === 0 ? [...sides] : [...sides].reverse();
+}
