@@ -9,7 +9,7 @@
 // command failed, hung past --timeout, or delivered the wrong byte count).
 import { parseArgs } from "node:util";
 import { cpus, release } from "node:os";
-import { HutchHome, describeFailure, hutchBin, log, positiveInt, requireHutch, run, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
+import { HutchHome, execMeasures, hutchBin, log, positiveInt, requireHutch, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
 import { alternate, median, percentile, round, table } from "./lib/stats.ts";
 
 const GOAL_RT_RATIO_MAX = 0.3;
@@ -60,37 +60,7 @@ function commandFor(side: Side, cmd: string[]): string[] {
   return side === "hutch" ? [home.bin, "exec", BOX, "--", ...cmd] : [...sshArgv!, ...cmd];
 }
 
-/** One `true` round trip; the wall time in ms, or null (and an error recorded). */
-async function roundTrip(side: Side): Promise<number | null> {
-  const r = await run(commandFor(side, ["true"]), { env: home.env, stdout: "ignore", timeoutMs: 30_000 });
-  if (r.code === 0) return r.ms;
-  errors.push(describeFailure(r, `round trip (${side})`));
-  return null;
-}
-
-/**
- * Pipes `bytes` zeros through the side's `cat` into `wc -c`, all in one bash
- * so the bench process stays out of the data path. MB/s, or null on failure.
- */
-async function transfer(side: Side, bytes: number): Promise<number | null> {
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell script; bash expands it
-  const script = 'head -c "$BENCH_BYTES" /dev/zero | "$@" | wc -c; echo "${PIPESTATUS[*]}"';
-  const r = await run(["bash", "-c", script, "bash", ...commandFor(side, ["cat"])], {
-    env: { ...home.env, BENCH_BYTES: String(bytes) },
-    timeoutMs: TIMEOUT_MS,
-  });
-  const [count, statuses] = r.stdout.trim().split("\n");
-  const what = `throughput (${side}, ${bytes} bytes)`;
-  if (r.code !== 0 || statuses !== "0 0 0") {
-    errors.push(describeFailure(r, `${what}${statuses ? ` [pipeline statuses ${statuses}]` : ""}`));
-    return null;
-  }
-  if (Number(count) !== bytes) {
-    errors.push(`${what}: received ${count} bytes, expected ${bytes}`);
-    return null;
-  }
-  return bytes / 1e6 / (r.ms / 1000);
-}
+const { roundTrip, transfer } = execMeasures<Side>(commandFor, home.env, errors, TIMEOUT_MS);
 
 interface Series {
   samples: number[];

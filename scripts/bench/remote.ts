@@ -13,7 +13,18 @@ import { mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { cpus, release } from "node:os";
-import { HutchHome, describeFailure, hutchBin, log, positiveInt, requireHutch, run, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
+import {
+  HutchHome,
+  describeFailure,
+  execMeasures,
+  hutchBin,
+  log,
+  positiveInt,
+  requireHutch,
+  runBench,
+  runsVerdict,
+  sshPeer,
+} from "./lib/env.ts";
 import { alternate, median, percentile, round, table } from "./lib/stats.ts";
 
 const GOAL_RT_RATIO_MAX = 0.5;
@@ -99,33 +110,7 @@ function commandFor(side: Side, cmd: string[]): string[] {
   return side === "hutch" ? [client.bin, "exec", BOX, "--", ...cmd] : [...sshArgv!, ...cmd];
 }
 
-async function roundTrip(side: Side): Promise<number | null> {
-  const r = await run(commandFor(side, ["true"]), { env: client.env, stdout: "ignore", timeoutMs: 30_000 });
-  if (r.code === 0) return r.ms;
-  errors.push(describeFailure(r, `round trip (${side})`));
-  return null;
-}
-
-/** Zeros through the side's `cat` into `wc -c`, in one bash so the bench stays out of the data path; MB/s. */
-async function transfer(side: Side, bytes: number): Promise<number | null> {
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell script; bash expands it
-  const script = 'head -c "$BENCH_BYTES" /dev/zero | "$@" | wc -c; echo "${PIPESTATUS[*]}"';
-  const r = await run(["bash", "-c", script, "bash", ...commandFor(side, ["cat"])], {
-    env: { ...client.env, BENCH_BYTES: String(bytes) },
-    timeoutMs: TIMEOUT_MS,
-  });
-  const [count, statuses] = r.stdout.trim().split("\n");
-  const what = `throughput (${side}, ${bytes} bytes)`;
-  if (r.code !== 0 || statuses !== "0 0 0") {
-    errors.push(describeFailure(r, `${what}${statuses ? ` [pipeline statuses ${statuses}]` : ""}`));
-    return null;
-  }
-  if (Number(count) !== bytes) {
-    errors.push(`${what}: received ${count} bytes, expected ${bytes}`);
-    return null;
-  }
-  return bytes / 1e6 / (r.ms / 1000);
-}
+const { roundTrip, transfer } = execMeasures<Side>(commandFor, client.env, errors, TIMEOUT_MS);
 
 async function measure(count: number, one: (side: Side) => Promise<number | null>) {
   const out = { hutch: { samples: [] as number[], failed: 0 }, ssh: { samples: [] as number[], failed: 0 } };

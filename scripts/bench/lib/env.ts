@@ -77,6 +77,47 @@ export function positiveInt(name: string, value: string): number {
   return n;
 }
 
+/**
+ * The two measures exec.ts and remote.ts take of each side: one `true` round
+ * trip (wall ms), and `bytes` zeros piped through the side's `cat` into
+ * `wc -c`, all in one bash so the bench process stays out of the data path
+ * (MB/s). Each returns null on failure, with the failure pushed to errors.
+ */
+export function execMeasures<S extends string>(
+  commandFor: (side: S, cmd: string[]) => string[],
+  env: Record<string, string | undefined>,
+  errors: string[],
+  timeoutMs: number,
+) {
+  return {
+    async roundTrip(side: S): Promise<number | null> {
+      const r = await run(commandFor(side, ["true"]), { env, stdout: "ignore", timeoutMs: 30_000 });
+      if (r.code === 0) return r.ms;
+      errors.push(describeFailure(r, `round trip (${side})`));
+      return null;
+    },
+    async transfer(side: S, bytes: number): Promise<number | null> {
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell script; bash expands it
+      const script = 'head -c "$BENCH_BYTES" /dev/zero | "$@" | wc -c; echo "${PIPESTATUS[*]}"';
+      const r = await run(["bash", "-c", script, "bash", ...commandFor(side, ["cat"])], {
+        env: { ...env, BENCH_BYTES: String(bytes) },
+        timeoutMs,
+      });
+      const [count, statuses] = r.stdout.trim().split("\n");
+      const what = `throughput (${side}, ${bytes} bytes)`;
+      if (r.code !== 0 || statuses !== "0 0 0") {
+        errors.push(describeFailure(r, `${what}${statuses ? ` [pipeline statuses ${statuses}]` : ""}`));
+        return null;
+      }
+      if (Number(count) !== bytes) {
+        errors.push(`${what}: received ${count} bytes, expected ${bytes}`);
+        return null;
+      }
+      return bytes / 1e6 / (r.ms / 1000);
+    },
+  };
+}
+
 /** The last line of a bench's report: every run fine, or each failure. */
 export function runsVerdict(errors: string[]): string {
   return errors.length === 0 ? "all runs OK" : `BROKEN RUN — ${errors.length} failure(s):\n${errors.map((e) => `  - ${e}`).join("\n")}`;
