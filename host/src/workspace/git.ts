@@ -4,6 +4,9 @@
 // recursion. Objects from a box come in through bundle.ts. Box-written
 // config never reaches the host (only objects travel, in a bundle), so these
 // flags guard against the user's own settings meeting box-written content.
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
 
 const HARDENED = [
@@ -65,11 +68,48 @@ export interface GitOptions {
   ok?: number[];
 }
 
+/**
+ * Commands that write an index. Writing one, git re-reads any "racily clean"
+ * entry's file (changed in the same second as the index) to compare it, and
+ * reads it through the clean or process filter that .gitattributes in the work
+ * tree names, which a box may have written and the user's config may define.
+ * So these run with an empty directory as their cwd and work tree (GIT_DIR
+ * pointing at the repository): there is no file to read, and no filter runs.
+ * None of them needs the work tree: hutch hashes files itself (--no-filters).
+ */
+const INDEX_WRITERS = new Set(["update-index", "write-tree", "read-tree"]);
+
+let emptyDir: string | null = null;
+function noWorkTree(): string {
+  if (!emptyDir || !existsSync(emptyDir)) {
+    emptyDir = mkdtempSync(join(tmpdir(), "hutch-no-worktree-"));
+    const made = emptyDir;
+    process.once("exit", () => rmSync(made, { recursive: true, force: true }));
+  }
+  return emptyDir;
+}
+
+const gitDirs = new Map<string, string>();
+async function gitDirOf(root: string): Promise<string> {
+  let dir = gitDirs.get(root);
+  if (!dir) {
+    dir = (await git(root, ["rev-parse", "--absolute-git-dir"])).stdout.trim();
+    gitDirs.set(root, dir);
+  }
+  return dir;
+}
+
 /** Runs git in cwd; throws a HutchError naming the command when it fails. */
 export async function git(cwd: string, args: string[], opts: GitOptions = {}): Promise<GitResult> {
+  let env = opts.env ?? {};
+  if (INDEX_WRITERS.has(args[0] ?? "")) {
+    const empty = noWorkTree();
+    env = { ...env, GIT_DIR: await gitDirOf(cwd), GIT_WORK_TREE: empty };
+    cwd = empty;
+  }
   const proc = Bun.spawn(["git", ...HARDENED, ...args], {
     cwd,
-    env: cleanEnv(opts.env ?? {}),
+    env: cleanEnv(env),
     stdin: opts.stdin === undefined ? "ignore" : typeof opts.stdin === "string" ? new TextEncoder().encode(opts.stdin) : opts.stdin,
     stdout: "pipe",
     stderr: "pipe",
