@@ -90,6 +90,24 @@ export const SnapshotStats = Type.Object(
 );
 export type SnapshotStats = Static<typeof SnapshotStats>;
 
+/** The counts a save starts from. */
+export function emptyStats(): SnapshotStats {
+  return {
+    files: 0,
+    dirs: 0,
+    symlinks: 0,
+    bytes: 0,
+    filesRead: 0,
+    filesChanged: 0,
+    bytesRead: 0,
+    blobsNew: 0,
+    treesNew: 0,
+    bytesStored: 0,
+    skipped: 0,
+    ms: 0,
+  };
+}
+
 export const SnapshotBody = Type.Object(
   {
     v: Type.Literal(1),

@@ -17,7 +17,7 @@ import { IGNORE_LIMITS, IgnoreRules, Ignorer, newId } from "@hutch/shared";
 import { fromHex, hex } from "./crypto.ts";
 import { invalid } from "./errors.ts";
 import { readXattrs } from "./fsx.ts";
-import type { SnapshotBody, SnapshotStats } from "./objects.ts";
+import { emptyStats, type SnapshotBody, type SnapshotStats } from "./objects.ts";
 import { Meter, type ProgressFn } from "./progress.ts";
 import { type CommitPoint, SaveRegistration } from "./saves.ts";
 import type { SnapshotRecord, Store } from "./store.ts";
@@ -208,20 +208,7 @@ async function saveRegistered(
     }
   }
 
-  const stats: SnapshotStats = {
-    files: 0,
-    dirs: 0,
-    symlinks: 0,
-    bytes: 0,
-    filesRead: 0,
-    filesChanged: 0,
-    bytesRead: 0,
-    blobsNew: 0,
-    treesNew: 0,
-    bytesStored: 0,
-    skipped: 0,
-    ms: 0,
-  };
+  const stats = emptyStats();
   const meter = new Meter("snapshot", opts.progress);
   const ctx: Ctx = {
     store,

@@ -12,7 +12,7 @@ import { IgnoreRules, Ignorer, type TarEntry, TarParser, type TarSink } from "@h
 import { newId } from "@hutch/shared";
 import { hex } from "./crypto.ts";
 import { StoreError, invalid } from "./errors.ts";
-import type { SnapshotBody, SnapshotStats } from "./objects.ts";
+import { emptyStats, type SnapshotBody } from "./objects.ts";
 import { Meter } from "./progress.ts";
 import { type SnapshotOptions, type SnapshotResult, findParent } from "./save.ts";
 import { SaveRegistration } from "./saves.ts";
@@ -98,20 +98,7 @@ async function saveStreams(
     return out;
   };
 
-  const stats: SnapshotStats = {
-    files: 0,
-    dirs: 0,
-    symlinks: 0,
-    bytes: 0,
-    filesRead: 0,
-    filesChanged: 0,
-    bytesRead: 0,
-    blobsNew: 0,
-    treesNew: 0,
-    bytesStored: 0,
-    skipped: 0,
-    ms: 0,
-  };
+  const stats = emptyStats();
   const meter = new Meter("snapshot", opts.progress);
   if (parent) {
     meter.filesTotal = parent.stats.files;
