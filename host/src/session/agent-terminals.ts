@@ -3,9 +3,9 @@
 // argv, environment and config files its harness gives it, and once its
 // process runs, its transcript is tailed into the session's log.
 import type { NewEvent, SessionRow } from "../store/sessions.ts";
-import type { SessionAgents } from "../session/service.ts";
-import { harness } from "./index.ts";
-import type { AgentRunner } from "./run.ts";
+import type { SessionAgents } from "./service.ts";
+import { harness } from "../harness/index.ts";
+import type { AgentRunner } from "../harness/run.ts";
 
 export class AgentTerminals implements SessionAgents {
   /** Transcript files of agent terminals being started, by session: tailed once the agent runs. */
