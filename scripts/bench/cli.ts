@@ -44,18 +44,13 @@ const home = new HutchHome(flags.hutch);
 const peerDir = mkdtempSync(join(tmpdir(), "hutch-bench-oneliner-"));
 const oneLiner = join(peerDir, "one-liner");
 let sshArgv: string[] | undefined;
-let cleaned = false;
 
 async function cleanup(): Promise<void> {
-  if (cleaned) return;
-  cleaned = true;
   log("cleaning up");
   await home.dispose();
   rmSync(peerDir, { recursive: true, force: true });
   if (sshArgv && !flags["keep-ssh"]) await sshPeer.stop();
 }
-process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
-process.on("SIGTERM", () => void cleanup().then(() => process.exit(143)));
 
 /** The start-up peer: the smallest compiled Bun program, built as dist/hutch is. */
 async function buildOneLiner(version: string): Promise<void> {

@@ -44,17 +44,12 @@ const errors: string[] = [];
 requireHutch();
 const home = new HutchHome();
 let sshArgv: string[] | undefined;
-let cleaned = false;
 
 async function cleanup(): Promise<void> {
-  if (cleaned) return;
-  cleaned = true;
   log("cleaning up");
   await home.dispose();
   if (sshArgv && !flags["keep-ssh"]) await sshPeer.stop();
 }
-process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
-process.on("SIGTERM", () => void cleanup().then(() => process.exit(143)));
 
 function commandFor(side: Side, cmd: string[]): string[] {
   return side === "hutch" ? [home.bin, "exec", BOX, "--", ...cmd] : [...sshArgv!, ...cmd];

@@ -60,11 +60,8 @@ client.env.XDG_CONFIG_HOME = join(client.dir, "config");
 client.env.HUTCH_REMOTE = "srv";
 let serving: ReturnType<typeof Bun.spawn> | undefined;
 let sshArgv: string[] | undefined;
-let cleaned = false;
 
 async function cleanup(): Promise<void> {
-  if (cleaned) return;
-  cleaned = true;
   log("cleaning up");
   // The client first: it deletes its box through the remote, as a user would.
   await client.dispose();
@@ -73,8 +70,6 @@ async function cleanup(): Promise<void> {
   await serving?.exited;
   if (sshArgv && !flags["keep-ssh"]) await sshPeer.stop();
 }
-process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
-process.on("SIGTERM", () => void cleanup().then(() => process.exit(143)));
 
 /** `hutch serve` on a free loopback port, a user and its token, and the client joined to it. */
 async function startRemote(): Promise<string> {

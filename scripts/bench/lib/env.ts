@@ -124,14 +124,23 @@ export function runsVerdict(errors: string[]): string {
 }
 
 /** Runs a bench's main, always cleans up, and exits with main's code (1 when it threw, saying why). */
+/**
+ * Runs a bench's main and exits with its code, cleaning up once whatever
+ * happens: after main returns or throws, or on SIGINT/SIGTERM mid-run (exit
+ * 130/143), so no box, daemon or ssh peer outlives the bench.
+ */
 export async function runBench(main: () => Promise<number>, cleanup: () => Promise<void>): Promise<never> {
+  let cleaning: Promise<void> | undefined;
+  const once = () => (cleaning ??= cleanup());
+  process.on("SIGINT", () => void once().then(() => process.exit(130)));
+  process.on("SIGTERM", () => void once().then(() => process.exit(143)));
   let code = 1;
   try {
     code = await main();
   } catch (e) {
     log(`failed: ${e instanceof Error ? e.message : String(e)}`);
   } finally {
-    await cleanup();
+    await once();
   }
   process.exit(code);
 }
