@@ -7,9 +7,8 @@
 //
 // Exit 0 when every run worked, goals met or not; 1 when a run broke (a
 // command failed, hung past --timeout, or delivered the wrong byte count).
-import { parseArgs } from "node:util";
 import { cpus, release } from "node:os";
-import { HutchHome, execMeasures, hutchBin, log, positiveInt, requireHutch, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
+import { HutchHome, execFlags, execMeasures, hutchBin, log, requireHutch, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
 import { alternate, median, percentile, round, table } from "./lib/stats.ts";
 
 const GOAL_RT_RATIO_MAX = 0.3;
@@ -17,21 +16,8 @@ const GOAL_TP_RATIO_MIN = 1.0;
 const WARMUP_ROUNDS = 3;
 const WARMUP_BYTES = 64 * 1024 * 1024;
 
-const { values: flags } = parseArgs({
-  options: {
-    json: { type: "boolean", default: false },
-    "keep-ssh": { type: "boolean", default: false },
-    rounds: { type: "string", default: "30" },
-    runs: { type: "string", default: "3" },
-    bytes: { type: "string", default: String(1024 ** 3) },
-    timeout: { type: "string", default: "120" },
-  },
-});
-
-const ROUNDS = positiveInt("rounds", flags.rounds!);
-const RUNS = positiveInt("runs", flags.runs!);
-const BYTES = positiveInt("bytes", flags.bytes!);
-const TIMEOUT_MS = positiveInt("timeout", flags.timeout!) * 1000;
+const flags = execFlags();
+const { rounds: ROUNDS, runs: RUNS, bytes: BYTES, timeoutMs: TIMEOUT_MS } = flags;
 
 type Side = "hutch" | "ssh";
 const SIDES: Side[] = ["hutch", "ssh"];
@@ -48,7 +34,7 @@ let sshArgv: string[] | undefined;
 async function cleanup(): Promise<void> {
   log("cleaning up");
   await home.dispose();
-  if (sshArgv && !flags["keep-ssh"]) await sshPeer.stop();
+  if (sshArgv && !flags.keepSsh) await sshPeer.stop();
 }
 
 function commandFor(side: Side, cmd: string[]): string[] {

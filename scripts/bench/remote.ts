@@ -11,15 +11,14 @@
 // stdin). Exit 0 when every run worked, goals met or not; 1 when a run broke.
 import { mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { cpus, release } from "node:os";
 import {
   HutchHome,
   describeFailure,
+  execFlags,
   execMeasures,
   hutchBin,
   log,
-  positiveInt,
   requireHutch,
   runBench,
   runsVerdict,
@@ -32,20 +31,8 @@ const GOAL_TP_RATIO_MIN = 0.8;
 const WARMUP_ROUNDS = 3;
 const WARMUP_BYTES = 64 * 1024 * 1024;
 
-const { values: flags } = parseArgs({
-  options: {
-    json: { type: "boolean", default: false },
-    "keep-ssh": { type: "boolean", default: false },
-    rounds: { type: "string", default: "30" },
-    runs: { type: "string", default: "3" },
-    bytes: { type: "string", default: String(1024 ** 3) },
-    timeout: { type: "string", default: "120" },
-  },
-});
-const ROUNDS = positiveInt("rounds", flags.rounds!);
-const RUNS = positiveInt("runs", flags.runs!);
-const BYTES = positiveInt("bytes", flags.bytes!);
-const TIMEOUT_MS = positiveInt("timeout", flags.timeout!) * 1000;
+const flags = execFlags();
+const { rounds: ROUNDS, runs: RUNS, bytes: BYTES, timeoutMs: TIMEOUT_MS } = flags;
 
 type Side = "hutch" | "ssh";
 const SIDES: Side[] = ["hutch", "ssh"];
@@ -68,7 +55,7 @@ async function cleanup(): Promise<void> {
   await server.dispose();
   serving?.kill("SIGTERM");
   await serving?.exited;
-  if (sshArgv && !flags["keep-ssh"]) await sshPeer.stop();
+  if (sshArgv && !flags.keepSsh) await sshPeer.stop();
 }
 
 /** `hutch serve` on a free loopback port, a user and its token, and the client joined to it. */

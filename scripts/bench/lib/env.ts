@@ -1,6 +1,7 @@
 // What every bench needs around the measurement: the compiled CLI, a
 // throwaway HUTCH_HOME with one running box, the ssh peer, and child processes
 // that cannot outlive a timeout.
+import { parseArgs } from "node:util";
 import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -75,6 +76,28 @@ export function positiveInt(name: string, value: string): number {
     process.exit(2);
   }
   return n;
+}
+
+/** The flags exec.ts and remote.ts share: `[--json] [--keep-ssh] [--rounds 30] [--runs 3] [--bytes 1 GiB] [--timeout 120]`. */
+export function execFlags() {
+  const { values: f } = parseArgs({
+    options: {
+      json: { type: "boolean", default: false },
+      "keep-ssh": { type: "boolean", default: false },
+      rounds: { type: "string", default: "30" },
+      runs: { type: "string", default: "3" },
+      bytes: { type: "string", default: String(1024 ** 3) },
+      timeout: { type: "string", default: "120" },
+    },
+  });
+  return {
+    json: f.json!,
+    keepSsh: f["keep-ssh"]!,
+    rounds: positiveInt("rounds", f.rounds!),
+    runs: positiveInt("runs", f.runs!),
+    bytes: positiveInt("bytes", f.bytes!),
+    timeoutMs: positiveInt("timeout", f.timeout!) * 1000,
+  };
 }
 
 /**
