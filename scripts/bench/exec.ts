@@ -9,7 +9,7 @@
 // command failed, hung past --timeout, or delivered the wrong byte count).
 import { cpus, release } from "node:os";
 import { HutchHome, execFlags, execMeasures, hutchBin, log, requireHutch, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
-import { alternate, median, percentile, round, table } from "./lib/stats.ts";
+import { alternate, median, percentile, round, table, met, num, okOf } from "./lib/stats.ts";
 
 const GOAL_RT_RATIO_MAX = 0.3;
 const GOAL_TP_RATIO_MIN = 1.0;
@@ -124,9 +124,6 @@ async function main(): Promise<number> {
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
-    const met = (g: { met: boolean }) => (g.met ? "met" : "NOT met");
-    const num = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : "-");
-    const ok = (s: { ok: number; failed: number }) => `${s.ok}/${s.ok + s.failed}`;
     const { roundTrip: r, throughput: t } = report;
     const lines = [
       `hutch exec vs ssh to 127.0.0.1 — ${report.date}, ${report.machine.cpus} cpus, hutch ${report.hutch.version} (build ${report.hutch.build}), ${report.peer.version}`,
@@ -134,14 +131,14 @@ async function main(): Promise<number> {
       `round trip (\`true\`, ${ROUNDS} each, interleaved)`,
       table(
         ["", "ok", "median ms", "p90 ms"],
-        SIDES.map((s) => [s, ok(r[s]), num(r[s].medianMs, 2), num(r[s].p90Ms, 2)]),
+        SIDES.map((s) => [s, okOf(r[s]), num(r[s].medianMs, 2), num(r[s].p90Ms, 2)]),
       ),
       `ratio hutch/ssh (median): ${num(r.ratioMedian, 3)}   goal ≤ ${GOAL_RT_RATIO_MAX}: ${met(r.goal)}`,
       "",
       `throughput (\`cat\`, ${BYTES} bytes, ${RUNS} runs each, interleaved; MB = 10^6 bytes)`,
       table(
         ["", "ok", "median MB/s", "runs MB/s"],
-        SIDES.map((s) => [s, ok(t[s]), num(t[s].medianMBps, 1), t[s].samplesMBps.map((x) => x.toFixed(1)).join(" ") || "-"]),
+        SIDES.map((s) => [s, okOf(t[s]), num(t[s].medianMBps, 1), t[s].samplesMBps.map((x) => x.toFixed(1)).join(" ") || "-"]),
       ),
       `ratio hutch/ssh (median): ${num(t.ratioMedian, 3)}   goal ≥ ${GOAL_TP_RATIO_MIN}: ${met(t.goal)}`,
       "",

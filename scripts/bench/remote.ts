@@ -24,7 +24,7 @@ import {
   runsVerdict,
   sshPeer,
 } from "./lib/env.ts";
-import { alternate, median, percentile, round, table } from "./lib/stats.ts";
+import { alternate, median, percentile, round, table, met, num, okOf } from "./lib/stats.ts";
 
 const GOAL_RT_RATIO_MAX = 0.5;
 const GOAL_TP_RATIO_MIN = 0.8;
@@ -160,9 +160,6 @@ async function main(): Promise<number> {
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
-    const met = (g: { met: boolean }) => (g.met ? "met" : "NOT met");
-    const num = (x: number, d: number) => (Number.isFinite(x) ? x.toFixed(d) : "-");
-    const ok = (s: { ok: number; failed: number }) => `${s.ok}/${s.ok + s.failed}`;
     const { roundTrip: r, throughput: t } = report;
     process.stdout.write(
       `${[
@@ -171,14 +168,14 @@ async function main(): Promise<number> {
         `round trip (\`exec true\`, ${ROUNDS} each, interleaved)`,
         table(
           ["", "ok", "median ms", "p90 ms"],
-          SIDES.map((s) => [s, ok(r[s]), num(r[s].medianMs, 2), num(r[s].p90Ms, 2)]),
+          SIDES.map((s) => [s, okOf(r[s]), num(r[s].medianMs, 2), num(r[s].p90Ms, 2)]),
         ),
         `ratio hutch/ssh (median): ${num(r.ratioMedian, 3)}   goal ≤ ${GOAL_RT_RATIO_MAX}: ${met(r.goal)}`,
         "",
         `throughput (\`exec cat\`, ${BYTES} bytes, ${RUNS} runs each, interleaved; MB = 10^6 bytes)`,
         table(
           ["", "ok", "median MB/s"],
-          SIDES.map((s) => [s, ok(t[s]), num(t[s].medianMBps, 1)]),
+          SIDES.map((s) => [s, okOf(t[s]), num(t[s].medianMBps, 1)]),
         ),
         `ratio hutch/ssh (median): ${num(t.ratioMedian, 3)}   goal ≥ ${GOAL_TP_RATIO_MIN}: ${met(t.goal)}`,
         "",
