@@ -22,9 +22,15 @@ export const offload = body<OffloadArgs>({
     if (a.json) return printJson(r);
     const lines: string[] = [];
     if (r.dryRun) for (const f of r.files) lines.push(`  ${f.path} (${f.bytes} bytes)`);
-    lines.push(
-      `${r.dryRun ? "would offload" : r.resumed ? "finished the offload of" : "offloaded"} ${r.files.length} files (${r.bytes} bytes) and ${r.branch} at ${r.base.slice(0, 12)} to box ${r.box}:${r.guestDir}`,
-    );
+    if (r.upToDate) lines.push(`box ${r.box}:${r.guestDir} already holds the work tree as it is: nothing sent`);
+    else if (r.updated)
+      lines.push(
+        `${r.resumed ? "finished updating" : "updated"} box ${r.box}:${r.guestDir} to ${r.files.length} files (${r.bytes} bytes) and ${r.branch} at ${r.base.slice(0, 12)}${r.resumed ? "" : `: sent ${r.sent.objects} objects (${r.sent.blobs} files' contents), ${r.sent.bytes} bytes`}`,
+      );
+    else
+      lines.push(
+        `${r.dryRun ? "would offload" : r.resumed ? "finished the offload of" : "offloaded"} ${r.files.length} files (${r.bytes} bytes) and ${r.branch} at ${r.base.slice(0, 12)} to box ${r.box}:${r.guestDir}`,
+      );
     for (const h of r.heldBack)
       lines.push(`held back: ${h.path} (${h.rule}); to carry it: --include ${h.path}, or !${h.path} in .hutchignore`);
     for (const n of r.notes) lines.push(`note: ${n}`);

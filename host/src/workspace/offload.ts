@@ -12,7 +12,20 @@ import { HutchError } from "@hutch/shared/base";
 import type { DaemonClient } from "../client/daemon.ts";
 import { runningBox, sendDir, sh } from "./box.ts";
 import { commitTree, findRepo, git, out, type Repo, zsplit } from "./git.ts";
-import { type OffloadRecord, offloadRef, readRecord, writeRecord } from "./record.ts";
+import { type Baseline, type OffloadRecord, offloadRef, readRecord, writeRecord } from "./record.ts";
+import {
+  applyUpdate,
+  baselineOf,
+  candidates,
+  checkAtHome,
+  countBundle,
+  exclusions,
+  homeStates,
+  probeCopy,
+  resolve,
+  type Sent,
+  sameAs,
+} from "./update.ts";
 import { listWork, snapshotTree } from "./worktree.ts";
 
 export interface OffloadOptions {
@@ -39,7 +52,15 @@ export interface OffloadPlan {
 export interface OffloadResult extends OffloadPlan {
   dryRun: boolean;
   resumed: boolean;
+  /** A second offload: the box's copy was brought up to date in place, with only what it lacked. */
+  updated: boolean;
+  /** The box's copy already was the work tree as it is: nothing was sent. */
+  upToDate: boolean;
+  /** What travelled: the bundle's objects (blobs among them) and bytes; zero for a dry run. */
+  sent: Sent;
 }
+
+const NOTHING: Sent = { objects: 0, blobs: 0, bytes: 0 };
 
 /** A box name from the repository's directory name: lower case, digits and dashes. */
 export function defaultBoxName(root: string): string {
@@ -118,22 +139,21 @@ export async function offload(
 ): Promise<OffloadResult> {
   const repo = await findRepo(opts.cwd);
   const p = await plan(repo, opts);
-  if (opts.dryRun || !d) return { ...p, dryRun: true, resumed: false };
+  const result = { ...p, dryRun: false, resumed: false, updated: false, upToDate: false, sent: NOTHING };
+  if (opts.dryRun || !d) return { ...result, dryRun: true };
 
   const prior = await readRecord(repo.gitDir, p.box);
-  if (prior?.state === "done")
-    throw new HutchError(
-      "conflict",
-      `this work tree was already offloaded to box ${p.box} (base ${prior.base.slice(0, 12)})`,
-      `bring it back first: hutch bring-back ${p.box}`,
-    );
   await runningBox(d, p.box);
+  // A box holding a finished offload (or an update of one a kill interrupted) is updated in place.
+  if (prior?.state === "done")
+    return update(d, repo, p, prior, baselineOf(prior, await resolve(repo.root, offloadRef(p.box, "work"))), opts, progress);
+  if (prior?.from) return update(d, repo, p, prior, prior.from, opts, progress);
   if (prior) {
     const probe = (await sh(d, p.box, PROBE, [prior.guestDir], "checking the box's copy")).stdout.split("\n");
     if (probe[0] === prior.id) {
       // Killed after the box's copy was complete, before the record said so.
       await writeRecord(repo.gitDir, { ...prior, state: "done" });
-      return { ...p, dryRun: false, resumed: true };
+      return { ...result, resumed: true };
     }
   }
   const probe = (await sh(d, p.box, PROBE, [p.guestDir], "checking the box")).stdout;
@@ -190,8 +210,110 @@ export async function offload(
     const email = await out(repo.root, ["config", "user.email"], { ok: [1] });
     const stage = `/workspace/.hutch-stage-${id}`;
     await sh(d, p.box, RESTORE, [p.guestDir, stage, `${guestIn}/bundle`, p.branch, id, p.box, name, email], "restoring the work tree");
+    const sent = await countBundle(repo.root, [workCommit], [], Bun.file(bundle).size);
     await writeRecord(repo.gitDir, { ...record, state: "done" });
-    return { ...p, dryRun: false, resumed: false };
+    return { ...result, sent };
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The second offload to a box: its copy (checked in the box to be one the host
+ * holds, so no work of the box's is lost) is brought up to the work tree as
+ * it is now with a bundle of only what the box lacks, swapped in whole.
+ */
+async function update(
+  d: DaemonClient,
+  repo: Repo,
+  p: OffloadPlan,
+  prior: OffloadRecord,
+  from: Baseline,
+  opts: OffloadOptions,
+  progress: (s: string) => void,
+): Promise<OffloadResult> {
+  const guestDir = prior.guestDir;
+  const result = { ...p, guestDir, dryRun: false, resumed: false, updated: true, upToDate: false, sent: NOTHING };
+  const exclude = await candidates(repo.root, p.box, from);
+  const copy = await probeCopy(d, p.box, guestDir, prior.id, exclude);
+  if (prior.state === "sending" && copy.id === prior.id) {
+    // Killed after the new copy was swapped in, before the record said so.
+    const { from: _, ...done } = prior;
+    await writeRecord(repo.gitDir, { ...done, state: "done" });
+    return { ...result, resumed: true };
+  }
+  if (copy.id !== from.id)
+    throw new HutchError(
+      "conflict",
+      `box ${p.box} has ${copy.id ? "another offload's copy" : "no copy of this offload"} in ${guestDir}`,
+      copy.id
+        ? `offload into another box: hutch offload --box NAME`
+        : `offload into another box (hutch offload --box NAME), or delete ${repo.gitDir}/hutch/${p.box}.json to start over`,
+    );
+  checkAtHome(copy, await homeStates(repo.root, p.box, from), p.box, guestDir);
+
+  const held = p.heldBack.map((h) => h.path);
+  const listing = await listWork(repo, opts.include);
+  const indexTree = await snapshotTree(repo, false, held);
+  const workTree = await snapshotTree(repo, true, held, listing);
+  if (sameAs(copy, p.base, indexTree, workTree)) {
+    if (prior.state !== "done") {
+      // An interrupted update whose work tree has gone back to what the box has: the old copy is the baseline again.
+      const { from: _, boxHead: __, ...rest } = prior;
+      const { id, base, boxHead, indexTree, workTree } = from;
+      await writeRecord(repo.gitDir, { ...rest, id, base, ...(boxHead ? { boxHead } : {}), indexTree, workTree, state: "done" });
+      await git(repo.root, ["update-ref", offloadRef(p.box, "work"), from.work]);
+      await git(repo.root, ["update-ref", offloadRef(p.box, "index"), `${from.work}^1`]);
+      await git(repo.root, ["update-ref", offloadRef(p.box, "base"), `${from.work}^1^1`]);
+    }
+    return { ...result, upToDate: true };
+  }
+
+  const id = `off_${Date.now().toString(36)}${crypto.randomUUID().slice(0, 8)}`;
+  const record: OffloadRecord = {
+    version: 1,
+    id,
+    box: p.box,
+    guestDir,
+    branch: p.branch,
+    base: p.base,
+    indexTree,
+    workTree,
+    heldBack: held,
+    include: opts.include ?? [],
+    state: "sending",
+    at: new Date().toISOString(),
+    from,
+  };
+  await writeRecord(repo.gitDir, record);
+  const indexCommit = await commitTree(repo.root, indexTree, p.base, `hutch: the index at offload to ${p.box}`);
+  const workCommit = await commitTree(repo.root, workTree, indexCommit, `hutch: the work tree at offload to ${p.box}`);
+  await git(repo.root, ["update-ref", offloadRef(p.box, "base"), p.base]);
+  await git(repo.root, ["update-ref", offloadRef(p.box, "index"), indexCommit]);
+  await git(repo.root, ["update-ref", offloadRef(p.box, "work"), workCommit]);
+
+  const tmp = mkdtempSync(join(tmpdir(), "hutch-offload-"));
+  try {
+    const bundle = join(tmp, "bundle");
+    // Only what the box lacks: the commits it was found to hold, and their trees, are left out.
+    const leaveOut = await exclusions(repo.root, copy.has);
+    await git(repo.root, ["bundle", "create", "-q", bundle, offloadRef(p.box, "work"), ...leaveOut.map((c) => `^${c}`)]);
+    const sent = await countBundle(repo.root, [workCommit], leaveOut, Bun.file(bundle).size);
+    progress(`sending ${sent.objects} objects (${sent.blobs} files' contents, ${sent.bytes} bytes) to box ${p.box}`);
+    const guestIn = `/workspace/.hutch-in-${id}`;
+    await sendDir(d, p.box, tmp, guestIn);
+    progress(`updating box ${p.box}'s copy`);
+    await applyUpdate(d, p.box, {
+      guestDir,
+      stage: `/workspace/.hutch-stage-${id}`,
+      bundle: `${guestIn}/bundle`,
+      branch: p.branch,
+      id,
+      oldWorkTree: copy.workTree!,
+    });
+    const { from: _, ...done } = record;
+    await writeRecord(repo.gitDir, { ...done, state: "done" });
+    return { ...result, sent };
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }

@@ -7,6 +7,17 @@ import { mkdirSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
 
+/** What a box's copy was after an offload (or after its work last came home): what an update starts from. */
+export interface Baseline {
+  id: string;
+  base: string;
+  boxHead?: string;
+  indexTree: string;
+  workTree: string;
+  /** The offload's work commit then: the box holds it, so an update leaves its objects out. */
+  work: string;
+}
+
 export interface OffloadRecord {
   version: 1;
   /** This attempt's id; the box's copy carries it (.git/hutch-offload-id) once complete. */
@@ -27,6 +38,8 @@ export interface OffloadRecord {
   include: string[];
   state: "sending" | "done";
   at: string;
+  /** Set while a second offload updates the box's copy: the copy it started from (a rerun checks the box against it). */
+  from?: Baseline;
 }
 
 export const recordPath = (gitDir: string, box: string) => join(gitDir, "hutch", `${box}.json`);
