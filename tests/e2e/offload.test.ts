@@ -427,6 +427,72 @@ describe("a second offload", () => {
   }, 60_000);
 });
 
+describe("ignored output on request", () => {
+  function withOutput(): string {
+    const dir = repo();
+    writeFileSync(join(dir, ".gitignore"), "build/\nnode_modules/\n");
+    g(dir, "commit", "-qm", "ignore node_modules", "--", ".gitignore");
+    mkdirSync(join(dir, "node_modules/.cache"), { recursive: true });
+    mkdirSync(join(dir, "node_modules/pkg"), { recursive: true });
+    writeFileSync(join(dir, "node_modules/.cache/x.json"), '{"cached":true}\n');
+    writeFileSync(join(dir, "node_modules/pkg/index.js"), "module.exports = 1;\n");
+    writeFileSync(join(dir, "build/.env"), "BUILD_TOKEN=sekrit-build-value\n");
+    // Ignored only by this clone's own exclude file, which does not travel.
+    writeFileSync(join(dir, ".git/info/exclude"), "local.log\n");
+    writeFileSync(join(dir, "local.log"), "log line\n");
+    return dir;
+  }
+
+  test("--dry-run lists the ignored files asked for, still past the deny list", async () => {
+    const dir = withOutput();
+    const before = state(dir);
+    const args = ["offload", "--dry-run", "--include-ignored", "build", "--include-ignored", "node_modules/.cache"];
+    const r = await h.run([...args, "--json"], { cwd: dir });
+    expect(r.code).toBe(0);
+    const plan = JSON.parse(r.stdout) as { ignored: { path: string }[]; heldBack: { path: string }[]; files: { path: string }[] };
+    expect(plan.ignored.map((f) => f.path).sort()).toEqual(["build/out.o", "node_modules/.cache/x.json"]);
+    expect(plan.heldBack.map((f) => f.path)).toContain("build/.env");
+    expect(plan.files.map((f) => f.path)).not.toContain("build/out.o");
+    const human = await h.run(args, { cwd: dir });
+    expect(human.stdout).toContain("build/out.o (8 bytes, git-ignored, carried on request)");
+    expect(human.stdout).toContain("held back: build/.env");
+    expect(human.stdout).not.toContain("node_modules/pkg");
+    const none = JSON.parse((await h.run(["offload", "--dry-run", "--json"], { cwd: dir })).stdout) as { ignored: unknown[] };
+    expect(none.ignored).toEqual([]);
+    expect(state(dir)).toEqual(before);
+  });
+
+  test("carried into the box's work tree, not its index, and still ignored there; a bring-back sees no change; an update re-sends only what changed", async () => {
+    const dir = withOutput();
+    g(dir, "config", "--add", "hutch.includeIgnored", "build/");
+    g(dir, "config", "--add", "hutch.includeIgnored", "local.log");
+    const r = await h.run(["offload", "--box", "ign", "--json", "--include-ignored", "node_modules/.cache"], { cwd: dir });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const off = JSON.parse(r.stdout) as { guestDir: string; ignored: { path: string }[] };
+    expect(off.ignored.map((f) => f.path).sort()).toEqual(["build/out.o", "local.log", "node_modules/.cache/x.json"]);
+    expect(await inBox("ign", off.guestDir, "cat build/out.o node_modules/.cache/x.json local.log")).toBe(
+      'ignored\n{"cached":true}\nlog line\n',
+    );
+    expect(await inBox("ign", off.guestDir, "ls -A node_modules; ls -A build")).toBe(".cache\nout.o\n");
+    expect(await inBox("ign", "/workspace", "grep -rl sekrit . || true")).toBe("");
+    // Not in the index, and git in the box ignores them (local.log through the box's info/exclude).
+    expect(await inBox("ign", off.guestDir, "git status --porcelain")).toBe("MM a.txt\n?? notes.md\n");
+    expect(await inBox("ign", off.guestDir, "git ls-files build local.log node_modules")).toBe("");
+    const back = await h.run(["bring-back", "ign"], { cwd: dir });
+    expect(back.stdout).toContain("nothing to bring back");
+
+    writeFileSync(join(dir, "build/out.o"), "rebuilt here\n");
+    const upd = await h.run(["offload", "--box", "ign", "--json", "--include-ignored", "node_modules/.cache"], { cwd: dir });
+    expect(upd.code).toBe(0);
+    expect(JSON.parse(upd.stdout)).toMatchObject({ updated: true, sent: { blobs: 1 } });
+    expect(await inBox("ign", off.guestDir, "cat build/out.o")).toBe("rebuilt here\n");
+    expect(await inBox("ign", off.guestDir, "git status --porcelain")).toBe("MM a.txt\n?? notes.md\n");
+    const same = await h.run(["offload", "--box", "ign", "--json", "--include-ignored", "node_modules/.cache"], { cwd: dir });
+    expect(JSON.parse(same.stdout)).toMatchObject({ upToDate: true });
+  }, 60_000);
+});
+
 /** Starts hutch in dir and SIGKILLs it as soon as its stderr shows `when`. */
 async function killAt(dir: string, args: string[], when: string): Promise<boolean> {
   const proc = Bun.spawn([join(import.meta.dir, "../../dist/hutch"), ...args], { cwd: dir, env: h.env, stdout: "pipe", stderr: "pipe" });

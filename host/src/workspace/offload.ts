@@ -22,11 +22,11 @@ import {
   exclusions,
   homeStates,
   probeCopy,
-  resolve,
   type Sent,
   sameAs,
 } from "./update.ts";
-import { listWork, snapshotTree } from "./worktree.ts";
+import { CARRY, carriable, excludeBlock, ignoredPatterns } from "./ignored.ts";
+import { ignoredTree as ignoredTreeOf, listWork, snapshotTree } from "./worktree.ts";
 
 export interface OffloadOptions {
   cwd: string;
@@ -34,6 +34,8 @@ export interface OffloadOptions {
   dryRun?: boolean;
   /** Paths to carry although the deny list or .hutchignore holds them back. */
   include?: string[];
+  /** Git-ignored files to carry (gitignore-style patterns), added to the repository's `hutch.includeIgnored`. */
+  includeIgnored?: string[];
 }
 
 export interface OffloadPlan {
@@ -45,6 +47,9 @@ export interface OffloadPlan {
   files: { path: string; bytes: number }[];
   bytes: number;
   heldBack: { path: string; rule: string }[];
+  /** Git-ignored files carried on request (`--include-ignored`, `hutch.includeIgnored`), and the patterns. */
+  ignored: { path: string; bytes: number }[];
+  includeIgnored: string[];
   /** What is and is not carried for submodules, LFS and secrets already in history. */
   notes: string[];
 }
@@ -78,8 +83,12 @@ export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPla
   if (!repo.branch) throw new HutchError("invalid", `${repo.root} is on a detached HEAD`, "check out a branch first: git switch -c NAME");
   if ((await git(repo.root, ["ls-files", "-u"])).stdout)
     throw new HutchError("invalid", `${repo.root} has unmerged paths`, "finish or abort the merge first (git status says which)");
-  const { files, heldBack, gitlinks, nested } = await listWork(repo, opts.include);
   const notes: string[] = [];
+  const includeIgnored = await ignoredPatterns(repo, opts.includeIgnored);
+  const { files, heldBack, gitlinks, nested, ignored: asked } = await listWork(repo, opts.include, includeIgnored);
+  const ignored = asked.filter(carriable);
+  for (const f of asked)
+    if (!carriable(f)) notes.push(`${JSON.stringify(f.path)}: a name with a line break cannot be carried as an ignored file`);
   for (const d of nested) notes.push(`${d} is another git repository inside this one: not carried`);
   for (const g of gitlinks)
     notes.push(`submodule ${g}: its commit is recorded, its work tree and history are not carried (clone it in the box)`);
@@ -102,16 +111,19 @@ export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPla
     files,
     bytes: files.reduce((n, f) => n + f.bytes, 0),
     heldBack,
+    ignored,
+    includeIgnored,
     notes,
   };
 }
 
 // In the box: fetch the bundle into a fresh repository in a staging directory,
 // branch at the base, files from the work-tree commit, index from the index
-// commit, then rename it into place. $1 guest dir, $2 staging, $3 bundle, $4
-// branch, $5 attempt id, $6 box name, $7/$8 user name and email.
+// commit, the ignored files asked for, then rename it into place. $1 guest
+// dir, $2 staging, $3 bundle, $4 branch, $5 attempt id, $6 box name, $7/$8
+// user name and email, $9 the ignored files' commit (or empty).
 const RESTORE = `set -eu
-dst=$1 stage=$2 bundle=$3 branch=$4 id=$5 box=$6
+dst=$1 stage=$2 bundle=$3 branch=$4 id=$5 box=$6 ign=$9 excl=$(dirname "$3")/exclude
 g() { git -c core.hooksPath=/dev/null "$@"; }
 # What an interrupted attempt left: its staging copy and its bundle (never this attempt's).
 for d in /workspace/.hutch-stage-* /workspace/.hutch-in-*; do [ "$d" = "$(dirname "$bundle")" ] || rm -rf "$d"; done
@@ -122,7 +134,7 @@ g update-ref "refs/heads/$branch" refs/hutch/offload/base
 g symbolic-ref HEAD "refs/heads/$branch"
 g read-tree --reset -u refs/hutch/offload/work
 g read-tree refs/hutch/offload/index
-[ -n "$7" ] && g config user.name "$7"
+${CARRY}[ -n "$7" ] && g config user.name "$7"
 [ -n "$8" ] && g config user.email "$8"
 printf '%s\\n' "$id" > .git/hutch-offload-id
 cd / && mv -T "$stage" "$dst"
@@ -145,8 +157,7 @@ export async function offload(
   const prior = await readRecord(repo.gitDir, p.box);
   await runningBox(d, p.box);
   // A box holding a finished offload (or an update of one a kill interrupted) is updated in place.
-  if (prior?.state === "done")
-    return update(d, repo, p, prior, baselineOf(prior, await resolve(repo.root, offloadRef(p.box, "work"))), opts, progress);
+  if (prior?.state === "done") return update(d, repo, p, prior, await baselineOf(repo.root, prior), opts, progress);
   if (prior?.from) return update(d, repo, p, prior, prior.from, opts, progress);
   if (prior) {
     const probe = (await sh(d, p.box, PROBE, [prior.guestDir], "checking the box's copy")).stdout.split("\n");
@@ -165,9 +176,11 @@ export async function offload(
     );
 
   const held = p.heldBack.map((h) => h.path);
-  const listing = await listWork(repo, opts.include);
+  const listing = await listWork(repo, opts.include, p.includeIgnored);
   const indexTree = await snapshotTree(repo, false, held);
   const workTree = await snapshotTree(repo, true, held, listing);
+  const carried = listing.ignored.filter(carriable);
+  const ignoredTree = await ignoredTreeOf(repo, carried);
   const id = `off_${Date.now().toString(36)}${crypto.randomUUID().slice(0, 8)}`;
   const record: OffloadRecord = {
     version: 1,
@@ -180,6 +193,8 @@ export async function offload(
     workTree,
     heldBack: held,
     include: opts.include ?? [],
+    includeIgnored: p.includeIgnored,
+    ...(ignoredTree ? { ignoredTree } : {}),
     state: "sending",
     at: new Date().toISOString(),
   };
@@ -189,6 +204,7 @@ export async function offload(
   await git(repo.root, ["update-ref", offloadRef(p.box, "base"), p.base]);
   await git(repo.root, ["update-ref", offloadRef(p.box, "index"), indexCommit]);
   await git(repo.root, ["update-ref", offloadRef(p.box, "work"), workCommit]);
+  const ignoredCommit = await setIgnoredRef(repo, p.box, ignoredTree);
 
   const tmp = mkdtempSync(join(tmpdir(), "hutch-offload-"));
   try {
@@ -202,15 +218,23 @@ export async function offload(
       offloadRef(p.box, "base"),
       offloadRef(p.box, "index"),
       offloadRef(p.box, "work"),
+      ...(ignoredCommit ? [offloadRef(p.box, "ignored")] : []),
     ]);
+    await Bun.write(join(tmp, "exclude"), excludeBlock(carried));
     progress(`sending to box ${p.box}`);
     const guestIn = `/workspace/.hutch-in-${id}`;
     await sendDir(d, p.box, tmp, guestIn);
     const name = await out(repo.root, ["config", "user.name"], { ok: [1] });
     const email = await out(repo.root, ["config", "user.email"], { ok: [1] });
     const stage = `/workspace/.hutch-stage-${id}`;
-    await sh(d, p.box, RESTORE, [p.guestDir, stage, `${guestIn}/bundle`, p.branch, id, p.box, name, email], "restoring the work tree");
-    const sent = await countBundle(repo.root, [workCommit], [], Bun.file(bundle).size);
+    await sh(
+      d,
+      p.box,
+      RESTORE,
+      [p.guestDir, stage, `${guestIn}/bundle`, p.branch, id, p.box, name, email, ignoredCommit ?? ""],
+      "restoring the work tree",
+    );
+    const sent = await countBundle(repo.root, [workCommit, ...(ignoredCommit ? [ignoredCommit] : [])], [], Bun.file(bundle).size);
     await writeRecord(repo.gitDir, { ...record, state: "done" });
     return { ...result, sent };
   } finally {
@@ -253,15 +277,26 @@ async function update(
   checkAtHome(copy, await homeStates(repo.root, p.box, from), p.box, guestDir);
 
   const held = p.heldBack.map((h) => h.path);
-  const listing = await listWork(repo, opts.include);
+  const listing = await listWork(repo, opts.include, p.includeIgnored);
   const indexTree = await snapshotTree(repo, false, held);
   const workTree = await snapshotTree(repo, true, held, listing);
-  if (sameAs(copy, p.base, indexTree, workTree)) {
+  const carried = listing.ignored.filter(carriable);
+  const ignoredTree = await ignoredTreeOf(repo, carried);
+  if (sameAs(copy, p.base, indexTree, workTree) && (from.ignoredTree ?? null) === ignoredTree) {
     if (prior.state !== "done") {
       // An interrupted update whose work tree has gone back to what the box has: the old copy is the baseline again.
       const { from: _, boxHead: __, ...rest } = prior;
-      const { id, base, boxHead, indexTree, workTree } = from;
-      await writeRecord(repo.gitDir, { ...rest, id, base, ...(boxHead ? { boxHead } : {}), indexTree, workTree, state: "done" });
+      const { id, base, boxHead, indexTree, workTree, ignoredTree } = from;
+      await writeRecord(repo.gitDir, {
+        ...rest,
+        id,
+        base,
+        ...(boxHead ? { boxHead } : {}),
+        indexTree,
+        workTree,
+        ...(ignoredTree ? { ignoredTree } : {}),
+        state: "done",
+      });
       await git(repo.root, ["update-ref", offloadRef(p.box, "work"), from.work]);
       await git(repo.root, ["update-ref", offloadRef(p.box, "index"), `${from.work}^1`]);
       await git(repo.root, ["update-ref", offloadRef(p.box, "base"), `${from.work}^1^1`]);
@@ -281,6 +316,8 @@ async function update(
     workTree,
     heldBack: held,
     include: opts.include ?? [],
+    includeIgnored: p.includeIgnored,
+    ...(ignoredTree ? { ignoredTree } : {}),
     state: "sending",
     at: new Date().toISOString(),
     from,
@@ -291,14 +328,18 @@ async function update(
   await git(repo.root, ["update-ref", offloadRef(p.box, "base"), p.base]);
   await git(repo.root, ["update-ref", offloadRef(p.box, "index"), indexCommit]);
   await git(repo.root, ["update-ref", offloadRef(p.box, "work"), workCommit]);
+  const ignoredCommit = await setIgnoredRef(repo, p.box, ignoredTree);
 
   const tmp = mkdtempSync(join(tmpdir(), "hutch-offload-"));
   try {
     const bundle = join(tmp, "bundle");
+    await Bun.write(join(tmp, "exclude"), excludeBlock(carried));
+    const tips = [workCommit, ...(ignoredCommit ? [ignoredCommit] : [])];
     // Only what the box lacks: the commits it was found to hold, and their trees, are left out.
     const leaveOut = await exclusions(repo.root, copy.has);
-    await git(repo.root, ["bundle", "create", "-q", bundle, offloadRef(p.box, "work"), ...leaveOut.map((c) => `^${c}`)]);
-    const sent = await countBundle(repo.root, [workCommit], leaveOut, Bun.file(bundle).size);
+    const refs = [offloadRef(p.box, "work"), ...(ignoredCommit ? [offloadRef(p.box, "ignored")] : [])];
+    await git(repo.root, ["bundle", "create", "-q", bundle, ...refs, ...leaveOut.map((c) => `^${c}`)]);
+    const sent = await countBundle(repo.root, tips, leaveOut, Bun.file(bundle).size);
     progress(`sending ${sent.objects} objects (${sent.blobs} files' contents, ${sent.bytes} bytes) to box ${p.box}`);
     const guestIn = `/workspace/.hutch-in-${id}`;
     await sendDir(d, p.box, tmp, guestIn);
@@ -310,6 +351,7 @@ async function update(
       branch: p.branch,
       id,
       oldWorkTree: copy.workTree!,
+      ignored: ignoredCommit,
     });
     const { from: _, ...done } = record;
     await writeRecord(repo.gitDir, { ...done, state: "done" });
@@ -317,4 +359,15 @@ async function update(
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+/** refs/hutch/<box>/offload/ignored at a commit of the ignored files' tree, or deleted when none are carried. */
+async function setIgnoredRef(repo: Repo, box: string, tree: string | null): Promise<string | null> {
+  if (!tree) {
+    await git(repo.root, ["update-ref", "-d", offloadRef(box, "ignored")]);
+    return null;
+  }
+  const c = await commitTree(repo.root, tree, null, `hutch: ignored files carried to ${box}`);
+  await git(repo.root, ["update-ref", offloadRef(box, "ignored"), c]);
+  return c;
 }

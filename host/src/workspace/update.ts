@@ -11,7 +11,8 @@ import { HutchError } from "@hutch/shared/base";
 import type { DaemonClient } from "../client/daemon.ts";
 import { sh } from "./box.ts";
 import { git, out, treeOf } from "./git.ts";
-import { type Baseline, type OffloadRecord, quarantineRef } from "./record.ts";
+import { CARRY } from "./ignored.ts";
+import { type Baseline, type OffloadRecord, offloadRef, quarantineRef } from "./record.ts";
 
 const SHA = /^[0-9a-f]{40}$/;
 
@@ -77,14 +78,18 @@ export async function probeCopy(d: DaemonClient, box: string, guestDir: string, 
 export const boxBase = (b: Baseline) => b.boxHead ?? b.base;
 
 /** The baseline a done record stands for: what the box's copy should still be. */
-export const baselineOf = (r: OffloadRecord, work: string): Baseline => ({
-  id: r.id,
-  base: r.base,
-  ...(r.boxHead ? { boxHead: r.boxHead } : {}),
-  indexTree: r.indexTree,
-  workTree: r.workTree,
-  work,
-});
+export async function baselineOf(root: string, r: OffloadRecord): Promise<Baseline> {
+  const ignored = await git(root, ["rev-parse", "-q", "--verify", `${offloadRef(r.box, "ignored")}^{commit}`], { ok: [1] });
+  return {
+    id: r.id,
+    base: r.base,
+    ...(r.boxHead ? { boxHead: r.boxHead } : {}),
+    indexTree: r.indexTree,
+    workTree: r.workTree,
+    work: await resolve(root, offloadRef(r.box, "work")),
+    ...(r.ignoredTree && ignored.code === 0 ? { ignoredTree: r.ignoredTree, ignored: ignored.stdout.trim() } : {}),
+  };
+}
 
 /** A state of the box's copy that is at home: the last baseline, or what the last bring-back fetched into quarantine. */
 export interface HomeState {
@@ -125,7 +130,7 @@ export async function homeStates(root: string, box: string, b: Baseline): Promis
 /** Commits the host has that the box may have, to leave out of the bundle (the box is asked which it holds). */
 export async function candidates(root: string, box: string, b: Baseline): Promise<string[]> {
   const refs = [quarantineRef(box, "head"), quarantineRef(box, "index"), quarantineRef(box, "work")];
-  const found = [boxBase(b), b.work];
+  const found = [boxBase(b), b.work, ...(b.ignored ? [b.ignored] : [])];
   for (const r of refs) {
     const at = await git(root, ["rev-parse", "-q", "--verify", `${r}^{commit}`], { ok: [1] });
     if (at.code === 0) found.push(at.stdout.trim());
@@ -164,9 +169,10 @@ export async function countBundle(root: string, tips: string[], exclude: string[
 // logs in place. The work commit comes from the bundle, the index and base
 // are its parents. The staged copy carries the new id (written last) before
 // the swap; PROBE finishes or undoes a swap a kill interrupted.
-// $1 guest dir, $2 staging, $3 bundle, $4 branch, $5 attempt id, $6 box name, $7 the old work tree.
+// $1 guest dir, $2 staging, $3 bundle, $4 branch, $5 attempt id, $6 box name, $7 the old work tree,
+// $8 the ignored files' commit (or empty).
 const UPDATE = `set -eu
-dst=$1 stage=$2 bundle=$3 branch=$4 id=$5 box=$6 oldwork=$7
+dst=$1 stage=$2 bundle=$3 branch=$4 id=$5 box=$6 oldwork=$7 ign=$8 excl=$(dirname "$3")/exclude
 ${BOX_GIT}
 old=/workspace/.hutch-old-$id
 for d in /workspace/.hutch-stage-* /workspace/.hutch-in-* /workspace/.hutch-old-*; do [ "$d" = "$(dirname "$bundle")" ] || rm -rf "$d"; done
@@ -176,6 +182,7 @@ cp -al "$dst/.git/objects" "$stage/.git/"
 find "$dst/.git" -mindepth 1 -maxdepth 1 ! -name objects ! -name hutch-offload-id -exec cp -a {} "$stage/.git/" \\;
 cd "$stage"
 g fetch -q --no-tags --no-write-fetch-head "$bundle" "+refs/hutch/$box/offload/work:refs/hutch/offload/work"
+if [ -n "$ign" ]; then g fetch -q --no-tags --no-write-fetch-head "$bundle" "+refs/hutch/$box/offload/ignored:refs/hutch/offload/ignored"; fi
 work=$(g rev-parse --verify 'refs/hutch/offload/work^{commit}')
 index=$(g rev-parse --verify "$work^1^{commit}")
 base=$(g rev-parse --verify "$index^1^{commit}")
@@ -188,7 +195,7 @@ g read-tree "$oldwork"
 g update-index -q --refresh >/dev/null 2>&1 || true
 g read-tree --reset -u "$work"
 g read-tree "$index"
-printf '%s\\n' "$id" > .git/hutch-offload-id.tmp && mv .git/hutch-offload-id.tmp .git/hutch-offload-id
+${CARRY}printf '%s\\n' "$id" > .git/hutch-offload-id.tmp && mv .git/hutch-offload-id.tmp .git/hutch-offload-id
 cd /
 mv -T "$dst" "$old"
 mv -T "$stage" "$dst"
@@ -198,13 +205,13 @@ rm -rf "$old" "$(dirname "$bundle")"
 export async function applyUpdate(
   d: DaemonClient,
   box: string,
-  args: { guestDir: string; stage: string; bundle: string; branch: string; id: string; oldWorkTree: string },
+  args: { guestDir: string; stage: string; bundle: string; branch: string; id: string; oldWorkTree: string; ignored: string | null },
 ): Promise<void> {
   await sh(
     d,
     box,
     UPDATE,
-    [args.guestDir, args.stage, args.bundle, args.branch, args.id, box, args.oldWorkTree],
+    [args.guestDir, args.stage, args.bundle, args.branch, args.id, box, args.oldWorkTree, args.ignored ?? ""],
     "updating the box's copy",
   );
 }
