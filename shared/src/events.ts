@@ -173,6 +173,21 @@ export const Events = {
     }),
     { byClients: true },
   ),
+  /** `hutch session move`: in the session left behind, where it went (its box there holds the work, its log goes on there). */
+  sessionMoved: defineEvent(
+    "session.moved",
+    Type.Object({ to: Type.Object({ remote: Text(256), session: Type.String({ minLength: 1, maxLength: 64 }), box: Text(128) }) }),
+    { byClients: true },
+  ),
+  /** In the session it became: where it came from (its events are imported just before this). */
+  sessionArrived: defineEvent(
+    "session.arrived",
+    Type.Object({
+      from: Type.Object({ remote: Text(256), session: Type.String({ minLength: 1, maxLength: 64 }), box: Text(128) }),
+      events: Type.Integer({ minimum: 0 }),
+    }),
+    { byClients: true },
+  ),
   // The broker: every egress decision, never the secret.
   egressAllowed: defineEvent("egress.allowed", EgressData),
   egressDenied: defineEvent("egress.denied", EgressData),

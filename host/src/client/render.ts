@@ -41,6 +41,10 @@ export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<str
     }
     case "session.work.returned":
       return `${head} ⇠ box ${e.data.box} on ${e.data.remote} brought back (${e.data.case}): ${e.data.events} events of ${e.data.sessions.length} session(s) appended`;
+    case "session.moved":
+      return `${head} ⇢ moved to ${e.data.to.remote}: session ${e.data.to.session} on box ${e.data.to.box} (hutch --remote ${e.data.to.remote} session log ${e.data.to.session})`;
+    case "session.arrived":
+      return `${head} ⇠ moved here from ${e.data.from.remote}: session ${e.data.from.session} on box ${e.data.from.box} (its ${e.data.events} events above)`;
     case "session.driver.stolen":
       return `${head} driver stolen from ${e.data.from.id} by ${e.data.to.id}`;
     default:

@@ -56,58 +56,7 @@ export async function importSessionLogs(
   let total = 0;
   for (const s of sessions) {
     progress(`appending the log of session ${s.id} (box ${opts.box} on ${opts.remoteName}) to ${opts.session}`);
-    // Requests hold aligned blocks of BATCH seqs under a key naming the block: the daemon gives event i of a
-    // request the key `KEY#i`, so an event keeps its key however many events followed it in a later run.
-    let batch: EventInput[] = [];
-    let block = 0;
-    const flush = async () => {
-      if (!batch.length) return;
-      await local.request(
-        "POST",
-        `/v1/sessions/${encodeURIComponent(opts.session)}/events`,
-        { events: batch },
-        { idempotencyKey: `imp:${s.id}:${block}` },
-      );
-      batch = [];
-    };
-    let expect = 1;
-    for (;;) {
-      const page = await remote.request<unknown>("GET", `/v1/sessions/${encodeURIComponent(s.id)}/events?from=${expect}&limit=${PAGE}`);
-      if (!check(EventsPage, page))
-        throw new HutchError("denied", `the log of session ${s.id} came back malformed`, "nothing more was imported; rerun to retry");
-      for (const e of page.events) {
-        if (e.session !== s.id || e.seq !== expect)
-          throw new HutchError(
-            "denied",
-            `the log of session ${s.id} is out of order at seq ${e.seq} (expected ${expect})`,
-            "rerun to retry",
-          );
-        expect++;
-        const problem = checkEvent(e.kind, e.data);
-        if (problem)
-          throw new HutchError(
-            "denied",
-            `session ${s.id}'s event ${e.seq} (${e.kind}) does not fit its kind: ${problem}`,
-            "nothing after it was imported; the box's daemon may be another version",
-          );
-        if (++total > MAX_EVENTS)
-          throw new HutchError("denied", `the box's sessions hold more than ${MAX_EVENTS} events`, "import the rest by hand");
-        const b = Math.floor((e.seq - 1) / BATCH);
-        if (b !== block) await flush();
-        block = b;
-        batch.push(
-          emit(Events.sessionEventImported, {
-            from: { remote: opts.remoteName, session: s.id, seq: e.seq },
-            at: e.at,
-            actor: e.actor,
-            kind: e.kind,
-            data: e.data,
-          }),
-        );
-      }
-      if (!page.events.length || page.next > page.last) break;
-    }
-    await flush();
+    total += await appendLog(remote, local, s.id, opts.remoteName, opts.session, MAX_EVENTS - total);
   }
   await local.request("POST", `/v1/sessions/${encodeURIComponent(opts.session)}/events`, {
     events: [
@@ -121,4 +70,72 @@ export async function importSessionLogs(
     ],
   });
   return { session: opts.session, remote: opts.remoteName, from: sessions.map((s) => s.id), events: total };
+}
+
+/**
+ * Appends every event of session `source` (on `from`) to session `target`
+ * (on `to`) as session.event.imported, checked and exactly once; returns how
+ * many the source holds.
+ */
+export async function appendLog(
+  from: DaemonClient,
+  to: DaemonClient,
+  source: string,
+  sourceName: string,
+  target: string,
+  max = MAX_EVENTS,
+): Promise<number> {
+  let total = 0;
+  // Requests hold aligned blocks of BATCH seqs under a key naming the block: the daemon gives event i of a
+  // request the key `KEY#i`, so an event keeps its key however many events followed it in a later run.
+  let batch: EventInput[] = [];
+  let block = 0;
+  const flush = async () => {
+    if (!batch.length) return;
+    await to.request(
+      "POST",
+      `/v1/sessions/${encodeURIComponent(target)}/events`,
+      { events: batch },
+      { idempotencyKey: `imp:${source}:${block}` },
+    );
+    batch = [];
+  };
+  let expect = 1;
+  for (;;) {
+    const page = await from.request<unknown>("GET", `/v1/sessions/${encodeURIComponent(source)}/events?from=${expect}&limit=${PAGE}`);
+    if (!check(EventsPage, page))
+      throw new HutchError("denied", `the log of session ${source} came back malformed`, "nothing more was imported; rerun to retry");
+    for (const e of page.events) {
+      if (e.session !== source || e.seq !== expect)
+        throw new HutchError(
+          "denied",
+          `the log of session ${source} is out of order at seq ${e.seq} (expected ${expect})`,
+          "rerun to retry",
+        );
+      expect++;
+      const problem = checkEvent(e.kind, e.data);
+      if (problem)
+        throw new HutchError(
+          "denied",
+          `session ${source}'s event ${e.seq} (${e.kind}) does not fit its kind: ${problem}`,
+          "nothing after it was imported; the box's daemon may be another version",
+        );
+      if (++total > max) throw new HutchError("denied", `the logs hold more than ${MAX_EVENTS} events`, "import the rest by hand");
+      const b = Math.floor((e.seq - 1) / BATCH);
+      if (b !== block) await flush();
+      block = b;
+      batch.push(
+        emit(Events.sessionEventImported, {
+          from: { remote: sourceName, session: source, seq: e.seq },
+          at: e.at,
+          actor: e.actor,
+          kind: e.kind,
+          data: e.data,
+        }),
+      );
+    }
+    if (!page.events.length || page.next > page.last) break;
+  }
+  await flush();
+  return total;
 }
