@@ -43,7 +43,8 @@ test("the box's work and the log move; the remote continues the log, the local o
   const m = JSON.parse(r.stdout) as { to: { remote: string; session: string; box: string }; entries: string[]; events: number };
   expect(m.to).toMatchObject({ remote: "srv", box: "mover" });
   expect(m.entries).toEqual(["proj"]);
-  expect(m.events).toBe(before.length);
+  // The shell may still print while the move reads the log: at least what was there before it, in order.
+  expect(m.events).toBeGreaterThanOrEqual(before.length);
 
   // The work is there.
   const there = await alice.run(["exec", "mover", "--", "cat", "/workspace/proj/f.txt"]);
@@ -51,7 +52,8 @@ test("the box's work and the log move; the remote continues the log, the local o
   // The remote log begins with the local one, each event with its own actor and time, then says where it came from.
   const remoteLog = await logOf(m.to.session, []);
   const imported = remoteLog.filter((e) => e.kind === "session.event.imported");
-  expect(imported.map((e) => (e.data.from as { seq: number }).seq)).toEqual(before.map((e) => e.seq));
+  expect(imported.map((e) => (e.data.from as { seq: number }).seq)).toEqual(Array.from({ length: m.events }, (_, i) => i + 1));
+  for (const b of before) expect(imported[b.seq - 1]?.data).toMatchObject({ kind: b.kind, at: b.at, actor: b.actor });
   const note = imported.find((e) => e.data.kind === "annotation.added")!;
   const original = before.find((e) => e.kind === "annotation.added")!;
   expect(note.data).toMatchObject({ at: original.at, actor: original.actor, data: { text: "before the move" } });
