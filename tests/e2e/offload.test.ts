@@ -400,6 +400,23 @@ describe("a second offload", () => {
     expect(g(dir, "log", "-2", "--format=%s")).toBe("box: b\nlocal\n");
   }, 120_000);
 
+  test("after a local branch switch the box follows onto that branch, and the work comes home there", async () => {
+    const dir = repo();
+    const off = await offload(dir, "sw");
+    g(dir, "switch", "-q", "-c", "feature");
+    g(dir, "commit", "-qm", "on feature", "a.txt");
+    const r = await again(dir, "sw");
+    expect(r.stderr).toBe("");
+    expect(r.json?.updated).toBe(true);
+    expect(await inBox("sw", off.guestDir, "git rev-parse --abbrev-ref HEAD; git log -1 --format=%s; git branch --list main")).toBe(
+      "feature\non feature\n  main\n",
+    );
+    await inBox("sw", off.guestDir, "echo box >> b.txt && git commit -qam 'box: feature'");
+    const back = await bringBack(dir, "sw");
+    expect(back.json?.case).toBe("fast-forward");
+    expect(g(dir, "log", "-1", "--format=%s", "feature")).toBe("box: feature\n");
+  }, 60_000);
+
   test("refused while the box has work not brought back; allowed once it is home, even on a branch", async () => {
     const dir = repo();
     const off = await offload(dir, "own");
