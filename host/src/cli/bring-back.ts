@@ -1,6 +1,7 @@
 import { connectDaemon } from "../client/daemon.ts";
 import { body, type GlobalArgs } from "./args.ts";
-import { printJson } from "./output.ts";
+import type { BringBackOutput } from "@hutch/shared";
+import { jsonSteps, printJson } from "./output.ts";
 
 type BringBackArgs = GlobalArgs & { box: string; into?: string; "dry-run": boolean };
 
@@ -25,9 +26,9 @@ export const bringBack = body<BringBackArgs>({
   run: async (a) => {
     const { bringBack: run } = await import("../workspace/bring-back.ts");
     const d = await connectDaemon(a.home);
-    const progress = a.json ? undefined : (s: string) => process.stderr.write(`${s}\n`);
+    const progress = a.json ? jsonSteps() : (s: string) => process.stderr.write(`${s}\n`);
     const r = await run(d, { box: a.box, cwd: process.cwd(), into: a.into, dryRun: a["dry-run"] }, progress);
-    if (a.json) return printJson(r);
+    if (a.json) return printJson(r satisfies BringBackOutput);
     const lines = [`${r.dryRun ? "would be: " : ""}${SAID[r.case]}${r.reason ? `: ${r.reason}` : ""}`];
     for (const c of r.commits) lines.push(`  commit ${c.sha.slice(0, 12)} ${c.subject}`);
     for (const f of r.files) lines.push(`  changed ${f}`);
