@@ -5,8 +5,9 @@
 // confirm; bring-back shows which case happened and a diff of what came back.
 // The offload records (`.git/hutch/<box>.json`) are the sidebar's list.
 import { execFile } from "node:child_process";
+import { existsSync } from "node:fs";
 import { readdir, readFile } from "node:fs/promises";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { promisify } from "node:util";
 import * as vscode from "vscode";
 import {
@@ -116,7 +117,7 @@ export class WorkspacesTree implements vscode.TreeDataProvider<WorkspaceNode> {
     item.id = `${n.root}\0${r.box}`;
     const [iconId, colour] = STATE_ICONS[n.state];
     item.iconPath = new vscode.ThemeIcon(iconId, colour ? new vscode.ThemeColor(colour) : undefined);
-    item.description = `${n.state} · ${r.branch} · ${vscode.workspace.asRelativePath(n.root) || n.root}`;
+    item.description = `${n.state} · ${r.branch} · ${basename(n.root)}`;
     item.contextValue = `workspace.${n.state.replace(" ", "-")}`;
     item.tooltip = new vscode.MarkdownString(
       `**${r.box}**: ${n.state}\n\n${n.root} (${r.branch} at \`${r.base.slice(0, 12)}\`) → \`${r.guestDir}\`\n\noffloaded ${r.at}${r.heldBack.length ? `\n\nheld back: ${r.heldBack.join(", ")}` : ""}`,
@@ -136,8 +137,8 @@ class BeforeContent implements vscode.TextDocumentContentProvider {
   }
 }
 
-/** A file's content in a tree of the repository (the offload's baseline), or "" when it has none there. */
-async function blobAt(root: string, tree: string, path: string): Promise<string> {
+/** A file's content in a tree of the repository (the offload's baseline), or null when it has none there. */
+async function blobAt(root: string, tree: string, path: string): Promise<string | null> {
   try {
     const { stdout } = await exec("git", ["-c", "core.hooksPath=/dev/null", "cat-file", "blob", `${tree}:${path}`], {
       cwd: root,
@@ -145,7 +146,7 @@ async function blobAt(root: string, tree: string, path: string): Promise<string>
     });
     return stdout;
   } catch {
-    return "";
+    return null;
   }
 }
 
@@ -316,17 +317,24 @@ export function registerOffload(host: OffloadHost, tree: WorkspacesTree): vscode
   const showDiff = async (r: BringBackOutput, baseline: string) => {
     const files = r.files.slice(0, DIFF_FILES);
     if (files.length === 0) return;
-    const rows: [vscode.Uri, vscode.Uri, vscode.Uri][] = [];
+    // [resource, before (none: the box added it), after (none: the box deleted it)], as the SCM view passes them.
+    const rows: [vscode.Uri, vscode.Uri | undefined, vscode.Uri | undefined][] = [];
     const stamp = Date.now();
     for (const f of files) {
-      const after = vscode.Uri.file(join(r.root, f));
-      const was = vscode.Uri.from({ scheme: BEFORE_SCHEME, path: `/${f}`, query: `${r.box}@${stamp}` });
-      before.set(was, await blobAt(r.root, baseline, f));
-      rows.push([after, was, after]);
+      const path = join(r.root, f);
+      const after = vscode.Uri.file(path);
+      const was = vscode.Uri.from({ scheme: BEFORE_SCHEME, path, query: `${r.box}@${stamp}` });
+      const text = await blobAt(r.root, baseline, f);
+      before.set(was, text ?? "");
+      rows.push([after, text === null ? undefined : was, existsSync(path) ? after : undefined]);
     }
     const title = `hutch: brought back from ${r.box} (${r.case})`;
-    if (rows.length === 1) await vscode.commands.executeCommand("vscode.diff", rows[0]![1], rows[0]![2], `${title}: ${files[0]}`);
-    else await vscode.commands.executeCommand("vscode.changes", title, rows);
+    if (rows.length === 1) {
+      const [resource, was, now] = rows[0]!;
+      // Either side may be absent (added, deleted); vscode.diff needs two documents: an empty one stands in.
+      const empty = vscode.Uri.from({ scheme: BEFORE_SCHEME, path: resource.fsPath, query: "absent" });
+      await vscode.commands.executeCommand("vscode.diff", was ?? empty, now ?? empty, `${title}: ${files[0]}`);
+    } else await vscode.commands.executeCommand("vscode.changes", title, rows);
   };
 
   const bringBack = async (node?: WorkspaceNode) => {

@@ -186,6 +186,7 @@ export function registerPorts(host: PortsHost): vscode.Disposable[] {
   };
   const pickPort = async (node?: PortNode): Promise<PortNode | undefined> => {
     if (node?.type === "port") return node;
+    await tree.refresh();
     const rows = tree.getChildren();
     if (rows.length === 0) return void vscode.window.showInformationMessage("hutch: nothing listens in a running box");
     const pick = await vscode.window.showQuickPick(
