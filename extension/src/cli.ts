@@ -86,7 +86,7 @@ export function runJson<S extends TSchema>(
   schema: S,
   opts: { onStep?: (title: string) => void; onChild?: (c: ChildProcess) => void } = {},
 ): Promise<Static<S>> {
-  const what = `hutch ${inv.args.filter((a) => !a.startsWith("-")).join(" ")}`;
+  const what = `hutch ${inv.args.join(" ")}`;
   return new Promise((resolve, reject) => {
     const child = spawn(inv.bin, [...inv.args, "--json"], { cwd: inv.cwd, env: inv.env, stdio: ["ignore", "pipe", "pipe"] });
     opts.onChild?.(child);

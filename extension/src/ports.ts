@@ -78,7 +78,17 @@ export class PortsTree implements vscode.TreeDataProvider<PortNode> {
 
   constructor(private readonly host: PortsHost) {}
 
-  async refresh(): Promise<void> {
+  private reading: Promise<void> | undefined;
+
+  /** Reads every running box's list; a call while one is reading waits for it (a slow machine does not pile them up). */
+  refresh(): Promise<void> {
+    this.reading ??= this.read().finally(() => {
+      this.reading = undefined;
+    });
+    return this.reading;
+  }
+
+  private async read(): Promise<void> {
     const running = this.host.boxes().filter((b) => b.state === "running");
     const next = new Map<string, ListeningPort[]>();
     await Promise.all(
