@@ -53,6 +53,7 @@ test("offload, bring back and ports from VS Code", async () => {
   for (const step of [
     "the dry-run list shows what goes",
     "the box shows in the sidebar as offloaded",
+    "the chosen agent (shell) runs in a session in the box",
     "the box holds the staged and unstaged split without .env",
     "bring back says fast-forward",
     "shows in the Ports view",

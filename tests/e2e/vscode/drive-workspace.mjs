@@ -65,6 +65,7 @@ const quickInput = page.locator(".quick-input-widget .quick-input-box input");
 const quickRow = (text) => page.locator(".quick-input-widget .monaco-list-row", { hasText: text }).first();
 const notification = (re) => page.locator(".notifications-toasts .notification-list-item-message", { hasText: re }).first();
 const pane = (title) => page.locator(".pane", { has: page.locator(".pane-header", { hasText: title }) });
+const boxes = pane(/Boxes and sessions/i);
 const workspaces = pane(/Offloaded workspaces/i);
 const ports = pane(/^\s*Ports/i);
 const row = (view, text) => view.locator('.monaco-list-row[role="treeitem"]', { hasText: text }).first();
@@ -93,8 +94,10 @@ try {
   });
   await quickInput.fill(BOX);
   await page.keyboard.press("Enter");
+  // The shell agent: started in the box after the offload (an agent CLI would first ask for a hand-over note).
   await quickRow("no agent").waitFor();
-  await quickInput.fill("no agent");
+  await quickInput.fill("shell");
+  await quickRow(/^\s*shell/).waitFor();
   await page.keyboard.press("Enter");
   await quickRow(`Offload 2 files`).waitFor();
   const list = norm(await page.locator(".quick-input-widget .monaco-list").first().textContent());
@@ -106,10 +109,14 @@ try {
   // Enter on a file row does nothing; the confirm row (first) offloads.
   await page.keyboard.press("Enter");
   await notification(new RegExp(`hutch: offloading to box ${BOX}`)).waitFor();
-  await notification(new RegExp(`offloaded 2 files .* to box ${BOX}:/workspace/ws`)).waitFor({ timeout: 180_000 });
+  await notification(new RegExp(`offloaded 2 files .* to box ${BOX}:/workspace/ws; shell runs in session ses_`)).waitFor({
+    timeout: 180_000,
+  });
   await row(workspaces, BOX).waitFor();
   await workspaces.locator('.monaco-list-row[role="treeitem"]', { hasText: "offloaded · main" }).first().waitFor();
   ok("offload ran with progress and the box shows in the sidebar as offloaded");
+  await row(boxes, "offload main").waitFor();
+  ok("the chosen agent (shell) runs in a session in the box, under it in the sidebar");
 
   const status = await hutch("exec", BOX, "-w", "/workspace/ws", "--", "git", "status", "--porcelain");
   if (!/^A {2}notes\.txt$/m.test(status) || !/^ M src\/main\.ts$/m.test(status) || /\.env/.test(status))
