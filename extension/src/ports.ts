@@ -18,6 +18,7 @@ export interface PortNode {
   port: number;
   address: string;
   listening: boolean;
+  process?: ListeningPort["process"];
 }
 
 interface Forwarded {
@@ -148,7 +149,7 @@ export class PortsTree implements vscode.TreeDataProvider<PortNode> {
     for (const [box, ports] of this.listed) {
       for (const p of ports)
         if (!rows.some((r) => r.box === box && r.port === p.port))
-          rows.push({ type: "port", box, port: p.port, address: p.address, listening: true });
+          rows.push({ type: "port", box, port: p.port, address: p.address, listening: true, process: p.process });
     }
     // A forward outlives its listener (VS Code keeps the row too): shown until stopped.
     for (const k of this.forwards.keys()) {
@@ -163,7 +164,8 @@ export class PortsTree implements vscode.TreeDataProvider<PortNode> {
     const item = new vscode.TreeItem(String(n.port), vscode.TreeItemCollapsibleState.None);
     item.id = key(n.box, n.port);
     item.iconPath = new vscode.ThemeIcon(local ? "radio-tower" : "plug", local ? new vscode.ThemeColor("charts.green") : undefined);
-    const where = n.listening ? `${n.box} · ${n.address}` : `${n.box} · not listening`;
+    const proc = n.process ? ` · ${n.process.name} (${n.process.pid})` : "";
+    const where = n.listening ? `${n.box} · ${n.address}${proc}` : `${n.box} · not listening`;
     item.description = local ? `${where} → 127.0.0.1:${local}` : `${where} · not forwarded`;
     item.contextValue = local ? "port.forwarded" : "port";
     item.tooltip = local

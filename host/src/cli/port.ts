@@ -42,7 +42,12 @@ export const port = body<GlobalArgs>({
         const ports = await listPorts(await connectDaemon(a.home), a.box);
         if (a.json) return printJson(ports);
         process.stdout.write(
-          ports.length === 0 ? "nothing listens\n" : table([["PORT", "ADDRESS"], ...ports.map((p) => [String(p.port), p.address])]),
+          ports.length === 0
+            ? "nothing listens\n"
+            : table([
+                ["PORT", "ADDRESS", "PROCESS"],
+                ...ports.map((p) => [String(p.port), p.address, p.process ? `${p.process.name} (${p.process.pid})` : "-"]),
+              ]),
         );
       },
     }),

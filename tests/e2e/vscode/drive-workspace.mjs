@@ -155,10 +155,10 @@ try {
   const portRow = row(ports, "8765");
   await portRow.waitFor({ timeout: T });
   await ports
-    .locator('.monaco-list-row[role="treeitem"]', { hasText: `${BOX} · 127.0.0.1 · not forwarded` })
+    .locator('.monaco-list-row[role="treeitem"]', { hasText: new RegExp(`${BOX} · 127\\.0\\.0\\.1 · python3 \\(\\d+\\) · not forwarded`) })
     .first()
     .waitFor();
-  ok("the box's http.server shows in the Ports view, not forwarded");
+  ok("the box's http.server shows in the Ports view with its process (python3), not forwarded");
 
   await portRow.hover();
   await inline(portRow, "Forward Port").click();
