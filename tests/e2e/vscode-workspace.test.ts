@@ -56,6 +56,7 @@ test("offload, bring back and ports from VS Code", async () => {
     "the chosen agent (shell) runs in a session in the box",
     "the box holds the staged and unstaged split without .env",
     "bring back says fast-forward",
+    "an overlapping change is kept on branch hutch/e2e-off",
     "shows in the Ports view",
     "reaches the box's server",
     "Open in Browser opens",

@@ -8,7 +8,7 @@
 //      PLAYWRIGHT_CORE, CHROMIUM
 import { createRequire } from "node:module";
 import { execFile } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { appendFileSync, existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
 
@@ -146,6 +146,17 @@ try {
   );
   await workspaces.locator('.monaco-list-row[role="treeitem"]', { hasText: "brought back" }).first().waitFor();
   ok("bring back says fast-forward, the files came home, a diff view shows what came back, and the sidebar says brought back");
+
+  // Both sides change the same file: the box's work is kept apart on a branch, named with the commands to merge it.
+  await hutch("exec", BOX, "-w", "/workspace/ws", "--", "sh", "-c", "echo box-again >> src/main.ts");
+  appendFileSync(join(env.WS, "src/main.ts"), "mine-too\n");
+  await command("hutch: Bring Back…");
+  const branchMsg = notification(new RegExp(`brought back from box ${BOX}: kept apart on a branch.*Branch hutch/${BOX}.*git`));
+  await branchMsg.waitFor({ timeout: 180_000 });
+  if (readFileSync(join(env.WS, "src/main.ts"), "utf8").includes("box-again")) throw new Error("the branch case wrote into the work tree");
+  const branches = (await run("git", ["branch", "--list", `hutch/${BOX}`], { cwd: env.WS })).stdout;
+  if (!branches.includes(`hutch/${BOX}`)) throw new Error(`no branch hutch/${BOX}: ${branches}`);
+  ok(`an overlapping change is kept on branch hutch/${BOX}, named in the message with the commands; the work tree is untouched`);
 
   // Collapsed by default (it polls the boxes while visible): opened as a user would.
   const portsHeader = ports.locator(".pane-header").first();
