@@ -21,7 +21,8 @@ import {
   Session,
   type AgentName,
 } from "@hutch/shared";
-import { CliError, runJson, type Invocation } from "./cli.ts";
+import { runJson, type Invocation } from "./cli.ts";
+import { showFailure } from "./errors.ts";
 import { caseMessage, planRows, recordState, size } from "./workspace-view.ts";
 
 const exec = promisify(execFile);
@@ -45,11 +46,6 @@ export interface OffloadHost {
   invocation(args: string[], cwd?: string): Invocation | undefined;
   state: vscode.Memento;
 }
-
-const showCliError = (what: string, err: unknown) => {
-  const e = err instanceof CliError ? err : new CliError(String((err as Error)?.message ?? err), "failed");
-  void vscode.window.showErrorMessage(`hutch: ${what} failed: ${e.message}${e.hint ? ` (next: ${e.hint})` : ""}`);
-};
 
 async function gitDir(folder: string): Promise<{ root: string; gitDir: string } | undefined> {
   try {
@@ -223,7 +219,7 @@ export function registerOffload(host: OffloadHost, tree: WorkspacesTree): vscode
     try {
       plan = await runJson(dry, OffloadOutput);
     } catch (err) {
-      return showCliError("offload", err);
+      return showFailure("offload", err);
     }
     const box = await vscode.window.showInputBox({
       prompt: "Box to offload into (created when missing)",
@@ -261,10 +257,12 @@ export function registerOffload(host: OffloadHost, tree: WorkspacesTree): vscode
       (progress, token) =>
         runJson(inv, OffloadOutput, {
           onStep: (s) => progress.report({ message: s }),
-          // The journal makes a killed offload safe to rerun (it resumes or redoes).
           onChild: (c) => token.onCancellationRequested(() => c.kill("SIGTERM")),
         }).catch((err: unknown) => {
-          showCliError(`offload to ${box}`, err);
+          // The journal makes a stopped offload safe to rerun: it resumes or redoes it.
+          if (token.isCancellationRequested)
+            void vscode.window.showInformationMessage(`hutch: offload to ${box} cancelled; run it again to finish it`);
+          else showFailure(`offload to ${box}`, err);
           return undefined;
         }),
     );
@@ -287,7 +285,7 @@ export function registerOffload(host: OffloadHost, tree: WorkspacesTree): vscode
         folder,
       );
       const s = run
-        ? await runJson(run, Session).catch((err: unknown) => void showCliError(`start ${agent.name} in ${box}`, err))
+        ? await runJson(run, Session).catch((err: unknown) => void showFailure(`start ${agent.name} in ${box}`, err))
         : undefined;
       if (s) session = `; ${agent.name} runs in session ${s.id}`;
     }
@@ -350,7 +348,7 @@ export function registerOffload(host: OffloadHost, tree: WorkspacesTree): vscode
       { location: vscode.ProgressLocation.Notification, title: `hutch: bringing back from box ${box}` },
       (progress) =>
         runJson(inv, BringBackOutput, { onStep: (s) => progress.report({ message: s }) }).catch((err: unknown) => {
-          showCliError(`bring back from ${box}`, err);
+          showFailure(`bring back from ${box}`, err);
           return undefined;
         }),
     );

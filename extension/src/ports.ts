@@ -9,6 +9,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import * as vscode from "vscode";
 import { check, PortForwardLine, PortListResult, type Box, type ListeningPort } from "@hutch/shared";
 import { failure, lineSplitter, runJson, type CliError, type Invocation } from "./cli.ts";
+import { showFailure } from "./errors.ts";
 
 const POLL_MS = 3000;
 
@@ -188,10 +189,6 @@ export function registerPorts(host: PortsHost): vscode.Disposable[] {
   };
   poll();
 
-  const fail = (what: string, err: unknown) => {
-    const e = err as CliError;
-    void vscode.window.showErrorMessage(`hutch: ${what} failed: ${e.message ?? String(err)}${e.hint ? ` (next: ${e.hint})` : ""}`);
-  };
   const open = async (local: number) => {
     const uri = await vscode.env.asExternalUri(vscode.Uri.parse(`http://127.0.0.1:${local}/`));
     await vscode.env.openExternal(uri);
@@ -220,13 +217,13 @@ export function registerPorts(host: PortsHost): vscode.Disposable[] {
       if (!n) return;
       await tree.forward(n).then(
         (local) => vscode.window.setStatusBarMessage(`hutch: ${n.box}:${n.port} forwarded to 127.0.0.1:${local}`, 5000),
-        (err) => fail(`forward ${n.box}:${n.port}`, err),
+        (err) => showFailure(`forward ${n.box}:${n.port}`, err),
       );
     }),
     vscode.commands.registerCommand("hutch.port.open", async (node?: PortNode) => {
       const n = await pickPort(node);
       if (!n) return;
-      await tree.forward(n).then(open, (err) => fail(`forward ${n.box}:${n.port}`, err));
+      await tree.forward(n).then(open, (err) => showFailure(`forward ${n.box}:${n.port}`, err));
     }),
     vscode.commands.registerCommand("hutch.port.stop", (node?: PortNode) => {
       if (node?.type === "port") tree.stop(node);
