@@ -16,6 +16,7 @@ import {
 import type { Ctx } from "./extension.ts";
 import type { Node } from "./tree.ts";
 import { cliEnv } from "./bridge.ts";
+import { showFailure } from "./errors.ts";
 
 /** How the pickers describe each agent and engine (keyed by the shared names, so a new one is a type error here until described). */
 const AGENT_DESCRIPTIONS: Record<AgentName, string> = {
@@ -31,12 +32,6 @@ const ENGINE_DESCRIPTIONS: Record<EngineName, string> = {
 };
 const BOX_NAME_RE = new RegExp(`^${BOX_NAME}$`);
 
-type RpcError = { message: string; data?: { hint?: string } };
-const showError = (what: string, err: unknown) => {
-  const e = err as RpcError;
-  void vscode.window.showErrorMessage(`hutch: ${what} failed: ${e.message ?? String(err)}${e.data?.hint ? ` (next: ${e.data.hint})` : ""}`);
-};
-
 export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposable[] {
   const rpc = async <T>(what: string, method: string, params?: unknown): Promise<T | undefined> => {
     const c = ctx.client();
@@ -47,7 +42,7 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
     try {
       return await c.sendRequest<T>(method, params);
     } catch (err) {
-      showError(what, err);
+      showFailure(what, err);
       return undefined;
     }
   };

@@ -13,10 +13,13 @@ import {
   type SubscriptionEnded,
 } from "@hutch/shared";
 import { BinaryError, resolveHutch, type HutchBinary } from "./binary.ts";
-import { bridgeClient } from "./bridge.ts";
+import { bridgeClient, cliEnv } from "./bridge.ts";
 import { HutchTree, type Node } from "./tree.ts";
 import { LogPanels } from "./log/panel.ts";
 import { registerCommands } from "./commands.ts";
+import { registerOffload, WorkspacesTree } from "./offload.ts";
+import { registerPorts } from "./ports.ts";
+import type { Invocation } from "./cli.ts";
 
 export interface Ctx {
   tree: HutchTree;
@@ -98,7 +101,17 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   };
 
   const ctx: Ctx = { tree, logs, client: () => client, bin: () => bin, config, refresh };
+  // Verbs the extension runs as the CLI (offload, bring-back, ports): the bridge's binary, home and remote.
+  const quietInvocation = (args: string[], cwd?: string): Invocation | undefined =>
+    bin ? { bin: bin.path, args, cwd, env: { ...process.env, ...cliEnv(config()) } } : undefined;
+  const invocation = (args: string[], cwd?: string): Invocation | undefined => {
+    const inv = quietInvocation(args, cwd);
+    if (!inv) void vscode.window.showErrorMessage("hutch: no hutch binary; fix the hutch.path setting");
+    return inv;
+  };
   context.subscriptions.push(
+    ...registerOffload({ invocation, state: context.workspaceState }, new WorkspacesTree()),
+    ...registerPorts({ invocation: quietInvocation, boxes: () => tree.allBoxes(), onBoxesChanged: tree.onDidChangeTreeData }),
     vscode.window.createTreeView<Node>("hutch.boxes", { treeDataProvider: tree, showCollapseAll: true }),
     status,
     ...registerCommands(ctx, () => void start()),

@@ -97,6 +97,38 @@ const cases: [
     ev(Events.egressDenied, { ...egress, host: "", port: 0, bytesUp: 0, bytesDown: 0, status: 503, reason: "2 connections refused" }),
     { summary: "egress denied the broker → 503, 0 bytes up, 0 down (2 connections refused)", tone: "error" },
   ],
+  [
+    ev(Events.sessionEventImported, {
+      from: { remote: "big", session: "ses_r", seq: 7 },
+      at: "2026-12-01T10:00:00.000Z",
+      actor: { kind: "agent", id: "alice/agent:claude" },
+      kind: "error.raised",
+      data: { message: "boom" },
+    }),
+    { summary: "[big ses_r #7, alice/agent:claude] error: boom", tone: "error" },
+  ],
+  [
+    ev(Events.sessionEventImported, {
+      from: { remote: "big", session: "ses_r", seq: 8 },
+      at: "2026-12-01T10:00:01.000Z",
+      actor: { kind: "user", id: "alice" },
+      kind: "annotation.added",
+      data: { text: "looks right" },
+    }),
+    { summary: "[big ses_r #8, alice] ✎ looks right", tone: "dim" },
+  ],
+  [
+    ev(Events.sessionWorkReturned, { box: "web", remote: "big", case: "merge", sessions: ["ses_r"], events: 12 }),
+    { summary: "work of box web on big came home (merge); 12 events of 1 session(s) above", tone: "ok" },
+  ],
+  [
+    ev(Events.sessionMoved, { to: { remote: "big", session: "ses_r", box: "web" } }),
+    { summary: "moved to big: session ses_r in box web goes on there", tone: "note" },
+  ],
+  [
+    ev(Events.sessionArrived, { from: { remote: "laptop", session: "ses_l", box: "web" }, events: 30 }),
+    { summary: "arrived from laptop (session ses_l, box web); its 30 events are above", tone: "note" },
+  ],
 ];
 
 describe("render", () => {

@@ -49,7 +49,12 @@ describe("hutch port", () => {
   test("list shows the dev server, forward LOCAL:REMOTE reaches it from the host", async () => {
     await serve(8000);
     const list = JSON.parse((await h.run(["port", "list", "p", "--json"])).stdout);
-    expect(list).toContainEqual({ port: 8000, address: "127.0.0.1", family: "ipv4" });
+    expect(list).toContainEqual({
+      port: 8000,
+      address: "127.0.0.1",
+      family: "ipv4",
+      process: { pid: expect.any(Number), name: "python3" },
+    });
     const fwd = h.spawn(["port", "forward", "p", "0:8000", "--json"]);
     const out = lines(fwd);
     const added = await out.next((l) => l.type === "forwarded");

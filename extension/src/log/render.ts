@@ -88,6 +88,24 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     summary: `verdict ${d.verdict}${d.score !== undefined ? ` (${d.score})` : ""}`,
     ...(d.note ? { detail: d.note } : {}),
   }),
+  // An event of the session's earlier life on another daemon: read as that event, marked with where it came from.
+  "session.event.imported": (d) => {
+    const inner = render({ kind: d.kind, data: d.data });
+    return {
+      ...inner,
+      summary: `[${d.from.remote} ${d.from.session} #${d.from.seq}, ${d.actor.id}] ${inner.summary}`,
+      tone: inner.tone === "error" || inner.tone === "warn" ? inner.tone : "dim",
+    };
+  },
+  "session.work.returned": (d) => ({
+    summary: `work of box ${d.box} on ${d.remote} came home (${d.case}); ${d.events} events of ${d.sessions.length} session(s) above`,
+    tone: "ok",
+  }),
+  "session.moved": (d) => ({ summary: `moved to ${d.to.remote}: session ${d.to.session} in box ${d.to.box} goes on there`, tone: "note" }),
+  "session.arrived": (d) => ({
+    summary: `arrived from ${d.from.remote} (session ${d.from.session}, box ${d.from.box}); its ${d.events} events are above`,
+    tone: "note",
+  }),
   "egress.allowed": (d) => egress("allowed", d),
   "egress.denied": (d) => egress("denied", d),
   "egress.injected": (d) => egress("injected", d),

@@ -4,7 +4,10 @@
 // guest's children. The guest's own listeners (the broker relay, the
 // browser's DevTools port) are left out: they are not the user's to forward,
 // and forwarding DevTools would hand the box's browser to any host process.
-import { readFile } from "node:fs/promises";
+// Each listener is named by the process holding its socket (its inode found
+// among /proc/PID/fd), as VS Code's Ports view shows it; bounded, and absent
+// when that process is not the guest's to read.
+import { readdir, readFile, readlink } from "node:fs/promises";
 import type { Socket } from "bun";
 import { Chan, type ListeningPort, type MuxStream } from "@hutch/shared/wire";
 import type { Req } from "./base.ts";
@@ -14,8 +17,16 @@ import { joinSocket } from "@hutch/shared/wire";
 
 const LISTEN = "0A";
 
-/** The listening sockets in one /proc/net/tcp or tcp6 table, deduplicated by address and port. */
-export function parseProcNetTcp(text: string, family: "ipv4" | "ipv6"): ListeningPort[] {
+/** Processes and descriptors looked at to name a socket's owner: a box with more is named partly, never slowly. */
+const MAX_PIDS = 4096;
+const MAX_FDS = 4096;
+
+/**
+ * The listening sockets in one /proc/net/tcp or tcp6 table, deduplicated by
+ * address and port; `inodes` (when given) gets each one's socket inode, to
+ * find its process.
+ */
+export function parseProcNetTcp(text: string, family: "ipv4" | "ipv6", inodes?: Map<ListeningPort, string>): ListeningPort[] {
   const out: ListeningPort[] = [];
   for (const line of text.split("\n").slice(1)) {
     const cols = line.trim().split(/\s+/);
@@ -24,9 +35,32 @@ export function parseProcNetTcp(text: string, family: "ipv4" | "ipv6"): Listenin
     const port = Number.parseInt(hexPort ?? "", 16);
     if (!hexAddr || !(port > 0 && port < 65536)) continue;
     const address = family === "ipv4" ? ipv4(hexAddr) : ipv6(hexAddr);
-    if (!out.some((p) => p.port === port && p.address === address)) out.push({ port, address, family });
+    if (out.some((p) => p.port === port && p.address === address)) continue;
+    const p: ListeningPort = { port, address, family };
+    out.push(p);
+    const inode = cols[9];
+    if (inodes && inode && /^[1-9][0-9]*$/.test(inode)) inodes.set(p, inode);
   }
   return out;
+}
+
+/** Which process holds each of these socket inodes: /proc/PID/fd links read as `socket:[INODE]`, the name from /proc/PID/comm. */
+export async function socketOwners(wanted: Set<string>, proc = "/proc"): Promise<Map<string, { pid: number; name: string }>> {
+  const found = new Map<string, { pid: number; name: string }>();
+  if (wanted.size === 0) return found;
+  const pids = (await readdir(proc).catch(() => [] as string[])).filter((d) => /^[1-9][0-9]*$/.test(d)).slice(0, MAX_PIDS);
+  for (const pid of pids) {
+    // Not ours to read (another user's), or gone: skipped.
+    const fds = (await readdir(`${proc}/${pid}/fd`).catch(() => [] as string[])).slice(0, MAX_FDS);
+    for (const fd of fds) {
+      const m = /^socket:\[([0-9]+)\]$/.exec(await readlink(`${proc}/${pid}/fd/${fd}`).catch(() => ""));
+      if (!m?.[1] || !wanted.has(m[1]) || found.has(m[1])) continue;
+      const name = (await readFile(`${proc}/${pid}/comm`, "utf8").catch(() => "")).trim().slice(0, 64);
+      found.set(m[1], { pid: Number(pid), name });
+    }
+    if (found.size === wanted.size) break;
+  }
+  return found;
 }
 
 function ipv4(hex: string): string {
@@ -51,17 +85,22 @@ function ipv6(hex: string): string {
 }
 
 export async function listPorts(exclude: Set<number>): Promise<ListeningPort[]> {
+  const inodes = new Map<ListeningPort, string>();
   const tables = await Promise.all([
     readFile("/proc/net/tcp", "utf8")
-      .then((t) => parseProcNetTcp(t, "ipv4"))
+      .then((t) => parseProcNetTcp(t, "ipv4", inodes))
       .catch(() => []),
     readFile("/proc/net/tcp6", "utf8")
-      .then((t) => parseProcNetTcp(t, "ipv6"))
+      .then((t) => parseProcNetTcp(t, "ipv6", inodes))
       .catch(() => []),
   ]);
-  return tables
-    .flat()
-    .filter((p) => !exclude.has(p.port))
+  const ports = tables.flat().filter((p) => !exclude.has(p.port));
+  const owners = await socketOwners(new Set(ports.map((p) => inodes.get(p)).filter((i) => i !== undefined)));
+  return ports
+    .map((p) => {
+      const owner = owners.get(inodes.get(p) ?? "");
+      return owner ? { ...p, process: owner } : p;
+    })
     .sort((a, b) => a.port - b.port || a.address.localeCompare(b.address));
 }
 

@@ -1,6 +1,7 @@
 import { connectDaemon } from "../client/daemon.ts";
 import { body, type GlobalArgs } from "./args.ts";
-import { printJson } from "./output.ts";
+import type { BringBackOutput } from "@hutch/shared";
+import { jsonSteps, printJson } from "./output.ts";
 
 type BringBackArgs = GlobalArgs & { box: string; into?: string; "dry-run": boolean; session?: string };
 
@@ -32,7 +33,7 @@ export const bringBack = body<BringBackArgs>({
   run: async (a) => {
     const { bringBack: run } = await import("../workspace/bring-back.ts");
     const d = await connectDaemon(a.home);
-    const progress = a.json ? undefined : (s: string) => process.stderr.write(`${s}\n`);
+    const progress = a.json ? jsonSteps() : (s: string) => process.stderr.write(`${s}\n`);
     const log = a.session ? await import("../workspace/session-log.ts") : null;
     const local = log ? await connectDaemon(a.home, { local: true }) : null;
     if (log && local && a.session) await log.checkTarget(local, a.session, a.box);
@@ -47,7 +48,7 @@ export const bringBack = body<BringBackArgs>({
             progress,
           )
         : undefined;
-    if (a.json) return printJson(sessionLog ? { ...r, sessionLog } : r);
+    if (a.json) return printJson((sessionLog ? { ...r, sessionLog } : r) satisfies BringBackOutput);
     const lines = [`${r.dryRun ? "would be: " : ""}${SAID[r.case]}${r.reason ? `: ${r.reason}` : ""}`];
     for (const c of r.commits) lines.push(`  commit ${c.sha.slice(0, 12)} ${c.subject}`);
     for (const f of r.files) lines.push(`  changed ${f}`);

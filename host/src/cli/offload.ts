@@ -1,5 +1,6 @@
 import { body, type GlobalArgs } from "./args.ts";
-import { printJson } from "./output.ts";
+import type { OffloadOutput } from "@hutch/shared";
+import { jsonSteps, printJson } from "./output.ts";
 
 type OffloadArgs = GlobalArgs & { box?: string; "dry-run": boolean; include?: string[]; "include-ignored"?: string[] };
 
@@ -23,13 +24,13 @@ export const offload = body<OffloadArgs>({
     const { offload: run } = await import("../workspace/offload.ts");
     const { connectDaemon } = await import("../client/daemon.ts");
     const d = a["dry-run"] ? null : await connectDaemon(a.home);
-    const progress = a.json ? undefined : (s: string) => process.stderr.write(`${s}\n`);
+    const progress = a.json ? jsonSteps() : (s: string) => process.stderr.write(`${s}\n`);
     const r = await run(
       d,
       { cwd: process.cwd(), box: a.box, dryRun: a["dry-run"], include: a.include, includeIgnored: a["include-ignored"] },
       progress,
     );
-    if (a.json) return printJson(r);
+    if (a.json) return printJson(r satisfies OffloadOutput);
     const lines: string[] = [];
     if (r.dryRun) for (const f of r.files) lines.push(`  ${f.path} (${f.bytes} bytes)`);
     if (r.dryRun) for (const f of r.ignored) lines.push(`  ${f.path} (${f.bytes} bytes, git-ignored, carried on request)`);

@@ -1,8 +1,21 @@
 // Output helpers: one JSON document with --json, a readable table otherwise.
-import type { Box } from "@hutch/shared";
+import type { Box, OpProgress } from "@hutch/shared";
 
 export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/**
+ * Progress of a CLI-side verb (offload, bring-back) under --json: one NDJSON
+ * `step` line per step on stderr, so stdout keeps its one document (as
+ * `docker buildx --progress=rawjson` does) and an IDE can show the steps.
+ */
+export function jsonSteps(): (title: string) => void {
+  let n = 0;
+  return (title) => {
+    const line: OpProgress = { type: "step", n: ++n, title };
+    process.stderr.write(`${JSON.stringify(line)}\n`);
+  };
 }
 
 export function table(rows: string[][]): string {

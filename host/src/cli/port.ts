@@ -1,3 +1,4 @@
+import type { PortForwardLine } from "@hutch/shared";
 import { HutchError } from "@hutch/shared/base";
 import { connectDaemon } from "../client/daemon.ts";
 import { autoForward, forward, listPorts, type Forward } from "../client/ports.ts";
@@ -17,7 +18,8 @@ export function parseForwardSpec(spec: string): { local: number; remote: number 
 }
 
 function announce(a: GlobalArgs, box: string, f: Forward, type: "forwarded" | "removed"): void {
-  if (a.json) process.stdout.write(`${JSON.stringify({ type, local: f.local, remote: f.remote, url: `http://127.0.0.1:${f.local}/` })}\n`);
+  const line: PortForwardLine = { type, local: f.local, remote: f.remote, url: `http://127.0.0.1:${f.local}/` };
+  if (a.json) process.stdout.write(`${JSON.stringify(line)}\n`);
   else process.stderr.write(`${type === "forwarded" ? "forwarding" : "stopped"} 127.0.0.1:${f.local} -> ${box}:${f.remote}\n`);
 }
 
@@ -40,7 +42,12 @@ export const port = body<GlobalArgs>({
         const ports = await listPorts(await connectDaemon(a.home), a.box);
         if (a.json) return printJson(ports);
         process.stdout.write(
-          ports.length === 0 ? "nothing listens\n" : table([["PORT", "ADDRESS"], ...ports.map((p) => [String(p.port), p.address])]),
+          ports.length === 0
+            ? "nothing listens\n"
+            : table([
+                ["PORT", "ADDRESS", "PROCESS"],
+                ...ports.map((p) => [String(p.port), p.address, p.process ? `${p.process.name} (${p.process.pid})` : "-"]),
+              ]),
         );
       },
     }),

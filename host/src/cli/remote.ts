@@ -1,6 +1,7 @@
 // `hutch remote`: the servers this client joins. The join string carries a
 // token, so it is read from stdin when given as `-` (or left out), never
 // needing to sit in argv where `ps` and shell history see it.
+import type { RemoteListRow } from "@hutch/shared";
 import { HutchError } from "@hutch/shared/base";
 import { body, command, type GlobalArgs } from "./args.ts";
 import { printJson, table } from "./output.ts";
@@ -53,7 +54,7 @@ export const remote = body<GlobalArgs>({
           fingerprint: r.fingerprint,
           default: f.default === name,
         }));
-        if (a.json) return printJson(rows);
+        if (a.json) return printJson(rows satisfies RemoteListRow[]);
         process.stdout.write(
           table([
             ["NAME", "URL", "USER", "FINGERPRINT"],

@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
+import type { OffloadOutput } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
 import { runningBox, sendDir, sh } from "./box.ts";
 import { commitTree, findRepo, git, out, type Repo, zsplit } from "./git.ts";
@@ -38,32 +39,9 @@ export interface OffloadOptions {
   includeIgnored?: string[];
 }
 
-export interface OffloadPlan {
-  root: string;
-  branch: string;
-  base: string;
-  box: string;
-  guestDir: string;
-  files: { path: string; bytes: number }[];
-  bytes: number;
-  heldBack: { path: string; rule: string }[];
-  /** Git-ignored files carried on request (`--include-ignored`, `hutch.includeIgnored`), and the patterns. */
-  ignored: { path: string; bytes: number }[];
-  includeIgnored: string[];
-  /** What is and is not carried for submodules, LFS and secrets already in history. */
-  notes: string[];
-}
-
-export interface OffloadResult extends OffloadPlan {
-  dryRun: boolean;
-  resumed: boolean;
-  /** A second offload: the box's copy was brought up to date in place, with only what it lacked. */
-  updated: boolean;
-  /** The box's copy already was the work tree as it is: nothing was sent. */
-  upToDate: boolean;
-  /** What travelled: the bundle's objects (blobs among them) and bytes; zero for a dry run. */
-  sent: Sent;
-}
+/** What an offload would carry (the plan) and what it did (the result): the wire shape `offload --json` prints. */
+export type OffloadResult = OffloadOutput;
+export type OffloadPlan = Omit<OffloadOutput, "dryRun" | "resumed" | "updated" | "upToDate" | "sent">;
 
 const NOTHING: Sent = { objects: 0, blobs: 0, bytes: 0 };
 

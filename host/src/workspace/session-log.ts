@@ -7,7 +7,7 @@
 // and one that does not fit is refused, not imported. Each import carries an
 // idempotency key from its origin, so a rerun (after a kill, or the next
 // bring-back) appends only what the local log does not hold yet.
-import { check, checkEvent, EventsPage, Events, emit, type EventInput, type Session } from "@hutch/shared";
+import { check, checkEvent, EventsPage, Events, emit, type EventInput, type Session, type SessionLogImport } from "@hutch/shared";
 import { HutchError } from "@hutch/shared/base";
 import type { DaemonClient } from "../client/daemon.ts";
 
@@ -18,14 +18,8 @@ const BATCH = 100;
 /** A bound on what one bring-back imports (a box's daemon is not trusted to be finite). */
 const MAX_EVENTS = 200_000;
 
-export interface Imported {
-  session: string;
-  remote: string;
-  /** The box's sessions whose events were read, oldest first. */
-  from: string[];
-  /** Events of those sessions now in the local log (a rerun appends none of them twice). */
-  events: number;
-}
+/** What was appended: the wire shape `bring-back --json` prints as `sessionLog`. */
+export type Imported = SessionLogImport;
 
 /** The local session the story goes into: it must exist, be the caller's, and be open. */
 export async function checkTarget(local: DaemonClient, session: string, box: string): Promise<void> {

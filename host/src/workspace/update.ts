@@ -8,6 +8,7 @@
 // unchanged files cost no copy) and swapped in by two renames, journaled so a
 // kill at any point leaves the old copy or the new one, never a mix.
 import { HutchError } from "@hutch/shared/base";
+import type { OffloadOutput } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
 import { sh } from "./box.ts";
 import { git, out, treeOf } from "./git.ts";
@@ -17,11 +18,8 @@ import { type Baseline, type OffloadRecord, offloadRef, quarantineRef } from "./
 const SHA = /^[0-9a-f]{40}$/;
 
 /** What an offload sent: objects in the bundle (blobs among them) and the bundle's bytes. */
-export interface Sent {
-  objects: number;
-  blobs: number;
-  bytes: number;
-}
+/** What travelled to the box: the bundle's objects (blobs among them) and bytes. */
+export type Sent = OffloadOutput["sent"];
 
 /** The box's copy as found: the attempt id it carries, its HEAD, index and work tree, and which commits it has. */
 export interface BoxCopy {

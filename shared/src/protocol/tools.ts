@@ -118,6 +118,10 @@ export const ListeningPort = Type.Object({
   /** The address it is bound to, as the kernel reports it. */
   address: Type.String({ maxLength: 64 }),
   family: Type.Union([Type.Literal("ipv4"), Type.Literal("ipv6")]),
+  /** The process holding the socket, when the guest can see it (absent from older guests). */
+  process: Type.Optional(
+    Type.Object({ pid: Type.Integer({ minimum: 1 }), name: Type.String({ maxLength: 64 }) }, { additionalProperties: false }),
+  ),
 });
 export type ListeningPort = Static<typeof ListeningPort>;
 export const PortListResult = Type.Array(ListeningPort, { maxItems: 4096 });

@@ -5,6 +5,8 @@
 // env: BASE, WS, HUTCH, REMOTE (the remote's name), SHOT, PLAYWRIGHT_CORE, CHROMIUM
 import { createRequire } from "node:module";
 import { execFile } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { promisify } from "node:util";
 
 const require = createRequire(import.meta.url);
@@ -107,6 +109,35 @@ try {
     { timeout: T },
   );
   ok("attach to the remote session shows the shell prompt");
+  // Offload the workspace (a git repository with one unstaged change) to the remote, chosen in the picker.
+  await command("hutch: Offload Workspace to Box…");
+  await page.locator(".quick-input-widget .monaco-list-row", { hasText: env.REMOTE }).first().waitFor();
+  await page.keyboard.press("Enter");
+  await page.waitForFunction(() => document.querySelector(".quick-input-widget .quick-input-box input")?.value === "ws", null, {
+    timeout: T,
+  });
+  await quickInput("roff");
+  await quickInput("no agent");
+  await page.locator(".quick-input-widget .monaco-list-row", { hasText: `to box roff` }).first().waitFor();
+  if (!(await page.locator(".quick-input-widget .monaco-list-row", { hasText: `${env.REMOTE}:/workspace/ws` }).count()))
+    throw new Error("the dry-run list does not name the remote as the target");
+  await page.keyboard.press("Enter");
+  const toasts = page.locator(".notifications-toasts .notification-list-item-message");
+  await toasts
+    .filter({ hasText: /offloaded 1 files .* to box roff:\/workspace\/ws/ })
+    .first()
+    .waitFor({ timeout: 120_000 });
+  if (!(await hutch("box", "list", "--json")).includes('"roff"')) throw new Error("box roff is not on the remote");
+  ok("offload to the remote chosen in the picker made box roff there");
+  await hutch("exec", "roff", "-w", "/workspace/ws", "--", "sh", "-c", "echo remote-work > remote.txt");
+  await command("hutch: Bring Back…");
+  await toasts
+    .filter({ hasText: /brought back from box roff: fast-forward/ })
+    .first()
+    .waitFor({ timeout: 120_000 });
+  if (readFileSync(join(env.WS, "remote.txt"), "utf8") !== "remote-work\n") throw new Error("remote.txt did not come home");
+  ok("bring back from the remote's box: fast-forward, the file is home");
+
   await page.screenshot({ path: env.SHOT });
   ok(`screenshot saved to ${env.SHOT}`);
   console.log("PASS");
