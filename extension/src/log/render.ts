@@ -88,6 +88,12 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     summary: `verdict ${d.verdict}${d.score !== undefined ? ` (${d.score})` : ""}`,
     ...(d.note ? { detail: d.note } : {}),
   }),
+  "dispatch.started": (d) => ({ summary: `dispatch ${d.dispatch}: ${d.k} workers from ${d.snapshot}, check ${oneLine(d.check)}` }),
+  "dispatch.worker.started": (d) => ({ summary: `worker ${d.worker} (${d.agent}) in box ${d.box}` }),
+  "dispatch.finished": (d) => ({
+    summary: `dispatch ${d.status}: ${d.winner !== null ? `worker ${d.winner} won` : "no winner"}${d.reason ? ` (${oneLine(d.reason)})` : ""}`,
+    tone: d.winner !== null ? "ok" : "warn",
+  }),
   "egress.allowed": (d) => egress("allowed", d),
   "egress.denied": (d) => egress("denied", d),
   "egress.injected": (d) => egress("injected", d),

@@ -1,0 +1,35 @@
+// HTTP for dispatch: start one (it runs in the daemon, whoever asked, and is
+// followed through its orchestration session), read its state, cancel it.
+// No logic here.
+import { Elysia } from "elysia";
+import type { DispatchService } from "../../dispatch/service.ts";
+import { actorUser } from "../../session/actors.ts";
+import { actorFrom, type Identify } from "../actor.ts";
+import { DispatchModel } from "./model.ts";
+
+export function dispatchController(dispatches: DispatchService, identify: Identify) {
+  return new Elysia({ prefix: "/v1", tags: ["dispatch"], normalize: false })
+    .post(
+      "/dispatches",
+      async ({ body, request, set }) => {
+        set.status = 201;
+        return dispatches.create(body, actorUser(actorFrom(request, identify)));
+      },
+      {
+        body: DispatchModel.create,
+        response: { 201: DispatchModel.dispatch },
+        detail: { summary: "Start a dispatch: k workers forked from one snapshot, graded by a check, one winner kept" },
+      },
+    )
+    .get("/dispatches", () => dispatches.list(), { response: DispatchModel.dispatches, detail: { summary: "Every dispatch" } })
+    .get("/dispatches/:id", ({ params }) => dispatches.get(params.id), {
+      params: DispatchModel.id,
+      response: DispatchModel.dispatch,
+      detail: { summary: "A dispatch's state: its workers, verdicts and winner" },
+    })
+    .post("/dispatches/:id/cancel", ({ params }) => dispatches.cancel(params.id), {
+      params: DispatchModel.id,
+      response: DispatchModel.dispatch,
+      detail: { summary: "Stop a dispatch: its workers' turns stopped, its boxes deleted, logs, diffs and verdicts kept" },
+    });
+}
