@@ -242,7 +242,26 @@ test("a daemon SIGKILLed mid-dispatch: after restart `dispatch status` says it w
   fake.reset();
 }, 300_000);
 
+test("Ctrl-C of the CLI cancels the dispatch: its boxes are deleted, the workers' logs kept, and status says cancelled", async () => {
+  const snap = JSON.parse((await h.run(["snapshot", "create", "src", "--json"])).stdout.trim().split("\n").at(-1)!).value.snapshot.id as string;
+  fake.reset();
+  fake.latencyMs = 60_000;
+  const cli = h.spawn(["dispatch", "--from", snap, "-k", "2", "--agent", "claude", "--check", "true", "--json", "--", "create a.txt containing hi"]);
+  await waitFor("a worker's first model call", () => fake.modelCalls().length > 0 || null, 120_000);
+  cli.kill("SIGINT");
+  expect(await cli.exited).toBe(1);
+  const res = lastLine(await new Response(cli.stdout as ReadableStream).text());
+  expect(res.state).toBe("cancelled");
+  expect(res.tornDown).toBe(true);
+  expect(res.workers.every((w) => w.status === "cancelled" && w.boxDeleted && w.session !== null)).toBe(true);
+  expect((await boxNames()).filter((n) => n.startsWith("dsp-"))).toEqual([]);
+  for (const w of res.workers) expect((await events(h, w.session!)).some((e) => e.kind === "input.sent")).toBe(true);
+  fake.reset();
+}, 300_000);
+
 test("bad input: a clear error and nothing started", async () => {
+  const count = async () => (JSON.parse((await h.run(["dispatch", "list", "--json"])).stdout) as unknown[]).length;
+  const before = await count();
   const none = await h.run(["dispatch", "-k", "2", "--check", "true", "--", "x"]);
   expect(none.code).toBe(2);
   expect(none.stderr).toContain("--from SNAP and --here");
@@ -251,5 +270,8 @@ test("bad input: a clear error and nothing started", async () => {
   const unknown = await h.run(["dispatch", "status", "dsp_00000000000000000000"]);
   expect(unknown.code).toBe(4);
   expect(unknown.stderr).toContain("hutch dispatch list");
-  expect(((await h.run(["dispatch", "list", "--json"])).stdout.match(/"interrupted"|"done"/g) ?? []).length).toBe(3);
+  const noCheck = await h.run(["dispatch", "--from", "snap_00000000000000000000", "-k", "2", "--", "x"]);
+  expect(noCheck.code).toBe(2);
+  expect(noCheck.stderr).toContain("--check is required");
+  expect(await count()).toBe(before);
 }, 60_000);

@@ -12,12 +12,15 @@ export const DEFAULT_PROTECT = ["**/test/**", "**/tests/**", "**/__tests__/**", 
 /** The check's last bytes kept (what a verdict shows). */
 export const TAIL_BYTES = 4096;
 
-/** The files the check names (`sh check.sh`, `bun test a.test.ts`): relative paths, protected as the check's own files. */
+/** What makes a word of the check a script it runs rather than data it reads (answer.txt is the worker's to change). */
+const SCRIPT = /^\.\/|\.(sh|bash|py|js|mjs|cjs|ts|mts|rb|pl|php|lua)$/;
+
+/** The scripts the check names (`sh check.sh`, `./grade`, `bun test a.test.ts`): relative paths, protected as the check's own files. */
 export function checkFiles(check: string): string[] {
   return check
     .split(/[\s;&|()<>]+/)
     .map((t) => t.replace(/^["']|["']$/g, ""))
-    .filter((t) => t && !t.startsWith("-") && !t.startsWith("/") && !t.includes("..") && /[./]/.test(t) && /^[\w./-]+$/.test(t))
+    .filter((t) => t && !t.startsWith("-") && !t.startsWith("/") && !t.includes("..") && /^[\w./-]+$/.test(t) && SCRIPT.test(t))
     .map((t) => t.replace(/^\.\//, ""));
 }
 
