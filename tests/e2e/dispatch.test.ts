@@ -44,6 +44,12 @@ interface Result {
 }
 
 const lastLine = (s: string) => JSON.parse(s.trim().split("\n").at(-1)!) as Result;
+const snapshotOf = async (box: string) =>
+  (
+    JSON.parse((await h.run(["snapshot", "create", box, "--json"])).stdout.trim().split("\n").at(-1)!) as {
+      value: { snapshot: { id: string } };
+    }
+  ).value.snapshot.id;
 const boxNames = async () =>
   (JSON.parse((await h.run(["box", "list", "--json"])).stdout) as { name: string; state: string }[]).map((b) => b.name);
 
@@ -243,10 +249,23 @@ test("a daemon SIGKILLed mid-dispatch: after restart `dispatch status` says it w
 }, 300_000);
 
 test("Ctrl-C of the CLI cancels the dispatch: its boxes are deleted, the workers' logs kept, and status says cancelled", async () => {
-  const snap = JSON.parse((await h.run(["snapshot", "create", "src", "--json"])).stdout.trim().split("\n").at(-1)!).value.snapshot.id as string;
+  const snap = await snapshotOf("src");
   fake.reset();
   fake.latencyMs = 60_000;
-  const cli = h.spawn(["dispatch", "--from", snap, "-k", "2", "--agent", "claude", "--check", "true", "--json", "--", "create a.txt containing hi"]);
+  const cli = h.spawn([
+    "dispatch",
+    "--from",
+    snap,
+    "-k",
+    "2",
+    "--agent",
+    "claude",
+    "--check",
+    "true",
+    "--json",
+    "--",
+    "create a.txt containing hi",
+  ]);
   await waitFor("a worker's first model call", () => fake.modelCalls().length > 0 || null, 120_000);
   cli.kill("SIGINT");
   expect(await cli.exited).toBe(1);
