@@ -148,8 +148,7 @@ test("--here: worker 2 passes and wins; the worker that edits the test is graded
 test("mixed agents, a hanging worker stopped at --timeout, an agent that fails to start: each verdict named, the dispatch picks among the rest", async () => {
   expect((await h.run(["box", "create", "src", "--start"])).code).toBe(0);
   expect((await h.run(["exec", "src", "--", "sh", "-c", "echo bad > /workspace/answer.txt"])).code).toBe(0);
-  const snap = JSON.parse((await h.run(["snapshot", "create", "src", "--json"])).stdout.trim().split("\n").at(-1)!).value.snapshot
-    .id as string;
+  const snap = await snapshotOf("src");
   fake.reset();
   // Worker 3's command prints the marker (split in the prompt so the prompt itself does not hold it): the fake never answers its tool result.
   const task =
@@ -200,8 +199,7 @@ test("mixed agents, a hanging worker stopped at --timeout, an agent that fails t
 }, 600_000);
 
 test("a daemon SIGKILLed mid-dispatch: after restart `dispatch status` says it was interrupted and torn down, and no box of it is left", async () => {
-  const snap = JSON.parse((await h.run(["snapshot", "create", "src", "--json"])).stdout.trim().split("\n").at(-1)!).value.snapshot
-    .id as string;
+  const snap = await snapshotOf("src");
   fake.reset();
   fake.latencyMs = 60_000;
   const cli = h.spawn([
