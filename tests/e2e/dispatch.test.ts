@@ -67,6 +67,9 @@ beforeAll(async () => {
   fake = await startFakeModel();
   writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
   for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
+  // The box the --from tests snapshot.
+  expect((await h.run(["box", "create", "src", "--start"])).code).toBe(0);
+  expect((await h.run(["exec", "src", "--", "sh", "-c", "echo bad > /workspace/answer.txt"])).code).toBe(0);
 }, 120_000);
 
 afterAll(async () => {
@@ -146,8 +149,6 @@ test("--here: worker 2 passes and wins; the worker that edits the test is graded
 }, 600_000);
 
 test("mixed agents, a hanging worker stopped at --timeout, an agent that fails to start: each verdict named, the dispatch picks among the rest", async () => {
-  expect((await h.run(["box", "create", "src", "--start"])).code).toBe(0);
-  expect((await h.run(["exec", "src", "--", "sh", "-c", "echo bad > /workspace/answer.txt"])).code).toBe(0);
   const snap = await snapshotOf("src");
   fake.reset();
   // Worker 3's command prints the marker (split in the prompt so the prompt itself does not hold it): the fake never answers its tool result.
@@ -244,6 +245,33 @@ test("a daemon SIGKILLed mid-dispatch: after restart `dispatch status` says it w
   const orch = (await events(h, done.session)) as SessionEvent[];
   expect(orch.map((e) => read(e, Events.dispatchFinished)?.status).filter(Boolean)).toEqual(["interrupted"]);
   fake.reset();
+}, 300_000);
+
+test("the check runs with no network: the worker's box reaches the model API through the broker, the grading box reaches nothing", async () => {
+  fake.reset();
+  const snap = await snapshotOf("src");
+  // The same request from both sides: the worker (a claude-bound box) asks the model API through its broker URL with
+  // its stub and keeps the status, the URL and the stub; the check asks the same, stub and all, from the grading box.
+  const ask = `curl -s -f -o /dev/null -w '%{http_code}' --max-time 5`;
+  const r = await h.run([
+    "dispatch",
+    "--from",
+    snap,
+    "-k",
+    "1",
+    "--agent",
+    "claude",
+    "--check",
+    `echo "the worker saw $(cat worker-saw)"; test "$(cat worker-saw)" = 200 && ! ${ask} -H "x-api-key: $(cat key)" "$(cat url)/v1/models" && echo isolated`,
+    "--json",
+    "--",
+    `run exactly: cd /workspace && echo "$ANTHROPIC_BASE_URL" > url && echo "$ANTHROPIC_API_KEY" > key && ${ask} -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/models" > worker-saw || true`,
+  ]);
+  const res = lastLine(r.stdout);
+  expect(res.workers[0]!.verdict?.tail, JSON.stringify(res.workers[0])).toContain("isolated");
+  expect(r.code, r.stderr + r.stdout).toBe(0);
+  expect(fake.requests.filter((q) => q.path.startsWith("/v1/models")).length).toBe(1);
+  expect((await h.run(["box", "delete", res.winner!])).code).toBe(0);
 }, 300_000);
 
 test("Ctrl-C of the CLI cancels the dispatch: its boxes are deleted, the workers' logs kept, and status says cancelled", async () => {
