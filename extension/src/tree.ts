@@ -186,6 +186,9 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
       if (same(known.session, session)) return;
       known.session = session;
       t.nodes.add(known);
+      // A worker's activity shows in its dispatch's description too.
+      const group = this.parentOf(session);
+      if (group?.type === "session") t.nodes.add(group);
       return;
     }
     this.sessions.set(session.id, { type: "session", session });
