@@ -120,7 +120,14 @@ export function buildApp(deps: AppDeps) {
       .use(imagesController(new ImageBuilds(deps.home), ops, deps.boxes))
       .use(agentsController(env.agentsDir(deps.home), ops))
       .use(snapshotsController(snapshots, ops, access))
-      .use(deps.dispatches ? dispatchController(deps.dispatches, deps.identify ?? localUser) : new Elysia())
+      .use(
+        deps.dispatches
+          ? dispatchController(deps.dispatches, deps.identify ?? localUser, (req) => {
+              const p = principalOf(req);
+              return !p?.remote || p.scopes.includes("admin");
+            })
+          : new Elysia(),
+      )
   );
 }
 

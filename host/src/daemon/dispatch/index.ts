@@ -2,13 +2,23 @@
 // followed through its orchestration session), read its state, cancel it.
 // No logic here.
 import { Elysia } from "elysia";
+import { HutchError } from "@hutch/shared";
 import type { DispatchService } from "../../dispatch/service.ts";
 import { actorUser } from "../../session/actors.ts";
 import { actorFrom, type Identify } from "../actor.ts";
 import { DispatchModel } from "./model.ts";
 
-export function dispatchController(dispatches: DispatchService, identify: Identify) {
+/**
+ * `local`: whether the request may use dispatches. In server mode a remote
+ * user's would reach other users' snapshots and boxes, so they are the local
+ * user's and the server admin's only, for now.
+ */
+export function dispatchController(dispatches: DispatchService, identify: Identify, local: (req: Request) => boolean = () => true) {
   return new Elysia({ prefix: "/v1", tags: ["dispatch"], normalize: false })
+    .onBeforeHandle(({ request }) => {
+      if (!local(request))
+        throw new HutchError("denied", "dispatches are the server admin's in server mode", "run it on the server, or with an admin token");
+    })
     .post(
       "/dispatches",
       async ({ body, request, set }) => {
