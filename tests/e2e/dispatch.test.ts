@@ -199,7 +199,7 @@ test("mixed agents, a hanging worker stopped at --timeout, an agent that fails t
   fake.reset();
 }, 600_000);
 
-test("a daemon SIGKILLed mid-dispatch: after restart `dispatch status` says it was interrupted and torn down, and no box of it is left", async () => {
+test("a daemon SIGKILLed mid-dispatch (one worker at work, one waiting its turn): after restart `dispatch status` says it was interrupted and torn down, and no box of it is left", async () => {
   const snap = await snapshotOf("src");
   fake.reset();
   fake.latencyMs = 60_000;
@@ -213,19 +213,23 @@ test("a daemon SIGKILLed mid-dispatch: after restart `dispatch status` says it w
     "claude",
     "--check",
     "true",
+    "--concurrency",
+    "1",
     "--json",
     "--",
     "create a.txt containing hi",
   ]);
-  const id = await waitFor(
+  const running = await waitFor(
     "the dispatch to start its workers",
     async () => {
       const list = JSON.parse((await h.run(["dispatch", "list", "--json"])).stdout) as { id: string; state: string; workers: Worker[] }[];
       const d = list.find((x) => x.state === "running");
-      return d && fake.modelCalls().length > 0 ? d.id : null;
+      return d && fake.modelCalls().length > 0 ? d : null;
     },
     120_000,
   );
+  const id = running.id;
+  expect(running.workers.map((w) => w.status)).toEqual(["running", "pending"]);
   process.kill(h.daemonPid()!, "SIGKILL");
   cli.kill();
   // The next verb starts a daemon, which finds the dispatch unfinished.

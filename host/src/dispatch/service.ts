@@ -265,6 +265,8 @@ export class DispatchService {
         await this.d.sessions.close(w.session, SYSTEM, "dispatch over").catch((err) => logger.warn("close failed", { err }));
     }
     for (const name of [...j.boxes]) if (name !== keep) await this.deleteBox(j, name);
+    // A worker whose box was never made (still pending at a cancel) has none left either.
+    for (const w of j.dispatch.workers) if (w.box !== keep && !this.d.boxes.find(w.box)) w.boxDeleted = true;
     j.dispatch.tornDown = true;
     this.save(j);
   }
