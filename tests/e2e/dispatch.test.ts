@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { Events, read, type SessionEvent } from "../../shared/src/index.ts";
 import { makeHome, unmountUnder, waitFor, type Home } from "../helpers.ts";
 import { sharedMount } from "../../host/src/engine/agent-disks.ts";
@@ -146,6 +146,7 @@ test("--here: worker 2 passes and wins; the worker that edits the test is graded
   const status = await h.run(["dispatch", "status", res.id, "--json"]);
   expect(JSON.parse(status.stdout)).toMatchObject({ id: res.id, state: "done", winner: w2.box, tornDown: true });
   expect((await h.run(["box", "delete", w2.box])).code).toBe(0);
+  rmSync(dirname(repo), { recursive: true, force: true });
 }, 600_000);
 
 test("mixed agents, a hanging worker stopped at --timeout, an agent that fails to start: each verdict named, the dispatch picks among the rest", async () => {
