@@ -8,6 +8,7 @@
 // flight on a row that was not refreshed still resolves to its node.
 import * as vscode from "vscode";
 import type { Box, Change, ListResult, SessionActivity, SessionView } from "@hutch/shared";
+import { dispatchDescription, dispatchOf, workerOf, workersOf } from "./dispatch-group.ts";
 
 export type BoxNode = { type: "box"; box: Box };
 export type SessionNode = { type: "session"; session: SessionView };
@@ -94,20 +95,33 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
     const byCreated = (a: { createdAt: string }, b: { createdAt: string }) => a.createdAt.localeCompare(b.createdAt);
     if (!node) {
       const boxes = [...this.boxes.values()].sort((a, b) => byCreated(a.box, b.box));
-      // Sessions outlive their box: those whose box is gone sit at the top level.
+      // Sessions outlive their box: those whose box is gone sit at the top level (a dispatch's workers under it).
       const orphans = [...this.sessions.values()]
-        .filter((n) => !this.boxes.has(n.session.box))
+        .filter((n) => this.parentOf(n.session) === undefined)
         .sort((a, b) => byCreated(a.session, b.session));
       return [...boxes, ...orphans];
     }
     if (node.type === "box") {
-      return [...this.sessions.values()].filter((n) => n.session.box === node.box.id).sort((a, b) => byCreated(a.session, b.session));
+      return [...this.sessions.values()].filter((n) => this.parentOf(n.session) === node).sort((a, b) => byCreated(a.session, b.session));
     }
-    return [];
+    const dispatch = dispatchOf(node.session);
+    return dispatch
+      ? workersOf(
+          dispatch,
+          [...this.sessions.values()].map((n) => n.session),
+        ).map((s) => this.sessions.get(s.id)!)
+      : [];
   }
 
   getParent(node: Node): Node | undefined {
-    return node.type === "session" ? this.boxes.get(node.session.box) : undefined;
+    return node.type === "session" ? this.parentOf(node.session) : undefined;
+  }
+
+  /** A dispatch worker's session sits under its dispatch when that is listed, any other under its box (if listed). */
+  private parentOf(session: SessionView): Node | undefined {
+    const w = workerOf(session);
+    const group = w && [...this.sessions.values()].find((n) => dispatchOf(n.session) === w.dispatch);
+    return group ?? this.boxes.get(session.box);
   }
 
   getTreeItem(node: Node): vscode.TreeItem {
@@ -125,9 +139,21 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
       return item;
     }
     const s = node.session;
-    const item = new vscode.TreeItem(s.label ?? s.id, vscode.TreeItemCollapsibleState.None);
+    const dispatch = dispatchOf(s);
+    const item = new vscode.TreeItem(
+      s.label ?? s.id,
+      dispatch ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None,
+    );
     item.id = s.id;
-    item.description = `${s.agent} · ${s.activity} · ${s.driver ? `driven by ${s.driver.actor.id}` : "no driver"}`;
+    item.description = dispatch
+      ? dispatchDescription(
+          s,
+          workersOf(
+            dispatch,
+            [...this.sessions.values()].map((n) => n.session),
+          ),
+        )
+      : `${s.agent} · ${s.activity} · ${s.driver ? `driven by ${s.driver.actor.id}` : "no driver"}`;
     item.iconPath = icon(ACTIVITY_ICONS[s.activity] ?? ["question"]);
     item.contextValue = `session.${s.state}`;
     item.tooltip = new vscode.MarkdownString(
@@ -160,10 +186,14 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
       if (same(known.session, session)) return;
       known.session = session;
       t.nodes.add(known);
+      // A worker's activity shows in its dispatch's description too.
+      const group = this.parentOf(session);
+      if (group?.type === "session") t.nodes.add(group);
       return;
     }
     this.sessions.set(session.id, { type: "session", session });
-    const parent = this.boxes.get(session.box);
+    // A new dispatch takes its workers from their boxes: the whole tree is redrawn.
+    const parent = dispatchOf(session) ? undefined : this.parentOf(session);
     if (parent) t.nodes.add(parent);
     else t.root = true;
   }
@@ -171,8 +201,8 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
   private removeSession(id: string, t: Touched): void {
     const known = this.sessions.get(id);
     if (!known) return;
+    const parent = dispatchOf(known.session) ? undefined : this.parentOf(known.session);
     this.sessions.delete(id);
-    const parent = this.boxes.get(known.session.box);
     if (parent) t.nodes.add(parent);
     else t.root = true;
   }

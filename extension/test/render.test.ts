@@ -82,6 +82,19 @@ const cases: [
   [ev(Events.checkpointCreated, { name: "before", ref: "abc123" }), { summary: "checkpoint before (abc123)" }],
   [ev(Events.verdictRecorded, { verdict: "pass", score: 0.9, note: "ok" }), { summary: "verdict pass (0.9)", detail: /ok/ }],
   [
+    ev(Events.dispatchStarted, { dispatch: "dsp_1", snapshot: "snap_1", k: 3, check: "bun test", task: "fix it" }),
+    { summary: "dispatch dsp_1: 3 workers from snap_1, check bun test" },
+  ],
+  [ev(Events.dispatchWorkerStarted, { worker: 2, agent: "codex", box: "dsp-x-w2" }), { summary: "worker 2 (codex) in box dsp-x-w2" }],
+  [
+    ev(Events.dispatchFinished, { status: "done", winner: 2, usage: { input: 1, output: 2 } }),
+    { summary: "dispatch done: worker 2 won", tone: "ok" },
+  ],
+  [
+    ev(Events.dispatchFinished, { status: "interrupted", winner: null, reason: "daemon stopped", usage: { input: 0, output: 0 } }),
+    { summary: "dispatch interrupted: no winner (daemon stopped)", tone: "warn" },
+  ],
+  [
     ev(Events.egressDenied, { ...egress, bytesUp: 0, bytesDown: 0, status: 403, reason: "not allowlisted" }),
     { summary: "egress denied api.example:443 → 403, 0 bytes up, 0 down (not allowlisted)", tone: "error" },
   ],

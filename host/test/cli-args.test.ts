@@ -104,6 +104,40 @@ describe("parsing", () => {
   });
 });
 
+describe("dispatch", () => {
+  test("flags parse: -k, --agents, repeatable --protect; the task after -- keeps its words and dashes", async () => {
+    const a = (
+      await parse(ROOT, [
+        "dispatch",
+        "--here",
+        "-k",
+        "3",
+        "--agents",
+        "claude,codex",
+        "--check",
+        "bun test",
+        "--protect",
+        "a/**",
+        "--protect",
+        "b",
+        "--",
+        "fix",
+        "--it",
+      ])
+    ).args;
+    expect(a).toMatchObject({
+      here: true,
+      k: 3,
+      agents: "claude,codex",
+      check: "bun test",
+      protect: ["a/**", "b"],
+      args: ["fix", "--it"],
+      pick: "first",
+    });
+    await expect(parse(ROOT, ["dispatch", "--pick", "worst", "--", "x"])).rejects.toThrow("expected one of first, best");
+  });
+});
+
 describe("offload and bring-back", () => {
   test("flags parse: --box, --dry-run, repeatable --include; the box of bring-back is required", async () => {
     const off = (await parse(ROOT, ["offload", "--box", "w", "--dry-run", "--include", ".env", "--include", "k.pem"])).args;
@@ -145,6 +179,7 @@ describe("completion", () => {
         "cp",
         "offload",
         "bring-back",
+        "dispatch",
         "pty",
         "doctor",
         "serve",

@@ -327,3 +327,102 @@ export const EgressQuery = Type.Object({
   decision: Type.Optional(EgressDecision),
   limit: Type.Optional(WholeNumber(1, API_LIMITS.egressPage)),
 });
+
+/**
+ * POST /v1/dispatches: fork k workers from one snapshot, run the task
+ * headless in each, grade each with a check it cannot edit, keep the winner
+ * (host/src/dispatch/README.md).
+ */
+export const DispatchCreateBody = Type.Object(
+  {
+    /** The snapshot the workers fork from, or the box to snapshot first (`--here` offloads into one). */
+    from: Type.Optional(SnapshotRef),
+    box: Type.Optional(BoxName),
+    /** The dispatch deletes this box once it has its snapshot (the one `--here` offloaded into). */
+    ownBox: Type.Optional(Type.Boolean()),
+    k: Type.Integer({ minimum: 1, maximum: 16 }),
+    /** One agent per worker, cycled when shorter than k. */
+    agents: Type.Array(AgentName, { minItems: 1, maxItems: 16 }),
+    task: Type.String({ minLength: 1, maxLength: 65536 }),
+    check: Type.String({ minLength: 1, maxLength: 4096 }),
+    /** Globs, relative to workdir, restored from the base before grading (added to the defaults). */
+    protect: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 1024 }), { maxItems: 64 })),
+    pick: Type.Optional(Type.Union([Type.Literal("first"), Type.Literal("best")])),
+    concurrency: Type.Optional(Type.Integer({ minimum: 1, maximum: 16 })),
+    /** Seconds a worker's turn may take before it is stopped and graded as timed out. */
+    timeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })),
+    /** Where in the box the check runs and protect globs start (default /workspace). */
+    workdir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, pattern: "^/" })),
+  },
+  { additionalProperties: false },
+);
+export type DispatchCreateBody = Static<typeof DispatchCreateBody>;
+
+export const DispatchWorkerStatus = Type.Union([
+  Type.Literal("pending"),
+  Type.Literal("running"),
+  Type.Literal("grading"),
+  Type.Literal("passed"),
+  Type.Literal("failed"),
+  Type.Literal("timeout"),
+  Type.Literal("error"),
+  Type.Literal("cancelled"),
+]);
+export const DispatchUsage = Type.Object({ input: Type.Integer({ minimum: 0 }), output: Type.Integer({ minimum: 0 }) });
+export const DispatchWorker = Type.Object({
+  n: Type.Integer({ minimum: 1 }),
+  agent: Type.String(),
+  box: Type.String(),
+  /** The box is gone (a loser's, after the dispatch), its log, diff and verdict kept. */
+  boxDeleted: Type.Boolean(),
+  session: Type.Union([Type.String(), Type.Null()]),
+  status: DispatchWorkerStatus,
+  verdict: Type.Union([
+    Type.Object({
+      verdict: Type.String(),
+      exit: Type.Union([Type.Integer(), Type.Null()]),
+      score: Type.Union([Type.Number(), Type.Null()]),
+      /** The check's last output lines, or why it did not run. */
+      tail: Type.String(),
+      ms: Type.Integer({ minimum: 0 }),
+    }),
+    Type.Null(),
+  ]),
+  score: Type.Union([Type.Number(), Type.Null()]),
+  diffstat: Type.Union([Type.Object({ files: Type.Integer(), added: Type.Integer(), removed: Type.Integer() }), Type.Null()]),
+  /** The worker's result, kept in the snapshot store, and its diff against the base as a file under $HUTCH_HOME. */
+  snapshot: Type.Union([Type.String(), Type.Null()]),
+  diff: Type.Union([Type.String(), Type.Null()]),
+  usage: DispatchUsage,
+  /** When its verdict was recorded (what --pick first orders by). */
+  finishedAt: Type.Optional(Type.String()),
+});
+export type DispatchWorker = Static<typeof DispatchWorker>;
+export const Dispatch = Type.Object({
+  id: Type.String(),
+  state: Type.Union([
+    Type.Literal("running"),
+    Type.Literal("done"),
+    Type.Literal("cancelled"),
+    Type.Literal("interrupted"),
+    Type.Literal("failed"),
+  ]),
+  /** The orchestration session: `hutch session watch` it. */
+  session: Type.String(),
+  snapshot: Type.Union([Type.String(), Type.Null()]),
+  workdir: Type.String(),
+  check: Type.String(),
+  pick: Type.Union([Type.Literal("first"), Type.Literal("best")]),
+  /** The winning worker's number, and its box (kept). */
+  winner: Type.Union([Type.Integer(), Type.Null()]),
+  winnerBox: Type.Union([Type.String(), Type.Null()]),
+  workers: Type.Array(DispatchWorker),
+  usage: DispatchUsage,
+  /** What happened to unfinished work after a daemon restart or a cancel, in words. */
+  reason: Type.Optional(Type.String()),
+  /** Every box this dispatch made is gone or kept on purpose (the winner's). */
+  tornDown: Type.Boolean(),
+  createdAt: Type.String(),
+  finishedAt: Type.Optional(Type.String()),
+});
+export type Dispatch = Static<typeof Dispatch>;

@@ -142,8 +142,38 @@ export const Events = {
   ),
   verdictRecorded: defineEvent(
     "verdict.recorded",
-    Type.Object({ verdict: Text(64), score: Type.Optional(Type.Number()), note: Type.Optional(Text()) }),
+    Type.Object({
+      verdict: Text(64),
+      score: Type.Optional(Type.Number()),
+      note: Type.Optional(Text()),
+      // A dispatch's grade of one worker (host/src/dispatch): which worker, the check's exit and how long it all took.
+      worker: Type.Optional(Type.Integer({ minimum: 1 })),
+      agent: Type.Optional(Text(64)),
+      box: Type.Optional(Text(128)),
+      session: Type.Optional(Text(64)),
+      exit: Type.Optional(Type.Union([Type.Integer(), Type.Null()])),
+      ms: Type.Optional(Type.Integer({ minimum: 0 })),
+      usage: Type.Optional(Type.Object({ input: Type.Integer({ minimum: 0 }), output: Type.Integer({ minimum: 0 }) })),
+    }),
     { byClients: true },
+  ),
+  // `hutch dispatch`: the orchestration session's own log of a dispatch (host/src/dispatch).
+  dispatchStarted: defineEvent(
+    "dispatch.started",
+    Type.Object({ dispatch: Text(64), snapshot: Text(64), k: Type.Integer({ minimum: 1 }), check: Text(4096), task: Text() }),
+  ),
+  dispatchWorkerStarted: defineEvent(
+    "dispatch.worker.started",
+    Type.Object({ worker: Type.Integer({ minimum: 1 }), agent: Text(64), box: Text(128), session: Type.Optional(Text(64)) }),
+  ),
+  dispatchFinished: defineEvent(
+    "dispatch.finished",
+    Type.Object({
+      status: Type.Union([Type.Literal("done"), Type.Literal("cancelled"), Type.Literal("interrupted"), Type.Literal("failed")]),
+      winner: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
+      reason: Type.Optional(Text(4096)),
+      usage: Type.Object({ input: Type.Integer({ minimum: 0 }), output: Type.Integer({ minimum: 0 }) }),
+    }),
   ),
   attentionRequired: defineEvent("attention.required", Type.Object({ reason: Text(1024) }), { byClients: true }),
   // A log continued elsewhere (`hutch bring-back --session`): each event of a

@@ -106,6 +106,12 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     summary: `arrived from ${d.from.remote} (session ${d.from.session}, box ${d.from.box}); its ${d.events} events are above`,
     tone: "note",
   }),
+  "dispatch.started": (d) => ({ summary: `dispatch ${d.dispatch}: ${d.k} workers from ${d.snapshot}, check ${oneLine(d.check)}` }),
+  "dispatch.worker.started": (d) => ({ summary: `worker ${d.worker} (${d.agent}) in box ${d.box}` }),
+  "dispatch.finished": (d) => ({
+    summary: `dispatch ${d.status}: ${d.winner !== null ? `worker ${d.winner} won` : "no winner"}${d.reason ? ` (${oneLine(d.reason)})` : ""}`,
+    tone: d.winner !== null ? "ok" : "warn",
+  }),
   "egress.allowed": (d) => egress("allowed", d),
   "egress.denied": (d) => egress("denied", d),
   "egress.injected": (d) => egress("injected", d),

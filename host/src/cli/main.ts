@@ -69,6 +69,12 @@ export const ROOT: Command = {
       load: () => import("./bring-back.ts").then((m) => m.bringBack),
     },
     {
+      command: "dispatch [args..]",
+      describe:
+        "give one task to k agents in forked boxes, grade each with a check it cannot edit, keep the winner (status ID, list, cancel ID)",
+      load: () => import("./dispatch.ts").then((m) => m.dispatch),
+    },
+    {
       command: "pty <command>",
       describe: "terminals owned by a box: list, attach, kill",
       load: () => import("./pty.ts").then((m) => m.pty),

@@ -29,6 +29,8 @@ import type { Engine } from "../engine/types.ts";
 import { HOME_FILES } from "../paths.ts";
 import { SnapshotService } from "../snapshot/service.ts";
 import { snapshotsController, type SnapshotAccess } from "./snapshots/index.ts";
+import type { DispatchService } from "../dispatch/service.ts";
+import { dispatchController } from "./dispatch/index.ts";
 
 export interface AppDeps {
   boxes: BoxService;
@@ -50,6 +52,8 @@ export interface AppDeps {
   auth?: AuthService;
   /** The serving daemon's address and certificate fingerprint, for join strings. */
   serve?: ServeInfo;
+  /** Dispatches (host/src/dispatch); no routes when absent. */
+  dispatches?: DispatchService;
 }
 
 export function buildApp(deps: AppDeps) {
@@ -116,6 +120,14 @@ export function buildApp(deps: AppDeps) {
       .use(imagesController(new ImageBuilds(deps.home), ops, deps.boxes))
       .use(agentsController(env.agentsDir(deps.home), ops))
       .use(snapshotsController(snapshots, ops, access))
+      .use(
+        deps.dispatches
+          ? dispatchController(deps.dispatches, deps.identify ?? localUser, (req) => {
+              const p = principalOf(req);
+              return !p?.remote || p.scopes.includes("admin");
+            })
+          : new Elysia(),
+      )
   );
 }
 

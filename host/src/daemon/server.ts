@@ -72,7 +72,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth } = await createServices(home, db, {
+  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches } = await createServices(home, db, {
     process: new ProcessEngine(home),
     qemu: new QemuEngine(home),
   });
@@ -80,6 +80,8 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   await sessions.recorder.recover();
   sessions.recoverTurns();
   sessions.start();
+  // Unfinished dispatches are torn down in the background: the API answers meanwhile, and says so.
+  dispatches.recover();
 
   rmSync(socketPath, { force: true });
   const oldMask = process.umask(0o177);
@@ -102,6 +104,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     snapshots,
     auth,
     serve: serveInfo,
+    dispatches,
   });
   const streams = streamSocket(boxes, sessions);
   const subscribers = subscribeSocket(sessions, sessionStore);

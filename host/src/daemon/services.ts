@@ -19,6 +19,7 @@ import { brokerLink } from "../harness/broker-link.ts";
 import { SnapshotService } from "../snapshot/service.ts";
 import { AuthService } from "../auth/service.ts";
 import { daemonUser } from "./actor.ts";
+import { DispatchService } from "../dispatch/service.ts";
 
 /** The event each broker decision is logged as. */
 const EGRESS_EVENTS = { allowed: Events.egressAllowed, denied: Events.egressDenied, injected: Events.egressInjected } as const;
@@ -32,6 +33,7 @@ export interface Services {
   engines: Record<string, Engine>;
   snapshots: SnapshotService;
   auth: AuthService;
+  dispatches: DispatchService;
 }
 
 export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
@@ -69,5 +71,6 @@ export async function createServices(home: string, db: Database, engines: Record
       await snapshots.seed(boxId, ref);
     },
   };
-  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth };
+  const dispatches = new DispatchService({ home, boxes, sessions, store: sessionStore, snapshots });
+  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches };
 }
