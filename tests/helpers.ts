@@ -4,6 +4,8 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync,
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sharedMount } from "../host/src/engine/agent-disks.ts";
+import { check } from "../shared/src/validate.ts";
+import { OpProgress } from "../shared/src/ops.ts";
 
 export const ROOT = join(import.meta.dir, "..");
 export const HUTCH = join(ROOT, "dist", "hutch");
@@ -212,4 +214,23 @@ export async function testImage(profile: "base" | "desktop" = "base"): Promise<s
     await b.cleanup();
   }
   return cached;
+}
+
+/**
+ * What a client verb run with `--json` may write to stderr: its progress, one
+ * checked `{"type":"step",…}` line per step (so an IDE can show it), and
+ * nothing else — no warning, no stray text.
+ */
+export function expectOnlySteps(stderr: string): void {
+  const lines = stderr.split("\n").filter((l) => l !== "");
+  for (const l of lines) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(l);
+    } catch {
+      throw new Error(`stderr holds a line that is not a progress step: ${l}`);
+    }
+    if (!check(OpProgress, parsed) || (parsed as { type: string }).type !== "step")
+      throw new Error(`stderr holds a line that is not a progress step: ${l}`);
+  }
 }

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Home } from "../helpers.ts";
+import { expectOnlySteps, type Home } from "../helpers.ts";
 import { joinClient, type Server, startServer } from "../remote.ts";
 
 let srv: Server;
@@ -43,7 +43,7 @@ test("offload to a remote daemon, work there, bring it back: the split and the c
   writeFileSync(join(dir, "id_ed25519"), "sekrit-remote-key\n");
 
   const off = await alice.run(["offload", "--box", "far", "--json"], { cwd: dir });
-  expect(off.stderr).toBe("");
+  expectOnlySteps(off.stderr);
   expect(off.code).toBe(0);
   const guest = (JSON.parse(off.stdout) as { guestDir: string }).guestDir;
   const status = await alice.run(["exec", "far", "-w", guest, "--", "git", "status", "--porcelain"]);
@@ -57,7 +57,7 @@ test("offload to a remote daemon, work there, bring it back: the split and the c
   const work2 = await alice.run(["exec", "far", "-w", guest, "--", "sh", "-c", "echo b > b.txt && git add b.txt && git commit -qm box"]);
   expect(work2.code).toBe(0);
   const back = await alice.run(["bring-back", "far", "--json"], { cwd: dir });
-  expect(back.stderr).toBe("");
+  expectOnlySteps(back.stderr);
   expect((JSON.parse(back.stdout) as { case: string }).case).toBe("fast-forward");
   expect(g(dir, "log", "-1", "--format=%s")).toBe("box\n");
   expect(g(dir, "status", "--porcelain")).toBe(" M a.txt\n?? .env\n?? id_ed25519\n");
@@ -66,7 +66,7 @@ test("offload to a remote daemon, work there, bring it back: the split and the c
   // A second offload to the same remote box: only the changed file's content travels.
   writeFileSync(join(dir, "b.txt"), "b changed here\n");
   const again = await alice.run(["offload", "--box", "far", "--json"], { cwd: dir });
-  expect(again.stderr).toBe("");
+  expectOnlySteps(again.stderr);
   expect(again.code).toBe(0);
   expect(JSON.parse(again.stdout)).toMatchObject({ updated: true, sent: { blobs: 1 } });
   const there = await alice.run(["exec", "far", "-w", guest, "--", "sh", "-c", "cat b.txt; git status --porcelain"]);
@@ -107,7 +107,7 @@ test("bring-back --session: the remote sessions' events are appended to the loca
   };
   const remoteLog = await logOf(alice.run, rsid, []);
   const back = await alice.run(["bring-back", "far2", "--session", lsid, "--json"], { cwd: dir });
-  expect(back.stderr).toBe("");
+  expectOnlySteps(back.stderr);
   expect(back.code, back.stdout).toBe(0);
   const res = JSON.parse(back.stdout) as { case: string; sessionLog: { from: string[]; events: number; remote: string } };
   expect(res.case).toBe("fast-forward");
