@@ -13,3 +13,4 @@ export * from "./chunk/index.ts";
 export * from "./snapshots.ts";
 export * from "./remote.ts";
 export * from "./mcp.ts";
+export * from "./handover.ts";

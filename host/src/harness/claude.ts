@@ -174,7 +174,7 @@ export const claude: Harness = {
     "--verbose",
     "--include-partial-messages",
     "--dangerously-skip-permissions",
-    ...(resume ? ["--continue"] : []),
+    ...(typeof resume === "string" ? ["--resume", resume] : resume ? ["--continue"] : []),
     ...(ctx.model ? ["--model", ctx.model] : []),
     "--",
     prompt,
