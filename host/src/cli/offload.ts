@@ -1,13 +1,18 @@
 import { body, type GlobalArgs } from "./args.ts";
 import { printJson } from "./output.ts";
 
-type OffloadArgs = GlobalArgs & { box?: string; "dry-run": boolean; include?: string[] };
+type OffloadArgs = GlobalArgs & { box?: string; "dry-run": boolean; include?: string[]; note?: string };
 
 export const offload = body<OffloadArgs>({
   options: {
     box: { type: "string", describe: "the box to offload into (default: named after the repository; created when missing)" },
     "dry-run": { type: "boolean", default: false, describe: "print what would go and what is held back; change nothing" },
     include: { type: "string", array: true, describe: "carry a held-back path anyway (repeatable)" },
+    note: {
+      type: "string",
+      describe:
+        "a hand-over note for the box's agent: the first input of a conversation that starts there (with the branch, recent commits and diffstat)",
+    },
   },
   examples: [
     ["$0 offload --dry-run", "what would go, and what is held back"],
@@ -18,7 +23,7 @@ export const offload = body<OffloadArgs>({
     const { connectDaemon } = await import("../client/daemon.ts");
     const d = a["dry-run"] ? null : await connectDaemon(a.home);
     const progress = a.json ? undefined : (s: string) => process.stderr.write(`${s}\n`);
-    const r = await run(d, { cwd: process.cwd(), box: a.box, dryRun: a["dry-run"], include: a.include }, progress);
+    const r = await run(d, { cwd: process.cwd(), box: a.box, dryRun: a["dry-run"], include: a.include, note: a.note }, progress);
     if (a.json) return printJson(r);
     const lines: string[] = [];
     if (r.dryRun) for (const f of r.files) lines.push(`  ${f.path} (${f.bytes} bytes)`);
@@ -28,6 +33,10 @@ export const offload = body<OffloadArgs>({
     for (const h of r.heldBack)
       lines.push(`held back: ${h.path} (${h.rule}); to carry it: --include ${h.path}, or !${h.path} in .hutchignore`);
     for (const n of r.notes) lines.push(`note: ${n}`);
+    for (const c of r.conversations ?? [])
+      lines.push(`conversation: ${c.agent} ${c.id} carried to ${c.cwd}; hutch run ${r.box} --agent ${c.agent} --prompt … continues it`);
+    if (!r.dryRun && !r.resumed && (r.conversations ?? []).length < 2)
+      lines.push(`an agent with no conversation carried starts with the hand-over note (--note, the branch, recent commits, diffstat)`);
     if (!r.dryRun) lines.push(`work in it: hutch exec ${r.box} -w ${r.guestDir} -- sh; bring it back: hutch bring-back ${r.box}`);
     process.stdout.write(`${lines.join("\n")}\n`);
   },

@@ -11,6 +11,7 @@ import { basename, join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
 import type { DaemonClient } from "../client/daemon.ts";
 import { runningBox, sendDir, sh } from "./box.ts";
+import { type CarriedConversation, carryConversations, checkNote } from "./conversation/index.ts";
 import { commitTree, findRepo, git, out, type Repo, zsplit } from "./git.ts";
 import { type OffloadRecord, offloadRef, readRecord, writeRecord } from "./record.ts";
 import { listWork, snapshotTree } from "./worktree.ts";
@@ -21,6 +22,8 @@ export interface OffloadOptions {
   dryRun?: boolean;
   /** Paths to carry although the deny list or .hutchignore holds them back. */
   include?: string[];
+  /** For the box's agent: the first input of a conversation that starts fresh there. */
+  note?: string;
 }
 
 export interface OffloadPlan {
@@ -39,6 +42,8 @@ export interface OffloadPlan {
 export interface OffloadResult extends OffloadPlan {
   dryRun: boolean;
   resumed: boolean;
+  /** The agents' conversations carried (the box's agent resumes them); without one it starts with the hand-over note. */
+  conversations?: CarriedConversation[];
 }
 
 /** A box name from the repository's directory name: lower case, digits and dashes. */
@@ -116,6 +121,7 @@ export async function offload(
   opts: OffloadOptions,
   progress: (s: string) => void = () => {},
 ): Promise<OffloadResult> {
+  checkNote(opts.note);
   const repo = await findRepo(opts.cwd);
   const p = await plan(repo, opts);
   if (opts.dryRun || !d) return { ...p, dryRun: true, resumed: false };
@@ -188,10 +194,27 @@ export async function offload(
     await sendDir(d, p.box, tmp, guestIn);
     const name = await out(repo.root, ["config", "user.name"], { ok: [1] });
     const email = await out(repo.root, ["config", "user.email"], { ok: [1] });
+    const conv = await carryConversations(
+      d,
+      {
+        box: p.box,
+        root: repo.root,
+        guestDir: p.guestDir,
+        offloadId: id,
+        branch: p.branch,
+        base: p.base,
+        workTree,
+        heldBack: held,
+        note: opts.note,
+      },
+      progress,
+    );
+    record.conversations = conv.conversations;
+    p.notes.push(...conv.notes);
     const stage = `/workspace/.hutch-stage-${id}`;
     await sh(d, p.box, RESTORE, [p.guestDir, stage, `${guestIn}/bundle`, p.branch, id, p.box, name, email], "restoring the work tree");
     await writeRecord(repo.gitDir, { ...record, state: "done" });
-    return { ...p, dryRun: false, resumed: false };
+    return { ...p, dryRun: false, resumed: false, conversations: conv.conversations };
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }

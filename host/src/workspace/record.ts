@@ -6,6 +6,7 @@
 import { mkdirSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
+import type { BroughtConversation, CarriedConversation } from "./conversation/index.ts";
 
 export interface OffloadRecord {
   version: 1;
@@ -27,6 +28,9 @@ export interface OffloadRecord {
   include: string[];
   state: "sending" | "done";
   at: string;
+  /** The agents' conversations carried into the box, and those brought home from it (conversation/). */
+  conversations?: CarriedConversation[];
+  conversationsHome?: BroughtConversation[];
 }
 
 export const recordPath = (gitDir: string, box: string) => join(gitDir, "hutch", `${box}.json`);
