@@ -1,0 +1,211 @@
+// The agent's conversation moves with the work: a local Claude Code or Codex
+// session (the real CLI, run on the host against the fake model API) is
+// carried by `hutch offload`, the box's agent resumes it (the fake sees turn
+// 1 in the box's first request), and `hutch bring-back` writes the box's
+// conversation beside the local one, so the local CLI resumes it with the
+// box's turn. Without a local session the box's agent starts with the
+// hand-over note.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { harness } from "../../host/src/harness/index.ts";
+import { agentCommand } from "../../host/src/harness/install.ts";
+import type { Resume } from "../../host/src/harness/types.ts";
+import { Events, read } from "../../shared/src/index.ts";
+import { events, fakeBindings, newSecrets } from "../agent-turns.ts";
+import { AGENTS_CACHE, hostContext, hostEnv } from "../fixtures/agents/host-run.ts";
+import { type FakeModel, startFakeModel } from "../fixtures/fake-model/index.ts";
+import { type Home, makeHome, sha256 } from "../helpers.ts";
+
+const SECRETS = newSecrets();
+const TOKEN = "sekrit-conversation-token-42";
+let h: Home;
+let fake: FakeModel;
+let work: string;
+
+beforeAll(async () => {
+  h = makeHome("hutch-conv-");
+  h.env.HUTCH_AGENTS_DIR = AGENTS_CACHE;
+  fake = await startFakeModel();
+  writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
+  for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
+  const install = await h.run(["agent", "install", "claude", "codex"]);
+  expect(install.code, install.stderr).toBe(0);
+  work = mkdtempSync(join(tmpdir(), "hutch-conv-work-"));
+}, 600_000);
+
+afterAll(async () => {
+  await h.cleanup();
+  await fake.stop();
+  rmSync(work, { recursive: true, force: true });
+});
+
+function g(dir: string, ...args: string[]): string {
+  const r = Bun.spawnSync(["git", ...args], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
+  return r.stdout.toString();
+}
+
+/** A repository with one commit, an uncommitted change and a held-back .env holding TOKEN. */
+function repo(name: string): string {
+  const dir = join(work, name);
+  mkdirSync(dir);
+  g(dir, "init", "-q", "-b", "main");
+  g(dir, "config", "user.email", "dev@example.com");
+  g(dir, "config", "user.name", "Dev");
+  writeFileSync(join(dir, "parser.c"), "int main(void) { return 0; }\n");
+  g(dir, "add", ".");
+  g(dir, "commit", "-qm", "start the parser");
+  writeFileSync(join(dir, "parser.c"), "int main(void) { return 1; }\n");
+  writeFileSync(join(dir, ".env"), `API_TOKEN=${TOKEN}\n`);
+  return dir;
+}
+
+/** One headless turn of the real CLI on the host, in dir, its home (config and conversations) in home. */
+async function localTurn(agent: "claude" | "codex", home: string, dir: string, prompt: string, resume: Resume = false) {
+  const hs = harness(agent);
+  const ctx = hostContext(hs, fake, { resume: { home, workdir: dir } });
+  const proc = Bun.spawn([agentCommand(hs, AGENTS_CACHE), ...hs.headless(prompt, ctx, resume)], {
+    cwd: dir,
+    env: hostEnv(hs, fake, ctx),
+    stdin: "ignore",
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  expect(code, err.slice(-2000)).toBe(0);
+  return out;
+}
+
+/** The local CLIs' stores as hutch finds them (their own variables, as a user's shell would have them). */
+const storesEnv = (home: string) => ({ CLAUDE_CONFIG_DIR: join(home, ".claude"), CODEX_HOME: join(home, ".codex") });
+const body = (i: number) => JSON.stringify(fake.modelCalls()[i]?.body ?? null);
+// A model request is tens of KiB: say what is missing, not the whole request.
+const has = (text: string, s: string) => expect(text.includes(s), `the request lacks ${s}`).toBe(true);
+const lacks = (text: string, s: string) => expect(text.includes(s), `the request holds ${s}`).toBe(false);
+
+describe.each(["claude", "codex"] as const)("%s", (agent) => {
+  test("the local conversation is carried, resumed in the box, brought home and resumed here with the box's turn", async () => {
+    const dir = repo(`app-${agent}`);
+    const home = mkdtempSync(join(tmpdir(), `hutch-conv-${agent}-home-`));
+    const box = `conv-${agent}`;
+    expect((await h.run(["box", "create", box, "--start", "--secret", "anthropic", "--secret", "openai"])).code).toBe(0);
+
+    // Turn 1, on this machine; the user pasted the token (held back as .env) into the conversation.
+    fake.reset();
+    await localTurn(agent, home, dir, `create hello.txt containing hi\nthe token is ${TOKEN}`);
+    expect(readFileSync(join(dir, "hello.txt"), "utf8")).toBe("hi");
+    has(body(0), TOKEN);
+
+    const off = await h.run(["offload", "--box", box, "--json"], { cwd: dir, env: storesEnv(home) });
+    expect(off.code, off.stderr).toBe(0);
+    const offloaded = JSON.parse(off.stdout) as {
+      guestDir: string;
+      conversations: { agent: string; id: string; cwd: string; redacted: number }[];
+    };
+    const carried = offloaded.conversations.find((c) => c.agent === agent);
+    expect(carried).toMatchObject({ cwd: offloaded.guestDir });
+    expect(carried!.redacted).toBeGreaterThan(0);
+    const localFiles = () =>
+      Bun.spawnSync(["find", home, "-name", "*.jsonl", "-path", agent === "claude" ? "*/projects/*" : "*/sessions/*"])
+        .stdout.toString()
+        .trim()
+        .split("\n");
+    const [original] = localFiles();
+    const originalSum = sha256(readFileSync(original!));
+
+    // Turn 2, in the box: it continues turn 1 (the fake sees it in the box's first request), rewritten for the box.
+    fake.reset();
+    const run = await h.run(["run", box, "--agent", agent, "--prompt", "create two.txt containing yo", "--json"]);
+    expect(run.code, run.stderr + run.stdout).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ ok: true, state: "idle" });
+    const first = body(0);
+    has(first, "create hello.txt containing hi");
+    has(first, 'Created hello.txt containing \\"hi\\"');
+    has(first, "create two.txt containing yo");
+    has(first, offloaded.guestDir);
+    lacks(first, dir);
+    // The pasted token never reached the box: redacted before the conversation left.
+    lacks(first, TOKEN);
+    has(first, "[redacted by hutch]");
+    expect((await h.run(["exec", box, "-w", offloaded.guestDir, "--", "cat", "two.txt"])).stdout).toBe("yo");
+    const inBox = await h.run(["exec", box, "--", "sh", "-c", 'grep -rlF -e "$1" /workspace /home/hutch || true', "sh", TOKEN]);
+    expect(inBox.stdout).toBe("");
+
+    // Home again: the box's conversation lands beside the local one, under a fresh id; the local one is untouched.
+    const back = await h.run(["bring-back", box, "--json"], { cwd: dir, env: storesEnv(home) });
+    expect(back.code, back.stderr).toBe(0);
+    const brought = (
+      JSON.parse(back.stdout) as { conversations: { agent: string; id: string; boxId: string; path: string; cwd: string }[] }
+    ).conversations;
+    expect(brought).toHaveLength(1);
+    expect(brought[0]).toMatchObject({ agent, boxId: carried!.id, cwd: dir });
+    expect(brought[0]!.id).not.toBe(carried!.id);
+    expect(existsSync(brought[0]!.path)).toBe(true);
+    expect(sha256(readFileSync(original!))).toBe(originalSum);
+    lacks(readFileSync(brought[0]!.path, "utf8"), offloaded.guestDir);
+    expect(readFileSync(join(dir, "two.txt"), "utf8")).toBe("yo");
+
+    // Turn 3, here: resuming the brought conversation continues with the box's turn.
+    fake.reset();
+    await localTurn(agent, home, dir, "create three.txt containing ok", brought[0]!.id);
+    has(body(0), "create hello.txt containing hi");
+    has(body(0), "create two.txt containing yo");
+    has(body(0), 'Created two.txt containing \\"yo\\"');
+    has(body(0), dir);
+    expect(readFileSync(join(dir, "three.txt"), "utf8")).toBe("ok");
+
+    // A second bring-back finds nothing new: the same conversation is not written twice.
+    const again = await h.run(["bring-back", box, "--json"], { cwd: dir, env: storesEnv(home) });
+    expect(again.code, again.stderr).toBe(0);
+    expect((JSON.parse(again.stdout) as { conversations: unknown[] }).conversations).toEqual([]);
+    expect(localFiles()).toHaveLength(2);
+    rmSync(home, { recursive: true, force: true });
+  }, 300_000);
+});
+
+test("without a local conversation the box's agent starts with the hand-over note: the note, the branch, recent commits and the diffstat", async () => {
+  const dir = repo("fresh");
+  const home = mkdtempSync(join(tmpdir(), "hutch-conv-empty-"));
+  const box = "conv-fresh";
+  expect((await h.run(["box", "create", box, "--start", "--secret", "anthropic"])).code).toBe(0);
+  const off = await h.run(["offload", "--box", box, "--note", "finish the parser's error path", "--json"], {
+    cwd: dir,
+    env: storesEnv(home),
+  });
+  expect(off.code, off.stderr).toBe(0);
+  expect((JSON.parse(off.stdout) as { conversations: unknown[] }).conversations).toEqual([]);
+
+  fake.reset();
+  const run = await h.run(["run", box, "--agent", "claude", "--prompt", "create notes.txt containing done", "--json"]);
+  expect(run.code, run.stderr + run.stdout).toBe(0);
+  const first = body(0);
+  for (const s of [
+    "finish the parser's error path",
+    "on branch main",
+    "start the parser",
+    "parser.c",
+    "/workspace/fresh",
+    "create notes.txt containing done",
+  ])
+    has(first, s);
+  // The log holds what the user typed; the note is the agent's input, not the user's words.
+  const log = await events(h, (JSON.parse(run.stdout) as { session: string }).session);
+  expect(log.filter((e) => e.kind === "input.sent").map((e) => read(e, Events.inputSent)?.text)).toEqual([
+    "create notes.txt containing done",
+  ]);
+  expect((await h.run(["exec", box, "-w", "/workspace/fresh", "--", "cat", "notes.txt"])).stdout).toBe("done");
+  rmSync(home, { recursive: true, force: true });
+}, 180_000);
+
+test("a hand-over file the box broke is refused with what to do, and the turn says so", async () => {
+  const box = "conv-fresh";
+  await h.run(["exec", box, "--", "sh", "-c", 'printf \'{"version":1,"workdir":"/etc"}\' > "$HOME/.hutch/handover.json"']);
+  const run = await h.run(["run", box, "--agent", "claude", "--prompt", "hi", "--json"]);
+  expect(run.code).toBe(1);
+  const log = await events(h, (JSON.parse(run.stdout) as { session: string }).session);
+  const err = log.map((e) => read(e, Events.errorRaised)).find((d) => d !== null);
+  expect(err?.message).toContain("hand-over file");
+  expect(err?.message).toContain("rm ~/.hutch/handover.json");
+}, 120_000);
