@@ -16,7 +16,7 @@ import { Events, read } from "../../shared/src/index.ts";
 import { events, fakeBindings, newSecrets } from "../agent-turns.ts";
 import { AGENTS_CACHE, hostContext, hostEnv } from "../fixtures/agents/host-run.ts";
 import { type FakeModel, startFakeModel } from "../fixtures/fake-model/index.ts";
-import { type Home, makeHome, sha256 } from "../helpers.ts";
+import { type Home, makeHome, onTerminal, sha256 } from "../helpers.ts";
 
 const SECRETS = newSecrets();
 const TOKEN = "sekrit-conversation-token-42";
@@ -164,6 +164,32 @@ describe.each(["claude", "codex"] as const)("%s", (agent) => {
     rmSync(home, { recursive: true, force: true });
   }, 300_000);
 });
+
+test("interactive claude in the offloaded box resumes the carried conversation; the log gets only the new turn", async () => {
+  // conv-claude holds the carried conversation, with the box's headless turn (the test above).
+  fake.reset();
+  const a = onTerminal(h, ["run", "conv-claude", "--agent", "claude"], 120, 40);
+  await a.until(/session (ses_[0-9a-z]{20})/);
+  const sid = /session (ses_[0-9a-z]{20})/.exec(a.text())![1]!;
+  await a.until("bypass permissions on", 30_000);
+  a.type("create four.txt containing tui");
+  await Bun.sleep(300);
+  a.type("\r");
+  await a.until("create four.txt containing tui");
+  a.type("\x01d");
+  expect(await a.proc.exited).toBe(0);
+  const wait = await h.run(["session", "wait", sid, "--json"]);
+  expect(JSON.parse(wait.stdout), wait.stderr).toMatchObject({ state: "idle", ok: true });
+  has(body(0), "create hello.txt containing hi");
+  has(body(0), "create two.txt containing yo");
+  expect((await h.run(["exec", "conv-claude", "-w", "/workspace/app-claude", "--", "cat", "four.txt"])).stdout).toBe("tui");
+  const said = (await events(h, sid)).flatMap((e) => {
+    const d = read(e, Events.messageCompleted);
+    return d?.role === "user" ? [d.text] : [];
+  });
+  expect(said).toEqual(["create four.txt containing tui"]);
+  await h.run(["session", "close", sid]);
+}, 180_000);
 
 test("without a local conversation the box's agent starts with the hand-over note: the note, the branch, recent commits and the diffstat", async () => {
   const dir = repo("fresh");

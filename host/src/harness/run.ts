@@ -51,6 +51,8 @@ export interface Prepared {
   cwd: string;
   /** The transcript file an interactive agent will write, to be tailed. */
   transcript?: string;
+  /** It holds a resumed conversation already: tail only what is added (the old turns are not this session's). */
+  transcriptResumed?: boolean;
 }
 
 export interface RunResult {
@@ -113,7 +115,7 @@ export class AgentRunner {
     const turn = shapeTurn(handover, h.name, {
       workdir: AGENT_WORKDIR,
       prompt: mode === "interactive" ? "" : mode.prompt,
-      resume: mode === "interactive" ? true : mode.resume,
+      resume: mode === "interactive" ? false : mode.resume,
     });
     const link = await this.link.forBox(o.boxId, h.bindings);
     const ctx: AgentContext = agentContext(link, home || "/home/hutch", turn.workdir, o.model);
@@ -129,12 +131,14 @@ export class AgentRunner {
     }
     if (mode !== "interactive")
       return { argv: [...launch, ...h.headless(turn.prompt, ctx, turn.resume)], env: h.env(ctx), cwd: ctx.workdir };
-    const agentSession = crypto.randomUUID();
+    // The TUI resumes a carried conversation when its harness can name one (its transcript is then tailed from its end).
+    const resumed = typeof turn.resume === "string" && h.transcript !== undefined;
+    const agentSession = resumed ? (turn.resume as string) : crypto.randomUUID();
     return {
-      argv: [...launch, ...h.interactive(ctx), ...(h.transcript ? h.transcript.args(agentSession) : [])],
+      argv: [...launch, ...h.interactive(ctx), ...(h.transcript ? h.transcript.args(agentSession, resumed) : [])],
       env: h.env(ctx),
       cwd: ctx.workdir,
-      ...(h.transcript ? { transcript: h.transcript.path(ctx, agentSession) } : {}),
+      ...(h.transcript ? { transcript: h.transcript.path(ctx, agentSession), transcriptResumed: resumed } : {}),
     };
   }
 
@@ -158,7 +162,7 @@ export class AgentRunner {
    * ending with the agent's process), mapping its records into the log while
    * the user types in the terminal, attached or not.
    */
-  tail(o: { boxId: string; harness: Harness; path: string; pid: number; actor: Actor; sink: RunSink }): void {
+  tail(o: { boxId: string; harness: Harness; path: string; fromEnd?: boolean; pid: number; actor: Actor; sink: RunSink }): void {
     const t = o.harness.transcript;
     if (!t) return;
     const record = this.emitter(o.harness, o.actor, o.sink);
@@ -166,7 +170,7 @@ export class AgentRunner {
     const splitter = new LineSplitter((line, truncated) => record(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
     const { done } = execIn(
       this.boxes.channel(o.boxId).channel,
-      { tool: "exec", argv: ["tail", "-n", "+1", "-F", `--pid=${o.pid}`, o.path] },
+      { tool: "exec", argv: ["tail", "-n", o.fromEnd ? "0" : "+1", "-F", `--pid=${o.pid}`, o.path] },
       {
         onData: (chan, bytes) => {
           if (chan === 1) splitter.push(bytes);

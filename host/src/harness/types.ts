@@ -83,8 +83,8 @@ export interface Harness {
    * bytes are all the log gets).
    */
   transcript?: {
-    /** Extra argv naming the agent's session, so the file's path is known before it starts. */
-    args(agentSession: string): string[];
+    /** Extra argv naming the agent's session, so the file's path is known before it starts; `resume`: an existing one (carried by an offload). */
+    args(agentSession: string, resume?: boolean): string[];
     path(ctx: AgentContext, agentSession: string): string;
     mapper(): Mapper;
   };
