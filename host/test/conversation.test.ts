@@ -117,9 +117,22 @@ describe("stores", () => {
       );
     rollout(old, root, 200);
     rollout(sibling, `${root}2`, 5);
-    const found = await findLocal(root, { claude, codex });
+    const pi = join(tmp, "pi");
+    at(
+      join(pi, "sessions", `--${root.slice(1).replaceAll("/", "-")}--`, `2026-12-01T10-00-00-000Z_${sibling}.jsonl`),
+      line({ type: "session", id: old, cwd: root }),
+      1,
+    );
+    at(
+      join(pi, "sessions", `--${root.slice(1).replaceAll("/", "-")}--`, `2026-12-01T09-00-00-000Z_${old}.jsonl`),
+      line({ type: "session", id: old, cwd: root }),
+      400,
+    );
+    const found = await findLocal(root, { claude, codex, pi });
+    // The newest pi file names another id than its header: not taken.
     expect(found.map((f) => [f.agent, f.id, f.cwd])).toEqual([
       ["claude", sub, `${root}/sub`],
+      ["pi", old, root],
       ["codex", old, root],
     ]);
     expect(relativeCwd(`${root}/sub`, [root])).toBe("sub");

@@ -30,7 +30,7 @@ beforeAll(async () => {
   fake = await startFakeModel();
   writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
   for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
-  const install = await h.run(["agent", "install", "claude", "codex"]);
+  const install = await h.run(["agent", "install", "claude", "codex", "pi"]);
   expect(install.code, install.stderr).toBe(0);
   work = mkdtempSync(join(tmpdir(), "hutch-conv-work-"));
 }, 600_000);
@@ -63,7 +63,7 @@ function repo(name: string): string {
 }
 
 /** One headless turn of the real CLI on the host, in dir, its home (config and conversations) in home. */
-async function localTurn(agent: "claude" | "codex", home: string, dir: string, prompt: string, resume: Resume = false) {
+async function localTurn(agent: "claude" | "codex" | "pi", home: string, dir: string, prompt: string, resume: Resume = false) {
   const hs = harness(agent);
   const ctx = hostContext(hs, fake, { resume: { home, workdir: dir } });
   const proc = Bun.spawn([agentCommand(hs, AGENTS_CACHE), ...hs.headless(prompt, ctx, resume)], {
@@ -79,13 +79,17 @@ async function localTurn(agent: "claude" | "codex", home: string, dir: string, p
 }
 
 /** The local CLIs' stores as hutch finds them (their own variables, as a user's shell would have them). */
-const storesEnv = (home: string) => ({ CLAUDE_CONFIG_DIR: join(home, ".claude"), CODEX_HOME: join(home, ".codex") });
+const storesEnv = (home: string) => ({
+  CLAUDE_CONFIG_DIR: join(home, ".claude"),
+  CODEX_HOME: join(home, ".codex"),
+  PI_CODING_AGENT_DIR: join(home, ".pi", "agent"),
+});
 const body = (i: number) => JSON.stringify(fake.modelCalls()[i]?.body ?? null);
 // A model request is tens of KiB: say what is missing, not the whole request.
 const has = (text: string, s: string) => expect(text.includes(s), `the request lacks ${s}`).toBe(true);
 const lacks = (text: string, s: string) => expect(text.includes(s), `the request holds ${s}`).toBe(false);
 
-describe.each(["claude", "codex"] as const)("%s", (agent) => {
+describe.each(["claude", "codex", "pi"] as const)("%s", (agent) => {
   test("the local conversation is carried, resumed in the box, brought home and resumed here with the box's turn", async () => {
     const dir = repo(`app-${agent}`);
     const home = mkdtempSync(join(tmpdir(), `hutch-conv-${agent}-home-`));
@@ -222,6 +226,15 @@ test("without a local conversation the box's agent starts with the hand-over not
     "create notes.txt containing done",
   ]);
   expect((await h.run(["exec", box, "-w", "/workspace/fresh", "--", "cat", "notes.txt"])).stdout).toBe("done");
+
+  // The conversation the box started comes home under its own id (nothing local holds it).
+  const back = await h.run(["bring-back", box, "--json"], { cwd: dir, env: storesEnv(home) });
+  expect(back.code, back.stderr).toBe(0);
+  const brought = (JSON.parse(back.stdout) as { conversations: { agent: string; id: string; boxId: string; path: string }[] })
+    .conversations;
+  expect(brought.map((c) => [c.agent, c.id === c.boxId])).toEqual([["claude", true]]);
+  expect(brought[0]!.path).toStartWith(join(home, ".claude", "projects", dir.replace(/[^A-Za-z0-9]/g, "-")));
+  has(readFileSync(brought[0]!.path, "utf8"), "create notes.txt containing done");
   rmSync(home, { recursive: true, force: true });
 }, 180_000);
 

@@ -16,11 +16,17 @@ import {
   boxStores,
   claudeCwd,
   claudeProject,
+  CONVERSATION_AGENTS,
+  type ConversationAgent,
   codexHas,
   codexMeta,
-  type ConversationAgent,
   isUuid,
   localStores,
+  PI_SESSION,
+  piHas,
+  piMeta,
+  piProject,
+  piSessionName,
   relativeCwd,
   rolloutDate,
   rolloutName,
@@ -32,11 +38,12 @@ const BOX_FILES_MAX = 100;
 const BOX_TOTAL_MAX = 256 * 1024 * 1024;
 
 // In the box: copies of its Claude Code transcripts for the repository's
-// project directories ($2, and those below it), and of its Codex rollouts,
-// into $1; prints $HOME. Symlinks are not followed.
+// project directories ($2, and those below it), of its pi sessions for the
+// same ($4), and of its Codex rollouts, into $1; prints $HOME. Symlinks are
+// not followed.
 const EXPORT = `set -eu
-out=$1 project=$2 max=$3
-rm -rf "$out"; mkdir -p "$out/claude" "$out/codex"
+out=$1 project=$2 max=$3 pi=$4
+rm -rf "$out"; mkdir -p "$out/claude" "$out/codex" "$out/pi"
 n=0
 for p in "$HOME/.claude/projects/$project" "$HOME/.claude/projects/$project"-*; do
   [ -d "$p" ] && [ ! -L "$p" ] || continue
@@ -46,11 +53,27 @@ for p in "$HOME/.claude/projects/$project" "$HOME/.claude/projects/$project"-*; 
     cp "$f" "$out/claude/$n-$(basename "$f")"
   done
 done
+n=0
+for p in "$HOME/.pi/agent/sessions/--$pi"-*; do
+  [ -d "$p" ] && [ ! -L "$p" ] || continue
+  for f in "$p"/*.jsonl; do
+    [ -f "$f" ] && [ ! -L "$f" ] || continue
+    n=$((n+1)); [ "$n" -le "$max" ] || break
+    cp "$f" "$out/pi/$n-$(basename "$f")"
+  done
+done
 if [ -d "$HOME/.codex/sessions" ] && [ ! -L "$HOME/.codex/sessions" ]; then
   find "$HOME/.codex/sessions" -type f -name 'rollout-*.jsonl' | head -n "$max" | while IFS= read -r f; do cp "$f" "$out/codex/"; done
 fi
 printf '%s\\n' "$HOME"
 `;
+
+/** The command that continues a conversation here, per CLI. */
+const RESUME: Record<ConversationAgent, (id: string) => string> = {
+  claude: (id) => `claude --resume ${id}`,
+  codex: (id) => `codex resume ${id}`,
+  pi: (id) => `pi --session ${id}`,
+};
 
 export interface HomeResult {
   conversations: BroughtConversation[];
@@ -76,7 +99,8 @@ function writeExclusive(path: string, text: string): boolean {
 interface Candidate {
   agent: ConversationAgent;
   file: string;
-  /** The box's id, and the rollout's start time (Codex). */
+  /** Its name in the box, its id there, and the rollout's start time (Codex). */
+  name: string;
   id: string;
   started?: Date;
 }
@@ -85,7 +109,7 @@ function candidates(dir: string): { list: Candidate[]; notes: string[] } {
   const list: Candidate[] = [];
   const notes: string[] = [];
   let total = 0;
-  for (const agent of ["claude", "codex"] as const) {
+  for (const agent of CONVERSATION_AGENTS) {
     let names: string[] = [];
     try {
       names = readdirSync(join(dir, agent)).slice(0, BOX_FILES_MAX);
@@ -95,8 +119,11 @@ function candidates(dir: string): { list: Candidate[]; notes: string[] } {
     for (const n of names) {
       const file = join(dir, agent, n);
       const st = lstatSync(file, { throwIfNoEntry: false });
-      const m = agent === "claude" ? /^\d+-([0-9a-f-]{36})\.jsonl$/.exec(n) : /-([0-9a-f-]{36})\.jsonl$/.exec(n);
-      const id = m?.[1];
+      // The box's name for it: claude and pi copies carry a counter prefix (two directories may hold the same name).
+      const name = agent === "codex" ? n : n.replace(/^\d+-/, "");
+      const id = (agent === "claude" ? /^([0-9a-f-]{36})\.jsonl$/ : agent === "pi" ? PI_SESSION : /-([0-9a-f-]{36})\.jsonl$/).exec(name)?.[
+        agent === "pi" ? 2 : 1
+      ];
       const started = agent === "codex" ? rolloutDate(n) : undefined;
       if (!st?.isFile() || !id || !isUuid(id) || started === null) {
         notes.push(`the box sent ${agent}/${n}, which is not a transcript: skipped`);
@@ -107,7 +134,7 @@ function candidates(dir: string): { list: Candidate[]; notes: string[] } {
         continue;
       }
       total += st.size;
-      list.push({ agent, file, id, ...(started ? { started } : {}) });
+      list.push({ agent, file, name, id, ...(started ? { started } : {}) });
     }
   }
   return { list, notes };
@@ -131,7 +158,7 @@ export async function bringConversationsHome(
     d,
     rec.box,
     EXPORT,
-    [outDir, claudeProject(rec.guestDir), String(BOX_FILES_MAX)],
+    [outDir, claudeProject(rec.guestDir), String(BOX_FILES_MAX), piProject(rec.guestDir)],
     "collecting the box's conversations",
   );
   const home = checkHome(said.stdout.trim(), rec.box);
@@ -156,17 +183,25 @@ export async function bringConversationsHome(
         notes.push(`the box's ${c.agent} conversation ${c.id} is not JSONL (${parsed.problem}): left in the box`);
         continue;
       }
-      const meta = c.agent === "claude" ? { id: c.id, cwd: claudeCwd(parsed.records) } : codexMeta(parsed.records);
+      const meta =
+        c.agent === "claude"
+          ? { id: c.id, cwd: claudeCwd(parsed.records) }
+          : c.agent === "pi"
+            ? piMeta(parsed.records)
+            : codexMeta(parsed.records);
       // Another project's conversation (or none at all): not this repository's to bring.
       const rel = meta?.cwd ? relativeCwd(meta.cwd, [rec.guestDir]) : null;
       if (!meta || meta.id !== c.id || rel === null) continue;
       const localCwd = rel ? `${root}/${rel}` : root;
+      // Each CLI's own kind of id: Claude Code's are random, Codex's and pi's time-ordered (v7).
       const fresh = c.agent === "claude" ? crypto.randomUUID() : Bun.randomUUIDv7();
       const claudeFile = (id: string) => join(local.claude, "projects", claudeProject(localCwd), `${id}.jsonl`);
       const taken =
         c.agent === "claude"
           ? lstatSync(claudeFile(c.id), { throwIfNoEntry: false }) !== undefined
-          : codexHas(join(local.codex, "sessions"), c.id);
+          : c.agent === "pi"
+            ? piHas(local.pi, c.id)
+            : codexHas(join(local.codex, "sessions"), c.id);
       const id = taken ? fresh : c.id;
       const out = rewrite(parsed.records, {
         paths: pathMaps(c.agent, box, local, meta.cwd!, localCwd, [[rec.guestDir], roots[0]!]),
@@ -174,6 +209,13 @@ export async function bringConversationsHome(
       });
       let path: string;
       if (c.agent === "claude") path = claudeFile(id);
+      else if (c.agent === "pi")
+        path = join(
+          local.pi,
+          "sessions",
+          `--${piProject(localCwd)}--`,
+          taken ? piSessionName(new Date(), id) : c.file.split("/").at(-1)!.replace(/^\d+-/, ""),
+        );
       else {
         const n = rolloutName(taken ? new Date() : c.started!, id);
         path = join(local.codex, "sessions", ...n.dir, n.name);
@@ -185,7 +227,7 @@ export async function bringConversationsHome(
         path,
         cwd: localCwd,
         sha256: sum,
-        resume: c.agent === "claude" ? `claude --resume ${id}` : `codex resume ${id}`,
+        resume: RESUME[c.agent](id),
       };
       if (!opts.dryRun && !writeExclusive(path, toJsonl(out.records))) {
         notes.push(

@@ -9,12 +9,21 @@
 // transcript is never overwritten. Everything goes through the daemon API.
 import { lstatSync, mkdirSync, mkdtempSync, realpathSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { check, firstError, HANDOVER_PATH, Handover, HutchError } from "@hutch/shared";
 import type { DaemonClient } from "../../client/daemon.ts";
 import { sendDir, sh } from "../box.ts";
 import { git } from "../git.ts";
-import { boxStores, claudeProject, type ConversationAgent, findLocal, localStores, type LocalStores, relativeCwd } from "./stores.ts";
+import {
+  boxStores,
+  claudeProject,
+  type ConversationAgent,
+  findLocal,
+  localStores,
+  type LocalStores,
+  piProject,
+  relativeCwd,
+} from "./stores.ts";
 import { parseJsonl, type PathMap, rewrite, secretValues, sha256, TRANSCRIPT_MAX, toJsonl } from "./transcript.ts";
 
 export { CONVERSATION_AGENTS, type ConversationAgent } from "./stores.ts";
@@ -69,6 +78,7 @@ export interface CarryResult {
 }
 
 export const NOTE_MAX = 8 * 1024;
+export const AGENT_TITLE: Record<ConversationAgent, string> = { claude: "Claude Code", codex: "Codex", pi: "pi" };
 /** At most this much of a held-back file is read for the secrets to redact. */
 const HELD_READ_MAX = 256 * 1024;
 const ENV_SECRET = /(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH)/i;
@@ -137,7 +147,9 @@ export const pathMaps = (
 ): PathMap[] => [
   ...(agent === "claude"
     ? [{ from: `${from.claude}/projects/${claudeProject(fromCwd)}`, to: `${to.claude}/projects/${claudeProject(toCwd)}` }]
-    : []),
+    : agent === "pi"
+      ? [{ from: `${from.pi}/sessions/--${piProject(fromCwd)}--`, to: `${to.pi}/sessions/--${piProject(toCwd)}--` }]
+      : []),
   { from: from[agent], to: to[agent] },
   ...roots[0].map((r) => ({ from: r, to: roots[1] })),
 ];
@@ -161,7 +173,7 @@ export async function carryConversations(d: DaemonClient, i: CarryInput, progres
   const tmp = mkdtempSync(join(tmpdir(), "hutch-conv-"));
   try {
     for (const f of await findLocal(i.root, local)) {
-      const name = f.agent === "claude" ? "Claude Code" : "Codex";
+      const name = AGENT_TITLE[f.agent];
       if (f.bytes > TRANSCRIPT_MAX) {
         notes.push(
           `the local ${name} conversation ${f.id} is ${f.bytes} bytes (over ${TRANSCRIPT_MAX}): not carried; the box's ${f.agent} starts with the hand-over note`,
@@ -180,7 +192,9 @@ export async function carryConversations(d: DaemonClient, i: CarryInput, progres
       const dest =
         f.agent === "claude"
           ? join(tmp, ".claude", "projects", claudeProject(cwd), `${f.id}.jsonl`)
-          : join(tmp, ".codex", "sessions", ...f.path.split("/").slice(-4));
+          : f.agent === "pi"
+            ? join(tmp, ".pi", "agent", "sessions", `--${piProject(cwd)}--`, basename(f.path))
+            : join(tmp, ".codex", "sessions", ...f.path.split("/").slice(-4));
       mkdirSync(dirname(dest), { recursive: true });
       writeFileSync(dest, text, { mode: 0o600 });
       conversations.push({

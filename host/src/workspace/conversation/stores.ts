@@ -9,18 +9,27 @@
 //     rollout-<YYYY-MM-DDTHH-MM-SS>-<uuid>.jsonl, the first record a
 //     session_meta with payload {id, cwd}; `codex exec resume <uuid>` finds
 //     it by its file name (no sqlite index needed) and appends to it.
+//   pi: $PI_CODING_AGENT_DIR (default ~/.pi/agent)/sessions/--<cwd without
+//     its leading "/", every "/" as "-">--/<time>_<uuid>.jsonl, the first
+//     record {type: "session", id, cwd}; `pi --session <uuid>` resumes it,
+//     appending to the same file.
 import { lstatSync, readdirSync, realpathSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 import { parseJsonl, type Records } from "./transcript.ts";
 
-export type ConversationAgent = "claude" | "codex";
-export const CONVERSATION_AGENTS: ConversationAgent[] = ["claude", "codex"];
+export type ConversationAgent = "claude" | "codex" | "pi";
+export const CONVERSATION_AGENTS: ConversationAgent[] = ["claude", "codex", "pi"];
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 export const isUuid = (s: string) => UUID.test(s);
 /** How Claude Code names a project's directory after its cwd. */
 export const claudeProject = (cwd: string) => cwd.replace(/[^A-Za-z0-9]/g, "-");
+/** How pi names a cwd's session directory (without the surrounding "--"). */
+export const piProject = (cwd: string) => cwd.replace(/^[/\\]/, "").replace(/[/\\:]/g, "-");
+/** A pi session file: `<ISO time, ":" and "." as "-">_<uuid>.jsonl`. */
+export const PI_SESSION = /^(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z)_([0-9a-f-]{36})\.jsonl$/;
+export const piSessionName = (at: Date, id: string) => `${at.toISOString().replace(/[:.]/g, "-")}_${id}.jsonl`;
 const ROLLOUT = /^rollout-(\d{4})-(\d{2})-(\d{2})T(\d{2})-(\d{2})-(\d{2})-([0-9a-f-]{36})\.jsonl$/;
 
 /** Candidates looked at per CLI, newest first: enough for any one project, bounded for a store of years. */
@@ -31,16 +40,22 @@ const HEAD_BYTES = 1024 * 1024;
 export interface LocalStores {
   claude: string;
   codex: string;
+  /** pi's agent directory (its sessions are under sessions/). */
+  pi: string;
 }
 
 /** The local CLIs' stores, as the CLIs themselves find them. */
 export function localStores(env: Record<string, string | undefined> = process.env): LocalStores {
   const home = env.HOME || homedir();
-  return { claude: env.CLAUDE_CONFIG_DIR || join(home, ".claude"), codex: env.CODEX_HOME || join(home, ".codex") };
+  return {
+    claude: env.CLAUDE_CONFIG_DIR || join(home, ".claude"),
+    codex: env.CODEX_HOME || join(home, ".codex"),
+    pi: env.PI_CODING_AGENT_DIR || join(home, ".pi", "agent"),
+  };
 }
 
 /** The box's stores under its user's HOME (the harness sets no CLAUDE_CONFIG_DIR or CODEX_HOME there). */
-export const boxStores = (home: string): LocalStores => ({ claude: `${home}/.claude`, codex: `${home}/.codex` });
+export const boxStores = (home: string): LocalStores => ({ claude: `${home}/.claude`, codex: `${home}/.codex`, pi: `${home}/.pi/agent` });
 
 export interface Found {
   agent: ConversationAgent;
@@ -85,6 +100,16 @@ export function claudeCwd(records: Records): string | null {
   for (const r of records) if (typeof r.cwd === "string") return r.cwd;
   return null;
 }
+
+/** A pi session's id and cwd, from its header record. */
+export function piMeta(records: Records): { id: string; cwd: string } | null {
+  const h = records[0];
+  return h?.type === "session" && typeof h.id === "string" && typeof h.cwd === "string" ? { id: h.id, cwd: h.cwd } : null;
+}
+
+/** Whether a local pi session directory already holds conversation `id` (`pi --session` looks across them). */
+export const piHas = (agentDir: string, id: string) =>
+  safeDirs(join(agentDir, "sessions"), /^--.*--$/).some((d) => files(d, (n) => n.endsWith(`_${id}.jsonl`)).length > 0);
 
 /** A Codex rollout's id and cwd, from its session_meta record. */
 export function codexMeta(records: Records): { id: string; cwd: string } | null {
@@ -133,6 +158,24 @@ export async function findLocal(root: string, stores: LocalStores): Promise<Foun
     const cwd = claudeCwd(await head(f.path));
     if (cwd && inside(cwd, roots)) {
       found.push({ agent: "claude", id: f.path.split("/").at(-1)!.slice(0, -6), path: f.path, cwd, bytes: f.bytes, mtimeMs: f.mtimeMs });
+      break;
+    }
+  }
+
+  const piSessions = join(stores.pi, "sessions");
+  const piPrefixes = roots.map((r) => `--${piProject(r)}`);
+  const pi = safeDirs(piSessions, /^--.*--$/)
+    .filter((d) => {
+      const n = d.slice(piSessions.length + 1);
+      return piPrefixes.some((p) => n === `${p}--` || n.startsWith(`${p}-`));
+    })
+    .flatMap((d) => files(d, (n) => PI_SESSION.test(n)))
+    .sort((a, b) => b.mtimeMs - a.mtimeMs)
+    .slice(0, SCAN_MAX);
+  for (const f of pi) {
+    const meta = piMeta(await head(f.path));
+    if (meta && isUuid(meta.id) && f.path.endsWith(`_${meta.id}.jsonl`) && inside(meta.cwd, roots)) {
+      found.push({ agent: "pi", id: meta.id, path: f.path, cwd: meta.cwd, bytes: f.bytes, mtimeMs: f.mtimeMs });
       break;
     }
   }
