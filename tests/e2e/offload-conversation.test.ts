@@ -102,6 +102,9 @@ describe.each(["claude", "codex", "pi"] as const)("%s", (agent) => {
     expect(readFileSync(join(dir, "hello.txt"), "utf8")).toBe("hi");
     has(body(0), TOKEN);
 
+    const dry = await h.run(["offload", "--box", box, "--dry-run", "--json"], { cwd: dir, env: storesEnv(home) });
+    const dryNotes = (JSON.parse(dry.stdout) as { notes: string[] }).notes.filter((n) => n.startsWith("would carry"));
+    expect(dryNotes).toHaveLength(1);
     const off = await h.run(["offload", "--box", box, "--json"], { cwd: dir, env: storesEnv(home) });
     expect(off.code, off.stderr).toBe(0);
     const offloaded = JSON.parse(off.stdout) as {
@@ -111,6 +114,7 @@ describe.each(["claude", "codex", "pi"] as const)("%s", (agent) => {
     const carried = offloaded.conversations.find((c) => c.agent === agent);
     expect(carried).toMatchObject({ cwd: offloaded.guestDir });
     expect(carried!.redacted).toBeGreaterThan(0);
+    expect(dryNotes[0]).toContain(carried!.id);
     const localFiles = () =>
       Bun.spawnSync(["find", home, "-name", "*.jsonl", "-path", agent === "claude" ? "*/projects/*" : "*/sessions/*"])
         .stdout.toString()
@@ -226,6 +230,18 @@ test("without a local conversation the box's agent starts with the hand-over not
     "create notes.txt containing done",
   ]);
   expect((await h.run(["exec", box, "-w", "/workspace/fresh", "--", "cat", "notes.txt"])).stdout).toBe("done");
+
+  // A follow-up continues that conversation (the note once, at its start), in the repository.
+  const id = (JSON.parse(run.stdout) as { session: string }).session;
+  expect((await h.run(["session", "driver", "acquire", id])).code).toBe(0);
+  fake.reset();
+  expect((await h.run(["session", "send", id, "create more.txt containing again"])).code).toBe(0);
+  expect(JSON.parse((await h.run(["session", "wait", id, "--json"])).stdout)).toMatchObject({ state: "idle", ok: true });
+  const followUp = body(0);
+  has(followUp, "create notes.txt containing done");
+  has(followUp, "finish the parser's error path");
+  expect(followUp.split("finish the parser's error path").length, "the note is in the conversation once").toBe(2);
+  expect((await h.run(["exec", box, "-w", "/workspace/fresh", "--", "cat", "more.txt"])).stdout).toBe("again");
 
   // The conversation the box started comes home under its own id (nothing local holds it).
   const back = await h.run(["bring-back", box, "--json"], { cwd: dir, env: storesEnv(home) });

@@ -11,7 +11,7 @@ import { basename, join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
 import type { DaemonClient } from "../client/daemon.ts";
 import { runningBox, sendDir, sh } from "./box.ts";
-import { type CarriedConversation, carryConversations, checkNote } from "./conversation/index.ts";
+import { type CarriedConversation, carryConversations, checkNote, wouldCarry } from "./conversation/index.ts";
 import { commitTree, findRepo, git, out, type Repo, zsplit } from "./git.ts";
 import { type OffloadRecord, offloadRef, readRecord, writeRecord } from "./record.ts";
 import { listWork, snapshotTree } from "./worktree.ts";
@@ -124,7 +124,7 @@ export async function offload(
   checkNote(opts.note);
   const repo = await findRepo(opts.cwd);
   const p = await plan(repo, opts);
-  if (opts.dryRun || !d) return { ...p, dryRun: true, resumed: false };
+  if (opts.dryRun || !d) return { ...p, notes: [...p.notes, ...(await wouldCarry(repo.root))], dryRun: true, resumed: false };
 
   const prior = await readRecord(repo.gitDir, p.box);
   if (prior?.state === "done")

@@ -93,6 +93,16 @@ export function checkNote(note: string | undefined): void {
     );
 }
 
+/** What an offload would carry, for --dry-run (nothing leaves). */
+export async function wouldCarry(root: string, env: Record<string, string | undefined> = process.env): Promise<string[]> {
+  const found = await findLocal(root, localStores(env));
+  if (!found.length) return ["no local Claude Code, Codex or pi conversation ran here: the box's agent starts with the hand-over note"];
+  return found.map(
+    (f) =>
+      `would carry the ${AGENT_TITLE[f.agent]} conversation ${f.id} (${f.bytes} bytes, from ${f.cwd}); known secrets are redacted before it leaves`,
+  );
+}
+
 /** Values to redact: what the held-back files hold (a `.env`, a key), wherever they turn up in a transcript. */
 async function heldBackSecrets(root: string, heldBack: string[]): Promise<string[]> {
   const out: string[] = [];
