@@ -17,6 +17,7 @@ import { events, fakeBindings, newSecrets } from "../agent-turns.ts";
 import { AGENTS_CACHE, hostContext, hostEnv } from "../fixtures/agents/host-run.ts";
 import { type FakeModel, startFakeModel } from "../fixtures/fake-model/index.ts";
 import { type Home, makeHome, onTerminal, sha256 } from "../helpers.ts";
+import { joinClient, startServer } from "../remote.ts";
 
 const SECRETS = newSecrets();
 const TOKEN = "sekrit-conversation-token-42";
@@ -264,3 +265,50 @@ test("a hand-over file the box broke is refused with what to do, and the turn sa
   expect(err?.message).toContain("hand-over file");
   expect(err?.message).toContain("rm ~/.hutch/handover.json");
 }, 120_000);
+
+test("against a remote daemon the conversation goes and comes back the same way (only the API is used)", async () => {
+  const srv = await startServer("hutch-srv-conv-");
+  const alice = await joinClient(srv, "alice");
+  try {
+    const dir = repo("far");
+    const home = mkdtempSync(join(tmpdir(), "hutch-conv-far-"));
+    const id = crypto.randomUUID();
+    const project = join(home, ".claude", "projects", dir.replace(/[^A-Za-z0-9]/g, "-"));
+    mkdirSync(project, { recursive: true });
+    const rec = (text: string) =>
+      `${JSON.stringify({ type: "user", cwd: dir, sessionId: id, message: { role: "user", content: text } })}\n`;
+    writeFileSync(join(project, `${id}.jsonl`), rec(`look at ${dir}/parser.c`));
+    const off = await alice.run(["offload", "--box", "far", "--json"], { cwd: dir, env: storesEnv(home) });
+    expect(off.code, off.stderr).toBe(0);
+    const inBox = `/home/hutch/.claude/projects/-workspace-far/${id}.jsonl`;
+    const carried = await alice.run(["exec", "far", "--", "cat", inBox]);
+    expect(JSON.parse(carried.stdout)).toMatchObject({ cwd: "/workspace/far", message: { content: "look at /workspace/far/parser.c" } });
+    const handover = JSON.parse((await alice.run(["exec", "far", "--", "cat", "/home/hutch/.hutch/handover.json"])).stdout);
+    expect(handover).toMatchObject({ workdir: "/workspace/far", conversations: { claude: { id, cwd: "/workspace/far" } } });
+
+    // The box's agent added a turn: it comes home under a fresh id, paths back to this machine's.
+    const line = JSON.stringify({
+      type: "user",
+      cwd: "/workspace/far",
+      sessionId: id,
+      message: { role: "user", content: "now /workspace/far/lexer.c" },
+    });
+    expect((await alice.run(["exec", "far", "--", "sh", "-c", 'printf "%s\\n" "$1" >> "$2"', "sh", line, inBox])).code).toBe(0);
+    const back = await alice.run(["bring-back", "far", "--json"], { cwd: dir, env: storesEnv(home) });
+    expect(back.code, back.stderr).toBe(0);
+    const [c] = (JSON.parse(back.stdout) as { conversations: { id: string; path: string }[] }).conversations;
+    expect(c!.id).not.toBe(id);
+    const lines = readFileSync(c!.path, "utf8")
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { sessionId: string; message: { content: string } });
+    expect(lines.map((l) => [l.sessionId, l.message.content])).toEqual([
+      [c!.id, `look at ${dir}/parser.c`],
+      [c!.id, `now ${dir}/lexer.c`],
+    ]);
+    rmSync(home, { recursive: true, force: true });
+  } finally {
+    await alice.cleanup();
+    await srv.stop();
+  }
+}, 180_000);
