@@ -266,6 +266,34 @@ test("a hand-over file the box broke is refused with what to do, and the turn sa
   expect(err?.message).toContain("rm ~/.hutch/handover.json");
 }, 120_000);
 
+test("what a hostile box leaves in its stores is checked: malformed, foreign and linked transcripts stay in the box; a good one comes home", async () => {
+  const dir = repo("hostile");
+  const home = mkdtempSync(join(tmpdir(), "hutch-conv-hostile-"));
+  expect((await h.run(["box", "create", "conv-hostile", "--start"])).code).toBe(0);
+  const off = await h.run(["offload", "--box", "conv-hostile", "--json"], { cwd: dir, env: storesEnv(home) });
+  expect(off.code, off.stderr).toBe(0);
+  const [bad, foreign, linked, good] = [1, 2, 3, 4].map(() => crypto.randomUUID());
+  const rec = (cwd: string) => JSON.stringify({ type: "user", cwd, message: { role: "user", content: "hi" } });
+  const plant = [
+    "set -e; p=$HOME/.claude/projects/-workspace-hostile; mkdir -p $p",
+    `printf '%s\\nnot json\\n' '${rec("/workspace/hostile")}' > $p/${bad}.jsonl`,
+    `printf '%s\\n' '${rec("/etc")}' > $p/${foreign}.jsonl`,
+    `ln -s /etc/passwd $p/${linked}.jsonl`,
+    `printf '%s\\n' '${rec("/workspace/hostile")}' > $p/${good}.jsonl`,
+    `printf 'x' > $p/not-a-uuid.jsonl`,
+  ].join("\n");
+  expect((await h.run(["exec", "conv-hostile", "--", "sh", "-c", plant])).code).toBe(0);
+  const back = await h.run(["bring-back", "conv-hostile", "--json"], { cwd: dir, env: storesEnv(home) });
+  expect(back.code, back.stderr).toBe(0);
+  const r = JSON.parse(back.stdout) as { conversations: { boxId: string }[]; notes: string[] };
+  expect(r.conversations.map((c) => c.boxId)).toEqual([good]);
+  expect(r.notes.join("\n")).toContain(`conversation ${bad} is not JSONL (line 2 is not JSON)`);
+  expect(r.notes.join("\n")).toContain("not-a-uuid.jsonl, which is not a transcript");
+  const here = Bun.spawnSync(["find", home, "-name", "*.jsonl"]).stdout.toString().trim().split("\n");
+  expect(here.map((p) => p.split("/").at(-1))).toEqual([`${good}.jsonl`]);
+  rmSync(home, { recursive: true, force: true });
+}, 120_000);
+
 test("against a remote daemon the conversation goes and comes back the same way (only the API is used)", async () => {
   const srv = await startServer("hutch-srv-conv-");
   const alice = await joinClient(srv, "alice");

@@ -167,7 +167,8 @@ export async function bringConversationsHome(
   const notes: string[] = [];
   const conversations: BroughtConversation[] = [];
   try {
-    await fetchDir(d, rec.box, outDir, join(tmp, "out"));
+    // Bounded as it arrives: the per-file checks below come after the bytes are here.
+    await fetchDir(d, rec.box, outDir, join(tmp, "out"), { maxBytes: BOX_TOTAL_MAX, maxEntries: 4 * BOX_FILES_MAX });
     await sh(d, rec.box, 'rm -rf "$1"', [outDir], "cleaning up");
     const found = candidates(join(tmp, "out"));
     notes.push(...found.notes);
