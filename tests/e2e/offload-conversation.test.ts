@@ -272,7 +272,7 @@ test("what a hostile box leaves in its stores is checked: malformed, foreign and
   expect((await h.run(["box", "create", "conv-hostile", "--start"])).code).toBe(0);
   const off = await h.run(["offload", "--box", "conv-hostile", "--json"], { cwd: dir, env: storesEnv(home) });
   expect(off.code, off.stderr).toBe(0);
-  const [bad, foreign, linked, good] = [1, 2, 3, 4].map(() => crypto.randomUUID());
+  const [bad, foreign, linked, good] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()];
   const rec = (cwd: string) => JSON.stringify({ type: "user", cwd, message: { role: "user", content: "hi" } });
   const plant = [
     "set -e; p=$HOME/.claude/projects/-workspace-hostile; mkdir -p $p",
