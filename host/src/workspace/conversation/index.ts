@@ -176,7 +176,8 @@ export async function carryConversations(d: DaemonClient, i: CarryInput, progres
   const box = boxStores(home);
   const roots = [...new Set([i.root, realpathSync(i.root)])];
   // And this environment's credential-looking variables (the local agent's own API key among them).
-  const fromEnv = Object.entries(env).flatMap(([k, v]) => (v && v.length >= 12 && ENV_SECRET.test(k) ? [v] : []));
+  // Paths are left out (SSH_AUTH_SOCK, XAUTHORITY): they are no secret, and redacting one could eat the repository's path.
+  const fromEnv = Object.entries(env).flatMap(([k, v]) => (v && v.length >= 12 && ENV_SECRET.test(k) && !v.startsWith("/") ? [v] : []));
   const secrets = [...(await heldBackSecrets(i.root, i.heldBack)), ...fromEnv];
   const notes: string[] = [];
   const conversations: CarriedConversation[] = [];
@@ -213,7 +214,7 @@ export async function carryConversations(d: DaemonClient, i: CarryInput, progres
         local: f.path,
         localCwd: f.cwd,
         cwd,
-        bytes: text.length,
+        bytes: Buffer.byteLength(text),
         sha256: sha256(text),
         redacted: out.redacted,
       });
