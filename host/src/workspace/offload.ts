@@ -209,7 +209,9 @@ export async function offload(
       },
       progress,
     );
+    // Recorded before the restore, so a rerun that finds the copy complete still knows what was carried.
     record.conversations = conv.conversations;
+    await writeRecord(repo.gitDir, record);
     p.notes.push(...conv.notes);
     const stage = `/workspace/.hutch-stage-${id}`;
     await sh(d, p.box, RESTORE, [p.guestDir, stage, `${guestIn}/bundle`, p.branch, id, p.box, name, email], "restoring the work tree");
