@@ -35,7 +35,7 @@ export const offload = body<OffloadArgs>({
     for (const n of r.notes) lines.push(`note: ${n}`);
     for (const c of r.conversations ?? [])
       lines.push(`conversation: ${c.agent} ${c.id} carried to ${c.cwd}; hutch run ${r.box} --agent ${c.agent} --prompt … continues it`);
-    if (!r.dryRun && !r.resumed && (r.conversations ?? []).length < 2)
+    if (!r.dryRun && !r.resumed)
       lines.push(`an agent with no conversation carried starts with the hand-over note (--note, the branch, recent commits, diffstat)`);
     if (!r.dryRun) lines.push(`work in it: hutch exec ${r.box} -w ${r.guestDir} -- sh; bring it back: hutch bring-back ${r.box}`);
     process.stdout.write(`${lines.join("\n")}\n`);
