@@ -54,6 +54,7 @@ const back = (c: BringBackOutput["case"], more: Partial<BringBackOutput> = {}): 
   dryRun: false,
   files: ["src/a.ts"],
   commits: [],
+  conversations: [],
   quarantine: "refs/hutch/app/",
   ...more,
 });

@@ -14,3 +14,4 @@ export * from "./snapshots.ts";
 export * from "./remote.ts";
 export * from "./mcp.ts";
 export * from "./workspace.ts";
+export * from "./handover.ts";

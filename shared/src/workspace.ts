@@ -8,6 +8,37 @@ import { Type, type Static } from "@sinclair/typebox";
 
 const Path = Type.String({ maxLength: 4096 });
 
+/** An agent conversation an offload carried into the box (`claude --resume ID` and the like continue it there). */
+export const CarriedConversation = Type.Object({
+  agent: Type.Union([Type.Literal("claude"), Type.Literal("codex"), Type.Literal("pi")]),
+  id: Type.String(),
+  /** Its local file, and where it ran here. */
+  local: Path,
+  localCwd: Path,
+  /** Where it runs in the box. */
+  cwd: Path,
+  bytes: Type.Integer({ minimum: 0 }),
+  /** Of the copy the box got: the same bytes coming back mean the box added nothing. */
+  sha256: Type.String(),
+  /** Secrets replaced by a marker before it left. */
+  redacted: Type.Integer({ minimum: 0 }),
+});
+export type CarriedConversation = Static<typeof CarriedConversation>;
+
+/** A box agent's conversation a bring-back wrote beside the local CLI's. */
+export const BroughtConversation = Type.Object({
+  agent: CarriedConversation.properties.agent,
+  /** Its id in the box, and the id it has here (fresh when the box's was taken). */
+  boxId: Type.String(),
+  id: Type.String(),
+  path: Path,
+  cwd: Path,
+  sha256: Type.String(),
+  /** The command that continues it here. */
+  resume: Type.String(),
+});
+export type BroughtConversation = Static<typeof BroughtConversation>;
+
 /** `hutch offload [--dry-run] --json`: what goes (or went), what is held back, where it lands. */
 export const OffloadOutput = Type.Object({
   root: Type.String(),
@@ -35,6 +66,8 @@ export const OffloadOutput = Type.Object({
     blobs: Type.Integer({ minimum: 0 }),
     bytes: Type.Integer({ minimum: 0 }),
   }),
+  /** The agents' conversations carried (the box's agent resumes them); without one it starts with the hand-over note. */
+  conversations: Type.Optional(Type.Array(CarriedConversation)),
 });
 export type OffloadOutput = Static<typeof OffloadOutput>;
 
@@ -70,6 +103,8 @@ export const BringBackOutput = Type.Object({
   commands: Type.Optional(Type.Array(Type.String())),
   /** With `--session`: the box's sessions whose events were appended to that local session's log. */
   sessionLog: Type.Optional(SessionLogImport),
+  /** The box agent's conversations written beside the local CLI's, each with the command that continues it. */
+  conversations: Type.Array(BroughtConversation),
 });
 export type BringBackOutput = Static<typeof BringBackOutput>;
 

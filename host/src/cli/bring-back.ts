@@ -56,6 +56,9 @@ export const bringBack = body<BringBackArgs>({
       lines.push(`the box's work is on branch ${r.created}; your work tree and index are untouched. Review and merge it:`);
       for (const c of r.commands ?? []) lines.push(`  ${c}`);
     }
+    for (const c of r.conversations)
+      lines.push(`conversation: the box's ${c.agent} conversation is home; continue it: cd ${c.cwd} && ${c.resume}`);
+    for (const n of r.notes) lines.push(`note: ${n}`);
     if (r.case !== "nothing") lines.push(`the box's HEAD, index and work tree stay in ${r.quarantine}{head,index,work}`);
     if (sessionLog)
       lines.push(

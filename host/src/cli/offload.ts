@@ -2,7 +2,7 @@ import { body, type GlobalArgs } from "./args.ts";
 import type { OffloadOutput } from "@hutch/shared";
 import { jsonSteps, printJson } from "./output.ts";
 
-type OffloadArgs = GlobalArgs & { box?: string; "dry-run": boolean; include?: string[]; "include-ignored"?: string[] };
+type OffloadArgs = GlobalArgs & { box?: string; "dry-run": boolean; include?: string[]; "include-ignored"?: string[]; note?: string };
 
 export const offload = body<OffloadArgs>({
   options: {
@@ -13,6 +13,11 @@ export const offload = body<OffloadArgs>({
       type: "string",
       array: true,
       describe: "carry git-ignored files matching GLOB (gitignore style; repeatable; also git config hutch.includeIgnored)",
+    },
+    note: {
+      type: "string",
+      describe:
+        "a hand-over note for the box's agent: the first input of a conversation that starts there (with the branch, recent commits and diffstat)",
     },
   },
   examples: [
@@ -27,7 +32,14 @@ export const offload = body<OffloadArgs>({
     const progress = a.json ? jsonSteps() : (s: string) => process.stderr.write(`${s}\n`);
     const r = await run(
       d,
-      { cwd: process.cwd(), box: a.box, dryRun: a["dry-run"], include: a.include, includeIgnored: a["include-ignored"] },
+      {
+        cwd: process.cwd(),
+        box: a.box,
+        dryRun: a["dry-run"],
+        include: a.include,
+        includeIgnored: a["include-ignored"],
+        note: a.note,
+      },
       progress,
     );
     if (a.json) return printJson(r satisfies OffloadOutput);
@@ -50,6 +62,10 @@ export const offload = body<OffloadArgs>({
         `and ${r.ignored.length} git-ignored files (${r.ignored.reduce((n, f) => n + f.bytes, 0)} bytes) matching ${r.includeIgnored.join(", ")}`,
       );
     for (const n of r.notes) lines.push(`note: ${n}`);
+    for (const c of r.conversations ?? [])
+      lines.push(`conversation: ${c.agent} ${c.id} carried to ${c.cwd}; hutch run ${r.box} --agent ${c.agent} --prompt … continues it`);
+    if (!r.dryRun && !r.resumed)
+      lines.push(`an agent with no conversation carried starts with the hand-over note (--note, the branch, recent commits, diffstat)`);
     if (!r.dryRun) lines.push(`work in it: hutch exec ${r.box} -w ${r.guestDir} -- sh; bring it back: hutch bring-back ${r.box}`);
     process.stdout.write(`${lines.join("\n")}\n`);
   },

@@ -35,7 +35,18 @@ function placement(dstPath: string, dstIsDir: boolean, srcName: string): { dir: 
   return dstIsDir ? { dir: dstPath, name: srcName } : { dir: dirname(dstPath), name: basename(dstPath) };
 }
 
-export async function copy(daemon: DaemonClient, src: CpEnd, dst: CpEnd): Promise<{ entries: number; bytes: number }> {
+/** Bounds on what comes out of a box (the unpacker's defaults otherwise: 8 GiB, a million entries). */
+export interface CopyLimits {
+  maxBytes?: number;
+  maxEntries?: number;
+}
+
+export async function copy(
+  daemon: DaemonClient,
+  src: CpEnd,
+  dst: CpEnd,
+  limits: CopyLimits = {},
+): Promise<{ entries: number; bytes: number }> {
   if ("box" in src && "box" in dst)
     throw new HutchError(
       "invalid",
@@ -45,7 +56,7 @@ export async function copy(daemon: DaemonClient, src: CpEnd, dst: CpEnd): Promis
   if (!("box" in src) && !("box" in dst))
     throw new HutchError("invalid", "neither side names a box", "name one as BOX:/path, e.g. hutch cp ./src mybox:/workspace");
   if ("box" in dst) return copyIn(daemon, resolve(src.path), dst.box, dst.path);
-  return copyOut(daemon, (src as { box: string; path: string }).box, src.path, resolve(dst.path));
+  return copyOut(daemon, (src as { box: string; path: string }).box, src.path, resolve(dst.path), limits);
 }
 
 async function copyIn(daemon: DaemonClient, local: string, box: string, guestPath: string) {
@@ -87,14 +98,14 @@ async function copyIn(daemon: DaemonClient, local: string, box: string, guestPat
   }
 }
 
-async function copyOut(daemon: DaemonClient, box: string, guestPath: string, local: string) {
+async function copyOut(daemon: DaemonClient, box: string, guestPath: string, local: string, limits: CopyLimits) {
   const isDir = existsSync(local) && statSync(local).isDirectory();
   const guestName = basename(guestPath.replace(/\/+$/, "")) || "workspace";
   const { dir, name } = placement(local, isDir, guestName);
   if (!existsSync(dir)) throw new HutchError("not_found", `${dir} does not exist`, `create it first: mkdir -p ${dir}`);
   // Modes from the box are its to choose, not the user's: no group or other write, and the user's umask, as
   // cp and tar --no-same-permissions do for a non-root user (0777 lands 0755 under umask 022, 0700 under 077).
-  const unpacker = createUnpacker(dir, { topName: name, umask: process.umask() | 0o022 });
+  const unpacker = createUnpacker(dir, { topName: name, umask: process.umask() | 0o022, ...limits });
   const { stream, close } = await openToolStream(daemon, box, { tool: "tar.out", path: guestPath });
   stream.autoCredit = false;
   try {

@@ -174,7 +174,7 @@ export const claude: Harness = {
     "--verbose",
     "--include-partial-messages",
     "--dangerously-skip-permissions",
-    ...(resume ? ["--continue"] : []),
+    ...(typeof resume === "string" ? ["--resume", resume] : resume ? ["--continue"] : []),
     ...(ctx.model ? ["--model", ctx.model] : []),
     "--",
     prompt,
@@ -182,7 +182,7 @@ export const claude: Harness = {
   interactive: (ctx) => ["--dangerously-skip-permissions", ...(ctx.model ? ["--model", ctx.model] : [])],
   mapper: () => claudeMapper(),
   transcript: {
-    args: (agentSession) => ["--session-id", agentSession],
+    args: (agentSession, resume) => (resume ? ["--resume", agentSession] : ["--session-id", agentSession]),
     path: (ctx, agentSession) => `${ctx.home}/.claude/projects/${ctx.workdir.replace(/[^A-Za-z0-9]/g, "-")}/${agentSession}.jsonl`,
     mapper: claudeTranscriptMapper,
   },

@@ -112,7 +112,7 @@ export const codex: Harness = {
     "--dangerously-bypass-approvals-and-sandbox",
     "-m",
     model(ctx),
-    ...(resume ? ["resume", "--last"] : []),
+    ...(typeof resume === "string" ? ["resume", resume] : resume ? ["resume", "--last"] : []),
     "--",
     prompt,
   ],

@@ -81,7 +81,7 @@ export const opencode: Harness = {
     "--auto",
     "--model",
     model(ctx),
-    ...(resume ? ["--continue"] : []),
+    ...(typeof resume === "string" ? ["--session", resume] : resume ? ["--continue"] : []),
     "--",
     prompt,
   ],

@@ -123,7 +123,7 @@ export const pi: Harness = {
     "hutch",
     "--model",
     model(ctx),
-    ...(resume ? ["--continue"] : []),
+    ...(typeof resume === "string" ? ["--session", resume] : resume ? ["--continue"] : []),
     prompt,
   ],
   interactive: (ctx) => ["--provider", "hutch", "--model", model(ctx)],

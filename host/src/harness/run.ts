@@ -3,13 +3,14 @@
 // harness's mapper; every mapped event is checked against the registry (one
 // that does not fit is kept as agent.raw, never dropped); stderr is kept as a
 // bounded tail for the error a failed run reports. No HTTP here.
-import { checkEvent, emit, Events, HutchError, type Actor } from "@hutch/shared";
+import { checkEvent, emit, Events, HANDOVER_MAX_BYTES, HANDOVER_PATH, HutchError, type Actor } from "@hutch/shared";
 import { execCollect, execIn } from "../box/exec.ts";
 import type { BoxService } from "../box/service.ts";
 import type { NewEvent } from "../store/sessions.ts";
 import { agentContext, type BrokerLink } from "./broker-link.ts";
 import { agentArgv, agentCommand, GUEST_AGENTS_DIR, installAgent, installDirName, installedVersion } from "./install.ts";
 import { join } from "node:path";
+import { parseHandover, shapeTurn } from "./handover.ts";
 import { LineSplitter } from "./lines.ts";
 import { raw } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent } from "./types.ts";
@@ -50,6 +51,8 @@ export interface Prepared {
   cwd: string;
   /** The transcript file an interactive agent will write, to be tailed. */
   transcript?: string;
+  /** It holds a resumed conversation already: tail only what is added (the old turns are not this session's). */
+  transcriptResumed?: boolean;
 }
 
 export interface RunResult {
@@ -89,11 +92,11 @@ export class AgentRunner {
     const probe = await execSmall(this.boxes, o.boxId, [
       "sh",
       "-c",
-      'printf "%s\\n" "$HOME"; for c; do [ -x "$c" ] || command -v "$c" >/dev/null 2>&1 || { echo missing; exit 0; }; done; echo present',
+      `printf "%s\\n" "$HOME"; for c; do [ -x "$c" ] || command -v "$c" >/dev/null 2>&1 || { echo missing; exit 0; }; done; echo present; head -c ${HANDOVER_MAX_BYTES + 1} "$HOME/${HANDOVER_PATH}" 2>/dev/null || true`,
       "sh",
       ...launch,
     ]);
-    const [home, present] = probe.stdout.trim().split("\n");
+    const [home, present, ...rest] = probe.stdout.split("\n");
     if (present !== "present") {
       const box = this.boxes.byId(o.boxId);
       // A VM gets the CLIs' disks when it boots: one installed since is there after a restart.
@@ -107,8 +110,15 @@ export class AgentRunner {
         hint,
       );
     }
+    // What an offload left: where the repository is, the conversation to resume, the note to start with.
+    const handover = parseHandover(rest.join("\n"), this.boxes.byId(o.boxId)?.name ?? o.boxId);
+    const turn = shapeTurn(handover, h.name, {
+      workdir: AGENT_WORKDIR,
+      prompt: mode === "interactive" ? "" : mode.prompt,
+      resume: mode === "interactive" ? false : mode.resume,
+    });
     const link = await this.link.forBox(o.boxId, h.bindings);
-    const ctx: AgentContext = agentContext(link, home || "/home/hutch", AGENT_WORKDIR, o.model);
+    const ctx: AgentContext = agentContext(link, home || "/home/hutch", turn.workdir, o.model);
     for (const [rel, text] of Object.entries(h.files(ctx))) {
       const r = await execSmall(
         this.boxes,
@@ -120,13 +130,15 @@ export class AgentRunner {
         throw new HutchError("failed", `${h.name}: could not write ${rel} in the box: ${r.stderr.trim()}`, "check the box: hutch box info");
     }
     if (mode !== "interactive")
-      return { argv: [...launch, ...h.headless(mode.prompt, ctx, mode.resume)], env: h.env(ctx), cwd: AGENT_WORKDIR };
-    const agentSession = crypto.randomUUID();
+      return { argv: [...launch, ...h.headless(turn.prompt, ctx, turn.resume)], env: h.env(ctx), cwd: ctx.workdir };
+    // The TUI resumes a carried conversation when its harness can name one (its transcript is then tailed from its end).
+    const resumed = typeof turn.resume === "string" && h.transcript !== undefined;
+    const agentSession = resumed ? (turn.resume as string) : crypto.randomUUID();
     return {
-      argv: [...launch, ...h.interactive(ctx), ...(h.transcript ? h.transcript.args(agentSession) : [])],
+      argv: [...launch, ...h.interactive(ctx), ...(h.transcript ? h.transcript.args(agentSession, resumed) : [])],
       env: h.env(ctx),
-      cwd: AGENT_WORKDIR,
-      ...(h.transcript ? { transcript: h.transcript.path(ctx, agentSession) } : {}),
+      cwd: ctx.workdir,
+      ...(h.transcript ? { transcript: h.transcript.path(ctx, agentSession), transcriptResumed: resumed } : {}),
     };
   }
 
@@ -150,7 +162,7 @@ export class AgentRunner {
    * ending with the agent's process), mapping its records into the log while
    * the user types in the terminal, attached or not.
    */
-  tail(o: { boxId: string; harness: Harness; path: string; pid: number; actor: Actor; sink: RunSink }): void {
+  tail(o: { boxId: string; harness: Harness; path: string; fromEnd?: boolean; pid: number; actor: Actor; sink: RunSink }): void {
     const t = o.harness.transcript;
     if (!t) return;
     const record = this.emitter(o.harness, o.actor, o.sink);
@@ -158,7 +170,7 @@ export class AgentRunner {
     const splitter = new LineSplitter((line, truncated) => record(truncated ? [raw(line, "unparsed")] : mapper.line(line)));
     const { done } = execIn(
       this.boxes.channel(o.boxId).channel,
-      { tool: "exec", argv: ["tail", "-n", "+1", "-F", `--pid=${o.pid}`, o.path] },
+      { tool: "exec", argv: ["tail", "-n", o.fromEnd ? "0" : "+1", "-F", `--pid=${o.pid}`, o.path] },
       {
         onData: (chan, bytes) => {
           if (chan === 1) splitter.push(bytes);

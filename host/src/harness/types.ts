@@ -38,6 +38,9 @@ export interface Mapper {
   end(exit: { code: number | null; signal: string | null }): MappedEvent[];
 }
 
+/** Start fresh (false), continue the last conversation (true), or resume the agent's conversation of this id. */
+export type Resume = boolean | string;
+
 export interface NpmPackage {
   name: string;
   /** Pinned: fixtures are recorded against this version and a test fails when the installed one differs. */
@@ -64,8 +67,12 @@ export interface Harness {
   env(ctx: AgentContext): Record<string, string>;
   /** Config files to write before it starts, by path relative to ctx.home. */
   files(ctx: AgentContext): Record<string, string>;
-  /** argv after the binary for a headless turn (structured stream on stdout); `resume` continues the box's last conversation. */
-  headless(prompt: string, ctx: AgentContext, resume: boolean): string[];
+  /**
+   * argv after the binary for a headless turn (structured stream on stdout); `resume` true continues the
+   * box's last conversation in the workdir, a string resumes the agent's own conversation of that id (one
+   * `hutch offload` carried in).
+   */
+  headless(prompt: string, ctx: AgentContext, resume: Resume): string[];
   /** argv after the binary for the interactive TUI (run in a box terminal). */
   interactive(ctx: AgentContext): string[];
   /** A new mapper for one run of the headless stream. */
@@ -76,8 +83,8 @@ export interface Harness {
    * bytes are all the log gets).
    */
   transcript?: {
-    /** Extra argv naming the agent's session, so the file's path is known before it starts. */
-    args(agentSession: string): string[];
+    /** Extra argv naming the agent's session, so the file's path is known before it starts; `resume`: an existing one (carried by an offload). */
+    args(agentSession: string, resume?: boolean): string[];
     path(ctx: AgentContext, agentSession: string): string;
     mapper(): Mapper;
   };

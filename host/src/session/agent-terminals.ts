@@ -9,7 +9,7 @@ import type { AgentRunner } from "../harness/run.ts";
 
 export class AgentTerminals implements SessionAgents {
   /** Transcript files of agent terminals being started, by session: tailed once the agent runs. */
-  private readonly transcripts = new Map<string, string>();
+  private readonly transcripts = new Map<string, { path: string; fromEnd: boolean }>();
 
   constructor(
     readonly runner: AgentRunner,
@@ -23,20 +23,21 @@ export class AgentTerminals implements SessionAgents {
       { boxId: row.box_id, harness: harness(row.agent), agentsDir: this.agentsDir, install: this.install },
       "interactive",
     );
-    if (spec.transcript) this.transcripts.set(row.id, spec.transcript);
+    if (spec.transcript) this.transcripts.set(row.id, { path: spec.transcript, fromEnd: spec.transcriptResumed === true });
     return spec;
   };
 
   /** The terminal's process started: tail its transcript (if its harness keeps one) into the log. */
   started(row: SessionRow, pid: number, log: { append(sessionId: string, events: NewEvent[]): unknown }): void {
-    const path = this.transcripts.get(row.id);
+    const t = this.transcripts.get(row.id);
     this.transcripts.delete(row.id);
-    if (!path) return;
+    if (!t) return;
     const h = harness(row.agent);
     this.runner.tail({
       boxId: row.box_id,
       harness: h,
-      path,
+      path: t.path,
+      fromEnd: t.fromEnd,
       pid,
       actor: { kind: "agent", id: `${row.owner}/agent:${h.name}` },
       sink: { append: (events) => void log.append(row.id, events) },

@@ -3,7 +3,7 @@
 // the daemon API (so it works the same against a remote daemon), and what
 // the box prints or sends is bounded and checked by the caller.
 import { type Box, follow, HutchError } from "@hutch/shared";
-import { copy } from "../client/copy.ts";
+import { type CopyLimits, copy } from "../client/copy.ts";
 import type { DaemonClient } from "../client/daemon.ts";
 import { openToolStream, streamError } from "../client/stream.ts";
 
@@ -65,7 +65,7 @@ export async function sendDir(d: DaemonClient, box: string, dir: string, guestDi
   await copy(d, { path: dir }, { box, path: guestDir });
 }
 
-/** Brings the box's guestDir out as local dir (created), through the safe unpacker. */
-export async function fetchDir(d: DaemonClient, box: string, guestDir: string, dir: string): Promise<void> {
-  await copy(d, { box, path: guestDir }, { path: dir });
+/** Brings the box's guestDir out as local dir (created), through the safe unpacker, within limits. */
+export async function fetchDir(d: DaemonClient, box: string, guestDir: string, dir: string, limits?: CopyLimits): Promise<void> {
+  await copy(d, { box, path: guestDir }, { path: dir }, limits);
 }

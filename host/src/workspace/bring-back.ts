@@ -18,6 +18,8 @@ import { HutchError } from "@hutch/shared/base";
 import type { DaemonClient } from "../client/daemon.ts";
 import { applyChanges, blocked, checkTree } from "./apply.ts";
 import { importBundle } from "./bundle.ts";
+import type { BroughtConversation } from "./conversation/index.ts";
+import { bringConversationsHome } from "./conversation/home.ts";
 import { fetchDir, findBox, runningBox, sh } from "./box.ts";
 import { findRepo, git, out, type TreeChange, treeDiff, treeOf } from "./git.ts";
 import { type OffloadRecord, offloadRef, quarantineRef, readRecord, writeRecord } from "./record.ts";
@@ -40,6 +42,9 @@ export interface BringBackResult {
   reason?: string;
   /** The branch made for the box's work (branch case). */
   created?: string;
+  /** The box agent's conversations written beside the local CLI's, each with the command that continues it. */
+  conversations: BroughtConversation[];
+  notes: string[];
   commands?: string[];
 }
 
@@ -87,6 +92,9 @@ export async function bringBack(
   if (!(await findBox(d, box)))
     throw new HutchError("not_found", `box ${box} is gone`, `what was offloaded is kept in ${offloadRef(box, "work")}`);
   await runningBox(d, box);
+  // The conversation first: it comes home whatever happens to the files (rec keeps what came, for the writes below).
+  const conv = await bringConversationsHome(d, rec, repo.root, { dryRun: opts.dryRun }, progress);
+  if (conv.conversations.length && !opts.dryRun) await writeRecord(repo.gitDir, rec);
   const base: BringBackResult = {
     case: "nothing",
     box,
@@ -96,6 +104,8 @@ export async function bringBack(
     files: [],
     commits: [],
     quarantine: `refs/hutch/${box}/`,
+    conversations: conv.conversations,
+    notes: conv.notes,
   };
 
   progress(`reading box ${box}`);

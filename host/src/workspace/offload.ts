@@ -12,6 +12,7 @@ import { HutchError } from "@hutch/shared/base";
 import type { OffloadOutput } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
 import { runningBox, sendDir, sh } from "./box.ts";
+import { carryConversations, checkNote, wouldCarry } from "./conversation/index.ts";
 import { commitTree, findRepo, git, out, type Repo, zsplit } from "./git.ts";
 import { type Baseline, type OffloadRecord, offloadRef, readRecord, writeRecord } from "./record.ts";
 import {
@@ -37,6 +38,8 @@ export interface OffloadOptions {
   include?: string[];
   /** Git-ignored files to carry (gitignore-style patterns), added to the repository's `hutch.includeIgnored`. */
   includeIgnored?: string[];
+  /** For the box's agent: the first input of a conversation that starts fresh there. */
+  note?: string;
 }
 
 /** What an offload would carry (the plan) and what it did (the result): the wire shape `offload --json` prints. */
@@ -127,10 +130,11 @@ export async function offload(
   opts: OffloadOptions,
   progress: (s: string) => void = () => {},
 ): Promise<OffloadResult> {
+  checkNote(opts.note);
   const repo = await findRepo(opts.cwd);
   const p = await plan(repo, opts);
   const result = { ...p, dryRun: false, resumed: false, updated: false, upToDate: false, sent: NOTHING };
-  if (opts.dryRun || !d) return { ...result, dryRun: true };
+  if (opts.dryRun || !d) return { ...result, notes: [...p.notes, ...(await wouldCarry(repo.root))], dryRun: true };
 
   const prior = await readRecord(repo.gitDir, p.box);
   await runningBox(d, p.box);
@@ -204,6 +208,25 @@ export async function offload(
     await sendDir(d, p.box, tmp, guestIn);
     const name = await out(repo.root, ["config", "user.name"], { ok: [1] });
     const email = await out(repo.root, ["config", "user.email"], { ok: [1] });
+    const conv = await carryConversations(
+      d,
+      {
+        box: p.box,
+        root: repo.root,
+        guestDir: p.guestDir,
+        offloadId: id,
+        branch: p.branch,
+        base: p.base,
+        workTree,
+        heldBack: held,
+        note: opts.note,
+      },
+      progress,
+    );
+    // Recorded before the restore, so a rerun that finds the copy complete still knows what was carried.
+    record.conversations = conv.conversations;
+    await writeRecord(repo.gitDir, record);
+    p.notes.push(...conv.notes);
     const stage = `/workspace/.hutch-stage-${id}`;
     await sh(
       d,
@@ -214,7 +237,7 @@ export async function offload(
     );
     const sent = await countBundle(repo.root, [workCommit, ...(ignoredCommit ? [ignoredCommit] : [])], [], Bun.file(bundle).size);
     await writeRecord(repo.gitDir, { ...record, state: "done" });
-    return { ...result, sent };
+    return { ...result, sent, conversations: conv.conversations };
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }

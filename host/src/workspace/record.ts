@@ -6,6 +6,7 @@
 import { mkdirSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
+import type { BroughtConversation, CarriedConversation } from "./conversation/index.ts";
 
 /** What a box's copy was after an offload (or after its work last came home): what an update starts from. */
 export interface Baseline {
@@ -46,6 +47,9 @@ export interface OffloadRecord {
   at: string;
   /** Set while a second offload updates the box's copy: the copy it started from (a rerun checks the box against it). */
   from?: Baseline;
+  /** The agents' conversations carried into the box, and those brought home from it (conversation/). */
+  conversations?: CarriedConversation[];
+  conversationsHome?: BroughtConversation[];
 }
 
 export const recordPath = (gitDir: string, box: string) => join(gitDir, "hutch", `${box}.json`);
