@@ -8,6 +8,13 @@ import type { PtyTable } from "./pty.ts";
 import type { NetTable } from "./net.ts";
 import type { BrowserTable } from "./browser/index.ts";
 import type { DesktopTable } from "./desktop/index.ts";
+import type { McpTable } from "../mcp/index.ts";
+
+/**
+ * Where a request/response tool answers: a host stream, or the guest's own
+ * MCP server collecting the answer (guest/src/mcp/capture.ts).
+ */
+export type Replier = Pick<MuxStream, "msg" | "close" | "write" | "eof">;
 
 /** The validated OPEN payload of one tool. */
 export type Req<T extends ToolOpen["tool"]> = Extract<ToolOpen, { tool: T }>;
@@ -20,6 +27,7 @@ export interface ToolContext {
   net: NetTable;
   browser: BrowserTable;
   desktop: DesktopTable;
+  mcp: McpTable;
   log: Logger;
 }
 
