@@ -5,7 +5,7 @@
 // with the turn's usage. Flags checked against `claude --help` of the pinned version.
 import { Emitter } from "./emit.ts";
 import { jsonLines, obj, raw, str } from "./limits.ts";
-import type { Harness, MappedEvent, Mapper } from "./types.ts";
+import type { AgentContext, Harness, MappedEvent, Mapper } from "./types.ts";
 
 function textOf(content: unknown): string {
   if (typeof content === "string") return content;
@@ -142,6 +142,13 @@ export function claudeTranscriptMapper(): Mapper {
   };
 }
 
+/** The box's MCP server as `--mcp-config` JSON: HTTP with its bearer token (argv, not a file: it changes every run). */
+function mcpArgs(ctx: AgentContext): string[] {
+  if (!ctx.mcp) return [];
+  const server = { type: "http", url: ctx.mcp.url, headers: { Authorization: `Bearer ${ctx.mcp.token}` } };
+  return ["--mcp-config", JSON.stringify({ mcpServers: { [ctx.mcp.name]: server } })];
+}
+
 export const claude: Harness = {
   name: "claude",
   npm: { name: "@anthropic-ai/claude-code", version: "2.1.332", bin: "claude" },
@@ -176,10 +183,11 @@ export const claude: Harness = {
     "--dangerously-skip-permissions",
     ...(resume ? ["--continue"] : []),
     ...(ctx.model ? ["--model", ctx.model] : []),
+    ...mcpArgs(ctx),
     "--",
     prompt,
   ],
-  interactive: (ctx) => ["--dangerously-skip-permissions", ...(ctx.model ? ["--model", ctx.model] : [])],
+  interactive: (ctx) => ["--dangerously-skip-permissions", ...(ctx.model ? ["--model", ctx.model] : []), ...mcpArgs(ctx)],
   mapper: () => claudeMapper(),
   transcript: {
     args: (agentSession) => ["--session-id", agentSession],

@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { LineSplitter } from "./lines.ts";
 import { raw } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent } from "./types.ts";
+import { MCP_SERVER_NAME, openBoxMcp, type BoxMcp } from "./mcp-link.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "harness" });
@@ -79,7 +80,7 @@ export class AgentRunner {
    * argv and environment for the agent. Throws a named error when it cannot.
    */
   async prepare(
-    o: Omit<RunOptions, "prompt" | "sink" | "actor" | "resume">,
+    o: Omit<RunOptions, "prompt" | "sink" | "actor" | "resume"> & { mcp?: BoxMcp | null },
     mode: { prompt: string; resume: boolean } | "interactive",
   ): Promise<Prepared> {
     const h = o.harness;
@@ -108,7 +109,8 @@ export class AgentRunner {
       );
     }
     const link = await this.link.forBox(o.boxId, h.bindings);
-    const ctx: AgentContext = agentContext(link, home || "/home/hutch", AGENT_WORKDIR, o.model);
+    const mcp = o.mcp ? { name: MCP_SERVER_NAME, url: o.mcp.url, token: o.mcp.token } : undefined;
+    const ctx: AgentContext = agentContext(link, home || "/home/hutch", AGENT_WORKDIR, o.model, mcp);
     for (const [rel, text] of Object.entries(h.files(ctx))) {
       const r = await execSmall(
         this.boxes,
@@ -128,6 +130,15 @@ export class AgentRunner {
       cwd: AGENT_WORKDIR,
       ...(h.transcript ? { transcript: h.transcript.path(ctx, agentSession) } : {}),
     };
+  }
+
+  /**
+   * The box's MCP server for one agent run, its calls logged as the agent;
+   * null when the box cannot serve one (the agent then runs without it).
+   */
+  async openMcp(boxId: string, h: Harness, actor: Actor, sink: RunSink): Promise<BoxMcp | null> {
+    if (h.npm === null) return null;
+    return openBoxMcp(this.boxes.channel(boxId).channel, actor.id, this.emitter(h, actor, sink));
   }
 
   /** Checks mapped events against the registry and logs them as the agent; one that does not fit is kept raw. */
@@ -185,9 +196,24 @@ export class AgentRunner {
     };
 
     record([emit(Events.agentState, { state: "busy", reason: `starting ${h.name}` })]);
+    const mcp = await this.openMcp(o.boxId, h, o.actor, o.sink).catch(() => null);
+    try {
+      return await this.turn(o, mcp, record, fail);
+    } finally {
+      mcp?.close();
+    }
+  }
+
+  private async turn(
+    o: RunOptions,
+    mcp: BoxMcp | null,
+    record: (events: MappedEvent[]) => void,
+    fail: (message: string) => RunResult,
+  ): Promise<RunResult> {
+    const h = o.harness;
     let spec: Prepared;
     try {
-      spec = await this.prepare(o, { prompt: o.prompt, resume: o.resume });
+      spec = await this.prepare({ ...o, mcp }, { prompt: o.prompt, resume: o.resume });
     } catch (err) {
       const e = err instanceof HutchError ? err : new HutchError("failed", (err as Error).message);
       return fail(`${e.message}${e.hint ? ` (next: ${e.hint})` : ""}`);
