@@ -80,6 +80,10 @@ describe("with the official SDK client", () => {
     expect((after.content as { text: string }[])[0]!.text).toContain(`checkbox "I agree" [checked] [ref=${ref}]`);
   });
 
+  test("the client is told to the host stream once it has the tool list, by its own name", async () => {
+    expect(serve.msgs.filter((m) => m.type === "mcp.client")).toEqual([{ type: "mcp.client", name: "test", version: "1.0.0" }]);
+  });
+
   test("each call is told to the host stream: what was called, then how it ended", async () => {
     await client.callTool({ name: "browser_tabs", arguments: {} });
     const calls = serve.msgs.filter((m) => m.type === "mcp.call" && m.name === "browser_tabs");

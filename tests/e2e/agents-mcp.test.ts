@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { Events, read } from "../../shared/src/index.ts";
 import { at, events, fakeBindings, newSecrets } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
-import { makeHome, ROOT, waitFor, type Home } from "../helpers.ts";
+import { makeHome, onTerminal, ROOT, waitFor, type Home } from "../helpers.ts";
 
 const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
 const SECRETS = newSecrets();
@@ -44,6 +44,34 @@ afterAll(async () => {
   await h?.cleanup();
   await fake?.stop();
 });
+
+/** POSTs to /mcp on every port listening in the box; prints "PORT STATUS" (the HTTP status, or "-" for no HTTP answer). */
+const PROBE = `
+import urllib.request, urllib.error
+ports = sorted({int(l.split()[1].split(":")[1], 16) for f in ("/proc/net/tcp", "/proc/net/tcp6") for l in open(f).readlines()[1:] if l.split()[3] == "0A"})
+for p in ports:
+    try:
+        r = urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{p}/mcp", method="POST", data=b"{}", headers={"content-type": "application/json"}), timeout=5)
+        print(p, r.status)
+    except urllib.error.HTTPError as e:
+        print(p, e.code)
+    except Exception:
+        print(p, "-")
+`;
+
+async function mcpListeners(): Promise<string[]> {
+  const r = await h.run(["exec", "am", "--", "python3", "-c", PROBE]);
+  expect(r.code, r.stderr).toBe(0);
+  const answers = new Map(
+    r.stdout
+      .trim()
+      .split("\n")
+      .map((l) => l.split(" ") as [string, string]),
+  );
+  // The probe reaches HTTP servers: the page server refuses a POST with 501.
+  expect(answers.get("8000")).toBe("501");
+  return [...answers].filter(([, status]) => status === "401").map(([port]) => port);
+}
 
 async function snapshotTurn(agent: string) {
   fake.reset();
@@ -85,30 +113,40 @@ test("Codex in a box gets the same tools from the same server", async () => {
   await snapshotTurn("codex");
 }, 300_000);
 
-/** POSTs to /mcp on every port listening in the box; prints "PORT STATUS" (the HTTP status, or "-" for no HTTP answer). */
-const PROBE = `
-import urllib.request, urllib.error
-ports = sorted({int(l.split()[1].split(":")[1], 16) for f in ("/proc/net/tcp", "/proc/net/tcp6") for l in open(f).readlines()[1:] if l.split()[3] == "0A"})
-for p in ports:
-    try:
-        r = urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{p}/mcp", method="POST", data=b"{}", headers={"content-type": "application/json"}), timeout=5)
-        print(p, r.status)
-    except urllib.error.HTTPError as e:
-        print(p, e.code)
-    except Exception:
-        print(p, "-")
-`;
-
 test("the server lives for the turn: once it ends, nothing in the box answers MCP's 401 any more", async () => {
-  const r = await h.run(["exec", "am", "--", "python3", "-c", PROBE]);
-  expect(r.code, r.stderr).toBe(0);
-  const answers = new Map(
-    r.stdout
-      .trim()
-      .split("\n")
-      .map((l) => l.split(" ") as [string, string]),
-  );
-  // The probe reaches HTTP servers (the page server refuses a POST with 501), and none asks for MCP's bearer token.
-  expect(answers.get("8000")).toBe("501");
-  expect([...answers].filter(([, status]) => status === "401")).toEqual([]);
+  expect(await mcpListeners()).toEqual([]);
 }, 120_000);
+
+test("interactive Claude Code gets the server too, for as long as its process runs", async () => {
+  fake.reset();
+  const a = onTerminal(h, ["run", "am", "--agent", "claude"], 120, 40);
+  await a.until(/session (ses_[0-9a-z]{20})/);
+  const sid = /session (ses_[0-9a-z]{20})/.exec(a.text())![1]!;
+  await a.until("bypass permissions on", 30_000);
+  // The TUI connects to its MCP servers in the background: a prompt typed before that reaches a model without the tools.
+  const connected = await waitFor("Claude Code to connect to the box's MCP server", async () =>
+    (await events(h, sid)).find((e) => e.kind === "mcp.client.connected"),
+  );
+  expect(connected.actor).toMatchObject({ kind: "agent", id: expect.stringContaining("agent:claude") });
+  a.type(PROMPT);
+  await Bun.sleep(300);
+  a.type("\r");
+  const wait = await h.run(["session", "wait", sid, "--idle", "--json"]);
+  expect(JSON.parse(wait.stdout), wait.stderr).toMatchObject({ state: "idle", ok: true });
+  const log = await events(h, sid);
+  // No credential of the server's in the log: the token reaches the agent through its environment.
+  const argv = log.find((e) => e.kind === "exec.started");
+  expect(JSON.stringify(argv)).toContain("--mcp-config");
+  expect(JSON.stringify(argv)).not.toMatch(/Bearer [A-Za-z0-9_-]{32}/);
+  const done = at(log, Events.mcpToolCompleted, (d) => d.name === "browser_snapshot" && d.status === "ok" && d.output.includes("[ref=e"));
+  expect(
+    done,
+    JSON.stringify(log.filter((e) => e.kind !== "output.appended").map((e) => [e.kind, JSON.stringify(e.data).slice(0, 300)])),
+  ).toBeGreaterThanOrEqual(0);
+  expect(log[done]!.actor).toMatchObject({ kind: "agent", id: expect.stringContaining("agent:claude") });
+  expect(await mcpListeners()).toHaveLength(1);
+  a.type("\x01d");
+  expect(await a.proc.exited).toBe(0);
+  expect((await h.run(["session", "close", sid])).code).toBe(0);
+  await waitFor("the agent's MCP server to stop", async () => (await mcpListeners()).length === 0, 30_000);
+}, 180_000);

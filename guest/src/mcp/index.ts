@@ -84,7 +84,21 @@ export class McpTable {
     }
     const token = Buffer.from(crypto.getRandomValues(new Uint8Array(32))).toString("base64url");
     const tables = { browser: this.browser, desktop: this.desktop, owner: req.owner ?? DEFAULT_OWNER };
-    const caller: ToolCaller = { call: (name, args) => this.call(stream, tables, name, args) };
+    // A client is announced once it has the tool list: from then on it can call them.
+    let client: { name: string; version: string } | undefined;
+    let announced = false;
+    const caller: ToolCaller = {
+      call: (name, args) => this.call(stream, tables, name, args),
+      initialized: (c) => {
+        client = c;
+        announced = false;
+      },
+      listed: () => {
+        if (announced || stream.closed) return;
+        announced = true;
+        stream.msg({ type: "mcp.client", ...(client ?? { name: "client", version: "" }) });
+      },
+    };
     let server: Server<undefined>;
     try {
       server = Bun.serve({

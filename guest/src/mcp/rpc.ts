@@ -24,6 +24,10 @@ export type RpcResponse = { jsonrpc: "2.0"; id: Id | null } & ({ result: unknown
 export interface ToolCaller {
   /** Runs a tool whose arguments fit its schema. */
   call(name: BoxMcpToolName, args: Record<string, unknown>): Promise<CallToolResult>;
+  /** A client initialized, naming itself (clientInfo, cut). */
+  initialized?(client: { name: string; version: string }): void;
+  /** A client listed the tools (it can call them from now on). */
+  listed?(): void;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -48,6 +52,9 @@ export async function handleMessage(msg: unknown, tools: ToolCaller): Promise<Rp
       if (typeof params.protocolVersion !== "string") return fail(id, INVALID_PARAMS, "params.protocolVersion: expected a string");
       const asked = params.protocolVersion;
       const protocolVersion = (MCP_PROTOCOL_VERSIONS as readonly string[]).includes(asked) ? asked : MCP_PROTOCOL_VERSIONS[0];
+      const info = isObject(params.clientInfo) ? params.clientInfo : {};
+      const named = (v: unknown, max: number) => (typeof v === "string" ? v.slice(0, max) : "");
+      tools.initialized?.({ name: named(info.name, 128) || "client", version: named(info.version, 64) });
       return {
         jsonrpc: "2.0",
         id,
@@ -62,6 +69,7 @@ export async function handleMessage(msg: unknown, tools: ToolCaller): Promise<Rp
     case "ping":
       return { jsonrpc: "2.0", id, result: {} };
     case "tools/list":
+      tools.listed?.();
       return { jsonrpc: "2.0", id, result: { tools: TOOL_LIST } };
     case "tools/call": {
       const name = params.name;

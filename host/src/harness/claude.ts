@@ -142,12 +142,18 @@ export function claudeTranscriptMapper(): Mapper {
   };
 }
 
-/** The box's MCP server as `--mcp-config` JSON: HTTP with its bearer token (argv, not a file: it changes every run). */
+/**
+ * The box's MCP server as `--mcp-config` JSON (argv, not a file: it changes
+ * every run). Its bearer token is left to Claude Code's own `${VAR}`
+ * expansion from the environment, so the argv a session logs holds none.
+ */
 function mcpArgs(ctx: AgentContext): string[] {
   if (!ctx.mcp) return [];
-  const server = { type: "http", url: ctx.mcp.url, headers: { Authorization: `Bearer ${ctx.mcp.token}` } };
+  const server = { type: "http", url: ctx.mcp.url, headers: { Authorization: `Bearer \${${MCP_TOKEN_ENV}}` } };
   return ["--mcp-config", JSON.stringify({ mcpServers: { [ctx.mcp.name]: server } })];
 }
+
+const MCP_TOKEN_ENV = "HUTCH_MCP_TOKEN";
 
 export const claude: Harness = {
   name: "claude",
@@ -162,6 +168,7 @@ export const claude: Harness = {
     DISABLE_AUTOUPDATER: "1",
     // The box is the sandbox; as root (VMs) --dangerously-skip-permissions is refused without it.
     IS_SANDBOX: "1",
+    ...(ctx.mcp ? { [MCP_TOKEN_ENV]: ctx.mcp.token } : {}),
   }),
   // The TUI's first-run questions, answered for a box: onboarding, folder trust, using the
   // (stub) API key from the environment (it remembers a key by its last 20 characters), and bypass mode.

@@ -1,11 +1,11 @@
 // The MCP server an agent in a box gets: hutch-guest's own (guest/src/mcp/),
 // serving the browser and desktop tools on the box's loopback while the
-// stream opened here stays open. One per agent run; every call it reports
-// becomes mcp.tool.called / mcp.tool.completed in the run's session,
-// attributed to the agent. What the guest reports is untrusted: each message
+// stream opened here stays open. One per agent run; the client connecting
+// and every call it reports become mcp.client.connected, mcp.tool.called
+// and mcp.tool.completed in the run's session, attributed to the agent. What the guest reports is untrusted: each message
 // is checked against its schema, and one that does not fit is dropped.
 // An agent whose box cannot serve MCP runs without it (logged).
-import { check, emit, Events, McpCallMsg, McpDoneMsg, McpServeResult, type Static } from "@hutch/shared";
+import { check, emit, Events, McpCallMsg, McpClientMsg, McpDoneMsg, McpServeResult, type Static } from "@hutch/shared";
 import type { Channel } from "../engine/channel.ts";
 import { log } from "../log.ts";
 import type { MappedEvent } from "./types.ts";
@@ -57,6 +57,8 @@ export function openBoxMcp(channel: Channel, owner: string, record: (events: Map
           answer({ url: `http://127.0.0.1:${value.port}/mcp`, token: value.token, close: () => stream.close() });
         } else if (type === "mcp.call" && check(McpCallMsg, m)) {
           record([emit(Events.mcpToolCalled, { id: m.id, name: m.name, input: m.input })]);
+        } else if (type === "mcp.client" && check(McpClientMsg, m)) {
+          record([emit(Events.mcpClientConnected, { name: m.name, version: m.version })]);
         } else if (type === "mcp.done" && check(McpDoneMsg, m)) {
           const d: Static<typeof McpDoneMsg> = m;
           record([emit(Events.mcpToolCompleted, { id: d.id, name: d.name, status: d.status, output: d.output, ms: d.ms })]);

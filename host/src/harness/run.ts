@@ -141,6 +141,19 @@ export class AgentRunner {
     return openBoxMcp(this.boxes.channel(boxId).channel, actor.id, this.emitter(h, actor, sink));
   }
 
+  /** Calls `then` once the process `pid` in the box is gone (or the box's channel closed). */
+  whileRuns(boxId: string, pid: number, then: () => void): void {
+    try {
+      const { done } = execIn(this.boxes.channel(boxId).channel, {
+        tool: "exec",
+        argv: ["sh", "-c", 'while kill -0 "$1" 2>/dev/null; do sleep 2; done', "sh", String(pid)],
+      });
+      void done.then(then, then);
+    } catch {
+      then();
+    }
+  }
+
   /** Checks mapped events against the registry and logs them as the agent; one that does not fit is kept raw. */
   private emitter(h: Harness, actor: Actor, sink: RunSink) {
     return (events: MappedEvent[]) => {

@@ -321,6 +321,12 @@ export const McpCallMsg = Type.Object({
   name: Type.String({ minLength: 1, maxLength: 64 }),
   input: Type.Unknown(),
 });
+/** mcp.serve: a client has the tool list (it initialized, naming itself, and listed the tools). */
+export const McpClientMsg = Type.Object({
+  type: Type.Literal("mcp.client"),
+  name: Type.String({ maxLength: 128 }),
+  version: Type.String({ maxLength: 64 }),
+});
 /** mcp.serve: that call ended. */
 export const McpDoneMsg = Type.Object({
   type: Type.Literal("mcp.done"),
@@ -330,7 +336,7 @@ export const McpDoneMsg = Type.Object({
   output: Type.String({ maxLength: MCP_OUTPUT_MAX }),
   ms: Type.Integer({ minimum: 0 }),
 });
-export const GuestMsg = Type.Union([StartedMsg, ExitMsg, ResultMsg, ScreenMsg, ConnMsg, McpCallMsg, McpDoneMsg]);
+export const GuestMsg = Type.Union([StartedMsg, ExitMsg, ResultMsg, ScreenMsg, ConnMsg, McpCallMsg, McpDoneMsg, McpClientMsg]);
 export type GuestMsg = Static<typeof GuestMsg>;
 export type ExitMsg = Static<typeof ExitMsg>;
 
