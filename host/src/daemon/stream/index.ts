@@ -69,7 +69,8 @@ async function openStream(
     return;
   }
   let payload: ToolOpen = raw;
-  if (payload.tool === "desktop.input" || payload.tool === "desktop.release") {
+  // Who the desktop's input is held by: the caller, never what a client put there (mcp.serve: its server's input).
+  if (payload.tool === "desktop.input" || payload.tool === "desktop.release" || payload.tool === "mcp.serve") {
     if (!data.actor) return closeWith(client, new HutchError("invalid", "the desktop's input needs a caller the daemon can name"));
     payload = { ...payload, owner: data.actor.id };
   }
