@@ -26,7 +26,7 @@ beforeAll(async () => {
   for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
   const box = await h.run(["box", "create", "am", "--start", "--secret", "anthropic", "--secret", "openai"]);
   expect(box.code, box.stderr).toBe(0);
-  const install = await h.run(["agent", "install", "claude", "codex"]);
+  const install = await h.run(["agent", "install", "claude", "codex", "opencode"]);
   expect(install.code, install.stderr).toBe(0);
   expect((await h.run(["cp", join(ROOT, "tests/fixtures/pages"), "am:/workspace/pages"])).code).toBe(0);
   const serve = "cd /workspace/pages && (setsid python3 -m http.server 8000 --bind 127.0.0.1 >/tmp/http.log 2>&1 &)";
@@ -111,6 +111,10 @@ test("Claude Code in a box calls the browser snapshot tool over the box's MCP se
 
 test("Codex in a box gets the same tools from the same server", async () => {
   await snapshotTurn("codex");
+}, 300_000);
+
+test("opencode in a box gets them too", async () => {
+  await snapshotTurn("opencode");
 }, 300_000);
 
 test("the server lives for the turn: once it ends, nothing in the box answers MCP's 401 any more", async () => {
