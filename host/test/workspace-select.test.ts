@@ -1,7 +1,8 @@
 import { describe, expect, test } from "bun:test";
 import { badLink, badPath } from "../src/workspace/apply.ts";
 import { parseBundleHeader } from "../src/workspace/bundle.ts";
-import { selector } from "../src/workspace/select.ts";
+import { exactPattern } from "../src/workspace/ignored.ts";
+import { ignoredMatcher, selector } from "../src/workspace/select.ts";
 
 describe("what offload holds back", () => {
   const cases: [string, string, string[], string | null][] = [
@@ -64,4 +65,31 @@ describe("the header of a bundle from a box", () => {
     [`# v2 git bundle\n${sha} refs/x extra\n\n`, "bad ref line"],
     [`# v2 git bundle\n-nothex\n\n`, "bad prerequisite line"],
   ])("%p is refused", (text, why) => expect(() => parseBundleHeader(enc(text))).toThrow(why));
+});
+
+describe("which ignored files --include-ignored carries", () => {
+  const cases: [string, string[], boolean][] = [
+    // path, patterns, carried
+    ["build/out.o", ["build"], true],
+    ["build/out.o", ["build/"], true],
+    ["sub/build/out.o", ["build"], true],
+    ["sub/build/out.o", ["/build"], false],
+    ["node_modules/.cache/x.json", ["node_modules/.cache"], true],
+    ["node_modules/pkg/index.js", ["node_modules/.cache"], false],
+    ["a/node_modules/.cache/x", ["node_modules/.cache"], false],
+    ["dist/app.js", ["*.js"], true],
+    ["dist/app.map", ["*.js"], false],
+    ["dist/app.js", ["!dist"], true],
+    ["dist/app.js", [], false],
+  ];
+  for (const [path, patterns, want] of cases)
+    test(`${path} with ${JSON.stringify(patterns)}: ${want ? "carried" : "not"}`, () => {
+      expect(ignoredMatcher(patterns)(path)).toBe(want);
+    });
+
+  test("a carried path becomes a gitignore line that matches it exactly", () => {
+    expect(exactPattern("build/out.o")).toBe("/build/out.o");
+    expect(exactPattern("we*ird?[x]\\.txt")).toBe("/we\\*ird\\?\\[x]\\\\.txt");
+    expect(exactPattern("!bang #hash ")).toBe("/!bang #hash\\ ");
+  });
 });

@@ -16,7 +16,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, release, tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchHome, describeFailure, hutchBin, log, requireHutch, run, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
-import { median, percentile, round, table } from "./lib/stats.ts";
+import { median, percentile, round, table, met, num, okOf } from "./lib/stats.ts";
 
 const GOAL_START_RATIO_MAX = 2;
 const GOAL_RT_RATIO_MAX = 0.06;
@@ -44,18 +44,13 @@ const home = new HutchHome(flags.hutch);
 const peerDir = mkdtempSync(join(tmpdir(), "hutch-bench-oneliner-"));
 const oneLiner = join(peerDir, "one-liner");
 let sshArgv: string[] | undefined;
-let cleaned = false;
 
 async function cleanup(): Promise<void> {
-  if (cleaned) return;
-  cleaned = true;
   log("cleaning up");
   await home.dispose();
   rmSync(peerDir, { recursive: true, force: true });
   if (sshArgv && !flags["keep-ssh"]) await sshPeer.stop();
 }
-process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
-process.on("SIGTERM", () => void cleanup().then(() => process.exit(143)));
 
 /** The start-up peer: the smallest compiled Bun program, built as dist/hutch is. */
 async function buildOneLiner(version: string): Promise<void> {
@@ -170,10 +165,7 @@ async function main(): Promise<number> {
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
-    const met = (g: { met: boolean }) => (g.met ? "met" : "NOT met");
-    const num = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : "-");
-    const ok = (s: { ok: number; failed: number }) => `${s.ok}/${s.ok + s.failed}`;
-    const row = (label: string, s: ReturnType<typeof stats>) => [label, ok(s), num(s.medianMs, 2), num(s.p90Ms, 2)];
+    const row = (label: string, s: ReturnType<typeof stats>) => [label, okOf(s), num(s.medianMs, 2), num(s.p90Ms, 2)];
     const { startUp: u, roundTrip: r } = report;
     const lines = [
       `hutch CLI start-up — ${report.date}, ${report.machine.cpus} cpus, hutch ${report.hutch.version} (build ${report.hutch.build}), Bun ${Bun.version}, ${r.peer.version}`,

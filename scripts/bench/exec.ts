@@ -7,31 +7,17 @@
 //
 // Exit 0 when every run worked, goals met or not; 1 when a run broke (a
 // command failed, hung past --timeout, or delivered the wrong byte count).
-import { parseArgs } from "node:util";
 import { cpus, release } from "node:os";
-import { HutchHome, execMeasures, hutchBin, log, positiveInt, requireHutch, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
-import { alternate, median, percentile, round, table } from "./lib/stats.ts";
+import { HutchHome, execFlags, execMeasures, hutchBin, log, requireHutch, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
+import { alternate, median, percentile, round, table, met, num, okOf } from "./lib/stats.ts";
 
 const GOAL_RT_RATIO_MAX = 0.3;
 const GOAL_TP_RATIO_MIN = 1.0;
 const WARMUP_ROUNDS = 3;
 const WARMUP_BYTES = 64 * 1024 * 1024;
 
-const { values: flags } = parseArgs({
-  options: {
-    json: { type: "boolean", default: false },
-    "keep-ssh": { type: "boolean", default: false },
-    rounds: { type: "string", default: "30" },
-    runs: { type: "string", default: "3" },
-    bytes: { type: "string", default: String(1024 ** 3) },
-    timeout: { type: "string", default: "120" },
-  },
-});
-
-const ROUNDS = positiveInt("rounds", flags.rounds!);
-const RUNS = positiveInt("runs", flags.runs!);
-const BYTES = positiveInt("bytes", flags.bytes!);
-const TIMEOUT_MS = positiveInt("timeout", flags.timeout!) * 1000;
+const flags = execFlags();
+const { rounds: ROUNDS, runs: RUNS, bytes: BYTES, timeoutMs: TIMEOUT_MS } = flags;
 
 type Side = "hutch" | "ssh";
 const SIDES: Side[] = ["hutch", "ssh"];
@@ -44,17 +30,12 @@ const errors: string[] = [];
 requireHutch();
 const home = new HutchHome();
 let sshArgv: string[] | undefined;
-let cleaned = false;
 
 async function cleanup(): Promise<void> {
-  if (cleaned) return;
-  cleaned = true;
   log("cleaning up");
   await home.dispose();
-  if (sshArgv && !flags["keep-ssh"]) await sshPeer.stop();
+  if (sshArgv && !flags.keepSsh) await sshPeer.stop();
 }
-process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
-process.on("SIGTERM", () => void cleanup().then(() => process.exit(143)));
 
 function commandFor(side: Side, cmd: string[]): string[] {
   return side === "hutch" ? [home.bin, "exec", BOX, "--", ...cmd] : [...sshArgv!, ...cmd];
@@ -143,9 +124,6 @@ async function main(): Promise<number> {
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
-    const met = (g: { met: boolean }) => (g.met ? "met" : "NOT met");
-    const num = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : "-");
-    const ok = (s: { ok: number; failed: number }) => `${s.ok}/${s.ok + s.failed}`;
     const { roundTrip: r, throughput: t } = report;
     const lines = [
       `hutch exec vs ssh to 127.0.0.1 — ${report.date}, ${report.machine.cpus} cpus, hutch ${report.hutch.version} (build ${report.hutch.build}), ${report.peer.version}`,
@@ -153,14 +131,14 @@ async function main(): Promise<number> {
       `round trip (\`true\`, ${ROUNDS} each, interleaved)`,
       table(
         ["", "ok", "median ms", "p90 ms"],
-        SIDES.map((s) => [s, ok(r[s]), num(r[s].medianMs, 2), num(r[s].p90Ms, 2)]),
+        SIDES.map((s) => [s, okOf(r[s]), num(r[s].medianMs, 2), num(r[s].p90Ms, 2)]),
       ),
       `ratio hutch/ssh (median): ${num(r.ratioMedian, 3)}   goal ≤ ${GOAL_RT_RATIO_MAX}: ${met(r.goal)}`,
       "",
       `throughput (\`cat\`, ${BYTES} bytes, ${RUNS} runs each, interleaved; MB = 10^6 bytes)`,
       table(
         ["", "ok", "median MB/s", "runs MB/s"],
-        SIDES.map((s) => [s, ok(t[s]), num(t[s].medianMBps, 1), t[s].samplesMBps.map((x) => x.toFixed(1)).join(" ") || "-"]),
+        SIDES.map((s) => [s, okOf(t[s]), num(t[s].medianMBps, 1), t[s].samplesMBps.map((x) => x.toFixed(1)).join(" ") || "-"]),
       ),
       `ratio hutch/ssh (median): ${num(t.ratioMedian, 3)}   goal ≥ ${GOAL_TP_RATIO_MIN}: ${met(t.goal)}`,
       "",

@@ -34,16 +34,12 @@ requireHutch();
 const home = new HutchHome();
 const work = mkdtempSync(join(tmpdir(), "hutch-bench-offload-"));
 let sshArgv: string[] | undefined;
-let cleaned = false;
 async function cleanup(): Promise<void> {
-  if (cleaned) return;
-  cleaned = true;
   log("cleaning up");
   await home.dispose();
   rmSync(work, { recursive: true, force: true });
   if (sshArgv && !flags["keep-ssh"]) await sshPeer.stop();
 }
-process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
 
 const sh = (script: string, timeoutMs = 300_000) => run(["bash", "-c", script], { env: home.env, timeoutMs });
 const q = (s: string) => `'${s.replaceAll("'", "'\\''")}'`;

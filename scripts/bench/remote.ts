@@ -11,41 +11,28 @@
 // stdin). Exit 0 when every run worked, goals met or not; 1 when a run broke.
 import { mkdirSync, openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 import { cpus, release } from "node:os";
 import {
   HutchHome,
   describeFailure,
+  execFlags,
   execMeasures,
   hutchBin,
   log,
-  positiveInt,
   requireHutch,
   runBench,
   runsVerdict,
   sshPeer,
 } from "./lib/env.ts";
-import { alternate, median, percentile, round, table } from "./lib/stats.ts";
+import { alternate, median, percentile, round, table, met, num, okOf } from "./lib/stats.ts";
 
 const GOAL_RT_RATIO_MAX = 0.5;
 const GOAL_TP_RATIO_MIN = 0.8;
 const WARMUP_ROUNDS = 3;
 const WARMUP_BYTES = 64 * 1024 * 1024;
 
-const { values: flags } = parseArgs({
-  options: {
-    json: { type: "boolean", default: false },
-    "keep-ssh": { type: "boolean", default: false },
-    rounds: { type: "string", default: "30" },
-    runs: { type: "string", default: "3" },
-    bytes: { type: "string", default: String(1024 ** 3) },
-    timeout: { type: "string", default: "120" },
-  },
-});
-const ROUNDS = positiveInt("rounds", flags.rounds!);
-const RUNS = positiveInt("runs", flags.runs!);
-const BYTES = positiveInt("bytes", flags.bytes!);
-const TIMEOUT_MS = positiveInt("timeout", flags.timeout!) * 1000;
+const flags = execFlags();
+const { rounds: ROUNDS, runs: RUNS, bytes: BYTES, timeoutMs: TIMEOUT_MS } = flags;
 
 type Side = "hutch" | "ssh";
 const SIDES: Side[] = ["hutch", "ssh"];
@@ -60,21 +47,16 @@ client.env.XDG_CONFIG_HOME = join(client.dir, "config");
 client.env.HUTCH_REMOTE = "srv";
 let serving: ReturnType<typeof Bun.spawn> | undefined;
 let sshArgv: string[] | undefined;
-let cleaned = false;
 
 async function cleanup(): Promise<void> {
-  if (cleaned) return;
-  cleaned = true;
   log("cleaning up");
   // The client first: it deletes its box through the remote, as a user would.
   await client.dispose();
   await server.dispose();
   serving?.kill("SIGTERM");
   await serving?.exited;
-  if (sshArgv && !flags["keep-ssh"]) await sshPeer.stop();
+  if (sshArgv && !flags.keepSsh) await sshPeer.stop();
 }
-process.on("SIGINT", () => void cleanup().then(() => process.exit(130)));
-process.on("SIGTERM", () => void cleanup().then(() => process.exit(143)));
 
 /** `hutch serve` on a free loopback port, a user and its token, and the client joined to it. */
 async function startRemote(): Promise<string> {
@@ -178,9 +160,6 @@ async function main(): Promise<number> {
   if (flags.json) {
     process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   } else {
-    const met = (g: { met: boolean }) => (g.met ? "met" : "NOT met");
-    const num = (x: number, d: number) => (Number.isFinite(x) ? x.toFixed(d) : "-");
-    const ok = (s: { ok: number; failed: number }) => `${s.ok}/${s.ok + s.failed}`;
     const { roundTrip: r, throughput: t } = report;
     process.stdout.write(
       `${[
@@ -189,14 +168,14 @@ async function main(): Promise<number> {
         `round trip (\`exec true\`, ${ROUNDS} each, interleaved)`,
         table(
           ["", "ok", "median ms", "p90 ms"],
-          SIDES.map((s) => [s, ok(r[s]), num(r[s].medianMs, 2), num(r[s].p90Ms, 2)]),
+          SIDES.map((s) => [s, okOf(r[s]), num(r[s].medianMs, 2), num(r[s].p90Ms, 2)]),
         ),
         `ratio hutch/ssh (median): ${num(r.ratioMedian, 3)}   goal ≤ ${GOAL_RT_RATIO_MAX}: ${met(r.goal)}`,
         "",
         `throughput (\`exec cat\`, ${BYTES} bytes, ${RUNS} runs each, interleaved; MB = 10^6 bytes)`,
         table(
           ["", "ok", "median MB/s"],
-          SIDES.map((s) => [s, ok(t[s]), num(t[s].medianMBps, 1)]),
+          SIDES.map((s) => [s, okOf(t[s]), num(t[s].medianMBps, 1)]),
         ),
         `ratio hutch/ssh (median): ${num(t.ratioMedian, 3)}   goal ≥ ${GOAL_TP_RATIO_MIN}: ${met(t.goal)}`,
         "",

@@ -146,6 +146,48 @@ export const Events = {
     { byClients: true },
   ),
   attentionRequired: defineEvent("attention.required", Type.Object({ reason: Text(1024) }), { byClients: true }),
+  // A log continued elsewhere (`hutch bring-back --session`): each event of a
+  // session on the box's daemon, appended here with who wrote it and when, and
+  // where it came from; then one marker naming what came back. Written by the
+  // CLI that brings the work home, after checking each event against this registry.
+  sessionEventImported: defineEvent(
+    "session.event.imported",
+    Type.Object({
+      from: Type.Object({ remote: Text(256), session: Type.String({ minLength: 1, maxLength: 64 }), seq: Seq }),
+      at: Type.String({ minLength: 1, maxLength: 64 }),
+      actor: Actor,
+      kind: Type.String({ minLength: 1, maxLength: 128 }),
+      data: Type.Unknown(),
+    }),
+    { byClients: true },
+  ),
+  sessionWorkReturned: defineEvent(
+    "session.work.returned",
+    Type.Object({
+      box: Text(128),
+      remote: Text(256),
+      /** The bring-back's case: nothing, fast-forward, merge or branch. */
+      case: Text(32),
+      sessions: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 1000 }),
+      events: Type.Integer({ minimum: 0 }),
+    }),
+    { byClients: true },
+  ),
+  /** `hutch session move`: in the session left behind, where it went (its box there holds the work, its log goes on there). */
+  sessionMoved: defineEvent(
+    "session.moved",
+    Type.Object({ to: Type.Object({ remote: Text(256), session: Type.String({ minLength: 1, maxLength: 64 }), box: Text(128) }) }),
+    { byClients: true },
+  ),
+  /** In the session it became: where it came from (its events are imported just before this). */
+  sessionArrived: defineEvent(
+    "session.arrived",
+    Type.Object({
+      from: Type.Object({ remote: Text(256), session: Type.String({ minLength: 1, maxLength: 64 }), box: Text(128) }),
+      events: Type.Integer({ minimum: 0 }),
+    }),
+    { byClients: true },
+  ),
   // The broker: every egress decision, never the secret.
   egressAllowed: defineEvent("egress.allowed", EgressData),
   egressDenied: defineEvent("egress.denied", EgressData),

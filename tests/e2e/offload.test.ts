@@ -345,6 +345,171 @@ describe("offload and bring back", () => {
   });
 });
 
+describe("a second offload", () => {
+  type Sent = { objects: number; blobs: number; bytes: number };
+  type Off = { guestDir: string; updated: boolean; upToDate: boolean; sent: Sent };
+  const again = async (dir: string, box: string) => {
+    const r = await h.run(["offload", "--box", box, "--json"], { cwd: dir });
+    return { ...r, json: r.code === 0 ? (JSON.parse(r.stdout) as Off) : null };
+  };
+
+  test("after a one-file change sends that file's content only, and the box's copy is updated whole", async () => {
+    const dir = repo();
+    // Forty incompressible files of 32 KiB: the tree is 1.3 MB, one file is 32 KiB.
+    for (let i = 0; i < 40; i++) writeFileSync(join(dir, `d${i}.bin`), crypto.getRandomValues(new Uint8Array(32 * 1024)));
+    g(dir, "add", "d*.bin");
+    g(dir, "commit", "-qm", "data", "--", "d*.bin");
+    const r1 = await h.run(["offload", "--box", "inc", "--json"], { cwd: dir });
+    expect(r1.code).toBe(0);
+    const first = JSON.parse(r1.stdout) as Off;
+    expect(first.updated).toBe(false);
+    expect(first.sent.blobs).toBeGreaterThanOrEqual(44);
+    expect(first.sent.bytes).toBeGreaterThan(40 * 32 * 1024);
+    // Output the box built (ignored here too) is kept across the update.
+    await inBox("inc", first.guestDir, "mkdir -p build && echo built-in-box > build/cache.o");
+
+    const changed = crypto.getRandomValues(new Uint8Array(24 * 1024));
+    writeFileSync(join(dir, "d7.bin"), changed);
+    const second = await again(dir, "inc");
+    expect(second.stderr).toBe("");
+    expect(second.json).toMatchObject({ updated: true, upToDate: false, guestDir: first.guestDir });
+    // d7.bin's blob, the work tree's root tree, the index and work-tree commits: the base and the index tree are in the box.
+    expect(second.json?.sent).toMatchObject({ objects: 4, blobs: 1 });
+    expect(second.json!.sent.bytes).toBeGreaterThan(changed.length);
+    expect(second.json!.sent.bytes).toBeLessThan(changed.length + 4096);
+    expect(await inBox("inc", first.guestDir, "git hash-object d7.bin")).toBe(g(dir, "hash-object", "d7.bin"));
+    expect(await inBox("inc", first.guestDir, "git status --porcelain")).toBe("MM a.txt\n M d7.bin\n?? notes.md\n");
+    expect(await inBox("inc", first.guestDir, "cat build/cache.o")).toBe("built-in-box\n");
+    expect(await inBox("inc", "/workspace", "ls -A")).toBe(`${first.guestDir.slice("/workspace/".length)}\n`);
+    const human = await h.run(["offload", "--box", "inc"], { cwd: dir });
+    expect(human.stdout).toContain("already holds the work tree as it is: nothing sent");
+
+    // A commit and a staged change locally: the box follows (its HEAD, its index), still only what it lacks.
+    g(dir, "commit", "-qm", "local", "a.txt");
+    writeFileSync(join(dir, "c.txt"), "c staged\n");
+    g(dir, "add", "c.txt");
+    const third = await again(dir, "inc");
+    // c.txt's staged content is the one blob the box lacks (a.txt's was in the box's work tree already).
+    expect(third.json?.sent.blobs).toBe(1);
+    expect(await inBox("inc", first.guestDir, "git log -1 --format=%s")).toBe("local\n");
+    expect(await inBox("inc", first.guestDir, "git status --porcelain")).toBe("M  c.txt\n M d7.bin\n?? notes.md\n");
+    // The work comes home as after one offload.
+    await inBox("inc", first.guestDir, "echo box >> b.txt && git commit -qam 'box: b'");
+    const back = await bringBack(dir, "inc");
+    expect(back.json?.case).toBe("fast-forward");
+    expect(g(dir, "log", "-2", "--format=%s")).toBe("box: b\nlocal\n");
+  }, 120_000);
+
+  test("after a local branch switch the box follows onto that branch, and the work comes home there", async () => {
+    const dir = repo();
+    const off = await offload(dir, "sw");
+    g(dir, "switch", "-q", "-c", "feature");
+    g(dir, "commit", "-qm", "on feature", "a.txt");
+    const r = await again(dir, "sw");
+    expect(r.stderr).toBe("");
+    expect(r.json?.updated).toBe(true);
+    expect(await inBox("sw", off.guestDir, "git rev-parse --abbrev-ref HEAD; git log -1 --format=%s; git branch --list main")).toBe(
+      "feature\non feature\n  main\n",
+    );
+    await inBox("sw", off.guestDir, "echo box >> b.txt && git commit -qam 'box: feature'");
+    const back = await bringBack(dir, "sw");
+    expect(back.json?.case).toBe("fast-forward");
+    expect(g(dir, "log", "-1", "--format=%s", "feature")).toBe("box: feature\n");
+  }, 60_000);
+
+  test("refused while the box has work not brought back; allowed once it is home, even on a branch", async () => {
+    const dir = repo();
+    const off = await offload(dir, "own");
+    await inBox("own", off.guestDir, "echo theirs > c.txt");
+    writeFileSync(join(dir, "b.txt"), "local\n");
+    const before = state(dir);
+    const refused = await h.run(["offload", "--box", "own"], { cwd: dir });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("box own has work of its own");
+    expect(refused.stderr).toContain("hutch bring-back own");
+    expect(state(dir)).toEqual(before);
+    expect(await inBox("own", off.guestDir, "cat c.txt")).toBe("theirs\n");
+    // A commit in the box is its own work too.
+    await inBox("own", off.guestDir, "git commit -qam 'box: c'");
+    expect((await h.run(["offload", "--box", "own"], { cwd: dir })).code).toBe(1);
+    // Brought home onto a branch (the user changed c.txt too): the box's work is at home, so an offload may replace it.
+    writeFileSync(join(dir, "c.txt"), "mine\n");
+    const back = await bringBack(dir, "own");
+    expect(back.json?.case).toBe("branch");
+    const next = await again(dir, "own");
+    expect(next.stderr).toBe("");
+    expect(next.json?.updated).toBe(true);
+    expect(await inBox("own", off.guestDir, "cat c.txt b.txt")).toBe("mine\nlocal\n");
+    expect(await inBox("own", off.guestDir, "git log -1 --format=%s")).toBe("start\n");
+  }, 60_000);
+});
+
+describe("ignored output on request", () => {
+  function withOutput(): string {
+    const dir = repo();
+    writeFileSync(join(dir, ".gitignore"), "build/\nnode_modules/\n");
+    g(dir, "commit", "-qm", "ignore node_modules", "--", ".gitignore");
+    mkdirSync(join(dir, "node_modules/.cache"), { recursive: true });
+    mkdirSync(join(dir, "node_modules/pkg"), { recursive: true });
+    writeFileSync(join(dir, "node_modules/.cache/x.json"), '{"cached":true}\n');
+    writeFileSync(join(dir, "node_modules/pkg/index.js"), "module.exports = 1;\n");
+    writeFileSync(join(dir, "build/.env"), "BUILD_TOKEN=sekrit-build-value\n");
+    // Ignored only by this clone's own exclude file, which does not travel.
+    writeFileSync(join(dir, ".git/info/exclude"), "local.log\n");
+    writeFileSync(join(dir, "local.log"), "log line\n");
+    return dir;
+  }
+
+  test("--dry-run lists the ignored files asked for, still past the deny list", async () => {
+    const dir = withOutput();
+    const before = state(dir);
+    const args = ["offload", "--dry-run", "--include-ignored", "build", "--include-ignored", "node_modules/.cache"];
+    const r = await h.run([...args, "--json"], { cwd: dir });
+    expect(r.code).toBe(0);
+    const plan = JSON.parse(r.stdout) as { ignored: { path: string }[]; heldBack: { path: string }[]; files: { path: string }[] };
+    expect(plan.ignored.map((f) => f.path).sort()).toEqual(["build/out.o", "node_modules/.cache/x.json"]);
+    expect(plan.heldBack.map((f) => f.path)).toContain("build/.env");
+    expect(plan.files.map((f) => f.path)).not.toContain("build/out.o");
+    const human = await h.run(args, { cwd: dir });
+    expect(human.stdout).toContain("build/out.o (8 bytes, git-ignored, carried on request)");
+    expect(human.stdout).toContain("held back: build/.env");
+    expect(human.stdout).not.toContain("node_modules/pkg");
+    const none = JSON.parse((await h.run(["offload", "--dry-run", "--json"], { cwd: dir })).stdout) as { ignored: unknown[] };
+    expect(none.ignored).toEqual([]);
+    expect(state(dir)).toEqual(before);
+  });
+
+  test("carried into the box's work tree, not its index, and still ignored there; a bring-back sees no change; an update re-sends only what changed", async () => {
+    const dir = withOutput();
+    g(dir, "config", "--add", "hutch.includeIgnored", "build/");
+    g(dir, "config", "--add", "hutch.includeIgnored", "local.log");
+    const r = await h.run(["offload", "--box", "ign", "--json", "--include-ignored", "node_modules/.cache"], { cwd: dir });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    const off = JSON.parse(r.stdout) as { guestDir: string; ignored: { path: string }[] };
+    expect(off.ignored.map((f) => f.path).sort()).toEqual(["build/out.o", "local.log", "node_modules/.cache/x.json"]);
+    expect(await inBox("ign", off.guestDir, "cat build/out.o node_modules/.cache/x.json local.log")).toBe(
+      'ignored\n{"cached":true}\nlog line\n',
+    );
+    expect(await inBox("ign", off.guestDir, "ls -A node_modules; ls -A build")).toBe(".cache\nout.o\n");
+    expect(await inBox("ign", "/workspace", "grep -rl sekrit . || true")).toBe("");
+    // Not in the index, and git in the box ignores them (local.log through the box's info/exclude).
+    expect(await inBox("ign", off.guestDir, "git status --porcelain")).toBe("MM a.txt\n?? notes.md\n");
+    expect(await inBox("ign", off.guestDir, "git ls-files build local.log node_modules")).toBe("");
+    const back = await h.run(["bring-back", "ign"], { cwd: dir });
+    expect(back.stdout).toContain("nothing to bring back");
+
+    writeFileSync(join(dir, "build/out.o"), "rebuilt here\n");
+    const upd = await h.run(["offload", "--box", "ign", "--json", "--include-ignored", "node_modules/.cache"], { cwd: dir });
+    expect(upd.code).toBe(0);
+    expect(JSON.parse(upd.stdout)).toMatchObject({ updated: true, sent: { blobs: 1 } });
+    expect(await inBox("ign", off.guestDir, "cat build/out.o")).toBe("rebuilt here\n");
+    expect(await inBox("ign", off.guestDir, "git status --porcelain")).toBe("MM a.txt\n?? notes.md\n");
+    const same = await h.run(["offload", "--box", "ign", "--json", "--include-ignored", "node_modules/.cache"], { cwd: dir });
+    expect(JSON.parse(same.stdout)).toMatchObject({ upToDate: true });
+  }, 60_000);
+});
+
 /** Starts hutch in dir and SIGKILLs it as soon as its stderr shows `when`. */
 async function killAt(dir: string, args: string[], when: string): Promise<boolean> {
   const proc = Bun.spawn([join(import.meta.dir, "../../dist/hutch"), ...args], { cwd: dir, env: h.env, stdout: "pipe", stderr: "pipe" });
@@ -428,10 +593,87 @@ describe("interrupted", () => {
     const again = await h.run(["offload", "--box", "redo", "--json"], { cwd: dir });
     expect(again.code).toBe(0);
     expect((JSON.parse(again.stdout) as { resumed: boolean }).resumed).toBe(true);
-    const twice = await h.run(["offload", "--box", "redo"], { cwd: dir });
-    expect(twice.code).toBe(1);
-    expect(twice.stderr).toContain("hutch bring-back redo");
+    // The box's copy is the work tree as it is: a second offload sends nothing; once the box has work of its own, it refuses.
+    const twice = await h.run(["offload", "--box", "redo", "--json"], { cwd: dir });
+    expect(twice.code).toBe(0);
+    expect(JSON.parse(twice.stdout)).toMatchObject({ upToDate: true, sent: { objects: 0, bytes: 0 } });
+    await inBox("redo", (JSON.parse(twice.stdout) as { guestDir: string }).guestDir, "echo box >> b.txt");
+    const refused = await h.run(["offload", "--box", "redo"], { cwd: dir });
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("hutch bring-back redo");
   });
+
+  test("a second offload killed while sending and while swapping the copy in: the box holds the old copy or the new, and a rerun finishes", async () => {
+    const dir = repo();
+    const off = await offload(dir, "kupd");
+    const oldStatus = "MM a.txt\n?? notes.md\n";
+    const newStatus = "MM a.txt\n M b.txt\n?? notes.md\n";
+    writeFileSync(join(dir, "b.txt"), "b.txt changed for the second offload\n");
+    const seen = async () =>
+      inBox("kupd", "/workspace", `[ -e ${off.guestDir} ] && git -C ${off.guestDir} status --porcelain || echo absent`);
+    expect(await killAt(dir, ["offload", "--box", "kupd"], "objects (")).toBe(true);
+    expect(await seen()).toBe(oldStatus);
+    expect(await killAt(dir, ["offload", "--box", "kupd"], "updating box")).toBe(true);
+    // Killed during the swap the box has the old copy or the new, each whole, or (between the two renames) none.
+    const mid = await seen();
+    expect([oldStatus, newStatus, "absent\n"]).toContain(mid);
+    if (mid === newStatus) expect(await inBox("kupd", off.guestDir, "cat b.txt")).toBe("b.txt changed for the second offload\n");
+    const before = state(dir);
+    const again = await h.run(["offload", "--box", "kupd", "--json"], { cwd: dir });
+    expect(again.stderr).toBe("");
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({ updated: true });
+    expect(await seen()).toBe(newStatus);
+    expect(await inBox("kupd", off.guestDir, "cat b.txt")).toBe("b.txt changed for the second offload\n");
+    expect(await inBox("kupd", "/workspace", "ls -A")).toBe(`${off.guestDir.slice("/workspace/".length)}\n`);
+    expect(JSON.parse(readFileSync(join(dir, ".git/hutch/kupd.json"), "utf8"))).toMatchObject({ state: "done" });
+    expect(state(dir)).toEqual(before);
+  }, 60_000);
+
+  test("a swap cut between its two renames: the rerun puts the complete copy in place, or the old one back", async () => {
+    const dir = repo();
+    const off = await offload(dir, "swap");
+    const rec = (p = join(dir, ".git/hutch/swap.json")) => JSON.parse(readFileSync(p, "utf8")) as Record<string, unknown>;
+    const first = rec();
+    const from = {
+      ...Object.fromEntries(["id", "base", "indexTree", "workTree"].map((k) => [k, first[k]])),
+      work: g(dir, "rev-parse", "refs/hutch/swap/offload/work").trim(),
+    };
+    writeFileSync(join(dir, "b.txt"), "b.txt second\n");
+    expect((await h.run(["offload", "--box", "swap"], { cwd: dir })).code).toBe(0);
+    const second = rec();
+    // The new copy staged and complete, the old one moved aside, the record not yet done.
+    writeFileSync(join(dir, ".git/hutch/swap.json"), JSON.stringify({ ...second, state: "sending", from }));
+    await inBox(
+      "swap",
+      "/workspace",
+      `mv -T ${off.guestDir} /workspace/.hutch-stage-${second.id} && mkdir /workspace/.hutch-old-${second.id}`,
+    );
+    const resumed = await h.run(["offload", "--box", "swap", "--json"], { cwd: dir });
+    expect(resumed.code).toBe(0);
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ updated: true, resumed: true });
+    expect(await inBox("swap", off.guestDir, "cat b.txt")).toBe("b.txt second\n");
+    expect(await inBox("swap", "/workspace", "ls -A")).toBe(`${off.guestDir.slice("/workspace/".length)}\n`);
+    // Cut before the new copy was complete: the old copy (here the second) goes back in place and the update is redone.
+    const pending = "off_pending00000000";
+    writeFileSync(join(dir, "b.txt"), "b.txt third\n");
+    const secondFrom = {
+      ...Object.fromEntries(["id", "base", "indexTree", "workTree"].map((k) => [k, second[k]])),
+      work: g(dir, "rev-parse", "refs/hutch/swap/offload/work").trim(),
+    };
+    writeFileSync(join(dir, ".git/hutch/swap.json"), JSON.stringify({ ...second, id: pending, state: "sending", from: secondFrom }));
+    await inBox(
+      "swap",
+      "/workspace",
+      `mv -T ${off.guestDir} /workspace/.hutch-old-${pending} && mkdir -p /workspace/.hutch-stage-${pending}/.git`,
+    );
+    const redone = await h.run(["offload", "--box", "swap", "--json"], { cwd: dir });
+    expect(redone.stderr).toBe("");
+    expect(redone.code).toBe(0);
+    expect(JSON.parse(redone.stdout)).toMatchObject({ updated: true, resumed: false, sent: { blobs: 1 } });
+    expect(await inBox("swap", off.guestDir, "cat b.txt")).toBe("b.txt third\n");
+    expect(await inBox("swap", "/workspace", "ls -A")).toBe(`${off.guestDir.slice("/workspace/".length)}\n`);
+  }, 60_000);
 
   test("a bring-back killed midway: the rerun completes and no local edit is lost", async () => {
     const dir = repo();

@@ -525,6 +525,20 @@ describe("bad input", () => {
     }
   });
 
+  test("a client that offers only TLS 1.2 is refused in the handshake; TLS 1.3 is served", async () => {
+    const hello = (maxVersion: "TLSv1.2" | "TLSv1.3") =>
+      new Promise<string>((resolve) => {
+        const s = connect({ host: "127.0.0.1", port: srv.port, rejectUnauthorized: false, maxVersion });
+        s.once("secureConnect", () => {
+          resolve(s.getProtocol() ?? "none");
+          s.destroy();
+        });
+        s.once("error", (e) => resolve(`error: ${e.message}`));
+      });
+    expect(await hello("TLSv1.3")).toBe("TLSv1.3");
+    expect(await hello("TLSv1.2")).toMatch(/^error: .*(protocol version|PROTOCOL_VERSION|alert)/i);
+  });
+
   test("a TLS client that sends garbage, and a raw TCP client: the server keeps serving others", async () => {
     // Garbage inside a finished handshake (not HTTP), left open: it holds only its own connection.
     const s = connect({ host: "127.0.0.1", port: srv.port, rejectUnauthorized: false });

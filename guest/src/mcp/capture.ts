@@ -3,7 +3,7 @@
 // text, a PNG), bounded, and the error it closes with. The guest's MCP server
 // calls the same handlers the host's tool streams do through it.
 import type { StreamError } from "@hutch/shared/wire";
-import { ToolError, toStreamError, type Replier } from "../tools/context.ts";
+import { ToolError, toStreamError, type Replier } from "../tools/base.ts";
 
 export interface Captured {
   value: unknown;

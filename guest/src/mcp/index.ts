@@ -12,7 +12,7 @@
 import type { Server } from "bun";
 import { MCP_OUTPUT_MAX, MCP_PROTOCOL_VERSIONS, type BoxMcpToolName, type MuxStream } from "@hutch/shared/wire";
 import type { Logger } from "../log.ts";
-import type { Req } from "../tools/context.ts";
+import type { Req } from "../tools/base.ts";
 import { takeFrames } from "../tools/inbox.ts";
 import type { BrowserTable } from "../tools/browser/index.ts";
 import type { DesktopTable } from "../tools/desktop/index.ts";

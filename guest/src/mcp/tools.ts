@@ -5,7 +5,7 @@
 // last one opened.
 import { snapshotText, tabLine, type BoxMcpInput, type BoxMcpToolName, type BrowserSnapshotWire, type TabInfo } from "@hutch/shared/wire";
 import type { BrowserTable } from "../tools/browser/index.ts";
-import { ToolError } from "../tools/context.ts";
+import { ToolError } from "../tools/base.ts";
 import type { DesktopTable } from "../tools/desktop/index.ts";
 import { capture } from "./capture.ts";
 

@@ -4,7 +4,8 @@
 import { Value } from "@sinclair/typebox/value";
 import { Chan, HostMsg, type MuxStream } from "@hutch/shared/wire";
 import { shortSignal, signalName } from "../procs.ts";
-import type { Req, ToolContext } from "./context.ts";
+import type { Req } from "./base.ts";
+import type { ToolContext } from "./context.ts";
 import { takeFrames } from "./inbox.ts";
 import { spawnCwd, spawnEnv, spawnError, spawnIdentity } from "./spawn.ts";
 

@@ -6,7 +6,8 @@ import { basename, dirname, join } from "node:path";
 import type { Stats } from "node:fs";
 import { Chan, FS_LIST_MAX, MAX_PAYLOAD, type FsListResult, type FileStat, type FsSizeResult, type MuxStream } from "@hutch/shared/wire";
 import { PathError } from "../paths.ts";
-import { toStreamError, type Req, type ToolContext } from "./context.ts";
+import { toStreamError, type Req } from "./base.ts";
+import type { ToolContext } from "./context.ts";
 import { takeFrames } from "./inbox.ts";
 
 function fileType(st: Stats): FileStat["type"] {

@@ -6,7 +6,7 @@ import type { TCPSocketListener } from "bun";
 import { listenLoopback, type NativeSocket } from "./native-socket.ts";
 import { Chan, joinSocket, type MuxStream } from "@hutch/shared/wire";
 import { takeFrames } from "./inbox.ts";
-import type { Req } from "./context.ts";
+import type { Req } from "./base.ts";
 import type { GuestConfig } from "../config.ts";
 import type { Logger } from "../log.ts";
 

@@ -7,7 +7,7 @@
 import { readFile } from "node:fs/promises";
 import type { Socket } from "bun";
 import { Chan, type ListeningPort, type MuxStream } from "@hutch/shared/wire";
-import type { Req } from "./context.ts";
+import type { Req } from "./base.ts";
 import { takeFrames } from "./inbox.ts";
 import { NativeSocket } from "./native-socket.ts";
 import { joinSocket } from "@hutch/shared/wire";

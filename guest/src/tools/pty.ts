@@ -6,7 +6,7 @@ import { Chan, HostMsg, newId, type ExitMsg, type MuxStream, type PtyInfo } from
 import type { GuestConfig } from "../config.ts";
 import type { Logger } from "../log.ts";
 import { shortSignal, signalName, type ProcessTable } from "../procs.ts";
-import type { Req } from "./context.ts";
+import type { Req } from "./base.ts";
 import { takeFrames } from "./inbox.ts";
 import { Attachment } from "./pty-attachment.ts";
 import type { Screen } from "./pty-screen.ts";

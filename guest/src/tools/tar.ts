@@ -5,7 +5,8 @@ import { dirname } from "node:path";
 import { Chan, type MuxStream, type TarInResult, type TarOutResult } from "@hutch/shared/wire";
 import { createUnpacker, IgnoreRules, Ignorer, packTar } from "@hutch/shared/wire";
 import { PathError } from "../paths.ts";
-import type { Req, ToolContext } from "./context.ts";
+import type { Req } from "./base.ts";
+import type { ToolContext } from "./context.ts";
 import { takeFrames } from "./inbox.ts";
 
 /** Sends a pax tar of the path on chan 1, eof, then result {size} (bytes sent) and close. */

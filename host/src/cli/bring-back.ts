@@ -2,7 +2,7 @@ import { connectDaemon } from "../client/daemon.ts";
 import { body, type GlobalArgs } from "./args.ts";
 import { printJson } from "./output.ts";
 
-type BringBackArgs = GlobalArgs & { box: string; into?: string; "dry-run": boolean };
+type BringBackArgs = GlobalArgs & { box: string; into?: string; "dry-run": boolean; session?: string };
 
 const SAID = {
   nothing: "nothing to bring back",
@@ -20,14 +20,34 @@ export const bringBack = body<BringBackArgs>({
       default: false,
       describe: "fetch into the quarantine refs and say which case it would be; the work tree is not touched",
     },
+    session: {
+      type: "string",
+      describe: "a local session (ses_…) whose log gets the events of the box's sessions, each attributed (with --remote: the remote's)",
+    },
   },
-  examples: [["$0 bring-back work", "bring box work's commits and changes home"]],
+  examples: [
+    ["$0 bring-back work", "bring box work's commits and changes home"],
+    ["$0 bring-back work --remote big --session ses_…", "and append the remote sessions' events to a local session's log"],
+  ],
   run: async (a) => {
     const { bringBack: run } = await import("../workspace/bring-back.ts");
     const d = await connectDaemon(a.home);
     const progress = a.json ? undefined : (s: string) => process.stderr.write(`${s}\n`);
+    const log = a.session ? await import("../workspace/session-log.ts") : null;
+    const local = log ? await connectDaemon(a.home, { local: true }) : null;
+    if (log && local && a.session) await log.checkTarget(local, a.session, a.box);
     const r = await run(d, { box: a.box, cwd: process.cwd(), into: a.into, dryRun: a["dry-run"] }, progress);
-    if (a.json) return printJson(r);
+    const { selectedRemote } = await import("../client/remotes.ts");
+    const sessionLog =
+      log && local && a.session && !r.dryRun
+        ? await log.importSessionLogs(
+            d,
+            local,
+            { box: a.box, remoteName: selectedRemote()?.name ?? "local", session: a.session, case: r.case },
+            progress,
+          )
+        : undefined;
+    if (a.json) return printJson(sessionLog ? { ...r, sessionLog } : r);
     const lines = [`${r.dryRun ? "would be: " : ""}${SAID[r.case]}${r.reason ? `: ${r.reason}` : ""}`];
     for (const c of r.commits) lines.push(`  commit ${c.sha.slice(0, 12)} ${c.subject}`);
     for (const f of r.files) lines.push(`  changed ${f}`);
@@ -36,6 +56,10 @@ export const bringBack = body<BringBackArgs>({
       for (const c of r.commands ?? []) lines.push(`  ${c}`);
     }
     if (r.case !== "nothing") lines.push(`the box's HEAD, index and work tree stay in ${r.quarantine}{head,index,work}`);
+    if (sessionLog)
+      lines.push(
+        `appended ${sessionLog.events} events of ${sessionLog.from.length} session(s) on ${sessionLog.remote} to ${sessionLog.session}: hutch session log ${sessionLog.session}`,
+      );
     process.stdout.write(`${lines.join("\n")}\n`);
   },
 });

@@ -279,6 +279,33 @@ export const session = body<GlobalArgs>({
         process.stdout.write(`forked ${a.id} at seq ${f.checkpoint} (${f.snapshot}): box ${f.box.name}, session ${f.session.id}\n`);
       },
     }),
+    command<IdArgs & { box?: string }>({
+      command: "move <id>",
+      describe: "continue a local session on --remote R: its box's /workspace and its log move there; the local box is stopped",
+      positionals: id,
+      options: { box: { type: "string", describe: "the box's name on the remote (default: the same name)" } },
+      examples: [["$0 session move ses_01h... --remote big", "hand the session and its work to remote big"]],
+      run: async (a) => {
+        const { selectedRemote } = await import("../client/remotes.ts");
+        const r = selectedRemote();
+        if (!r)
+          throw new HutchError(
+            "invalid",
+            "say where the session goes: --remote R (not the local daemon)",
+            "list remotes: hutch remote list",
+          );
+        const { moveSession } = await import("../workspace/move.ts");
+        const local = await connectDaemon(a.home, { local: true });
+        const remote = await connectDaemon(a.home);
+        const progress = a.json ? undefined : (s: string) => process.stderr.write(`${s}\n`);
+        const m = await moveSession(local, remote, { session: a.id, remoteName: r.name, ...(a.box ? { box: a.box } : {}) }, progress);
+        if (a.json) return printJson(m);
+        process.stdout.write(
+          `moved ${m.from.session} to ${m.to.remote}: session ${m.to.session} on box ${m.to.box} (${m.entries.length} entries of /workspace, ${m.events} events); box ${m.from.box} here is stopped\n` +
+            `follow it there: hutch --remote ${m.to.remote} session log ${m.to.session}\n`,
+        );
+      },
+    }),
     command<IdArgs>({
       command: "close <id>",
       describe: "close the session (its log stays)",

@@ -64,9 +64,10 @@ async function connectRemote(home: string, t: Transport, opts: { start?: boolean
 /** Returns a client for the daemon of this home (or the selected remote's), starting a local one if none answers. */
 export async function connectDaemon(
   home: string,
-  opts: { start?: boolean; timeoutMs?: number; kind?: string; name?: string } = {},
+  opts: { start?: boolean; timeoutMs?: number; kind?: string; name?: string; local?: boolean } = {},
 ): Promise<DaemonClient> {
-  const remote = await remoteTransport();
+  // local: this home's own daemon even with a remote selected (a verb that talks to both).
+  const remote = opts.local ? null : await remoteTransport();
   if (remote) return connectRemote(home, remote, opts);
   // Before the socket is used or a daemon started: in a home others can write, the socket could be theirs.
   checkHome(home);

@@ -5,10 +5,9 @@
 // the join string, and from then on trusts that certificate alone.
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { connect } from "node:tls";
-import { X509Certificate } from "node:crypto";
 import { check, decodeJoin, firstError, HutchError, JoinToken, type RemoteEntry, RemotesFile } from "@hutch/shared";
 import { env } from "../env.ts";
+import { fetchCertificate, mismatch } from "./cert.ts";
 import { transport, type Transport } from "./transport.ts";
 
 const FILE = "remotes.json";
@@ -55,41 +54,6 @@ export function parseJoin(s: string): JoinToken {
   return decoded;
 }
 
-/** The certificate a TLS server presents, fetched without sending it anything. */
-export function fetchCertificate(url: string, timeoutMs = 5000): Promise<{ pem: string; fingerprint: string }> {
-  const u = new URL(url);
-  return new Promise((resolve, reject) => {
-    const host = u.hostname.replace(/^\[|\]$/g, "");
-    const sock = connect({
-      host,
-      port: Number(u.port || 443),
-      rejectUnauthorized: false,
-      ...(/^[0-9.]+$|:/.test(host) ? {} : { servername: host }),
-    });
-    const timer = setTimeout(() => {
-      sock.destroy();
-      reject(
-        new HutchError("unavailable", `${url}: no TLS answer in ${timeoutMs} ms`, "check the address and that hutch serve runs there"),
-      );
-    }, timeoutMs);
-    sock.once("secureConnect", () => {
-      clearTimeout(timer);
-      const raw = sock.getPeerCertificate().raw;
-      sock.end();
-      if (!raw) return reject(new HutchError("failed", `${url}: the server presented no certificate`, "check the address"));
-      const pem = `-----BEGIN CERTIFICATE-----\n${raw
-        .toString("base64")
-        .replace(/(.{64})/g, "$1\n")
-        .trimEnd()}\n-----END CERTIFICATE-----\n`;
-      resolve({ pem, fingerprint: new X509Certificate(pem).fingerprint256.replaceAll(":", "").toLowerCase() });
-    });
-    sock.once("error", (err) => {
-      clearTimeout(timer);
-      reject(new HutchError("unavailable", `${url}: ${err.message}`, "check the address and that hutch serve runs there"));
-    });
-  });
-}
-
 /** Joins a server: pins its certificate if it matches the join string's fingerprint, then keeps the remote. */
 export async function addRemote(name: string, join: JoinToken, opts: { force?: boolean } = {}): Promise<RemoteEntry> {
   if (name === LOCAL) throw new HutchError("invalid", `"${LOCAL}" names the home's own daemon`, "pick another name");
@@ -122,15 +86,6 @@ export async function repin(name: string, fingerprint: string): Promise<RemoteEn
   f.remotes[name] = { ...r, fingerprint: want, cert: got.pem };
   writeRemotes(f);
   return f.remotes[name]!;
-}
-
-export function mismatch(name: string, url: string, want: string, got: string): HutchError {
-  return new HutchError(
-    "config",
-    `remote "${name}" (${url}) presented a certificate with sha256 ${got}, not the pinned ${want}; nothing was sent to it`,
-    `if the server's admin confirms ${got} is its new certificate: hutch remote pin ${name} ${got}`,
-    { expected: want, presented: got },
-  );
 }
 
 /** The remote a verb talks to: --remote / HUTCH_REMOTE, else the default; null for the home's own daemon. */

@@ -31,6 +31,20 @@ export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<str
       const where = a ? ` @ ${a.path}${a.line ? `:${a.line}` : ""}${a.seq ? ` (#${a.seq})` : ""}` : "";
       return `${head} ✎ ${e.data.text}${where}`;
     }
+    case "session.event.imported": {
+      // An event of a session elsewhere, shown as it was (its time and actor) with where it came from.
+      const { from, at, actor, kind, data } = e.data;
+      const origin = `[${from.remote} ${from.session}#${from.seq}]`;
+      if (kind === "output.appended") return `#${e.seq} ${time(at)} ${actor.id} ${origin} (terminal output, kept on ${from.remote})`;
+      const inner = await renderEvent(d, { session: from.session, seq: from.seq, at, actor, kind, data });
+      return inner.replace(/^#\d+ /, `#${e.seq} ${origin} `);
+    }
+    case "session.work.returned":
+      return `${head} ⇠ box ${e.data.box} on ${e.data.remote} brought back (${e.data.case}): ${e.data.events} events of ${e.data.sessions.length} session(s) appended`;
+    case "session.moved":
+      return `${head} ⇢ moved to ${e.data.to.remote}: session ${e.data.to.session} on box ${e.data.to.box} (hutch --remote ${e.data.to.remote} session log ${e.data.to.session})`;
+    case "session.arrived":
+      return `${head} ⇠ moved here from ${e.data.from.remote}: session ${e.data.from.session} on box ${e.data.from.box} (its ${e.data.events} events above)`;
     case "session.driver.stolen":
       return `${head} driver stolen from ${e.data.from.id} by ${e.data.to.id}`;
     default:

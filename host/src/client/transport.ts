@@ -75,7 +75,7 @@ function remoteTransport(target: Extract<DaemonTarget, { kind: "remote" }>): Tra
 /** A failed connection to a remote, said as what to do: a changed certificate names the re-pin command. */
 async function explain(target: Extract<DaemonTarget, { kind: "remote" }>, err: Error): Promise<Error> {
   if (!CERT_ERROR.test(err.message)) return err;
-  const { fetchCertificate, mismatch } = await import("./remotes.ts");
+  const { fetchCertificate, mismatch } = await import("./cert.ts");
   const got = await fetchCertificate(target.url).catch(() => null);
   if (got && got.fingerprint !== target.fingerprint) return mismatch(target.name, target.url, target.fingerprint, got.fingerprint);
   return new HutchError("unavailable", `remote "${target.name}" (${target.url}): ${err.message}`, `check it: hutch remote list`);

@@ -5,6 +5,7 @@
 // upgrade, which bypass Elysia. Each token's open sockets are kept, so a
 // revocation closes them in the same tick. Failures are logged with the
 // address and the reason, never the token.
+import { constants } from "node:crypto";
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
 import { API_LIMITS, HutchError, WS_CLOSE_UNAUTHORIZED } from "@hutch/shared";
 import type { AuthService, Principal } from "../auth/service.ts";
@@ -22,6 +23,8 @@ const IDLE_TIMEOUT_S = 255;
 /** How often open sockets are checked for tokens that expired while they were open. */
 const EXPIRY_SWEEP_MS = 5_000;
 const CREATES = /^\/v1\/boxes\/?$/;
+/** TLS 1.3 only, as incus serves it: every client hutch has (Bun's fetch, the extension's Node) speaks it. */
+const TLS13_ONLY = constants.SSL_OP_NO_TLSv1 | constants.SSL_OP_NO_TLSv1_1 | constants.SSL_OP_NO_TLSv1_2;
 
 export interface RemoteListener {
   server: Server<Data>;
@@ -81,7 +84,7 @@ export function listenRemote(deps: RemoteDeps, at: { hostname: string; port: num
   const server = Bun.serve<Data>({
     hostname: at.hostname,
     port: at.port,
-    tls: { cert: cert.cert, key: cert.key },
+    tls: { cert: cert.cert, key: cert.key, secureOptions: TLS13_ONLY },
     idleTimeout: IDLE_TIMEOUT_S,
     maxRequestBodySize: API_LIMITS.bodyBytes,
     fetch(req, srv) {

@@ -12,7 +12,7 @@ import { BrokerService } from "../broker/service.ts";
 import { Sealer } from "../broker/seal.ts";
 import type { Engine } from "../engine/types.ts";
 import { HOME_FILES } from "../paths.ts";
-import { AgentTerminals } from "../harness/wire.ts";
+import { AgentTerminals } from "../session/agent-terminals.ts";
 import { AgentRunner } from "../harness/run.ts";
 import { env } from "../env.ts";
 import { brokerLink } from "../harness/broker-link.ts";

@@ -12,8 +12,21 @@ import { HutchError } from "@hutch/shared/base";
 import type { DaemonClient } from "../client/daemon.ts";
 import { runningBox, sendDir, sh } from "./box.ts";
 import { commitTree, findRepo, git, out, type Repo, zsplit } from "./git.ts";
-import { type OffloadRecord, offloadRef, readRecord, writeRecord } from "./record.ts";
-import { listWork, snapshotTree } from "./worktree.ts";
+import { type Baseline, type OffloadRecord, offloadRef, readRecord, writeRecord } from "./record.ts";
+import {
+  applyUpdate,
+  baselineOf,
+  candidates,
+  checkAtHome,
+  countBundle,
+  exclusions,
+  homeStates,
+  probeCopy,
+  type Sent,
+  sameAs,
+} from "./update.ts";
+import { CARRY, carriable, excludeBlock, ignoredPatterns } from "./ignored.ts";
+import { ignoredTree as ignoredTreeOf, listWork, snapshotTree } from "./worktree.ts";
 
 export interface OffloadOptions {
   cwd: string;
@@ -21,6 +34,8 @@ export interface OffloadOptions {
   dryRun?: boolean;
   /** Paths to carry although the deny list or .hutchignore holds them back. */
   include?: string[];
+  /** Git-ignored files to carry (gitignore-style patterns), added to the repository's `hutch.includeIgnored`. */
+  includeIgnored?: string[];
 }
 
 export interface OffloadPlan {
@@ -32,6 +47,9 @@ export interface OffloadPlan {
   files: { path: string; bytes: number }[];
   bytes: number;
   heldBack: { path: string; rule: string }[];
+  /** Git-ignored files carried on request (`--include-ignored`, `hutch.includeIgnored`), and the patterns. */
+  ignored: { path: string; bytes: number }[];
+  includeIgnored: string[];
   /** What is and is not carried for submodules, LFS and secrets already in history. */
   notes: string[];
 }
@@ -39,7 +57,15 @@ export interface OffloadPlan {
 export interface OffloadResult extends OffloadPlan {
   dryRun: boolean;
   resumed: boolean;
+  /** A second offload: the box's copy was brought up to date in place, with only what it lacked. */
+  updated: boolean;
+  /** The box's copy already was the work tree as it is: nothing was sent. */
+  upToDate: boolean;
+  /** What travelled: the bundle's objects (blobs among them) and bytes; zero for a dry run. */
+  sent: Sent;
 }
+
+const NOTHING: Sent = { objects: 0, blobs: 0, bytes: 0 };
 
 /** A box name from the repository's directory name: lower case, digits and dashes. */
 export function defaultBoxName(root: string): string {
@@ -57,8 +83,12 @@ export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPla
   if (!repo.branch) throw new HutchError("invalid", `${repo.root} is on a detached HEAD`, "check out a branch first: git switch -c NAME");
   if ((await git(repo.root, ["ls-files", "-u"])).stdout)
     throw new HutchError("invalid", `${repo.root} has unmerged paths`, "finish or abort the merge first (git status says which)");
-  const { files, heldBack, gitlinks, nested } = await listWork(repo, opts.include);
   const notes: string[] = [];
+  const includeIgnored = await ignoredPatterns(repo, opts.includeIgnored);
+  const { files, heldBack, gitlinks, nested, ignored: asked } = await listWork(repo, opts.include, includeIgnored);
+  const ignored = asked.filter(carriable);
+  for (const f of asked)
+    if (!carriable(f)) notes.push(`${JSON.stringify(f.path)}: a name with a line break cannot be carried as an ignored file`);
   for (const d of nested) notes.push(`${d} is another git repository inside this one: not carried`);
   for (const g of gitlinks)
     notes.push(`submodule ${g}: its commit is recorded, its work tree and history are not carried (clone it in the box)`);
@@ -81,16 +111,19 @@ export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPla
     files,
     bytes: files.reduce((n, f) => n + f.bytes, 0),
     heldBack,
+    ignored,
+    includeIgnored,
     notes,
   };
 }
 
 // In the box: fetch the bundle into a fresh repository in a staging directory,
 // branch at the base, files from the work-tree commit, index from the index
-// commit, then rename it into place. $1 guest dir, $2 staging, $3 bundle, $4
-// branch, $5 attempt id, $6 box name, $7/$8 user name and email.
+// commit, the ignored files asked for, then rename it into place. $1 guest
+// dir, $2 staging, $3 bundle, $4 branch, $5 attempt id, $6 box name, $7/$8
+// user name and email, $9 the ignored files' commit (or empty).
 const RESTORE = `set -eu
-dst=$1 stage=$2 bundle=$3 branch=$4 id=$5 box=$6
+dst=$1 stage=$2 bundle=$3 branch=$4 id=$5 box=$6 ign=$9 excl=$(dirname "$3")/exclude
 g() { git -c core.hooksPath=/dev/null "$@"; }
 # What an interrupted attempt left: its staging copy and its bundle (never this attempt's).
 for d in /workspace/.hutch-stage-* /workspace/.hutch-in-*; do [ "$d" = "$(dirname "$bundle")" ] || rm -rf "$d"; done
@@ -101,7 +134,7 @@ g update-ref "refs/heads/$branch" refs/hutch/offload/base
 g symbolic-ref HEAD "refs/heads/$branch"
 g read-tree --reset -u refs/hutch/offload/work
 g read-tree refs/hutch/offload/index
-[ -n "$7" ] && g config user.name "$7"
+${CARRY}[ -n "$7" ] && g config user.name "$7"
 [ -n "$8" ] && g config user.email "$8"
 printf '%s\\n' "$id" > .git/hutch-offload-id
 cd / && mv -T "$stage" "$dst"
@@ -118,22 +151,20 @@ export async function offload(
 ): Promise<OffloadResult> {
   const repo = await findRepo(opts.cwd);
   const p = await plan(repo, opts);
-  if (opts.dryRun || !d) return { ...p, dryRun: true, resumed: false };
+  const result = { ...p, dryRun: false, resumed: false, updated: false, upToDate: false, sent: NOTHING };
+  if (opts.dryRun || !d) return { ...result, dryRun: true };
 
   const prior = await readRecord(repo.gitDir, p.box);
-  if (prior?.state === "done")
-    throw new HutchError(
-      "conflict",
-      `this work tree was already offloaded to box ${p.box} (base ${prior.base.slice(0, 12)})`,
-      `bring it back first: hutch bring-back ${p.box}`,
-    );
   await runningBox(d, p.box);
+  // A box holding a finished offload (or an update of one a kill interrupted) is updated in place.
+  if (prior?.state === "done") return update(d, repo, p, prior, await baselineOf(repo.root, prior), opts, progress);
+  if (prior?.from) return update(d, repo, p, prior, prior.from, opts, progress);
   if (prior) {
     const probe = (await sh(d, p.box, PROBE, [prior.guestDir], "checking the box's copy")).stdout.split("\n");
     if (probe[0] === prior.id) {
       // Killed after the box's copy was complete, before the record said so.
       await writeRecord(repo.gitDir, { ...prior, state: "done" });
-      return { ...p, dryRun: false, resumed: true };
+      return { ...result, resumed: true };
     }
   }
   const probe = (await sh(d, p.box, PROBE, [p.guestDir], "checking the box")).stdout;
@@ -145,9 +176,11 @@ export async function offload(
     );
 
   const held = p.heldBack.map((h) => h.path);
-  const listing = await listWork(repo, opts.include);
+  const listing = await listWork(repo, opts.include, p.includeIgnored);
   const indexTree = await snapshotTree(repo, false, held);
   const workTree = await snapshotTree(repo, true, held, listing);
+  const carried = listing.ignored.filter(carriable);
+  const ignoredTree = await ignoredTreeOf(repo, carried);
   const id = `off_${Date.now().toString(36)}${crypto.randomUUID().slice(0, 8)}`;
   const record: OffloadRecord = {
     version: 1,
@@ -160,6 +193,8 @@ export async function offload(
     workTree,
     heldBack: held,
     include: opts.include ?? [],
+    includeIgnored: p.includeIgnored,
+    ...(ignoredTree ? { ignoredTree } : {}),
     state: "sending",
     at: new Date().toISOString(),
   };
@@ -169,6 +204,7 @@ export async function offload(
   await git(repo.root, ["update-ref", offloadRef(p.box, "base"), p.base]);
   await git(repo.root, ["update-ref", offloadRef(p.box, "index"), indexCommit]);
   await git(repo.root, ["update-ref", offloadRef(p.box, "work"), workCommit]);
+  const ignoredCommit = await setIgnoredRef(repo, p.box, ignoredTree);
 
   const tmp = mkdtempSync(join(tmpdir(), "hutch-offload-"));
   try {
@@ -182,17 +218,156 @@ export async function offload(
       offloadRef(p.box, "base"),
       offloadRef(p.box, "index"),
       offloadRef(p.box, "work"),
+      ...(ignoredCommit ? [offloadRef(p.box, "ignored")] : []),
     ]);
+    await Bun.write(join(tmp, "exclude"), excludeBlock(carried));
     progress(`sending to box ${p.box}`);
     const guestIn = `/workspace/.hutch-in-${id}`;
     await sendDir(d, p.box, tmp, guestIn);
     const name = await out(repo.root, ["config", "user.name"], { ok: [1] });
     const email = await out(repo.root, ["config", "user.email"], { ok: [1] });
     const stage = `/workspace/.hutch-stage-${id}`;
-    await sh(d, p.box, RESTORE, [p.guestDir, stage, `${guestIn}/bundle`, p.branch, id, p.box, name, email], "restoring the work tree");
+    await sh(
+      d,
+      p.box,
+      RESTORE,
+      [p.guestDir, stage, `${guestIn}/bundle`, p.branch, id, p.box, name, email, ignoredCommit ?? ""],
+      "restoring the work tree",
+    );
+    const sent = await countBundle(repo.root, [workCommit, ...(ignoredCommit ? [ignoredCommit] : [])], [], Bun.file(bundle).size);
     await writeRecord(repo.gitDir, { ...record, state: "done" });
-    return { ...p, dryRun: false, resumed: false };
+    return { ...result, sent };
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+/**
+ * The second offload to a box: its copy (checked in the box to be one the host
+ * holds, so no work of the box's is lost) is brought up to the work tree as
+ * it is now with a bundle of only what the box lacks, swapped in whole.
+ */
+async function update(
+  d: DaemonClient,
+  repo: Repo,
+  p: OffloadPlan,
+  prior: OffloadRecord,
+  from: Baseline,
+  opts: OffloadOptions,
+  progress: (s: string) => void,
+): Promise<OffloadResult> {
+  const guestDir = prior.guestDir;
+  const result = { ...p, guestDir, dryRun: false, resumed: false, updated: true, upToDate: false, sent: NOTHING };
+  const exclude = await candidates(repo.root, p.box, from);
+  const copy = await probeCopy(d, p.box, guestDir, prior.id, exclude);
+  if (prior.state === "sending" && copy.id === prior.id) {
+    // Killed after the new copy was swapped in, before the record said so.
+    const { from: _, ...done } = prior;
+    await writeRecord(repo.gitDir, { ...done, state: "done" });
+    return { ...result, resumed: true };
+  }
+  if (copy.id !== from.id)
+    throw new HutchError(
+      "conflict",
+      `box ${p.box} has ${copy.id ? "another offload's copy" : "no copy of this offload"} in ${guestDir}`,
+      copy.id
+        ? `offload into another box: hutch offload --box NAME`
+        : `offload into another box (hutch offload --box NAME), or delete ${repo.gitDir}/hutch/${p.box}.json to start over`,
+    );
+  checkAtHome(copy, await homeStates(repo.root, p.box, from), p.box, guestDir);
+
+  const held = p.heldBack.map((h) => h.path);
+  const listing = await listWork(repo, opts.include, p.includeIgnored);
+  const indexTree = await snapshotTree(repo, false, held);
+  const workTree = await snapshotTree(repo, true, held, listing);
+  const carried = listing.ignored.filter(carriable);
+  const ignoredTree = await ignoredTreeOf(repo, carried);
+  if (sameAs(copy, p.base, indexTree, workTree) && (from.ignoredTree ?? null) === ignoredTree) {
+    if (prior.state !== "done") {
+      // An interrupted update whose work tree has gone back to what the box has: the old copy is the baseline again.
+      const { from: _, boxHead: __, ...rest } = prior;
+      const { id, base, boxHead, indexTree, workTree, ignoredTree } = from;
+      await writeRecord(repo.gitDir, {
+        ...rest,
+        id,
+        base,
+        ...(boxHead ? { boxHead } : {}),
+        indexTree,
+        workTree,
+        ...(ignoredTree ? { ignoredTree } : {}),
+        state: "done",
+      });
+      await git(repo.root, ["update-ref", offloadRef(p.box, "work"), from.work]);
+      await git(repo.root, ["update-ref", offloadRef(p.box, "index"), `${from.work}^1`]);
+      await git(repo.root, ["update-ref", offloadRef(p.box, "base"), `${from.work}^1^1`]);
+    }
+    return { ...result, upToDate: true };
+  }
+
+  const id = `off_${Date.now().toString(36)}${crypto.randomUUID().slice(0, 8)}`;
+  const record: OffloadRecord = {
+    version: 1,
+    id,
+    box: p.box,
+    guestDir,
+    branch: p.branch,
+    base: p.base,
+    indexTree,
+    workTree,
+    heldBack: held,
+    include: opts.include ?? [],
+    includeIgnored: p.includeIgnored,
+    ...(ignoredTree ? { ignoredTree } : {}),
+    state: "sending",
+    at: new Date().toISOString(),
+    from,
+  };
+  await writeRecord(repo.gitDir, record);
+  const indexCommit = await commitTree(repo.root, indexTree, p.base, `hutch: the index at offload to ${p.box}`);
+  const workCommit = await commitTree(repo.root, workTree, indexCommit, `hutch: the work tree at offload to ${p.box}`);
+  await git(repo.root, ["update-ref", offloadRef(p.box, "base"), p.base]);
+  await git(repo.root, ["update-ref", offloadRef(p.box, "index"), indexCommit]);
+  await git(repo.root, ["update-ref", offloadRef(p.box, "work"), workCommit]);
+  const ignoredCommit = await setIgnoredRef(repo, p.box, ignoredTree);
+
+  const tmp = mkdtempSync(join(tmpdir(), "hutch-offload-"));
+  try {
+    const bundle = join(tmp, "bundle");
+    await Bun.write(join(tmp, "exclude"), excludeBlock(carried));
+    const tips = [workCommit, ...(ignoredCommit ? [ignoredCommit] : [])];
+    // Only what the box lacks: the commits it was found to hold, and their trees, are left out.
+    const leaveOut = await exclusions(repo.root, copy.has);
+    const refs = [offloadRef(p.box, "work"), ...(ignoredCommit ? [offloadRef(p.box, "ignored")] : [])];
+    await git(repo.root, ["bundle", "create", "-q", bundle, ...refs, ...leaveOut.map((c) => `^${c}`)]);
+    const sent = await countBundle(repo.root, tips, leaveOut, Bun.file(bundle).size);
+    progress(`sending ${sent.objects} objects (${sent.blobs} files' contents, ${sent.bytes} bytes) to box ${p.box}`);
+    const guestIn = `/workspace/.hutch-in-${id}`;
+    await sendDir(d, p.box, tmp, guestIn);
+    progress(`updating box ${p.box}'s copy`);
+    await applyUpdate(d, p.box, {
+      guestDir,
+      stage: `/workspace/.hutch-stage-${id}`,
+      bundle: `${guestIn}/bundle`,
+      branch: p.branch,
+      id,
+      oldWorkTree: copy.workTree!,
+      ignored: ignoredCommit,
+    });
+    const { from: _, ...done } = record;
+    await writeRecord(repo.gitDir, { ...done, state: "done" });
+    return { ...result, sent };
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+/** refs/hutch/<box>/offload/ignored at a commit of the ignored files' tree, or deleted when none are carried. */
+async function setIgnoredRef(repo: Repo, box: string, tree: string | null): Promise<string | null> {
+  if (!tree) {
+    await git(repo.root, ["update-ref", "-d", offloadRef(box, "ignored")]);
+    return null;
+  }
+  const c = await commitTree(repo.root, tree, null, `hutch: ignored files carried to ${box}`);
+  await git(repo.root, ["update-ref", offloadRef(box, "ignored"), c]);
+  return c;
 }

@@ -7,6 +7,20 @@ import { mkdirSync, renameSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
 
+/** What a box's copy was after an offload (or after its work last came home): what an update starts from. */
+export interface Baseline {
+  id: string;
+  base: string;
+  boxHead?: string;
+  indexTree: string;
+  workTree: string;
+  /** The offload's work commit then: the box holds it, so an update leaves its objects out. */
+  work: string;
+  /** The git-ignored files carried then: their tree, and the commit of it the box holds. */
+  ignoredTree?: string;
+  ignored?: string;
+}
+
 export interface OffloadRecord {
   version: 1;
   /** This attempt's id; the box's copy carries it (.git/hutch-offload-id) once complete. */
@@ -25,12 +39,17 @@ export interface OffloadRecord {
   heldBack: string[];
   /** The --include paths, so bring-back sees the work tree the same way. */
   include: string[];
+  /** The --include-ignored patterns (with the repository's hutch.includeIgnored), and the tree of the files they carried. */
+  includeIgnored?: string[];
+  ignoredTree?: string;
   state: "sending" | "done";
   at: string;
+  /** Set while a second offload updates the box's copy: the copy it started from (a rerun checks the box against it). */
+  from?: Baseline;
 }
 
 export const recordPath = (gitDir: string, box: string) => join(gitDir, "hutch", `${box}.json`);
-export const offloadRef = (box: string, what: "base" | "index" | "work") => `refs/hutch/${box}/offload/${what}`;
+export const offloadRef = (box: string, what: "base" | "index" | "work" | "ignored") => `refs/hutch/${box}/offload/${what}`;
 export const quarantineRef = (box: string, what: "head" | "index" | "work") => `refs/hutch/${box}/${what}`;
 
 export async function readRecord(gitDir: string, box: string): Promise<OffloadRecord | null> {

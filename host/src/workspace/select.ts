@@ -68,17 +68,25 @@ export function selector(hutchignore: string, include: string[] = []): Selector 
   ].filter((r): r is Rule => r !== null);
   return {
     heldBack(path) {
-      const parts = path.split("/");
       let verdict: string | null = null;
-      for (const r of rules) {
-        // A rule matches the path or any directory above it (`secrets/` holds back everything under it).
-        const hit = parts.some((_, i) => {
-          const prefix = parts.slice(0, i + 1).join("/");
-          return r.anchored ? r.glob.match(prefix) : r.glob.match(parts[i]!);
-        });
-        if (hit) verdict = r.negate ? null : r.source;
-      }
+      for (const r of rules) if (hits(r, path)) verdict = r.negate ? null : r.source;
       return verdict;
     },
   };
+}
+
+/** A rule matches the path or any directory above it (`secrets/` holds back everything under it). */
+function hits(r: Rule, path: string): boolean {
+  const parts = path.split("/");
+  return parts.some((_, i) => (r.anchored ? r.glob.match(parts.slice(0, i + 1).join("/")) : r.glob.match(parts[i]!)));
+}
+
+/**
+ * Which git-ignored files to carry (`--include-ignored`, `hutch.includeIgnored`):
+ * gitignore-style patterns as in .hutchignore (a name matches anywhere, a path
+ * with a `/` from the root, a directory takes what is under it), no negation.
+ */
+export function ignoredMatcher(patterns: string[]): (path: string) => boolean {
+  const rules = patterns.map((p) => rule(p.replace(/^!+/, ""), "--include-ignored")).filter((r): r is Rule => r !== null);
+  return (path) => rules.some((r) => hits(r, path));
 }

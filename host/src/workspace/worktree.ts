@@ -6,7 +6,7 @@
 import { lstatSync, readlinkSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { git, out, type Repo, zsplit } from "./git.ts";
-import { HUTCHIGNORE, selector } from "./select.ts";
+import { HUTCHIGNORE, ignoredMatcher, selector } from "./select.ts";
 
 export interface WorkFile {
   path: string;
@@ -21,17 +21,24 @@ export interface Listing {
   /** Untracked directories that are repositories of their own. */
   nested: string[];
   deleted: Set<string>;
+  /** Git-ignored files asked for (`--include-ignored`), past the deny list and .hutchignore. */
+  ignored: WorkFile[];
 }
 
-/** The work tree's files that may go, and those held back (tracked, or untracked and not ignored). */
-export async function listWork(repo: Repo, include?: string[]): Promise<Listing> {
+/** The work tree's files that may go, and those held back (tracked, or untracked and not ignored; ignored ones asked for). */
+export async function listWork(repo: Repo, include?: string[], includeIgnored: string[] = []): Promise<Listing> {
   const listed = zsplit((await git(repo.root, ["ls-files", "-z", "--cached", "--others", "--exclude-standard"])).stdout);
   const deleted = new Set(zsplit((await git(repo.root, ["ls-files", "-z", "--deleted"])).stdout));
   const staged = zsplit((await git(repo.root, ["ls-files", "-z", "-s"])).stdout);
   const gitlinks = new Set(staged.filter((l) => l.startsWith("160000 ")).map((l) => l.slice(l.indexOf("\t") + 1)));
   const ignoreFile = Bun.file(join(repo.root, HUTCHIGNORE));
   const sel = selector((await ignoreFile.exists()) ? await ignoreFile.text() : "", include);
-  const out: Listing = { files: [], heldBack: [], gitlinks, nested: [], deleted };
+  const out: Listing = { files: [], heldBack: [], gitlinks, nested: [], deleted, ignored: [] };
+  const file = (path: string): WorkFile | null => {
+    const st = lstatSync(join(repo.root, path), { throwIfNoEntry: false });
+    if (!st || !(st.isFile() || st.isSymbolicLink())) return null;
+    return { path, bytes: st.size, mode: st.isSymbolicLink() ? "120000" : st.mode & 0o100 ? "100755" : "100644" };
+  };
   for (const path of [...new Set(listed)]) {
     if (path.endsWith("/")) {
       out.nested.push(path);
@@ -40,12 +47,38 @@ export async function listWork(repo: Repo, include?: string[]): Promise<Listing>
     const rule = sel.heldBack(path);
     if (rule) out.heldBack.push({ path, rule });
     else if (!deleted.has(path) && !gitlinks.has(path)) {
-      const st = lstatSync(join(repo.root, path));
-      const mode = st.isSymbolicLink() ? "120000" : st.mode & 0o100 ? "100755" : "100644";
-      out.files.push({ path, bytes: st.size, mode });
+      const f = file(path);
+      if (f) out.files.push(f);
+    }
+  }
+  if (includeIgnored.length) {
+    // Only asked for: listing every ignored file walks all of node_modules and build output.
+    const wanted = ignoredMatcher(includeIgnored);
+    const ignored = zsplit((await git(repo.root, ["ls-files", "-z", "--others", "--ignored", "--exclude-standard"])).stdout);
+    for (const path of ignored) {
+      if (path.endsWith("/") || !wanted(path)) continue;
+      const rule = sel.heldBack(path);
+      const f = rule ? null : file(path);
+      if (rule) out.heldBack.push({ path, rule });
+      else if (f) out.ignored.push(f);
     }
   }
   return out;
+}
+
+/** The tree of the git-ignored files carried on request, made in an index of their own (null when there are none). */
+export async function ignoredTree(repo: Repo, files: WorkFile[]): Promise<string | null> {
+  if (!files.length) return null;
+  const tmp = join(repo.gitDir, "hutch", `ignored.${process.pid}.${Date.now()}`);
+  await Bun.$`mkdir -p ${join(repo.gitDir, "hutch")}`.quiet();
+  try {
+    const shas = await hashFiles(repo.root, files);
+    const info = files.map((f, i) => `${f.mode} ${shas[i]}\t${f.path}`);
+    await git(repo.root, ["update-index", "-z", "--add", "--index-info"], { env: { GIT_INDEX_FILE: tmp }, stdin: `${info.join("\0")}\0` });
+    return await out(repo.root, ["write-tree"], { env: { GIT_INDEX_FILE: tmp } });
+  } finally {
+    rmSync(tmp, { force: true });
+  }
 }
 
 /** Blob ids of files as they are on disk, written to the object store (symlinks by their target). */

@@ -1,6 +1,7 @@
 // What every bench needs around the measurement: the compiled CLI, a
 // throwaway HUTCH_HOME with one running box, the ssh peer, and child processes
 // that cannot outlive a timeout.
+import { parseArgs } from "node:util";
 import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -77,6 +78,28 @@ export function positiveInt(name: string, value: string): number {
   return n;
 }
 
+/** The flags exec.ts and remote.ts share: `[--json] [--keep-ssh] [--rounds 30] [--runs 3] [--bytes 1 GiB] [--timeout 120]`. */
+export function execFlags() {
+  const { values: f } = parseArgs({
+    options: {
+      json: { type: "boolean", default: false },
+      "keep-ssh": { type: "boolean", default: false },
+      rounds: { type: "string", default: "30" },
+      runs: { type: "string", default: "3" },
+      bytes: { type: "string", default: String(1024 ** 3) },
+      timeout: { type: "string", default: "120" },
+    },
+  });
+  return {
+    json: f.json!,
+    keepSsh: f["keep-ssh"]!,
+    rounds: positiveInt("rounds", f.rounds!),
+    runs: positiveInt("runs", f.runs!),
+    bytes: positiveInt("bytes", f.bytes!),
+    timeoutMs: positiveInt("timeout", f.timeout!) * 1000,
+  };
+}
+
 /**
  * The two measures exec.ts and remote.ts take of each side: one `true` round
  * trip (wall ms), and `bytes` zeros piped through the side's `cat` into
@@ -124,14 +147,23 @@ export function runsVerdict(errors: string[]): string {
 }
 
 /** Runs a bench's main, always cleans up, and exits with main's code (1 when it threw, saying why). */
+/**
+ * Runs a bench's main and exits with its code, cleaning up once whatever
+ * happens: after main returns or throws, or on SIGINT/SIGTERM mid-run (exit
+ * 130/143), so no box, daemon or ssh peer outlives the bench.
+ */
 export async function runBench(main: () => Promise<number>, cleanup: () => Promise<void>): Promise<never> {
+  let cleaning: Promise<void> | undefined;
+  const once = () => (cleaning ??= cleanup());
+  process.on("SIGINT", () => void once().then(() => process.exit(130)));
+  process.on("SIGTERM", () => void once().then(() => process.exit(143)));
   let code = 1;
   try {
     code = await main();
   } catch (e) {
     log(`failed: ${e instanceof Error ? e.message : String(e)}`);
   } finally {
-    await cleanup();
+    await once();
   }
   process.exit(code);
 }

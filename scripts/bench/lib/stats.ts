@@ -32,3 +32,12 @@ export function table(header: string[], rows: string[][]): string {
 export function alternate<T>(sides: readonly T[], round: number): T[] {
   return round % 2 === 0 ? [...sides] : [...sides].reverse();
 }
+
+/** How a report says a goal: "met" or "NOT met". */
+export const met = (g: { met: boolean }) => (g.met ? "met" : "NOT met");
+
+/** A number with fixed digits, "-" when there is none (a side whose every run failed). */
+export const num = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : "-");
+
+/** Runs that worked out of all: "29/30". */
+export const okOf = (s: { ok: number; failed: number }) => `${s.ok}/${s.ok + s.failed}`;

@@ -7,7 +7,7 @@ import type { GuestConfig } from "../../config.ts";
 import type { Logger } from "../../log.ts";
 import type { PathPolicy } from "../../paths.ts";
 import type { ProcessTable } from "../../procs.ts";
-import { ToolError, type Replier, type Req } from "../context.ts";
+import { ToolError, type Replier, type Req } from "../base.ts";
 import { spawnEnv, spawnIdentity } from "../spawn.ts";
 import { startChromium, type Chromium } from "./chromium.ts";
 import { Tab, within } from "./tab.ts";

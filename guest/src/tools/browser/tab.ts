@@ -9,7 +9,7 @@
 // deadline, so a page that never loads cannot hold a tool stream forever.
 import CDP from "chrome-remote-interface";
 import type { BrowserAction } from "@hutch/shared/wire";
-import { ToolError } from "../context.ts";
+import { ToolError } from "../base.ts";
 import { VIEWPORT } from "./chromium.ts";
 import { keyEvent, KEY_NAMES } from "./keys.ts";
 import inPage from "./in-page.js" with { type: "text" };

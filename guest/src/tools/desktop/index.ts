@@ -7,7 +7,7 @@ import { Chan, type DesktopInfo } from "@hutch/shared/wire";
 import type { GuestConfig } from "../../config.ts";
 import type { Logger } from "../../log.ts";
 import type { ProcessTable } from "../../procs.ts";
-import { ToolError, type Replier, type Req } from "../context.ts";
+import { ToolError, type Replier, type Req } from "../base.ts";
 import { spawnEnv, spawnIdentity } from "../spawn.ts";
 import { decodeXwd, encodePng } from "./xwd.ts";
 

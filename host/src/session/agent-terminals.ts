@@ -3,10 +3,10 @@
 // argv, environment and config files its harness gives it, and once its
 // process runs, its transcript is tailed into the session's log.
 import type { NewEvent, SessionRow } from "../store/sessions.ts";
-import type { SessionAgents } from "../session/service.ts";
-import { harness } from "./index.ts";
-import type { AgentRunner } from "./run.ts";
-import type { BoxMcp } from "./mcp-link.ts";
+import type { SessionAgents } from "./service.ts";
+import { harness } from "../harness/index.ts";
+import type { AgentRunner } from "../harness/run.ts";
+import type { BoxMcp } from "../harness/mcp-link.ts";
 
 /** An agent terminal's MCP server, opened before its process starts: its calls wait here until the log is known. */
 interface PendingMcp {
