@@ -25,6 +25,10 @@ const cases: [
   [ev(Events.toolCompleted, { id: "t1", output: "boom", status: "error" }), { summary: "tool t1 error", tone: "error", detail: /boom/ }],
   [ev(Events.toolCompleted, { id: "t2", output: "fine", status: "ok" }), { summary: "tool t2 ok", tone: "ok", detail: /fine/ }],
   [
+    ev(Events.mcpClientConnected, { name: "claude-code", version: "2.1.332" }),
+    { summary: "mcp client claude-code 2.1.332 has the box's tools", tone: "dim" },
+  ],
+  [
     ev(Events.mcpToolCalled, { id: "c1", name: "browser_click", input: { ref: "e3" } }),
     { summary: "mcp browser_click (c1)", detail: /"ref": "e3"/ },
   ],

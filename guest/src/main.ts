@@ -15,6 +15,7 @@ import { PtyTable } from "./tools/pty.ts";
 import { NetTable } from "./tools/net.ts";
 import { BrowserTable } from "./tools/browser/index.ts";
 import { DesktopTable } from "./tools/desktop/index.ts";
+import { McpTable } from "./mcp/index.ts";
 import type { Channel } from "./transport/channel.ts";
 import { listenUnix } from "./transport/unix.ts";
 import { openVport } from "./transport/vport.ts";
@@ -49,14 +50,17 @@ try {
   const log = createLogger("guest", config.debug);
   const procs = new ProcessTable();
   const paths = await PathPolicy.create(config.roots, config.cwd);
+  const browser = new BrowserTable(config, paths, log, procs);
+  const desktop = new DesktopTable(config, log, procs);
   const ctx: ToolContext = {
     config,
     paths,
     procs,
     ptys: new PtyTable(config, procs, log),
     net: new NetTable(config, log),
-    browser: new BrowserTable(config, paths, log, procs),
-    desktop: new DesktopTable(config, log, procs),
+    browser,
+    desktop,
+    mcp: new McpTable(browser, desktop, log),
     log,
   };
 
@@ -67,6 +71,7 @@ try {
     // Take no new connections, but keep the open ones: closing them would
     // SIGKILL every exec at once, and the host should see its processes exit.
     channel?.stop();
+    ctx.mcp.stopAll();
     void (async () => {
       const [{ terminated, killed }] = await Promise.all([procs.stopAll(graceMs), ctx.browser.stop(), ctx.desktop.stop()]);
       await channel?.close();

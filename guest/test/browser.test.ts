@@ -140,6 +140,49 @@ describe("browser", () => {
     expect((await snap(tab)).text).toContain('"inner clicked"');
   });
 
+  test("an iframe from another origin is in the snapshot, its refs act in it, and they go stale with its document", async () => {
+    const other = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: (req) => new Response(Bun.file(join(PAGES, new URL(req.url).pathname.slice(1)))),
+    });
+    try {
+      const inner = `http://127.0.0.1:${other.port}/inner.html`;
+      const tab = await open(`xframe.html?inner=${encodeURIComponent(inner)}`);
+      let s = await snap(tab);
+      for (let i = 0; i < 40 && !s.text.includes("Inner button"); i++) {
+        await Bun.sleep(50);
+        s = await snap(tab);
+      }
+      expect(s.text).not.toContain("not shown");
+      expect(s.text).toMatch(/- iframe "Other origin" \[ref=e\d+\]:\n\s+- button "Inner button" \[ref=e\d+\]\n\s+- paragraph: "not yet"/);
+      const innerRef = refOf(s.text, /button "Inner button"/);
+      const outerRef = refOf(s.text, /button "Outer button"/);
+      // Refs are the tab's: none is given twice across the two documents.
+      const refs = [...s.text.matchAll(/\[ref=(e\d+)\]/g)].map((m) => m[1]);
+      expect(new Set(refs).size).toBe(refs.length);
+      await ok({ tool: "browser.act", tab, action: "click", ref: innerRef }, TabInfo);
+      await ok({ tool: "browser.act", tab, action: "click", ref: outerRef }, TabInfo);
+      const after = (await snap(tab)).text;
+      expect(after).toContain('"inner clicked"');
+      expect(after).toContain('"outer clicked"');
+      // The same element keeps its ref in the next snapshot.
+      expect(refOf(after, /button "Inner button"/)).toBe(innerRef);
+      // A new document: the frame's old refs are stale, never resolved to something else.
+      await ok(
+        {
+          tool: "browser.navigate",
+          tab,
+          url: `${base}/xframe.html?inner=${encodeURIComponent(`http://127.0.0.1:${other.port}/red.html`)}`,
+        },
+        TabInfo,
+      );
+      expect((await refused({ tool: "browser.act", tab, action: "click", ref: innerRef })).code).toBe("conflict");
+    } finally {
+      other.stop(true);
+    }
+  });
+
   test("a screenshot is a PNG of the viewport whose pixels show the page", async () => {
     const tab = await open("red.html");
     const { value, bytes } = await ok({ tool: "browser.screenshot", tab }, BrowserScreenshotResult);

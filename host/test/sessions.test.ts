@@ -35,11 +35,11 @@ const read = (session: string, from: number, limit: number) =>
 const note = (text: string) => fixtureEvent(Events.annotationAdded, { text });
 
 /** A session row without a terminal (no box needs to run for log and driver rules). */
-function seed(owner: string): string {
+function seed(owner: string, boxId = "box_none"): string {
   const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
   store.insert({
     id,
-    box_id: "box_none",
+    box_id: boxId,
     agent: "shell",
     label: null,
     state: "open",
@@ -208,4 +208,27 @@ test("a page of events is the EventsPage shared/src/api.ts defines (the daemon a
   expect(r.status).toBe(200);
   expect(check(EventsPage, r.body) ? null : firstError(EventsPage, r.body)).toBeNull();
   expect(r.body).toMatchObject({ events: [{ seq: 2, kind: "annotation.added", data: { text: "b" } }], next: 3, last: 3 });
+});
+
+describe("box input follows the driver slot", () => {
+  const alice = { kind: "user" as const, id: "alice" };
+  const agent = { kind: "agent" as const, id: "alice/agent:claude" };
+
+  test("nobody drives: anyone may send input, and nobody is said to drive", () => {
+    const boxId = "box_inputfree";
+    seed("alice", boxId);
+    expect(sessions.boxInput(boxId, agent, false)).toEqual({ driving: false });
+  });
+
+  test("the driver may; another actor is refused naming the steal, and a steal takes the slot, logged", () => {
+    const boxId = "box_inputdriven";
+    const id = seed("alice", boxId);
+    sessions.acquire(id, alice);
+    expect(sessions.boxInput(boxId, alice, false)).toEqual({ driving: true });
+    expect(() => sessions.boxInput(boxId, agent, false)).toThrow(`session ${id} is driven by`);
+    expect(sessions.boxInput(boxId, agent, true)).toEqual({ driving: true });
+    expect(sessions.get(id, alice).driver?.actor).toEqual(agent);
+    expect(read(id, 1, 100).map((e) => e.kind)).toContain("session.driver.stolen");
+    expect(() => sessions.boxInput(boxId, alice, false)).toThrow("is driven by");
+  });
 });

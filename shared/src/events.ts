@@ -225,6 +225,8 @@ export const Events = {
   errorRaised: defineEvent("error.raised", Type.Object({ message: Text(), code: Type.Optional(Text(64)) }), { byClients: true }),
   // `hutch mcp`: each tool call an MCP client makes on a box, and its end. The actor (stamped by the daemon) is the MCP client.
   mcpToolCalled: defineEvent("mcp.tool.called", Type.Object({ id: Text(64), name: Text(64), input: Type.Unknown() }), { byClients: true }),
+  // An agent in the box connected to the box's own MCP server (hutch-guest's; host/src/harness/mcp-link.ts) and has its tools; named as it names itself.
+  mcpClientConnected: defineEvent("mcp.client.connected", Type.Object({ name: Text(128), version: Text(64) })),
   mcpToolCompleted: defineEvent(
     "mcp.tool.completed",
     Type.Object({

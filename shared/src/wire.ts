@@ -6,6 +6,7 @@
 export * from "./protocol/codec.ts";
 export * from "./protocol/mux.ts";
 export * from "./protocol/tools.ts";
+export * from "./protocol/mcp-tools.ts";
 export * from "./protocol/socket-join.ts";
 export * from "./ids.ts";
 export * from "./errors.ts";

@@ -12,7 +12,9 @@ beforeAll(async () => {
   h = makeHome("hutch-br-");
   expect((await h.run(["box", "create", "b", "--start"])).code).toBe(0);
   expect((await h.run(["cp", join(ROOT, "tests/fixtures/pages"), "b:/workspace/pages"])).code).toBe(0);
-  const serve = "cd /workspace/pages && (setsid python3 -m http.server 8000 --bind 127.0.0.1 >/tmp/http.log 2>&1 &)";
+  // Two origins: the second port serves the frames of xframe.html.
+  const serve =
+    "cd /workspace/pages && (setsid python3 -m http.server 8000 --bind 127.0.0.1 >/tmp/http.log 2>&1 &) && (setsid python3 -m http.server 8001 --bind 127.0.0.1 >/tmp/http2.log 2>&1 &)";
   expect((await h.run(["exec", "b", "--", "sh", "-c", serve])).code).toBe(0);
   await waitFor(
     "the box's http server",
@@ -57,6 +59,18 @@ describe("hutch browser in a process box", () => {
     expect(delta).toContain('+ - paragraph: "Count: 1"');
     const never = await h.run(["browser", "click", "b", "e4242"]);
     expect(never.code).toBe(4);
+  });
+
+  test("an iframe from another origin (another port in the box) is in the snapshot, and its refs act in it", async () => {
+    await ok(["navigate", "b", `${PAGE}/xframe.html?inner=${encodeURIComponent("http://127.0.0.1:8001/inner.html")}`]);
+    const s = await waitFor("the frame's content", async () => {
+      const text = await ok(["snapshot", "b"]);
+      return text.includes("Inner button") ? text : undefined;
+    });
+    expect(s).not.toContain("not shown");
+    expect(s).toMatch(/- iframe "Other origin" \[ref=e\d+\]:\n\s+- button "Inner button" \[ref=e\d+\]/);
+    await ok(["click", "b", ref(s, /button "Inner button"/)]);
+    expect(await ok(["snapshot", "b"])).toContain('- paragraph: "inner clicked"');
   });
 
   test("a screenshot is a PNG of the viewport showing the page's colour", async () => {

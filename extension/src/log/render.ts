@@ -42,6 +42,7 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     detail: `output:\n${d.output}`,
     tone: d.status === "error" ? "error" : "ok",
   }),
+  "mcp.client.connected": (d) => ({ summary: `mcp client ${d.name} ${d.version} has the box's tools`, tone: "dim" }),
   "mcp.tool.called": (d) => ({ summary: `mcp ${d.name} (${d.id})`, detail: `input:\n${json(d.input)}` }),
   "mcp.tool.completed": (d) => ({
     summary: `mcp ${d.name} ${d.status} in ${d.ms} ms`,

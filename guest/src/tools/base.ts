@@ -1,7 +1,13 @@
 // What tool handlers share beneath the guest-wide tables: the OPEN payload a
 // handler gets, its refusals, and how an error becomes the close the host sees.
-import type { StreamError, ToolOpen } from "@hutch/shared/wire";
+import type { MuxStream, StreamError, ToolOpen } from "@hutch/shared/wire";
 import { PathError } from "../paths.ts";
+
+/**
+ * Where a request/response tool answers: a host stream, or the guest's own
+ * MCP server collecting the answer (guest/src/mcp/capture.ts).
+ */
+export type Replier = Pick<MuxStream, "msg" | "close" | "write" | "eof">;
 
 /** The validated OPEN payload of one tool. */
 export type Req<T extends ToolOpen["tool"]> = Extract<ToolOpen, { tool: T }>;

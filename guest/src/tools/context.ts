@@ -8,6 +8,7 @@ import type { PtyTable } from "./pty.ts";
 import type { NetTable } from "./net.ts";
 import type { BrowserTable } from "./browser/index.ts";
 import type { DesktopTable } from "./desktop/index.ts";
+import type { McpTable } from "../mcp/index.ts";
 import { toStreamError } from "./base.ts";
 
 export interface ToolContext {
@@ -18,6 +19,7 @@ export interface ToolContext {
   net: NetTable;
   browser: BrowserTable;
   desktop: DesktopTable;
+  mcp: McpTable;
   log: Logger;
 }
 

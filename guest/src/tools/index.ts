@@ -24,6 +24,7 @@ import {
   FsRead,
   FsStat,
   FsWrite,
+  McpServe,
   NetAccept,
   NetListen,
   PortConnect,
@@ -48,6 +49,7 @@ import { portConnect, portList } from "./ports.ts";
 function guestPorts(ctx: ToolContext): Set<number> {
   const own = new Set(ctx.net.ports());
   if (ctx.browser.devtoolsPort) own.add(ctx.browser.devtoolsPort);
+  for (const p of ctx.mcp.ports()) own.add(p);
   return own;
 }
 
@@ -82,6 +84,7 @@ const SCHEMAS: Record<ToolOpen["tool"], TSchema> = {
   "desktop.windows": DesktopWindows,
   "desktop.input": DesktopInput,
   "desktop.release": DesktopRelease,
+  "mcp.serve": McpServe,
 };
 
 /** Why a payload is not a valid tool call, or undefined if it is one. */
@@ -168,5 +171,7 @@ export function handleOpen(stream: MuxStream, payload: unknown, ctx: ToolContext
       return guard(stream, ctx, req.tool, () => ctx.desktop.input(stream, req));
     case "desktop.release":
       return guard(stream, ctx, req.tool, async () => ctx.desktop.release(stream, req));
+    case "mcp.serve":
+      return ctx.mcp.serve(stream, req);
   }
 }

@@ -34,6 +34,7 @@ export function agentContext(
   home: string,
   workdir: string,
   model?: string,
+  mcp?: AgentContext["mcp"],
 ): AgentContext {
   return {
     endpoint: (binding) => `${link.brokerUrl}/${binding}`,
@@ -41,5 +42,6 @@ export function agentContext(
     home,
     workdir,
     ...(model ? { model } : {}),
+    ...(mcp ? { mcp } : {}),
   };
 }

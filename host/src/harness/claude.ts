@@ -5,7 +5,7 @@
 // with the turn's usage. Flags checked against `claude --help` of the pinned version.
 import { Emitter } from "./emit.ts";
 import { jsonLines, obj, raw, str } from "./limits.ts";
-import type { Harness, MappedEvent, Mapper } from "./types.ts";
+import type { AgentContext, Harness, MappedEvent, Mapper } from "./types.ts";
 
 function textOf(content: unknown): string {
   if (typeof content === "string") return content;
@@ -142,6 +142,19 @@ export function claudeTranscriptMapper(): Mapper {
   };
 }
 
+/**
+ * The box's MCP server as `--mcp-config` JSON (argv, not a file: it changes
+ * every run). Its bearer token is left to Claude Code's own `${VAR}`
+ * expansion from the environment, so the argv a session logs holds none.
+ */
+function mcpArgs(ctx: AgentContext): string[] {
+  if (!ctx.mcp) return [];
+  const server = { type: "http", url: ctx.mcp.url, headers: { Authorization: `Bearer \${${MCP_TOKEN_ENV}}` } };
+  return ["--mcp-config", JSON.stringify({ mcpServers: { [ctx.mcp.name]: server } })];
+}
+
+const MCP_TOKEN_ENV = "HUTCH_MCP_TOKEN";
+
 export const claude: Harness = {
   name: "claude",
   npm: { name: "@anthropic-ai/claude-code", version: "2.1.332", bin: "claude" },
@@ -155,6 +168,7 @@ export const claude: Harness = {
     DISABLE_AUTOUPDATER: "1",
     // The box is the sandbox; as root (VMs) --dangerously-skip-permissions is refused without it.
     IS_SANDBOX: "1",
+    ...(ctx.mcp ? { [MCP_TOKEN_ENV]: ctx.mcp.token } : {}),
   }),
   // The TUI's first-run questions, answered for a box: onboarding, folder trust, using the
   // (stub) API key from the environment (it remembers a key by its last 20 characters), and bypass mode.
@@ -176,10 +190,11 @@ export const claude: Harness = {
     "--dangerously-skip-permissions",
     ...(typeof resume === "string" ? ["--resume", resume] : resume ? ["--continue"] : []),
     ...(ctx.model ? ["--model", ctx.model] : []),
+    ...mcpArgs(ctx),
     "--",
     prompt,
   ],
-  interactive: (ctx) => ["--dangerously-skip-permissions", ...(ctx.model ? ["--model", ctx.model] : [])],
+  interactive: (ctx) => ["--dangerously-skip-permissions", ...(ctx.model ? ["--model", ctx.model] : []), ...mcpArgs(ctx)],
   mapper: () => claudeMapper(),
   transcript: {
     args: (agentSession, resume) => (resume ? ["--resume", agentSession] : ["--session-id", agentSession]),

@@ -84,7 +84,7 @@ export const codex: Harness = {
   npm: { name: "@openai/codex", version: "0.171.0", bin: "codex" },
   bindings: ["openai"],
   egress: [],
-  env: (ctx) => ({ OPENAI_API_KEY: ctx.stub("openai") }),
+  env: (ctx) => ({ OPENAI_API_KEY: ctx.stub("openai"), ...(ctx.mcp ? { HUTCH_MCP_TOKEN: ctx.mcp.token } : {}) }),
   // A provider of our own: the built-in one ignores OPENAI_BASE_URL and
   // prefers a WebSocket to the vendor; this one speaks HTTPS Responses to the broker.
   files: (ctx) => ({
@@ -102,6 +102,8 @@ export const codex: Harness = {
       `[projects.${toml(ctx.workdir)}]`,
       `trust_level = "trusted"`,
       ``,
+      // The box's MCP server (streamable HTTP); its token comes from the environment, so the file holds none.
+      ...(ctx.mcp ? [`[mcp_servers.${ctx.mcp.name}]`, `url = ${toml(ctx.mcp.url)}`, `bearer_token_env_var = "HUTCH_MCP_TOKEN"`, ``] : []),
     ].join("\n"),
   }),
   headless: (prompt, ctx, resume) => [

@@ -63,6 +63,14 @@ export const opencode: Harness = {
       share: "disabled",
       model: model(ctx),
       provider: { anthropic: { options: { baseURL: `${ctx.endpoint("anthropic")}/v1` } } },
+      // The box's MCP server; the token is in this variable only, which no log keeps.
+      ...(ctx.mcp
+        ? {
+            mcp: {
+              [ctx.mcp.name]: { type: "remote", url: ctx.mcp.url, headers: { Authorization: `Bearer ${ctx.mcp.token}` }, enabled: true },
+            },
+          }
+        : {}),
     }),
     // A box reaches no registry or vendor but its model: without these opencode waits on
     // npm and downloads at start-up (measured here: 35 s → 9 s per run behind a closed proxy).

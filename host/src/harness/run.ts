@@ -14,6 +14,7 @@ import { parseHandover, shapeTurn } from "./handover.ts";
 import { LineSplitter } from "./lines.ts";
 import { raw } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent } from "./types.ts";
+import { MCP_SERVER_NAME, openBoxMcp, type BoxMcp } from "./mcp-link.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "harness" });
@@ -82,7 +83,7 @@ export class AgentRunner {
    * argv and environment for the agent. Throws a named error when it cannot.
    */
   async prepare(
-    o: Omit<RunOptions, "prompt" | "sink" | "actor" | "resume">,
+    o: Omit<RunOptions, "prompt" | "sink" | "actor" | "resume"> & { mcp?: BoxMcp | null },
     mode: { prompt: string; resume: boolean } | "interactive",
   ): Promise<Prepared> {
     const h = o.harness;
@@ -118,7 +119,8 @@ export class AgentRunner {
       resume: mode === "interactive" ? false : mode.resume,
     });
     const link = await this.link.forBox(o.boxId, h.bindings);
-    const ctx: AgentContext = agentContext(link, home || "/home/hutch", turn.workdir, o.model);
+    const mcp = o.mcp ? { name: MCP_SERVER_NAME, url: o.mcp.url, token: o.mcp.token } : undefined;
+    const ctx: AgentContext = agentContext(link, home || "/home/hutch", turn.workdir, o.model, mcp);
     for (const [rel, text] of Object.entries(h.files(ctx))) {
       const r = await execSmall(
         this.boxes,
@@ -140,6 +142,28 @@ export class AgentRunner {
       cwd: ctx.workdir,
       ...(h.transcript ? { transcript: h.transcript.path(ctx, agentSession), transcriptResumed: resumed } : {}),
     };
+  }
+
+  /**
+   * The box's MCP server for one agent run, its calls logged as the agent;
+   * null when the box cannot serve one (the agent then runs without it).
+   */
+  async openMcp(boxId: string, h: Harness, actor: Actor, sink: RunSink): Promise<BoxMcp | null> {
+    if (h.npm === null) return null;
+    return openBoxMcp(this.boxes.channel(boxId).channel, actor.id, this.emitter(h, actor, sink));
+  }
+
+  /** Calls `then` once the process `pid` in the box is gone (or the box's channel closed). */
+  whileRuns(boxId: string, pid: number, then: () => void): void {
+    try {
+      const { done } = execIn(this.boxes.channel(boxId).channel, {
+        tool: "exec",
+        argv: ["sh", "-c", 'while kill -0 "$1" 2>/dev/null; do sleep 2; done', "sh", String(pid)],
+      });
+      void done.then(then, then);
+    } catch {
+      then();
+    }
   }
 
   /** Checks mapped events against the registry and logs them as the agent; one that does not fit is kept raw. */
@@ -197,9 +221,24 @@ export class AgentRunner {
     };
 
     record([emit(Events.agentState, { state: "busy", reason: `starting ${h.name}` })]);
+    const mcp = await this.openMcp(o.boxId, h, o.actor, o.sink).catch(() => null);
+    try {
+      return await this.turn(o, mcp, record, fail);
+    } finally {
+      mcp?.close();
+    }
+  }
+
+  private async turn(
+    o: RunOptions,
+    mcp: BoxMcp | null,
+    record: (events: MappedEvent[]) => void,
+    fail: (message: string) => RunResult,
+  ): Promise<RunResult> {
+    const h = o.harness;
     let spec: Prepared;
     try {
-      spec = await this.prepare(o, { prompt: o.prompt, resume: o.resume });
+      spec = await this.prepare({ ...o, mcp }, { prompt: o.prompt, resume: o.resume });
     } catch (err) {
       const e = err instanceof HutchError ? err : new HutchError("failed", (err as Error).message);
       return fail(`${e.message}${e.hint ? ` (next: ${e.hint})` : ""}`);

@@ -22,6 +22,12 @@ export interface AgentContext {
   /** Where it works. */
   workdir: string;
   model?: string;
+  /**
+   * The box's MCP server (the browser and desktop tools, served by hutch-guest
+   * on the box's loopback for this run; ./mcp-link.ts): absent when the box
+   * could not serve one. Adapters whose CLI speaks MCP over HTTP point it here.
+   */
+  mcp?: { name: string; url: string; token: string };
 }
 
 /** A session event as a harness maps it (data typed by its kind); the daemon stamps seq, time and actor. */

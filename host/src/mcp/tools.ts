@@ -1,7 +1,7 @@
 // What each MCP tool does, given arguments already checked against its
 // schema (shared/src/mcp.ts). Results are text an agent reads, or an image.
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
-import type { Box, McpInput, McpToolName } from "@hutch/shared";
+import { snapshotText, tabLine, type Box, type McpInput, type McpToolName } from "@hutch/shared";
 import { BoxBrowser } from "../client/browser.ts";
 import type { DaemonClient } from "../client/daemon.ts";
 import { BoxDesktop } from "../client/desktop.ts";
@@ -17,8 +17,6 @@ function text(t: string): CallToolResult {
 function json(v: unknown): CallToolResult {
   return text(JSON.stringify(v, null, 2));
 }
-
-const tabLine = (t: { tab: string; url: string; title: string }) => `${t.tab} ${t.url} ${JSON.stringify(t.title)}`;
 
 type Handler<N extends McpToolName> = (d: DaemonClient, a: McpInput<N>) => Promise<CallToolResult>;
 const browser = (d: DaemonClient, box: string) => new BoxBrowser(d, box);
@@ -64,10 +62,7 @@ const HANDLERS: { [N in McpToolName]: Handler<N> } = {
   browser_tabs: async (d, a) => text((await browser(d, a.box).tabs()).map(tabLine).join("\n") || "no tabs"),
   browser_navigate: async (d, a) => text(tabLine(await browser(d, a.box).navigate(a.url, a.tab))),
   browser_snapshot: async (d, a) => {
-    const s = await browser(d, a.box).snapshot({ tab: a.tab, delta: a.delta, maxBytes: a.maxBytes, more: a.more });
-    const head = `${s.tab} ${s.url} ${JSON.stringify(s.title)}${s.delta ? " (changes since the last snapshot)" : ""}`;
-    const tail = s.more ? `\n(cut: ${s.bytes} bytes in all; call browser_snapshot with more: "${s.more}" for the rest)` : "";
-    return text(`${head}\n${s.text}${tail}`);
+    return text(snapshotText(await browser(d, a.box).snapshot({ tab: a.tab, delta: a.delta, maxBytes: a.maxBytes, more: a.more })));
   },
   browser_click: async (d, a) => text(tabLine(await browser(d, a.box).act({ action: "click", ref: a.ref }, a.tab))),
   browser_hover: async (d, a) => text(tabLine(await browser(d, a.box).act({ action: "hover", ref: a.ref }, a.tab))),

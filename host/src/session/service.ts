@@ -507,6 +507,34 @@ export class SessionService {
     return JSON.parse(row.driver) as Actor;
   }
 
+  /**
+   * Input into a box's desktop or browser from a client of the daemon: the
+   * session's driver is its one input owner. While an open session of the box
+   * has a driver, anyone else is refused, unless it steals the slot (logged,
+   * as any steal). Returns whether the caller drives one: its input then
+   * takes the guest's own input slot from whoever held it (the session's
+   * agent, from inside the box).
+   */
+  boxInput(boxId: string, actor: Actor, steal: boolean): { driving: boolean } {
+    let driving = false;
+    for (const row of this.store.list({ boxId, state: "open" })) {
+      const current = this.driverOf(row);
+      if (!current) continue;
+      if (!sameActor(current, actor)) {
+        if (!steal)
+          throw new HutchError(
+            "conflict",
+            `session ${row.id} is driven by ${describe(current)}; only the driver sends input to box ${row.box_id}'s desktop and browser`,
+            `take it over: hutch session driver steal ${row.id} (or pass --steal)`,
+            { driver: current },
+          );
+        this.steal(row.id, actor);
+      }
+      driving = true;
+    }
+    return { driving };
+  }
+
   requireDriver(row: SessionRow, actor: Actor): void {
     const current = this.driverOf(row);
     if (current && sameActor(current, actor)) return;

@@ -244,6 +244,22 @@ export const DesktopRelease = Type.Object(
   { additionalProperties: false },
 );
 
+// MCP for agents inside the box: the guest serves the browser and desktop
+// tools (./mcp-tools.ts) over MCP's streamable HTTP on the box's loopback
+// while this stream is open, behind a bearer token it makes up. It answers
+// `result {port, token}` once it listens, then tells the host of every call
+// (McpCallMsg, McpDoneMsg) so the host can log it; closing the stream stops
+// the listener. `owner` is who desktop input from this server is held by (the
+// daemon sets it to the agent's actor id).
+export const McpServe = Type.Object({ tool: Type.Literal("mcp.serve"), owner: Type.Optional(Owner) }, { additionalProperties: false });
+export const McpServeResult = Type.Object({
+  port: Type.Integer({ minimum: 1, maximum: 65535 }),
+  token: Type.String({ pattern: "^[A-Za-z0-9_-]{32,128}$" }),
+});
+export type McpServeResult = Static<typeof McpServeResult>;
+/** How much of a call's output the guest reports to the host (the session log's cut). */
+export const MCP_OUTPUT_MAX = 4096;
+
 export const ToolOpen = Type.Union([
   ExecOpen,
   PtyOpen,
@@ -275,6 +291,7 @@ export const ToolOpen = Type.Union([
   DesktopWindows,
   DesktopInput,
   DesktopRelease,
+  McpServe,
 ]);
 export type ToolOpen = Static<typeof ToolOpen>;
 export type ToolName = ToolOpen["tool"];
@@ -301,7 +318,29 @@ export const ResultMsg = Type.Object({ type: Type.Literal("result"), value: Type
 export const ScreenMsg = Type.Object({ type: Type.Literal("screen"), bytes: Type.Integer({ minimum: 0 }) });
 /** net.listen: a connection arrived; take it with net.accept {conn}. */
 export const ConnMsg = Type.Object({ type: Type.Literal("conn"), conn: Type.Integer({ minimum: 1 }) });
-export const GuestMsg = Type.Union([StartedMsg, ExitMsg, ResultMsg, ScreenMsg, ConnMsg]);
+/** mcp.serve: an MCP client in the box called a tool (long strings in `input` cut by the guest). */
+export const McpCallMsg = Type.Object({
+  type: Type.Literal("mcp.call"),
+  id: Type.String({ pattern: "^call_[0-9]{1,12}$" }),
+  name: Type.String({ minLength: 1, maxLength: 64 }),
+  input: Type.Unknown(),
+});
+/** mcp.serve: a client has the tool list (it initialized, naming itself, and listed the tools). */
+export const McpClientMsg = Type.Object({
+  type: Type.Literal("mcp.client"),
+  name: Type.String({ maxLength: 128 }),
+  version: Type.String({ maxLength: 64 }),
+});
+/** mcp.serve: that call ended. */
+export const McpDoneMsg = Type.Object({
+  type: Type.Literal("mcp.done"),
+  id: Type.String({ pattern: "^call_[0-9]{1,12}$" }),
+  name: Type.String({ minLength: 1, maxLength: 64 }),
+  status: Type.Union([Type.Literal("ok"), Type.Literal("error")]),
+  output: Type.String({ maxLength: MCP_OUTPUT_MAX }),
+  ms: Type.Integer({ minimum: 0 }),
+});
+export const GuestMsg = Type.Union([StartedMsg, ExitMsg, ResultMsg, ScreenMsg, ConnMsg, McpCallMsg, McpDoneMsg, McpClientMsg]);
 export type GuestMsg = Static<typeof GuestMsg>;
 export type ExitMsg = Static<typeof ExitMsg>;
 
@@ -439,4 +478,4 @@ export type GuestHello = Static<typeof GuestHello>;
 export const ShutdownMsg = Type.Object({ type: Type.Literal("shutdown"), graceMs: Type.Integer({ minimum: 0, maximum: 600000 }) });
 export type ShutdownMsg = Static<typeof ShutdownMsg>;
 
-export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop"] as const;
+export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop", "mcp"] as const;

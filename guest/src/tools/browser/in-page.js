@@ -16,6 +16,8 @@
     const st = g.__hutch ?? { byRef: new Map(), refOf: new WeakMap(), next: start };
     g.__hutch = st;
     st.next = Math.max(st.next, start);
+    // Frames from another origin met by this snapshot, by the number its marker line names.
+    st.frames = [];
     const NAME_MAX = 300;
     const ACTIONABLE = new Set([
       "button",
@@ -315,7 +317,11 @@
           doc = null;
         }
         if (doc?.body && frames < 8) walk(doc.body, depth + 1, "", false, frames + 1);
-        else lines.push(`${pad(depth + 1)}- text: "(a frame from another origin; not shown)"`);
+        else if (!doc && frames < 8) {
+          // Another origin's frame: the guest snapshots it in a world of its own and puts its lines here.
+          st.frames.push(el);
+          lines.push(`${pad(depth + 1)}\u0000frame ${st.frames.length - 1}`);
+        } else lines.push(`${pad(depth + 1)}- text: "(a frame nested too deep; not shown)"`);
       } else if (!(FROM_CONTENT.has(role) && name) || role === "checkbox" || role === "radio") {
         for (const c of children(el)) walk(c, depth + 1, name, select, frames);
       }
@@ -330,6 +336,12 @@
     if (body) for (const c of children(body)) walk(c, 0, "", false, 0);
     if (lines.length >= maxLines) lines.push(`- text: "(cut at ${maxLines} lines)"`);
     return { text: lines.join("\n"), next: st.next };
+  },
+
+  /** The iframe element behind the last snapshot's marker `i`, if it is still in the document; null otherwise. */
+  frameElement(i) {
+    const el = globalThis.__hutch?.frames?.[i];
+    return el?.isConnected ? el : null;
   },
 
   /** The element a ref names, if it is still in a document; null otherwise. */

@@ -2,12 +2,12 @@
 // by every tab. A Chromium that dies takes its tabs with it; the next open
 // starts a new one. Each handler answers with one result and closes.
 import CDP from "chrome-remote-interface";
-import { Chan, SNAPSHOT_DEFAULT_BYTES, type MuxStream } from "@hutch/shared/wire";
+import { Chan, SNAPSHOT_DEFAULT_BYTES } from "@hutch/shared/wire";
 import type { GuestConfig } from "../../config.ts";
 import type { Logger } from "../../log.ts";
 import type { PathPolicy } from "../../paths.ts";
 import type { ProcessTable } from "../../procs.ts";
-import { ToolError, type Req } from "../base.ts";
+import { ToolError, type Replier, type Req } from "../base.ts";
 import { spawnEnv, spawnIdentity } from "../spawn.ts";
 import { startChromium, type Chromium } from "./chromium.ts";
 import { Tab, within } from "./tab.ts";
@@ -94,18 +94,18 @@ export class BrowserTable {
   }
 
   /** Bytes on chan 1, then its eof; false when the host went away. */
-  private async send(stream: MuxStream, bytes: Uint8Array): Promise<boolean> {
+  private async send(stream: Replier, bytes: Uint8Array): Promise<boolean> {
     for (let at = 0; at < bytes.length; at += 60_000) if (!(await stream.write(Chan.stdout, bytes.subarray(at, at + 60_000)))) return false;
     stream.eof(Chan.stdout);
     return true;
   }
 
-  private reply(stream: MuxStream, value: unknown): void {
+  private reply(stream: Replier, value: unknown): void {
     stream.msg({ type: "result", value });
     stream.close();
   }
 
-  async open(stream: MuxStream, req: Req<"browser.open">): Promise<void> {
+  async open(stream: Replier, req: Req<"browser.open">): Promise<void> {
     if (this.tabs.size >= MAX_TABS) throw new ToolError("conflict", `${MAX_TABS} tabs are open already; close one: browser.close`);
     const c = await this.start();
     const target = await settled("opening a tab", () =>
@@ -118,19 +118,26 @@ export class BrowserTable {
     this.reply(stream, await tab.info());
   }
 
-  async list(stream: MuxStream): Promise<void> {
+  /** The last opened tab still open: what a call that names none acts on (as the host's clients do). */
+  lastTab(): string | undefined {
+    let last: string | undefined;
+    for (const t of this.tabs.values()) if (!t.closed) last = t.id;
+    return last;
+  }
+
+  async list(stream: Replier): Promise<void> {
     const out = [];
     for (const t of this.tabs.values()) if (!t.closed) out.push(await t.info().catch(() => ({ tab: t.id, url: "", title: "" })));
     this.reply(stream, out);
   }
 
-  async navigate(stream: MuxStream, req: Req<"browser.navigate">): Promise<void> {
+  async navigate(stream: Replier, req: Req<"browser.navigate">): Promise<void> {
     const tab = this.tab(req.tab);
     await tab.navigate(req.url, req.timeoutMs ?? NAVIGATE_TIMEOUT_MS);
     this.reply(stream, await tab.info());
   }
 
-  async close(stream: MuxStream, req: Req<"browser.close">): Promise<void> {
+  async close(stream: Replier, req: Req<"browser.close">): Promise<void> {
     const tab = this.tab(req.tab);
     const info = await tab.info().catch(() => ({ tab: tab.id, url: "", title: "" }));
     this.tabs.delete(req.tab);
@@ -140,7 +147,7 @@ export class BrowserTable {
     this.reply(stream, info);
   }
 
-  async snapshot(stream: MuxStream, req: Req<"browser.snapshot">): Promise<void> {
+  async snapshot(stream: Replier, req: Req<"browser.snapshot">): Promise<void> {
     const tab = this.tab(req.tab);
     const { text, ...view } = await tab.snapshot({
       maxBytes: req.maxBytes ?? SNAPSHOT_DEFAULT_BYTES,
@@ -152,30 +159,30 @@ export class BrowserTable {
     this.reply(stream, { tab: tab.id, ...view, size: bytes.length });
   }
 
-  async act(stream: MuxStream, req: Req<"browser.act">): Promise<void> {
+  async act(stream: Replier, req: Req<"browser.act">): Promise<void> {
     const tab = this.tab(req.tab);
     const files = req.paths ? await Promise.all(req.paths.map((p) => this.paths.resolve(p))) : undefined;
     await tab.act({ ...req, files });
     this.reply(stream, await tab.info());
   }
 
-  async wait(stream: MuxStream, req: Req<"browser.wait">): Promise<void> {
+  async wait(stream: Replier, req: Req<"browser.wait">): Promise<void> {
     const tab = this.tab(req.tab);
     const waitedMs = await tab.waitFor(req, req.timeoutMs ?? 10_000);
     this.reply(stream, { tab: tab.id, waitedMs });
   }
 
-  async screenshot(stream: MuxStream, req: Req<"browser.screenshot">): Promise<void> {
+  async screenshot(stream: Replier, req: Req<"browser.screenshot">): Promise<void> {
     const png = await this.tab(req.tab).screenshot(req);
     if (!(await this.send(stream, png))) return;
     this.reply(stream, { ...pngSize(png), size: png.length });
   }
 
-  console(stream: MuxStream, req: Req<"browser.console">): void {
+  console(stream: Replier, req: Req<"browser.console">): void {
     this.reply(stream, this.tab(req.tab).console.slice(-1000));
   }
 
-  network(stream: MuxStream, req: Req<"browser.network">): void {
+  network(stream: Replier, req: Req<"browser.network">): void {
     this.reply(
       stream,
       this.tab(req.tab).network.map(({ id: _id, ...n }) => n),

@@ -22,6 +22,8 @@ const SNAPSHOT_TEXT_MAX = 16 * 1024 * 1024;
 /** The in-page script as an expression, whatever the formatter puts at its end. */
 const PAGE = `(function () {\nconst page = ${inPage}\nreturn page;\n})()`;
 const RING_MAX = 200;
+/** Frames from another origin inside frames from another origin, at most this deep. */
+const MAX_FRAME_DEPTH = 8;
 /** Snapshots kept per tab for `more` cursors and deltas. */
 const KEEP_SNAPSHOTS = 4;
 /** The tallest full-page screenshot: taller ones are cut (Chromium fails on very tall captures). */
@@ -61,8 +63,10 @@ export interface SnapshotView {
 export class Tab {
   /** The next ref number: every ref below it was handed out once. */
   private nextRef = 1;
-  /** The isolated world the snapshot script runs in, for the current document. */
-  private world: number | undefined;
+  /** The isolated worlds the snapshot script runs in, by frame ("" for the main one), for their current documents. */
+  private readonly worlds = new Map<string, number>();
+  /** The frame each ref of a frame from another origin was handed out in (a ref not here is the main frame's). */
+  private readonly refFrames = new Map<string, string>();
   private snapshotSeq = 0;
   private readonly snapshots = new Map<number, string[]>();
   /** The last full snapshot of the current document, for deltas. */
@@ -90,16 +94,20 @@ export class Tab {
       this.closed = true;
     });
     c.Page.frameNavigated(({ frame }) => {
-      // A new main document: every ref of the old one is stale (their numbers stay spent).
-      if (frame.parentId) return;
-      this.world = undefined;
+      // A frame's new document: every ref of the old one is stale (their numbers stay spent).
+      if (frame.parentId) {
+        this.worlds.delete(frame.id);
+        return;
+      }
+      this.worlds.clear();
+      this.refFrames.clear();
       this.lastLines = undefined;
     });
     c.Runtime.executionContextDestroyed(({ executionContextId }) => {
-      if (executionContextId === this.world) this.world = undefined;
+      for (const [frame, id] of this.worlds) if (id === executionContextId) this.worlds.delete(frame);
     });
     c.Runtime.executionContextsCleared(() => {
-      this.world = undefined;
+      this.worlds.clear();
     });
     c.Runtime.consoleAPICalled((e) => {
       const text = e.args.map((a) => (a.value !== undefined ? String(a.value) : (a.description ?? a.type))).join(" ");
@@ -203,19 +211,30 @@ export class Tab {
     return { url, title, text: part.text, delta, bytes, lines: whole.length, ...(more ? { more } : {}) };
   }
 
-  private async worldId(): Promise<number> {
-    if (this.world !== undefined) return this.world;
-    const { frameTree } = await this.call("reading the frames", this.c.Page.getFrameTree());
-    const { executionContextId } = await this.call(
-      "preparing the page",
-      this.c.Page.createIsolatedWorld({ frameId: frameTree.frame.id, worldName: "hutch" }),
-    );
-    this.world = executionContextId;
+  /** The snapshot script's world in a frame ("": the main one), made once per document. */
+  private async worldId(frame = ""): Promise<number> {
+    const known = this.worlds.get(frame);
+    if (known !== undefined) return known;
+    const frameId = frame || (await this.call("reading the frames", this.c.Page.getFrameTree())).frameTree.frame.id;
+    const { executionContextId } = await this.call("preparing the page", this.c.Page.createIsolatedWorld({ frameId, worldName: "hutch" }));
+    this.worlds.set(frame, executionContextId);
     return executionContextId;
   }
 
   private async takeLines(): Promise<string[]> {
-    const contextId = await this.worldId();
+    const lines = await this.frameLines("", 0);
+    if (lines.length <= MAX_LINES) return lines;
+    return [...lines.slice(0, MAX_LINES), `- text: "(cut at ${MAX_LINES} lines)"`];
+  }
+
+  /**
+   * One frame's lines, each frame from another origin in it (a marker line
+   * from the page's script) replaced by that frame's own lines, indented
+   * under it; its refs are remembered as that frame's. Site isolation is off
+   * (chromium.ts), so every frame is in the tab's one renderer and target.
+   */
+  private async frameLines(frame: string, depth: number): Promise<string[]> {
+    const contextId = await this.worldId(frame);
     const expression = `${PAGE}.snapshot(${this.nextRef}, ${MAX_LINES})`;
     const r = await this.call("taking the snapshot", this.c.Runtime.evaluate({ expression, contextId, returnByValue: true }));
     if (r.exceptionDetails)
@@ -230,14 +249,40 @@ export class Tab {
     if (v.text.length > SNAPSHOT_TEXT_MAX)
       throw new ToolError("failed", `the page's snapshot is larger than ${SNAPSHOT_TEXT_MAX} characters`);
     this.nextRef = Math.max(this.nextRef, v.next);
-    return v.text ? v.text.split("\n") : [];
+    const out: string[] = [];
+    for (const line of v.text ? v.text.split("\n") : []) {
+      const marker = /^( *)\u0000frame (\d{1,6})$/.exec(line);
+      if (!marker) {
+        if (frame) for (const m of line.matchAll(/\[ref=(e\d{1,9})\]/g)) this.refFrames.set(m[1]!, frame);
+        out.push(line);
+      } else if (depth >= MAX_FRAME_DEPTH || out.length >= MAX_LINES) {
+        out.push(`${marker[1]}- text: "(a frame nested too deep; not shown)"`);
+      } else {
+        const child = await this.frameOf(contextId, Number(marker[2])).catch(() => undefined);
+        const inner = child ? await this.frameLines(child, depth + 1).catch(() => undefined) : undefined;
+        if (inner) for (const l of inner) out.push(`${marker[1]}${l}`);
+        else out.push(`${marker[1]}- text: "(a frame that could not be read)"`);
+      }
+    }
+    return out;
+  }
+
+  /** The frame an iframe element of the last snapshot in this world shows. */
+  private async frameOf(contextId: number, i: number): Promise<string | undefined> {
+    const r = await this.call("finding a frame", this.c.Runtime.evaluate({ expression: `${PAGE}.frameElement(${i})`, contextId }));
+    if (!r.result.objectId || r.result.subtype === "null") return undefined;
+    const { node } = await this.call("finding a frame", this.c.DOM.describeNode({ objectId: r.result.objectId }));
+    return node.frameId;
   }
 
   /** The element a ref names, still in the page; a clear refusal otherwise. */
   private async element(ref: string): Promise<{ backendNodeId: number; objectId: string }> {
     if (Number(ref.slice(1)) >= this.nextRef)
       throw new ToolError("not_found", `no element ${ref} in ${this.id}: refs come from a snapshot; take one (browser.snapshot)`);
-    const contextId = await this.worldId();
+    // A frame that went away took its refs with it.
+    const contextId = await this.worldId(this.refFrames.get(ref)).catch(() => {
+      throw stale(ref, this.id);
+    });
     const r = await this.call(
       "finding the element",
       this.c.Runtime.evaluate({ expression: `${PAGE}.element(${JSON.stringify(ref)})`, contextId }),

@@ -3,11 +3,11 @@
 // xdotool, screenshots through xwd (converted to PNG here). Input has one
 // owner: the first to send input holds it, others are refused until it is
 // released or stolen, so two actors never type into one window at once.
-import { Chan, type DesktopInfo, type MuxStream } from "@hutch/shared/wire";
+import { Chan, type DesktopInfo } from "@hutch/shared/wire";
 import type { GuestConfig } from "../../config.ts";
 import type { Logger } from "../../log.ts";
 import type { ProcessTable } from "../../procs.ts";
-import { ToolError, type Req } from "../base.ts";
+import { ToolError, type Replier, type Req } from "../base.ts";
 import { spawnEnv, spawnIdentity } from "../spawn.ts";
 import { decodeXwd, encodePng } from "./xwd.ts";
 
@@ -171,16 +171,16 @@ export class DesktopTable {
     return out;
   }
 
-  private reply(stream: MuxStream, value: unknown): void {
+  private reply(stream: Replier, value: unknown): void {
     stream.msg({ type: "result", value });
     stream.close();
   }
 
-  async start(stream: MuxStream, req: Req<"desktop.start">): Promise<void> {
+  async start(stream: Replier, req: Req<"desktop.start">): Promise<void> {
     this.reply(stream, (await this.ensure(req.width, req.height)).info);
   }
 
-  async screenshot(stream: MuxStream): Promise<void> {
+  async screenshot(stream: Replier): Promise<void> {
     const d = await this.running();
     const png = encodePng(decodeXwd(await this.run(["xwd", "-root", "-silent"], d.info.display)));
     for (let at = 0; at < png.length; at += 60_000) if (!(await stream.write(Chan.stdout, png.subarray(at, at + 60_000)))) return;
@@ -188,7 +188,7 @@ export class DesktopTable {
     this.reply(stream, { width: d.info.width, height: d.info.height, size: png.length });
   }
 
-  async windows(stream: MuxStream): Promise<void> {
+  async windows(stream: Replier): Promise<void> {
     const d = await this.running();
     // search exits 1 when nothing matches: no windows is not an error.
     const ids = await this.run(["sh", "-c", "xdotool search --onlyvisible --name '' 2>/dev/null || true"], d.info.display);
@@ -222,7 +222,7 @@ export class DesktopTable {
     this.reply(stream, out);
   }
 
-  async input(stream: MuxStream, req: Req<"desktop.input">): Promise<void> {
+  async input(stream: Replier, req: Req<"desktop.input">): Promise<void> {
     const who = req.owner ?? ANONYMOUS;
     let stolenFrom: string | undefined;
     if (this.owner !== null && this.owner !== who) {
@@ -238,7 +238,7 @@ export class DesktopTable {
     this.reply(stream, { owner: this.owner, ...(stolenFrom ? { stolenFrom } : {}) });
   }
 
-  release(stream: MuxStream, req: Req<"desktop.release">): void {
+  release(stream: Replier, req: Req<"desktop.release">): void {
     const who = req.owner ?? ANONYMOUS;
     if (this.owner !== null && this.owner !== who)
       throw new ToolError("conflict", `the desktop's input is held by ${this.owner}, not ${who}`);

@@ -50,6 +50,8 @@ export interface SessionAttacher {
    * input and to give the slot back when the client leaves.
    */
   attach(id: string, actor: Actor, steal: boolean): Promise<{ box: string; pty: string; input(bytes: Uint8Array): void; end(): void }>;
+  /** Desktop or browser input into a box: refused unless the actor drives the box's sessions (or none has a driver); see SessionService.boxInput. */
+  boxInput?(boxId: string, actor: Actor, steal: boolean): { driving: boolean };
 }
 
 const closeWith = (client: MuxStream, err: unknown) => {
@@ -69,9 +71,21 @@ async function openStream(
     return;
   }
   let payload: ToolOpen = raw;
-  if (payload.tool === "desktop.input" || payload.tool === "desktop.release") {
+  // Who the desktop's input is held by: the caller, never what a client put there (mcp.serve: its server's input).
+  if (payload.tool === "desktop.input" || payload.tool === "desktop.release" || payload.tool === "mcp.serve") {
     if (!data.actor) return closeWith(client, new HutchError("invalid", "the desktop's input needs a caller the daemon can name"));
     payload = { ...payload, owner: data.actor.id };
+  }
+  if ((payload.tool === "desktop.input" || payload.tool === "browser.act") && sessions?.boxInput) {
+    if (!data.actor) return closeWith(client, new HutchError("invalid", "input into a box needs a caller the daemon can name"));
+    try {
+      const steal = payload.tool === "desktop.input" && payload.steal === true;
+      const { driving } = sessions.boxInput(boxes.channel(data.ref).box.id, data.actor, steal);
+      // The driver's input takes the guest's slot from whoever held it.
+      if (driving && payload.tool === "desktop.input") payload = { ...payload, steal: true };
+    } catch (err) {
+      return closeWith(client, err);
+    }
   }
   let ref = data.ref;
   let attached: Awaited<ReturnType<SessionAttacher["attach"]>> | undefined;
