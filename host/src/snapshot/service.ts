@@ -18,7 +18,6 @@ import {
   ResultMsg,
   rulesForRoot,
   TarInResult,
-  type MuxStream,
   type OpProgress,
   type SnapshotBrowse,
   type SnapshotChange,
@@ -53,7 +52,8 @@ import {
   type Store,
 } from "./index.ts";
 import { resolvePath, snapshotPath } from "./paths.ts";
-import { snapshotStreams } from "./stream-save.ts";
+import { guestRoots } from "./guest-roots.ts";
+import { snapshotStreams, type Transfer } from "./stream-save.ts";
 import { unifiedDiff } from "./textdiff.ts";
 
 const logger = log.create({ service: "snapshots" });
@@ -91,45 +91,6 @@ function counts(report: Report): (p: Progress) => void {
       ...(p.etaMs !== undefined ? { etaMs: p.etaMs } : {}),
       elapsedMs: p.elapsedMs,
     });
-}
-
-/** A tool stream's bytes on one channel as an async iterable, credited only as they are taken (so a box cannot flood the host). */
-function streamBytes(stream: MuxStream, chan: number): { bytes: AsyncIterable<Uint8Array> } {
-  stream.autoCredit = false;
-  const queue: Uint8Array[] = [];
-  let wake: (() => void) | undefined;
-  let closed = false;
-  let failure: string | undefined;
-  stream.handlers = {
-    data: (c, b) => {
-      if (c !== chan) return stream.consumed(b.length);
-      queue.push(b);
-      wake?.();
-    },
-    msg: () => undefined,
-    close: (e) => {
-      closed = true;
-      if (e) failure = e.message;
-      wake?.();
-    },
-  };
-  async function* bytes(): AsyncGenerator<Uint8Array> {
-    for (;;) {
-      const b = queue.shift();
-      if (b) {
-        yield b;
-        stream.consumed(b.length);
-        continue;
-      }
-      if (closed) {
-        if (failure) throw new HutchError("failed", `the box's guest stopped sending: ${failure}`, "see the box's console: hutch box info");
-        return;
-      }
-      await new Promise<void>((r) => (wake = r));
-      wake = undefined;
-    }
-  }
-  return { bytes: bytes() };
 }
 
 /** Sends a packed host directory into the box with tar.in; resolves with what the guest unpacked. */
@@ -197,6 +158,11 @@ export class SnapshotService {
     return this.storePromise;
   }
 
+  /** A box's have-map, beside the store's index cache (./have.ts). */
+  private haveFile(store: Store, boxId: string): string {
+    return join(storeLocation(this.home).cacheDir, store.info.id, "have", boxId);
+  }
+
   private info(s: SnapshotRecord): SnapshotInfo {
     const box = s.source.startsWith(SOURCE_PREFIX) ? s.source.slice(SOURCE_PREFIX.length) : s.source;
     const name = this.boxes.byId(box)?.name;
@@ -224,26 +190,29 @@ export class SnapshotService {
     const progress = counts(report);
     const what = this.what();
     const common = { source, ...(label !== undefined ? { label } : {}), progress, signal, exclude: what.exclude, never: what.never };
-    const viaGuest = async (): Promise<SnapshotResult> => {
+    const viaGuest = async (): Promise<SnapshotResult & { transfer: Transfer }> => {
       const { channel } = this.boxes.channel(box.id);
-      const streams = what.roots.map((name) => {
-        const stream = channel.mux.open({
-          tool: "tar.out",
+      const g = await guestRoots({
+        mux: channel.mux,
+        capabilities: channel.hello.capabilities,
+        store,
+        boxId: box.id,
+        haveFile: this.haveFile(store, box.id),
+        roots: what.roots.map((name) => ({
+          name,
           path: BOX_ROOTS[name],
           exclude: rulesForRoot([...what.exclude, ...what.never], name),
-          meta: true,
           ...(what.ignoreFile ? { ignoreFile: what.ignoreFile } : {}),
-        });
-        return { name, stream, tar: streamBytes(stream, Chan.stdout).bytes };
+        })),
       });
+      if (g.warning) logger.warn("chunk map not used", { box: box.name, reason: g.warning });
       try {
-        return await snapshotStreams(store, streams, { ...common, tags: ["via:guest"] });
+        return await snapshotStreams(store, g.roots, { ...common, tags: ["via:guest"], ...(g.have ? { have: g.have } : {}) });
       } finally {
-        // Whatever happened, the guest stops sending what nobody reads any more.
-        for (const s of streams) s.stream.close();
+        g.close();
       }
     };
-    let result: SnapshotResult | undefined;
+    let result: (SnapshotResult & { transfer?: Transfer }) | undefined;
     if (box.state === "running") {
       report({ type: "step", n: 1, total: 1, title: `reading ${box.name} through its guest` });
       result = await viaGuest();
@@ -284,9 +253,15 @@ export class SnapshotService {
     const rec = await store.getSnapshot(result.id);
     const info = this.info(rec);
     logger.info("snapshot taken", { box: box.name, snapshot: info.id, files: info.files, added: info.bytesAdded, via: info.via });
+    const t = result.transfer;
+    if (t)
+      report({
+        type: "detail",
+        text: `the box sent ${t.bytes} bytes: ${t.chunksSent} chunks, and named ${t.chunksNamed} it had sent before`,
+      });
     report({ type: "done", summary: `snapshot ${info.id} of ${box.name}: ${info.files} files, ${info.filesChanged} changed` });
     this.created.emit(box.id, info);
-    return { snapshot: info, warnings: result.warnings };
+    return { snapshot: info, warnings: result.warnings, ...(t ? { transfer: t } : {}) };
   }
 
   /**
