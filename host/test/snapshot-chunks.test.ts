@@ -4,11 +4,11 @@
 // changed file's chunks; another box is offered nothing; a guest without
 // the tool is read by tar; and crafted records that lie are refused.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, linkSync, mkdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { existsSync, linkSync, mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { DIGEST_BYTES, dataRecord, entryRecord, haveRecord, type SnapEntry } from "@hutch/shared";
-import { connect, type Guest, type Host, startGuest } from "../../guest/test/harness.ts";
-import { setTimes, writeXattr } from "../src/snapshot/fsx.ts";
+import { Chan, DIGEST_BYTES, dataRecord, entryRecord, haveRecord, packTar, type SnapEntry } from "@hutch/shared";
+import { collect, connect, type Guest, type Host, startGuest } from "../../guest/test/harness.ts";
+import { readXattrs, setTimes, writeXattr } from "../src/snapshot/fsx.ts";
 import { guestRoots } from "../src/snapshot/guest-roots.ts";
 import { boxDigestKey, digestOf, HaveMap } from "../src/snapshot/have.ts";
 import { listSnapshots, restoreTree, type Store } from "../src/snapshot/index.ts";
@@ -105,6 +105,21 @@ describe("snap.out through the real guest", () => {
     expect(diff.filter((l) => !l.startsWith('"":'))).toEqual([]);
     expect(xattrs).toBe(true);
     expect(describeTree(join(dest, "workspace")).get("src/f3.ts")?.xattrs).toContain("user.origin");
+  });
+
+  test("restored into the box by tar.in: same bytes, modes, hard links, ns mtimes and user.* xattrs", async () => {
+    const [snap] = (await listSnapshots(store)).slice(-1);
+    const staging = join(tempDir(), "staging");
+    await restoreTree(store, snap!.id, staging, { symlinks: "any", xattrs: (n) => n.startsWith("user.") });
+    const stream = host.mux.open({ tool: "tar.in", path: join(guest.home, "Restored"), name: "ws", links: true });
+    const done = collect(stream);
+    for await (const piece of packTar(join(staging, "workspace"), { meta: true, xattrs: readXattrs }))
+      await stream.write(Chan.stdin, piece);
+    stream.eof(Chan.stdin);
+    expect(await done.closed).toBeUndefined();
+    const diff = treeDiff(describeTree(guest.workspace), describeTree(join(guest.home, "Restored", "ws")));
+    expect(diff).toEqual([]);
+    rmSync(join(guest.home, "Restored"), { recursive: true });
   });
 
   test("a second save after a one-file change sends only that file's chunk", async () => {

@@ -27,7 +27,7 @@ import { PathError } from "../paths.ts";
 import type { Req, ToolContext } from "./context.ts";
 import { ToolError } from "./context.ts";
 import { takeFrames } from "./inbox.ts";
-import { readUserXattrs } from "./xattrs.ts";
+import { readUserXattrs } from "./fsx.ts";
 
 const READ_FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
 /** Small records are gathered into writes of about this size. */

@@ -51,6 +51,7 @@ import {
   type SnapshotResult,
   type Store,
 } from "./index.ts";
+import { readXattrs } from "./fsx.ts";
 import { resolvePath, snapshotPath } from "./paths.ts";
 import { guestRoots } from "./guest-roots.ts";
 import { snapshotStreams, type Transfer } from "./stream-save.ts";
@@ -93,6 +94,11 @@ function counts(report: Report): (p: Progress) => void {
     });
 }
 
+/** A staged path's user.* attributes, for the tar sent into a box. */
+function userXattrs(path: string): [string, Uint8Array][] {
+  return readXattrs(path).filter(([n]) => n.startsWith("user."));
+}
+
 /** Sends a packed host directory into the box with tar.in; resolves with what the guest unpacked. */
 async function sendTar(channel: Channel, local: string, dir: string, name: string, signal?: AbortSignal): Promise<TarInResult> {
   const stream = channel.mux.open({ tool: "tar.in", path: dir, name, links: true });
@@ -127,7 +133,7 @@ async function sendTar(channel: Channel, local: string, dir: string, name: strin
   });
   try {
     // With snapshot metadata: hard links and exact mtimes reach the box (the guest keeps permission bits only, and its own owner).
-    for await (const chunk of packTar(local, { meta: true })) {
+    for await (const chunk of packTar(local, { meta: true, xattrs: userXattrs })) {
       signal?.throwIfAborted();
       if (!(await stream.write(Chan.stdin, chunk))) break;
     }
@@ -382,7 +388,8 @@ export class SnapshotService {
       const r = await restoreTree(store, snap.id, local, {
         ...(body.paths ? { paths: body.paths } : {}),
         modeMask: 0o777,
-        xattrs: false,
+        // Only user.* goes back into a box (its guest sets no other namespace either).
+        xattrs: (name) => name.startsWith("user."),
         progress: counts(report),
         signal,
       });

@@ -1,8 +1,11 @@
-// Extended attributes, which node:fs cannot read or write: libc's llistxattr,
-// lgetxattr and lsetxattr through bun:ffi, never following a symlink, loaded
-// on first use. Only the user.* namespace crosses the channel: security.* and
-// trusted.* say things about the box's kernel (capabilities, labels) that a
-// snapshot must not carry into another box.
+// What node:fs cannot do for a snapshot: extended attributes (llistxattr,
+// lgetxattr, lsetxattr) and mtimes to the nanosecond (utimensat; node's
+// utimes takes float seconds, ~240 ns off at today's dates), from libc
+// through bun:ffi, never following a symlink, loaded on first use. Only the
+// user.* namespace crosses the channel: security.* and trusted.* say things
+// about the box's kernel (capabilities, labels) that a snapshot must not
+// carry into another box.
+import { lutimesSync } from "node:fs";
 import { dlopen, FFIType } from "bun:ffi";
 
 const { i32, i64, ptr, u64 } = FFIType;
@@ -15,6 +18,7 @@ function open() {
     llistxattr: { args: [ptr, ptr, u64], returns: i64 },
     lgetxattr: { args: [ptr, ptr, ptr, u64], returns: i64 },
     lsetxattr: { args: [ptr, ptr, ptr, u64, i32], returns: i32 },
+    utimensat: { args: [i32, ptr, ptr, i32], returns: i32 },
   }).symbols;
 }
 
@@ -67,4 +71,21 @@ export function writeUserXattr(path: string, name: string, value: Uint8Array): b
   if (!c) return false;
   const v = value.length > 0 ? value : new Uint8Array(1);
   return c.lsetxattr(cstr(path), cstr(name), v, value.length, 0) === 0;
+}
+
+const AT_FDCWD = -100;
+const AT_SYMLINK_NOFOLLOW = 0x100;
+
+/** Sets atime and mtime of `path` (never through a symlink) to `ns` since the epoch; float-second utimes where libc is missing. */
+export function setTimes(path: string, ns: bigint): void {
+  const c = libc();
+  if (!c) {
+    const s = Number(ns) / 1e9;
+    lutimesSync(path, s, s);
+    return;
+  }
+  const sec = ns >= 0n ? ns / 1_000_000_000n : -((-ns + 999_999_999n) / 1_000_000_000n);
+  const nsec = ns - sec * 1_000_000_000n;
+  const times = new BigInt64Array([sec, nsec, sec, nsec]);
+  if (c.utimensat(AT_FDCWD, cstr(path), times, AT_SYMLINK_NOFOLLOW) !== 0) throw new Error(`utimensat ${path} failed`);
 }
