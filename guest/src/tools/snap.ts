@@ -45,7 +45,14 @@ class Out {
 
   constructor(private readonly stream: MuxStream) {}
 
-  async add(piece: Uint8Array): Promise<void> {
+  /** `large`: a chunk's bytes, written as they are after what is gathered (not copied into a batch). */
+  async add(piece: Uint8Array, large = false): Promise<void> {
+    if (large && piece.length >= BATCH) {
+      await this.flush();
+      this.bytes += piece.length;
+      if (!(await this.stream.write(Chan.stdout, piece))) throw new Closed();
+      return;
+    }
     this.parts.push(piece);
     this.size += piece.length;
     if (this.size >= BATCH) await this.flush();
@@ -275,7 +282,7 @@ class Walk {
     this.chunksSent++;
     const [head, body] = dataRecord(bytes);
     await this.out.add(head);
-    await this.out.add(body);
+    await this.out.add(body, true);
   }
 }
 

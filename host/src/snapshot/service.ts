@@ -100,7 +100,14 @@ function userXattrs(path: string): [string, Uint8Array][] {
 }
 
 /** Sends a packed host directory into the box with tar.in; resolves with what the guest unpacked. */
-async function sendTar(channel: Channel, local: string, dir: string, name: string, signal?: AbortSignal): Promise<TarInResult> {
+async function sendTar(
+  channel: Channel,
+  local: string,
+  dir: string,
+  name: string,
+  signal?: AbortSignal,
+  sent?: (bytes: number) => void,
+): Promise<TarInResult> {
   const stream = channel.mux.open({ tool: "tar.in", path: dir, name, links: true });
   const result = new Promise<TarInResult>((res, rej) => {
     let value: TarInResult | null = null;
@@ -136,6 +143,7 @@ async function sendTar(channel: Channel, local: string, dir: string, name: strin
     for await (const chunk of packTar(local, { meta: true, xattrs: userXattrs })) {
       signal?.throwIfAborted();
       if (!(await stream.write(Chan.stdin, chunk))) break;
+      sent?.(chunk.length);
     }
     stream.eof(Chan.stdin);
     return await result;
@@ -397,6 +405,25 @@ export class SnapshotService {
       report({ type: "step", n: 2, total: 2, title: `sending it into ${body.box}` });
       await this.boxes.ensureRunning(body.box);
       const { box, channel } = this.boxes.channel(body.box);
+      // A box takes a large restore slowly (a VM under tcg at a few MB/s): say how far it got, at most once a second.
+      const t0 = performance.now();
+      let bytesSent = 0;
+      let last = 0;
+      const sent = (n: number) => {
+        bytesSent += n;
+        const now = performance.now();
+        if (now - last < 1000) return;
+        last = now;
+        const elapsedMs = Math.round(now - t0);
+        report({
+          type: "counts",
+          phase: "send",
+          files: 0,
+          bytes: bytesSent,
+          rate: elapsedMs > 0 ? Math.round((bytesSent * 1000) / elapsedMs) : 0,
+          elapsedMs,
+        });
+      };
       const into: string[] = [];
       if (body.inPlace) {
         for (const top of readdirSync(local)) {
@@ -407,7 +434,8 @@ export class SnapshotService {
               `snapshot ${snap.id} holds ${top}, which is not a root of a box`,
               "restore it without --in-place",
             );
-          for (const child of readdirSync(join(local, top))) await sendTar(channel, join(local, top, child), guestRoot, child, signal);
+          for (const child of readdirSync(join(local, top)))
+            await sendTar(channel, join(local, top, child), guestRoot, child, signal, sent);
           into.push(guestRoot);
         }
       } else {
@@ -415,7 +443,7 @@ export class SnapshotService {
           .toISOString()
           .replace(/\.\d+Z$/, "Z")
           .replaceAll(":", "-");
-        await sendTar(channel, local, RESTORED_DIR, name, signal);
+        await sendTar(channel, local, RESTORED_DIR, name, signal, sent);
         into.push(`${RESTORED_DIR}/${name}`);
       }
       report({ type: "done", summary: `restored ${r.files} files of ${snap.id} into ${box.name}:${into.join(", ")}` });

@@ -174,7 +174,7 @@ async function saveStreams(
         }
       };
       const sink: TarSink = {
-        begin: async (e: TarEntry & { xattrs?: [string, string][] }) => {
+        begin: async (e: TarEntry) => {
           opts.signal?.throwIfAborted();
           if (++entries > limits.maxEntries)
             throw invalid(`the box's archives hold more than ${limits.maxEntries} entries`, "exclude some of it, or raise the limit");
@@ -401,7 +401,7 @@ async function readRecords(
   let first = true;
   const refuse = (what: string, path?: string) =>
     invalid(`the box's records of ${rootName} were refused: ${what}`, "see the daemon log", path ?? rootName);
-  const take = async (length: number) => {
+  const take = (length: number) => {
     if (!due) throw refuse("a chunk outside a file");
     if (length > due.remaining) throw refuse(`file ${JSON.stringify(due.path)} got more bytes than its size`, due.path);
     if (length < h.minSize && length !== due.remaining)
@@ -445,18 +445,18 @@ async function readRecords(
             linkpath: e.target ?? "",
             ...(e.linkOf ? { link: [rootName, ...e.linkOf] } : {}),
             ...(e.xattrs ? { xattrs: e.xattrs } : {}),
-          } as TarEntry);
+          });
           if (e.type === "file" && e.size! > 0) due = { path, remaining: e.size! };
           else await sink.finish();
         } else if (r.kind === RECORD.data) {
-          await take(r.bytes.length);
+          take(r.bytes.length);
           await h.chunk(r.bytes);
           await endIfDone();
         } else {
           const held = h.have.map.named(r.digest);
           if (!held) throw refuse("the box named a chunk it was not offered and did not send", due?.path);
           if (held.length !== r.length) throw refuse("the box named a chunk with the wrong length", due?.path);
-          await take(held.length);
+          take(held.length);
           h.named(held.id, held.length);
           await endIfDone();
         }
