@@ -21,7 +21,7 @@ describe("connections", () => {
     expect(await h.hello).toMatchObject({
       protocol: 1,
       agent: "hutch-guest",
-      capabilities: ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop", "mcp"],
+      capabilities: ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop", "mcp", "chunks"],
     });
     const { c } = await call(h, { tool: "exec", argv: ["echo", "still here"] });
     expect(c.text()).toBe("still here\n");

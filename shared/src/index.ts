@@ -9,7 +9,6 @@ export * from "./protocol/follow.ts";
 export * from "./idempotency.ts";
 export * from "./ops.ts";
 export * from "./ndjson.ts";
-export * from "./chunk/index.ts";
 export * from "./snapshots.ts";
 export * from "./remote.ts";
 export * from "./mcp.ts";

@@ -48,8 +48,14 @@ export type SnapshotInfo = Static<typeof SnapshotInfo>;
 export const SnapshotList = Type.Array(SnapshotInfo);
 
 /** A new snapshot, and what it could not use (an unreadable parent) as warnings. */
+/** What crossed from a running box's guest for a snapshot: every byte it sent, and the chunks it sent or named as sent before. */
+export const SnapshotTransfer = Type.Object(
+  { bytes: Count, chunksSent: Count, chunksNamed: Count, bytesNamed: Count },
+  { additionalProperties: false },
+);
+export type SnapshotTransfer = Static<typeof SnapshotTransfer>;
 export const SnapshotCreateResult = Type.Object(
-  { snapshot: SnapshotInfo, warnings: Type.Array(Type.String()) },
+  { snapshot: SnapshotInfo, warnings: Type.Array(Type.String()), transfer: Type.Optional(SnapshotTransfer) },
   { additionalProperties: false },
 );
 export type SnapshotCreateResult = Static<typeof SnapshotCreateResult>;

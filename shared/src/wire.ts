@@ -1,5 +1,5 @@
 // What both ends of the agent channel share, and nothing else: the frame codec,
-// the multiplexer, the tool schemas, ids, tar and the snapshot exclude rules. hutch-guest imports only
+// the multiplexer, the tool schemas, ids, tar, the snapshot exclude rules and chunking. hutch-guest imports only
 // this entry (`@hutch/shared/wire`): every module it evaluates at start-up is
 // paid again under tcg at ~100x the host's cost (the API, event and broker
 // schemas cost a VM box ~0.4 s of boot before they were left out).
@@ -13,3 +13,4 @@ export * from "./errors.ts";
 export * from "./version.ts";
 export * from "./tar/index.ts";
 export * from "./ignore.ts";
+export * from "./chunk/index.ts";

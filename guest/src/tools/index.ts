@@ -33,6 +33,7 @@ import {
   PtyKill,
   PtyList,
   PtyOpen,
+  SnapOut,
   TarIn,
   TarOut,
   type MuxStream,
@@ -42,6 +43,7 @@ import { guard, type ToolContext } from "./context.ts";
 import { runExec } from "./exec.ts";
 import { fsList, fsRead, fsStat, fsWrite } from "./fs.ts";
 import { holdFrames } from "./inbox.ts";
+import { snapOut } from "./snap.ts";
 import { tarIn, tarOut } from "./tar.ts";
 import { portConnect, portList } from "./ports.ts";
 
@@ -65,6 +67,7 @@ const SCHEMAS: Record<ToolOpen["tool"], TSchema> = {
   "fs.write": FsWrite,
   "tar.out": TarOut,
   "tar.in": TarIn,
+  "snap.out": SnapOut,
   "net.listen": NetListen,
   "net.accept": NetAccept,
   "port.list": PortList,
@@ -133,6 +136,8 @@ export function handleOpen(stream: MuxStream, payload: unknown, ctx: ToolContext
       return guard(stream, ctx, req.tool, () => tarOut(stream, req, ctx));
     case "tar.in":
       return guard(stream, ctx, req.tool, () => tarIn(stream, req, ctx));
+    case "snap.out":
+      return guard(stream, ctx, req.tool, () => snapOut(stream, req, ctx));
     case "net.listen":
       return ctx.net.listen(stream, req);
     case "net.accept":

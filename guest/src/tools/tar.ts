@@ -7,6 +7,7 @@ import { createUnpacker, IgnoreRules, Ignorer, packTar } from "@hutch/shared/wir
 import { PathError } from "../paths.ts";
 import type { Req } from "./base.ts";
 import type { ToolContext } from "./context.ts";
+import { readUserXattrs, setTimes, writeUserXattr } from "./fsx.ts";
 import { takeFrames } from "./inbox.ts";
 
 /** Sends a pax tar of the path on chan 1, eof, then result {size} (bytes sent) and close. */
@@ -19,6 +20,7 @@ export async function tarOut(stream: MuxStream, req: Req<"tar.out">, ctx: ToolCo
     ...(rules ? { ignore: rules } : {}),
     ...(req.ignoreFile ? { ignoreFile: req.ignoreFile } : {}),
     meta: req.meta === true,
+    ...(req.meta ? { xattrs: readUserXattrs } : {}),
   })) {
     // Leaving the loop returns the iterator, which lets the packer close its files.
     if (!(await stream.write(Chan.stdout, chunk))) return;
@@ -48,6 +50,8 @@ export async function tarIn(stream: MuxStream, req: Req<"tar.in">, ctx: ToolCont
     ...(req.name ? { topName: req.name } : {}),
     ...(owner ? { owner: { uid: owner.uid, gid: owner.gid } } : {}),
     links: req.links === true,
+    // A snapshot restored: exact mtimes and user.* xattrs, through libc.
+    ...(req.links ? { exact: { setTimes, setXattr: writeUserXattr } } : {}),
   });
   let chain: Promise<void> = Promise.resolve();
   // Set once the unpacker was ended or aborted; later frames are ignored.

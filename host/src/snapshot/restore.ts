@@ -64,8 +64,8 @@ export interface RestoreOptions {
   modeMask?: number;
   /** Give entries their stored owner (needs root); default: owned by whoever restores. */
   owner?: boolean;
-  /** Restore extended attributes (default true); a filesystem or namespace that refuses one is skipped. */
-  xattrs?: boolean;
+  /** Restore extended attributes (default true), or those whose name passes; a filesystem or namespace that refuses one is skipped. */
+  xattrs?: boolean | ((name: string) => boolean);
   progress?: ProgressFn;
   signal?: AbortSignal;
 }
@@ -331,8 +331,12 @@ function applyMeta(ctx: Ctx, path: string, e: Pick<TreeEntry, "mode" | "mtime" |
 }
 
 function writeXattrs(ctx: Ctx, path: string, xattrs: [string, string][] | undefined): void {
-  if (!xattrs || ctx.opts.xattrs === false) return;
-  for (const [name, value] of xattrs) if (!writeXattr(path, name, Buffer.from(value, "base64"))) ctx.result.xattrsSkipped++;
+  const keep = ctx.opts.xattrs;
+  if (!xattrs || keep === false) return;
+  for (const [name, value] of xattrs) {
+    if (typeof keep === "function" && !keep(name)) continue;
+    if (!writeXattr(path, name, Buffer.from(value, "base64"))) ctx.result.xattrsSkipped++;
+  }
 }
 
 async function writeFile(ctx: Ctx, e: TreeEntry, path: string, rel: string, small: SmallReads): Promise<void> {

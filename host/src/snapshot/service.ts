@@ -18,7 +18,6 @@ import {
   ResultMsg,
   rulesForRoot,
   TarInResult,
-  type MuxStream,
   type OpProgress,
   type SnapshotBrowse,
   type SnapshotChange,
@@ -52,8 +51,10 @@ import {
   type SnapshotResult,
   type Store,
 } from "./index.ts";
+import { readXattrs } from "./fsx.ts";
 import { resolvePath, snapshotPath } from "./paths.ts";
-import { snapshotStreams } from "./stream-save.ts";
+import { guestRoots } from "./guest-roots.ts";
+import { snapshotStreams, type Transfer } from "./stream-save.ts";
 import { unifiedDiff } from "./textdiff.ts";
 
 const logger = log.create({ service: "snapshots" });
@@ -93,47 +94,20 @@ function counts(report: Report): (p: Progress) => void {
     });
 }
 
-/** A tool stream's bytes on one channel as an async iterable, credited only as they are taken (so a box cannot flood the host). */
-function streamBytes(stream: MuxStream, chan: number): { bytes: AsyncIterable<Uint8Array> } {
-  stream.autoCredit = false;
-  const queue: Uint8Array[] = [];
-  let wake: (() => void) | undefined;
-  let closed = false;
-  let failure: string | undefined;
-  stream.handlers = {
-    data: (c, b) => {
-      if (c !== chan) return stream.consumed(b.length);
-      queue.push(b);
-      wake?.();
-    },
-    msg: () => undefined,
-    close: (e) => {
-      closed = true;
-      if (e) failure = e.message;
-      wake?.();
-    },
-  };
-  async function* bytes(): AsyncGenerator<Uint8Array> {
-    for (;;) {
-      const b = queue.shift();
-      if (b) {
-        yield b;
-        stream.consumed(b.length);
-        continue;
-      }
-      if (closed) {
-        if (failure) throw new HutchError("failed", `the box's guest stopped sending: ${failure}`, "see the box's console: hutch box info");
-        return;
-      }
-      await new Promise<void>((r) => (wake = r));
-      wake = undefined;
-    }
-  }
-  return { bytes: bytes() };
+/** A staged path's user.* attributes, for the tar sent into a box. */
+function userXattrs(path: string): [string, Uint8Array][] {
+  return readXattrs(path).filter(([n]) => n.startsWith("user."));
 }
 
 /** Sends a packed host directory into the box with tar.in; resolves with what the guest unpacked. */
-async function sendTar(channel: Channel, local: string, dir: string, name: string, signal?: AbortSignal): Promise<TarInResult> {
+async function sendTar(
+  channel: Channel,
+  local: string,
+  dir: string,
+  name: string,
+  signal?: AbortSignal,
+  sent?: (bytes: number) => void,
+): Promise<TarInResult> {
   const stream = channel.mux.open({ tool: "tar.in", path: dir, name, links: true });
   const result = new Promise<TarInResult>((res, rej) => {
     let value: TarInResult | null = null;
@@ -166,9 +140,10 @@ async function sendTar(channel: Channel, local: string, dir: string, name: strin
   });
   try {
     // With snapshot metadata: hard links and exact mtimes reach the box (the guest keeps permission bits only, and its own owner).
-    for await (const chunk of packTar(local, { meta: true })) {
+    for await (const chunk of packTar(local, { meta: true, xattrs: userXattrs })) {
       signal?.throwIfAborted();
       if (!(await stream.write(Chan.stdin, chunk))) break;
+      sent?.(chunk.length);
     }
     stream.eof(Chan.stdin);
     return await result;
@@ -195,6 +170,11 @@ export class SnapshotService {
       throw err;
     });
     return this.storePromise;
+  }
+
+  /** A box's have-map, beside the store's index cache (./have.ts). */
+  private haveFile(store: Store, boxId: string): string {
+    return join(storeLocation(this.home).cacheDir, store.info.id, "have", boxId);
   }
 
   private info(s: SnapshotRecord): SnapshotInfo {
@@ -224,26 +204,29 @@ export class SnapshotService {
     const progress = counts(report);
     const what = this.what();
     const common = { source, ...(label !== undefined ? { label } : {}), progress, signal, exclude: what.exclude, never: what.never };
-    const viaGuest = async (): Promise<SnapshotResult> => {
+    const viaGuest = async (): Promise<SnapshotResult & { transfer: Transfer }> => {
       const { channel } = this.boxes.channel(box.id);
-      const streams = what.roots.map((name) => {
-        const stream = channel.mux.open({
-          tool: "tar.out",
+      const g = await guestRoots({
+        mux: channel.mux,
+        capabilities: channel.hello.capabilities,
+        store,
+        boxId: box.id,
+        haveFile: this.haveFile(store, box.id),
+        roots: what.roots.map((name) => ({
+          name,
           path: BOX_ROOTS[name],
           exclude: rulesForRoot([...what.exclude, ...what.never], name),
-          meta: true,
           ...(what.ignoreFile ? { ignoreFile: what.ignoreFile } : {}),
-        });
-        return { name, stream, tar: streamBytes(stream, Chan.stdout).bytes };
+        })),
       });
+      if (g.warning) logger.warn("chunk map not used", { box: box.name, reason: g.warning });
       try {
-        return await snapshotStreams(store, streams, { ...common, tags: ["via:guest"] });
+        return await snapshotStreams(store, g.roots, { ...common, tags: ["via:guest"], ...(g.have ? { have: g.have } : {}) });
       } finally {
-        // Whatever happened, the guest stops sending what nobody reads any more.
-        for (const s of streams) s.stream.close();
+        g.close();
       }
     };
-    let result: SnapshotResult | undefined;
+    let result: (SnapshotResult & { transfer?: Transfer }) | undefined;
     if (box.state === "running") {
       report({ type: "step", n: 1, total: 1, title: `reading ${box.name} through its guest` });
       result = await viaGuest();
@@ -284,9 +267,15 @@ export class SnapshotService {
     const rec = await store.getSnapshot(result.id);
     const info = this.info(rec);
     logger.info("snapshot taken", { box: box.name, snapshot: info.id, files: info.files, added: info.bytesAdded, via: info.via });
+    const t = result.transfer;
+    if (t)
+      report({
+        type: "detail",
+        text: `the box sent ${t.bytes} bytes: ${t.chunksSent} chunks, and named ${t.chunksNamed} it had sent before`,
+      });
     report({ type: "done", summary: `snapshot ${info.id} of ${box.name}: ${info.files} files, ${info.filesChanged} changed` });
     this.created.emit(box.id, info);
-    return { snapshot: info, warnings: result.warnings };
+    return { snapshot: info, warnings: result.warnings, ...(t ? { transfer: t } : {}) };
   }
 
   /**
@@ -407,7 +396,8 @@ export class SnapshotService {
       const r = await restoreTree(store, snap.id, local, {
         ...(body.paths ? { paths: body.paths } : {}),
         modeMask: 0o777,
-        xattrs: false,
+        // Only user.* goes back into a box (its guest sets no other namespace either).
+        xattrs: (name) => name.startsWith("user."),
         progress: counts(report),
         signal,
       });
@@ -415,6 +405,25 @@ export class SnapshotService {
       report({ type: "step", n: 2, total: 2, title: `sending it into ${body.box}` });
       await this.boxes.ensureRunning(body.box);
       const { box, channel } = this.boxes.channel(body.box);
+      // A box takes a large restore slowly (a VM under tcg at a few MB/s): say how far it got, at most once a second.
+      const t0 = performance.now();
+      let bytesSent = 0;
+      let last = 0;
+      const sent = (n: number) => {
+        bytesSent += n;
+        const now = performance.now();
+        if (now - last < 1000) return;
+        last = now;
+        const elapsedMs = Math.round(now - t0);
+        report({
+          type: "counts",
+          phase: "send",
+          files: 0,
+          bytes: bytesSent,
+          rate: elapsedMs > 0 ? Math.round((bytesSent * 1000) / elapsedMs) : 0,
+          elapsedMs,
+        });
+      };
       const into: string[] = [];
       if (body.inPlace) {
         for (const top of readdirSync(local)) {
@@ -425,7 +434,8 @@ export class SnapshotService {
               `snapshot ${snap.id} holds ${top}, which is not a root of a box`,
               "restore it without --in-place",
             );
-          for (const child of readdirSync(join(local, top))) await sendTar(channel, join(local, top, child), guestRoot, child, signal);
+          for (const child of readdirSync(join(local, top)))
+            await sendTar(channel, join(local, top, child), guestRoot, child, signal, sent);
           into.push(guestRoot);
         }
       } else {
@@ -433,7 +443,7 @@ export class SnapshotService {
           .toISOString()
           .replace(/\.\d+Z$/, "Z")
           .replaceAll(":", "-");
-        await sendTar(channel, local, RESTORED_DIR, name, signal);
+        await sendTar(channel, local, RESTORED_DIR, name, signal, sent);
         into.push(`${RESTORED_DIR}/${name}`);
       }
       report({ type: "done", summary: `restored ${r.files} files of ${snap.id} into ${box.name}:${into.join(", ")}` });

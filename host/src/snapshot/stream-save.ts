@@ -1,30 +1,59 @@
-// snapshotStreams: a snapshot of archives rather than of a directory: a
-// running box's roots, each packed by its guest as a pax tar (tar.out) and
-// read here as untrusted input. Every entry is checked like a tree read from
-// the store (one safe name, a directory before what it holds, no name twice)
-// and bounded (entries, bytes); file bytes are chunked as they arrive, so
-// memory stays at a couple of chunks whatever the file sizes, and only chunks
-// the store lacks are stored. With tar.out's `meta` the archive carries exact
-// mtimes, owners and hard links (a link entry naming a file sent before it,
-// stored as one link group with the same chunks); it carries no xattrs, and
-// entries have ino and ctime 0 (no fast path: every byte crosses).
+// snapshotStreams: a snapshot of streams rather than of a directory: a
+// running box's roots, each sent by its guest and read here as untrusted
+// input. Two forms: snap.out's chunk records (the guest cut the files with
+// the store's chunker and names, rather than sends, the chunks this box's
+// have-map offered: ./have.ts), or, from a guest without it, a pax tar
+// (tar.out) chunked here as it arrives. Every entry is checked like a tree
+// read from the store (one safe name, a directory before what it holds, no
+// name twice) and bounded (entries, bytes, chunk lengths); a sent chunk's id
+// is computed here, a named one is only ever what the host's own map says
+// (a guest that lies spoils only its own snapshot). Memory stays at a couple
+// of chunks whatever the file sizes, and only chunks the store lacks are
+// stored. Exact mtimes, owners and hard links (a link entry naming a file
+// sent before it, stored as one link group with the same chunks) come with
+// both forms; user.* xattrs with records only. Entries have ino and ctime 0:
+// there is no fast path, but with records an unchanged file costs its
+// digests, not its bytes.
 import { IgnoreRules, Ignorer, type TarEntry, TarParser, type TarSink } from "@hutch/shared/wire";
-import { newId } from "@hutch/shared";
+import { check, firstError, newId, RECORD, RecordReader, SnapEntry } from "@hutch/shared";
 import { hex } from "./crypto.ts";
+import { digestOf, type HaveMap } from "./have.ts";
 import { StoreError, invalid } from "./errors.ts";
 import { emptyStats, type SnapshotBody } from "./objects.ts";
 import { Meter } from "./progress.ts";
 import { type SnapshotOptions, type SnapshotResult, findParent } from "./save.ts";
 import { SaveRegistration } from "./saves.ts";
 import type { Store } from "./store.ts";
-import { TREE_LIMITS, type TreeEntry, compareNames, encodeTree, nameProblem } from "./tree.ts";
+import { TREE_LIMITS, type TreeEntry, compareNames, encodeTree, nameProblem, xattrsProblem } from "./tree.ts";
 import { BlobWriter } from "./writer.ts";
 
-export interface StreamRoot {
+export type StreamRoot = {
   /** The directory it becomes at the snapshot's top ("workspace"). */
   name: string;
-  /** A tar whose single top entry is the root directory. */
-  tar: AsyncIterable<Uint8Array> | Iterable<Uint8Array>;
+} & (
+  | {
+      /** A tar whose single top entry is the root directory. */
+      tar: AsyncIterable<Uint8Array> | Iterable<Uint8Array>;
+    }
+  | {
+      /** snap.out's records (shared/src/chunk/records.ts); the first entry is the root directory. */
+      records: AsyncIterable<Uint8Array> | Iterable<Uint8Array>;
+    }
+);
+
+/** What the box's records may name, and the key its digests are made with (./have.ts). */
+export interface StreamHave {
+  map: HaveMap;
+  key: Uint8Array;
+}
+
+/** What crossed the channel: all bytes the box sent, and the chunks it sent or named instead. */
+export interface Transfer {
+  bytes: number;
+  chunksSent: number;
+  chunksNamed: number;
+  /** Bytes of file content the named chunks stood for (not sent). */
+  bytesNamed: number;
 }
 
 export interface StreamLimits {
@@ -43,11 +72,16 @@ interface Dir {
   depth: number;
 }
 
+type StreamOptions = SnapshotOptions & { limits?: StreamLimits; have?: StreamHave };
+
+/** Only user.* attributes are kept from a box: the others speak for its kernel (capabilities, labels). */
+const BOX_XATTR = /^user\./;
+
 export async function snapshotStreams(
   store: Store,
   roots: StreamRoot[],
-  opts: SnapshotOptions & { limits?: StreamLimits } = {},
-): Promise<SnapshotResult> {
+  opts: StreamOptions = {},
+): Promise<SnapshotResult & { transfer: Transfer }> {
   const t0 = performance.now();
   for (const r of roots) {
     const bad = nameProblem(r.name);
@@ -65,9 +99,9 @@ async function saveStreams(
   store: Store,
   reg: SaveRegistration,
   roots: StreamRoot[],
-  opts: SnapshotOptions & { limits?: StreamLimits },
+  opts: StreamOptions,
   t0: number,
-): Promise<SnapshotResult> {
+): Promise<SnapshotResult & { transfer: Transfer }> {
   const started = reg.started;
   const limits = opts.limits ?? DEFAULT_STREAM_LIMITS;
   const source = opts.source ?? roots.map((r) => r.name).join(":");
@@ -121,6 +155,7 @@ async function saveStreams(
   /** A file sent with further hard links → every entry of its group. */
   const linkGroups = new Map<TreeEntry, TreeEntry[]>();
   let skipping = false;
+  const transfer: Transfer = { bytes: 0, chunksSent: 0, chunksNamed: 0, bytesNamed: 0 };
 
   try {
     for (const root of roots) {
@@ -133,6 +168,7 @@ async function saveStreams(
           const cut = chunker.cut(buf, start, end, final);
           if (cut < 0) break;
           file!.ids.push(hex(await writer.put("data", buf.slice(start, cut))));
+          transfer.chunksSent++;
           meter.bytes += cut - start;
           start = cut;
         }
@@ -160,7 +196,10 @@ async function saveStreams(
           }
           if (home?.children.has(name)) throw invalid(`entry ${JSON.stringify(path)} from the box is sent twice`, undefined, path);
           const mtime = String(e.mtimeNs ?? BigInt(e.mtime) * 1_000_000_000n);
-          const base = { name, mode: e.mode & 0o7777, mtime, uid: e.uid ?? 0, gid: e.gid ?? 0 };
+          const xattrs = e.xattrs?.filter(([n]) => BOX_XATTR.test(n));
+          const xBad = xattrs?.length ? xattrsProblem(xattrs) : null;
+          if (xBad) throw invalid(`entry ${JSON.stringify(path)} from the box ${xBad}`, undefined, path);
+          const base = { name, mode: e.mode & 0o7777, mtime, uid: e.uid ?? 0, gid: e.gid ?? 0, ...(xattrs?.length ? { xattrs } : {}) };
           let entry: TreeEntry;
           if (e.type === "hardlink") {
             // Another name for a file this archive sent before: the same chunks, one link group.
@@ -242,19 +281,49 @@ async function saveStreams(
           meter.tick();
         },
       };
-      const parser = new TarParser(sink, {
-        topName: root.name,
-        meta: true,
-        maxBytes: limits.maxBytes,
-        maxEntries: limits.maxEntries,
-        maxMeta: MAX_META,
-      });
-      try {
-        for await (const piece of root.tar) await parser.push(piece);
-        parser.finish();
-      } catch (err) {
-        if (err instanceof StoreError) throw err;
-        throw invalid(`the box's archive of ${root.name} was refused: ${(err as Error).message}`, "see the daemon log", root.name);
+      if ("tar" in root) {
+        const parser = new TarParser(sink, {
+          topName: root.name,
+          meta: true,
+          maxBytes: limits.maxBytes,
+          maxEntries: limits.maxEntries,
+          maxMeta: MAX_META,
+        });
+        try {
+          for await (const piece of root.tar) {
+            transfer.bytes += piece.length;
+            await parser.push(piece);
+          }
+          parser.finish();
+        } catch (err) {
+          if (err instanceof StoreError) throw err;
+          throw invalid(`the box's archive of ${root.name} was refused: ${(err as Error).message}`, "see the daemon log", root.name);
+        }
+      } else {
+        if (!opts.have) throw invalid("records from a box need its chunk map");
+        await readRecords(root.name, root.records, sink, {
+          have: opts.have,
+          minSize: chunker.params.minSize,
+          maxSize: max,
+          transfer,
+          chunk: async (bytes) => {
+            if (!file) return;
+            const id = await writer.put("data", bytes);
+            opts.have!.map.sent(digestOf(opts.have!.key, bytes), id, bytes.length);
+            transfer.chunksSent++;
+            file.ids.push(hex(id));
+            file.size += bytes.length;
+            meter.bytes += bytes.length;
+          },
+          named: (id, length) => {
+            if (!file) return;
+            transfer.chunksNamed++;
+            transfer.bytesNamed += length;
+            file.ids.push(hex(id));
+            file.size += length;
+            meter.bytes += length;
+          },
+        });
       }
       if (!top.some((e) => e.name === root.name)) throw invalid(`the box sent an empty archive for ${root.name}`);
     }
@@ -293,9 +362,111 @@ async function saveStreams(
     const name = await reg.commit(body, opts.pause);
     meter.bytesNew = stats.bytesStored;
     meter.finish();
-    return { id: body.id, name, stats, skipped: [], warnings };
+    // Only a committed snapshot's chunks may be offered to the box again.
+    opts.have?.map.save();
+    return { id: body.id, name, stats, skipped: [], warnings, transfer };
   } catch (err) {
     await writer.discard();
     throw err;
   }
+}
+
+interface RecordHandlers {
+  have: StreamHave;
+  minSize: number;
+  maxSize: number;
+  transfer: Transfer;
+  /** A chunk the box sent, of the file begun last (nothing when the sink left that file out). */
+  chunk(bytes: Uint8Array): Promise<void>;
+  /** A chunk the box named, found in the map. */
+  named(id: Uint8Array, length: number): void;
+}
+
+/**
+ * Feeds one root's records to the same sink a tar feeds: an entry becomes a
+ * begin (and a finish once a file's chunks add up to its size), a sent chunk
+ * is stored, a named one is looked up in the host's own map. Chunk lengths
+ * are checked against the store's sizes: none longer than the largest, none
+ * shorter than the smallest but a file's last, none past the file's size.
+ */
+async function readRecords(
+  rootName: string,
+  records: AsyncIterable<Uint8Array> | Iterable<Uint8Array>,
+  sink: TarSink,
+  h: RecordHandlers,
+): Promise<void> {
+  const reader = new RecordReader(h.maxSize);
+  /** The file whose chunks are due, and how many bytes of them are still to come. */
+  let due: { path: string; remaining: number } | undefined;
+  let first = true;
+  const refuse = (what: string, path?: string) =>
+    invalid(`the box's records of ${rootName} were refused: ${what}`, "see the daemon log", path ?? rootName);
+  const take = (length: number) => {
+    if (!due) throw refuse("a chunk outside a file");
+    if (length > due.remaining) throw refuse(`file ${JSON.stringify(due.path)} got more bytes than its size`, due.path);
+    if (length < h.minSize && length !== due.remaining)
+      throw refuse(`file ${JSON.stringify(due.path)} has a chunk shorter than the store's smallest before its end`, due.path);
+    due.remaining -= length;
+  };
+  const endIfDone = async () => {
+    if (due && due.remaining === 0) {
+      due = undefined;
+      await sink.finish();
+    }
+  };
+  try {
+    for await (const piece of records) {
+      h.transfer.bytes += piece.length;
+      for (const r of reader.push(piece)) {
+        if (r.kind === RECORD.entry) {
+          if (due) throw refuse(`file ${JSON.stringify(due.path)} ended ${due.remaining} bytes short`, due.path);
+          if (!check(SnapEntry, r.entry)) throw refuse(`a malformed entry: ${firstError(SnapEntry, r.entry)}`);
+          const e = r.entry;
+          if (first !== (e.path.length === 0) || (first && e.type !== "dir"))
+            throw refuse("the first entry is not the root directory, or the only one");
+          first = false;
+          const parts = [rootName, ...e.path];
+          const path = parts.join("/");
+          const kindOk =
+            (e.type === "file") === (e.size !== undefined) &&
+            (e.type === "symlink") === (e.target !== undefined) &&
+            (e.type === "hardlink") === (e.linkOf !== undefined);
+          if (!kindOk) throw refuse(`entry ${JSON.stringify(path)} has fields that do not fit its type`, path);
+          const mtimeNs = BigInt(e.mtime);
+          await sink.begin({
+            parts,
+            type: e.type,
+            mode: e.mode,
+            mtime: Number(mtimeNs / 1_000_000_000n),
+            mtimeNs,
+            uid: e.uid,
+            gid: e.gid,
+            size: e.size ?? 0,
+            linkpath: e.target ?? "",
+            ...(e.linkOf ? { link: [rootName, ...e.linkOf] } : {}),
+            ...(e.xattrs ? { xattrs: e.xattrs } : {}),
+          });
+          if (e.type === "file" && e.size! > 0) due = { path, remaining: e.size! };
+          else await sink.finish();
+        } else if (r.kind === RECORD.data) {
+          take(r.bytes.length);
+          await h.chunk(r.bytes);
+          await endIfDone();
+        } else {
+          const held = h.have.map.named(r.digest);
+          if (!held) throw refuse("the box named a chunk it was not offered and did not send", due?.path);
+          if (held.length !== r.length) throw refuse("the box named a chunk with the wrong length", due?.path);
+          take(held.length);
+          h.named(held.id, held.length);
+          await endIfDone();
+        }
+      }
+    }
+    reader.finish();
+  } catch (err) {
+    if (err instanceof StoreError) throw err;
+    throw refuse((err as Error).message);
+  }
+  if (due) throw refuse(`file ${JSON.stringify(due.path)} ended ${due.remaining} bytes short`, due.path);
+  if (first) throw refuse("no entries");
 }

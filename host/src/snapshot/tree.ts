@@ -125,18 +125,21 @@ function entryProblem(e: Record<string, unknown>): string | null {
     if (typeof t !== "string" || t === "" || t.includes("\0") || enc.encode(t).length > TREE_LIMITS.targetBytes)
       return "has a bad symlink target";
   }
-  if (e.xattrs !== undefined) {
-    const x = e.xattrs;
-    if (!Array.isArray(x) || x.length === 0 || x.length > TREE_LIMITS.xattrs) return "has a bad xattr list";
-    let prev = "";
-    for (const pair of x) {
-      if (!Array.isArray(pair) || pair.length !== 2) return "has a bad xattr";
-      const [n, v] = pair as unknown[];
-      if (typeof n !== "string" || n === "" || n.includes("\0") || enc.encode(n).length > TREE_LIMITS.xattrNameBytes || n <= prev)
-        return "has a bad or unsorted xattr name";
-      if (typeof v !== "string" || !BASE64.test(v) || (v.length * 3) / 4 > TREE_LIMITS.xattrValueBytes + 2) return "has a bad xattr value";
-      prev = n;
-    }
+  if (e.xattrs !== undefined) return xattrsProblem(e.xattrs);
+  return null;
+}
+
+/** Why an xattr list is not one a tree may hold (non-empty, bounded, sorted unique names, base64 values), or null. */
+export function xattrsProblem(x: unknown): string | null {
+  if (!Array.isArray(x) || x.length === 0 || x.length > TREE_LIMITS.xattrs) return "has a bad xattr list";
+  let prev = "";
+  for (const pair of x) {
+    if (!Array.isArray(pair) || pair.length !== 2) return "has a bad xattr";
+    const [n, v] = pair as unknown[];
+    if (typeof n !== "string" || n === "" || n.includes("\0") || enc.encode(n).length > TREE_LIMITS.xattrNameBytes || n <= prev)
+      return "has a bad or unsorted xattr name";
+    if (typeof v !== "string" || !BASE64.test(v) || (v.length * 3) / 4 > TREE_LIMITS.xattrValueBytes + 2) return "has a bad xattr value";
+    prev = n;
   }
   return null;
 }

@@ -69,6 +69,38 @@ export const TarOut = Type.Object(
   },
   { additionalProperties: false },
 );
+/**
+ * snap.out: walk a root and send it as chunk records (shared/src/chunk/records.ts)
+ * on chan 1. Before the walk the host sends `offered` digests (32 bytes each) on
+ * chan 0 and eof: chunks this box's own snapshots hold, which the guest names
+ * instead of sending. Capability `chunks`.
+ */
+export const SnapOut = Type.Object(
+  {
+    tool: Type.Literal("snap.out"),
+    path: GuestPath,
+    exclude: Type.Optional(Type.Array(Type.String({ maxLength: 256 }), { maxItems: 1000 })),
+    ignoreFile: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$" })),
+    /** The store's chunk sizes and gear table (256 little-endian u32 words, base64) for this save. */
+    chunk: Type.Object(
+      { minSize: Type.Integer({ minimum: 1 }), avgSize: Type.Integer({ minimum: 1 }), maxSize: Type.Integer({ minimum: 1 }) },
+      { additionalProperties: false },
+    ),
+    gear: Type.String({ minLength: 1368, maxLength: 1368 }),
+    /** The box's digest key (32 bytes, base64): a chunk's digest is HMAC-SHA-256(key, bytes). */
+    digestKey: Type.String({ minLength: 44, maxLength: 44 }),
+    offered: Type.Integer({ minimum: 0, maximum: 250_000 }),
+  },
+  { additionalProperties: false },
+);
+/** snap.out's result: what the walk sent (record bytes in all), and the chunks sent and named. */
+export const SnapOutResult = Type.Object({
+  entries: Type.Integer({ minimum: 0 }),
+  bytesSent: Type.Integer({ minimum: 0 }),
+  chunksSent: Type.Integer({ minimum: 0 }),
+  chunksNamed: Type.Integer({ minimum: 0 }),
+});
+export type SnapOutResult = Static<typeof SnapOutResult>;
 export const TarIn = Type.Object(
   {
     tool: Type.Literal("tar.in"),
@@ -272,6 +304,7 @@ export const ToolOpen = Type.Union([
   FsWrite,
   TarOut,
   TarIn,
+  SnapOut,
   NetListen,
   NetAccept,
   PortList,
@@ -478,4 +511,4 @@ export type GuestHello = Static<typeof GuestHello>;
 export const ShutdownMsg = Type.Object({ type: Type.Literal("shutdown"), graceMs: Type.Integer({ minimum: 0, maximum: 600000 }) });
 export type ShutdownMsg = Static<typeof ShutdownMsg>;
 
-export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop", "mcp"] as const;
+export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop", "mcp", "chunks"] as const;

@@ -59,6 +59,25 @@ function seconds(e: Entry): number {
 interface DirMeta {
   mode: number;
   mtime: number;
+  entry: Entry;
+}
+
+/**
+ * What node:fs cannot do and a faithful snapshot restore needs, given by
+ * the caller's libc: mtimes to the nanosecond and extended attributes, on a
+ * path, never through a symlink. Used only for entries with exact metadata.
+ */
+export interface ExactFs {
+  setTimes(path: string, ns: bigint): void;
+  /** False when the filesystem or the namespace refuses it (the restore goes on). */
+  setXattr(path: string, name: string, value: Uint8Array): boolean;
+}
+
+function fromBase64(s: string): Uint8Array {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
 }
 
 export class Extractor implements EntrySink {
@@ -82,7 +101,22 @@ export class Extractor implements EntrySink {
     private readonly destDir: string,
     private readonly modeMask = 0o777,
     private readonly owner?: { uid: number; gid: number },
+    private readonly exact?: ExactFs,
   ) {}
+
+  /** xattrs, then the exact mtime (last: nothing after it may touch the entry's times). */
+  private applyExact(rel: string, abs: string, e: Entry): void {
+    const x = this.exact;
+    if (!x) return;
+    for (const [n, v] of e.xattrs ?? []) x.setXattr(abs, n, fromBase64(v));
+    if (e.mtimeNs !== undefined) {
+      try {
+        x.setTimes(abs, e.mtimeNs);
+      } catch (err) {
+        throw fsFailure(rel, "set exact mtime", err);
+      }
+    }
+  }
 
   /** Gives a new entry to the owner, never through a symlink. */
   private async own(rel: string, abs: string): Promise<void> {
@@ -105,13 +139,14 @@ export class Extractor implements EntrySink {
           await this.own(rel, abs);
         } else if (existing !== "dir") throw new TarError(`entry "${rel}": directory would replace an existing ${existing}`);
         this.dirs.add(rel);
-        this.dirMeta.set(rel, { mode: entry.mode & this.modeMask & 0o777, mtime: seconds(entry) });
+        this.dirMeta.set(rel, { mode: entry.mode & this.modeMask & 0o777, mtime: seconds(entry), entry });
         return;
       case "symlink":
         if (existing !== undefined) throw new TarError(`entry "${rel}": symlink would replace an existing ${existing}`);
         await attempt(rel, "symlink", () => symlink(entry.linkpath, abs));
         await this.own(rel, abs);
         await attempt(rel, "set symlink mtime", () => lutimes(abs, seconds(entry), seconds(entry)));
+        this.applyExact(rel, abs, entry);
         return;
       case "hardlink": {
         // Only with UnpackOptions.links, and only to a file this same archive wrote: never to anything already there.
@@ -160,6 +195,7 @@ export class Extractor implements EntrySink {
     } finally {
       await f.fh.close();
     }
+    if (this.exact) this.applyExact(f.rel, join(this.staging!, f.rel), f.entry);
   }
 
   /**
@@ -255,6 +291,7 @@ export class Extractor implements EntrySink {
         await chmod(abs, meta.mode);
         await utimes(abs, meta.mtime, meta.mtime);
       });
+      this.applyExact(rel, abs, meta.entry);
     }
   }
 }

@@ -172,7 +172,8 @@ export function paxRecord(key: string, value: string): Uint8Array {
  * Parses a pax extended header body, keeping only `keep` keys so a stream of
  * headers cannot grow memory with unrelated attributes.
  */
-export function parsePax(body: Uint8Array, keep: ReadonlySet<string>, where: string): Map<string, string> {
+export function parsePax(body: Uint8Array, keep: ReadonlySet<string> | ((key: string) => boolean), where: string): Map<string, string> {
+  const wanted = typeof keep === "function" ? keep : (k: string) => keep.has(k);
   const out = new Map<string, string>();
   let pos = 0;
   while (pos < body.length) {
@@ -190,7 +191,7 @@ export function parsePax(body: Uint8Array, keep: ReadonlySet<string>, where: str
     const eq = record.indexOf(0x3d);
     if (eq <= 0) throw new TarError(`${where}: pax record without key=value`);
     const key = decoder.decode(record.subarray(0, eq));
-    if (keep.has(key)) out.set(key, decoder.decode(record.subarray(eq + 1)));
+    if (wanted(key)) out.set(key, decoder.decode(record.subarray(eq + 1)));
     pos = end;
   }
   return out;

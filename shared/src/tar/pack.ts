@@ -5,6 +5,14 @@ import { basename, join, resolve } from "node:path";
 import { BLOCK, MAX_OCTAL_11, encodeHeader, paxRecord, utf8 } from "./header.ts";
 import { TarError } from "./error.ts";
 import { IGNORE_LIMITS, IgnoreRules, type Ignorer } from "../ignore.ts";
+import { XATTR_PAX_PREFIX } from "./parse.ts";
+
+// Runtime-neutral base64 (btoa takes a binary string).
+function base64(b: Uint8Array): string {
+  let s = "";
+  for (let i = 0; i < b.length; i += 0x8000) s += String.fromCharCode(...b.subarray(i, i + 0x8000));
+  return btoa(s);
+}
 
 /** Upper bound for a yielded chunk, so a 1 GiB file costs 256 KiB of memory. */
 export const CHUNK = 256 * 1024;
@@ -65,7 +73,7 @@ interface Entry {
   size: number;
   linkname?: string;
   /** Snapshot metadata (PackOptions.meta): exact mtime as "sec.nnnnnnnnn", and owners, as pax records. */
-  exact?: { mtime: string; uid: number; gid: number };
+  exact?: { mtime: string; uid: number; gid: number; xattrs?: [string, Uint8Array][] };
 }
 
 /** The header blocks for one entry: a pax `x` header first when ustar fields overflow. */
@@ -80,6 +88,7 @@ function headerBlocks(e: Entry): Uint8Array[] {
     records.push(paxRecord("mtime", e.exact.mtime));
     records.push(paxRecord("uid", String(e.exact.uid)));
     records.push(paxRecord("gid", String(e.exact.gid)));
+    for (const [n, v] of e.exact.xattrs ?? []) records.push(paxRecord(`${XATTR_PAX_PREFIX}${n}`, base64(v)));
   }
   const mtime = Math.min(Math.max(0, Math.floor(e.mtime)), MAX_OCTAL_11);
   const main = encodeHeader({
@@ -132,6 +141,8 @@ export interface PackOptions {
    * further hard links as link entries ('1') naming its first path here.
    */
   meta?: boolean;
+  /** With `meta`: a path's extended attributes to carry (node:fs cannot read them; the caller's libc can), never following a link. */
+  xattrs?: (path: string) => [string, Uint8Array][];
 }
 
 /** A nanosecond time as pax's decimal seconds, "sec.nnnnnnnnn" (negative before 1970). */
@@ -159,7 +170,8 @@ export async function* packTar(path: string, opts: PackOptions = {}): AsyncItera
     let exact: Entry["exact"];
     if (opts.meta) {
       const big = await lstat(abs, { bigint: true });
-      exact = { mtime: exactTime(big.mtimeNs), uid: st.uid, gid: st.gid };
+      const x = opts.xattrs?.(abs) ?? [];
+      exact = { mtime: exactTime(big.mtimeNs), uid: st.uid, gid: st.gid, ...(x.length > 0 ? { xattrs: x } : {}) };
     }
     const withExact = exact ? { exact } : {};
     if (st.isDirectory()) {

@@ -20,6 +20,8 @@ export interface Entry {
   gid?: number;
   /** A hardlink's target: an earlier entry's safe components (renamed by `topName`). */
   link?: string[];
+  /** With Limits.meta: extended attributes from `HUTCH.xattr.<name>` pax records, [name, base64 value], sorted by name. */
+  xattrs?: [string, string][];
 }
 
 export interface EntrySink {
@@ -46,6 +48,10 @@ export interface Limits {
 const SPARSE_KEYS = ["GNU.sparse.major", "GNU.sparse.size", "GNU.sparse.realsize", "GNU.sparse.map"];
 const PAX_KEYS: ReadonlySet<string> = new Set(["path", "linkpath", "size", "mtime", ...SPARSE_KEYS]);
 const META_KEYS: ReadonlySet<string> = new Set([...PAX_KEYS, "uid", "gid"]);
+/** Extended attributes ride in pax records of this prefix, base64 (pax values are UTF-8 text; xattr values are bytes). */
+export const XATTR_PAX_PREFIX = "HUTCH.xattr.";
+const XATTR_MAX = { count: 256, nameBytes: 255, valueChars: Math.ceil((64 * 1024) / 3) * 4 };
+const isMetaKey = (k: string) => META_KEYS.has(k) || k.startsWith(XATTR_PAX_PREFIX);
 
 /**
  * Refused type flags, with the reason. Hardlinks could point at any path already
@@ -182,7 +188,7 @@ export class TarParser {
     if (this.state.remaining === 0) this.state = { kind: "header" };
     const where = `extended header before byte ${this.offset}`;
     if (flag === "x") {
-      for (const [k, v] of parsePax(body, this.limits.meta ? META_KEYS : PAX_KEYS, where)) this.pending.set(k, v);
+      for (const [k, v] of parsePax(body, this.limits.meta ? isMetaKey : PAX_KEYS, where)) this.pending.set(k, v);
     } else if (flag === "L" || flag === "K") {
       // GNU long names: the body is the name, NUL-terminated.
       const end = body.indexOf(0);
@@ -280,8 +286,23 @@ function paxNumber(text: string | undefined, key: "size" | "mtime", shown: strin
 }
 
 /** Exact mtime and owners from pax records, each checked. */
-function metaOf(meta: Map<string, string>, shown: string): Pick<Entry, "mtimeNs" | "uid" | "gid"> {
-  const out: Pick<Entry, "mtimeNs" | "uid" | "gid"> = {};
+function metaOf(meta: Map<string, string>, shown: string): Pick<Entry, "mtimeNs" | "uid" | "gid" | "xattrs"> {
+  const out: Pick<Entry, "mtimeNs" | "uid" | "gid" | "xattrs"> = {};
+  const xattrs: [string, string][] = [];
+  for (const [k, v] of meta) {
+    if (!k.startsWith(XATTR_PAX_PREFIX)) continue;
+    const name = k.slice(XATTR_PAX_PREFIX.length);
+    if (
+      name === "" ||
+      new TextEncoder().encode(name).length > XATTR_MAX.nameBytes ||
+      v.length > XATTR_MAX.valueChars ||
+      !/^[A-Za-z0-9+/]*={0,2}$/.test(v)
+    )
+      throw new TarError(`entry ${shown}: a bad extended attribute record`);
+    xattrs.push([name, v]);
+  }
+  if (xattrs.length > XATTR_MAX.count) throw new TarError(`entry ${shown}: more than ${XATTR_MAX.count} extended attributes`);
+  if (xattrs.length > 0) out.xattrs = xattrs.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   const m = meta.get("mtime");
   if (m !== undefined) {
     const t = /^(-?[0-9]{1,16})(?:\.([0-9]{1,9}))?$/.exec(m);

@@ -1,7 +1,7 @@
 // The Unpacker: a TarParser feeding an Extractor, with calls serialised and any
 // failure tearing down the staging directory.
 import { TarError } from "./error.ts";
-import { Extractor } from "./extract.ts";
+import { type ExactFs, Extractor } from "./extract.ts";
 import { TarParser } from "./parse.ts";
 
 export interface Unpacker {
@@ -30,6 +30,8 @@ export interface UnpackOptions {
   owner?: { uid: number; gid: number };
   /** Take hard link entries to files this archive wrote, and exact (pax) mtimes (a snapshot restored into a box). */
   links?: boolean;
+  /** With `links`: ns mtimes and extended attributes through the caller's libc (the guest's; node:fs has neither). */
+  exact?: ExactFs;
 }
 
 const DEFAULT_MAX_BYTES = 8 * 1024 ** 3;
@@ -42,7 +44,7 @@ const MAX_META = 1024 * 1024;
  * directory `destDir/.hutch-unpack-*` so a refused archive leaves nothing behind.
  */
 export function createUnpacker(destDir: string, opts: UnpackOptions = {}): Unpacker {
-  const extractor = new Extractor(destDir, 0o777 & ~(opts.umask ?? 0), opts.owner);
+  const extractor = new Extractor(destDir, 0o777 & ~(opts.umask ?? 0), opts.owner, opts.links ? opts.exact : undefined);
   const parser = new TarParser(extractor, {
     topName: opts.topName,
     meta: opts.links === true,
