@@ -13,8 +13,10 @@ import {
   type SessionCreateParams,
   type SessionView,
 } from "@hutch/shared";
-import type { Ctx } from "./extension.ts";
-import type { Node } from "./tree.ts";
+import type { LanguageClient } from "vscode-languageclient/node";
+import type { HutchBinary } from "./binary.ts";
+import type { LogPanels } from "./log/panel.ts";
+import type { HutchTree, Node } from "./tree.ts";
 import { cliEnv } from "./bridge.ts";
 import { showFailure } from "./errors.ts";
 
@@ -31,6 +33,16 @@ const ENGINE_DESCRIPTIONS: Record<EngineName, string> = {
   qemu: "a VM (needs an image: hutch image build)",
 };
 const BOX_NAME_RE = new RegExp(`^${BOX_NAME}$`);
+
+/** What the commands need from the running extension (extension.ts makes it at activation). */
+export interface Ctx {
+  tree: HutchTree;
+  logs: LogPanels;
+  client(): LanguageClient | undefined;
+  bin(): HutchBinary | undefined;
+  config(): vscode.WorkspaceConfiguration;
+  refresh(): Promise<void>;
+}
 
 export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposable[] {
   const rpc = async <T>(what: string, method: string, params?: unknown): Promise<T | undefined> => {

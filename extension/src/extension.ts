@@ -16,19 +16,10 @@ import { BinaryError, resolveHutch, type HutchBinary } from "./binary.ts";
 import { bridgeClient, cliEnv } from "./bridge.ts";
 import { HutchTree, type Node } from "./tree.ts";
 import { LogPanels } from "./log/panel.ts";
-import { registerCommands } from "./commands.ts";
+import { type Ctx, registerCommands } from "./commands.ts";
 import { registerOffload, WorkspacesTree } from "./offload.ts";
 import { registerPorts } from "./ports.ts";
 import type { Invocation } from "./cli.ts";
-
-export interface Ctx {
-  tree: HutchTree;
-  logs: LogPanels;
-  client(): LanguageClient | undefined;
-  bin(): HutchBinary | undefined;
-  config(): vscode.WorkspaceConfiguration;
-  refresh(): Promise<void>;
-}
 
 let client: LanguageClient | undefined;
 
