@@ -3,71 +3,23 @@
 // --remote. Run by tests/e2e/vscode-remote.test.ts under Node 24; prints
 // "ok <step>" per step and exits non-zero on the first failure.
 // env: BASE, WS, HUTCH, REMOTE (the remote's name), SHOT, PLAYWRIGHT_CORE, CHROMIUM
-import { createRequire } from "node:module";
-import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
+import { env, hutchCli, ok, openPage, workbench } from "./rig.mjs";
 
-const require = createRequire(import.meta.url);
-const { chromium } = require(process.env.PLAYWRIGHT_CORE);
-const run = promisify(execFile);
-const env = process.env;
 const T = 30_000;
-const t0 = Date.now();
-const ok = (msg) => console.log(`ok ${msg} [${((Date.now() - t0) / 1000).toFixed(1)}s]`);
-
 /** The CLI, on the remote as the extension is (the flag, not the environment: code-server has no HUTCH_REMOTE). */
-async function hutch(...args) {
-  const { stdout } = await run(env.HUTCH, ["--remote", env.REMOTE, ...args], { env });
-  return stdout.trim();
-}
-
-const browser = await chromium.launch({
-  executablePath: env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-dev-shm-usage",
-  ],
-});
-const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
-page.setDefaultTimeout(T);
-
-const palette = async (text) => {
-  const input = page.locator(".quick-input-widget .quick-input-box input");
-  for (let attempt = 0; ; attempt++) {
-    await page.keyboard.press("Escape");
-    await page.waitForTimeout(200);
-    await page.keyboard.press("F1");
-    try {
-      await input.waitFor({ state: "visible", timeout: 5000 });
-      await input.fill(text, { timeout: 5000 });
-      return input;
-    } catch (e) {
-      if (attempt === 2) throw e;
-    }
-  }
-};
-const command = async (title) => {
-  await palette(`>${title}`);
-  await page.locator(".quick-input-widget .monaco-list-row", { hasText: title }).first().waitFor();
-  await page.keyboard.press("Enter");
-};
+const hutch = hutchCli(["--remote", env.REMOTE]);
+const { browser, page } = await openPage({ timeoutMs: T });
+const { command, logFrame, pane } = workbench(page);
 const quickInput = async (text) => {
   const input = page.locator(".quick-input-widget .quick-input-box input");
   await input.waitFor({ state: "visible" });
   await input.fill(text);
   await page.keyboard.press("Enter");
 };
-const view = page.locator(".pane", { has: page.locator(".pane-header", { hasText: /Boxes and sessions/i }) });
+const view = pane(/Boxes and sessions/i);
 const row = (text) => view.locator('.monaco-list-row[role="treeitem"]', { hasText: text }).first();
-const logFrame = () => page.frameLocator("iframe.webview.ready >> visible=true").frameLocator("#active-frame");
 
 try {
   await page.goto(`${env.BASE}/?folder=${encodeURIComponent(env.WS)}`, { waitUntil: "domcontentloaded" });

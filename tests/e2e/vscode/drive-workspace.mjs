@@ -6,65 +6,17 @@
 // env: BASE (code-server URL), WS (the workspace folder, a git repository with
 //      a staged and an unstaged change), HUTCH (CLI binary), HUTCH_HOME, SHOT,
 //      PLAYWRIGHT_CORE, CHROMIUM
-import { createRequire } from "node:module";
-import { execFile } from "node:child_process";
-import { appendFileSync, existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, appendFileSync } from "node:fs";
 import { join } from "node:path";
-import { promisify } from "node:util";
+import { env, hutchCli, norm, ok, openPage, run, workbench } from "./rig.mjs";
 
-const require = createRequire(import.meta.url);
-const { chromium } = require(process.env.PLAYWRIGHT_CORE);
-const run = promisify(execFile);
-const env = process.env;
 const T = 60_000;
 const BOX = "e2e-off";
-const t0 = Date.now();
-const ok = (msg) => console.log(`ok ${msg} [${((Date.now() - t0) / 1000).toFixed(1)}s]`);
-const norm = (s) => (s || "").replace(/\u00a0/g, " ");
-
-async function hutch(...args) {
-  const { stdout } = await run(env.HUTCH, args, { env });
-  return stdout.trim();
-}
-
-const browser = await chromium.launch({
-  executablePath: env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-dev-shm-usage",
-  ],
-});
-const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
-const page = await context.newPage();
-page.setDefaultTimeout(T);
-
-const command = async (title) => {
-  const input = page.locator(".quick-input-widget .quick-input-box input");
-  for (let attempt = 0; ; attempt++) {
-    await page.keyboard.press("Escape");
-    await page.waitForTimeout(200);
-    await page.keyboard.press("F1");
-    try {
-      await input.waitFor({ state: "visible", timeout: 5000 });
-      await input.fill(`>${title}`, { timeout: 5000 });
-      break;
-    } catch (e) {
-      if (attempt === 2) throw e;
-    }
-  }
-  await page.locator(".quick-input-widget .monaco-list-row", { hasText: title }).first().waitFor();
-  await page.keyboard.press("Enter");
-};
+const hutch = hutchCli();
+const { browser, context, page } = await openPage({ timeoutMs: T, viewport: { width: 1400, height: 1000 } });
+const { command, notification, pane } = workbench(page);
 const quickInput = page.locator(".quick-input-widget .quick-input-box input");
 const quickRow = (text) => page.locator(".quick-input-widget .monaco-list-row", { hasText: text }).first();
-const notification = (re) => page.locator(".notifications-toasts .notification-list-item-message", { hasText: re }).first();
-const pane = (title) => page.locator(".pane", { has: page.locator(".pane-header", { hasText: title }) });
 const boxes = pane(/Boxes and sessions/i);
 const workspaces = pane(/Offloaded workspaces/i);
 const ports = pane(/^\s*Ports/i);

@@ -5,74 +5,22 @@
 // env: BASE (code-server URL), WS (workspace folder), HUTCH (CLI binary),
 //      HUTCH_HOME, SHOT (screenshot path), PLAYWRIGHT_CORE, CHROMIUM,
 //      OLD_HUTCH (a binary claiming an old version)
-import { createRequire } from "node:module";
-import { execFile } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { request } from "node:http";
-import { promisify } from "node:util";
+import { env, hutchCli, norm, ok, openPage, workbench } from "./rig.mjs";
 
-const require = createRequire(import.meta.url);
-const { chromium } = require(process.env.PLAYWRIGHT_CORE);
-const run = promisify(execFile);
-const env = process.env;
 const T = 30_000;
-const t0 = Date.now();
-const ok = (msg) => console.log(`ok ${msg} [${((Date.now() - t0) / 1000).toFixed(1)}s]`);
-const norm = (s) => (s || "").replace(/\u00a0/g, " ");
-
-async function hutch(...args) {
-  const { stdout } = await run(env.HUTCH, args, { env });
-  return stdout.trim();
-}
-
-const browser = await chromium.launch({
-  executablePath: env.CHROMIUM || "/usr/bin/chromium",
-  headless: true,
-  args: [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-dev-shm-usage",
-  ],
-});
-const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
-page.setDefaultTimeout(T);
-
-const palette = async (text) => {
-  const input = page.locator(".quick-input-widget .quick-input-box input");
-  // A closing editor or overlay can take focus back and hide the palette just opened: try again.
-  for (let attempt = 0; ; attempt++) {
-    await page.keyboard.press("Escape");
-    await page.waitForTimeout(200);
-    await page.keyboard.press("F1");
-    try {
-      await input.waitFor({ state: "visible", timeout: 5000 });
-      await input.fill(text, { timeout: 5000 });
-      return input;
-    } catch (e) {
-      if (attempt === 2) throw e;
-    }
-  }
-};
-const command = async (title) => {
-  await palette(`>${title}`);
-  await page.locator(".quick-input-widget .monaco-list-row", { hasText: title }).first().waitFor();
-  await page.keyboard.press("Enter");
-};
+const hutch = hutchCli();
+const { browser, page } = await openPage({ timeoutMs: T });
+const { command, notification, palette, logFrame, pane } = workbench(page);
 const quickInput = async (text) => {
   const input = page.locator(".quick-input-widget .quick-input-box input");
   await input.waitFor({ state: "visible" });
   await input.fill(text);
   await page.keyboard.press("Enter");
 };
-const notification = (re) => page.locator(".notifications-toasts .notification-list-item-message", { hasText: re }).first();
-const view = page.locator(".pane", { has: page.locator(".pane-header", { hasText: /Boxes and sessions/i }) });
+const view = pane(/Boxes and sessions/i);
 const row = (text) => view.locator('.monaco-list-row[role="treeitem"]', { hasText: text }).first();
-// Hidden log views keep their webview (retainContextWhenHidden): use the one on screen.
-const logFrame = () => page.frameLocator("iframe.webview.ready >> visible=true").frameLocator("#active-frame");
 /** Sets hutch.path through the Settings editor, as a user would (opened once, kept open). */
 const setHutchPath = async (value) => {
   const editor = page.locator(".settings-editor");
