@@ -4,7 +4,15 @@
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { type Static, Type } from "@sinclair/typebox";
-import { Chunker, type ChunkParams, ChunkParamsError, checkChunkParams, check as checkSchema, deriveGear, firstError } from "@hutch/shared";
+import {
+  Chunker,
+  type ChunkParams,
+  ChunkParamsError,
+  checkChunkParams,
+  check as checkSchema,
+  deriveGear,
+  firstError,
+} from "@hutch/shared/store";
 import type { Backend } from "./backend.ts";
 import { decodeIndex } from "./blob-index.ts";
 import { type StoreKeys, deriveKeys, fromHex, hex, keyedId, mac } from "./crypto.ts";
