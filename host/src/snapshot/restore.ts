@@ -218,7 +218,7 @@ async function planDir(
   needed: string,
 ): Promise<void> {
   opts.signal?.throwIfAborted();
-  const entries = await store.readTree(treeId, needed);
+  const entries = await store.readTree(treeId, needed, false);
   for (const e of entries) {
     const child = sel.all ? sel : sel.children.get(e.name);
     if (!child) continue;
@@ -257,14 +257,15 @@ class SmallReads {
     sel: Selection,
     parts: string[],
   ) {
-    for (const e of entries) {
-      if (e.type !== "file" || e.content!.length !== 1 || e.nlink !== undefined) continue;
-      if (!(sel.all || sel.children.get(e.name)?.all)) continue;
-      this.order.push({
-        name: e.name,
-        loc: ctx.store.locate("data", fromHex(e.content![0]!), `tree entry ${[...parts, e.name].join("/")}`),
-      });
-    }
+    const files = entries.filter(
+      (e) => e.type === "file" && e.content!.length === 1 && e.nlink === undefined && (sel.all || sel.children.get(e.name)?.all),
+    );
+    const locs = ctx.store.locateAll(
+      "data",
+      files.map((e) => fromHex(e.content![0]!)),
+      (i) => `tree entry ${[...parts, files[i]!.name].join("/")}`,
+    );
+    for (let i = 0; i < files.length; i++) this.order.push({ name: files[i]!.name, loc: locs[i]! });
   }
 
   /** The plaintext of a one-chunk file of this directory (undefined for one not planned here). */
@@ -302,7 +303,7 @@ class SmallReads {
 
 async function writeDir(ctx: Ctx, treeId: string, abs: string, parts: string[], sel: Selection, needed: string): Promise<void> {
   ctx.opts.signal?.throwIfAborted();
-  const entries = await ctx.store.readTree(treeId, needed);
+  const entries = await ctx.store.readTree(treeId, needed, false);
   const small = new SmallReads(ctx, entries, sel, parts);
   for (const e of entries) {
     const child = sel.all ? sel : sel.children.get(e.name);

@@ -285,6 +285,11 @@ export class Store {
     return loc;
   }
 
+  /** locate for many blobs at once, in one read of the index cache. */
+  locateAll(type: BlobType, ids: Uint8Array[], needed: (i: number) => string): Located[] {
+    return this.cache.reading(() => ids.map((id, i) => this.locate(type, id, needed(i))));
+  }
+
   async readBlob(type: BlobType, id: Uint8Array, needed: string): Promise<Uint8Array> {
     const loc = this.locate(type, id, needed);
     if (type === "tree" && loc.rawLength > TREE_LIMITS.bytes)
@@ -293,11 +298,16 @@ export class Store {
     return this.openStored(loc, stored);
   }
 
-  /** A directory's entries, checked; `needed` names what asked (for errors). */
-  async readTree(treeId: string, needed: string): Promise<TreeEntry[]> {
+  /**
+   * A directory's entries, checked; `needed` names what asked (for errors).
+   * `collect: false` leaves the garbage to the caller's own collections (a
+   * restore's, every 8 MiB of plaintext: counting its 8,000 tree reads here
+   * too cost it 0.5-0.8 s of user time for no lower peak).
+   */
+  async readTree(treeId: string, needed: string, collect = true): Promise<TreeEntry[]> {
     const bytes = await this.readBlob("tree", fromHex(treeId), needed);
     const entries = decodeTree(`tree ${treeId.slice(0, 16)} (${needed})`, bytes);
-    this.treeGarbage.drop(TREE_READ_GARBAGE + 8 * bytes.length);
+    if (collect) this.treeGarbage.drop(TREE_READ_GARBAGE + 8 * bytes.length);
     return entries;
   }
 
