@@ -1,7 +1,8 @@
 // The snapshot store against restic, on the same generated tree in the same
 // run: first snapshot, no-change snapshot, one-file-change snapshot, full
 // restore, list on a store holding 50 snapshots; stored bytes; peak RSS of
-// each step (GNU time's maximum resident set). Each hutch step runs the store
+// each step (GNU time's maximum resident set), and CPU seconds (user + system,
+// every thread) as a second view that a loaded machine distorts less. Each hutch step runs the store
 // (host/src/snapshot, what the daemon runs) in a process of its own, as
 // restic runs in one, so both RSS figures are one process's. Goals (issue):
 // at most 0.8x restic's time on each step, at most 1x its bytes and RSS.
@@ -26,7 +27,7 @@ import {
   writeSync,
   appendFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { log, repoRoot, run, describeFailure } from "./lib/env.ts";
 
@@ -165,17 +166,20 @@ function digest(root: string): string {
 interface Step {
   ms: number;
   rssKiB: number;
+  /** User plus system CPU seconds (GNU time), every thread of the process. */
+  cpuS: number;
   stdout: string;
 }
 
 async function timed(argv: string[], env: Record<string, string | undefined>, what: string): Promise<Step> {
   const rssFile = join(work, "rss");
-  const r = await run(["/usr/bin/time", "-f", "%M", "-o", rssFile, ...argv], { env, timeoutMs: 30 * 60_000 });
+  const r = await run(["/usr/bin/time", "-f", "%M %U %S", "-o", rssFile, ...argv], { env, timeoutMs: 30 * 60_000 });
   if (r.code !== 0) {
     log(describeFailure(r, what));
     process.exit(1);
   }
-  return { ms: r.ms, rssKiB: Number(readFileSync(rssFile, "utf8").trim().split("\n").at(-1)), stdout: r.stdout };
+  const [rss, user, sys] = readFileSync(rssFile, "utf8").trim().split("\n").at(-1)!.split(" ").map(Number);
+  return { ms: r.ms, rssKiB: rss!, cpuS: user! + sys!, stdout: r.stdout };
 }
 
 const work = mkdtempSync(join(tmpdir(), "hutch-bench-snap-"));
@@ -188,9 +192,11 @@ const bun = process.execPath;
 const self = import.meta.path;
 const hutch = (...rest: string[]) => [bun, self, "--worker", rest[0]!, hutchHome, ...rest.slice(1)];
 const resticArgv = (...rest: string[]) => ["restic", "-r", repo, "--quiet", ...rest];
+let loadBefore: number[] = [];
 
 try {
   const version = restic();
+  loadBefore = loadavg().map((x) => +x.toFixed(2));
   log(`generating ${SMALL} small files and ${LARGE_MIB} MiB of large files in ${tree}`);
   mkdirSync(tree);
   const made = makeTree(tree);
@@ -241,11 +247,15 @@ try {
     tree: { files: made.files, bytes: made.bytes },
     restic: version,
     cores: navigator.hardwareConcurrency,
+    loadAverage: { before: loadBefore, after: loadavg().map((x) => +x.toFixed(2)) },
     steps: rows.map((r) => ({
       step: r.step,
       hutchMs: Math.round(r.hutch.ms),
       resticMs: Math.round(r.restic.ms),
       timeRatio: +(r.hutch.ms / r.restic.ms).toFixed(2),
+      hutchCpuS: +r.hutch.cpuS.toFixed(2),
+      resticCpuS: +r.restic.cpuS.toFixed(2),
+      cpuRatio: +(r.hutch.cpuS / Math.max(r.restic.cpuS, 0.01)).toFixed(2),
       hutchRssMiB: +(r.hutch.rssKiB / 1024).toFixed(1),
       resticRssMiB: +(r.restic.rssKiB / 1024).toFixed(1),
       rssRatio: +(r.hutch.rssKiB / r.restic.rssKiB).toFixed(2),
@@ -254,11 +264,15 @@ try {
   };
   if (json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   else {
-    process.stdout.write(`tree: ${made.files} files, ${(made.bytes / MiB).toFixed(0)} MiB; ${version}; ${report.cores} cores\n\n`);
-    process.stdout.write("step                       hutch ms  restic ms  time x  hutch RSS  restic RSS  RSS x\n");
+    process.stdout.write(
+      `tree: ${made.files} files, ${(made.bytes / MiB).toFixed(0)} MiB; ${version}; ${report.cores} cores; load average ${loadBefore.join(" ")} before, ${report.loadAverage.after.join(" ")} after\n\n`,
+    );
+    process.stdout.write(
+      "step                       hutch ms  restic ms  time x  hutch RSS  restic RSS  RSS x  hutch cpu s  restic cpu s  cpu x\n",
+    );
     for (const s of report.steps) {
       process.stdout.write(
-        `${s.step.padEnd(26)} ${String(s.hutchMs).padStart(8)}  ${String(s.resticMs).padStart(9)}  ${s.timeRatio.toFixed(2).padStart(6)}  ${s.hutchRssMiB.toFixed(1).padStart(7)} M  ${s.resticRssMiB.toFixed(1).padStart(8)} M  ${s.rssRatio.toFixed(2).padStart(5)}\n`,
+        `${s.step.padEnd(26)} ${String(s.hutchMs).padStart(8)}  ${String(s.resticMs).padStart(9)}  ${s.timeRatio.toFixed(2).padStart(6)}  ${s.hutchRssMiB.toFixed(1).padStart(7)} M  ${s.resticRssMiB.toFixed(1).padStart(8)} M  ${s.rssRatio.toFixed(2).padStart(5)}  ${s.hutchCpuS.toFixed(2).padStart(11)}  ${s.resticCpuS.toFixed(2).padStart(12)}  ${s.cpuRatio.toFixed(2).padStart(5)}\n`,
       );
     }
     process.stdout.write(

@@ -240,6 +240,15 @@ export class IndexCache {
   }
 
   /**
+   * Runs `fn` (lookups only) in one read transaction: sqlite then takes and
+   * drops its shared lock once, not once per query (four syscalls each: a
+   * restore's 20k lookups made 56k fcntl and 28k fstat calls).
+   */
+  reading<T>(fn: () => T): T {
+    return this.db.transaction(fn).deferred();
+  }
+
+  /**
    * Where a blob is; null if the cache knows no copy. With `reuse`, only in a
    * pack no prune mark names: a save may point a snapshot at that copy.
    */

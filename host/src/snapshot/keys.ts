@@ -7,7 +7,7 @@
 // AES-GCM open and one HKDF (crypto.ts).
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, fsyncSync, statSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { HutchError } from "@hutch/shared";
+import { HutchError } from "@hutch/shared/store";
 import { KEY_BYTES, SALT_BYTES, nonce, objectKey, open, salt, seal } from "./crypto.ts";
 
 const KEK_FILE = "snapshots.key";

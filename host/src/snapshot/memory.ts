@@ -12,7 +12,7 @@
 export class MemoryGuard {
   private dropped = 0;
 
-  /** @param every bytes dropped between collections (a save: 4 MiB; a restore, whose dead buffers are mostly short-lived plaintext: 32 MiB) */
+  /** @param every bytes dropped between collections (a save: 4 MiB; a restore: 8 MiB, restore.ts GC_EVERY) */
   constructor(private readonly every: number) {}
 
   /** Notes `bytes` of buffers that just became garbage. */

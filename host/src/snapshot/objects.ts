@@ -6,7 +6,7 @@
 // On read the name is checked against the bytes first (so damage is reported
 // as damage, with the object's name), then the seal, then the body's schema.
 import { type Static, type TSchema, Type } from "@sinclair/typebox";
-import { check, firstError } from "@hutch/shared";
+import { check, firstError } from "@hutch/shared/store";
 import type { Backend, ObjectKind } from "./backend.ts";
 import { SALT_BYTES, contentHash, nonce, objectKey, open, salt, seal } from "./crypto.ts";
 import { corrupt } from "./errors.ts";

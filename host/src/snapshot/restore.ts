@@ -26,11 +26,10 @@ import {
   chmodSync,
   chownSync,
 } from "node:fs";
-import { open } from "node:fs/promises";
 import { basename, dirname, join, resolve } from "node:path";
 import { fromHex } from "./crypto.ts";
 import { StoreError, corrupt, invalid } from "./errors.ts";
-import { setTimes, writeXattr } from "./fsx.ts";
+import { setFdTimes, setTimes, writeXattr } from "./fsx.ts";
 import type { Located } from "./index-cache.ts";
 import { snapshotPath, resolvePath } from "./paths.ts";
 import { MemoryGuard } from "./memory.ts";
@@ -40,16 +39,20 @@ import type { TreeEntry } from "./tree.ts";
 
 export const STAGING_PREFIX = ".hutch-restore-";
 const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_NOFOLLOW ?? 0);
-/** Plaintext read ahead of the write position (two windows of this are in memory). */
-const WINDOW_BYTES = 4 * 1024 * 1024;
 /**
- * Small files being created and written on the thread pool at once. One: the
- * main thread reads and opens the next file meanwhile. More contend for the
- * directory's lock in the kernel: 20k small files took 4.0 s wall and 2.4 s
- * of system time with one in flight, 8.5 s and 6.9 s with two, 10.7 s and
- * 9.0 s with eight.
+ * A full collection after this many bytes of dropped plaintext (memory.ts).
+ * The bench's restore (scripts/bench/snapshot.ts) peaked at 122-129 MiB
+ * collecting every 32 MiB, 95-98 MiB every 8 MiB, in the same user time
+ * (1.5-1.6 s).
  */
-const IO_IN_FLIGHT = 1;
+const GC_EVERY = 8 * 1024 * 1024;
+/**
+ * Plaintext read ahead of the write position (two windows of this, their
+ * stored and decrypted bytes, are in memory). 2 MiB against 4 MiB: peak RSS
+ * 86 against 95-98 MiB, no difference in time (a window still takes at least
+ * one chunk, up to the 4 MiB maximum).
+ */
+const WINDOW_BYTES = 2 * 1024 * 1024;
 
 export interface RestoreOptions {
   /** Paths inside the snapshot to restore (with their parent directories); default everything. */
@@ -132,9 +135,10 @@ interface Ctx {
   opts: RestoreOptions;
   meter: Meter;
   result: RestoreResult;
-  /** Hard-link groups: dev:ino → the first restored path, and when it is written. */
-  links: Map<string, { path: string; written: Promise<void> }>;
-  io: Pool;
+  /** Hard-link groups: dev:ino → the first restored path (written by then: files are written one at a time). */
+  links: Map<string, string>;
+  /** The process's umask when the restore began: a file whose mode it leaves whole is created with that mode. */
+  umask: number;
   /** Directories to give their metadata once their children are in, deepest last. */
   dirs: { path: string; entry: Pick<TreeEntry, "mode" | "mtime" | "uid" | "gid" | "xattrs"> }[];
   memory: MemoryGuard;
@@ -180,15 +184,11 @@ export async function restoreTree(store: Store, snapshotRef: string, dest: strin
     result,
     links: new Map(),
     dirs: [],
-    memory: new MemoryGuard(32 * 1024 * 1024),
-    io: new Pool(IO_IN_FLIGHT),
+    memory: new MemoryGuard(GC_EVERY),
+    umask: process.umask(),
   };
   try {
-    try {
-      await writeDir(ctx, snap.tree, staging, [], selection, `snapshot ${snap.id}`);
-    } finally {
-      await ctx.io.drain();
-    }
+    await writeDir(ctx, snap.tree, staging, [], selection, `snapshot ${snap.id}`);
     // Deepest first, so setting a directory's mtime is the last change to it.
     for (let i = ctx.dirs.length - 1; i >= 0; i--) applyMeta(ctx, ctx.dirs[i]!.path, ctx.dirs[i]!.entry, "dir");
     if (destExists) {
@@ -218,7 +218,7 @@ async function planDir(
   needed: string,
 ): Promise<void> {
   opts.signal?.throwIfAborted();
-  const entries = await store.readTree(treeId, needed);
+  const entries = await store.readTree(treeId, needed, false);
   for (const e of entries) {
     const child = sel.all ? sel : sel.children.get(e.name);
     if (!child) continue;
@@ -257,14 +257,15 @@ class SmallReads {
     sel: Selection,
     parts: string[],
   ) {
-    for (const e of entries) {
-      if (e.type !== "file" || e.content!.length !== 1 || e.nlink !== undefined) continue;
-      if (!(sel.all || sel.children.get(e.name)?.all)) continue;
-      this.order.push({
-        name: e.name,
-        loc: ctx.store.locate("data", fromHex(e.content![0]!), `tree entry ${[...parts, e.name].join("/")}`),
-      });
-    }
+    const files = entries.filter(
+      (e) => e.type === "file" && e.content!.length === 1 && e.nlink === undefined && (sel.all || sel.children.get(e.name)?.all),
+    );
+    const locs = ctx.store.locateAll(
+      "data",
+      files.map((e) => fromHex(e.content![0]!)),
+      (i) => `tree entry ${[...parts, files[i]!.name].join("/")}`,
+    );
+    for (let i = 0; i < files.length; i++) this.order.push({ name: files[i]!.name, loc: locs[i]! });
   }
 
   /** The plaintext of a one-chunk file of this directory (undefined for one not planned here). */
@@ -302,7 +303,7 @@ class SmallReads {
 
 async function writeDir(ctx: Ctx, treeId: string, abs: string, parts: string[], sel: Selection, needed: string): Promise<void> {
   ctx.opts.signal?.throwIfAborted();
-  const entries = await ctx.store.readTree(treeId, needed);
+  const entries = await ctx.store.readTree(treeId, needed, false);
   const small = new SmallReads(ctx, entries, sel, parts);
   for (const e of entries) {
     const child = sel.all ? sel : sel.children.get(e.name);
@@ -343,31 +344,25 @@ async function writeFile(ctx: Ctx, e: TreeEntry, path: string, rel: string, smal
   const linkKey = e.nlink !== undefined ? `${e.dev}:${e.ino}` : undefined;
   const first = linkKey ? ctx.links.get(linkKey) : undefined;
   if (first) {
-    await first.written;
-    linkSync(first.path, path);
+    linkSync(first, path);
     ctx.result.hardlinks++;
     return;
   }
   if (e.content!.length <= 1) {
-    // One chunk at most: read it here, and let the thread pool create and write the file while the next is read.
+    // One chunk at most: read it (neighbours in a pack come in one get), then create, write and close it here.
     const plain = e.content!.length === 0 ? new Uint8Array(0) : await (small.take(e.name) ?? readChunk(ctx, e.content![0]!, rel));
     if (plain.length !== e.size) throw corrupt(`tree entry ${rel}`, `chunks add up to ${plain.length} bytes, the entry says ${e.size}`);
-    const written = ctx.io.run(async () => {
-      const fh = await open(path, CREATE_FLAGS, 0o600);
-      try {
-        let off = 0;
-        while (off < plain.length) off += (await fh.write(plain, off, plain.length - off)).bytesWritten;
-        if (ctx.opts.owner) await fh.chown(e.uid, e.gid);
-        await fh.chmod(e.mode & (ctx.opts.modeMask ?? 0o7777));
-      } finally {
-        await fh.close();
-      }
-      writeXattrs(ctx, path, e.xattrs);
-      setTimes(path, BigInt(e.mtime));
-      ctx.memory.drop(plain.length);
-    });
-    if (linkKey) ctx.links.set(linkKey, { path, written });
-    await ctx.io.room();
+    const { mode, direct } = createMode(ctx, e);
+    const fd = openSync(path, CREATE_FLAGS, direct ? mode : 0o600);
+    try {
+      let off = 0;
+      while (off < plain.length) off += writeSync(fd, plain, off, plain.length - off);
+      finishFile(ctx, fd, path, e, mode, direct);
+    } finally {
+      closeSync(fd);
+    }
+    ctx.memory.drop(plain.length);
+    if (linkKey) ctx.links.set(linkKey, path);
     ctx.result.files++;
     ctx.result.bytes += e.size!;
     ctx.meter.files++;
@@ -375,22 +370,39 @@ async function writeFile(ctx: Ctx, e: TreeEntry, path: string, rel: string, smal
     ctx.meter.tick();
     return;
   }
-  const fd = openSync(path, CREATE_FLAGS, 0o600);
+  const { mode, direct } = createMode(ctx, e);
+  const fd = openSync(path, CREATE_FLAGS, direct ? mode : 0o600);
   try {
     const written = await writeContent(ctx, fd, e.content!, rel);
     if (written !== e.size) throw corrupt(`tree entry ${rel}`, `chunks add up to ${written} bytes, the entry says ${e.size}`);
-    if (ctx.opts.owner) fchownSync(fd, e.uid, e.gid);
-    fchmodSync(fd, e.mode & (ctx.opts.modeMask ?? 0o7777));
+    finishFile(ctx, fd, path, e, mode, direct);
   } finally {
     closeSync(fd);
   }
-  writeXattrs(ctx, path, e.xattrs);
-  setTimes(path, BigInt(e.mtime));
-  if (linkKey) ctx.links.set(linkKey, { path, written: Promise.resolve() });
+  if (linkKey) ctx.links.set(linkKey, path);
   ctx.result.files++;
   ctx.result.bytes += e.size!;
   ctx.meter.files++;
   ctx.meter.tick();
+}
+
+/**
+ * The mode a file gets, and whether it can be created with it: when the
+ * umask leaves it whole and nothing needs a chmod afterwards (a chown clears
+ * setuid and setgid bits, and so may a write by a process without
+ * CAP_FSETID), which saves a syscall on nearly every file.
+ */
+function createMode(ctx: Ctx, e: TreeEntry): { mode: number; direct: boolean } {
+  const mode = e.mode & (ctx.opts.modeMask ?? 0o7777);
+  return { mode, direct: !ctx.opts.owner && (mode & 0o7000) === 0 && (mode & ctx.umask) === 0 };
+}
+
+/** Owner, mode, xattrs and times of a file whose bytes are written, through its open descriptor. */
+function finishFile(ctx: Ctx, fd: number, path: string, e: TreeEntry, mode: number, direct: boolean): void {
+  if (ctx.opts.owner) fchownSync(fd, e.uid, e.gid);
+  if (!direct) fchmodSync(fd, mode);
+  writeXattrs(ctx, path, e.xattrs);
+  setFdTimes(fd, path, BigInt(e.mtime));
 }
 
 /**
@@ -436,35 +448,6 @@ async function readChunk(ctx: Ctx, id: string, rel: string): Promise<Uint8Array>
   const loc = ctx.store.locate("data", fromHex(id), `tree entry ${rel}`);
   const stored = await ctx.store.backend.get("packs", loc.pack, { offset: loc.offset, length: loc.length });
   return ctx.store.openStored(loc, stored, false);
-}
-
-/** Runs at most `size` tasks at once; the first failure is thrown by room() or drain(). */
-class Pool {
-  private readonly running = new Set<Promise<void>>();
-  private failure: unknown;
-
-  constructor(private readonly size: number) {}
-
-  run(task: () => Promise<void>): Promise<void> {
-    const p: Promise<void> = task()
-      .catch((err) => {
-        this.failure ??= err;
-      })
-      .finally(() => this.running.delete(p));
-    this.running.add(p);
-    return p;
-  }
-
-  /** Waits until another task may start. */
-  async room(): Promise<void> {
-    while (this.running.size >= this.size) await Promise.race(this.running);
-    if (this.failure !== undefined) throw this.failure;
-  }
-
-  async drain(): Promise<void> {
-    await Promise.all(this.running);
-    if (this.failure !== undefined) throw this.failure;
-  }
 }
 
 async function readGroup(store: Store, group: Located[]): Promise<Uint8Array[]> {

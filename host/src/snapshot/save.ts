@@ -13,7 +13,7 @@
 // period less a tenth, judged after the write, takes its snapshot back.
 import { constants, closeSync, fstatSync, lstatSync, openSync, readSync, readdirSync, readlinkSync, type BigIntStats } from "node:fs";
 import { join, resolve } from "node:path";
-import { IGNORE_LIMITS, IgnoreRules, Ignorer, newId } from "@hutch/shared";
+import { IGNORE_LIMITS, IgnoreRules, Ignorer, newId } from "@hutch/shared/store";
 import { fromHex, hex } from "./crypto.ts";
 import { invalid } from "./errors.ts";
 import { readXattrs } from "./fsx.ts";
