@@ -149,8 +149,15 @@ export async function findRepo(dir: string): Promise<Repo> {
   return { root, gitDir, branch: branch.code === 0 ? branch.stdout.trim() : null, head: head.code === 0 ? head.stdout.trim() : null };
 }
 
-export async function commitTree(root: string, tree: string, parent: string | null, message: string): Promise<string> {
-  return out(root, ["commit-tree", tree, ...(parent ? ["-p", parent] : []), "-m", message]);
+/**
+ * A commit of tree on parent, dated `date` (a git date, e.g. `@1700000000 +0000`)
+ * for author and committer: hutch's own commits of a state are then the same
+ * object for the same state, so a box that holds one is never sent it again.
+ */
+export async function commitTree(root: string, tree: string, parent: string | null, message: string, date: string): Promise<string> {
+  return out(root, ["commit-tree", tree, ...(parent ? ["-p", parent] : []), "-m", message], {
+    env: { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date },
+  });
 }
 
 export async function treeOf(root: string, rev: string): Promise<string> {

@@ -163,30 +163,13 @@ export async function offload(
   const workTree = await snapshotTree(repo, true, held, listing);
   const carried = listing.ignored.filter(carriable);
   const ignoredTree = await ignoredTreeOf(repo, carried);
-  const id = `off_${Date.now().toString(36)}${crypto.randomUUID().slice(0, 8)}`;
-  const record: OffloadRecord = {
-    version: 1,
-    id,
-    box: p.box,
+  const { id, record, workCommit, ignoredCommit } = await beginAttempt(repo, p, opts, {
     guestDir: p.guestDir,
-    branch: p.branch,
-    base: p.base,
+    held,
     indexTree,
     workTree,
-    heldBack: held,
-    include: opts.include ?? [],
-    includeIgnored: p.includeIgnored,
-    ...(ignoredTree ? { ignoredTree } : {}),
-    state: "sending",
-    at: new Date().toISOString(),
-  };
-  await writeRecord(repo.gitDir, record);
-  const indexCommit = await commitTree(repo.root, indexTree, p.base, `hutch: the index at offload to ${p.box}`);
-  const workCommit = await commitTree(repo.root, workTree, indexCommit, `hutch: the work tree at offload to ${p.box}`);
-  await git(repo.root, ["update-ref", offloadRef(p.box, "base"), p.base]);
-  await git(repo.root, ["update-ref", offloadRef(p.box, "index"), indexCommit]);
-  await git(repo.root, ["update-ref", offloadRef(p.box, "work"), workCommit]);
-  const ignoredCommit = await setIgnoredRef(repo, p.box, ignoredTree);
+    ignoredTree,
+  });
 
   const tmp = mkdtempSync(join(tmpdir(), "hutch-offload-"));
   try {
@@ -305,39 +288,24 @@ async function update(
     return { ...result, upToDate: true };
   }
 
-  const id = `off_${Date.now().toString(36)}${crypto.randomUUID().slice(0, 8)}`;
-  const record: OffloadRecord = {
-    version: 1,
-    id,
-    box: p.box,
+  const { id, record, workCommit, ignoredCommit } = await beginAttempt(repo, p, opts, {
     guestDir,
-    branch: p.branch,
-    base: p.base,
+    held,
     indexTree,
     workTree,
-    heldBack: held,
-    include: opts.include ?? [],
-    includeIgnored: p.includeIgnored,
-    ...(ignoredTree ? { ignoredTree } : {}),
-    state: "sending",
-    at: new Date().toISOString(),
+    ignoredTree,
     from,
-  };
-  await writeRecord(repo.gitDir, record);
-  const indexCommit = await commitTree(repo.root, indexTree, p.base, `hutch: the index at offload to ${p.box}`);
-  const workCommit = await commitTree(repo.root, workTree, indexCommit, `hutch: the work tree at offload to ${p.box}`);
-  await git(repo.root, ["update-ref", offloadRef(p.box, "base"), p.base]);
-  await git(repo.root, ["update-ref", offloadRef(p.box, "index"), indexCommit]);
-  await git(repo.root, ["update-ref", offloadRef(p.box, "work"), workCommit]);
-  const ignoredCommit = await setIgnoredRef(repo, p.box, ignoredTree);
+  });
 
   const tmp = mkdtempSync(join(tmpdir(), "hutch-offload-"));
   try {
     const bundle = join(tmp, "bundle");
     await Bun.write(join(tmp, "exclude"), excludeBlock(carried));
     const tips = [workCommit, ...(ignoredCommit ? [ignoredCommit] : [])];
-    // Only what the box lacks: the commits it was found to hold, and their trees, are left out.
-    const leaveOut = await exclusions(repo.root, copy.has);
+    // Only what the box lacks: the commits it was found to hold, and their trees, are left out. A tip the box
+    // already holds (the same tree on the same parent, made in the same second as before) stays in: git drops a
+    // ref whose tip is left out, and the box fetches the tips by name.
+    const leaveOut = (await exclusions(repo.root, copy.has)).filter((c) => !tips.includes(c));
     const refs = [offloadRef(p.box, "work"), ...(ignoredCommit ? [offloadRef(p.box, "ignored")] : [])];
     await git(repo.root, ["bundle", "create", "-q", bundle, ...refs, ...leaveOut.map((c) => `^${c}`)]);
     const sent = await countBundle(repo.root, tips, leaveOut, Bun.file(bundle).size);
@@ -362,13 +330,54 @@ async function update(
   }
 }
 
+/**
+ * An offload attempt begins: its record is written `sending` (with `from`, an
+ * update's starting copy) before anything changes, then the index and work
+ * tree commits are made and the offload refs point at them.
+ */
+async function beginAttempt(
+  repo: Repo,
+  p: OffloadPlan,
+  opts: OffloadOptions,
+  a: { guestDir: string; held: string[]; indexTree: string; workTree: string; ignoredTree: string | null; from?: Baseline },
+) {
+  const id = `off_${Date.now().toString(36)}${crypto.randomUUID().slice(0, 8)}`;
+  const record: OffloadRecord = {
+    version: 1,
+    id,
+    box: p.box,
+    guestDir: a.guestDir,
+    branch: p.branch,
+    base: p.base,
+    indexTree: a.indexTree,
+    workTree: a.workTree,
+    heldBack: a.held,
+    include: opts.include ?? [],
+    includeIgnored: p.includeIgnored,
+    ...(a.ignoredTree ? { ignoredTree: a.ignoredTree } : {}),
+    state: "sending",
+    at: new Date().toISOString(),
+    ...(a.from ? { from: a.from } : {}),
+  };
+  await writeRecord(repo.gitDir, record);
+  // Dated as the base is: the same index and work tree make the same commits, whenever they are made.
+  const date = `@${await out(repo.root, ["show", "-s", "--format=%ct", p.base])} +0000`;
+  const indexCommit = await commitTree(repo.root, a.indexTree, p.base, `hutch: the index at offload to ${p.box}`, date);
+  const workCommit = await commitTree(repo.root, a.workTree, indexCommit, `hutch: the work tree at offload to ${p.box}`, date);
+  await git(repo.root, ["update-ref", offloadRef(p.box, "base"), p.base]);
+  await git(repo.root, ["update-ref", offloadRef(p.box, "index"), indexCommit]);
+  await git(repo.root, ["update-ref", offloadRef(p.box, "work"), workCommit]);
+  const ignoredCommit = await setIgnoredRef(repo, p.box, a.ignoredTree, date);
+  return { id, record, workCommit, ignoredCommit };
+}
+
 /** refs/hutch/<box>/offload/ignored at a commit of the ignored files' tree, or deleted when none are carried. */
-async function setIgnoredRef(repo: Repo, box: string, tree: string | null): Promise<string | null> {
+async function setIgnoredRef(repo: Repo, box: string, tree: string | null, date: string): Promise<string | null> {
   if (!tree) {
     await git(repo.root, ["update-ref", "-d", offloadRef(box, "ignored")]);
     return null;
   }
-  const c = await commitTree(repo.root, tree, null, `hutch: ignored files carried to ${box}`);
+  const c = await commitTree(repo.root, tree, null, `hutch: ignored files carried to ${box}`, date);
   await git(repo.root, ["update-ref", offloadRef(box, "ignored"), c]);
   return c;
 }
