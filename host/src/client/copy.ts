@@ -4,7 +4,7 @@
 // group/other write), never by a shell tool.
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
-import { BOX_NAME, Chan, check, FileStat, firstError, HutchError, ID_BODY, ResultMsg, TarInResult } from "@hutch/shared";
+import { BOX_NAME, Chan, FileStat, follow, HutchError, ID_BODY, resultOf, TarInResult } from "@hutch/shared";
 import { packTar, createUnpacker } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { openToolStream, streamError } from "./stream.ts";
@@ -65,34 +65,12 @@ async function copyIn(daemon: DaemonClient, local: string, box: string, guestPat
   const { dir, name } = placement(guestPath, st?.type === "dir", basename(local));
   const { stream, close } = await openToolStream(daemon, box, { tool: "tar.in", path: dir, name });
   try {
-    const result = new Promise<TarInResult>((res, rej) => {
-      let value: TarInResult | null = null;
-      let bad: string | null = null;
-      stream.handlers = {
-        // What the box answers is untrusted: checked against the tool's result schema.
-        msg: (m) => {
-          if (!check(ResultMsg, m)) return;
-          if (check(TarInResult, m.value)) value = m.value;
-          else bad = firstError(TarInResult, m.value);
-        },
-        close: (e) => {
-          if (e) return rej(streamError(e));
-          if (value) return res(value);
-          rej(
-            new HutchError(
-              "failed",
-              bad ? `the box answered tar.in with a malformed result: ${bad}` : "tar.in ended without a result",
-              `the guest may be broken: hutch box info ${box}`,
-            ),
-          );
-        },
-      };
-    });
+    const ended = follow(stream, { stdin: "open" });
     for await (const chunk of packTar(local)) {
       if (!(await stream.write(Chan.stdin, chunk))) break;
     }
     stream.eof(Chan.stdin);
-    return await result;
+    return resultOf(await ended, "tar.in", TarInResult, streamError, `the guest may be broken: hutch box info ${box}`);
   } finally {
     close();
   }

@@ -1,6 +1,6 @@
 // Request/response tools (pty.list, fs.stat, …): open, wait for the result, close.
 // The result comes from the box: it is checked against the tool's schema before use.
-import { check, firstError, follow, HutchError, type Static, type TSchema, type ToolOpen } from "@hutch/shared";
+import { follow, HutchError, resultOf, type Static, type TSchema, type ToolOpen } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { openToolStream, streamError } from "./stream.ts";
 
@@ -24,7 +24,7 @@ export async function callToolBytes<S extends TSchema>(
   let size = 0;
   let over = false;
   try {
-    const { result, error } = await follow(stream, {
+    const end = await follow(stream, {
       onData(chan, bytes) {
         if (chan !== 1 || over) return;
         size += bytes.length;
@@ -40,15 +40,10 @@ export async function callToolBytes<S extends TSchema>(
         `the box sent more than ${maxBytes} bytes for ${call.tool}`,
         `the guest may be broken: hutch box info ${box}`,
       );
-    if (error) throw streamError(error);
-    if (!result) throw new HutchError("failed", `${call.tool} ended without a result`);
-    if (!check(schema, result.value))
-      throw new HutchError(
-        "failed",
-        `the box answered ${call.tool} with a malformed result: ${firstError(schema, result.value)}`,
-        `the guest may be broken: hutch box info ${box}`,
-      );
-    return { value: result.value, bytes: Buffer.concat(chunks) };
+    return {
+      value: resultOf(end, call.tool, schema, streamError, `the guest may be broken: hutch box info ${box}`),
+      bytes: Buffer.concat(chunks),
+    };
   } finally {
     close();
   }

@@ -1,7 +1,7 @@
 // exec and files for MCP clients: the CLI's versions write to this process's
 // stdout, which here is the MCP channel, so these collect instead, each
 // bounded: what a box sends beyond the cap is dropped and said to be.
-import { Chan, check, FsListResult, FsSizeResult, follow, HutchError, type ExitMsg } from "@hutch/shared";
+import { Chan, FsListResult, FsSizeResult, follow, HutchError, resultOf, type ExitMsg } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
 import { openToolStream, streamError } from "../client/stream.ts";
 import { callTool } from "../client/tool.ts";
@@ -93,11 +93,7 @@ export async function writeText(d: DaemonClient, box: string, path: string, cont
       if (!(await stream.write(Chan.stdin, bytes.subarray(at, at + WRITE_CHUNK)))) break;
     }
     stream.eof(Chan.stdin);
-    const end = await ended;
-    if (end.error) throw streamError(end.error);
-    const r = end.result?.value;
-    if (!check(FsSizeResult, r)) throw new HutchError("failed", `fs.write of ${path} ended without a valid result`);
-    return r.size;
+    return resultOf(await ended, `fs.write of ${path}`, FsSizeResult, streamError, `the guest may be broken: hutch box info ${box}`).size;
   } finally {
     close();
   }

@@ -11,12 +11,12 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import {
   Chan,
-  check,
-  firstError,
+  follow,
   HutchError,
   packTar,
-  ResultMsg,
+  resultOf,
   rulesForRoot,
+  type StreamError,
   TarInResult,
   type OpProgress,
   type SnapshotBrowse,
@@ -109,35 +109,7 @@ async function sendTar(
   sent?: (bytes: number) => void,
 ): Promise<TarInResult> {
   const stream = channel.mux.open({ tool: "tar.in", path: dir, name, links: true });
-  const result = new Promise<TarInResult>((res, rej) => {
-    let value: TarInResult | null = null;
-    let bad: string | null = null;
-    stream.handlers = {
-      msg: (m) => {
-        if (!check(ResultMsg, m)) return;
-        if (check(TarInResult, m.value)) value = m.value;
-        else bad = firstError(TarInResult, m.value);
-      },
-      close: (e) => {
-        if (e)
-          return rej(
-            new HutchError(
-              e.code === "invalid" ? "invalid" : "failed",
-              `the box refused the restore into ${dir}/${name}: ${e.message}`,
-              `see what is in the way: hutch exec BOX -- ls -la ${dir}`,
-            ),
-          );
-        if (value) return res(value);
-        rej(
-          new HutchError(
-            "failed",
-            bad ? `the box answered tar.in with a malformed result: ${bad}` : "tar.in ended without a result",
-            "the guest may be broken: hutch box info",
-          ),
-        );
-      },
-    };
-  });
+  const ended = follow(stream, { stdin: "open" });
   try {
     // With snapshot metadata: hard links and exact mtimes reach the box (the guest keeps permission bits only, and its own owner).
     for await (const chunk of packTar(local, { meta: true, xattrs: userXattrs })) {
@@ -146,7 +118,13 @@ async function sendTar(
       sent?.(chunk.length);
     }
     stream.eof(Chan.stdin);
-    return await result;
+    const refused = (e: StreamError) =>
+      new HutchError(
+        e.code === "invalid" ? "invalid" : "failed",
+        `the box refused the restore into ${dir}/${name}: ${e.message}`,
+        `see what is in the way: hutch exec BOX -- ls -la ${dir}`,
+      );
+    return resultOf(await ended, "tar.in", TarInResult, refused, "the guest may be broken: hutch box info");
   } catch (err) {
     stream.close();
     throw err;

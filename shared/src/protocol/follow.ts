@@ -6,7 +6,9 @@
 // Exec, the harness's agent runs and probes, the recorder's terminals and the
 // CLI's request/response tools all go through it (the stream may be a guest
 // channel's or a CLI's WebSocket to the daemon: both are a MuxStream).
-import { check } from "../validate.ts";
+import type { Static, TSchema } from "@sinclair/typebox";
+import { HutchError } from "../errors.ts";
+import { check, firstError } from "../validate.ts";
 import type { MuxStream, StreamError } from "./mux.ts";
 import { GuestMsg, type ExitMsg } from "./tools.ts";
 
@@ -63,4 +65,24 @@ export function follow(stream: MuxStream, io: FollowIo = {}): Promise<StreamEnd>
       },
     };
   });
+}
+
+/**
+ * A request/response tool's answer, from its stream's end, checked against
+ * the tool's schema (what a box sends is untrusted). A close with an error
+ * throws `refused(error)`; no result, or one that does not fit, throws naming
+ * the tool, with `brokenHint` as the next step.
+ */
+export function resultOf<S extends TSchema>(
+  end: StreamEnd,
+  tool: string,
+  schema: S,
+  refused: (e: StreamError) => Error,
+  brokenHint: string,
+): Static<S> {
+  if (end.error) throw refused(end.error);
+  if (!end.result) throw new HutchError("failed", `${tool} ended without a result`, brokenHint);
+  if (!check(schema, end.result.value))
+    throw new HutchError("failed", `the box answered ${tool} with a malformed result: ${firstError(schema, end.result.value)}`, brokenHint);
+  return end.result.value;
 }
