@@ -47,8 +47,9 @@ describe("limits", () => {
     const range = hostRanges().uid;
     expect(uid).not.toBe(0);
     expect((uid - BOX_USER - range.base) % BLOCK).toBe(0);
-    // Every process forks two more and waits for them: the tree grows until fork fails, and stays.
-    const run = h.spawn(["exec", "bomb", "--", "sh", "-c", "f() { f & f & wait; }; f 2>/dev/null"]);
+    // Every process forks two more, waits for them, and does it again: the tree grows until fork fails and stays at
+    // the limit (a process whose forks failed tries again, so the bomb never dies out on its own under load).
+    const run = h.spawn(["exec", "bomb", "--", "sh", "-c", "f() { while :; do f & f & wait; done; }; f 2>/dev/null"]);
     try {
       await waitFor("the bomb to reach the box's limit", async () => Number((await info("bomb")).engineInfo.processes) >= 120, 30_000);
       expect(Number((await info("bomb")).engineInfo.processes)).toBeLessThanOrEqual(128);
