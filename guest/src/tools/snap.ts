@@ -16,7 +16,7 @@ import {
   dataRecord,
   entryRecord,
   haveRecord,
-  IGNORE_LIMITS,
+  readRuleFile,
   IgnoreRules,
   Ignorer,
   type MuxStream,
@@ -283,22 +283,5 @@ class Walk {
     const [head, body] = dataRecord(bytes);
     await this.out.add(head);
     await this.out.add(body, true);
-  }
-}
-
-/** A rule file's text: a regular file (never through a link), at most IGNORE_LIMITS.fileBytes of it, or undefined. */
-async function readRuleFile(path: string): Promise<string | undefined> {
-  try {
-    const fh = await open(path, READ_FLAGS);
-    try {
-      if (!(await fh.stat()).isFile()) return undefined;
-      const buf = new Uint8Array(IGNORE_LIMITS.fileBytes);
-      const { bytesRead } = await fh.read(buf, 0, buf.length, 0);
-      return new TextDecoder().decode(buf.subarray(0, bytesRead));
-    } finally {
-      await fh.close();
-    }
-  } catch {
-    return undefined;
   }
 }

@@ -218,7 +218,7 @@ export async function* packTar(path: string, opts: PackOptions = {}): AsyncItera
 }
 
 /** A rule file's text: a regular file (never through a link), at most IGNORE_LIMITS.fileBytes of it, or undefined. */
-async function readRuleFile(path: string): Promise<string | undefined> {
+export async function readRuleFile(path: string): Promise<string | undefined> {
   try {
     const fh = await open(path, READ_FLAGS);
     try {
