@@ -1,6 +1,17 @@
 // Drives the compiled dist/hutch as a user would: a private $HUTCH_HOME per
 // test file, the real daemon it starts, real bubblewrap boxes.
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, realpathSync, renameSync, rmSync, symlinkSync } from "node:fs";
+import {
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sharedMount } from "../host/src/engine/agent-disks.ts";
@@ -233,4 +244,23 @@ export function expectOnlySteps(stderr: string): void {
     if (!check(OpProgress, parsed) || (parsed as { type: string }).type !== "step")
       throw new Error(`stderr holds a line that is not a progress step: ${l}`);
   }
+}
+
+/** git in dir; throws with git's stderr when it fails. */
+export function git(dir: string, ...args: string[]): string {
+  const r = Bun.spawnSync(["git", ...args], { cwd: dir, stdout: "pipe", stderr: "pipe" });
+  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
+  return r.stdout.toString();
+}
+
+/** A new repository at dir (made) on branch main, a user configured, with `files` as its first commit. */
+export function newRepo(dir: string, files: Record<string, string>, message = "start"): string {
+  mkdirSync(dir, { recursive: true });
+  git(dir, "init", "-q", "-b", "main");
+  git(dir, "config", "user.email", "dev@example.com");
+  git(dir, "config", "user.name", "Dev");
+  for (const [f, text] of Object.entries(files)) writeFileSync(join(dir, f), text);
+  git(dir, "add", ".");
+  git(dir, "commit", "-qm", message);
+  return dir;
 }

@@ -80,6 +80,27 @@ afterAll(async () => {
   await fake.stop();
 });
 
+/** A two-worker dispatch whose model answers only after a minute (the fake's latency), left running for the test to interrupt. */
+function slowDispatch(snap: string, extra: string[] = []) {
+  fake.reset();
+  fake.latencyMs = 60_000;
+  return h.spawn([
+    "dispatch",
+    "--from",
+    snap,
+    "-k",
+    "2",
+    "--agent",
+    "claude",
+    "--check",
+    "true",
+    ...extra,
+    "--json",
+    "--",
+    "create a.txt containing hi",
+  ]);
+}
+
 function makeRepo(): string {
   const repo = join(mkdtempSync(join(tmpdir(), "hutch-dsp-repo-")), "calc");
   mkdirSync(join(repo, "tests"), { recursive: true });
@@ -201,25 +222,7 @@ test("mixed agents, a hanging worker stopped at --timeout, an agent that fails t
 }, 600_000);
 
 test("a daemon SIGKILLed mid-dispatch (one worker at work, one waiting its turn): after restart `dispatch status` says it was interrupted and torn down, and no box of it is left", async () => {
-  const snap = await snapshotOf("src");
-  fake.reset();
-  fake.latencyMs = 60_000;
-  const cli = h.spawn([
-    "dispatch",
-    "--from",
-    snap,
-    "-k",
-    "2",
-    "--agent",
-    "claude",
-    "--check",
-    "true",
-    "--concurrency",
-    "1",
-    "--json",
-    "--",
-    "create a.txt containing hi",
-  ]);
+  const cli = slowDispatch(await snapshotOf("src"), ["--concurrency", "1"]);
   const running = await waitFor(
     "the dispatch to start its workers",
     async () => {
@@ -280,23 +283,7 @@ test("the check runs with no network: the worker's box reaches the model API thr
 }, 300_000);
 
 test("Ctrl-C of the CLI cancels the dispatch: its boxes are deleted, the workers' logs kept, and status says cancelled", async () => {
-  const snap = await snapshotOf("src");
-  fake.reset();
-  fake.latencyMs = 60_000;
-  const cli = h.spawn([
-    "dispatch",
-    "--from",
-    snap,
-    "-k",
-    "2",
-    "--agent",
-    "claude",
-    "--check",
-    "true",
-    "--json",
-    "--",
-    "create a.txt containing hi",
-  ]);
+  const cli = slowDispatch(await snapshotOf("src"));
   await waitFor("a worker's first model call", () => fake.modelCalls().length > 0 || null, 120_000);
   cli.kill("SIGINT");
   expect(await cli.exited).toBe(1);

@@ -16,7 +16,7 @@ import { Events, read } from "../../shared/src/index.ts";
 import { events, fakeBindings, newSecrets } from "../agent-turns.ts";
 import { AGENTS_CACHE, hostContext, hostEnv } from "../fixtures/agents/host-run.ts";
 import { type FakeModel, startFakeModel } from "../fixtures/fake-model/index.ts";
-import { type Home, makeHome, onTerminal, sha256 } from "../helpers.ts";
+import { type Home, makeHome, newRepo, onTerminal, sha256 } from "../helpers.ts";
 import { joinClient, startServer } from "../remote.ts";
 
 const SECRETS = newSecrets();
@@ -42,22 +42,9 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-function g(dir: string, ...args: string[]): string {
-  const r = Bun.spawnSync(["git", ...args], { cwd: dir, stdout: "pipe", stderr: "pipe" });
-  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
-  return r.stdout.toString();
-}
-
 /** A repository with one commit, an uncommitted change and a held-back .env holding TOKEN. */
 function repo(name: string): string {
-  const dir = join(work, name);
-  mkdirSync(dir);
-  g(dir, "init", "-q", "-b", "main");
-  g(dir, "config", "user.email", "dev@example.com");
-  g(dir, "config", "user.name", "Dev");
-  writeFileSync(join(dir, "parser.c"), "int main(void) { return 0; }\n");
-  g(dir, "add", ".");
-  g(dir, "commit", "-qm", "start the parser");
+  const dir = newRepo(join(work, name), { "parser.c": "int main(void) { return 0; }\n" }, "start the parser");
   writeFileSync(join(dir, "parser.c"), "int main(void) { return 1; }\n");
   writeFileSync(join(dir, ".env"), `API_TOKEN=${TOKEN}\n`);
   return dir;

@@ -1,10 +1,10 @@
 // Offload and bring-back to a second daemon over --remote (HUTCH_REMOTE): the
 // client side reads and writes the work tree, the server only sees the API.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { expectOnlySteps, type Home } from "../helpers.ts";
+import { expectOnlySteps, git as g, type Home, newRepo } from "../helpers.ts";
 import { joinClient, type Server, startServer } from "../remote.ts";
 
 let srv: Server;
@@ -21,21 +21,8 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-function g(dir: string, ...args: string[]): string {
-  const r = Bun.spawnSync(["git", ...args], { cwd: dir, stdout: "pipe", stderr: "pipe" });
-  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
-  return r.stdout.toString();
-}
-
 test("offload to a remote daemon, work there, bring it back: the split and the commit come home, the secrets never left", async () => {
-  const dir = join(work, "app");
-  mkdirSync(dir);
-  g(dir, "init", "-q", "-b", "main");
-  g(dir, "config", "user.email", "dev@example.com");
-  g(dir, "config", "user.name", "Dev");
-  writeFileSync(join(dir, "a.txt"), "one\n");
-  g(dir, "add", ".");
-  g(dir, "commit", "-qm", "start");
+  const dir = newRepo(join(work, "app"), { "a.txt": "one\n" });
   writeFileSync(join(dir, "a.txt"), "one\nstaged\n");
   g(dir, "add", "a.txt");
   writeFileSync(join(dir, "a.txt"), "one\nstaged\nunstaged\n");
@@ -74,14 +61,7 @@ test("offload to a remote daemon, work there, bring it back: the split and the c
 }, 120_000);
 
 test("bring-back --session: the remote sessions' events are appended to the local session's log, each still attributed", async () => {
-  const dir = join(work, "story");
-  mkdirSync(dir);
-  g(dir, "init", "-q", "-b", "main");
-  g(dir, "config", "user.email", "dev@example.com");
-  g(dir, "config", "user.name", "Dev");
-  writeFileSync(join(dir, "a.txt"), "one\n");
-  g(dir, "add", ".");
-  g(dir, "commit", "-qm", "start");
+  const dir = newRepo(join(work, "story"), { "a.txt": "one\n" });
   const off = await alice.run(["offload", "--box", "far2", "--json"], { cwd: dir });
   expect(off.code).toBe(0);
   const guest = (JSON.parse(off.stdout) as { guestDir: string }).guestDir;

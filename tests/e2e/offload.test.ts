@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { expectOnlySteps, type Home, makeHome } from "../helpers.ts";
+import { expectOnlySteps, git as g, type Home, makeHome, newRepo } from "../helpers.ts";
 
 let h: Home;
 let work: string;
@@ -18,24 +18,11 @@ afterAll(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-function g(dir: string, ...args: string[]): string {
-  const r = Bun.spawnSync(["git", ...args], { cwd: dir, stdout: "pipe", stderr: "pipe" });
-  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr.toString()}`);
-  return r.stdout.toString();
-}
-
 let n = 0;
 /** A repository with three committed files, then a staged change, an unstaged one on top, an untracked file and two secrets. */
 function repo(): string {
-  const dir = join(work, `repo${++n}`);
-  mkdirSync(dir);
-  g(dir, "init", "-q", "-b", "main");
-  g(dir, "config", "user.email", "dev@example.com");
-  g(dir, "config", "user.name", "Dev");
-  for (const f of ["a.txt", "b.txt", "c.txt"]) writeFileSync(join(dir, f), `${f} line 1\n`);
-  writeFileSync(join(dir, ".gitignore"), "build/\n");
-  g(dir, "add", ".");
-  g(dir, "commit", "-qm", "start");
+  const files = Object.fromEntries(["a.txt", "b.txt", "c.txt"].map((f) => [f, `${f} line 1\n`]));
+  const dir = newRepo(join(work, `repo${++n}`), { ...files, ".gitignore": "build/\n" });
   writeFileSync(join(dir, "a.txt"), "a.txt line 1\nstaged\n");
   g(dir, "add", "a.txt");
   writeFileSync(join(dir, "a.txt"), "a.txt line 1\nstaged\nunstaged\n");
