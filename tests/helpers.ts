@@ -264,3 +264,22 @@ export function newRepo(dir: string, files: Record<string, string>, message = "s
   git(dir, "commit", "-qm", message);
   return dir;
 }
+
+/** `hutch browser ARGS…` in h: its stdout, or a throw naming the verb, its exit code and stderr. */
+export const browserCli =
+  (h: Home) =>
+  async (args: string[]): Promise<string> => {
+    const r = await h.run(["browser", ...args]);
+    if (r.code !== 0) throw new Error(`hutch browser ${args.join(" ")}: ${r.code}: ${r.stderr}`);
+    return r.stdout;
+  };
+
+/** The ref of the first line of a browser snapshot that matches `line` (`- button "Save" [ref=e3]` gives e3). */
+export function refIn(snapshot: string, line: RegExp): string {
+  const m = snapshot
+    .split("\n")
+    .find((l) => line.test(l))
+    ?.match(/\[ref=(e\d+)\]/);
+  if (!m?.[1]) throw new Error(`no ${line} in\n${snapshot}`);
+  return m[1];
+}

@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { decodePng } from "../fixtures/png.ts";
-import { makeHome, ROOT, waitFor, type Home } from "../helpers.ts";
+import { browserCli, makeHome, refIn, ROOT, waitFor, type Home } from "../helpers.ts";
 
 let h: Home;
 const PAGE = "http://127.0.0.1:8000";
@@ -26,31 +26,19 @@ afterAll(async () => {
   await h.cleanup();
 });
 
-async function ok(args: string[]): Promise<string> {
-  const r = await h.run(["browser", ...args]);
-  if (r.code !== 0) throw new Error(`hutch browser ${args.join(" ")}: ${r.code}: ${r.stderr}`);
-  return r.stdout;
-}
-function ref(snapshot: string, line: RegExp): string {
-  const m = snapshot
-    .split("\n")
-    .find((l) => line.test(l))
-    ?.match(/\[ref=(e\d+)\]/);
-  if (!m?.[1]) throw new Error(`no ${line} in\n${snapshot}`);
-  return m[1];
-}
+const ok = (args: string[]) => browserCli(h)(args);
 
 describe("hutch browser in a process box", () => {
   test("navigate, snapshot, fill and submit by ref, see the result; a stale ref is refused", async () => {
     expect(await ok(["open", "b", `${PAGE}/form.html`])).toMatch(/^tab_\d+\t.*form\.html\tSign up\n$/);
     const s = await ok(["snapshot", "b"]);
-    await ok(["type", "b", ref(s, /textbox "Name"/), "Ada"]);
-    await ok(["type", "b", ref(s, /textbox "Email"/), "ada@example.com", "--submit"]);
+    await ok(["type", "b", refIn(s, /textbox "Name"/), "Ada"]);
+    await ok(["type", "b", refIn(s, /textbox "Email"/), "ada@example.com", "--submit"]);
     await ok(["wait", "b", "--text", "Thanks Ada"]);
     expect(await ok(["snapshot", "b"])).toContain('- paragraph: "Thanks Ada <ada@example.com> on free"');
 
     await ok(["navigate", "b", `${PAGE}/rerender.html`]);
-    const before = ref(await ok(["snapshot", "b"]), /button "Increment"/);
+    const before = refIn(await ok(["snapshot", "b"]), /button "Increment"/);
     await ok(["click", "b", before]);
     const stale = await h.run(["browser", "click", "b", before]);
     expect(stale.code).toBe(1);
@@ -69,7 +57,7 @@ describe("hutch browser in a process box", () => {
     });
     expect(s).not.toContain("not shown");
     expect(s).toMatch(/- iframe "Other origin" \[ref=e\d+\]:\n\s+- button "Inner button" \[ref=e\d+\]/);
-    await ok(["click", "b", ref(s, /button "Inner button"/)]);
+    await ok(["click", "b", refIn(s, /button "Inner button"/)]);
     expect(await ok(["snapshot", "b"])).toContain('- paragraph: "inner clicked"');
   });
 

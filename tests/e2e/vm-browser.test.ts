@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { cpSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { decodePng } from "../fixtures/png.ts";
-import { makeHome, ROOT, testImage, waitFor, type Home } from "../helpers.ts";
+import { browserCli, makeHome, refIn, ROOT, testImage, waitFor, type Home } from "../helpers.ts";
 
 let h: Home;
 const PAGE = "http://127.0.0.1:8000";
@@ -36,31 +36,19 @@ afterAll(async () => {
   await h.cleanup();
 });
 
-async function ok(args: string[]): Promise<string> {
-  const r = await h.run(["browser", ...args]);
-  if (r.code !== 0) throw new Error(`hutch browser ${args.join(" ")}: ${r.code}: ${r.stderr}`);
-  return r.stdout;
-}
-function ref(snapshot: string, line: RegExp): string {
-  const m = snapshot
-    .split("\n")
-    .find((l) => line.test(l))
-    ?.match(/\[ref=(e\d+)\]/);
-  if (!m?.[1]) throw new Error(`no ${line} in\n${snapshot}`);
-  return m[1];
-}
+const ok = (args: string[]) => browserCli(h)(args);
 
 describe("hutch browser in a QEMU box (desktop image)", () => {
   test("navigate, snapshot, fill and submit by ref, a stale ref refused, a screenshot of the page's colour", async () => {
     expect(await ok(["open", "v", `${PAGE}/form.html`])).toContain("Sign up");
     const s = await ok(["snapshot", "v"]);
-    await ok(["type", "v", ref(s, /textbox "Name"/), "Ada"]);
-    await ok(["type", "v", ref(s, /textbox "Email"/), "ada@example.com", "--submit"]);
+    await ok(["type", "v", refIn(s, /textbox "Name"/), "Ada"]);
+    await ok(["type", "v", refIn(s, /textbox "Email"/), "ada@example.com", "--submit"]);
     await ok(["wait", "v", "--text", "Thanks Ada", "--timeout", "60000"]);
     expect(await ok(["snapshot", "v"])).toContain('- paragraph: "Thanks Ada <ada@example.com> on free"');
 
     await ok(["navigate", "v", `${PAGE}/rerender.html`]);
-    const before = ref(await ok(["snapshot", "v"]), /button "Increment"/);
+    const before = refIn(await ok(["snapshot", "v"]), /button "Increment"/);
     await ok(["click", "v", before]);
     const stale = await h.run(["browser", "click", "v", before]);
     expect(stale.code).toBe(1);
