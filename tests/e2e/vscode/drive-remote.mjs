@@ -11,22 +11,12 @@ const T = 30_000;
 /** The CLI, on the remote as the extension is (the flag, not the environment: code-server has no HUTCH_REMOTE). */
 const hutch = hutchCli(["--remote", env.REMOTE]);
 const { browser, page } = await openPage({ timeoutMs: T });
-const { command, logFrame, pane } = workbench(page);
-const quickInput = async (text) => {
-  const input = page.locator(".quick-input-widget .quick-input-box input");
-  await input.waitFor({ state: "visible" });
-  await input.fill(text);
-  await page.keyboard.press("Enter");
-};
+const { command, logFrame, pane, openHutch, quickInput } = workbench(page);
 const view = pane(/Boxes and sessions/i);
 const row = (text) => view.locator('.monaco-list-row[role="treeitem"]', { hasText: text }).first();
 
 try {
-  await page.goto(`${env.BASE}/?folder=${encodeURIComponent(env.WS)}`, { waitUntil: "domcontentloaded" });
-  await page.locator(".monaco-workbench").waitFor();
-  const iconItem = page.locator(".activitybar .action-item").filter({ has: page.locator('a.action-label[aria-label^="hutch" i]') });
-  await iconItem.waitFor({ timeout: 90_000 });
-  if (!/\bchecked\b/.test((await iconItem.getAttribute("class")) || "")) await iconItem.locator("a.action-label").click();
+  await openHutch(90_000);
   await view.waitFor();
   await page
     .locator(".statusbar-item", { hasText: `hutch: ${env.REMOTE}` })

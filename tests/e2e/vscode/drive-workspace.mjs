@@ -14,7 +14,7 @@ const T = 60_000;
 const BOX = "e2e-off";
 const hutch = hutchCli();
 const { browser, context, page } = await openPage({ timeoutMs: T, viewport: { width: 1400, height: 1000 } });
-const { command, notification, pane } = workbench(page);
+const { command, notification, pane, openHutch } = workbench(page);
 const quickInput = page.locator(".quick-input-widget .quick-input-box input");
 const quickRow = (text) => page.locator(".quick-input-widget .monaco-list-row", { hasText: text }).first();
 const boxes = pane(/Boxes and sessions/i);
@@ -29,11 +29,7 @@ const fetchText = (url) =>
   );
 
 try {
-  await page.goto(`${env.BASE}/?folder=${encodeURIComponent(env.WS)}`, { waitUntil: "domcontentloaded" });
-  await page.locator(".monaco-workbench").waitFor();
-  const iconItem = page.locator(".activitybar .action-item").filter({ has: page.locator('a.action-label[aria-label^="hutch" i]') });
-  await iconItem.waitFor({ timeout: 120_000 });
-  if (!/\bchecked\b/.test((await iconItem.getAttribute("class")) || "")) await iconItem.locator("a.action-label").click();
+  await openHutch(120_000);
   await workspaces.waitFor();
   await ports.waitFor();
   await workspaces.locator(".welcome-view-content", { hasText: "Nothing offloaded" }).waitFor();

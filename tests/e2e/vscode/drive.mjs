@@ -12,13 +12,7 @@ import { env, hutchCli, norm, ok, openPage, workbench } from "./rig.mjs";
 const T = 30_000;
 const hutch = hutchCli();
 const { browser, page } = await openPage({ timeoutMs: T });
-const { command, notification, palette, logFrame, pane } = workbench(page);
-const quickInput = async (text) => {
-  const input = page.locator(".quick-input-widget .quick-input-box input");
-  await input.waitFor({ state: "visible" });
-  await input.fill(text);
-  await page.keyboard.press("Enter");
-};
+const { command, notification, palette, logFrame, pane, openHutch, quickInput } = workbench(page);
 const view = pane(/Boxes and sessions/i);
 const row = (text) => view.locator('.monaco-list-row[role="treeitem"]', { hasText: text }).first();
 /** Sets hutch.path through the Settings editor, as a user would (opened once, kept open). */
@@ -52,12 +46,7 @@ const api = (method, path, body) =>
   });
 
 try {
-  await page.goto(`${env.BASE}/?folder=${encodeURIComponent(env.WS)}`, { waitUntil: "domcontentloaded" });
-  await page.locator(".monaco-workbench").waitFor();
-  const iconItem = page.locator(".activitybar .action-item").filter({ has: page.locator('a.action-label[aria-label^="hutch" i]') });
-  // The first load of the workbench and extension host is the slow part on a busy machine.
-  await iconItem.waitFor({ timeout: 90_000 });
-  if (!/\bchecked\b/.test((await iconItem.getAttribute("class")) || "")) await iconItem.locator("a.action-label").click();
+  await openHutch(90_000);
   await view.waitFor();
   ok("workbench open with the hutch sidebar");
 

@@ -67,6 +67,24 @@ export function workbench(page) {
   };
   return {
     palette,
+    /**
+     * Opens the workspace folder and the hutch container in the activity bar. The first load of the
+     * workbench and extension host is the slow part on a busy machine: its wait is `iconTimeoutMs`.
+     */
+    openHutch: async (iconTimeoutMs) => {
+      await page.goto(`${env.BASE}/?folder=${encodeURIComponent(env.WS)}`, { waitUntil: "domcontentloaded" });
+      await page.locator(".monaco-workbench").waitFor();
+      const icon = page.locator(".activitybar .action-item").filter({ has: page.locator('a.action-label[aria-label^="hutch" i]') });
+      await icon.waitFor({ timeout: iconTimeoutMs });
+      if (!/\bchecked\b/.test((await icon.getAttribute("class")) || "")) await icon.locator("a.action-label").click();
+    },
+    /** Types an answer into the open quick input and accepts it. */
+    quickInput: async (text) => {
+      const input = page.locator(".quick-input-widget .quick-input-box input");
+      await input.waitFor({ state: "visible" });
+      await input.fill(text);
+      await page.keyboard.press("Enter");
+    },
     /** Runs a command by its title from the palette. */
     command: async (title) => {
       await palette(`>${title}`);
