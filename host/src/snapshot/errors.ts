@@ -1,7 +1,7 @@
 // Every refusal of the snapshot store is a HutchError with the object it is
 // about in `data.object` ("packs/3fa4…", "snapshots/…", a path in a tree), so
 // a caller can tell a damaged store from bad input and say which object.
-import { type ErrorCode, HutchError } from "@hutch/shared/store";
+import { type ErrorCode, HutchError } from "@hutch/shared/errors";
 
 export class StoreError extends HutchError {
   override name = "StoreError";
