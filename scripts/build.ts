@@ -67,6 +67,8 @@ for (const [target, out, guestArch] of onlyHost ? hosts.slice(0, 1) : hosts) {
     "--define",
     `HUTCH_GUEST_SHA="${guestSha}"`,
     "host/src/main.ts",
+    // A worker's entry is an entry point of its own (host/src/snapshot/seal-thread.ts names it by this path).
+    "host/src/snapshot/seal-worker.ts",
     "--outfile",
     join(dist, out),
   ]);

@@ -1,6 +1,6 @@
-// zstd for blobs, bounded on the way back. Compression runs on Bun's thread
-// pool (Bun.zstdCompress), so it overlaps the main thread's chunking, hashing
-// and encryption on a second core. Decompression is refused unless the bytes
+// zstd for blobs, bounded on the way back. A large save compresses in its
+// seal worker (seal-thread.ts), so it overlaps the saving thread's reading,
+// chunking and hashing on a second core. Decompression is refused unless the bytes
 // are exactly one zstd frame that declares its size, that size is the blob's
 // raw length, and its blocks cannot regenerate more than that: Bun's
 // decompressor would otherwise follow concatenated frames and grow its output
@@ -31,17 +31,17 @@ function choose(plain: Uint8Array, z: Uint8Array): Packed {
   return z.length <= plain.length * (1 - MIN_SAVING) ? { data: z, compressed: true } : { data: plain, compressed: false };
 }
 
+/**
+ * Compresses a blob for a pack. A large one whose first 32 KiB does not
+ * compress is stored as it is, untried (random data, media, archives).
+ * Synchronous: the seal worker (seal-thread.ts) is the thread that waits.
+ */
 export function compressSync(plain: Uint8Array): Packed {
-  return choose(plain, Bun.zstdCompressSync(plain, { level: ZSTD_LEVEL }));
-}
-
-/** Compresses on the thread pool, where it overlaps the main thread's reading, chunking, hashing and encryption. */
-export async function compress(plain: Uint8Array): Promise<Packed> {
   if (plain.length >= SAMPLE_ABOVE) {
     const sample = plain.subarray(0, SAMPLE_BYTES);
     if (Bun.zstdCompressSync(sample, { level: 1 }).length > sample.length * (1 - MIN_SAVING)) return { data: plain, compressed: false };
   }
-  return choose(plain, await Bun.zstdCompress(plain, { level: ZSTD_LEVEL }));
+  return choose(plain, Bun.zstdCompressSync(plain, { level: ZSTD_LEVEL }));
 }
 
 /**

@@ -58,7 +58,7 @@ export interface SnapshotResult {
   warnings: string[];
 }
 
-/** Reads of large files go in blocks of this size (at least twice the largest chunk). */
+/** Reads go in blocks of this size (at least twice the largest chunk). */
 const READ_BLOCK = 8 * 1024 * 1024;
 const MAX_SKIPPED_LISTED = 1000;
 /** Hard-linked inodes remembered per save, so a link group is read once. */
@@ -75,46 +75,10 @@ interface Ctx {
   xattrs: boolean;
   signal?: AbortSignal;
   warnings: string[];
-  blocks: BlockPool;
+  /** The read buffer: a file under its size is read whole into it, a larger one a block at a time (the writer holds no reference past put()). */
+  buf: Uint8Array | undefined;
   ignore: Ignorer;
   ignoreFile?: string;
-}
-
-interface Block {
-  bytes: Uint8Array;
-  /** A reference for one chunk cut from the block; call the result when the writer lets go of it. */
-  hold(): () => void;
-  /** The reader is done with the block; it returns to the pool when no chunk holds it. */
-  done(): void;
-}
-
-/**
- * Read buffers for large files, reused once every chunk cut from them has
- * been compressed: without this a save allocates its whole input in 8 MiB
- * buffers and the garbage collector lets hundreds of MiB of them pile up.
- */
-class BlockPool {
-  private readonly free: Uint8Array[] = [];
-
-  take(): Block {
-    const bytes = this.free.pop() ?? new Uint8Array(READ_BLOCK);
-    let holds = 1;
-    const drop = () => {
-      if (--holds === 0 && this.free.length < 4) this.free.push(bytes);
-    };
-    return {
-      bytes,
-      hold: () => {
-        holds++;
-        let once = false;
-        return () => {
-          if (!once) drop();
-          once = true;
-        };
-      },
-      done: drop,
-    };
-  }
 }
 
 function errText(err: unknown): string {
@@ -220,7 +184,7 @@ async function saveRegistered(
     xattrs: opts.xattrs ?? true,
     signal: opts.signal,
     warnings,
-    blocks: new BlockPool(),
+    buf: undefined,
     ignore: new Ignorer([IgnoreRules.parse(opts.exclude ?? [])], IgnoreRules.parse(opts.never ?? [])),
     ...(opts.ignoreFile ? { ignoreFile: opts.ignoreFile } : {}),
   };
@@ -520,10 +484,8 @@ async function readFile(ctx: Ctx, path: string, rel: string, st: BigIntStats): P
       return undefined;
     }
     const chunker = ctx.store.chunker;
-    // One byte more than the size, so a small file is read in one call and growth is seen.
-    const small = Number(st.size) + 1 < READ_BLOCK;
-    let block = small ? undefined : ctx.blocks.take();
-    let buf = block ? block.bytes : new Uint8Array(Number(st.size) + 1);
+    ctx.buf ??= new Uint8Array(READ_BLOCK);
+    const buf = ctx.buf;
     let start = 0;
     let end = 0;
     let eof = false;
@@ -535,7 +497,6 @@ async function readFile(ctx: Ctx, path: string, rel: string, st: BigIntStats): P
         try {
           n = readSync(fd, buf, end, buf.length - end, null);
         } catch (err) {
-          block?.done();
           skip(ctx, rel, `cannot read: ${errText(err)}`);
           return undefined;
         }
@@ -545,22 +506,17 @@ async function readFile(ctx: Ctx, path: string, rel: string, st: BigIntStats): P
       while (start < end) {
         const cut = chunker.cut(buf, start, end, eof);
         if (cut < 0) break;
-        ids.push(hex(await ctx.writer.put("data", buf.subarray(start, cut), block?.hold())));
+        ids.push(hex(await ctx.writer.put("data", buf.subarray(start, cut))));
         ctx.meter.bytes += cut - start;
         total += cut - start;
         start = cut;
         ctx.meter.tick();
       }
       if (eof) break;
-      const next = ctx.blocks.take();
-      next.bytes.set(buf.subarray(start, end));
-      block?.done();
+      buf.copyWithin(0, start, end);
       end -= start;
       start = 0;
-      block = next;
-      buf = next.bytes;
     }
-    block?.done();
     return { ids, size: total };
   } finally {
     closeSync(fd);
