@@ -7,7 +7,13 @@
 // restic runs in one, so both RSS figures are one process's. Goals (issue):
 // at most 0.8x restic's time on each step, at most 1x its bytes and RSS.
 //
-//   bun scripts/bench/snapshot.ts [--json] [--small N] [--large-mib N]
+//   bun scripts/bench/snapshot.ts [--json] [--runs N] [--small N] [--large-mib N]
+//
+// --runs (default 3) rounds of the four save and restore steps, each round
+// into fresh stores and with the side that goes first alternating; each
+// figure is the median of its rounds, and the spread of the time ratio is
+// printed beside it. One round is at the mercy of this machine's disk: a full
+// restore alone ranged 2.5–12.7 s for either side.
 //
 // The restic repository is made with the repository format and compression
 // restic uses by default (0.14: format 2, compression auto). Its password is
@@ -30,6 +36,7 @@ import {
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { log, repoRoot, run, describeFailure } from "./lib/env.ts";
+import { alternate, median } from "./lib/stats.ts";
 
 const args = process.argv.slice(2);
 
@@ -58,6 +65,7 @@ const flag = (name: string, dflt: number) => {
   return i >= 0 ? Number(args[i + 1]) : dflt;
 };
 const SMALL = flag("--small", 20_000);
+const RUNS = flag("--runs", 3);
 const LARGE_MIB = flag("--large-mib", 300);
 const MiB = 1024 * 1024;
 
@@ -172,6 +180,9 @@ interface Step {
 }
 
 async function timed(argv: string[], env: Record<string, string | undefined>, what: string): Promise<Step> {
+  // Dirty pages of the step before (a store's packs, a restored tree) are written back first, untimed, so
+  // neither side's step pays for the other's writeback.
+  Bun.spawnSync(["sync"]);
   const rssFile = join(work, "rss");
   const r = await run(["/usr/bin/time", "-f", "%M %U %S", "-o", rssFile, ...argv], { env, timeoutMs: 30 * 60_000 });
   if (r.code !== 0) {
@@ -185,14 +196,26 @@ async function timed(argv: string[], env: Record<string, string | undefined>, wh
 const work = mkdtempSync(join(tmpdir(), "hutch-bench-snap-"));
 const tree = join(work, "tree");
 const small = join(work, "small");
-const hutchHome = join(work, "hutch-home");
-const repo = join(work, "restic-repo");
 const env = { ...process.env, RESTIC_PASSWORD: "hutch-bench", RESTIC_CACHE_DIR: join(work, "restic-cache"), RESTIC_PROGRESS_FPS: "0.1" };
 const bun = process.execPath;
 const self = import.meta.path;
-const hutch = (...rest: string[]) => [bun, self, "--worker", rest[0]!, hutchHome, ...rest.slice(1)];
-const resticArgv = (...rest: string[]) => ["restic", "-r", repo, "--quiet", ...rest];
 let loadBefore: number[] = [];
+
+type Side = "hutch" | "restic";
+/** One round's stores: each round starts from nothing. */
+function stores(round: number) {
+  const hutchHome = join(work, `hutch-home-${round}`);
+  const repo = join(work, `restic-repo-${round}`);
+  return {
+    hutchHome,
+    repo,
+    hutch: (...rest: string[]) => [bun, self, "--worker", rest[0]!, hutchHome, ...rest.slice(1)],
+    restic: (...rest: string[]) => ["restic", "-r", repo, "--quiet", ...rest],
+  };
+}
+
+const STEPS = ["first snapshot", "no-change snapshot", "one-file-change snapshot", "full restore", "list (50 snapshots)"] as const;
+type StepName = (typeof STEPS)[number];
 
 try {
   const version = restic();
@@ -203,80 +226,117 @@ try {
   mkdirSync(small);
   writeFileSync(join(small, "note.txt"), "a small tree for the 50-snapshot store\n");
   const want = digest(tree);
-  await timed(resticArgv("init"), env, "restic init");
-
-  const rows: { step: string; hutch: Step; restic: Step }[] = [];
-  const both = async (step: string, h: string[], r: string[]) => {
-    log(step);
-    const a = await timed(h, env, `hutch ${step}`);
-    const b = await timed(r, env, `restic ${step}`);
-    rows.push({ step, hutch: a, restic: b });
-  };
-
-  await both("first snapshot", hutch("save", tree), resticArgv("backup", tree));
-  await both("no-change snapshot", hutch("save", tree), resticArgv("backup", tree));
   const changed = smallFile(tree, Math.floor(SMALL / 3));
-  appendFileSync(changed, text(1024, prng(7)));
-  await both("one-file-change snapshot", hutch("save", tree), resticArgv("backup", tree));
-  const storedHutch = duBytes(join(hutchHome, "snapshots"));
-  const storedRestic = duBytes(repo);
+  const original = readFileSync(changed);
 
-  const lastHutch = JSON.parse(rows.at(-1)!.hutch.stdout.trim()).id as string;
-  const outH = join(work, "restore-hutch");
-  const outR = join(work, "restore-restic");
-  await both("full restore", hutch("restore", lastHutch, outH), resticArgv("restore", "latest", "--target", outR));
-  const after = digest(tree);
-  if (digest(outH) !== after) throw new Error("hutch restored different bytes");
-  // restic restores under the absolute path of what it backed up.
-  if (digest(join(outR, tree)) !== after) throw new Error("restic restored different bytes");
-  if (after === want) throw new Error("the one-file change did not change the tree");
-  rmSync(outH, { recursive: true, force: true });
-  rmSync(outR, { recursive: true, force: true });
+  const samples = new Map<StepName, Record<Side, Step[]>>(STEPS.map((st) => [st, { hutch: [], restic: [] }]));
+  const both = async (step: StepName, order: Side[], argv: Record<Side, string[]>) => {
+    log(`${step} (${order.join(" first, then ")})`);
+    for (const side of order) samples.get(step)![side].push(await timed(argv[side], env, `${side} ${step}`));
+  };
+  let stored = { hutch: 0, restic: 0 };
+  let last = stores(0);
+  for (let round = 0; round < RUNS; round++) {
+    const st = stores(round);
+    last = st;
+    const order = alternate<Side>(["hutch", "restic"], round);
+    writeFileSync(changed, original);
+    await timed(st.restic("init"), env, "restic init");
+    log(`round ${round + 1} of ${RUNS}`);
+    await both("first snapshot", order, { hutch: st.hutch("save", tree), restic: st.restic("backup", tree) });
+    await both("no-change snapshot", order, { hutch: st.hutch("save", tree), restic: st.restic("backup", tree) });
+    appendFileSync(changed, text(1024, prng(7)));
+    await both("one-file-change snapshot", order, { hutch: st.hutch("save", tree), restic: st.restic("backup", tree) });
+    stored = { hutch: duBytes(join(st.hutchHome, "snapshots")), restic: duBytes(st.repo) };
+
+    const lastHutch = JSON.parse(samples.get("one-file-change snapshot")!.hutch.at(-1)!.stdout.trim()).id as string;
+    const outH = join(work, "restore-hutch");
+    const outR = join(work, "restore-restic");
+    await both("full restore", order, {
+      hutch: st.hutch("restore", lastHutch, outH),
+      restic: st.restic("restore", "latest", "--target", outR),
+    });
+    const after = digest(tree);
+    if (digest(outH) !== after) throw new Error("hutch restored different bytes");
+    // restic restores under the absolute path of what it backed up.
+    if (digest(join(outR, tree)) !== after) throw new Error("restic restored different bytes");
+    if (after === want) throw new Error("the one-file change did not change the tree");
+    rmSync(outH, { recursive: true, force: true });
+    rmSync(outR, { recursive: true, force: true });
+    if (round < RUNS - 1) {
+      rmSync(st.hutchHome, { recursive: true, force: true });
+      rmSync(st.repo, { recursive: true, force: true });
+    }
+  }
 
   log("filling both stores to 50 snapshots (a small tree)");
   for (let i = 3; i < 50; i++) {
     writeFileSync(join(small, "note.txt"), `snapshot ${i}\n`);
-    await timed(hutch("save", small), env, "hutch fill");
-    await timed(resticArgv("backup", small), env, "restic fill");
+    await timed(last.hutch("save", small), env, "hutch fill");
+    await timed(last.restic("backup", small), env, "restic fill");
   }
-  await both("list (50 snapshots)", hutch("list"), resticArgv("snapshots", "--json"));
-  const listed = JSON.parse(rows.at(-1)!.hutch.stdout).snapshots;
+  for (let round = 0; round < RUNS; round++)
+    await both("list (50 snapshots)", alternate<Side>(["hutch", "restic"], round), {
+      hutch: last.hutch("list"),
+      restic: last.restic("snapshots", "--json"),
+    });
+  const listed = JSON.parse(samples.get("list (50 snapshots)")!.hutch.at(-1)!.stdout).snapshots;
   if (listed !== 50) throw new Error(`hutch listed ${listed} snapshots, not 50`);
 
+  const med = (xs: Step[], f: (s: Step) => number) => median(xs.map(f));
   const report = {
     tree: { files: made.files, bytes: made.bytes },
     restic: version,
     cores: navigator.hardwareConcurrency,
+    runs: RUNS,
     loadAverage: { before: loadBefore, after: loadavg().map((x) => +x.toFixed(2)) },
-    steps: rows.map((r) => ({
-      step: r.step,
-      hutchMs: Math.round(r.hutch.ms),
-      resticMs: Math.round(r.restic.ms),
-      timeRatio: +(r.hutch.ms / r.restic.ms).toFixed(2),
-      hutchCpuS: +r.hutch.cpuS.toFixed(2),
-      resticCpuS: +r.restic.cpuS.toFixed(2),
-      cpuRatio: +(r.hutch.cpuS / Math.max(r.restic.cpuS, 0.01)).toFixed(2),
-      hutchRssMiB: +(r.hutch.rssKiB / 1024).toFixed(1),
-      resticRssMiB: +(r.restic.rssKiB / 1024).toFixed(1),
-      rssRatio: +(r.hutch.rssKiB / r.restic.rssKiB).toFixed(2),
-    })),
-    stored: { hutchBytes: storedHutch, resticBytes: storedRestic, ratio: +(storedHutch / storedRestic).toFixed(3) },
+    steps: STEPS.map((step) => {
+      const { hutch: h, restic: r } = samples.get(step)!;
+      const ratios = h.map((x, i) => x.ms / r[i]!.ms);
+      return {
+        step,
+        hutchMs: Math.round(med(h, (x) => x.ms)),
+        resticMs: Math.round(med(r, (x) => x.ms)),
+        timeRatio: +(med(h, (x) => x.ms) / med(r, (x) => x.ms)).toFixed(2),
+        timeRatioRange: [+Math.min(...ratios).toFixed(2), +Math.max(...ratios).toFixed(2)],
+        hutchCpuS: +med(h, (x) => x.cpuS).toFixed(2),
+        resticCpuS: +med(r, (x) => x.cpuS).toFixed(2),
+        cpuRatio: +(
+          med(h, (x) => x.cpuS) /
+          Math.max(
+            med(r, (x) => x.cpuS),
+            0.01,
+          )
+        ).toFixed(2),
+        hutchRssMiB: +(med(h, (x) => x.rssKiB) / 1024).toFixed(1),
+        resticRssMiB: +(med(r, (x) => x.rssKiB) / 1024).toFixed(1),
+        rssRatio: +(med(h, (x) => x.rssKiB) / med(r, (x) => x.rssKiB)).toFixed(2),
+        samples: {
+          hutchMs: h.map((x) => Math.round(x.ms)),
+          resticMs: r.map((x) => Math.round(x.ms)),
+          hutchRssKiB: h.map((x) => x.rssKiB),
+          resticRssKiB: r.map((x) => x.rssKiB),
+        },
+      };
+    }),
+    stored: { hutchBytes: stored.hutch, resticBytes: stored.restic, ratio: +(stored.hutch / stored.restic).toFixed(3) },
   };
   if (json) process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   else {
     process.stdout.write(
-      `tree: ${made.files} files, ${(made.bytes / MiB).toFixed(0)} MiB; ${version}; ${report.cores} cores; load average ${loadBefore.join(" ")} before, ${report.loadAverage.after.join(" ")} after\n\n`,
+      `tree: ${made.files} files, ${(made.bytes / MiB).toFixed(0)} MiB; ${version}; ${report.cores} cores; ${RUNS} rounds (medians); load average ${loadBefore.join(" ")} before, ${report.loadAverage.after.join(" ")} after\n\n`,
     );
     process.stdout.write(
-      "step                       hutch ms  restic ms  time x  hutch RSS  restic RSS  RSS x  hutch cpu s  restic cpu s  cpu x\n",
+      "step                       hutch ms  restic ms  time x  (rounds)    hutch RSS  restic RSS  RSS x  hutch cpu s  restic cpu s  cpu x\n",
     );
     for (const s of report.steps) {
+      const range = `${s.timeRatioRange[0]!.toFixed(2)}-${s.timeRatioRange[1]!.toFixed(2)}`;
       process.stdout.write(
-        `${s.step.padEnd(26)} ${String(s.hutchMs).padStart(8)}  ${String(s.resticMs).padStart(9)}  ${s.timeRatio.toFixed(2).padStart(6)}  ${s.hutchRssMiB.toFixed(1).padStart(7)} M  ${s.resticRssMiB.toFixed(1).padStart(8)} M  ${s.rssRatio.toFixed(2).padStart(5)}  ${s.hutchCpuS.toFixed(2).padStart(11)}  ${s.resticCpuS.toFixed(2).padStart(12)}  ${s.cpuRatio.toFixed(2).padStart(5)}\n`,
+        `${s.step.padEnd(26)} ${String(s.hutchMs).padStart(8)}  ${String(s.resticMs).padStart(9)}  ${s.timeRatio.toFixed(2).padStart(6)}  ${range.padEnd(10)}  ${s.hutchRssMiB.toFixed(1).padStart(7)} M  ${s.resticRssMiB.toFixed(1).padStart(8)} M  ${s.rssRatio.toFixed(2).padStart(5)}  ${s.hutchCpuS.toFixed(2).padStart(11)}  ${s.resticCpuS.toFixed(2).padStart(12)}  ${s.cpuRatio.toFixed(2).padStart(5)}\n`,
       );
     }
     process.stdout.write(
-      `\nstored after three snapshots: hutch ${(storedHutch / MiB).toFixed(1)} MiB, restic ${(storedRestic / MiB).toFixed(1)} MiB, ${report.stored.ratio.toFixed(3)}x\n`,
+      `\nstored after three snapshots: hutch ${(stored.hutch / MiB).toFixed(1)} MiB, restic ${(stored.restic / MiB).toFixed(1)} MiB, ${report.stored.ratio.toFixed(3)}x\n`,
     );
     process.stdout.write("goals: time x <= 0.80, RSS x <= 1.00, stored x <= 1.00\n");
   }
