@@ -67,8 +67,9 @@ for (const [target, out, guestArch] of onlyHost ? hosts.slice(0, 1) : hosts) {
     "--define",
     `HUTCH_GUEST_SHA="${guestSha}"`,
     "host/src/main.ts",
-    // A worker's entry is an entry point of its own (host/src/snapshot/seal-thread.ts names it by this path).
+    // A worker's entry is an entry point of its own (host/src/snapshot/ring-thread.ts names them by these paths).
     "host/src/snapshot/seal-worker.ts",
+    "host/src/snapshot/write-worker.ts",
     "--outfile",
     join(dist, out),
   ]);

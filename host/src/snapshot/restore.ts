@@ -7,11 +7,9 @@
 // is removed. Files are created O_EXCL|O_NOFOLLOW in directories the restore
 // made itself, links are created and never followed.
 import {
-  constants,
   closeSync,
   fchmodSync,
   fchownSync,
-  linkSync,
   lchownSync,
   lstatSync,
   mkdirSync,
@@ -36,9 +34,16 @@ import { MemoryGuard } from "./memory.ts";
 import { Meter, type ProgressFn } from "./progress.ts";
 import type { SnapshotRecord, Store } from "./store.ts";
 import type { TreeEntry } from "./tree.ts";
+import { CREATE_FLAGS, type WriteJob, writeJob } from "./restore-files.ts";
+import { WriteThread } from "./write-thread.ts";
 
 export const STAGING_PREFIX = ".hutch-restore-";
-const CREATE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | (constants.O_NOFOLLOW ?? 0);
+/**
+ * Small files a restore creates on its own thread before it starts a file
+ * writer (write-thread.ts): a restore of a few files never pays for one.
+ */
+const WRITER_AFTER_FILES = 1000;
+const NO_BYTES = new Uint8Array(0);
 /**
  * A full collection after this many bytes of dropped plaintext (memory.ts).
  * The bench's restore (scripts/bench/snapshot.ts) peaked at 122-129 MiB
@@ -142,6 +147,9 @@ interface Ctx {
   /** Directories to give their metadata once their children are in, deepest last. */
   dirs: { path: string; entry: Pick<TreeEntry, "mode" | "mtime" | "uid" | "gid" | "xattrs"> }[];
   memory: MemoryGuard;
+  /** The file writer, once started; undefined, or not ready, while files are created here. */
+  writer?: WriteThread;
+  smallFiles: number;
 }
 
 export async function restoreTree(store: Store, snapshotRef: string, dest: string, opts: RestoreOptions = {}): Promise<RestoreResult> {
@@ -186,9 +194,13 @@ export async function restoreTree(store: Store, snapshotRef: string, dest: strin
     dirs: [],
     memory: new MemoryGuard(GC_EVERY),
     umask: process.umask(),
+    smallFiles: 0,
   };
   try {
     await writeDir(ctx, snap.tree, staging, [], selection, `snapshot ${snap.id}`);
+    // Every file is in before any directory gets its metadata.
+    if (ctx.writer && ctx.writer.sent > 0) await ctx.writer.flush();
+    else ctx.writer?.close();
     // Deepest first, so setting a directory's mtime is the last change to it.
     for (let i = ctx.dirs.length - 1; i >= 0; i--) applyMeta(ctx, ctx.dirs[i]!.path, ctx.dirs[i]!.entry, "dir");
     if (destExists) {
@@ -199,6 +211,8 @@ export async function restoreTree(store: Store, snapshotRef: string, dest: strin
       applyMeta(ctx, target, snap.root, "dir");
     }
   } catch (err) {
+    // The writer stops before the staging directory goes, so nothing is created in it while it is removed.
+    await ctx.writer?.discard();
     rmSync(staging, { recursive: true, force: true });
     throw err;
   }
@@ -344,23 +358,30 @@ async function writeFile(ctx: Ctx, e: TreeEntry, path: string, rel: string, smal
   const linkKey = e.nlink !== undefined ? `${e.dev}:${e.ino}` : undefined;
   const first = linkKey ? ctx.links.get(linkKey) : undefined;
   if (first) {
-    linkSync(first, path);
+    // Queued behind the file it links to, wherever that is being written.
+    await place(ctx, { kind: "link", from: first, path }, NO_BYTES);
     ctx.result.hardlinks++;
     return;
   }
   if (e.content!.length <= 1) {
-    // One chunk at most: read it (neighbours in a pack come in one get), then create, write and close it here.
+    // One chunk at most: read it (neighbours in a pack come in one get), then create it, here or in the file writer.
     const plain = e.content!.length === 0 ? new Uint8Array(0) : await (small.take(e.name) ?? readChunk(ctx, e.content![0]!, rel));
     if (plain.length !== e.size) throw corrupt(`tree entry ${rel}`, `chunks add up to ${plain.length} bytes, the entry says ${e.size}`);
     const { mode, direct } = createMode(ctx, e);
-    const fd = openSync(path, CREATE_FLAGS, direct ? mode : 0o600);
-    try {
-      let off = 0;
-      while (off < plain.length) off += writeSync(fd, plain, off, plain.length - off);
-      finishFile(ctx, fd, path, e, mode, direct);
-    } finally {
-      closeSync(fd);
-    }
+    const xattrs = keptXattrs(ctx, e.xattrs);
+    await place(
+      ctx,
+      {
+        kind: "file",
+        path,
+        mode,
+        direct,
+        mtime: e.mtime,
+        ...(ctx.opts.owner ? { owner: [e.uid, e.gid] as [number, number] } : {}),
+        ...(xattrs ? { xattrs } : {}),
+      },
+      plain,
+    );
     ctx.memory.drop(plain.length);
     if (linkKey) ctx.links.set(linkKey, path);
     ctx.result.files++;
@@ -384,6 +405,26 @@ async function writeFile(ctx: Ctx, e: TreeEntry, path: string, rel: string, smal
   ctx.result.bytes += e.size!;
   ctx.meter.files++;
   ctx.meter.tick();
+}
+
+/** A small file or a link: to the file writer once it runs, else created here. */
+async function place(ctx: Ctx, job: WriteJob, bytes: Uint8Array): Promise<void> {
+  if (++ctx.smallFiles > WRITER_AFTER_FILES)
+    ctx.writer ??= new WriteThread((refused) => {
+      ctx.result.xattrsSkipped += refused;
+    });
+  const w = ctx.writer;
+  // A writer that failed after it was handed files: send() throws that failure.
+  if (w && (w.ready || (w.error && w.sent > 0))) return w.send(job, bytes);
+  ctx.result.xattrsSkipped += writeJob(job, bytes);
+}
+
+/** The extended attributes the restore's filter keeps. */
+function keptXattrs(ctx: Ctx, xattrs: [string, string][] | undefined): [string, string][] | undefined {
+  const keep = ctx.opts.xattrs;
+  if (!xattrs || keep === false) return undefined;
+  const kept = typeof keep === "function" ? xattrs.filter(([name]) => keep(name)) : xattrs;
+  return kept.length > 0 ? kept : undefined;
 }
 
 /**

@@ -88,7 +88,7 @@ export class BlobWriter {
     this.newBytes += plain.length;
     const thread = this.threadFor();
     if (thread) {
-      await thread.send(type, id, plain);
+      await thread.send({ type, id }, plain);
       // What the walk leaves per file is small but collected late: a first save of 20k files peaked at 161–168 MB without this, 135–143 with it.
       if (++this.sealedOffThread % GC_EVERY_BLOBS === 0) Bun.gc(true);
       return id;
@@ -102,7 +102,7 @@ export class BlobWriter {
   /** The seal worker, once the save is large enough and it has started; undefined while blobs are sealed here. */
   private threadFor(): SealThread | undefined {
     if (!this.useThread || this.newBytes <= THREAD_AFTER_BYTES) return undefined;
-    this.thread ??= new SealThread(this.config, (stored, packs) => {
+    this.thread ??= new SealThread(this.config, ({ stored, packs }) => {
       this.stats.bytesStored += stored;
       for (const p of packs) this.upload(p);
     });

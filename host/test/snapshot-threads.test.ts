@@ -1,13 +1,15 @@
-// The seal worker (host/src/snapshot/seal-thread.ts): a large save hands its
-// new blobs to a second thread through a shared ring; what it stores must be
-// exactly what sealing on the saving thread stores, a blob too big for the
-// ring crosses on its own, and a worker that fails fails the save cleanly.
+// The second cores of a save and a restore (host/src/snapshot/ring-thread.ts):
+// a large save hands its new blobs to a seal worker, a large restore its small
+// files to a file writer. What either stores or writes must be what the
+// calling thread alone would, and a worker that fails fails the operation
+// cleanly.
 import { afterAll, describe, expect, test } from "bun:test";
-import { readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, linkSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { check, restoreTree, snapshotTree } from "../src/snapshot/index.ts";
 import { SealThread } from "../src/snapshot/seal-thread.ts";
 import { BlobWriter, THREAD_AFTER_BYTES } from "../src/snapshot/writer.ts";
+import { writeXattr } from "../src/snapshot/fsx.ts";
 import { bytes, cleanupTemps, describeTree, newStore, smallFiles, tempDir } from "./snapshot-helpers.ts";
 
 afterAll(cleanupTemps, 60_000);
@@ -55,19 +57,19 @@ describe("the seal worker", () => {
     const notADir = join(dir, "file");
     writeFileSync(notADir, "");
     const sealed: number[] = [];
-    const t = new SealThread({ enc: new Uint8Array(32), stagingDir: notADir, packBytes: 64 * 1024 }, (stored) => sealed.push(stored));
+    const t = new SealThread({ enc: new Uint8Array(32), stagingDir: notADir, packBytes: 64 * 1024 }, ({ stored }) => sealed.push(stored));
     while (!t.ready) await Bun.sleep(5);
     const id = new Uint8Array(32);
     const failed = (async () => {
-      for (let i = 0; i < 1000; i++) await t.send("data", id, bytes(64 * 1024, i));
+      for (let i = 0; i < 1000; i++) await t.send({ type: "data", id }, bytes(64 * 1024, i));
       await t.flush();
     })().then(
       () => null,
       (e: Error) => e,
     );
-    expect((await failed)?.message).toMatch(/^sealing failed: ENOTDIR/);
+    expect((await failed)?.message).toMatch(/^the seal worker failed: ENOTDIR/);
     expect(sealed).toEqual([]);
-    await expect(t.send("data", id, bytes(10, 1))).rejects.toThrow(/sealing failed/);
+    await expect(t.send({ type: "data", id }, bytes(10, 1))).rejects.toThrow(/seal worker failed/);
     await t.discard();
   });
 
@@ -117,6 +119,78 @@ describe("the seal worker", () => {
     const out = join(tempDir(), "out");
     await restoreTree(store, again.id, out);
     expect(describeTree(out)).toEqual(describeTree(root));
+    store.close();
+  }, 120_000);
+});
+
+describe("the restore's file writer", () => {
+  /** 1,500 small files in 50 directories; in the last directories (past the writer's start) hard links, xattrs, odd modes and an empty file. */
+  function tree(): string {
+    const root = tempDir();
+    smallFiles(root, 50, 30);
+    const late = join(root, "zz-late");
+    mkdirSync(late);
+    writeFileSync(join(late, "a.txt"), "linked\n");
+    linkSync(join(late, "a.txt"), join(late, "b.txt"));
+    linkSync(join(late, "a.txt"), join(root, "d0", "m0", "zz-link.txt"));
+    writeFileSync(join(late, "empty"), "");
+    writeFileSync(join(late, "setgid"), "x");
+    chmodSync(join(late, "setgid"), 0o2755);
+    writeFileSync(join(late, "private"), "y");
+    chmodSync(join(late, "private"), 0o600);
+    writeFileSync(join(late, "tagged"), "z");
+    writeXattr(join(late, "tagged"), "user.hutch.test", new TextEncoder().encode("v1"));
+    writeXattr(join(late, "tagged"), "user.other", new TextEncoder().encode("v2"));
+    writeFileSync(join(late, "big.bin"), bytes(9 * MiB, 3));
+    return root;
+  }
+
+  test("a restore of many files through the writer is identical, links, modes, xattrs and times included", async () => {
+    const root = tree();
+    const { store } = await newStore();
+    const r = await snapshotTree(store, root);
+    const out = join(tempDir(), "out");
+    const res = await restoreTree(store, r.id, out);
+    expect(describeTree(out)).toEqual(describeTree(root));
+    expect(res.hardlinks).toBe(2);
+    // A filter is applied before a file reaches the writer.
+    const some = join(tempDir(), "some");
+    await restoreTree(store, r.id, some, { xattrs: (n) => n === "user.hutch.test" });
+    const want = describeTree(root);
+    const tagged = want.get("zz-late/tagged")!;
+    tagged.xattrs = JSON.stringify([["user.hutch.test", Buffer.from("v1").toString("hex")]]);
+    expect(describeTree(some)).toEqual(want);
+    store.close();
+  }, 120_000);
+
+  test("when the writer cannot create a file the restore fails, and nothing is left at the destination or in staging", async () => {
+    const root = tempDir();
+    smallFiles(root, 40, 40);
+    const { store } = await newStore();
+    const r = await snapshotTree(store, root);
+    const parent = tempDir();
+    const out = join(parent, "out");
+    let broken = false;
+    // The restore yields as the writer finishes batches: mid-restore, a directory not yet written to becomes a file.
+    const watch = setInterval(() => {
+      if (broken) return;
+      const staging = readdirSync(parent).find((n) => n.startsWith(".hutch-restore-"));
+      if (!staging) return;
+      const d = join(parent, staging, "d3");
+      if (!existsSync(join(d, "m0"))) return;
+      broken = true;
+      rmSync(d, { recursive: true, force: true });
+      writeFileSync(d, "");
+    }, 1);
+    const err = await restoreTree(store, r.id, out).then(
+      () => null,
+      (e: Error) => e,
+    );
+    clearInterval(watch);
+    expect(broken).toBe(true);
+    expect(err?.message).toMatch(/ENOTDIR|EEXIST|ENOENT|not a directory/);
+    await Bun.sleep(50);
+    expect(readdirSync(parent)).toEqual([]);
     store.close();
   }, 120_000);
 });
