@@ -10,7 +10,7 @@
 // these tools), and answers are plain JSON (no server-sent events: the server
 // sends no requests or notifications of its own, so GET is 405).
 import type { Server } from "bun";
-import { MCP_OUTPUT_MAX, MCP_PROTOCOL_VERSIONS, type BoxMcpToolName, type MuxStream } from "@hutch/shared/wire";
+import { MCP_OUTPUT_MAX, MCP_PROTOCOL_VERSIONS, loggedInput, type BoxMcpToolName, type MuxStream } from "@hutch/shared/wire";
 import type { Logger } from "../log.ts";
 import type { Req } from "../tools/base.ts";
 import { takeFrames } from "../tools/inbox.ts";
@@ -22,20 +22,7 @@ import { callBoxTool, type CallToolResult } from "./tools.ts";
 /** Servers one guest keeps at once; a new one past this closes the oldest (an agent that never said it ended). */
 const MAX_SERVERS = 16;
 const BODY_MAX = 4 * 1024 * 1024;
-const STRING_MAX = 1000;
 const DEFAULT_OWNER = "mcp";
-
-/** The call's arguments as the host's log keeps them: every long string cut. */
-export function loggedInput(value: unknown, depth = 0): unknown {
-  if (typeof value === "string") return value.length > STRING_MAX ? `${value.slice(0, STRING_MAX)}… (${value.length} chars)` : value;
-  if (depth > 8 || value === null || typeof value !== "object") return value;
-  if (Array.isArray(value)) return value.slice(0, 100).map((v) => loggedInput(v, depth + 1));
-  return Object.fromEntries(
-    Object.entries(value)
-      .slice(0, 100)
-      .map(([k, v]) => [k, loggedInput(v, depth + 1)]),
-  );
-}
 
 /** What the log keeps of a result: its text, cut; an image by its size. */
 function summary(r: CallToolResult): string {

@@ -3,24 +3,11 @@
 // two events per call. Logging never fails a call: a box without a session
 // the daemon will make (a stopped box, a name that does not exist) simply
 // gets no events, and the reason goes to stderr.
-import { emit, Events, type Session } from "@hutch/shared";
+import { emit, Events, loggedInput, type Session } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "mcp" });
-const STRING_MAX = 1000;
-
-/** The call's arguments as the log keeps them: every long string cut, so file contents do not fill it. */
-export function loggedInput(value: unknown, depth = 0): unknown {
-  if (typeof value === "string") return value.length > STRING_MAX ? `${value.slice(0, STRING_MAX)}… (${value.length} chars)` : value;
-  if (depth > 8 || value === null || typeof value !== "object") return value;
-  if (Array.isArray(value)) return value.slice(0, 100).map((v) => loggedInput(v, depth + 1));
-  return Object.fromEntries(
-    Object.entries(value)
-      .slice(0, 100)
-      .map(([k, v]) => [k, loggedInput(v, depth + 1)]),
-  );
-}
 
 /** Tools that must not start a box to log into it. */
 const NO_NEW_SESSION = new Set(["box_start", "box_stop"]);

@@ -104,3 +104,23 @@ export function snapshotText(s: BrowserSnapshotResult): string {
 
 /** The MCP protocol revisions a server here speaks, newest first. */
 export const MCP_PROTOCOL_VERSIONS = ["2025-06-18", "2025-03-26", "2024-11-05"] as const;
+
+/** Longest string an MCP call's logged arguments keep. */
+const LOGGED_STRING_MAX = 1000;
+
+/**
+ * A call's arguments as a session log keeps them, for `hutch mcp` on the host
+ * and the box's own MCP server alike: every long string cut (file contents
+ * must not fill the log), at most 100 members or items a level, 8 levels.
+ */
+export function loggedInput(value: unknown, depth = 0): unknown {
+  if (typeof value === "string")
+    return value.length > LOGGED_STRING_MAX ? `${value.slice(0, LOGGED_STRING_MAX)}… (${value.length} chars)` : value;
+  if (depth > 8 || value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) return value.slice(0, 100).map((v) => loggedInput(v, depth + 1));
+  return Object.fromEntries(
+    Object.entries(value)
+      .slice(0, 100)
+      .map(([k, v]) => [k, loggedInput(v, depth + 1)]),
+  );
+}
