@@ -86,8 +86,11 @@ describe("with the official SDK client", () => {
 
   test("each call is told to the host stream: what was called, then how it ended", async () => {
     await client.callTool({ name: "browser_tabs", arguments: {} });
+    // The stream's messages come over the guest's channel, the answer over HTTP: either may arrive first.
+    const doneOf = () => serve.msgs.filter((m) => m.type === "mcp.done" && m.name === "browser_tabs");
+    for (const deadline = Date.now() + 5000; doneOf().length === 0 && Date.now() < deadline; ) await Bun.sleep(5);
     const calls = serve.msgs.filter((m) => m.type === "mcp.call" && m.name === "browser_tabs");
-    const done = serve.msgs.filter((m) => m.type === "mcp.done" && m.name === "browser_tabs");
+    const done = doneOf();
     expect(calls).toHaveLength(1);
     expect(done[0]).toMatchObject({ id: calls[0]!.id, status: "ok" });
     expect(String(done[0]!.output)).toMatch(/^tab_\d+ /);
@@ -100,7 +103,9 @@ describe("with the official SDK client", () => {
     const gone = await client.callTool({ name: "browser_snapshot", arguments: { tab: "tab_999" } });
     expect(gone.isError).toBe(true);
     expect((gone.content as { text: string }[])[0]!.text).toContain("no tab tab_999");
-    expect(serve.msgs.find((m) => m.type === "mcp.done" && m.status === "error" && String(m.output).includes("tab_999"))).toBeDefined();
+    const failed = () => serve.msgs.find((m) => m.type === "mcp.done" && m.status === "error" && String(m.output).includes("tab_999"));
+    for (const deadline = Date.now() + 5000; !failed() && Date.now() < deadline; ) await Bun.sleep(5);
+    expect(failed()).toBeDefined();
     await expect(client.callTool({ name: "no_such_tool", arguments: {} })).rejects.toThrow(/unknown tool/);
     expect((await client.listTools()).tools.length).toBe(Object.keys(BoxMcpTools).length);
   });
