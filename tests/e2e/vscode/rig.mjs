@@ -78,12 +78,37 @@ export function workbench(page) {
       await icon.waitFor({ timeout: iconTimeoutMs });
       if (!/\bchecked\b/.test((await icon.getAttribute("class")) || "")) await icon.locator("a.action-label").click();
     },
-    /** Types an answer into the open quick input and accepts it. */
+    /**
+     * Types an answer into the open quick input and accepts it, then waits for
+     * that prompt to go (the widget hides or shows another prompt), so the
+     * next answer never lands in this one.
+     */
     quickInput: async (text) => {
       const input = page.locator(".quick-input-widget .quick-input-box input");
       await input.waitFor({ state: "visible" });
+      const prompt = await page.evaluate(() => {
+        const w = document.querySelector(".quick-input-widget");
+        return (
+          ["title", "message"].map((c) => w?.querySelector(`.quick-input-${c}`)?.textContent ?? "").join("|") +
+          `|${w?.querySelector(".quick-input-box input")?.getAttribute("placeholder") ?? ""}`
+        );
+      });
       await input.fill(text);
       await page.keyboard.press("Enter");
+      await page
+        .waitForFunction(
+          (before) => {
+            const w = document.querySelector(".quick-input-widget");
+            if (!w || w.style.display === "none" || w.offsetParent === null) return true;
+            const now =
+              ["title", "message"].map((c) => w.querySelector(`.quick-input-${c}`)?.textContent ?? "").join("|") +
+              `|${w.querySelector(".quick-input-box input")?.getAttribute("placeholder") ?? ""}`;
+            return now !== before;
+          },
+          prompt,
+          { timeout: 10_000 },
+        )
+        .catch(() => undefined);
     },
     /** Runs a command by its title from the palette. */
     command: async (title) => {
