@@ -5,7 +5,7 @@
 // env: BASE, WS, HUTCH, REMOTE (the remote's name), SHOT, PLAYWRIGHT_CORE, CHROMIUM
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { env, hutchCli, ok, openPage, workbench } from "./rig.mjs";
+import { drive, env, hutchCli, ok, openPage, workbench } from "./rig.mjs";
 
 const T = 30_000;
 /** The CLI, on the remote as the extension is (the flag, not the environment: code-server has no HUTCH_REMOTE). */
@@ -15,7 +15,7 @@ const { command, logFrame, pane, openHutch, quickInput } = workbench(page);
 const view = pane(/Boxes and sessions/i);
 const row = (text) => view.locator('.monaco-list-row[role="treeitem"]', { hasText: text }).first();
 
-try {
+await drive(browser, page, async () => {
   await openHutch(90_000);
   await view.waitFor();
   await page
@@ -82,11 +82,4 @@ try {
 
   await page.screenshot({ path: env.SHOT });
   ok(`screenshot saved to ${env.SHOT}`);
-  console.log("PASS");
-} catch (e) {
-  await page.screenshot({ path: env.SHOT.replace(/\.png$/, "-fail.png") }).catch(() => {});
-  console.error(`FAIL: ${e.message}`);
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+});

@@ -8,7 +8,7 @@
 //      PLAYWRIGHT_CORE, CHROMIUM
 import { existsSync, readFileSync, appendFileSync } from "node:fs";
 import { join } from "node:path";
-import { env, hutchCli, norm, ok, openPage, run, workbench } from "./rig.mjs";
+import { drive, env, hutchCli, norm, ok, openPage, run, workbench } from "./rig.mjs";
 
 const T = 60_000;
 const BOX = "e2e-off";
@@ -28,7 +28,7 @@ const fetchText = (url) =>
     () => undefined,
   );
 
-try {
+await drive(browser, page, async () => {
   await openHutch(120_000);
   await workspaces.waitFor();
   await ports.waitFor();
@@ -154,11 +154,4 @@ try {
     .first()
     .waitFor();
   ok("an offload made from the CLI shows in the sidebar by itself");
-  console.log("PASS");
-} catch (e) {
-  await page.screenshot({ path: env.SHOT.replace(/\.png$/, "-fail.png") }).catch(() => {});
-  console.error(`FAIL: ${e.message}`);
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+});

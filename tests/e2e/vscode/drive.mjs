@@ -7,7 +7,7 @@
 //      OLD_HUTCH (a binary claiming an old version)
 import { readFileSync } from "node:fs";
 import { request } from "node:http";
-import { env, hutchCli, norm, ok, openPage, workbench } from "./rig.mjs";
+import { drive, env, hutchCli, norm, ok, openPage, workbench } from "./rig.mjs";
 
 const T = 30_000;
 const hutch = hutchCli();
@@ -45,7 +45,7 @@ const api = (method, path, body) =>
     req.end(body === undefined ? undefined : JSON.stringify(body));
   });
 
-try {
+await drive(browser, page, async () => {
   await openHutch(90_000);
   await view.waitFor();
   ok("workbench open with the hutch sidebar");
@@ -241,11 +241,4 @@ try {
   await setHutchPath(env.HUTCH);
   await row("e2e-box").waitFor();
   ok("pointing the setting at a good hutch brings the sidebar back");
-  console.log("PASS");
-} catch (e) {
-  await page.screenshot({ path: env.SHOT.replace(/\.png$/, "-fail.png") }).catch(() => {});
-  console.error(`FAIL: ${e.message}`);
-  process.exitCode = 1;
-} finally {
-  await browser.close();
-}
+});

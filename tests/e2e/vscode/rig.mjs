@@ -122,3 +122,17 @@ export function workbench(page) {
     logFrame: () => page.frameLocator("iframe.webview.ready >> visible=true").frameLocator("#active-frame"),
   };
 }
+
+/** Runs a drive script's steps: "PASS" at the end, or "FAIL: why" with a screenshot beside SHOT; the browser closes either way. */
+export async function drive(browser, page, steps) {
+  try {
+    await steps();
+    console.log("PASS");
+  } catch (e) {
+    await page.screenshot({ path: env.SHOT.replace(/\.png$/, "-fail.png") }).catch(() => {});
+    console.error(`FAIL: ${e.message}`);
+    process.exitCode = 1;
+  } finally {
+    await browser.close();
+  }
+}
