@@ -199,8 +199,7 @@ export async function restoreTree(store: Store, snapshotRef: string, dest: strin
   try {
     await writeDir(ctx, snap.tree, staging, [], selection, `snapshot ${snap.id}`);
     // Every file is in before any directory gets its metadata.
-    if (ctx.writer && ctx.writer.sent > 0) await ctx.writer.flush();
-    else ctx.writer?.close();
+    await ctx.writer?.flush();
     // Deepest first, so setting a directory's mtime is the last change to it.
     for (let i = ctx.dirs.length - 1; i >= 0; i--) applyMeta(ctx, ctx.dirs[i]!.path, ctx.dirs[i]!.entry, "dir");
     if (destExists) {
@@ -413,9 +412,7 @@ async function place(ctx: Ctx, job: WriteJob, bytes: Uint8Array): Promise<void> 
     ctx.writer ??= new WriteThread((refused) => {
       ctx.result.xattrsSkipped += refused;
     });
-  const w = ctx.writer;
-  // A writer that failed after it was handed files: send() throws that failure.
-  if (w && (w.ready || (w.error && w.sent > 0))) return w.send(job, bytes);
+  if (ctx.writer?.usable) return ctx.writer.send(job, bytes);
   ctx.result.xattrsSkipped += writeJob(job, bytes);
 }
 

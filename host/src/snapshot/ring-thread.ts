@@ -38,6 +38,10 @@ export type FromWorker<D, F> =
   | { t: "discarded" }
   | { t: "failed"; error: string };
 
+/** How long a worker may take to start before the caller says it works on one thread. */
+const START_MS = 5000;
+let warned = false;
+
 /** The worker entries, each an entry point of the compiled binary (scripts/build.ts). */
 export type WorkerEntry = "seal-worker.ts" | "write-worker.ts";
 
@@ -97,13 +101,24 @@ export class RingThread<I, J, D, F> {
     return this.state === "ready";
   }
 
-  /** Milliseconds since the worker was asked to start. */
-  get startedMs(): number {
-    return performance.now() - this.created;
-  }
-
-  get error(): Error | undefined {
-    return this.failure;
+  /**
+   * Whether to hand the next job to the worker: once it is ready, and after it
+   * failed having been handed jobs (send() then throws that failure). Before it
+   * is ready, or if it never starts, the caller does the work itself; a worker
+   * that failed to load or has not started in START_MS is reported once, where
+   * a broken build would otherwise only be slow (an entry that cannot be found
+   * may neither start nor fail).
+   */
+  get usable(): boolean {
+    if (this.ready || (this.failure && this.sent > 0)) return true;
+    const why =
+      this.failure?.message ??
+      (performance.now() - this.created > START_MS ? `${this.what} did not start in ${START_MS / 1000} s` : undefined);
+    if (why && !warned) {
+      warned = true;
+      process.emitWarning(`working on one thread: ${why}`);
+    }
+    return false;
   }
 
   /** Queues one job; waits while the ring is full. The caller may reuse `bytes` once this resolves. One call at a time. */
@@ -159,8 +174,12 @@ export class RingThread<I, J, D, F> {
     this.rethrow();
   }
 
-  /** Does what is queued and finishes; returns the worker's last report. The worker ends. */
-  async flush(): Promise<F> {
+  /** Does what is queued and finishes; returns the worker's last report, or undefined when it was handed nothing. The worker ends. */
+  async flush(): Promise<F | undefined> {
+    if (this.sent === 0) {
+      this.end();
+      return undefined;
+    }
     this.rethrow();
     this.postBatch();
     const result = await new Promise<F | undefined>((resolve, reject) => {
@@ -168,23 +187,18 @@ export class RingThread<I, J, D, F> {
       this.post({ t: "flush" });
     });
     this.end();
-    return result as F;
+    return result;
   }
 
   /** Drops what is queued, and what the worker holds; the worker ends. */
   async discard(): Promise<void> {
-    if (this.state === "ready" || this.state === "starting") {
+    if (this.sent > 0 && (this.state === "ready" || this.state === "starting")) {
       this.batch = [];
       await new Promise<unknown>((resolve) => {
         this.pending = { resolve, reject: resolve };
         this.post({ t: "discard" });
       });
     }
-    this.end();
-  }
-
-  /** Ends a worker that was never handed a job. */
-  close(): void {
     this.end();
   }
 

@@ -44,9 +44,6 @@ export interface WriterOptions {
   thread?: boolean;
 }
 
-let warnedNoThread = false;
-const WORKER_START_MS = 5000;
-
 export class BlobWriter {
   /** Ids (hex) stored by this writer whose pack is not yet in the cache's pending tables. */
   private readonly recent = new Set<string>();
@@ -106,18 +103,7 @@ export class BlobWriter {
       this.stats.bytesStored += stored;
       for (const p of packs) this.upload(p);
     });
-    const t = this.thread;
-    // Failed after it was handed blobs: send() throws that failure.
-    if (t.ready || (t.error && this.sealedOffThread > 0)) return t;
-    // Saves still work, on one core: say so once, where a broken build would otherwise only be slow
-    // (a worker whose entry cannot be found may neither start nor fail).
-    const why =
-      t.error?.message ?? (t.startedMs > WORKER_START_MS ? `the seal worker did not start in ${WORKER_START_MS / 1000} s` : undefined);
-    if (why && !warnedNoThread) {
-      warnedNoThread = true;
-      process.emitWarning(`snapshots are sealed on one thread: ${why}`);
-    }
-    return undefined;
+    return this.thread.usable ? this.thread : undefined;
   }
 
   /** True when a blob with this id is stored or reusable, without storing anything. */
@@ -160,9 +146,7 @@ export class BlobWriter {
   /** Seals every blob, uploads the last packs and writes their index file. After this, every id put() returned is in the store. */
   async flush(): Promise<void> {
     this.rethrow();
-    const thread = this.thread;
-    if (thread && this.sealedOffThread > 0) for (const p of await thread.flush()) this.upload(p);
-    else thread?.close();
+    for (const p of (await this.thread?.flush()) ?? []) this.upload(p);
     for (const p of this.sealer.finishAll()) this.upload(p);
     await this.uploads;
     this.rethrow();
@@ -172,8 +156,7 @@ export class BlobWriter {
   /** Stops a failed save: drops open packs and their temporary files. Uploaded packs stay for prune. */
   async discard(): Promise<void> {
     this.failure ??= new Error("save abandoned");
-    if (this.sealedOffThread > 0) await this.thread?.discard();
-    else this.thread?.close();
+    await this.thread?.discard();
     this.sealer.discard();
     await this.uploads;
   }
