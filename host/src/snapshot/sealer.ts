@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { randomUUID } from "node:crypto";
 import { compressSync } from "./compress.ts";
 import { MemoryGuard } from "./memory.ts";
-import { type BlobEntry, type BlobType, PackWriter } from "./pack.ts";
+import { type BlobType, PackWriter } from "./pack.ts";
 
 /** A finished pack, not yet uploaded. */
 export interface SealedPack {
@@ -19,7 +19,8 @@ export interface SealedPack {
   size: number;
   /** Its fsynced file in the staging directory. */
   path: string;
-  blobs: BlobEntry[];
+  /** Its blobs, as the pack's header lists them (pack.ts putEntry): one buffer, cheap to post between threads. */
+  entries: Uint8Array;
 }
 
 export interface SealerConfig {
@@ -55,8 +56,8 @@ export class Sealer {
     const pack = this.packs[type];
     if (!pack) return undefined;
     delete this.packs[type];
-    const { name, size } = pack.finish();
-    return { type, name, size, path: pack.path, blobs: pack.entries };
+    const { name, size, entries } = pack.finish();
+    return { type, name, size, path: pack.path, entries };
   }
 
   /** Finishes every open pack. */

@@ -10,7 +10,7 @@ import { unlinkSync } from "node:fs";
 import { hex, keyedId } from "./crypto.ts";
 import { encodeIndex, type PackRecord } from "./blob-index.ts";
 import { sealObject } from "./objects.ts";
-import type { BlobType } from "./pack.ts";
+import { type BlobType, decodeEntries } from "./pack.ts";
 import { SealThread } from "./seal-thread.ts";
 import { type SealedPack, Sealer, type SealerConfig } from "./sealer.ts";
 import type { Store } from "./store.ts";
@@ -118,7 +118,7 @@ export class BlobWriter {
 
   /** Queues a finished pack's upload; its blobs are then found through the cache's pending tables. */
   private upload(pack: SealedPack): void {
-    const record: PackRecord = { name: pack.name, size: pack.size, blobs: pack.blobs };
+    const record: PackRecord = { name: pack.name, size: pack.size, blobs: decodeEntries(pack.name, pack.entries, pack.size) };
     this.uploads = this.uploads.then(async () => {
       if (this.failure !== undefined) return dropFile(pack.path);
       try {
