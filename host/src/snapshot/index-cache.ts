@@ -151,15 +151,20 @@ export class IndexCache {
       .immediate();
   }
 
-  /** The pending packs, for writing their index file. */
-  pending(): PackRecord[] {
-    if (this.pendingFile === undefined) return [];
+  /** True when this process added packs that no index file lists yet. */
+  hasPending(): boolean {
+    return this.pendingFile !== undefined && this.db.query("SELECT 1 FROM packs WHERE file = ? LIMIT 1").get(this.pendingFile) !== null;
+  }
+
+  /** Those packs, for their index file (encodeIndex): each one's blobs are read a row at a time as it is encoded. */
+  *pending(): Generator<{ name: string; size: number; blobs: Iterable<BlobEntry> }> {
+    if (this.pendingFile === undefined) return;
     const packs = this.db.query("SELECT id, name, size FROM packs WHERE file = ? ORDER BY id").all(this.pendingFile) as {
       id: number;
       name: string;
       size: number;
     }[];
-    return packs.map((p) => ({ name: p.name, size: p.size, blobs: this.rowsOf(p.id) }));
+    for (const p of packs) yield { name: p.name, size: p.size, blobs: this.rowsIn(p.id) };
   }
 
   /** The pending packs are now in index file `name`: their rows become everyone's. */
@@ -303,17 +308,14 @@ export class IndexCache {
   }
 
   private rowsOf(packId: number): BlobEntry[] {
+    return [...this.rowsIn(packId)];
+  }
+
+  private *rowsIn(packId: number): Generator<BlobEntry> {
     const rows = this.db
       .query("SELECT id, type, flags, offset, length, raw FROM blobs WHERE pack = ? ORDER BY offset")
-      .all(packId) as (BlobRow & { id: Uint8Array; type: number })[];
-    return rows.map((r) => ({
-      type: TYPES[r.type]!,
-      flags: r.flags,
-      id: new Uint8Array(r.id),
-      offset: r.offset,
-      length: r.length,
-      rawLength: r.raw,
-    }));
+      .iterate(packId) as Iterable<BlobRow & { id: Uint8Array; type: number }>;
+    for (const r of rows) yield { type: TYPES[r.type]!, flags: r.flags, id: r.id, offset: r.offset, length: r.length, rawLength: r.raw };
   }
 
   /** The blobs of one committed pack (from whichever index file lists it first). */
