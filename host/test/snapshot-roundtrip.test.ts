@@ -144,6 +144,24 @@ describe("round trip", () => {
   );
 });
 
+describe("chunk sizes", () => {
+  test("a store whose largest chunk is bigger than the save's read buffer saves and restores long runs without a cut", async () => {
+    // 40 MiB of zeros has no content-defined cut: every chunk is the largest, 16 MiB, four times the default read buffer.
+    const src = join(tempDir(), "zeros");
+    mkdirSync(src);
+    const big = new Uint8Array(40 * MiB);
+    big.set(bytes(MiB, 9), 39 * MiB);
+    writeFileSync(join(src, "zeros.img"), big);
+    const { store } = await newStore({ chunker: { minSize: 1 * MiB, avgSize: 8 * MiB, maxSize: 16 * MiB } });
+    const snap = await snapshotTree(store, src);
+    expect(snap.stats.blobsNew).toBeGreaterThanOrEqual(2);
+    const dest = join(tempDir(), "zeros-restored");
+    await restoreTree(store, snap.id, dest);
+    expect(Buffer.compare(readFileSync(join(dest, "zeros.img")), big)).toBe(0);
+    store.close();
+  }, 60_000);
+});
+
 describe("dedup and the fast path", () => {
   async function workspace(): Promise<{ src: string; store: Store }> {
     const src = join(tempDir(), "ws");

