@@ -9,6 +9,7 @@
 //   HUTCH_BUILD_TARGETS=host bun run build   # only dist/hutch, dist/hutch-guest and dist/hutch.vsix
 import { copyFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { COMPILE, HOST_WORKERS } from "./compile.ts";
 
 const root = join(import.meta.dir, "..");
 const dist = join(root, "dist");
@@ -27,11 +28,10 @@ async function sha(path: string): Promise<string> {
   return h.digest("hex").slice(0, 16);
 }
 
-const common = ["bun", "build", "--compile", "--minify", "--sourcemap=none", "--bytecode", "--format=esm"];
 // The host splits: a module reached only through import() becomes a chunk of its own, read and
 // evaluated when it is first imported. Without it every verb paid ~9 ms to load the whole
 // bundle, daemon included, before its first statement (scripts/bench/README.md, cli.ts).
-const host = [...common, "--splitting"];
+const host = [...COMPILE, "--splitting"];
 const t0 = performance.now();
 const step = (msg: string) => process.stderr.write(`build: ${msg} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`);
 
@@ -49,10 +49,10 @@ const hosts: [string | null, string, keyof typeof guests][] = [
 const onlyHost = process.env.HUTCH_BUILD_TARGETS === "host";
 
 step("dist/hutch-guest");
-await run([...common, "guest/src/main.ts", "--outfile", guests.x64]);
+await run([...COMPILE, "guest/src/main.ts", "--outfile", guests.x64]);
 if (!onlyHost) {
   step("dist/hutch-guest-linux-arm64");
-  await run([...common, "--target=bun-linux-arm64", "guest/src/main.ts", "--outfile", guests.arm64]);
+  await run([...COMPILE, "--target=bun-linux-arm64", "guest/src/main.ts", "--outfile", guests.arm64]);
 }
 
 for (const [target, out, guestArch] of onlyHost ? hosts.slice(0, 1) : hosts) {
@@ -67,9 +67,7 @@ for (const [target, out, guestArch] of onlyHost ? hosts.slice(0, 1) : hosts) {
     "--define",
     `HUTCH_GUEST_SHA="${guestSha}"`,
     "host/src/main.ts",
-    // A worker's entry is an entry point of its own (host/src/snapshot/ring-thread.ts names them by these paths).
-    "host/src/snapshot/seal-worker.ts",
-    "host/src/snapshot/write-worker.ts",
+    ...HOST_WORKERS,
     "--outfile",
     join(dist, out),
   ]);

@@ -2,9 +2,10 @@
 // run: first snapshot, no-change snapshot, one-file-change snapshot, full
 // restore, list on a store holding 50 snapshots; stored bytes; peak RSS of
 // each step (GNU time's maximum resident set), and CPU seconds (user + system,
-// every thread) as a second view that a loaded machine distorts less. Each hutch step runs the store
-// (host/src/snapshot, what the daemon runs) in a process of its own, as
-// restic runs in one, so both RSS figures are one process's. Goals (issue):
+// every thread) as a second view that a loaded machine distorts less. Each
+// hutch step runs the store (host/src/snapshot, what the daemon runs) in a
+// process of its own, as restic runs in one, so both RSS figures are one
+// process's: snapshot-op.ts, compiled as hutch ships (scripts/compile.ts). Goals (issue):
 // at most 0.8x restic's time on each step, at most 1x its bytes and RSS.
 //
 //   bun scripts/bench/snapshot.ts [--json] [--runs N] [--small N] [--large-mib N] [--here]
@@ -35,29 +36,11 @@ import {
 } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
+import { COMPILE, HOST_WORKERS } from "../compile.ts";
 import { log, repoRoot, run, describeFailure } from "./lib/env.ts";
 import { alternate, median } from "./lib/stats.ts";
 
 const args = process.argv.slice(2);
-
-if (args[0] === "--worker") {
-  // One store operation in this process: save TREE | restore SNAP DEST | list.
-  const { openStore, restoreTree, snapshotTree, storeLocation } = await import(join(repoRoot, "host/src/snapshot/index.ts"));
-  const [, op, home, a, b] = args;
-  const store = await openStore(storeLocation(home!), { create: true });
-  if (op === "save") {
-    const r = await snapshotTree(store, a!);
-    process.stdout.write(`${JSON.stringify({ id: r.id, stats: r.stats })}\n`);
-  } else if (op === "restore") {
-    const r = await restoreTree(store, a!, b!, { symlinks: "any" });
-    process.stdout.write(`${JSON.stringify(r)}\n`);
-  } else if (op === "list") {
-    const all = await store.listSnapshots();
-    process.stdout.write(`${JSON.stringify({ snapshots: all.length })}\n`);
-  }
-  store.close();
-  process.exit(0);
-}
 
 const json = args.includes("--json");
 const flag = (name: string, dflt: number) => {
@@ -221,8 +204,7 @@ const work = fs.dir;
 const tree = join(work, "tree");
 const small = join(work, "small");
 const env = { ...process.env, RESTIC_PASSWORD: "hutch-bench", RESTIC_CACHE_DIR: join(work, "restic-cache"), RESTIC_PROGRESS_FPS: "0.1" };
-const bun = process.execPath;
-const self = import.meta.path;
+const op = join(scratch, "snapshot-op");
 let loadBefore: number[] = [];
 
 type Side = "hutch" | "restic";
@@ -233,7 +215,7 @@ function stores(round: number) {
   return {
     hutchHome,
     repo,
-    hutch: (...rest: string[]) => [bun, self, "--worker", rest[0]!, hutchHome, ...rest.slice(1)],
+    hutch: (...rest: string[]) => [op, rest[0]!, hutchHome, ...rest.slice(1)],
     restic: (...rest: string[]) => ["restic", "-r", repo, "--quiet", ...rest],
   };
 }
@@ -241,8 +223,20 @@ function stores(round: number) {
 const STEPS = ["first snapshot", "no-change snapshot", "one-file-change snapshot", "full restore", "list (50 snapshots)"] as const;
 type StepName = (typeof STEPS)[number];
 
+/** snapshot-op.ts as a binary built like dist/hutch: the store's code as it ships. */
+async function buildOp(): Promise<void> {
+  log("compiling scripts/bench/snapshot-op.ts as dist/hutch is compiled");
+  const argv = [...COMPILE, "--splitting", "--root", "host/src", "scripts/bench/snapshot-op.ts", ...HOST_WORKERS, "--outfile", op];
+  const r = await run(argv, { cwd: repoRoot });
+  if (r.code !== 0) {
+    log(describeFailure(r, "compiling snapshot-op"));
+    process.exit(1);
+  }
+}
+
 try {
   const version = restic();
+  await buildOp();
   loadBefore = loadavg().map((x) => +x.toFixed(2));
   log(`generating ${SMALL} small files and ${LARGE_MIB} MiB of large files in ${tree}`);
   mkdirSync(tree);

@@ -31,6 +31,8 @@ export interface RunOptions {
   /** Default: collect stdout. */
   stdout?: "pipe" | "ignore";
   timeoutMs?: number;
+  /** Default: this process's working directory. */
+  cwd?: string;
 }
 
 /**
@@ -41,6 +43,7 @@ export async function run(argv: string[], opts: RunOptions = {}): Promise<RunRes
   const t0 = performance.now();
   const proc = Bun.spawn(argv, {
     env: opts.env ?? process.env,
+    ...(opts.cwd ? { cwd: opts.cwd } : {}),
     stdin: opts.stdin ?? "ignore",
     stdout: opts.stdout ?? "pipe",
     stderr: "pipe",
