@@ -42,7 +42,7 @@ export interface Backend {
    * resolves false, writing nothing, when the name is taken.
    */
   put(kind: ObjectKind, name: string, data: Uint8Array): Promise<boolean>;
-  /** As put, for a complete file the caller has fsynced; the file is consumed (moved, where the backend can). */
+  /** As put, for a complete file, which is consumed (moved, where the backend can) and made durable first. */
   putFile(kind: ObjectKind, name: string, path: string): Promise<boolean>;
   /** Removes an object, durably. Idempotent: a missing object is not an error. */
   delete(kind: ObjectKind, name: string): Promise<void>;

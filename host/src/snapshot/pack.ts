@@ -12,7 +12,7 @@
 //
 // The pack's name is the SHA-256 of all its bytes, so a backend can verify
 // what it holds without the key.
-import { closeSync, fsyncSync, openSync, unlinkSync, writeSync } from "node:fs";
+import { closeSync, openSync, unlinkSync, writeSync } from "node:fs";
 import { randomBytes } from "node:crypto";
 import { ID_BYTES, TAG_BYTES, hex, nonce, objectKey, open, padme, salt, seal, sealParts } from "./crypto.ts";
 import { corrupt } from "./errors.ts";
@@ -116,7 +116,8 @@ export class PackWriter {
   }
 
   /**
-   * Pads, seals the header, fsyncs and closes; returns the pack's name and
+   * Pads, seals the header and closes (the backend's putFile makes the file
+   * durable, off this thread); returns the pack's name and
    * size, and its entries table unsealed.
    */
   finish(): { name: string; size: number; entries: Uint8Array } {
@@ -133,7 +134,6 @@ export class PackWriter {
     trailer[20] = VERSION;
     trailer.set(MAGIC, 21);
     this.write(trailer);
-    fsyncSync(this.fd);
     closeSync(this.fd);
     this.closed = true;
     return { name: this.hasher.digest("hex"), size: this.written, entries: header };

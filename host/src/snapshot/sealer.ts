@@ -3,7 +3,7 @@
 // or a diff reads sit together), finish the pack when it reaches the target.
 // One implementation for both places a save seals: on its own thread while it
 // is small, and in the seal worker (seal-thread.ts) once it is large. What a
-// Sealer finishes is a fsynced file in the backend's staging directory; the
+// Sealer finishes is a closed file in the backend's staging directory; the
 // uploading and indexing stay with the BlobWriter.
 import { join } from "node:path";
 import { randomUUID } from "node:crypto";
@@ -17,7 +17,7 @@ export interface SealedPack {
   /** The SHA-256 of its bytes: its name in the store. */
   name: string;
   size: number;
-  /** Its fsynced file in the staging directory. */
+  /** Its file in the staging directory (putFile makes it durable). */
   path: string;
   /** Its blobs, as the pack's header lists them (pack.ts putEntry): one buffer, cheap to post between threads. */
   entries: Uint8Array;
