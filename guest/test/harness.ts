@@ -19,6 +19,9 @@ export interface Guest {
   stop(): Promise<void>;
 }
 
+/** How long a stopping guest gets to stop its children before it is killed. */
+const STOP_GRACE_MS = 5000;
+
 /** Starts a guest; `command` runs something else (the compiled binary) with the same env. */
 export async function startGuest(command: string[] = [process.execPath, MAIN], extraEnv: Record<string, string> = {}): Promise<Guest> {
   const dir = await realpath(await mkdtemp(join(tmpdir(), "hutch-guest-test-")));
@@ -58,7 +61,10 @@ export async function startGuest(command: string[] = [process.execPath, MAIN], e
     proc,
     stderr: () => stderrText,
     async stop() {
-      if (proc.exitCode === null) proc.kill("SIGKILL");
+      // SIGTERM first, as a box's stop does: the guest stops what it started (Xvfb, Chromium, execs),
+      // which SIGKILL would leave running for the rest of the suite and after it.
+      if (proc.exitCode === null) proc.kill("SIGTERM");
+      if ((await Promise.race([proc.exited.then(() => true), Bun.sleep(STOP_GRACE_MS).then(() => false)])) === false) proc.kill("SIGKILL");
       await proc.exited;
       await rm(dir, { recursive: true, force: true });
     },
