@@ -19,6 +19,21 @@ import type { PackRecord } from "./blob-index.ts";
 import { BLOB_TYPES, type BlobEntry, type BlobType } from "./pack.ts";
 
 const CACHE_KIB = 8 * 1024;
+/** How long opening the cache retries a busy answer sqlite gave without waiting (the busy_timeout's 30 s). */
+const BUSY_RETRY_MS = 30_000;
+
+/** Runs `fn`, again after a short sleep while sqlite answers SQLITE_BUSY, for at most BUSY_RETRY_MS. */
+function retryBusy(fn: () => void): void {
+  const until = Date.now() + BUSY_RETRY_MS;
+  for (let wait = 5; ; wait = Math.min(wait * 2, 200)) {
+    try {
+      return fn();
+    } catch (err) {
+      if ((err as { code?: string }).code !== "SQLITE_BUSY" || Date.now() > until) throw err;
+      Bun.sleepSync(wait);
+    }
+  }
+}
 const SCHEMA = 2;
 const PENDING = "pending:";
 
@@ -73,7 +88,14 @@ export class IndexCache {
     this.db = new Database(path, { create: true, strict: true });
     // The timeout first: two processes opening a new cache at once both switch it to WAL.
     this.db.exec("PRAGMA busy_timeout = 30000");
-    this.db.exec("PRAGMA journal_mode = WAL");
+    // WAL is the file's, set once by whoever made the cache. Asking for it on a cache another process is
+    // writing failed now and then with "database is locked" at once, not after the timeout (a prune
+    // opening the cache while a save wrote, in the live race test): so it is asked for only when the
+    // file is not WAL yet, and a busy answer is tried again.
+    retryBusy(() => {
+      const mode = (this.db.query("PRAGMA journal_mode").get() as { journal_mode: string }).journal_mode;
+      if (mode !== "wal") this.db.exec("PRAGMA journal_mode = WAL");
+    });
     this.db.exec("PRAGMA synchronous = NORMAL");
     this.db.exec(`PRAGMA cache_size = -${CACHE_KIB}`);
     this.db.exec("PRAGMA temp_store = FILE");
