@@ -9,7 +9,7 @@
 //   HUTCH_BUILD_TARGETS=host bun run build   # only dist/hutch, dist/hutch-guest and dist/hutch.vsix
 import { copyFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { COMPILE, HOST_WORKERS } from "./compile.ts";
+import { COMPILE, HOST_COMPILE, HOST_WORKERS } from "./compile.ts";
 
 const root = join(import.meta.dir, "..");
 const dist = join(root, "dist");
@@ -28,10 +28,6 @@ async function sha(path: string): Promise<string> {
   return h.digest("hex").slice(0, 16);
 }
 
-// The host splits: a module reached only through import() becomes a chunk of its own, read and
-// evaluated when it is first imported. Without it every verb paid ~9 ms to load the whole
-// bundle, daemon included, before its first statement (scripts/bench/README.md, cli.ts).
-const host = [...COMPILE, "--splitting"];
 const t0 = performance.now();
 const step = (msg: string) => process.stderr.write(`build: ${msg} (${((performance.now() - t0) / 1000).toFixed(1)} s)\n`);
 
@@ -62,7 +58,7 @@ for (const [target, out, guestArch] of onlyHost ? hosts.slice(0, 1) : hosts) {
   copyFileSync(guest, join(embed, "hutch-guest"));
   step(`dist/${out} (guest ${guestArch} ${guestSha})`);
   await run([
-    ...host,
+    ...HOST_COMPILE,
     ...(target ? [`--target=${target}`] : []),
     "--define",
     `HUTCH_GUEST_SHA="${guestSha}"`,

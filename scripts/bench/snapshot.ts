@@ -36,7 +36,7 @@ import {
 } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { COMPILE, HOST_WORKERS } from "../compile.ts";
+import { HOST_COMPILE, HOST_WORKERS } from "../compile.ts";
 import { log, repoRoot, run, describeFailure } from "./lib/env.ts";
 import { alternate, median } from "./lib/stats.ts";
 
@@ -226,7 +226,7 @@ type StepName = (typeof STEPS)[number];
 /** snapshot-op.ts as a binary built like dist/hutch: the store's code as it ships. */
 async function buildOp(): Promise<void> {
   log("compiling scripts/bench/snapshot-op.ts as dist/hutch is compiled");
-  const argv = [...COMPILE, "--splitting", "--root", "host/src", "scripts/bench/snapshot-op.ts", ...HOST_WORKERS, "--outfile", op];
+  const argv = [...HOST_COMPILE, "scripts/bench/snapshot-op.ts", ...HOST_WORKERS, "--outfile", op];
   const r = await run(argv, { cwd: repoRoot });
   if (r.code !== 0) {
     log(describeFailure(r, "compiling snapshot-op"));

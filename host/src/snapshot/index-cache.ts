@@ -19,6 +19,8 @@ import type { PackRecord } from "./blob-index.ts";
 import { BLOB_TYPES, type BlobEntry, type BlobType } from "./pack.ts";
 
 const CACHE_KIB = 8 * 1024;
+const SCHEMA = 2;
+const PENDING = "pending:";
 /** How long opening the cache retries a busy answer sqlite gave without waiting (the busy_timeout's 30 s). */
 const BUSY_RETRY_MS = 30_000;
 
@@ -34,8 +36,6 @@ function retryBusy(fn: () => void): void {
     }
   }
 }
-const SCHEMA = 2;
-const PENDING = "pending:";
 
 export interface Located extends BlobEntry {
   pack: string;
@@ -173,20 +173,19 @@ export class IndexCache {
       .immediate();
   }
 
-  /** True when this process added packs that no index file lists yet. */
-  hasPending(): boolean {
-    return this.pendingFile !== undefined && this.db.query("SELECT 1 FROM packs WHERE file = ? LIMIT 1").get(this.pendingFile) !== null;
-  }
-
-  /** Those packs, for their index file (encodeIndex): each one's blobs are read a row at a time as it is encoded. */
-  *pending(): Generator<{ name: string; size: number; blobs: Iterable<BlobEntry> }> {
-    if (this.pendingFile === undefined) return;
+  /**
+   * The packs this process added that no index file lists yet, for their
+   * index file (encodeIndex): each one's blobs are read a row at a time as
+   * it is encoded.
+   */
+  pending(): { name: string; size: number; blobs: Iterable<BlobEntry> }[] {
+    if (this.pendingFile === undefined) return [];
     const packs = this.db.query("SELECT id, name, size FROM packs WHERE file = ? ORDER BY id").all(this.pendingFile) as {
       id: number;
       name: string;
       size: number;
     }[];
-    for (const p of packs) yield { name: p.name, size: p.size, blobs: this.rowsIn(p.id) };
+    return packs.map((p) => ({ name: p.name, size: p.size, blobs: { [Symbol.iterator]: () => this.rowsIn(p.id) } }));
   }
 
   /** The pending packs are now in index file `name`: their rows become everyone's. */

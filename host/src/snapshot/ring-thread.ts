@@ -42,7 +42,7 @@ export type FromWorker<D, F> =
 const START_MS = 5000;
 let warned = false;
 
-/** The worker entries, each an entry point of the compiled binary (scripts/build.ts). */
+/** The worker entries, each an entry point of the compiled binary (scripts/compile.ts, HOST_WORKERS). */
 export type WorkerEntry = "seal-worker.ts" | "write-worker.ts";
 
 /**

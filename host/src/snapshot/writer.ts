@@ -134,9 +134,10 @@ export class BlobWriter {
   }
 
   private async writeIndex(): Promise<void> {
+    const pending = this.store.cache.pending();
     this.pendingPacks = 0;
-    if (!this.store.cache.hasPending()) return;
-    const { name, bytes } = sealObject(this.store.keys.enc, "index", encodeIndex(this.store.cache.pending()));
+    if (pending.length === 0) return;
+    const { name, bytes } = sealObject(this.store.keys.enc, "index", encodeIndex(pending));
     await this.store.backend.put("index", name, bytes);
     this.store.cache.commitPending(name);
     this.indexFiles.push(name);
