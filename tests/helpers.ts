@@ -67,9 +67,12 @@ export function makeHome(prefix = "hutch-e2e-"): Home {
       }
     },
     async cleanup() {
-      const list = await self.run(["box", "list", "--json"]);
-      if (list.code === 0) {
-        for (const b of JSON.parse(list.stdout) as { name: string }[]) await self.run(["box", "delete", b.name]);
+      // A client of a remote (HUTCH_REMOTE) may have boxes on its own daemon too (`--remote local`): boxes
+      // outlive their daemon, so those would keep running after the home is gone.
+      for (const where of self.env.HUTCH_REMOTE ? [[], ["--remote", "local"]] : [[]]) {
+        const list = await self.run([...where, "box", "list", "--json"]);
+        if (list.code !== 0) continue;
+        for (const b of JSON.parse(list.stdout) as { name: string }[]) await self.run([...where, "box", "delete", b.name]);
       }
       const pid = self.daemonPid();
       if (pid) {
