@@ -16,6 +16,7 @@ import { listSaves } from "./saves.ts";
 import type { SnapshotRecord, Store } from "./store.ts";
 import type { TreeEntry } from "./tree.ts";
 import { SnapshotBody } from "./objects.ts";
+import { turn } from "./turns.ts";
 
 export interface CheckOptions {
   readData?: boolean;
@@ -128,6 +129,7 @@ export async function check(store: Store, opts: CheckOptions = {}): Promise<Chec
       const stack: { id: string; path: string }[] = [{ id: snap.tree, path: "" }];
       while (stack.length > 0) {
         opts.signal?.throwIfAborted();
+        await turn();
         const { id, path } = stack.pop()!;
         if (firstVisit.run(fromHex(id)).changes === 0) continue;
         res.trees++;
@@ -195,6 +197,7 @@ async function readPack(store: Store, name: string, indexed: PackRecord, res: Ch
     );
     const byOffset = new Map(header.map((e) => [e.offset, e]));
     for (const b of indexed.blobs) {
+      await turn();
       const h = byOffset.get(b.offset);
       if (
         !h ||

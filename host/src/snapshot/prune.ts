@@ -33,6 +33,7 @@ import { Meter, type ProgressFn } from "./progress.ts";
 import { RefSet } from "./refs.ts";
 import { listSaves } from "./saves.ts";
 import type { Store } from "./store.ts";
+import { turn } from "./turns.ts";
 import { BlobWriter } from "./writer.ts";
 
 /** More index files than this (one per save) are folded into one by the next prune. */
@@ -237,6 +238,7 @@ async function repack(store: Store, refs: RefSet, packs: PackUse[], excluded: st
   try {
     for (const p of packs) {
       for (const b of store.cache.blobsOf(p.name)) {
+        await turn();
         if (!refs.has(b.type, b.id)) continue;
         const plain = await store.readBlob(b.type, b.id, `packs/${p.name}`);
         await writer.put(b.type, plain);

@@ -6,6 +6,7 @@ import type { Database, Statement } from "bun:sqlite";
 import { fromHex } from "./crypto.ts";
 import { BLOB_TYPES } from "./pack.ts";
 import type { SnapshotRecord, Store } from "./store.ts";
+import { turn } from "./turns.ts";
 
 export class RefSet {
   private readonly add: Statement<unknown, [Uint8Array, number]>;
@@ -29,6 +30,7 @@ export class RefSet {
     const stack: { id: string; path: string }[] = [{ id: snap.tree, path: `snapshot ${snap.id}` }];
     while (stack.length > 0) {
       signal?.throwIfAborted();
+      await turn();
       const { id, path } = stack.pop()!;
       if (this.add.run(fromHex(id), BLOB_TYPES.tree).changes === 0) continue;
       this.trees++;

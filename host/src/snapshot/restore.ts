@@ -35,6 +35,7 @@ import { Meter, type ProgressFn } from "./progress.ts";
 import type { SnapshotRecord, Store } from "./store.ts";
 import type { TreeEntry } from "./tree.ts";
 import { CREATE_FLAGS, type WriteJob, writeJob } from "./restore-files.ts";
+import { turn } from "./turns.ts";
 import { WriteThread } from "./write-thread.ts";
 
 export const STAGING_PREFIX = ".hutch-restore-";
@@ -233,6 +234,7 @@ async function planDir(
   opts.signal?.throwIfAborted();
   const entries = await store.readTree(treeId, needed, false);
   for (const e of entries) {
+    await turn();
     const child = sel.all ? sel : sel.children.get(e.name);
     if (!child) continue;
     const here = [...parts, e.name];
@@ -319,6 +321,7 @@ async function writeDir(ctx: Ctx, treeId: string, abs: string, parts: string[], 
   const entries = await ctx.store.readTree(treeId, needed, false);
   const small = new SmallReads(ctx, entries, sel, parts);
   for (const e of entries) {
+    await turn();
     const child = sel.all ? sel : sel.children.get(e.name);
     if (!child) continue;
     const path = join(abs, e.name);
@@ -478,6 +481,7 @@ async function writeContent(ctx: Ctx, fd: number, content: string[], rel: string
       ctx.memory.drop(p.length);
     }
     ctx.meter.tick();
+    await turn();
   }
   return written;
 }

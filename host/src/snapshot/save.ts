@@ -22,6 +22,7 @@ import { Meter, type ProgressFn } from "./progress.ts";
 import { type CommitPoint, SaveRegistration } from "./saves.ts";
 import type { SnapshotRecord, Store } from "./store.ts";
 import { TREE_LIMITS, type TreeEntry, compareNames, encodeTree, nameProblem } from "./tree.ts";
+import { turn } from "./turns.ts";
 import { BlobWriter } from "./writer.ts";
 
 /** Points where a save awaits `pause` (a test seam for forcing interleavings with prune). */
@@ -202,7 +203,7 @@ async function saveRegistered(
       meter.filesTotal = 0;
       meter.bytesTotal = 0;
       for (const dir of roots ? roots.map((r) => r.path) : [absRoot]) {
-        const t = scan(dir, opts.signal);
+        const t = await scan(dir, opts.signal);
         meter.filesTotal += t.files;
         meter.bytesTotal += t.bytes;
       }
@@ -252,10 +253,10 @@ export async function findParent(store: Store, source: string, ref: string | und
 }
 
 /** Counts files and bytes for the progress ETA when there is no parent to estimate from. */
-function scan(dir: string, signal?: AbortSignal): { files: number; bytes: number } {
+async function scan(dir: string, signal?: AbortSignal): Promise<{ files: number; bytes: number }> {
   let files = 0;
   let bytes = 0;
-  const walk = (d: string) => {
+  const walk = async (d: string) => {
     let names: string[];
     try {
       names = readdirSync(d);
@@ -264,9 +265,10 @@ function scan(dir: string, signal?: AbortSignal): { files: number; bytes: number
     }
     for (const n of names) {
       signal?.throwIfAborted();
+      await turn();
       try {
         const st = lstatSync(join(d, n));
-        if (st.isDirectory()) walk(join(d, n));
+        if (st.isDirectory()) await walk(join(d, n));
         else if (st.isFile()) {
           files++;
           bytes += st.size;
@@ -276,7 +278,7 @@ function scan(dir: string, signal?: AbortSignal): { files: number; bytes: number
       }
     }
   };
-  walk(dir);
+  await walk(dir);
   return { files, bytes };
 }
 
@@ -330,6 +332,7 @@ async function saveDir(ctx: Ctx, abs: string, rel: string, parent: TreeEntry[] |
   const entries: TreeEntry[] = [];
   for (const name of names) {
     ctx.signal?.throwIfAborted();
+    await turn();
     const path = join(abs, name);
     const relPath = rel === "" ? name : `${rel}/${name}`;
     const bad = nameProblem(name);
@@ -516,6 +519,7 @@ async function readFile(ctx: Ctx, path: string, rel: string, st: BigIntStats): P
         total += cut - start;
         start = cut;
         ctx.meter.tick();
+        await turn();
       }
       if (eof) break;
       buf.copyWithin(0, start, end);

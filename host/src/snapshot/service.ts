@@ -8,6 +8,7 @@
 // directory on the host first (every check passes or nothing moves), then
 // sent with tar.in, so nothing on the host ever writes into a box's tree.
 import { mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import {
   Chan,
@@ -427,7 +428,8 @@ export class SnapshotService {
       report({ type: "done", summary: `restored ${r.files} files of ${snap.id} into ${box.name}:${into.join(", ")}` });
       return { snapshot: snap.id, box: box.name, into, files: r.files, dirs: r.dirs, symlinks: r.symlinks, bytes: r.bytes, ms: r.ms };
     } finally {
-      rmSync(staging, { recursive: true, force: true });
+      // On the thread pool: a restore's staging copy can be thousands of files (rmSync held the daemon ~0.1 s per 10k).
+      await rm(staging, { recursive: true, force: true });
     }
   }
 
