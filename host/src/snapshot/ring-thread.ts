@@ -6,11 +6,14 @@
 // worker, ended by flush() or discard(). A save seals in one (seal-worker.ts),
 // a restore creates its small files in one (write-worker.ts).
 //
-// The caller runs long stretches of synchronous file system calls and rarely
-// yields to the event loop, so what it must know at once is in shared memory,
-// not in messages: that the worker is ready, and how much of the ring it has
+// The caller runs long stretches of synchronous file system calls and yields
+// to the event loop only once a slice (turns.ts), so what it must know at
+// once is in shared memory, not in messages: that the worker is ready, and
+// how much of the ring it has
 // handed back (with Atomics.wait to sleep on while the ring is full). What the
 // worker reports per batch comes as messages, taken whenever the caller yields.
+
+import { yieldNow } from "./turns.ts";
 
 /** Jobs are handed over in batches of about this many bytes, or this many jobs. */
 const BATCH_BYTES = 256 * 1024;
@@ -143,7 +146,7 @@ export class RingThread<I, J, D, F> {
         // The worker did more: yield, so its reports are taken as they come, not all at the end.
         if (seen !== this.taken) {
           this.taken = seen;
-          await new Promise((resolve) => setImmediate(resolve));
+          await yieldNow();
         }
         return;
       }
@@ -170,7 +173,7 @@ export class RingThread<I, J, D, F> {
   /** Hands over what is batched and sleeps until the worker finishes a batch; now and then yields instead, so a message saying it failed gets in. */
   private async waitForWorker(seen: number): Promise<void> {
     this.postBatch();
-    if (Atomics.wait(this.flags, 1, seen, 100) === "timed-out") await new Promise((resolve) => setImmediate(resolve));
+    if (Atomics.wait(this.flags, 1, seen, 100) === "timed-out") await yieldNow();
     this.rethrow();
   }
 
