@@ -88,6 +88,8 @@ export type WhoAmI = Static<typeof WhoAmI>;
 
 /** A WebSocket closed because its token was revoked or expired while it was open. */
 export const WS_CLOSE_UNAUTHORIZED = 4401;
+/** A WebSocket closed because its user's share of the box narrowed or was withdrawn while it was open. */
+export const WS_CLOSE_DENIED = 4403;
 
 /** base64url(JSON) of a join token. */
 export function encodeJoin(j: JoinToken): string {

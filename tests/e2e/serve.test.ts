@@ -7,7 +7,7 @@ import { readFileSync, readdirSync, writeFileSync } from "node:fs";
 import { connect } from "node:tls";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import { WS_CLOSE_UNAUTHORIZED } from "../../shared/src/index.ts";
+import { WS_CLOSE_DENIED, WS_CLOSE_UNAUTHORIZED } from "../../shared/src/index.ts";
 import { HUTCH, onTerminal, opOutput, waitFor, type Home } from "../helpers.ts";
 import { joinClient, startServer, tokenOf, type Server } from "../remote.ts";
 import { expectHeadlessTurn, fakeBindings, newSecrets } from "../agent-turns.ts";
@@ -47,6 +47,22 @@ function raw(path: string, token?: string, init: RequestInit = {}): Promise<Resp
   const headers = new Headers(init.headers);
   if (token) headers.set("authorization", `Bearer ${token}`);
   return fetch(`${srv.url}${path}`, { ...init, headers, tls: { ca: cert, checkServerIdentity: () => undefined } } as RequestInit);
+}
+
+/** A tool stream WebSocket opened with a token: whether the upgrade was taken, and its close code. */
+function streamSocket(path: string, token: string): { opened: Promise<boolean>; closed: Promise<number>; ws: WebSocket } {
+  const ws = new WebSocket(`${srv.url.replace("https:", "wss:")}${path}`, {
+    headers: { authorization: `Bearer ${token}` },
+    tls: { ca: cert, checkServerIdentity: () => undefined },
+  } as unknown as string[]);
+  return {
+    ws,
+    opened: new Promise((res) => {
+      ws.onopen = () => res(true);
+      ws.addEventListener("close", () => res(false));
+    }),
+    closed: new Promise((res) => ws.addEventListener("close", (e) => res(e.code))),
+  };
 }
 
 /** A subscription WebSocket opened with a token; resolves with its close code. */
@@ -192,6 +208,95 @@ describe("auth", () => {
     expect((await alice.run(["box", "share", "web", "--with", "bob", "--revoke"])).code).toBe(0);
     expect((await bob.run(["session", "info", sid])).code).toBe(4);
   });
+
+  test("a read-only share cannot attach to a session through any box path: a missing box, his own box, or hers", async () => {
+    const sid = (await alice.run(["run", "web", "--detach", "--label", "ro-attach"])).stdout.trim();
+    expect((await bob.run(["box", "create", "bobs", "--start"])).code).toBe(0);
+    expect((await alice.run(["box", "share", "web", "--with", "bob", "--read"])).code).toBe(0);
+    const bobToken = tokenOf(bob.join);
+    // The positive control: alice's own token upgrades through her box's path.
+    const own = streamSocket(`/v1/boxes/web/stream?session=${sid}&steal=1`, tokenOf(alice.join));
+    expect(await own.opened).toBe(true);
+    own.ws.close();
+    for (const path of [
+      `/v1/boxes/no-such-box/stream?session=${sid}&steal=1`,
+      `/v1/boxes/bobs/stream?session=${sid}&steal=1`,
+      `/v1/boxes/web/stream?session=${sid}&steal=1`,
+      `/v1/boxes/web/stream?session=${sid}`,
+    ]) {
+      const s = streamSocket(path, bobToken);
+      expect({ path, opened: await s.opened }).toEqual({ path, opened: false });
+    }
+    // Nor through the routes: input, the driver slot, events other than annotations, close.
+    for (const [path, body] of [
+      [`/v1/sessions/${sid}/input`, { text: "echo owned\n" }],
+      [`/v1/sessions/${sid}/driver/acquire`, {}],
+      [`/v1/sessions/${sid}/driver/steal`, {}],
+      [`/v1/sessions/${sid}/events`, { events: [{ kind: "attention.required", data: { reason: "hi" } }] }],
+      [`/v1/sessions/${sid}/close`, {}],
+    ] as const) {
+      const r = await raw(path, bobToken, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+      expect({ path, status: r.status }).toEqual({ path, status: 403 });
+    }
+    const info = JSON.parse((await alice.run(["session", "info", sid, "--json"])).stdout);
+    expect(info.driver).toBeFalsy();
+    expect(info.state).toBe("open");
+    expect((await alice.run(["box", "share", "web", "--with", "bob", "--revoke"])).code).toBe(0);
+    expect((await bob.run(["box", "delete", "bobs"])).code).toBe(0);
+  });
+
+  test("a revoked drive share ends at once: no input, attach or fork; his sessions on the box are closed and his sockets cut", async () => {
+    expect((await alice.run(["box", "share", "web", "--with", "bob", "--drive"])).code).toBe(0);
+    const bobToken = tokenOf(bob.join);
+    // bob's own session on alice's box, which he drives.
+    const mine = (await bob.run(["run", "web", "--detach", "--label", "bobs-own"])).stdout.trim();
+    expect(mine).toMatch(/^ses_/);
+    expect((await bob.run(["session", "driver", "acquire", mine])).code).toBe(0);
+    expect((await bob.run(["session", "send", mine, "echo before"])).code).toBe(0);
+    // alice's session, which bob drives too.
+    const hers = (await alice.run(["run", "web", "--detach", "--label", "hers"])).stdout.trim();
+    expect((await bob.run(["session", "driver", "acquire", hers])).code).toBe(0);
+    const attached = streamSocket(`/v1/boxes/web/stream?session=${mine}&steal=1`, bobToken);
+    expect(await attached.opened).toBe(true);
+    const feed = subscribeSocket(mine, bobToken);
+    await feed.open;
+
+    expect((await alice.run(["box", "share", "web", "--with", "bob", "--revoke"])).code).toBe(0);
+    expect(await attached.closed).toBe(WS_CLOSE_DENIED);
+    expect(await feed.closed).toBe(WS_CLOSE_DENIED);
+    for (const args of [
+      ["session", "send", mine, "echo after"],
+      ["session", "driver", "acquire", mine],
+      ["session", "driver", "steal", hers],
+      ["session", "send", hers, "echo after"],
+      ["session", "attach", mine],
+    ]) {
+      const r = await bob.run(args);
+      expect({ args, code: r.code }).toEqual({ args, code: 4 });
+    }
+    const again = streamSocket(`/v1/boxes/web/stream?session=${mine}&steal=1`, bobToken);
+    expect(await again.opened).toBe(false);
+    // A snapshot alice takes later is no fork source for bob through his old session.
+    const snap = await alice.run(["snapshot", "create", "web", "--json"]);
+    expect(snap.code, snap.stderr).toBe(0);
+    const fork = await bob.run(["session", "fork", mine, "--at", "100000", "--name", "bobs-fork"]);
+    expect(fork.code).toBe(4);
+    expect(JSON.parse((await alice.run(["box", "list", "--json"])).stdout).map((b: { name: string }) => b.name)).not.toContain("bobs-fork");
+    // His session on her box is closed; hers is hers again, with no driver; the log says who let go.
+    await waitFor(
+      "bob's session closed",
+      async () => JSON.parse((await alice.run(["session", "info", mine, "--json"])).stdout).state === "closed",
+      10_000,
+    );
+    const hersNow = JSON.parse((await alice.run(["session", "info", hers, "--json"])).stdout);
+    expect(hersNow.state).toBe("open");
+    expect(hersNow.driver).toBeFalsy();
+    const log = (await alice.run(["session", "log", hers, "--json"])).stdout
+      .trim()
+      .split("\n")
+      .map((l) => JSON.parse(l) as { kind: string; actor: { kind: string } });
+    expect(log.some((e) => e.kind === "session.driver.released" && e.actor.kind === "system")).toBe(true);
+  }, 60_000);
 
   test("snapshots are each user's: alice's is hers to list and browse; for bob it does not exist", async () => {
     const made = await alice.run(["snapshot", "create", "web", "--json"]);

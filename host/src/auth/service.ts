@@ -42,9 +42,13 @@ function tokenId(): string {
   return id;
 }
 
+/** Told when a user's access to a box narrows (drive to read) or ends: what they still have, or null. */
+export type AccessChanged = (boxId: string, user: string, now: ShareMode | null) => void;
+
 export class AuthService {
   readonly store: AuthStore;
   private revoked = new Set<(tokenId: string) => void>();
+  private narrowed = new Set<AccessChanged>();
 
   constructor(
     db: Database,
@@ -147,12 +151,28 @@ export class AuthService {
   share(boxId: string, user: string, mode: ShareMode): ShareInfo {
     if (!this.store.hasUser(user) && user !== this.localUser)
       throw new HutchError("not_found", `no user "${user}"`, "list users: hutch user list");
+    const before = this.store.shareMode(boxId, user);
     this.store.share(boxId, user, mode);
+    if (before === "drive" && mode === "read") this.tellNarrowed(boxId, user, mode);
     return { box: boxId, user, mode };
   }
 
   unshare(boxId: string, user: string): { box: string; user: string; removed: boolean } {
-    return { box: boxId, user, removed: this.store.unshare(boxId, user) };
+    const removed = this.store.unshare(boxId, user);
+    if (removed) this.tellNarrowed(boxId, user, null);
+    return { box: boxId, user, removed };
+  }
+
+  /** Calls fn when a user's share of a box narrows or is withdrawn, after the store says so; returns the unsubscribe. */
+  onNarrowed(fn: AccessChanged): () => void {
+    this.narrowed.add(fn);
+    return () => this.narrowed.delete(fn);
+  }
+
+  private tellNarrowed(boxId: string, user: string, now: ShareMode | null): void {
+    // The owner's own access never narrows through a share row.
+    if (this.owner(boxId) === user) return;
+    for (const fn of this.narrowed) fn(boxId, user, now);
   }
 
   shares(boxId: string): ShareInfo[] {

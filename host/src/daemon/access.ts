@@ -6,6 +6,7 @@ import { HutchError } from "@hutch/shared";
 import type { AuthService, Principal } from "../auth/service.ts";
 import type { BoxService } from "../box/service.ts";
 import type { SessionStore } from "../store/sessions.ts";
+import { sessionAccess } from "../session/access.ts";
 
 export interface AccessDeps {
   auth: AuthService;
@@ -39,7 +40,13 @@ export function checkAccess(deps: AccessDeps, p: Principal | undefined, method: 
   if (!admin && (ADMIN_ALWAYS.test(path) || (ADMIN_WRITE.test(path) && !isRead(method))))
     throw denied(`${path} is the server admin's`, "ask the server's admin, or for a token with --scope admin");
   const box = BOX.exec(path);
-  if (box) return checkBox(deps, p, method, decodeURIComponent(box[1]!), box[2] ?? "", upgrade);
+  if (box) {
+    const ref = decodeURIComponent(box[1]!);
+    const session = upgrade ? url.searchParams.get("session") : null;
+    // A stream that attaches to a session is input into it: its box must be the named one, and the caller may drive it.
+    if (session !== null) checkAttach(deps, p, ref, session);
+    return checkBox(deps, p, method, ref, box[2] ?? "", upgrade);
+  }
   const ses = SESSION.exec(path);
   if (ses) return checkSession(deps, p, method, ses[1]!, ses[2] ?? "");
 }
@@ -51,8 +58,11 @@ export function checkBoxRef(deps: AccessDeps, p: Principal | undefined, ref: str
 
 function checkBox(deps: AccessDeps, p: Principal, method: string, ref: string, rest: string, upgrade: boolean): void {
   const found = deps.boxes.find(ref);
-  // A missing box goes on to its handler, which names it as missing.
-  if (!found) return;
+  // A missing box goes on to its handler, which names it as missing; an upgrade has no handler to do that.
+  if (!found) {
+    if (upgrade) throw new HutchError("not_found", `no box named "${ref}"`, "list boxes: hutch box list");
+    return;
+  }
   const access = deps.auth.access(p, found.id);
   if (access === null) throw new HutchError("not_found", `no box named "${ref}"`, "list boxes: hutch box list");
   if (access === "own") return;
@@ -62,10 +72,20 @@ function checkBox(deps: AccessDeps, p: Principal, method: string, ref: string, r
     throw denied(`box "${ref}" is shared with you to drive, not to change`, "ask its owner");
 }
 
+function checkAttach(deps: AccessDeps, p: Principal, ref: string, id: string): void {
+  const row = deps.sessionStore.get(id);
+  const box = deps.boxes.find(ref);
+  if (!row || !box || row.box_id !== box.id)
+    throw new HutchError("not_found", `box "${ref}" has no session "${id}"`, "list its sessions: hutch session list --box BOX");
+  checkSession(deps, p, "POST", id, "/attach");
+}
+
 function checkSession(deps: AccessDeps, p: Principal, method: string, id: string, rest: string): void {
   const row = deps.sessionStore.get(id);
   if (!row) return;
-  const access = row.owner === p.user ? "own" : deps.auth.access(p, row.box_id);
+  const access = p.remote
+    ? sessionAccess(p.user, row.owner, deps.auth.userAccess(p.user, row.box_id), deps.boxes.byId(row.box_id) !== null)
+    : "own";
   if (access === null) throw new HutchError("not_found", `no session "${id}"`, "list sessions: hutch session list");
   if (access === "read" && !isRead(method) && !READ_SESSION_WRITES.test(rest))
     throw denied(

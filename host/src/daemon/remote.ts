@@ -7,13 +7,14 @@
 // address and the reason, never the token.
 import { constants } from "node:crypto";
 import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
-import { API_LIMITS, HutchError, WS_CLOSE_UNAUTHORIZED } from "@hutch/shared";
+import { API_LIMITS, HutchError, WS_CLOSE_DENIED, WS_CLOSE_UNAUTHORIZED } from "@hutch/shared";
 import type { AuthService, Principal } from "../auth/service.ts";
 import type { ServeCert } from "../auth/cert.ts";
 import { log } from "../log.ts";
 import { checkAccess, type AccessDeps } from "./access.ts";
 import { setPrincipal } from "./actor.ts";
 import type { Data } from "./sockets.ts";
+import type { StreamSocketData } from "./stream/index.ts";
 import { CreateLimiter } from "../auth/limit.ts";
 
 const logger = log.create({ service: "serve" });
@@ -50,6 +51,15 @@ export function listenRemote(deps: RemoteDeps, at: { hostname: string; port: num
     deps.endStreams?.(id);
   };
   const offRevoke = deps.auth.onRevoke((id) => closeToken(id, `token ${id} was revoked`));
+  // A share that narrows or ends closes what its user has open on the box: every tool stream (a read share
+  // opens none), and when it ended, the session feeds too.
+  const offNarrowed = deps.auth.onNarrowed((boxId, user, now) => {
+    const why = JSON.stringify({ code: "denied", message: `your share of box ${boxId} was ${now ? `narrowed to ${now}` : "withdrawn"}` });
+    for (const [token, set] of open) {
+      if (deps.auth.store.token(token)?.user !== user) continue;
+      for (const ws of set) if (onBox(deps, ws.data, boxId, now === null)) ws.close(WS_CLOSE_DENIED, why);
+    }
+  });
   // Tokens seen on this listener since it started: an expired one's feeds end too, not only its sockets.
   const seen = new Set<string>();
   const sweep = setInterval(() => {
@@ -127,9 +137,18 @@ export function listenRemote(deps: RemoteDeps, at: { hostname: string; port: num
     url,
     async stop() {
       offRevoke();
+      offNarrowed();
       clearInterval(sweep);
       await Promise.race([server.stop(), Bun.sleep(1000)]);
       await server.stop(true);
     },
   };
+}
+
+/** Whether an open socket reaches a box: a tool stream to it or to one of its sessions, or (with feeds) a session feed of it. */
+function onBox(deps: AccessDeps, data: Data, boxId: string, feeds: boolean): boolean {
+  if ("kind" in data && data.kind === "subscribe") return feeds && deps.sessionStore.get(data.session)?.box_id === boxId;
+  const stream = data as StreamSocketData;
+  if (stream.session && deps.sessionStore.get(stream.session.id)?.box_id === boxId) return true;
+  return deps.boxes.find(stream.ref)?.id === boxId;
 }

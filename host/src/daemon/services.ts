@@ -20,6 +20,9 @@ import { SnapshotService } from "../snapshot/service.ts";
 import { AuthService } from "../auth/service.ts";
 import { daemonUser } from "./actor.ts";
 import { DispatchService } from "../dispatch/service.ts";
+import { log } from "../log.ts";
+
+const logger = log.create({ service: "daemon" });
 
 /** The event each broker decision is logged as. */
 const EGRESS_EVENTS = { allowed: Events.egressAllowed, denied: Events.egressDenied, injected: Events.egressInjected } as const;
@@ -59,6 +62,11 @@ export async function createServices(home: string, db: Database, engines: Record
   const auth = new AuthService(db, daemonUser);
   sessions.boxAccess = (boxId, user) => auth.userAccess(user, boxId);
   sessions.boxOwner = (boxId) => auth.owner(boxId);
+  auth.onNarrowed((boxId, user, now) => {
+    sessions
+      .accessNarrowed(boxId, user, now)
+      .catch((err) => logger.warn("ending a withdrawn share's sessions failed", { box: boxId, user, err: String(err) }));
+  });
   // A snapshot is its box's owner's, kept past the box: the row is written as the snapshot is announced.
   snapshots.created.add((boxId, s) => auth.store.setSnapshotOwner(s.id, auth.owner(boxId)));
   broker.secretOwner = (boxId) => {

@@ -25,6 +25,7 @@ import { SessionBus } from "./bus.ts";
 import { Recorder, type TerminalSpawner } from "./recorder.ts";
 import { SessionSummaries } from "./summaries.ts";
 import { SYSTEM, actorUser } from "./actors.ts";
+import { sessionAccess, type SessionAccess } from "./access.ts";
 import { harness, type Harness } from "../harness/index.ts";
 import type { AgentRunner } from "../harness/run.ts";
 import { log } from "../log.ts";
@@ -129,23 +130,39 @@ export class SessionService {
   }
 
   /**
-   * What a user may do with a box beyond their own sessions on it: its
-   * owner's, shared to drive or to read, or nothing (null). Server mode wires
-   * this to box owners and shares; unwired, a session is its owner's alone.
+   * What a user may do with a box: its owner's, shared to drive or to read,
+   * or nothing (null). Server mode wires this to box owners and shares;
+   * unwired, a session is its opener's alone.
    */
-  boxAccess: (boxId: string, user: string) => "own" | "drive" | "read" | null = () => null;
+  boxAccess?: (boxId: string, user: string) => SessionAccess | null;
   /** Whom a box belongs to (server mode): a fork of a session belongs to its box's owner. */
   boxOwner: (boxId: string) => string | undefined = () => undefined;
 
-  /** Whether the actor may see the session: its owner, the daemon, or a user its box is shared with. */
-  private canSee(row: SessionRow, actor: Actor): boolean {
-    return actor.kind === "system" || actorUser(actor) === row.owner || this.boxAccess(row.box_id, actorUser(actor)) !== null;
+  /** What the actor may do with the session now (see access.ts), or null when it may not see it. */
+  accessOf(row: SessionRow, actor: Actor): SessionAccess | null {
+    if (actor.kind === "system") return "own";
+    const user = actorUser(actor);
+    if (!this.boxAccess) return user === row.owner ? "own" : null;
+    return sessionAccess(user, row.owner, this.boxAccess(row.box_id, user), this.boxes.byId(row.box_id) !== null);
   }
 
   /** A session the actor may see, or a named error: another user's is answered as missing, so ids do not leak. */
   row(id: string, actor: Actor): SessionRow {
     const row = this.store.get(id);
-    if (!row || !this.canSee(row, actor)) throw new HutchError("not_found", `no session "${id}"`, "list sessions: hutch session list");
+    if (!row || this.accessOf(row, actor) === null)
+      throw new HutchError("not_found", `no session "${id}"`, "list sessions: hutch session list");
+    return row;
+  }
+
+  /** A session the actor may act on (type into, drive, fork, close): not one whose box it may only watch. */
+  private drivable(id: string, actor: Actor): SessionRow {
+    const row = this.row(id, actor);
+    if (this.accessOf(row, actor) === "read")
+      throw new HutchError(
+        "denied",
+        `session ${id} is on a box shared with you read-only`,
+        "watch and annotate it; ask its owner to share the box with --drive",
+      );
     return row;
   }
 
@@ -157,7 +174,7 @@ export class SessionService {
     const boxId = filter.box ? this.boxes.get(filter.box).id : undefined;
     return this.store
       .list({ boxId, state: filter.state })
-      .filter((r) => this.canSee(r, actor))
+      .filter((r) => this.accessOf(r, actor) !== null)
       .map((r) => this.toSession(r));
   }
 
@@ -298,7 +315,8 @@ export class SessionService {
 
   /** Client-written events: checked against the registry, actor stamped here. */
   appendFromClient(id: string, actor: Actor, inputs: EventInput[]): number[] {
-    const row = this.row(id, actor);
+    // Whoever may see a session may annotate it; anything else is the drivers'.
+    const row = inputs.every((e) => e.kind === Events.annotationAdded.kind) ? this.row(id, actor) : this.drivable(id, actor);
     this.requireOpen(row);
     const events = inputs.map((e, i): NewEvent => {
       if (!isEvent(e, "client")) {
@@ -318,7 +336,7 @@ export class SessionService {
 
   /** Input from the driver: logged, then typed into the session's terminal. */
   async input(id: string, actor: Actor, text: string, key?: string): Promise<number> {
-    const row = this.row(id, actor);
+    const row = this.drivable(id, actor);
     this.requireOpen(row);
     this.requireDriver(row, actor);
     const headless = this.isHeadless(row);
@@ -345,7 +363,7 @@ export class SessionService {
    * back.
    */
   async attach(id: string, actor: Actor, steal: boolean) {
-    const row = this.row(id, actor);
+    const row = this.drivable(id, actor);
     this.requireOpen(row);
     if (this.isHeadless(row)) {
       throw new HutchError(
@@ -374,7 +392,7 @@ export class SessionService {
   }
 
   acquire(id: string, actor: Actor, leaseMs?: number): Session {
-    const row = this.row(id, actor);
+    const row = this.drivable(id, actor);
     this.requireOpen(row);
     const current = this.driverOf(row);
     if (current && !sameActor(current, actor)) {
@@ -407,7 +425,7 @@ export class SessionService {
   }
 
   steal(id: string, actor: Actor, leaseMs?: number): Session {
-    const row = this.row(id, actor);
+    const row = this.drivable(id, actor);
     this.requireOpen(row);
     const current = this.driverOf(row);
     if (!current || sameActor(current, actor)) return this.acquire(id, actor, leaseMs);
@@ -417,7 +435,7 @@ export class SessionService {
   }
 
   heartbeat(id: string, actor: Actor): Session {
-    const row = this.row(id, actor);
+    const row = this.drivable(id, actor);
     this.requireDriver(row, actor);
     if (row.driver_lease_ms) this.store.update(id, { driver_expires_at: Date.now() + row.driver_lease_ms });
     return this.get(id, actor);
@@ -430,7 +448,8 @@ export class SessionService {
    * snapshot), and only with a snapshot of this session's own box.
    */
   async fork(id: string, actor: Actor, body: SessionForkBody): Promise<SessionForkResult> {
-    const row = this.row(id, actor);
+    // A fork holds a copy of the box's files: a read-only share may watch the session, not take its files.
+    const row = this.drivable(id, actor);
     const seeder = this.boxes.seeder;
     if (!seeder) throw new HutchError("invalid", "this daemon cannot fork from snapshots", "start a new session: hutch run");
     let found: { seq: number; snapshot: string } | undefined;
@@ -450,14 +469,6 @@ export class SessionService {
         `session ${id} has no checkpoint of its box at or before seq ${body.at}`,
         `take one: hutch snapshot create ${this.boxes.byId(row.box_id)?.name ?? row.box_id}`,
       );
-    // A fork holds a copy of the box's files: a read-only share may watch the session, not take its files.
-    if (actor.kind !== "system" && this.boxAccess(row.box_id, actorUser(actor)) === "read") {
-      throw new HutchError(
-        "denied",
-        `session ${id}'s box is shared with you read-only: a fork would copy its files`,
-        "ask its owner to share it for driving (hutch box share BOX --with USER --drive)",
-      );
-    }
     const old = this.boxes.byId(row.box_id);
     const name = body.name ?? this.forkName(old?.name ?? "box");
     const box = await this.boxes.create(
@@ -479,7 +490,7 @@ export class SessionService {
   }
 
   async close(id: string, actor: Actor, reason?: string): Promise<Session> {
-    const row = this.row(id, actor);
+    const row = this.drivable(id, actor);
     if (row.state === "closed") return this.toSession(row);
     // A headless turn in flight is stopped the way its agent wants, and ends before the session does.
     const turn = this.turns.get(id);
@@ -498,6 +509,25 @@ export class SessionService {
       }),
     );
     return this.get(id, actor);
+  }
+
+  /**
+   * A user's share of a box narrowed to read or was withdrawn: a driver slot
+   * any of their clients holds on the box's sessions is handed back at once
+   * (logged as the daemon's), and when the share ended, the sessions they
+   * opened on the box are closed. Their calls are refused from the moment
+   * the share changed (accessOf decides at every call); this ends what was
+   * already under way.
+   */
+  async accessNarrowed(boxId: string, user: string, now: SessionAccess | null): Promise<void> {
+    for (const row of this.store.list({ boxId, state: "open" })) {
+      const driver = this.driverOf(row);
+      if (driver && actorUser(driver) === user)
+        this.append(row.id, [{ ...emit(Events.driverReleased, { driver }), actor: SYSTEM }], () =>
+          this.store.update(row.id, { driver: null, driver_lease_ms: null, driver_expires_at: null }),
+        );
+      if (now === null && row.owner === user) await this.close(row.id, SYSTEM, `${user}'s access to the box was withdrawn`);
+    }
   }
 
   /** The driver, unless its lease ran out (then the slot is free, even before the lapse is logged). */

@@ -40,7 +40,7 @@ export class ChangeService {
     const offBoxes = this.boxes.changes.add((id) => {
       const row = this.boxes.byId(id);
       // A removal names only an id, and once a box is gone its owner is too: every watcher hears it.
-      if (row && actor.kind !== "system" && this.sessions.boxAccess(id, actorUser(actor)) === null) return;
+      if (row && actor.kind !== "system" && (this.sessions.boxAccess?.(id, actorUser(actor)) ?? null) === null) return;
       fn(row ? { type: "box", box: this.boxes.get(id) } : { type: "box.removed", id });
     });
     const offSessions = this.sessions.bus.subscribeAll((id, kind) => {

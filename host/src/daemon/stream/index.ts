@@ -101,6 +101,14 @@ async function openStream(
     }
     // The session knows its terminal; the client's idea of it may be stale (the box restarted).
     payload = { ...payload, id: attached.pty };
+    // Never retarget a stream to another box than the one it was opened (and its access checked) for.
+    if (boxes.find(ref)?.id !== attached.box) {
+      attached.end();
+      return closeWith(
+        client,
+        new HutchError("not_found", `box "${ref}" has no session "${data.session.id}"`, "attach through the session's own box"),
+      );
+    }
     ref = attached.box;
   }
   let target: ReturnType<typeof boxes.channel>;

@@ -1,0 +1,13 @@
+// Who may do what with a session. A session grants nothing of its own: what a
+// user may do with it is what they may do with its box, decided again at every
+// call, so narrowing or withdrawing a share takes effect at once for the
+// sessions that user opened too. Once the box is gone (sessions outlive their
+// boxes) a session stays readable by whoever opened it.
+
+/** What a user may do with a box or a session: everything, drive it, or only look. */
+export type SessionAccess = "own" | "drive" | "read";
+
+export function sessionAccess(user: string, opener: string, box: SessionAccess | null, boxExists: boolean): SessionAccess | null {
+  if (boxExists || box) return box;
+  return opener === user ? "own" : null;
+}
