@@ -128,22 +128,23 @@ export class DispatchService {
     return structuredClone(dispatch);
   }
 
-  async get(id: string): Promise<Dispatch> {
-    const live = this.running.get(id);
-    if (live) return structuredClone(live.journal.dispatch);
-    const j = /^dsp_[0-9a-z]{20}$/.test(id) ? await readJournal(this.d.home, id) : null;
-    if (!j) throw new HutchError("not_found", `no dispatch "${id}"`, "list them: hutch dispatch list");
-    return j.dispatch;
+  /** A dispatch; with `user`, only one that user started (another's is answered as missing). */
+  async get(id: string, user: string | null = null): Promise<Dispatch> {
+    const j = this.running.get(id)?.journal ?? (/^dsp_[0-9a-z]{20}$/.test(id) ? await readJournal(this.d.home, id) : null);
+    if (!j || (user !== null && j.owner !== user))
+      throw new HutchError("not_found", `no dispatch "${id}"`, "list them: hutch dispatch list");
+    return structuredClone(j.dispatch);
   }
 
-  async list(): Promise<Dispatch[]> {
+  async list(user: string | null = null): Promise<Dispatch[]> {
     const out: Dispatch[] = [];
-    for (const id of journalIds(this.d.home)) out.push(await this.get(id).catch(() => null as never));
+    for (const id of journalIds(this.d.home)) out.push(await this.get(id, user).catch(() => null as never));
     return out.filter(Boolean).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   }
 
   /** Stops a running dispatch: every worker's turn is stopped, every box it made deleted; logs, diffs and verdicts stay. */
-  async cancel(id: string): Promise<Dispatch> {
+  async cancel(id: string, user: string | null = null): Promise<Dispatch> {
+    await this.get(id, user);
     const live = this.running.get(id);
     if (!live) return this.get(id);
     live.abort.abort(new HutchError("conflict", "the dispatch was cancelled", `see what it kept: hutch dispatch status ${id}`));
