@@ -1,7 +1,8 @@
 // The dispatch routes in-process (app.handle, no socket): bodies checked by
 // schema before any work, unknown ids answered as missing, and a box that is
-// not there refused before a dispatch is recorded.
-import { afterAll, expect, test } from "bun:test";
+// not there refused before a dispatch is recorded; in server mode another
+// user's snapshot, box and dispatches answered exactly as missing ones.
+import { afterAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -9,8 +10,12 @@ import { openDb } from "../src/store/db.ts";
 import { ProcessEngine } from "../src/engine/process/index.ts";
 import { buildApp } from "../src/daemon/app.ts";
 import { createServices } from "../src/daemon/services.ts";
+import { setPrincipal } from "../src/daemon/actor.ts";
+import type { Principal } from "../src/auth/service.ts";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-dsp-app-"));
+// No agent CLI is fetched: a worker's agent is not installed here, and its turn ends in error at once.
+process.env.HUTCH_AGENT_INSTALL = "0";
 const db = openDb(join(home, "hutch.db"));
 const services = await createServices(home, db, { process: new ProcessEngine(home) });
 const app = buildApp({ ...services, home });
@@ -19,14 +24,15 @@ afterAll(() => {
   rmSync(home, { recursive: true, force: true });
 });
 
-async function call(method: string, path: string, body?: unknown) {
-  const res = await app.handle(
-    new Request(`http://hutch${path}`, {
-      method,
-      headers: body === undefined ? {} : { "content-type": "application/json" },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    }),
-  );
+async function call(method: string, path: string, body?: unknown, who?: Principal) {
+  const req = new Request(`http://hutch${path}`, {
+    method,
+    headers: body === undefined ? {} : { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  // Stamped as the TCP listener stamps a token's principal; none: the local socket.
+  if (who) setPrincipal(req, who);
+  const res = await app.handle(req);
   return { status: res.status, body: (await res.json()) as { error?: { code: string; message: string; hint?: string } } };
 }
 
@@ -66,4 +72,69 @@ test("an unknown dispatch is not found, with the command that lists them", async
     expect(r.status).toBe(404);
     expect(r.body.error?.hint).toContain("hutch dispatch list");
   }
+});
+
+describe("server mode: a dispatch is held to the rule of a fork, and is its starter's", () => {
+  const MISSING = "snap_00000000000000000000";
+  // Admin tokens, which may use dispatches at all; an admin token manages shares, not other users' things.
+  const as = (user: string): Principal => ({ user, scopes: ["read", "write", "admin"], remote: true, token: "tok_000000000000" });
+  const same = (a: unknown, aId: string, b: unknown, bId: string) =>
+    expect(JSON.stringify(a).replaceAll(aId, "ID")).toBe(JSON.stringify(b).replaceAll(bId, "ID"));
+
+  test("bob dispatching from alice's snapshot or her box is answered as if neither existed; nothing is recorded", async () => {
+    services.auth.addUser("alice");
+    services.auth.addUser("bob");
+    expect((await call("POST", "/v1/boxes", { name: "aweb" }, as("alice"))).status).toBe(201);
+    const snap = (await services.snapshots.create("aweb", "alice's", () => undefined, new AbortController().signal)).snapshot.id;
+
+    const theirs = await call("POST", "/v1/dispatches", { ...good, from: snap }, as("bob"));
+    const none = await call("POST", "/v1/dispatches", { ...good, from: MISSING }, as("bob"));
+    expect(theirs.status).toBe(404);
+    expect(none.status).toBe(404);
+    same(theirs.body, snap, none.body, MISSING);
+    expect(theirs.body.error?.hint).toContain("hutch snapshot list");
+
+    const herBox = await call("POST", "/v1/dispatches", { ...good, box: "aweb" }, as("bob"));
+    const noBox = await call("POST", "/v1/dispatches", { ...good, box: "nope" }, as("bob"));
+    expect(herBox.status).toBe(404);
+    same(herBox.body, "aweb", noBox.body, "nope");
+
+    // Shared to drive is not enough: a dispatch copies the box (and deletes it when it owns the offload).
+    services.auth.share(services.boxes.get("aweb").id, "bob", "drive");
+    const driven = await call("POST", "/v1/dispatches", { ...good, box: "aweb", ownBox: true }, as("bob"));
+    expect(driven.status).toBe(403);
+    expect(driven.body.error?.hint).toContain("ask its owner");
+    expect(services.boxes.find("aweb")).toBeTruthy();
+    expect((await call("GET", "/v1/dispatches", undefined, as("bob"))).body as unknown).toEqual([]);
+  });
+
+  test("alice's dispatch from her own snapshot starts; bob cannot see, list or cancel it (missing, as an unknown one)", async () => {
+    const snap = (await services.snapshots.create("aweb", "alice's 2", () => undefined, new AbortController().signal)).snapshot.id;
+    // Its worker's agent is not installed here: it ends in error, which is enough to have a dispatch of alice's on record.
+    const made = await call("POST", "/v1/dispatches", { ...good, k: 1, timeout: 10, from: snap }, as("alice"));
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const id = (made.body as unknown as { id: string }).id;
+    const unknown = "dsp_00000000000000000000";
+    for (const [method, path] of [
+      ["GET", `/v1/dispatches/${id}`],
+      ["POST", `/v1/dispatches/${id}/cancel`],
+    ] as const) {
+      const theirs = await call(method, path, undefined, as("bob"));
+      expect(theirs.status).toBe(404);
+      same(theirs.body, id, (await call(method, path.replace(id, unknown), undefined, as("bob"))).body, unknown);
+    }
+    expect((await call("GET", "/v1/dispatches", undefined, as("bob"))).body as unknown).toEqual([]);
+    expect(((await call("GET", "/v1/dispatches", undefined, as("alice"))).body as unknown as { id: string }[]).map((d) => d.id)).toEqual([
+      id,
+    ]);
+    // Hers to cancel: it stops (or had already ended, its one worker in error) with every box it made gone.
+    const cancelled = (await call("POST", `/v1/dispatches/${id}/cancel`, undefined, as("alice"))).body as unknown as {
+      state: string;
+      tornDown: boolean;
+      workers: { boxDeleted: boolean }[];
+    };
+    expect(["cancelled", "done"]).toContain(cancelled.state);
+    expect(cancelled.tornDown).toBe(true);
+    expect(cancelled.workers.every((w) => w.boxDeleted)).toBe(true);
+  }, 60_000);
 });

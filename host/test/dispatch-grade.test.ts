@@ -2,7 +2,7 @@
 // what a score line is, what a worker's diff says, and how a winner is picked.
 import { describe, expect, test } from "bun:test";
 import type { DispatchWorker, SnapshotChange } from "@hutch/shared";
-import { checkFiles, diffOf, parseScore, protectedChanges, protectGlobs, underWorkdir } from "../src/dispatch/grade.ts";
+import { checkFiles, diffOf, parseScore, protectedChanges, protectGlobs, underWorkdir, workTree } from "../src/dispatch/grade.ts";
 import { pick } from "../src/dispatch/service.ts";
 
 describe("checkFiles: the scripts a check runs, not the data it reads", () => {
@@ -26,6 +26,30 @@ test("underWorkdir maps snapshot paths into the work dir, and nothing outside it
   expect(underWorkdir("workspace/other/a.txt", "/workspace/calc")).toBeNull();
   expect(underWorkdir("home/.claude/x", "/workspace")).toBeNull();
   expect(underWorkdir("home/src/x", "/home/hutch/src")).toBe("x");
+});
+
+describe("workTree: the one part of a worker's box its grading box gets, never the whole home", () => {
+  test.each([
+    ["/workspace", "workspace"],
+    ["/workspace/calc/", "workspace/calc"],
+    ["/workspace/./calc", "workspace/calc"],
+    ["/home/hutch/src/calc", "home/src/calc"],
+  ])("%s is %s", (workdir, path) => expect(workTree(workdir)).toBe(path));
+  test.each([
+    ["/home/hutch", "not under /workspace or /home/hutch/"],
+    ["/home/hutch/", "not under /workspace or /home/hutch/"],
+    ["/", "not under"],
+    ["/tmp/calc", "not under"],
+    ["/workspace/../home/hutch", '".."'],
+  ])("%s is refused, with the next step", (workdir, message) => {
+    expect(() => workTree(workdir)).toThrow(message);
+    try {
+      workTree(workdir);
+    } catch (err) {
+      expect((err as { code: string; hint: string }).code).toBe("invalid");
+      expect((err as { hint: string }).hint).toContain("/workspace");
+    }
+  });
 });
 
 const change = (path: string, c: SnapshotChange["change"], patch?: string): SnapshotChange => ({

@@ -282,6 +282,45 @@ test("the check runs with no network: the worker's box reaches the model API thr
   expect((await h.run(["box", "delete", res.winner!])).code).toBe(0);
 }, 300_000);
 
+test("grading carries only the work tree: a worker that plants a .pth in its home (python3 then exits 0 at start) is graded failed; the honest one, which also deletes a file, passes", async () => {
+  fake.reset();
+  expect((await h.run(["exec", "src", "--", "sh", "-c", "echo old > /workspace/stale"])).code).toBe(0);
+  const snap = await snapshotOf("src");
+  // The task: answer.txt says good, and the base's stale file is gone. Worker 1 deletes the file only, makes every
+  // python3 in its box end with status 0 before it runs anything, and records that the trick works there; worker 2
+  // does the task (the deletion shows the grading box's work tree is the worker's, not the base's with it on top).
+  const site = "$HOME/.local/lib/python3.11/site-packages";
+  const task =
+    `run exactly: cd /workspace && case $(hostname) in ` +
+    `*-w1) rm stale; mkdir -p ${site} && echo 'import os; os._exit(0)' > ${site}/zz.pth; python3 -c 'raise SystemExit(3)'; echo "planted:$?" > planted;; ` +
+    `*-w2) echo good > answer.txt; rm stale;; esac`;
+  const r = await h.run([
+    "dispatch",
+    "--from",
+    snap,
+    "-k",
+    "2",
+    "--agent",
+    "claude",
+    "--check",
+    `cat planted 2>/dev/null; test ! -e stale && python3 -c "import sys; sys.exit(open('answer.txt').read() != 'good\\n')"`,
+    "--json",
+    "--",
+    task,
+  ]);
+  expect(r.code, r.stderr + r.stdout).toBe(0);
+  const res = lastLine(r.stdout);
+  const [w1, w2] = res.workers as [Worker, Worker];
+  // The trick held in the worker's own box, and its result (the file it wrote in the work tree) reached the check.
+  expect(w1.verdict!.tail, JSON.stringify(w1)).toContain("planted:0");
+  expect([w1.status, w2.status], JSON.stringify(res.workers)).toEqual(["failed", "passed"]);
+  expect(w1.verdict!.exit).toBe(1);
+  expect(res.winnerWorker).toBe(2);
+  expect((await h.run(["box", "delete", res.winner!])).code).toBe(0);
+  expect((await h.run(["exec", "src", "--", "rm", "/workspace/stale"])).code).toBe(0);
+  fake.reset();
+}, 300_000);
+
 test("Ctrl-C of the CLI cancels the dispatch: its boxes are deleted, the workers' logs kept, and status says cancelled", async () => {
   const cli = slowDispatch(await snapshotOf("src"));
   await waitFor("a worker's first model call", () => fake.modelCalls().length > 0 || null, 120_000);

@@ -31,6 +31,7 @@ import { SnapshotService } from "../snapshot/service.ts";
 import { snapshotsController, type SnapshotAccess } from "./snapshots/index.ts";
 import type { DispatchService } from "../dispatch/service.ts";
 import { dispatchController } from "./dispatch/index.ts";
+import { dispatchAccess } from "./dispatch/access.ts";
 
 export interface AppDeps {
   boxes: BoxService;
@@ -122,10 +123,11 @@ export function buildApp(deps: AppDeps) {
       .use(snapshotsController(snapshots, ops, access))
       .use(
         deps.dispatches
-          ? dispatchController(deps.dispatches, deps.identify ?? localUser, (req) => {
-              const p = principalOf(req);
-              return !p?.remote || p.scopes.includes("admin");
-            })
+          ? dispatchController(
+              deps.dispatches,
+              deps.identify ?? localUser,
+              auth && access ? dispatchAccess({ auth, boxes: deps.boxes, sessionStore: deps.sessionStore }, access) : undefined,
+            )
           : new Elysia(),
       )
   );

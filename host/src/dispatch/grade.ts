@@ -2,7 +2,7 @@
 // globs), the score convention, and the check run with its output bounded.
 // Everything here reads box output, which is untrusted: it is cut to a tail
 // and parsed, never run on the host.
-import type { SnapshotChange } from "@hutch/shared";
+import { HutchError, type SnapshotChange } from "@hutch/shared";
 import { execIn } from "../box/exec.ts";
 import type { Channel } from "../engine/channel.ts";
 
@@ -36,6 +36,26 @@ export function underWorkdir(snapPath: string, workdir: string): string | null {
   const abs = [guestRoot, ...rest].join("/");
   const root = workdir.replace(/\/+$/, "");
   return abs.startsWith(`${root}/`) ? abs.slice(root.length + 1) : null;
+}
+
+/**
+ * The snapshot path of the work dir (`/workspace/calc` → `workspace/calc`):
+ * the one part of a worker's box that reaches its grading box. It must lie in
+ * what a snapshot holds, and be less than the whole home, whose startup files
+ * (a `.pth`, a `.bashrc`, a tool early on PATH) would run in the check.
+ */
+export function workTree(workdir: string): string {
+  const parts = workdir.split("/").filter((p) => p !== "" && p !== ".");
+  const bad = (why: string) =>
+    new HutchError(
+      "invalid",
+      `workdir ${JSON.stringify(workdir)} ${why}`,
+      "give /workspace or a directory under it (the default: /workspace)",
+    );
+  if (parts.includes("..")) throw bad('has a ".." component');
+  if (parts[0] === "workspace") return parts.join("/");
+  if (parts[0] === "home" && parts[1] === "hutch" && parts.length > 2) return ["home", ...parts.slice(2)].join("/");
+  throw bad("is not under /workspace or /home/hutch/, the parts of a box a snapshot keeps");
 }
 
 /** The changes of a worker's result that touch protected files: what to restore and what to remove before grading. */

@@ -30,7 +30,8 @@ import { harness } from "../harness/index.ts";
 import { settled, turnOk } from "../session/fold.ts";
 import { SYSTEM } from "../session/actors.ts";
 import { log } from "../log.ts";
-import { diffOf, parseScore, protectedChanges, protectGlobs, runCheck } from "./grade.ts";
+import { diffOf, parseScore, protectedChanges, protectGlobs, runCheck, workTree } from "./grade.ts";
+import type { Channel } from "../engine/channel.ts";
 import { dispatchDir, journalIds, readJournal, writeJournal, type Journal } from "./journal.ts";
 
 const logger = log.create({ service: "dispatch" });
@@ -59,6 +60,12 @@ export class DispatchService {
   async create(body: DispatchCreateBody, owner: string): Promise<Dispatch> {
     if ((body.from === undefined) === (body.box === undefined))
       throw new HutchError("invalid", "name exactly one of from (a snapshot) and box", "hutch dispatch --from SNAP … or --here");
+    // Refused before anything is made: grading carries the work tree alone, so it must be one a snapshot keeps.
+    const workdir = `/${(body.workdir ?? "/workspace")
+      .split("/")
+      .filter((p) => p !== "" && p !== ".")
+      .join("/")}`;
+    workTree(workdir);
     if (body.from) await this.d.snapshots.forkable(body.from);
     if (body.box) {
       const box = this.d.boxes.get(body.box);
@@ -88,7 +95,7 @@ export class DispatchService {
       state: "running",
       session,
       snapshot: body.from ?? null,
-      workdir: body.workdir ?? "/workspace",
+      workdir,
       check: body.check,
       pick: body.pick ?? "first",
       winner: null,
@@ -121,22 +128,23 @@ export class DispatchService {
     return structuredClone(dispatch);
   }
 
-  async get(id: string): Promise<Dispatch> {
-    const live = this.running.get(id);
-    if (live) return structuredClone(live.journal.dispatch);
-    const j = /^dsp_[0-9a-z]{20}$/.test(id) ? await readJournal(this.d.home, id) : null;
-    if (!j) throw new HutchError("not_found", `no dispatch "${id}"`, "list them: hutch dispatch list");
-    return j.dispatch;
+  /** A dispatch; with `user`, only one that user started (another's is answered as missing). */
+  async get(id: string, user: string | null = null): Promise<Dispatch> {
+    const j = this.running.get(id)?.journal ?? (/^dsp_[0-9a-z]{20}$/.test(id) ? await readJournal(this.d.home, id) : null);
+    if (!j || (user !== null && j.owner !== user))
+      throw new HutchError("not_found", `no dispatch "${id}"`, "list them: hutch dispatch list");
+    return structuredClone(j.dispatch);
   }
 
-  async list(): Promise<Dispatch[]> {
+  async list(user: string | null = null): Promise<Dispatch[]> {
     const out: Dispatch[] = [];
-    for (const id of journalIds(this.d.home)) out.push(await this.get(id).catch(() => null as never));
+    for (const id of journalIds(this.d.home)) out.push(await this.get(id, user).catch(() => null as never));
     return out.filter(Boolean).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
   }
 
   /** Stops a running dispatch: every worker's turn is stopped, every box it made deleted; logs, diffs and verdicts stay. */
-  async cancel(id: string): Promise<Dispatch> {
+  async cancel(id: string, user: string | null = null): Promise<Dispatch> {
+    await this.get(id, user);
     const live = this.running.get(id);
     if (!live) return this.get(id);
     live.abort.abort(new HutchError("conflict", "the dispatch was cancelled", `see what it kept: hutch dispatch status ${id}`));
@@ -342,7 +350,8 @@ export class DispatchService {
     }
 
     // The result is kept whatever the outcome: its snapshot and its diff against the base outlive the box.
-    let changes: SnapshotChange[] = [];
+    // null: not compared with the base, so which protected files to put back is unknown and it is not graded.
+    let changes: SnapshotChange[] | null = null;
     if (this.d.boxes.find(w.box)) {
       try {
         const snap = await this.d.snapshots.create(w.box, `dispatch ${d.id} worker ${w.n}`, () => undefined, signal);
@@ -359,13 +368,14 @@ export class DispatchService {
     }
 
     let verdict: NonNullable<DispatchWorker["verdict"]>;
-    if (outcome === "ok" && w.snapshot) {
+    if (outcome === "ok" && w.snapshot && changes) {
       w.status = "grading";
       this.save(j);
       verdict = await this.grade(j, w, changes, timeoutMs, signal);
     } else {
       const v = outcome === "timeout" ? "timeout" : "error";
-      verdict = { verdict: v, exit: null, score: null, tail: reason || "no result to grade", ms: 0 };
+      const why = outcome === "ok" ? "the worker's result could not be kept or compared with the base; see the daemon's log" : reason;
+      verdict = { verdict: v, exit: null, score: null, tail: why || "no result to grade", ms: 0 };
     }
     verdict.ms = Math.round(performance.now() - t0);
     w.verdict = verdict;
@@ -395,7 +405,13 @@ export class DispatchService {
     }
   }
 
-  /** The check, in a fresh box with no network made from the worker's result, with the protected files put back as they were. */
+  /**
+   * The check, in a fresh box with no network made from the base, into which
+   * only the worker's work tree is copied, with the protected files put back
+   * as the base had them. Nothing else of the worker's box comes over: not its
+   * home (startup files a check would run: a `.pth`, a `.bashrc`, a tool early
+   * on PATH), not /tmp, not a process it left running.
+   */
   private async grade(
     j: Journal,
     w: DispatchWorker,
@@ -408,13 +424,20 @@ export class DispatchService {
     this.claim(j, name);
     try {
       // No secrets and no allowed hosts: the box reaches nothing but its own loopback.
-      await this.d.boxes.create({ name, from: w.snapshot!, start: true }, null, j.owner);
+      await this.d.boxes.create({ name, from: d.snapshot!, start: true }, null, j.owner);
+      const { channel } = this.d.boxes.channel(name);
+      // The base's work tree is emptied first, so what the worker deleted stays deleted.
+      await step(channel, `cd ${shq(d.workdir)} && rm -rf -- ./* ./.[!.]* ./..?*`, "emptying the base's work tree", signal);
+      await this.d.snapshots.restore(
+        { box: name, snapshot: w.snapshot!, paths: [workTree(d.workdir)], inPlace: true },
+        () => undefined,
+        signal,
+      );
       const globs = protectGlobs(d.check, j.body.protect);
       const { restore, remove } = protectedChanges(changes, d.workdir, globs);
       if (restore.length)
         await this.d.snapshots.restore({ box: name, snapshot: d.snapshot!, paths: restore, inPlace: true }, () => undefined, signal);
-      const { channel } = this.d.boxes.channel(name);
-      if (remove.length) await runCheck(channel, `rm -rf -- ${remove.map(shq).join(" ")}`, "/", 60_000, signal);
+      if (remove.length) await step(channel, `rm -rf -- ${remove.map(shq).join(" ")}`, "removing added protected files", signal);
       const r = await runCheck(channel, d.check, d.workdir, timeoutMs, signal);
       const restored = restore.length + remove.length;
       const tail = `${restored ? `(${restored} protected file${restored === 1 ? "" : "s"} restored from the base)\n` : ""}${r.tail}`;
@@ -459,6 +482,12 @@ export class DispatchService {
 }
 
 const shq = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
+
+/** A command that readies the grading box, run as the box's user; its failure fails the grading. */
+async function step(channel: Channel, script: string, what: string, signal: AbortSignal): Promise<void> {
+  const r = await runCheck(channel, script, "/", 60_000, signal);
+  if (r.exit !== 0) throw new Error(`${what}: ${r.timedOut ? "timed out" : `exit ${r.exit}`}${r.tail ? `: ${r.tail.slice(-512)}` : ""}`);
+}
 
 /** first: the earliest to pass (by when its verdict was recorded); best: the highest score among those that passed, earliest on a tie. */
 export function pick(workers: DispatchWorker[], how: "first" | "best"): DispatchWorker | null {
