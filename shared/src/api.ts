@@ -79,7 +79,12 @@ export const JsonData = (maxJsonLength: number): TJsonData =>
 
 /** A box name, unanchored (to compose into other patterns): it is also the box's hostname. */
 export const BOX_NAME = "[a-z0-9][a-z0-9-]{0,62}";
-export const BoxName = Type.String({ pattern: `^${BOX_NAME}$`, description: "lower-case letters, digits and dashes" });
+export const BoxName = Type.String({
+  pattern: `^${BOX_NAME}$`,
+  title: "box name",
+  description: "lower-case letters, digits and dashes",
+  rule: "use lower-case letters, digits and '-', starting with a letter or digit (at most 63)",
+});
 /** A union of literals from a list of names, typed member by member (a plain map would type it as one wide literal). */
 type Literals<T extends readonly string[]> = { -readonly [K in keyof T]: TLiteral<T[K]> };
 const literals = <T extends readonly string[]>(names: T): Literals<T> => names.map((n) => Type.Literal(n)) as unknown as Literals<T>;
@@ -128,7 +133,9 @@ const BoxLimitFields = {
   cpus: Type.Optional(Type.Integer({ minimum: 1, maximum: 256 })),
   memoryMiB: Type.Optional(Type.Integer({ minimum: 64, maximum: 1048576 })),
   pids: Type.Optional(Type.Integer({ minimum: 16, maximum: 4194304 })),
-  disk: Type.Optional(Type.String({ pattern: "^[1-9][0-9]{0,6}[MGT]$", description: "disk size, e.g. 20G" })),
+  disk: Type.Optional(
+    Type.String({ pattern: "^[1-9][0-9]{0,6}[MGT]$", description: "disk size, e.g. 20G", rule: "a size in M, G or T, e.g. 20G" }),
+  ),
 };
 
 /** `hutch box set`: new limits for a stopped box, applied at its next start. */
@@ -136,7 +143,13 @@ export const BoxSetBody = Type.Object(BoxLimitFields, { additionalProperties: fa
 export type BoxSetBody = Static<typeof BoxSetBody>;
 
 /** A snapshot's id (snap_…) or a unique prefix of at least 8 characters of its object name. */
-export const SnapshotRef = Type.String({ minLength: 8, maxLength: 64, pattern: "^[0-9a-z_]+$" });
+export const SnapshotRef = Type.String({
+  minLength: 8,
+  maxLength: 64,
+  pattern: "^[0-9a-z_]+$",
+  title: "snapshot",
+  rule: "a snapshot id (snap_…) or its unique prefix: lower-case letters, digits and '_'",
+});
 
 export const BoxCreateBody = Type.Object(
   {
@@ -147,9 +160,15 @@ export const BoxCreateBody = Type.Object(
     start: Type.Optional(Type.Boolean()),
     ...BoxLimitFields,
     /** VM settings (qemu engine). */
-    image: Type.Optional(Type.String({ pattern: "^[a-z0-9][a-z0-9._-]{0,63}$" })),
+    image: Type.Optional(
+      Type.String({
+        pattern: "^[a-z0-9][a-z0-9._-]{0,63}$",
+        title: "image",
+        rule: "use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit",
+      }),
+    ),
     /** Extra kernel command line for the VM (debugging a boot). */
-    kernelArgs: Type.Optional(Type.String({ maxLength: 1024, pattern: "^[ -~]*$" })),
+    kernelArgs: Type.Optional(Type.String({ maxLength: 1024, pattern: "^[ -~]*$", rule: "printable ASCII only, on one line" })),
     /** Egress: hosts CONNECT may reach, and bindings whose credential the broker injects. */
     allow: Type.Optional(Type.Array(HostPattern, { maxItems: 256 })),
     secrets: Type.Optional(Type.Array(BindingName, { maxItems: 32 })),
@@ -224,7 +243,14 @@ export const SessionCreateBody = Type.Object(
     label: Type.Optional(Type.String({ maxLength: 256 })),
     /** Run the agent headless with this prompt (its structured stream becomes events) instead of in a terminal. */
     prompt: Type.Optional(Type.String({ minLength: 1, maxLength: 65536 })),
-    model: Type.Optional(Type.String({ minLength: 1, maxLength: 256, pattern: "^[A-Za-z0-9._:/@-]+$" })),
+    model: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 256,
+        pattern: "^[A-Za-z0-9._:/@-]+$",
+        rule: "a model name: letters, digits and . _ : / @ -",
+      }),
+    ),
     argv: Type.Optional(Type.Array(Type.String(), { minItems: 1, maxItems: 256 })),
     cols: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
     rows: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000 })),
@@ -262,7 +288,7 @@ export type SlowCloseReason = Static<typeof SlowCloseReason>;
 
 /** GET /v1/sessions/:id/output/:chunk */
 export const OutputChunkParams = Type.Object({
-  id: Type.String({ pattern: idPattern("ses") }),
+  id: Type.String({ pattern: idPattern("ses"), title: "session", rule: "a session id: ses_ and 20 lower-case letters or digits" }),
   chunk: WholeNumber(0, API_LIMITS.whole),
 });
 
@@ -352,7 +378,7 @@ export const DispatchCreateBody = Type.Object(
     /** Seconds a worker's turn may take before it is stopped and graded as timed out. */
     timeout: Type.Optional(Type.Integer({ minimum: 1, maximum: 86400 })),
     /** Where in the box the check runs and protect globs start (default /workspace). */
-    workdir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, pattern: "^/" })),
+    workdir: Type.Optional(Type.String({ minLength: 1, maxLength: 4096, pattern: "^/", rule: "an absolute path (starting with /)" })),
   },
   { additionalProperties: false },
 );

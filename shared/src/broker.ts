@@ -3,34 +3,61 @@
 // never appear in any of these.
 import { Type, type Static } from "@sinclair/typebox";
 
-export const SecretName = Type.String({ pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description: "letters, digits, _ . -" });
-export const BindingName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,31}$", description: "lower-case letters, digits and dashes" });
+export const SecretName = Type.String({
+  pattern: "^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$",
+  title: "secret name",
+  description: "letters, digits, _ . -",
+  rule: "use letters, digits, '_', '.' and '-', starting with a letter or digit (at most 64)",
+});
+export const BindingName = Type.String({
+  pattern: "^[a-z0-9][a-z0-9-]{0,31}$",
+  title: "binding name",
+  description: "lower-case letters, digits and dashes",
+  rule: "use lower-case letters, digits and '-', starting with a letter or digit (at most 32)",
+});
 
 /** A hostname (or IP literal) with an optional :port, as given to --allow. */
 export const HostPattern = Type.String({
   pattern: "^(\\*\\.)?[A-Za-z0-9.-]{1,253}(:[0-9]{1,5})?$|^\\[[0-9A-Fa-f:.]+\\](:[0-9]{1,5})?$",
   maxLength: 262,
+  title: "host",
+  rule: "a host name, *.domain or [IPv6 address], with an optional :port",
 });
 
 export const Binding = Type.Object(
   {
     /** The upstream host the broker opens TLS to, and verifies the certificate of. */
-    host: Type.String({ pattern: "^[A-Za-z0-9.-]{1,253}$" }),
+    host: Type.String({ pattern: "^[A-Za-z0-9.-]{1,253}$", rule: "a host name: letters, digits, '.' and '-'" }),
     port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535 })),
     /** Dial this address instead of resolving host (the certificate is still checked against host). */
     address: Type.Optional(Type.String({ minLength: 2, maxLength: 64 })),
     /** PEM file of the only CA trusted for this upstream (tests, private upstreams); default: the system's roots. */
     ca: Type.Optional(Type.String({ minLength: 1, maxLength: 4096 })),
     /** The header carrying the credential, and its value with {secret} (or {basic:USER} for HTTP Basic with the secret as password). */
-    header: Type.String({ pattern: "^[A-Za-z0-9-]{1,64}$" }),
-    format: Type.String({ pattern: "^[ -~]*(\\{secret\\}|\\{basic:[A-Za-z0-9._-]{1,64}\\})[ -~]*$", maxLength: 256 }),
+    header: Type.String({ pattern: "^[A-Za-z0-9-]{1,64}$", rule: "a header name: letters, digits and '-'" }),
+    format: Type.String({
+      pattern: "^[ -~]*(\\{secret\\}|\\{basic:[A-Za-z0-9._-]{1,64}\\})[ -~]*$",
+      maxLength: 256,
+      rule: 'printable ASCII holding {secret} or {basic:USER}, e.g. "Bearer {secret}"',
+    }),
     /** The secret (hutch secret set NAME) injected for this binding. */
     secret: SecretName,
-    methods: Type.Array(Type.String({ pattern: "^[A-Z]{1,16}$" }), { minItems: 1, maxItems: 16 }),
+    methods: Type.Array(Type.String({ pattern: "^[A-Z]{1,16}$", rule: "an HTTP method in capitals, e.g. GET" }), {
+      minItems: 1,
+      maxItems: 16,
+    }),
     /** Request paths must start with one of these (after /<binding>). */
-    paths: Type.Array(Type.String({ pattern: "^/[ -~]{0,255}$" }), { minItems: 1, maxItems: 64 }),
+    paths: Type.Array(Type.String({ pattern: "^/[ -~]{0,255}$", rule: "a path starting with /, printable ASCII" }), {
+      minItems: 1,
+      maxItems: 64,
+    }),
     /** Environment a box process gets for this binding: {url} is the endpoint, {stub} the box's stub credential. */
-    env: Type.Optional(Type.Record(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$" }), Type.String({ maxLength: 1024 }))),
+    env: Type.Optional(
+      Type.Record(
+        Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$", rule: "an environment variable name: letters, digits and '_'" }),
+        Type.String({ maxLength: 1024 }),
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -46,7 +73,12 @@ export const SnapshotConfig = Type.Object(
     /** e.g. "workspace/node_modules/", "*.log", "home/.cache/". */
     exclude: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: 256 })),
     /** Rule files honoured in the tree, default ".hutchignore"; false for none. */
-    ignoreFile: Type.Optional(Type.Union([Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$" }), Type.Literal(false)])),
+    ignoreFile: Type.Optional(
+      Type.Union([
+        Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$", rule: "a file name, without '/'" }),
+        Type.Literal(false),
+      ]),
+    ),
   },
   { additionalProperties: false },
 );
@@ -62,7 +94,10 @@ export const HutchConfig = Type.Object(
         {
           /** Addresses CONNECT may dial although they are private (tests, a local registry): host -> address. */
           pins: Type.Optional(
-            Type.Record(Type.String({ pattern: "^[A-Za-z0-9.-]{1,253}$" }), Type.String({ minLength: 2, maxLength: 64 })),
+            Type.Record(
+              Type.String({ pattern: "^[A-Za-z0-9.-]{1,253}$", rule: "a host name: letters, digits, '.' and '-'" }),
+              Type.String({ minLength: 2, maxLength: 64 }),
+            ),
           ),
         },
         { additionalProperties: false },

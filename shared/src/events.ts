@@ -136,7 +136,9 @@ export const Events = {
     Type.Object({
       name: Text(256),
       ref: Type.Optional(Text(1024)),
-      snapshot: Type.Optional(Type.String({ pattern: "^snap_[0-9a-z]{20}$" })),
+      snapshot: Type.Optional(
+        Type.String({ pattern: "^snap_[0-9a-z]{20}$", rule: "a snapshot id: snap_ and 20 lower-case letters or digits" }),
+      ),
     }),
     { byClients: true },
   ),

@@ -16,10 +16,14 @@ export const HANDOVER_NOTE_MAX = 32 * 1024;
 export const WorkspacePath = Type.String({
   maxLength: 4096,
   pattern: "^/workspace(/(?!\\.\\.?(/|$))[^/\\x00-\\x1f]+)+$",
+  rule: "a directory under /workspace, with no . or .. part and no control characters",
 });
 
 /** An agent CLI's own conversation id (Claude Code and Codex use UUIDs). */
-export const AgentSessionId = Type.String({ pattern: "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$" });
+export const AgentSessionId = Type.String({
+  pattern: "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+  rule: "a lower-case UUID",
+});
 
 /** A carried conversation: the agent resumes it, working in cwd. */
 export const HandoverConversation = Type.Object({ id: AgentSessionId, cwd: WorkspacePath }, { additionalProperties: false });
@@ -28,7 +32,7 @@ export const Handover = Type.Object(
   {
     version: Type.Literal(1),
     /** The offload that wrote it (the record's id). */
-    offload: Type.String({ maxLength: 64, pattern: "^off_[0-9a-z]+$" }),
+    offload: Type.String({ maxLength: 64, pattern: "^off_[0-9a-z]+$", rule: "an offload id: off_ and lower-case letters or digits" }),
     /** The repository in the box: where agents work. */
     workdir: WorkspacePath,
     /** The first input of a conversation that starts fresh (an agent with nothing carried). */

@@ -14,7 +14,9 @@ export const IdempotencyKey = Type.String({
   minLength: 1,
   maxLength: 128,
   pattern: "^[!-~]+$",
+  title: "Idempotency-Key",
   description: "1-128 visible ASCII characters, e.g. a UUID",
+  rule: "visible ASCII characters only (no spaces), e.g. a UUID",
 });
 /** The headers schema of a route that takes a key (other headers pass). */
 export const IdempotencyHeaders = Type.Object({ [IDEMPOTENCY_HEADER]: Type.Optional(IdempotencyKey) });
@@ -82,7 +84,12 @@ export const DoctorReport = Type.Object({ ok: Type.Boolean(), checks: Type.Array
 export type DoctorReport = Static<typeof DoctorReport>;
 
 // POST /v1/images/build
-export const ImageName = Type.String({ pattern: "^[a-z0-9][a-z0-9-]{0,62}$", description: "lower-case letters, digits and dashes" });
+export const ImageName = Type.String({
+  pattern: "^[a-z0-9][a-z0-9-]{0,62}$",
+  title: "image name",
+  description: "lower-case letters, digits and dashes",
+  rule: "use lower-case letters, digits and '-', starting with a letter or digit (at most 63)",
+});
 export const ImageBuildBody = Type.Object(
   {
     name: Type.Optional(ImageName),
@@ -95,7 +102,10 @@ export const ImageBuildBody = Type.Object(
 export type ImageBuildBody = Static<typeof ImageBuildBody>;
 
 export const MANIFEST_FORMAT = 1;
-const FileInfo = Type.Object({ bytes: Type.Integer({ minimum: 0 }), sha256: Type.String({ pattern: "^[0-9a-f]{64}$" }) });
+const FileInfo = Type.Object({
+  bytes: Type.Integer({ minimum: 0 }),
+  sha256: Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lower-case hex digits" }),
+});
 /** An image's manifest.json (image/BOOT.md): what it was built from, and every file's size and sha256. */
 export const ImageManifest = Type.Object({
   format: Type.Literal(MANIFEST_FORMAT),
@@ -103,7 +113,7 @@ export const ImageManifest = Type.Object({
   hutchVersion: Type.String(),
   builtAt: Type.String(),
   buildSeconds: Type.Number({ minimum: 0 }),
-  recipeHash: Type.String({ pattern: "^[0-9a-f]{64}$" }),
+  recipeHash: Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lower-case hex digits" }),
   kernel: Type.Object({ package: Type.String(), version: Type.String(), release: Type.String() }),
   busybox: Type.String(),
   modules: Type.Array(Type.String()),

@@ -8,7 +8,12 @@ import { type Static, Type } from "@sinclair/typebox";
 export const AUTH_HEADER = "authorization";
 
 /** A server's user: lower-case, like a Unix login. */
-export const UserName = Type.String({ pattern: "^[a-z][a-z0-9_-]{0,31}$", description: "lower-case letters, digits, '_' and '-'" });
+export const UserName = Type.String({
+  pattern: "^[a-z][a-z0-9_-]{0,31}$",
+  title: "user name",
+  description: "lower-case letters, digits, '_' and '-'",
+  rule: "use lower-case letters, digits, '_' and '-', starting with a letter (at most 32)",
+});
 export type UserName = Static<typeof UserName>;
 
 /**
@@ -28,7 +33,7 @@ export const UserInfo = Type.Object({ name: UserName, createdAt: Type.String(), 
 export type UserInfo = Static<typeof UserInfo>;
 
 /** A token's public id; the secret part is never stored or shown again. */
-export const TokenId = Type.String({ pattern: "^tok_[0-9a-z]{12}$" });
+export const TokenId = Type.String({ pattern: "^tok_[0-9a-z]{12}$", title: "token id", rule: "tok_ and 12 lower-case letters or digits" });
 
 export const TokenCreateBody = Type.Object(
   {
@@ -37,7 +42,7 @@ export const TokenCreateBody = Type.Object(
     /** Lifetime in seconds; none: it lasts until revoked. */
     expiresIn: Type.Optional(Type.Integer({ minimum: 1, maximum: 10 * 365 * 86_400 })),
     /** The address clients should use, put into the join string; the daemon's listen address when absent. */
-    url: Type.Optional(Type.String({ pattern: "^https://[^\\s/]+$", maxLength: 300 })),
+    url: Type.Optional(Type.String({ pattern: "^https://[^\\s/]+$", maxLength: 300, rule: "https://HOST[:PORT], with no path" })),
   },
   { additionalProperties: false },
 );
@@ -62,10 +67,13 @@ export type TokenInfo = Static<typeof TokenInfo>;
 export const JoinToken = Type.Object(
   {
     v: Type.Literal(1),
-    url: Type.String({ pattern: "^https://[^\\s/]+$", maxLength: 300 }),
-    fingerprint: Type.String({ pattern: "^[0-9a-f]{64}$" }),
+    url: Type.String({ pattern: "^https://[^\\s/]+$", maxLength: 300, rule: "https://HOST[:PORT], with no path" }),
+    fingerprint: Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lower-case hex digits" }),
     user: UserName,
-    token: Type.String({ pattern: "^hutch_tok_[0-9a-z]{12}_[0-9A-Za-z_-]{43}$" }),
+    token: Type.String({
+      pattern: "^hutch_tok_[0-9a-z]{12}_[0-9A-Za-z_-]{43}$",
+      rule: "a hutch token (hutch_tok_…), as printed by hutch token create",
+    }),
   },
   { additionalProperties: false },
 );
@@ -122,7 +130,11 @@ export const RemoteEntry = Type.Object(
 export type RemoteEntry = Static<typeof RemoteEntry>;
 
 /** A remote's name: what `--remote NAME` says. `local` is the home's own daemon. */
-export const RemoteName = Type.String({ pattern: "^[a-z][a-z0-9_-]{0,31}$" });
+export const RemoteName = Type.String({
+  pattern: "^[a-z][a-z0-9_-]{0,31}$",
+  title: "remote name",
+  rule: "use lower-case letters, digits, '_' and '-', starting with a letter (at most 32)",
+});
 
 /** The client's remotes file (`$XDG_CONFIG_HOME/hutch/remotes.json`, 0600). */
 export const RemotesFile = Type.Object(

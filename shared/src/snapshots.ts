@@ -9,6 +9,7 @@ export const SnapshotLabel = Type.String({
   maxLength: 200,
   pattern: "^[^\\x00-\\x1f\\x7f]+$",
   description: "free text, one line",
+  rule: "one line of text, without control characters",
 });
 /** A path inside a snapshot, relative to its root ("workspace/src/app.ts"). */
 export const SnapshotPath = Type.String({ maxLength: 4096 });
@@ -22,7 +23,7 @@ const Count = Type.Integer({ minimum: 0 });
 /** One row of the timeline. */
 export const SnapshotInfo = Type.Object(
   {
-    id: Type.String({ pattern: "^snap_[0-9a-z]{20}$" }),
+    id: Type.String({ pattern: "^snap_[0-9a-z]{20}$", rule: "a snapshot id: snap_ and 20 lower-case letters or digits" }),
     /** ms since the epoch, when it was taken. */
     time: Count,
     /** The box's id, and its name when the box still exists. */

@@ -14,8 +14,34 @@ export function firstError(schema: TSchema, value: unknown): string {
   const errs = [...Value.Errors(schema, value)];
   const best = errs.find((e) => e.path !== "" && e.path !== "/tool" && e.path !== "/type") ?? errs[0];
   if (!best) return "is invalid";
-  const field = best.path.replace(/^\//, "").replaceAll("/", ".") || "value";
-  return `${field}: ${best.message}`;
+  return describeError(best);
+}
+
+/** What a failed check knows: where, against which schema, the value, and the checker's own message. */
+export interface CheckFailure {
+  path: string;
+  schema: TSchema;
+  value: unknown;
+  message: string;
+}
+
+/** Longest value quoted back in an error; a longer one is only named. */
+const QUOTED_MAX = 64;
+
+/**
+ * One failed check in words: the field (its schema's `title`, else its
+ * dotted path), and for a pattern the value and the schema's `rule`, never
+ * the regular expression itself (`box name "Bad Name": use lower-case
+ * letters, digits and '-', starting with a letter or digit`).
+ */
+export function describeError(e: CheckFailure): string {
+  const schema = e.schema as TSchema & { title?: string; rule?: string; pattern?: string };
+  const field = schema.title ?? (e.path.replace(/^\//, "").replaceAll("/", ".") || "value");
+  if (typeof schema.pattern === "string" && typeof e.value === "string") {
+    const shown = e.value.length <= QUOTED_MAX ? ` ${JSON.stringify(e.value)}` : "";
+    return `${field}${shown}: ${schema.rule ?? "is not in the form this field takes"}`;
+  }
+  return `${field}: ${e.message}`;
 }
 
 /**

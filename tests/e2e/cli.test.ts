@@ -153,6 +153,34 @@ describe("cli conventions", () => {
     expect(doc.error).toMatchObject({ code: "not_found", message: 'no box named "missing"', hint: "list boxes: hutch box list" });
   });
 
+  test("a bad box name is refused with its rule in words, never a regular expression (exit 2)", async () => {
+    const r = await h.run(["box", "create", "Bad Name"]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(`box name "Bad Name": use lower-case letters, digits and '-', starting with a letter or digit`);
+    expect(r.stderr).not.toMatch(/[\^$]|\[a-z0-9/);
+  });
+
+  test("an agent run with no secret for its model API is refused before anything is made (exit 3), naming the command", async () => {
+    const before = JSON.parse((await h.run(["box", "list", "--json"])).stdout).length;
+    const sessions = JSON.parse((await h.run(["session", "list", "--json"])).stdout).length;
+    for (const [agent, secret] of [
+      ["claude", "anthropic"],
+      ["codex", "openai"],
+      ["opencode", "anthropic"],
+      ["pi", "openai"],
+    ] as const) {
+      const r = await h.run(["run", "--agent", agent, "--prompt", "hi"]);
+      expect({ agent, code: r.code }).toEqual({ agent, code: 3 });
+      expect(r.stderr).toContain(`printf %s "$KEY" | hutch secret set ${secret}`);
+    }
+    // The same for a box that exists: its owner's secrets are the ones it would use.
+    expect((await h.run(["box", "create", "nokey"])).code).toBe(0);
+    expect((await h.run(["run", "nokey", "--agent", "claude", "--prompt", "hi"])).code).toBe(3);
+    expect(JSON.parse((await h.run(["box", "list", "--json"])).stdout).length).toBe(before + 1);
+    expect(JSON.parse((await h.run(["session", "list", "--json"])).stdout).length).toBe(sessions);
+    expect((await h.run(["box", "delete", "nokey"])).code).toBe(0);
+  });
+
   test("a verb over many boxes keeps going and reports every failure", async () => {
     expect((await h.run(["box", "create", "m1"])).code).toBe(0);
     const r = await h.run(["box", "start", "m1", "ghost1", "ghost2"]);

@@ -164,6 +164,25 @@ export class BrokerService {
     return allBindings(this.configNow());
   }
 
+  /**
+   * Refuses, before anything is made, an agent whose model API needs a
+   * secret its user has not stored: a box would only get 503s from the
+   * broker, which the agent CLIs retry for minutes.
+   */
+  requireSecrets(agent: string, bindings: readonly string[], owner: string | null): void {
+    const known = this.bindings();
+    for (const name of bindings) {
+      const b = known[name];
+      if (!b) continue;
+      if (this.store.sealed(this.key(b.secret, owner))) continue;
+      throw new HutchError(
+        "config",
+        `${agent} reaches its model API through the ${name} binding, and no "${b.secret}" secret is stored${owner ? ` for ${owner}` : ""}`,
+        `store the key first: printf %s "$KEY" | hutch secret set ${b.secret}`,
+      );
+    }
+  }
+
   /** Refuses bindings that do not exist, naming them. */
   checkPolicy(p: Partial<BoxPolicy>): void {
     const known = this.bindings();

@@ -3,7 +3,7 @@
 import { join } from "node:path";
 import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
-import { HUTCH_VERSION, HutchError } from "@hutch/shared";
+import { describeError, HUTCH_VERSION, HutchError, type TSchema } from "@hutch/shared";
 import type { BoxService } from "../box/service.ts";
 import { boxesController } from "./boxes/index.ts";
 import { streamDoc } from "./stream/index.ts";
@@ -152,8 +152,21 @@ function snapshotAccess(auth: AuthService, snapshots: SnapshotService, deps: App
   };
 }
 
-/** The first failing field, named as a dotted path. */
-function validationError(first: { path?: string; summary?: string; message?: string } | undefined): HutchError {
+/** The first failing field in words (shared's describeError: the schema's title and rule, never its pattern). */
+function validationError(
+  first: { path?: string; summary?: string; message?: string; schema?: TSchema; value?: unknown } | undefined,
+): HutchError {
+  if (first?.schema && first.path !== undefined)
+    return new HutchError(
+      "invalid",
+      describeError({
+        path: first.path,
+        schema: first.schema,
+        value: first.value,
+        message: first.summary || first.message || "is invalid",
+      }),
+      "fix the request and retry",
+    );
   const field = first?.path ? first.path.replace(/^\//, "").replaceAll("/", ".") : "body";
   return new HutchError("invalid", `${field}: ${first?.summary || first?.message || "is invalid"}`, "fix the request and retry");
 }

@@ -73,6 +73,12 @@ export async function createServices(home: string, db: Database, engines: Record
     const owner = auth.owner(boxId);
     return owner === daemonUser ? null : owner;
   };
+  sessions.agentReady = (agent, bindings, user, box) => {
+    const boxId = box ? boxes.find(box)?.id : undefined;
+    // A box that does not exist is named as missing by the create itself.
+    if (box && !boxId) return;
+    broker.requireSecrets(agent, bindings, boxId ? broker.secretOwner(boxId) : user === daemonUser ? null : user);
+  };
   boxes.seeder = {
     check: async (ref) => ({ box: (await snapshots.forkable(ref)).box }),
     seed: async (boxId, ref) => {

@@ -135,6 +135,12 @@ export class SessionService {
    * unwired, a session is its opener's alone.
    */
   boxAccess?: (boxId: string, user: string) => SessionAccess | null;
+  /**
+   * Refuses an agent that could not reach its model (no secret stored for a
+   * binding it needs), before a box or a session is made. `box` is the box
+   * named in the request, if any (its owner's secrets are the ones used).
+   */
+  agentReady: (agent: string, bindings: readonly string[], user: string, box?: string) => void = () => {};
   /** Whom a box belongs to (server mode): a fork of a session belongs to its box's owner. */
   boxOwner: (boxId: string) => string | undefined = () => undefined;
 
@@ -188,6 +194,7 @@ export class SessionService {
 
   async create(body: SessionCreateBody, actor: Actor): Promise<Session> {
     const agent = harness(body.agent ?? "shell");
+    if (agent.bindings.length) this.agentReady(agent.name, agent.bindings, actorUser(actor), body.box);
     // A new box for an agent gets the agent's bindings and egress; an existing box keeps its own policy.
     const box = body.box
       ? await this.boxes.ensureRunning(body.box)

@@ -23,7 +23,7 @@ export const MAX_ENTRY_BYTES = 1024 * 1024;
 /** Digests the host offers a box at most (32 bytes each on chan 0 before the walk starts). */
 export const MAX_OFFERED = 250_000;
 
-const Decimal = Type.String({ pattern: "^-?[0-9]{1,20}$" });
+const Decimal = Type.String({ pattern: "^-?[0-9]{1,20}$", rule: "a whole number in decimal" });
 const Name = Type.String({ minLength: 1, maxLength: 255 });
 const Parts = Type.Array(Name, { maxItems: 4096 });
 

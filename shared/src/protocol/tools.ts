@@ -3,7 +3,7 @@
 // message as untrusted and checks it against these before use.
 import { Type, type Static, type TProperties } from "@sinclair/typebox";
 
-const Env = Type.Record(Type.String({ pattern: "^[^=\\0]+$" }), Type.String());
+const Env = Type.Record(Type.String({ pattern: "^[^=\\0]+$", rule: "a variable name, without '='" }), Type.String());
 const Argv = Type.Array(Type.String(), { minItems: 1, maxItems: 4096 });
 const GuestPath = Type.String({ minLength: 1, maxLength: 4096 });
 const Cols = Type.Integer({ minimum: 1, maximum: 1000 });
@@ -12,7 +12,7 @@ const Rows = Type.Integer({ minimum: 1, maximum: 1000 });
 export const BoxUser = Type.Union([Type.Literal("hutch"), Type.Literal("root")]);
 export type BoxUser = Static<typeof BoxUser>;
 /** A terminal's id: `pty_` and any run of id characters, so a mistyped one is "no such terminal" (exit 4), not a schema error. */
-const PtyId = Type.String({ pattern: "^pty_[0-9a-z]+$" });
+const PtyId = Type.String({ pattern: "^pty_[0-9a-z]+$", title: "terminal", rule: "a terminal id: pty_ and lower-case letters or digits" });
 
 export const ExecOpen = Type.Object(
   {
@@ -65,7 +65,7 @@ export const TarOut = Type.Object(
     /** Snapshot metadata: exact mtimes and owners in pax records, hard links as link entries. */
     meta: Type.Optional(Type.Boolean()),
     /** Also honour rule files of this name found in the tree (".hutchignore"). */
-    ignoreFile: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$" })),
+    ignoreFile: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$", rule: "a file name, without '/'" })),
   },
   { additionalProperties: false },
 );
@@ -80,7 +80,7 @@ export const SnapOut = Type.Object(
     tool: Type.Literal("snap.out"),
     path: GuestPath,
     exclude: Type.Optional(Type.Array(Type.String({ maxLength: 256 }), { maxItems: 1000 })),
-    ignoreFile: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$" })),
+    ignoreFile: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$", rule: "a file name, without '/'" })),
     /** The store's chunk sizes and gear table (256 little-endian u32 words, base64) for this save. */
     chunk: Type.Object(
       { minSize: Type.Integer({ minimum: 1 }), avgSize: Type.Integer({ minimum: 1 }), maxSize: Type.Integer({ minimum: 1 }) },
@@ -106,7 +106,7 @@ export const TarIn = Type.Object(
     tool: Type.Literal("tar.in"),
     path: GuestPath,
     /** Rename the archive's top entry to this (how `cp SRC BOX:/new-name` works). */
-    name: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$" })),
+    name: Type.Optional(Type.String({ minLength: 1, maxLength: 255, pattern: "^[^/\\0]+$", rule: "a file name, without '/'" })),
     /** Take hard link entries (to files the same archive wrote) and exact pax mtimes: a snapshot restored into the box. */
     links: Type.Optional(Type.Boolean()),
   },
@@ -124,7 +124,11 @@ export const NetListen = Type.Object(
     port: Type.Integer({ minimum: 1, maximum: 65535 }),
     /** Variables every process started while the listener is up gets (how its clients find it). */
     env: Type.Optional(
-      Type.Record(Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$" }), Type.String({ maxLength: 4096 }), { maxProperties: 128 }),
+      Type.Record(
+        Type.String({ pattern: "^[A-Za-z_][A-Za-z0-9_]{0,127}$", rule: "an environment variable name: letters, digits and '_'" }),
+        Type.String({ maxLength: 4096 }),
+        { maxProperties: 128 },
+      ),
     ),
   },
   { additionalProperties: false },
@@ -163,16 +167,21 @@ export const PortListResult = Type.Array(ListeningPort, { maxItems: 4096 });
 // they stay the same across snapshots of one document, and a ref whose
 // element left the page is refused as stale, never resolved to another one.
 /** A tab's id, guest-local. */
-export const TabId = Type.String({ pattern: "^tab_[0-9]+$", maxLength: 32 });
+export const TabId = Type.String({
+  pattern: "^tab_[0-9]+$",
+  maxLength: 32,
+  title: "tab",
+  rule: "a tab id: tab_ and digits (see hutch browser tabs)",
+});
 /** A ref from a snapshot: `e` and a number. */
-export const Ref = Type.String({ pattern: "^e[0-9]{1,9}$" });
+export const Ref = Type.String({ pattern: "^e[0-9]{1,9}$", title: "ref", rule: "a ref from the last snapshot: e and digits, e.g. e3" });
 const Url = Type.String({ minLength: 1, maxLength: 8192 });
 const TimeoutMs = Type.Integer({ minimum: 0, maximum: 120_000 });
 /** The most bytes of snapshot text one answer carries; the rest is fetched with `more`. */
 export const SNAPSHOT_MAX_BYTES = 1_000_000;
 export const SNAPSHOT_DEFAULT_BYTES = 24_000;
 /** Where a cut snapshot continues: the snapshot's number and the line to go on from. */
-const Cursor = Type.String({ pattern: "^s[0-9]{1,9}:[0-9]{1,9}$" });
+const Cursor = Type.String({ pattern: "^s[0-9]{1,9}:[0-9]{1,9}$", rule: "the cursor a snapshot gave (sN:M)" });
 const tabTool = <T extends string, P extends TProperties>(tool: T, props: P) =>
   Type.Object({ tool: Type.Literal(tool), tab: TabId, ...props }, { additionalProperties: false });
 
@@ -265,7 +274,12 @@ export const DesktopInput = Type.Object(
     toY: Type.Optional(Coord),
     button: Type.Optional(Type.Integer({ minimum: 1, maximum: 9 })),
     /** key: X keysym names, pressed in turn (Return, ctrl+c, a). */
-    keys: Type.Optional(Type.Array(Type.String({ pattern: "^[A-Za-z0-9_+]{1,64}$" }), { minItems: 1, maxItems: 64 })),
+    keys: Type.Optional(
+      Type.Array(
+        Type.String({ pattern: "^[A-Za-z0-9_+]{1,64}$", rule: "a key name such as Return or ctrl+c: letters, digits, '_' and '+'" }),
+        { minItems: 1, maxItems: 64 },
+      ),
+    ),
     /** type: text, typed as key events. */
     text: Type.Optional(Type.String({ maxLength: 4096 })),
   },
@@ -286,7 +300,7 @@ export const DesktopRelease = Type.Object(
 export const McpServe = Type.Object({ tool: Type.Literal("mcp.serve"), owner: Type.Optional(Owner) }, { additionalProperties: false });
 export const McpServeResult = Type.Object({
   port: Type.Integer({ minimum: 1, maximum: 65535 }),
-  token: Type.String({ pattern: "^[A-Za-z0-9_-]{32,128}$" }),
+  token: Type.String({ pattern: "^[A-Za-z0-9_-]{32,128}$", rule: "32-128 letters, digits, '_' or '-'" }),
 });
 export type McpServeResult = Static<typeof McpServeResult>;
 /** How much of a call's output the guest reports to the host (the session log's cut). */
@@ -330,7 +344,10 @@ export type ToolOpen = Static<typeof ToolOpen>;
 export type ToolName = ToolOpen["tool"];
 
 // Host → guest messages on a stream.
-export const SignalMsg = Type.Object({ type: Type.Literal("signal"), signal: Type.String({ pattern: "^[A-Z0-9]+$", maxLength: 16 }) });
+export const SignalMsg = Type.Object({
+  type: Type.Literal("signal"),
+  signal: Type.String({ pattern: "^[A-Z0-9]+$", maxLength: 16, rule: "a signal name in capitals, e.g. TERM" }),
+});
 export const ResizeMsg = Type.Object({ type: Type.Literal("resize"), cols: Cols, rows: Rows });
 export const HostMsg = Type.Union([SignalMsg, ResizeMsg]);
 export type HostMsg = Static<typeof HostMsg>;
@@ -354,7 +371,7 @@ export const ConnMsg = Type.Object({ type: Type.Literal("conn"), conn: Type.Inte
 /** mcp.serve: an MCP client in the box called a tool (long strings in `input` cut by the guest). */
 export const McpCallMsg = Type.Object({
   type: Type.Literal("mcp.call"),
-  id: Type.String({ pattern: "^call_[0-9]{1,12}$" }),
+  id: Type.String({ pattern: "^call_[0-9]{1,12}$", rule: "a call id: call_ and digits" }),
   name: Type.String({ minLength: 1, maxLength: 64 }),
   input: Type.Unknown(),
 });
@@ -367,7 +384,7 @@ export const McpClientMsg = Type.Object({
 /** mcp.serve: that call ended. */
 export const McpDoneMsg = Type.Object({
   type: Type.Literal("mcp.done"),
-  id: Type.String({ pattern: "^call_[0-9]{1,12}$" }),
+  id: Type.String({ pattern: "^call_[0-9]{1,12}$", rule: "a call id: call_ and digits" }),
   name: Type.String({ minLength: 1, maxLength: 64 }),
   status: Type.Union([Type.Literal("ok"), Type.Literal("error")]),
   output: Type.String({ maxLength: MCP_OUTPUT_MAX }),
@@ -475,7 +492,7 @@ export const BrowserNetworkResult = Type.Array(NetworkEntry, { maxItems: 1000 })
 export const BrowserWaitResult = Type.Object({ tab: TabId, waitedMs: Type.Integer({ minimum: 0 }) });
 
 export const DesktopInfo = Type.Object({
-  display: Type.String({ pattern: "^:[0-9]{1,4}$" }),
+  display: Type.String({ pattern: "^:[0-9]{1,4}$", rule: "an X display, e.g. :99" }),
   width: Type.Integer({ minimum: 0 }),
   height: Type.Integer({ minimum: 0 }),
 });

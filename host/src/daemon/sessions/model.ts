@@ -20,7 +20,9 @@ export const SessionModel = {
   session: Session,
   sessions: t.Array(Session),
   create: SessionCreateBody,
-  id: t.Object({ id: t.String({ pattern: idPattern("ses") }) }),
+  id: t.Object({
+    id: t.String({ pattern: idPattern("ses"), title: "session", rule: "a session id: ses_ and 20 lower-case letters or digits" }),
+  }),
   list: t.Object({
     box: t.Optional(t.String({ minLength: 1, maxLength: 128 })),
     state: t.Optional(t.Union([t.Literal("open"), t.Literal("closed")])),

@@ -33,7 +33,11 @@ const OPEN: SnapshotAccess = { visible: () => true, box: () => {}, snapshot: asy
 export function snapshotsController(snapshots: SnapshotService, running: RunningOps, access: SnapshotAccess = OPEN) {
   return new Elysia({ prefix: "/v1/snapshots", tags: ["snapshots"], normalize: false })
     .get("/", async ({ query, request }) => (await snapshots.list(query.box)).filter((s) => access.visible(request, s.id)), {
-      query: t.Object({ box: t.Optional(t.Union([BoxName, t.String({ pattern: "^box_[0-9a-z]+$" })])) }),
+      query: t.Object({
+        box: t.Optional(
+          t.Union([BoxName, t.String({ pattern: "^box_[0-9a-z]+$", rule: "a box id: box_ and lower-case letters or digits" })]),
+        ),
+      }),
       response: SnapshotList,
       detail: { summary: "The timeline: every snapshot, oldest first (of one box with ?box=)" },
     })
