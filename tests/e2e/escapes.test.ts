@@ -50,6 +50,20 @@ describe("sequences from others arrive escaped", () => {
     expect(note.data.anchor?.path).toBe(PATH);
   });
 
+  test("session watch shows the annotation escaped", async () => {
+    const watch = h.spawn(["session", "watch", sid]);
+    let out = "";
+    const reader = (watch.stdout as ReadableStream<Uint8Array>).getReader();
+    await waitFor("the annotation on the watch", async () => {
+      const { value } = await reader.read();
+      out += new TextDecoder().decode(value);
+      return out.includes("src/");
+    });
+    watch.kill();
+    expect(out).not.toMatch(RAW);
+    expect(out).toContain("\\x1b]52;c;cm0gLXJmIH4=\\x07 \\x1b]0;pwned\\x07 \\x1b[2J \\x1bc \\x9b2J \\u202eevil @ src/");
+  });
+
   test("what the box's terminal printed: session log drops its sequences and escapes the rest", async () => {
     await cli(["session", "driver", "acquire", sid]);
     // printf turns the octal escapes into the real bytes on the box's terminal.
