@@ -18,6 +18,10 @@ import type { HutchBinary } from "./binary.ts";
 import type { LogPanels } from "./log/panel.ts";
 import type { HutchTree, Node } from "./tree.ts";
 import { cliEnv } from "./bridge.ts";
+import { terminalText } from "@hutch/shared/text";
+
+/** A session's label or a box's name, written by whoever made it: one line, escaped. */
+const shown = (s: string) => terminalText(s, { oneLine: true });
 import { showFailure } from "./errors.ts";
 
 /** How the pickers describe each agent and engine (keyed by the shared names, so a new one is a type error here until described). */
@@ -68,7 +72,7 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       return undefined;
     }
     const pick = await vscode.window.showQuickPick(
-      list.map((s) => ({ label: s.label ?? s.id, description: `${s.id} · ${s.boxName} · ${s.activity}`, s })),
+      list.map((s) => ({ label: shown(s.label ?? s.id), description: `${s.id} · ${shown(s.boxName)} · ${s.activity}`, s })),
       { placeHolder: "Which session?", ignoreFocusOut: true },
     );
     return pick?.s;
@@ -147,7 +151,7 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
     }),
     vscode.commands.registerCommand("hutch.session.attach", async (node?: Node) => {
       const s = await pickSession(node);
-      if (s) terminal(`hutch: ${s.label ?? s.id}`, ["session", "attach", s.id]);
+      if (s) terminal(`hutch: ${shown(s.label ?? s.id)}`, ["session", "attach", s.id]);
     }),
     vscode.commands.registerCommand("hutch.session.log", async (node?: Node | string) => {
       if (typeof node === "string") return ctx.logs.show(node, ctx.tree.session(node)?.label ?? node);
@@ -155,7 +159,7 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       if (!s) {
         const pick = await vscode.window.showQuickPick(
           [
-            ...ctx.tree.openSessions().map((x) => ({ label: x.label ?? x.id, description: x.id, id: x.id })),
+            ...ctx.tree.openSessions().map((x) => ({ label: shown(x.label ?? x.id), description: x.id, id: x.id })),
             { label: "Another session id…", description: "", id: "" },
           ],
           { placeHolder: "Which session's log?", ignoreFocusOut: true },

@@ -8,6 +8,7 @@
 // flight on a row that was not refreshed still resolves to its node.
 import * as vscode from "vscode";
 import type { Box, Change, ListResult, SessionActivity, SessionView } from "@hutch/shared";
+import { terminalText } from "@hutch/shared/text";
 import { dispatchDescription, dispatchOf, workerOf, workersOf } from "./dispatch-group.ts";
 
 export type BoxNode = { type: "box"; box: Box };
@@ -34,6 +35,11 @@ const ACTIVITY_ICONS: Record<SessionActivity, [string, string?]> = {
 
 const icon = ([id, colour]: [string, string?]) => new vscode.ThemeIcon(id, colour ? new vscode.ThemeColor(colour) : undefined);
 const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+// Labels, reasons and drivers' ids are written by others (a sharer's session label, a box's failure):
+// shown escaped, and in a tooltip as text, never as Markdown (a link or an image there is someone else's).
+const shown = (s: string) => terminalText(s, { oneLine: true });
+const tooltip = (bold: string, code: string, rest: string) =>
+  new vscode.MarkdownString().appendMarkdown("**").appendText(shown(bold)).appendMarkdown("** ").appendText(`${code}\n\n${rest}`);
 
 /** What one update touched: the root's children, or these nodes (each with its children). */
 class Touched {
@@ -128,20 +134,22 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
     if (node.type === "box") {
       const b = node.box;
       // Always expandable: VS Code keeps a leaf a leaf when the same id later gains children.
-      const item = new vscode.TreeItem(b.name, vscode.TreeItemCollapsibleState.Expanded);
+      const item = new vscode.TreeItem(shown(b.name), vscode.TreeItemCollapsibleState.Expanded);
       item.id = b.id;
       item.description = `${b.state} · ${b.engine} · ${b.isolation}`;
       item.iconPath = icon(BOX_ICONS[b.state] ?? ["question"]);
       item.contextValue = `box.${b.state}`;
-      item.tooltip = new vscode.MarkdownString(
-        `**${b.name}** \`${b.id}\`\n\n${b.state} (wants ${b.desired}) · ${b.engine} · ${b.isolation}${b.reason ? `\n\n${b.reason}` : ""}`,
+      item.tooltip = tooltip(
+        b.name,
+        b.id,
+        `${b.state} (wants ${b.desired}) · ${b.engine} · ${b.isolation}${b.reason ? `\n\n${terminalText(b.reason)}` : ""}`,
       );
       return item;
     }
     const s = node.session;
     const dispatch = dispatchOf(s);
     const item = new vscode.TreeItem(
-      s.label ?? s.id,
+      shown(s.label ?? s.id),
       dispatch ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None,
     );
     item.id = s.id;
@@ -153,12 +161,10 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
             [...this.sessions.values()].map((n) => n.session),
           ),
         )
-      : `${s.agent} · ${s.activity} · ${s.driver ? `driven by ${s.driver.actor.id}` : "no driver"}`;
+      : `${s.agent} · ${s.activity} · ${s.driver ? `driven by ${shown(s.driver.actor.id)}` : "no driver"}`;
     item.iconPath = icon(ACTIVITY_ICONS[s.activity] ?? ["question"]);
     item.contextValue = `session.${s.state}`;
-    item.tooltip = new vscode.MarkdownString(
-      `**${s.label ?? s.id}** \`${s.id}\`\n\nbox ${s.boxName} · ${s.agent} · ${s.activity} · ${s.lastSeq} events`,
-    );
+    item.tooltip = tooltip(s.label ?? s.id, s.id, `box ${shown(s.boxName)} · ${s.agent} · ${s.activity} · ${s.lastSeq} events`);
     item.command = { command: "hutch.session.log", title: "Show Log", arguments: [node] };
     return item;
   }

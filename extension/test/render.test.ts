@@ -190,6 +190,51 @@ describe("render", () => {
   });
 });
 
+describe("what others wrote is shown escaped", () => {
+  // OSC 52 clipboard write, title change, screen clear, full reset, C1 CSI, bidi override.
+  const HOSTILE = "\x1b]52;c;aGk=\x07 \x1b]0;t\x07 \x1b[2J \x1bc \u009b2J \u202eevil";
+  const SHOWN = "\\x1b]52;c;aGk=\\x07 \\x1b]0;t\\x07 \\x1b[2J \\x1bc \\x9b2J \\u202eevil";
+  const RAW = /[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]/;
+
+  test("an annotation: the summary and detail are escaped, the anchor is kept as logged to open it", () => {
+    const text = `${HOSTILE}\n${"x".repeat(200)}`;
+    const r = render(ev(Events.annotationAdded, { text, anchor: { path: "src/\u202ea.ts", line: 2 } }));
+    expect(r.summary.startsWith(`✎ ${SHOWN} x`)).toBe(true);
+    expect(r.summary).not.toMatch(RAW);
+    expect(r.detail).toBe(`${SHOWN}\n${"x".repeat(200)}`);
+    expect(r.anchor).toEqual({ path: "src/\u202ea.ts", line: 2 });
+  });
+
+  test.each([
+    ev(Events.messageCompleted, { id: "m1", role: "assistant", text: `one\n${HOSTILE}` }),
+    ev(Events.toolCompleted, { id: "t1", output: HOSTILE, status: "ok" }),
+    ev(Events.toolCalled, { id: "t1", name: "Bash", input: { command: HOSTILE } }),
+    ev(Events.agentRaw, { line: HOSTILE, reason: "stderr" }),
+    ev(Events.errorRaised, { message: HOSTILE }),
+    ev(Events.boxStateChanged, { box: "box_1", state: "failed", reason: `${HOSTILE}${"y".repeat(300)}` }),
+  ])("$kind", (e) => {
+    const r = render(e);
+    expect(r.summary).not.toMatch(RAW);
+    expect(r.summary).not.toContain("\n");
+    if (r.detail !== undefined) expect(r.detail).not.toMatch(RAW);
+    // Text shows ESC as \x1b; JSON (a tool's input) as its own \u001b, escaped in turn.
+    expect(`${r.summary}\n${r.detail ?? ""}`).toMatch(/\\x1b\]52;c;aGk=|\\\\u001b\]52;c;aGk=/);
+  });
+
+  test("an event imported from another daemon is escaped once", () => {
+    const r = render(
+      ev(Events.sessionEventImported, {
+        from: { remote: "big\x1bc", session: "ses_r", seq: 1 },
+        at: "2026-12-01T10:00:00.000Z",
+        actor: { kind: "user", id: "bob" },
+        kind: "error.raised",
+        data: { message: HOSTILE },
+      }),
+    );
+    expect(r.summary).toBe(`[big\\x1bc ses_r #1, bob] error: ${SHOWN}`);
+  });
+});
+
 test("every registered kind has its own rendering (a new kind would otherwise read as JSON)", () => {
   expect(eventKinds().filter((k) => !renderedKinds().includes(k))).toEqual([]);
 });

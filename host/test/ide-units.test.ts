@@ -34,6 +34,12 @@ describe("annotationDiagnostic", () => {
     expect(d.diagnostic.message).toBe("look (alice, review)");
     expect(d.diagnostic.code).toBe("ses_x#7");
   });
+  test("the message shows control and bidi characters escaped", () => {
+    const n = { ...note("a.ts", 1), text: "ok\u202e ;)\x1b]52;c;aGk=\x07", actor: { kind: "user" as const, id: "bob\x1bc" } };
+    expect(annotationDiagnostic("/p", "ses_x", n, "s\n2")!.diagnostic.message).toBe(
+      "ok\\u202e ;)\\x1b]52;c;aGk=\\x07 (bob\\x1bc, s\\x0a2)",
+    );
+  });
   test("an anchor outside the workspace, or no workspace: nothing", () => {
     expect(annotationDiagnostic("/p", "ses_x", note("/etc/passwd", 1), "s")).toBeNull();
     expect(annotationDiagnostic(null, "ses_x", note("a.ts", 1), "s")).toBeNull();

@@ -10,3 +10,4 @@ export * from "./idempotency.ts";
 export * from "./names.ts";
 export * from "./protocol/codec.ts";
 export * from "./protocol/mux.ts";
+export * from "./text/terminal.ts";

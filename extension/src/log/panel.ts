@@ -4,6 +4,7 @@
 import * as vscode from "vscode";
 import { IdeMethods, type EventsNotification, type SubscriptionEnded } from "@hutch/shared";
 import type { LanguageClient } from "vscode-languageclient/node";
+import { terminalText } from "@hutch/shared/text";
 
 type FromView = { type: "ready" } | { type: "open"; path: string; line?: number };
 
@@ -37,7 +38,9 @@ export class LogPanels {
   ended(n: SubscriptionEnded): void {
     const p = this.bySub.get(n.subscription);
     if (!p) return void this.earlyEnd.set(n.subscription, n);
-    void vscode.window.showErrorMessage(`hutch: the log of ${n.session} closed: ${n.message}${n.hint ? ` (next: ${n.hint})` : ""}`);
+    void vscode.window.showErrorMessage(
+      `hutch: the log of ${n.session} closed: ${terminalText(`${n.message}${n.hint ? ` (next: ${n.hint})` : ""}`, { oneLine: true })}`,
+    );
     p.panel.dispose();
   }
 
@@ -88,7 +91,7 @@ class LogPanel {
     title: string,
   ) {
     const media = vscode.Uri.joinPath(owner.uri, "out");
-    this.panel = vscode.window.createWebviewPanel("hutch.log", `log: ${title}`, vscode.ViewColumn.Active, {
+    this.panel = vscode.window.createWebviewPanel("hutch.log", `log: ${terminalText(title, { oneLine: true })}`, vscode.ViewColumn.Active, {
       enableScripts: true,
       retainContextWhenHidden: true,
       localResourceRoots: [media],
@@ -139,7 +142,12 @@ class LogPanel {
   }
 }
 
-function html(webview: vscode.Webview, media: vscode.Uri, session: string): string {
+/** The session id as HTML text: an id typed into the picker, or a remote's, is not markup. */
+const escapeHtml = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+
+function html(webview: vscode.Webview, media: vscode.Uri, id: string): string {
+  const session = escapeHtml(id);
   const nonce = crypto.randomUUID().replaceAll("-", "");
   const script = webview.asWebviewUri(vscode.Uri.joinPath(media, "log.js"));
   const style = webview.asWebviewUri(vscode.Uri.joinPath(media, "log.css"));

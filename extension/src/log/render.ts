@@ -4,7 +4,11 @@
 // the event is checked against the registry first (it comes from the daemon:
 // checked, not trusted). A kind without a renderer of its own reads as its
 // kind and JSON; one whose data does not fit its schema is shown as such.
+// What others wrote (an annotation, an agent's message, a box's reason) can
+// hold control and bidi characters: the summary and detail shown are escaped
+// once, at the end (terminalText), so a bidi override cannot reorder a row.
 import { eventKinds, isEvent, type EventData, type EventKind } from "@hutch/shared/events";
+import { terminalText } from "@hutch/shared/text";
 
 export interface Rendered {
   summary: string;
@@ -91,7 +95,7 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
   }),
   // An event of the session's earlier life on another daemon: read as that event, marked with where it came from.
   "session.event.imported": (d) => {
-    const inner = render({ kind: d.kind, data: d.data });
+    const inner = unescaped({ kind: d.kind, data: d.data });
     return {
       ...inner,
       summary: `[${d.from.remote} ${d.from.session} #${d.from.seq}, ${d.actor.id}] ${inner.summary}`,
@@ -126,7 +130,17 @@ function renderKnown<K extends EventKind>(kind: K, data: EventData<K>): Rendered
   return renderers[kind]?.(data);
 }
 
+/** An event as the live log shows it: the summary on one line, the detail, both escaped. The anchor is the path as logged (to open it). */
 export function render(e: { kind: string; data: unknown }): Rendered {
+  const r = unescaped(e);
+  return {
+    ...r,
+    summary: terminalText(r.summary, { oneLine: true }),
+    ...(r.detail !== undefined ? { detail: terminalText(r.detail) } : {}),
+  };
+}
+
+function unescaped(e: { kind: string; data: unknown }): Rendered {
   if (isEvent(e)) return renderKnown(e.kind, e.data) ?? { summary: e.kind, detail: json(e.data), tone: "dim" };
   // A kind this extension does not know (a newer daemon) reads as its kind; a known one that does not fit, as an error.
   return eventKinds().includes(e.kind)

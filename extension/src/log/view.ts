@@ -1,6 +1,7 @@
 // The live log inside the webview: keeps every event of the session, shows
 // only the rows in view (so 100,000 events scroll like 100), follows the tail
 // while you are at the bottom, filters by kind family and actor.
+import { terminalText } from "@hutch/shared/text";
 import { render } from "./render.ts";
 
 interface Ev {
@@ -52,7 +53,8 @@ function addOption(sel: HTMLSelectElement, seen: Set<string>, value: string): vo
   if (seen.has(value)) return;
   seen.add(value);
   const o = document.createElement("option");
-  o.value = o.textContent = value;
+  o.value = value;
+  o.textContent = terminalText(value, { oneLine: true });
   sel.appendChild(o);
 }
 
@@ -116,7 +118,10 @@ function rowElement(index: number, top: number): HTMLElement {
   }
   const seq = Object.assign(document.createElement("span"), { className: "seq", textContent: `#${e.seq}` });
   const time = Object.assign(document.createElement("span"), { className: "time", textContent: e.at.slice(11, 23), title: e.at });
-  const actor = Object.assign(document.createElement("span"), { className: `actor ${e.actor.kind}`, textContent: e.actor.id });
+  const actor = Object.assign(document.createElement("span"), {
+    className: `actor ${e.actor.kind}`,
+    textContent: terminalText(e.actor.id, { oneLine: true }),
+  });
   const kind = Object.assign(document.createElement("span"), { className: "kind", textContent: e.kind });
   const summary = Object.assign(document.createElement("span"), { className: "summary", textContent: r.summary });
   line.append(toggle, seq, time, actor, kind, summary);
@@ -124,7 +129,7 @@ function rowElement(index: number, top: number): HTMLElement {
     const a = document.createElement("a");
     a.className = "anchor";
     a.href = "#";
-    a.textContent = `${r.anchor.path}${r.anchor.line ? `:${r.anchor.line}` : ""}`;
+    a.textContent = `${terminalText(r.anchor.path, { oneLine: true })}${r.anchor.line ? `:${r.anchor.line}` : ""}`;
     const anchor = r.anchor;
     a.onclick = (ev) => {
       ev.preventDefault();

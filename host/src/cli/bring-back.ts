@@ -1,7 +1,7 @@
 import { connectDaemon } from "../client/daemon.ts";
 import { body, type GlobalArgs } from "./args.ts";
 import type { BringBackOutput } from "@hutch/shared";
-import { jsonSteps, printJson } from "./output.ts";
+import { cell, jsonSteps, printJson } from "./output.ts";
 
 type BringBackArgs = GlobalArgs & { box: string; into?: string; "dry-run": boolean; session?: string };
 
@@ -49,16 +49,17 @@ export const bringBack = body<BringBackArgs>({
           )
         : undefined;
     if (a.json) return printJson((sessionLog ? { ...r, sessionLog } : r) satisfies BringBackOutput);
-    const lines = [`${r.dryRun ? "would be: " : ""}${SAID[r.case]}${r.reason ? `: ${r.reason}` : ""}`];
-    for (const c of r.commits) lines.push(`  commit ${c.sha.slice(0, 12)} ${c.subject}`);
-    for (const f of r.files) lines.push(`  changed ${f}`);
+    // Commit subjects, file names and notes were written in the box: escaped, one line each.
+    const lines = [`${r.dryRun ? "would be: " : ""}${SAID[r.case]}${r.reason ? `: ${cell(r.reason)}` : ""}`];
+    for (const c of r.commits) lines.push(`  commit ${cell(c.sha.slice(0, 12))} ${cell(c.subject)}`);
+    for (const f of r.files) lines.push(`  changed ${cell(f)}`);
     if (r.created) {
       lines.push(`the box's work is on branch ${r.created}; your work tree and index are untouched. Review and merge it:`);
-      for (const c of r.commands ?? []) lines.push(`  ${c}`);
+      for (const c of r.commands ?? []) lines.push(`  ${cell(c)}`);
     }
     for (const c of r.conversations)
-      lines.push(`conversation: the box's ${c.agent} conversation is home; continue it: cd ${c.cwd} && ${c.resume}`);
-    for (const n of r.notes) lines.push(`note: ${n}`);
+      lines.push(`conversation: the box's ${cell(c.agent)} conversation is home; continue it: cd ${cell(c.cwd)} && ${cell(c.resume)}`);
+    for (const n of r.notes) lines.push(`note: ${cell(n)}`);
     if (r.case !== "nothing") lines.push(`the box's HEAD, index and work tree stay in ${r.quarantine}{head,index,work}`);
     if (sessionLog)
       lines.push(

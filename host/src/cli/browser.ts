@@ -2,7 +2,8 @@ import type { BrowserAction } from "@hutch/shared";
 import { BoxBrowser } from "../client/browser.ts";
 import { connectDaemon } from "../client/daemon.ts";
 import { command, body, type GlobalArgs } from "./args.ts";
-import { printJson } from "./output.ts";
+import { terminalText } from "@hutch/shared/text";
+import { cell, printJson } from "./output.ts";
 
 type BoxArg = GlobalArgs & { box: string; tab?: string };
 const TAB = { tab: { type: "string", describe: "the tab (tab_N); default: the last one opened" } } as const;
@@ -13,7 +14,7 @@ async function browser(a: BoxArg): Promise<BoxBrowser> {
 
 function printTab(a: GlobalArgs, t: { tab: string; url: string; title: string }): void {
   if (a.json) return printJson(t);
-  process.stdout.write(`${t.tab}\t${t.url}\t${t.title}\n`);
+  process.stdout.write(`${cell(t.tab)}\t${cell(t.url)}\t${cell(t.title)}\n`);
 }
 
 /** A verb that acts on one ref, answering the tab. */
@@ -76,7 +77,7 @@ export const browserVerb = body<GlobalArgs>({
       run: async (a) => {
         const s = await (await browser(a)).snapshot({ tab: a.tab, delta: a.delta, maxBytes: a["max-bytes"], more: a.more });
         if (a.json) return printJson(s);
-        process.stdout.write(`${s.text}\n`);
+        process.stdout.write(`${terminalText(s.text)}\n`);
         if (s.more)
           process.stderr.write(
             `(cut: ${s.bytes} bytes in all; the rest: hutch browser snapshot ${a.box} --tab ${s.tab} --more ${s.more})\n`,
@@ -131,7 +132,7 @@ export const browserVerb = body<GlobalArgs>({
       run: async (a) => {
         const lines = await (await browser(a)).console(a.tab);
         if (a.json) return printJson(lines);
-        for (const l of lines) process.stdout.write(`${l.level}\t${l.text}\n`);
+        for (const l of lines) process.stdout.write(`${cell(l.level)}\t${terminalText(l.text)}\n`);
       },
     }),
     command<BoxArg>({
@@ -141,7 +142,7 @@ export const browserVerb = body<GlobalArgs>({
       run: async (a) => {
         const reqs = await (await browser(a)).network(a.tab);
         if (a.json) return printJson(reqs);
-        for (const r of reqs) process.stdout.write(`${r.method}\t${r.failed ?? r.status ?? "…"}\t${r.url}\n`);
+        for (const r of reqs) process.stdout.write(`${cell(r.method)}\t${cell(String(r.failed ?? r.status ?? "…"))}\t${cell(r.url)}\n`);
       },
     }),
   ],

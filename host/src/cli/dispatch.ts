@@ -3,7 +3,8 @@ import type { Dispatch, DispatchWorker, SessionEvent } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { body, type GlobalArgs } from "./args.ts";
 import { setExitCode } from "./exit.ts";
-import { printJson } from "./output.ts";
+import { terminalJson } from "@hutch/shared/text";
+import { cell, printJson } from "./output.ts";
 
 type DispatchArgs = GlobalArgs & {
   args?: string[];
@@ -48,14 +49,14 @@ const summary = (d: Dispatch) => ({
 const line = (w: DispatchWorker) =>
   `  worker ${w.n} ${w.agent.padEnd(8)} ${w.status.padEnd(9)}${w.score !== null ? ` score ${w.score}` : ""}${
     w.diffstat ? ` ${w.diffstat.files} files +${w.diffstat.added} -${w.diffstat.removed}` : ""
-  } box ${w.box}${w.boxDeleted ? " (deleted)" : ""}${w.session ? ` session ${w.session}` : ""}`;
+  } box ${cell(w.box)}${w.boxDeleted ? " (deleted)" : ""}${w.session ? ` session ${w.session}` : ""}`;
 
 function print(a: DispatchArgs, d: Dispatch, extra: Record<string, unknown> = {}, ndjson = false): void {
   // After the event lines of a run, the result is one more NDJSON line.
-  if (a.json && ndjson) return void process.stdout.write(`${JSON.stringify({ ...summary(d), ...extra })}\n`);
+  if (a.json && ndjson) return void process.stdout.write(`${terminalJson({ ...summary(d), ...extra })}\n`);
   if (a.json) return printJson({ ...summary(d), ...extra });
   const head = `dispatch ${d.id}: ${d.state}${d.winner !== null ? `, worker ${d.winner} won (box ${d.winnerBox})` : ", no winner"}${
-    d.reason ? ` — ${d.reason}` : ""
+    d.reason ? ` — ${cell(d.reason)}` : ""
   }`;
   process.stdout.write(`${[head, ...d.workers.map(line), `usage: input ${d.usage.input}, output ${d.usage.output} tokens`].join("\n")}\n`);
 }
@@ -93,7 +94,7 @@ export const dispatch = body<DispatchArgs>({
       if (a.json) return printJson(list.map(summary));
       for (const x of list)
         process.stdout.write(
-          `${x.id} ${x.state} ${x.workers.length} workers${x.winnerBox ? ` winner ${x.winnerBox}` : ""} session ${x.session}\n`,
+          `${x.id} ${x.state} ${x.workers.length} workers${x.winnerBox ? ` winner ${cell(x.winnerBox)}` : ""} session ${x.session}\n`,
         );
       return;
     }
@@ -126,7 +127,7 @@ export const dispatch = body<DispatchArgs>({
       },
       (e: SessionEvent) => {
         if (a.json) {
-          out.write(`${JSON.stringify({ type: "event", event: e })}\n`);
+          out.write(`${terminalJson({ type: "event", event: e })}\n`);
           void out.flush();
         } else void renderEvent(d, e).then((t) => process.stderr.write(`${t}\n`));
       },
@@ -135,7 +136,9 @@ export const dispatch = body<DispatchArgs>({
     await out.flush();
     print(a, r.dispatch, r.bringBack ? { bringBack: r.bringBack } : {}, true);
     if (!a.json && r.bringBack)
-      process.stdout.write(`brought back: ${r.bringBack.case}${r.bringBack.files.length ? ` (${r.bringBack.files.join(", ")})` : ""}\n`);
+      process.stdout.write(
+        `brought back: ${r.bringBack.case}${r.bringBack.files.length ? ` (${r.bringBack.files.map(cell).join(", ")})` : ""}\n`,
+      );
     setExitCode(r.dispatch.winner !== null ? 0 : 1);
   },
 });

@@ -1,8 +1,15 @@
 // Output helpers: one JSON document with --json, a readable table otherwise.
+// Names, labels, reasons and ids can come from other users or from a box:
+// tables and details escape every cell (terminalText), JSON its raw
+// C1 and bidi controls (terminalJson), so neither can drive the terminal.
 import type { Box, OpProgress } from "@hutch/shared";
+import { terminalJson, terminalText } from "@hutch/shared/text";
+
+/** A field that must stay on its line. */
+export const cell = (s: string): string => terminalText(s, { oneLine: true });
 
 export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  process.stdout.write(`${terminalJson(value, 2)}\n`);
 }
 
 /**
@@ -18,7 +25,8 @@ export function jsonSteps(): (title: string) => void {
   };
 }
 
-export function table(rows: string[][]): string {
+export function table(cells: string[][]): string {
+  const rows = cells.map((r) => r.map(cell));
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
   return `${rows
     .map((r) =>
@@ -31,6 +39,7 @@ export function table(rows: string[][]): string {
 }
 
 export function boxLine(b: Box): string[] {
+  // table() escapes the cells.
   return [b.name, b.state + (b.reason ? ` (${b.reason.split("\n")[0]})` : ""), b.engine, b.isolation, b.id];
 }
 
@@ -47,5 +56,5 @@ export function boxDetails(b: Box): string {
     ["created", b.createdAt],
     ...(b.reason ? [["reason", b.reason]] : []),
   ];
-  return `${lines.map(([k, v]) => `${(`${k}:`).padEnd(14)}${v}`).join("\n")}\n`;
+  return `${lines.map(([k, v]) => `${(`${k}:`).padEnd(14)}${terminalText(v ?? "")}`).join("\n")}\n`;
 }

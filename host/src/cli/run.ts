@@ -6,7 +6,7 @@ import { waitTurn } from "../client/turn.ts";
 import { renderEntry } from "../client/transcript.ts";
 import { body, type GlobalArgs } from "./args.ts";
 import { setExitCode } from "./exit.ts";
-import { printJson } from "./output.ts";
+import { cell, printJson } from "./output.ts";
 
 type RunArgs = GlobalArgs & { box?: string; agent: string; prompt?: string; model?: string; detach: boolean; label?: string };
 
@@ -50,7 +50,7 @@ export const run = body<RunArgs>({
       if (a.json) printJson(r);
       else if (!r.ok)
         process.stderr.write(
-          `hutch: the ${a.agent} turn ended in ${r.state ?? "an unknown state"}${r.reason ? `: ${r.reason}` : ""}\n  next: read it: hutch session transcript ${s.id}\n`,
+          `hutch: the ${a.agent} turn ended in ${r.state ?? "an unknown state"}${r.reason ? `: ${cell(r.reason)}` : ""}\n  next: read it: hutch session transcript ${s.id}\n`,
         );
       setExitCode(r.ok ? 0 : 1);
       return;

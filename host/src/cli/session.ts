@@ -8,7 +8,8 @@ import { resolveSession, waitTurn } from "../client/turn.ts";
 import { CONVERSATION_KINDS, renderTranscript } from "../client/transcript.ts";
 import { body, command, type GlobalArgs, type PositionalSpec } from "./args.ts";
 import { setExitCode } from "./exit.ts";
-import { printJson, table } from "./output.ts";
+import { cell, printJson, table } from "./output.ts";
+import { terminalJson } from "@hutch/shared/text";
 
 type IdArgs = GlobalArgs & { id: string };
 const id: Record<string, PositionalSpec> = { id: { describe: "session id (ses_…)" } };
@@ -36,7 +37,7 @@ function sessionDetails(s: Session): string {
   ];
   return `${rows
     .filter(([, v]) => v)
-    .map(([k, v]) => `${(`${k}:`).padEnd(9)}${v}`)
+    .map(([k, v]) => `${(`${k}:`).padEnd(9)}${cell(v)}`)
     .join("\n")}\n`;
 }
 
@@ -61,7 +62,7 @@ const driverVerb = (verb: "acquire" | "release" | "steal" | "heartbeat") => asyn
   const body = verb === "acquire" || verb === "steal" ? (a.lease ? { leaseMs: parseDuration(a.lease) } : {}) : undefined;
   const s = await d.request<Session>("POST", path(a.id, `/driver/${verb}`), body);
   if (a.json) return printJson(s);
-  process.stdout.write(s.driver ? `${a.id} is driven by ${s.driver.actor.id}\n` : `${a.id} has no driver\n`);
+  process.stdout.write(s.driver ? `${cell(a.id)} is driven by ${cell(s.driver.actor.id)}\n` : `${cell(a.id)} has no driver\n`);
 };
 
 const lease = { type: "string", describe: "lapse without heartbeats, e.g. 30s" } as const;
@@ -104,7 +105,7 @@ export const session = body<GlobalArgs>({
       options: { from: { type: "number", default: 1 }, follow: { alias: "f", type: "boolean", default: false } },
       run: async (a) => {
         const d = await connectDaemon(a.home);
-        const print = async (e: SessionEvent) => void process.stdout.write(`${a.json ? JSON.stringify(e) : await renderEvent(d, e)}\n`);
+        const print = async (e: SessionEvent) => void process.stdout.write(`${a.json ? terminalJson(e) : await renderEvent(d, e)}\n`);
         if (a.follow) return follow(d, a.id, a.from, print);
         let from = a.from;
         for (;;) {
@@ -137,7 +138,7 @@ export const session = body<GlobalArgs>({
         const d = await connectDaemon(a.home);
         const out = Bun.stdout.writer();
         await follow(d, a.id, a.from, async (e) => {
-          out.write(`${JSON.stringify(e)}\n`);
+          out.write(`${terminalJson(e)}\n`);
           await out.flush();
         });
       },
@@ -230,7 +231,7 @@ export const session = body<GlobalArgs>({
         if (a.json) printJson(r);
         else
           process.stdout.write(
-            `${r.session}: ${r.state ?? "no agent state"}${r.reason ? ` (${r.reason})` : ""}${r.exit ? `, exited ${r.exit.signal ? `by signal ${r.exit.signal}` : `with code ${r.exit.code}`}` : ""}\n`,
+            `${r.session}: ${r.state ?? "no agent state"}${r.reason ? ` (${cell(r.reason)})` : ""}${r.exit ? `, exited ${r.exit.signal ? `by signal ${r.exit.signal}` : `with code ${r.exit.code}`}` : ""}\n`,
           );
         setExitCode(r.ok ? 0 : 1);
       },

@@ -13,7 +13,8 @@ import { runOp } from "../client/ops.ts";
 import { progressDisplay } from "../client/progress.ts";
 import { body, command, type GlobalArgs } from "./args.ts";
 import { setExitCode } from "./exit.ts";
-import { printJson, table } from "./output.ts";
+import { terminalText } from "@hutch/shared/text";
+import { cell, printJson, table } from "./output.ts";
 import type { TSchema, Static } from "@hutch/shared";
 
 function size(n: number): string {
@@ -49,7 +50,7 @@ export const snapshot = body<GlobalArgs>({
       options: { label: { type: "string", describe: "a line of text for the timeline" } },
       run: async (a) => {
         const r = await op(a, "/v1/snapshots", { box: a.box, ...(a.label ? { label: a.label } : {}) }, SnapshotCreateResult);
-        for (const w of r.warnings) process.stderr.write(`hutch: ${w}\n`);
+        for (const w of r.warnings) process.stderr.write(`hutch: ${cell(w)}\n`);
         if (!a.json)
           process.stdout.write(
             `${r.snapshot.id}  ${r.snapshot.files} files, ${size(r.snapshot.bytes)}, ${size(r.snapshot.bytesAdded)} added\n`,
@@ -107,9 +108,10 @@ export const snapshot = body<GlobalArgs>({
         const mark = { added: "A", removed: "D", modified: "M", metadata: "m", type: "T" } as const;
         for (const c of r.changes) {
           process.stdout.write(
-            `${mark[c.change]} ${c.path}${c.type === "dir" ? "/" : ""}${c.binary ? `  (binary, ${size(c.binary.before)} -> ${size(c.binary.after)})` : ""}\n`,
+            `${mark[c.change]} ${cell(c.path)}${c.type === "dir" ? "/" : ""}${c.binary ? `  (binary, ${size(c.binary.before)} -> ${size(c.binary.after)})` : ""}\n`,
           );
-          if (c.patch) process.stdout.write(c.patch);
+          // A hunk is the text of a file the box wrote.
+          if (c.patch) process.stdout.write(terminalText(c.patch));
         }
         if (r.truncated) process.stdout.write("... (more changes; the list stops at 10,000)\n");
         if (r.changes.length === 0) process.stdout.write("no changes\n");
@@ -182,8 +184,8 @@ export const snapshot = body<GlobalArgs>({
       run: async (a) => {
         const r = await op(a, "/v1/snapshots/check", { readData: a["read-data"] }, SnapshotCheckResult);
         if (!a.json) {
-          for (const e of r.errors) process.stdout.write(`damaged: ${e.object}: ${e.message}\n`);
-          for (const n of r.notes) process.stdout.write(`note: ${n}\n`);
+          for (const e of r.errors) process.stdout.write(`damaged: ${cell(e.object)}: ${cell(e.message)}\n`);
+          for (const n of r.notes) process.stdout.write(`note: ${cell(n)}\n`);
           process.stdout.write(
             r.ok
               ? `ok: ${r.snapshots} snapshots, ${r.trees} trees, ${r.packs} packs${a["read-data"] ? `, ${size(r.bytesRead)} read` : ""}\n`

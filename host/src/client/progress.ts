@@ -7,6 +7,10 @@
 // prints meanwhile (doctor's checks, on stdout) goes through print(), which
 // lifts the status line out of its way.
 import type { OpProgress } from "@hutch/shared";
+import { terminalText } from "@hutch/shared/text";
+
+/** Steps, details and notes can quote a box (a build's output, a failing check): escaped; the live line stays one line. */
+const one = (s: string) => terminalText(s, { oneLine: true });
 
 export interface ProgressDisplay {
   show(p: OpProgress): void;
@@ -67,29 +71,29 @@ export function progressDisplay(opts: { transientSteps?: boolean } = {}): Progre
       switch (p.type) {
         case "step":
           finishStep();
-          label = `[${p.n}${p.total ? `/${p.total}` : ""}] ${p.title}`;
+          label = `[${p.n}${p.total ? `/${p.total}` : ""}] ${one(p.title)}`;
           detail = "";
           stepStart = performance.now();
           if (tty) draw();
           else if (keep) process.stderr.write(`${label}\n`);
           return;
         case "detail":
-          detail = p.text;
+          detail = one(p.text);
           if (tty) draw();
           // debootstrap alone reports hundreds of details: one line per 5 s is enough for a log.
           else if (keep && performance.now() - lastDetail >= 5000) {
             lastDetail = performance.now();
-            process.stderr.write(`      ${p.text}\n`);
+            process.stderr.write(`      ${detail}\n`);
           }
           return;
         case "note":
           clear();
-          process.stderr.write(`hutch: ${p.text}\n`);
+          process.stderr.write(`hutch: ${terminalText(p.text)}\n`);
           draw();
           return;
         case "done":
           finishStep();
-          process.stderr.write(`${p.summary} in ${seconds(performance.now() - t0)}\n`);
+          process.stderr.write(`${terminalText(p.summary)} in ${seconds(performance.now() - t0)}\n`);
           return;
         case "check":
           return;

@@ -1,18 +1,33 @@
 // Events for people: one line each, output shown as the text it printed.
+// Every string from the log was written by someone else (another user, the
+// agent, the box) and goes through terminalText before it reaches this
+// terminal; what the log stores is left as it was sent.
 import { isEvent, type SessionEvent } from "@hutch/shared";
+import { terminalJson, terminalText } from "@hutch/shared/text";
 import type { DaemonClient } from "./daemon.ts";
 
-const time = (at: string) => at.slice(11, 19);
-// Terminal control sequences would repaint the watcher's own screen; show text only.
-const plain = (s: string) =>
-  s
-    .replace(/\x1b\[[0-9;?]*[ -/]*[@-~]/g, "")
-    .replace(/\x1b\][^\x07]*\x07/g, "")
-    .replace(/[\x00-\x08\x0b-\x1f\x7f]/g, "");
+/** A field that must stay on its line: a newline in it could forge a line of someone else's. */
+const one = (s: string) => terminalText(s, { oneLine: true });
+const time = (at: string) => one(at.slice(11, 19));
+/**
+ * A box's terminal output as text: the sequences programs print to colour and
+ * move the cursor (CSI; OSC, DCS, APC, PM and SOS strings; two-character ESC
+ * sequences, in their 7- and 8-bit forms) are dropped, a carriage return
+ * (alone or before a newline) is a newline, so nothing printed can hide
+ * behind what overwrote it, and whatever else is a control is escaped.
+ */
+export const plain = (s: string) =>
+  terminalText(
+    s
+      .replace(/(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]/g, "")
+      .replace(/(?:\x1b[\]P_^X]|[\x9d\x90\x9f\x9e\x98])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)/g, "")
+      .replace(/\x1b[ -/]*[0-~]/g, "")
+      .replace(/\r*\n|\r+/g, "\n"),
+  );
 
 export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<string> {
-  const head = `#${e.seq} ${time(e.at)} ${e.actor.id}`;
-  if (!isEvent(e)) return `${head} ${e.kind} (does not fit its schema) ${JSON.stringify(e.data)}`;
+  const head = `#${e.seq} ${time(e.at)} ${one(e.actor.id)}`;
+  if (!isEvent(e)) return `${head} ${one(e.kind)} (does not fit its schema) ${terminalJson(e.data)}`;
   switch (e.kind) {
     case "output.appended": {
       if (e.data.snapshot) return `${head} (screen redrawn)`;
@@ -25,29 +40,38 @@ export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<str
         : `${head} │`;
     }
     case "input.sent":
-      return `${head} > ${JSON.stringify(e.data.text)}`;
+      return `${head} > ${terminalJson(e.data.text)}`;
     case "annotation.added": {
       const a = e.data.anchor;
-      const where = a ? ` @ ${a.path}${a.line ? `:${a.line}` : ""}${a.seq ? ` (#${a.seq})` : ""}` : "";
-      return `${head} ✎ ${e.data.text}${where}`;
+      const where = a ? ` @ ${one(a.path)}${a.line ? `:${a.line}` : ""}${a.seq ? ` (#${a.seq})` : ""}` : "";
+      // A note of several lines: each line carries the head, so none can pass for another event.
+      return `${terminalText(e.data.text)
+        .split("\n")
+        .map((l) => `${head} ✎ ${l}`)
+        .join("\n")}${where}`;
     }
     case "session.event.imported": {
       // An event of a session elsewhere, shown as it was (its time and actor) with where it came from.
       const { from, at, actor, kind, data } = e.data;
-      const origin = `[${from.remote} ${from.session}#${from.seq}]`;
-      if (kind === "output.appended") return `#${e.seq} ${time(at)} ${actor.id} ${origin} (terminal output, kept on ${from.remote})`;
+      const origin = `[${one(from.remote)} ${one(from.session)}#${from.seq}]`;
+      if (kind === "output.appended")
+        return `#${e.seq} ${time(at)} ${one(actor.id)} ${origin} (terminal output, kept on ${one(from.remote)})`;
       const inner = await renderEvent(d, { session: from.session, seq: from.seq, at, actor, kind, data });
       return inner.replace(/^#\d+ /, `#${e.seq} ${origin} `);
     }
     case "session.work.returned":
-      return `${head} ⇠ box ${e.data.box} on ${e.data.remote} brought back (${e.data.case}): ${e.data.events} events of ${e.data.sessions.length} session(s) appended`;
-    case "session.moved":
-      return `${head} ⇢ moved to ${e.data.to.remote}: session ${e.data.to.session} on box ${e.data.to.box} (hutch --remote ${e.data.to.remote} session log ${e.data.to.session})`;
-    case "session.arrived":
-      return `${head} ⇠ moved here from ${e.data.from.remote}: session ${e.data.from.session} on box ${e.data.from.box} (its ${e.data.events} events above)`;
+      return `${head} ⇠ box ${one(e.data.box)} on ${one(e.data.remote)} brought back (${one(e.data.case)}): ${e.data.events} events of ${e.data.sessions.length} session(s) appended`;
+    case "session.moved": {
+      const to = e.data.to;
+      return `${head} ⇢ moved to ${one(to.remote)}: session ${one(to.session)} on box ${one(to.box)} (hutch --remote ${one(to.remote)} session log ${one(to.session)})`;
+    }
+    case "session.arrived": {
+      const from = e.data.from;
+      return `${head} ⇠ moved here from ${one(from.remote)}: session ${one(from.session)} on box ${one(from.box)} (its ${e.data.events} events above)`;
+    }
     case "session.driver.stolen":
-      return `${head} driver stolen from ${e.data.from.id} by ${e.data.to.id}`;
+      return `${head} driver stolen from ${one(e.data.from.id)} by ${one(e.data.to.id)}`;
     default:
-      return `${head} ${e.kind} ${JSON.stringify(e.data)}`;
+      return `${head} ${e.kind} ${terminalJson(e.data)}`;
   }
 }

@@ -4,6 +4,7 @@
 import { isAbsolute, join, normalize } from "node:path";
 import { pathToFileURL } from "node:url";
 import type { Anchor, AnchoredAnnotation } from "@hutch/shared";
+import { terminalText } from "@hutch/shared/text";
 
 const BOX_WORKSPACE = "/workspace";
 /** Editors clamp a range to the line's length, so this spans the whole line. */
@@ -47,7 +48,8 @@ export function annotationDiagnostic(
       severity: 3,
       source: "hutch",
       code: `${session}#${a.seq}`,
-      message: `${a.text} (${a.actor.id}, ${sessionName})`,
+      // Another user's words in the editor's Problems view and hovers: a bidi override there is Trojan Source.
+      message: `${terminalText(a.text)} (${terminalText(`${a.actor.id}, ${sessionName}`, { oneLine: true })})`,
     },
   };
 }
