@@ -14,6 +14,12 @@ describe("anchorUri", () => {
     ["/home/a/proj", "/workspacex/a.ts", null],
     [null, "src/a.ts", null],
     ["/home/a/my proj", "a b.ts", "file:///home/a/my%20proj/a%20b.ts"],
+    // Anchors are another user's words: no way out of the workspace by any spelling.
+    ["/home/a/proj", "/workspace/../etc/passwd", null],
+    ["/home/a/proj", "src/../../x", null],
+    ["/home/a/proj", "/home/a/proj/../other/x", null],
+    ["/home/a/proj", "/home/a/project2/x", null],
+    ["/home/a/proj", "/workspace", "file:///home/a/proj"],
   ];
   for (const [root, path, uri] of cases) test(`${root} + ${path} → ${uri}`, () => expect(anchorUri(root, { path })).toBe(uri));
 });

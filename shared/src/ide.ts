@@ -111,3 +111,37 @@ export const IdeNotifications = {
   events: "hutch/events",
   subscriptionEnded: "hutch/subscriptionEnded",
 } as const;
+
+/** Where a box's workspace is inside the box: anchors name files there, or relative to it. */
+export const BOX_WORKSPACE = "/workspace";
+
+/** A POSIX path with `.` and `..` resolved (no file system); a relative one may keep leading `..`. */
+function normalizePosix(p: string): string {
+  const absolute = p.startsWith("/");
+  const out: string[] = [];
+  for (const part of p.split("/")) {
+    if (part === "" || part === ".") continue;
+    if (part === ".." && out.length > 0 && out.at(-1) !== "..") out.pop();
+    else if (part !== ".." || !absolute) out.push(part);
+  }
+  return (absolute ? "/" : "") + out.join("/");
+}
+
+/**
+ * Where in the IDE's workspace folder (`root`, the box's /workspace as the
+ * editor sees it) an anchor's path points: the path relative to that folder
+ * ("" for the folder itself), or null when it points anywhere else. Anchors
+ * come from whoever annotated the session, so a link never leaves the
+ * workspace: not through `..`, not to another absolute path.
+ */
+export function anchorInWorkspace(root: string | null, path: string): string | null {
+  if (!root) return null;
+  const p = normalizePosix(path);
+  if (p === ".." || p.startsWith("../")) return null;
+  if (!p.startsWith("/")) return p;
+  for (const base of [BOX_WORKSPACE, normalizePosix(root)]) {
+    if (p === base) return "";
+    if (p.startsWith(`${base}/`)) return p.slice(base.length + 1);
+  }
+  return null;
+}

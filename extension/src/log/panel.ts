@@ -2,7 +2,7 @@
 // (replay, then live) as hutch/events; the panel forwards them to the webview,
 // which renders and virtualizes them (src/log/view.ts).
 import * as vscode from "vscode";
-import { IdeMethods, type EventsNotification, type SubscriptionEnded } from "@hutch/shared";
+import { anchorInWorkspace, IdeMethods, type EventsNotification, type SubscriptionEnded } from "@hutch/shared";
 import type { LanguageClient } from "vscode-languageclient/node";
 import { terminalText } from "@hutch/shared/text";
 
@@ -129,14 +129,12 @@ class LogPanel {
   private async fromView(m: FromView): Promise<void> {
     if (m.type === "ready") return this.subscribe();
     const root = vscode.workspace.workspaceFolders?.[0]?.uri;
-    const rel = m.path.replace(/^\/workspace\/?/, "");
-    const uri =
-      m.path.startsWith("/") && !m.path.startsWith("/workspace")
-        ? vscode.Uri.file(m.path)
-        : root
-          ? vscode.Uri.joinPath(root, rel)
-          : undefined;
-    if (!uri) return void vscode.window.showWarningMessage(`hutch: open a folder to follow anchors (${m.path})`);
+    if (!root) return void vscode.window.showWarningMessage(`hutch: open a folder to follow anchors (${terminalText(m.path)})`);
+    // Anchors are whoever annotated the session's words: only files in the workspace are opened.
+    const rel = anchorInWorkspace(root.path, m.path);
+    if (rel === null)
+      return void vscode.window.showWarningMessage(`hutch: the anchor ${terminalText(m.path)} points outside the workspace; not opened`);
+    const uri = rel === "" ? root : vscode.Uri.joinPath(root, rel);
     const line = Math.max(0, (m.line ?? 1) - 1);
     await vscode.window.showTextDocument(uri, { selection: new vscode.Range(line, 0, line, 0), preview: false });
   }

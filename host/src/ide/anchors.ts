@@ -1,26 +1,18 @@
 // Annotations anchored to a file and line become diagnostics on that file.
 // Anchor paths name files in the box's workspace: relative, or under
 // /workspace; the IDE's first workspace folder is that workspace.
-import { isAbsolute, join, normalize } from "node:path";
+import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import type { Anchor, AnchoredAnnotation } from "@hutch/shared";
+import { anchorInWorkspace, type Anchor, type AnchoredAnnotation } from "@hutch/shared";
 import { terminalText } from "@hutch/shared/text";
 
-const BOX_WORKSPACE = "/workspace";
 /** Editors clamp a range to the line's length, so this spans the whole line. */
 const LINE_END = 10_000;
 
-/** The file URI an anchor names, or null when it points outside the workspace. */
+/** The file URI an anchor names, or null when it points outside the workspace (shared's anchorInWorkspace decides). */
 export function anchorUri(root: string | null, anchor: Anchor): string | null {
-  const p = normalize(anchor.path);
-  if (p.startsWith("..")) return null;
-  if (isAbsolute(p)) {
-    if (root && (p === BOX_WORKSPACE || p.startsWith(`${BOX_WORKSPACE}/`)))
-      return pathToFileURL(join(root, p.slice(BOX_WORKSPACE.length))).href;
-    if (root && (p === root || p.startsWith(`${root}/`))) return pathToFileURL(p).href;
-    return null;
-  }
-  return root ? pathToFileURL(join(root, p)).href : null;
+  const rel = anchorInWorkspace(root, anchor.path);
+  return root !== null && rel !== null ? pathToFileURL(join(root, rel)).href : null;
 }
 
 export interface AnnotationDiagnostic {
