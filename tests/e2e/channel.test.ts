@@ -1,8 +1,9 @@
 // The guest channel of a process box cannot be taken over: a box process
 // cannot reach where the socket lives, and a daemon that finds someone else
 // listening there (after a restart) refuses to talk to it (SO_PEERCRED).
+// And a box sees the host's /opt only when the daemon's operator asks.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeHome, pidAlive, waitFor, type Home } from "../helpers.ts";
 
@@ -129,5 +130,31 @@ describe("the guest channel of a process box", () => {
     const after = await info(h, "chan");
     expect(after.state, after.reason).toBe("running");
     expect((await h.run(["exec", "chan", "--", "true"])).code).toBe(0);
+  });
+});
+
+describe("the host's /opt", () => {
+  const hostOpt = readdirSync("/opt");
+
+  test("a default box does not see it", async () => {
+    const r = await h.run(["exec", "chan", "--", "ls", "/opt"]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain("No such file or directory");
+  });
+
+  test("with HUTCH_BOX_HOST_DIRS=/opt a box sees it read-only", async () => {
+    const opt = makeHome();
+    opt.env.HUTCH_BOX_HOST_DIRS = "/opt";
+    try {
+      expect((await opt.run(["box", "create", "withopt", "--start"])).code).toBe(0);
+      const ls = await opt.run(["exec", "withopt", "--", "ls", "-1", "/opt"]);
+      expect(ls.code, ls.stderr).toBe(0);
+      expect(ls.stdout.split("\n").filter(Boolean).sort()).toEqual([...hostOpt].sort());
+      const write = await opt.run(["exec", "withopt", "--", "touch", "/opt/written-by-a-box"]);
+      expect(write.code).not.toBe(0);
+      expect(existsSync("/opt/written-by-a-box")).toBe(false);
+    } finally {
+      await opt.cleanup();
+    }
   });
 });

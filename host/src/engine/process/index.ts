@@ -4,23 +4,13 @@
 // When the daemon is root, each box also gets its own unprivileged host uid,
 // its own disk (a quota), cgroup limits and a seccomp filter; see README.md
 // beside this file for how they fit together.
-import {
-  closeSync,
-  existsSync,
-  lstatSync,
-  mkdirSync,
-  openSync,
-  readFileSync,
-  readlinkSync,
-  rmSync,
-  writeFileSync,
-  writeSync,
-} from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { totalmem } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import type { BoxHandle, ChannelEndpoint, Engine, LimitReport, Observed, ProbeResult } from "../types.ts";
-import { bwrapArgs, groupFile, hostsFile, passwdFile, SHARED_ETC, type BwrapFds, type HostEntry } from "./bwrap-args.ts";
+import { bwrapArgs, groupFile, hostsFile, passwdFile, SHARED_ETC, type BwrapFds } from "./bwrap-args.ts";
+import { extraHostDirs, hostLayout, SYSTEM_DIRS } from "./host-dirs.ts";
 import { boxLeftovers, childrenOf, isAlive, killBox, procStartTime, readIdentity, waitGone } from "../pidfile.ts";
 import { guestBinaryPath } from "../guest-binary.ts";
 import { BoxCgroup, describePlan, hostCgroups, type CgroupPlan } from "../cgroup.ts";
@@ -54,8 +44,6 @@ export const BOX_FILES = {
   socket: "agent.sock",
 } as const;
 
-const SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/sbin", "/lib32", "/libx32", "/opt"];
-
 /** Defaults where `box create` names no limit (README.md beside this file says why these). */
 export const PROCESS_DEFAULTS = {
   memoryMiB: Math.min(4096, Math.floor(totalmem() / 1024 / 1024 / 2)),
@@ -74,20 +62,6 @@ export interface ProcessLimits {
   diskBytes: number;
   /** /tmp's size: half the memory limit, since a tmpfs is memory the box's limit is charged for. */
   tmpBytes: number;
-}
-
-function hostLayout(): HostEntry[] {
-  const out: HostEntry[] = [];
-  for (const path of SYSTEM_DIRS) {
-    try {
-      const st = lstatSync(path);
-      if (st.isSymbolicLink()) out.push({ path, symlink: readlinkSync(path) });
-      else if (st.isDirectory()) out.push({ path });
-    } catch {
-      // absent on this host
-    }
-  }
-  return out;
 }
 
 const readPid = (box: BoxHandle) => readIdentity(join(box.dir, BOX_FILES.pid));
@@ -286,6 +260,7 @@ export class ProcessEngine implements Engine {
 
   async start(box: BoxHandle): Promise<void> {
     await this.create(box);
+    const system = hostLayout([...SYSTEM_DIRS, ...extraHostDirs(env.boxHostDirs(), this.home)]);
     const limits = this.boxLimits(box);
     const id = this.identity(box);
     const roots = await this.roots(box, limits, id);
@@ -336,7 +311,7 @@ export class ProcessEngine implements Engine {
         boxId: box.id,
         hostname: box.name,
         roots,
-        system: hostLayout(),
+        system,
         etc: SHARED_ETC.filter((e) => existsSync(`/etc/${e}`)),
         agents,
         fds,
