@@ -37,6 +37,8 @@ export const env = {
   },
   /** Where agent CLIs are installed (default $HUTCH_HOME/agents); shared read-only with process boxes. */
   agentsDir: (home: string) => process.env.HUTCH_AGENTS_DIR || join(home, "agents"),
+  /** Host directories every process box also sees read-only (colon-separated, e.g. /opt); none by default. */
+  boxHostDirs: (): string[] => (process.env.HUTCH_BOX_HOST_DIRS ?? "").split(":").filter((d) => d.length > 0),
   /** Install a missing agent CLI with npm when a session needs it (HUTCH_AGENT_INSTALL=0 on hosts without the registry). */
   agentInstall: () => process.env.HUTCH_AGENT_INSTALL !== "0",
   /** What kind of client this CLI declares itself to the daemon: cli, agent, ide, orchestrator. */

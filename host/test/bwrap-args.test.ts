@@ -1,14 +1,14 @@
 import { describe, expect, test } from "bun:test";
-import { bwrapArgs, inheritedFds, SHARED_ETC, type BwrapSpec } from "../src/engine/process/bwrap-args.ts";
+import { bwrapArgs, guestSocket, inheritedFds, SHARED_ETC, type BwrapSpec } from "../src/engine/process/bwrap-args.ts";
 
 const base: BwrapSpec = {
   bwrap: "bwrap",
   boxId: "box_0000000000aaaaaaaaaa",
   hostname: "web",
-  roots: { workspace: "/h/boxes/b/disk/workspace", home: "/h/boxes/b/disk/home", run: "/h/boxes/b/disk/run" },
+  roots: { workspace: "/h/boxes/b/disk/workspace", home: "/h/boxes/b/disk/home" },
   system: [{ path: "/usr" }, { path: "/bin", symlink: "usr/bin" }, { path: "/lib", symlink: "usr/lib" }],
   etc: ["ssl", "alternatives"],
-  fds: { block: 3, info: 4, guest: 5, passwd: 6, group: 7, hosts: 8, seccomp: 9 },
+  fds: { block: 3, info: 4, guest: 5, passwd: 6, group: 7, hosts: 8, channel: 9, seccomp: 10 },
   mapped: false,
   tmpBytes: 2 * 1024 ** 3,
   runBytes: 16 * 1024 ** 2,
@@ -42,7 +42,6 @@ describe("bwrapArgs", () => {
     ["only the listed /etc entries are shared", "--ro-bind", 2, ["/etc/ssl", "/etc/ssl"]],
     ["the workspace is the box's own, writable", "--bind", 2, [base.roots.workspace, "/workspace"]],
     ["the home is the box's own, writable", "--bind", 2, [base.roots.home, "/home/hutch"]],
-    ["the guest's socket directory is the box's own", "--bind", 2, [base.roots.run, "/run/hutch"]],
     ["passwd comes from a descriptor, not a host path", "--ro-bind-data", 2, ["6", "/etc/passwd"]],
     ["hosts comes from a descriptor, not a host path", "--ro-bind-data", 2, ["8", "/etc/hosts"]],
   ] as const)("%s", (_what, flag, width, pair) => {
@@ -53,7 +52,7 @@ describe("bwrapArgs", () => {
     expect(command(args)).toEqual(["/.hutch/hutch-guest"]);
     expect(after(args, "--symlink", 2)).toContainEqual(["/proc/self/fd/5", "/.hutch/hutch-guest"]);
     expect(args).toContain("--as-pid-1");
-    expect(after(args, "--seccomp")).toEqual([["9"]]);
+    expect(after(args, "--seccomp")).toEqual([["10"]]);
     expect(args.indexOf("--seccomp")).toBeLessThan(args.indexOf("--"));
   });
 
@@ -117,8 +116,18 @@ describe("bwrapArgs", () => {
     expect(envs).toContainEqual(["HOME", "/home/hutch"]);
     expect(envs).toContainEqual(["HUTCH_GUEST_INIT", "sandbox"]);
     expect(envs).toContainEqual(["HUTCH_GUEST_INHERITED_FDS", inheritedFds(base.fds).join(",")]);
-    expect(inheritedFds(base.fds).sort()).toEqual([3, 4, 5, 6, 7, 8, 9]);
+    expect(inheritedFds(base.fds).sort((a, b) => a - b)).toEqual([3, 4, 5, 6, 7, 8, 9, 10]);
     expect(args.indexOf("--setenv")).toBeGreaterThan(clear);
+  });
+
+  test("the guest's channel socket is reached through a descriptor: no directory of the box's view holds it", () => {
+    const envs = after(args, "--setenv", 2);
+    expect(envs).toContainEqual(["HUTCH_GUEST_SOCKET", "/proc/self/fd/9/agent.sock"]);
+    expect(guestSocket(base.fds)).toBe("/proc/self/fd/9/agent.sock");
+    // A box process could rename a socket in any directory it can see and listen in its place.
+    const dests = [...after(args, "--bind", 2), ...after(args, "--ro-bind", 2)].map(([, dest]) => dest);
+    expect(dests.filter((d) => d?.startsWith("/run"))).toEqual([]);
+    expect(args.join(" ")).not.toContain("/run/hutch");
   });
 
   test("a host without merged /usr binds the real directories", () => {

@@ -1,5 +1,7 @@
 // The process engine's channel: a unix socket the host connects to, any
-// number of connections at once.
+// number of connections at once. The engine names it through a descriptor of
+// a host directory (/proc/self/fd/N/agent.sock) that is in no mount of the
+// box's, so the box's processes cannot move it or listen in its place.
 import { mkdir, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
 import { Connection } from "../connection.ts";

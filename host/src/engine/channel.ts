@@ -12,6 +12,10 @@ import {
   type GuestHello as GuestHelloT,
 } from "@hutch/shared";
 import type { ChannelEndpoint } from "./types.ts";
+import { peerCred } from "./peercred.ts";
+import { log } from "../log.ts";
+
+const logger = log.create({ service: "engine.channel" });
 
 export interface Channel {
   mux: Mux;
@@ -158,6 +162,13 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
       unix: endpoint.path,
       socket: {
         open(s) {
+          const refused = wrongPeer(endpoint, (s as unknown as { fd?: number }).fd ?? -1);
+          if (refused) {
+            closedByUs = true;
+            s.terminate();
+            settle(() => reject(refused));
+            return;
+          }
           sock = s;
           mux.sendHello({ protocol: PROTOCOL_VERSION, client: "hutch", version: HUTCH_VERSION });
         },
@@ -183,4 +194,26 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
       },
     }).catch((err: Error) => settle(() => reject(err)));
   });
+}
+
+/**
+ * A socket someone else put in the guest's place (a box process that renamed
+ * it and listened there) must not get the host's hello or its requests: the
+ * listener has to be the process the engine started. Null when it is.
+ */
+function wrongPeer(endpoint: ChannelEndpoint, fd: number): ChannelError | null {
+  if (endpoint.peerPid === undefined) return null;
+  const cred = peerCred(fd);
+  if (cred && endpoint.peerPid > 0 && cred.pid === endpoint.peerPid) return null;
+  const seen = cred ? `pid ${cred.pid} (uid ${cred.uid})` : "a process whose credentials cannot be read";
+  const expected = endpoint.peerPid > 0 ? `pid ${endpoint.peerPid}` : "unknown";
+  logger.warn("refusing a channel peer that is not the box's guest", {
+    socket: endpoint.path,
+    seen: cred?.pid ?? -1,
+    guest: endpoint.peerPid,
+  });
+  return new ChannelError(
+    `the channel socket ${endpoint.path} is held by ${seen}, not by the box's guest (${expected}): refusing to talk to it`,
+    "refused",
+  );
 }

@@ -55,6 +55,13 @@ export interface ChannelEndpoint {
   path: string;
   /** The stream outlives connections (a VM's serial port), so a new one may start with old bytes. */
   leftovers?: boolean;
+  /**
+   * The host pid of the process that must be listening (the box's PID 1),
+   * checked with SO_PEERCRED before a byte is sent; a socket that can be
+   * reached from inside the box names it. 0: the engine could not tell,
+   * and every peer is refused.
+   */
+  peerPid?: number;
 }
 
 export interface Engine {

@@ -15,7 +15,10 @@
 // Either way the guest binary is executed from a file descriptor the daemon
 // opened and the small /etc files are copied in from descriptors, so no path
 // of the host's appears in the box's mount table for them; the writable roots
-// come from the box's own disk when it has one (./disk.ts).
+// come from the box's own disk when it has one (./disk.ts). The guest's
+// channel socket lives in a host directory the box's mount table does not
+// have: the guest binds it through a descriptor of that directory, so no box
+// process can rename or replace it (README.md beside this file).
 
 /** How a top-level host directory appears: a symlink (merged /usr) or a real directory. */
 export type HostEntry = { path: string; symlink?: string };
@@ -30,6 +33,8 @@ export interface BwrapFds {
   seccomp?: number;
   /** The guest binary, opened read-only; executed as /proc/self/fd/N. */
   guest: number;
+  /** The host directory of the guest's channel socket; the guest binds /proc/self/fd/N/agent.sock. */
+  channel: number;
   passwd: number;
   group: number;
   hosts: number;
@@ -40,7 +45,7 @@ export interface BwrapSpec {
   boxId: string;
   hostname: string;
   /** Host directories for the box's writable roots. */
-  roots: { workspace: string; home: string; run: string };
+  roots: { workspace: string; home: string };
   /** Top-level system paths to expose read-only (merged-/usr symlinks are recreated as symlinks). */
   system: HostEntry[];
   /** /etc entries that exist on the host and are safe to share read-only. */
@@ -60,7 +65,6 @@ export interface BwrapSpec {
 export const GUEST_UID = 1000;
 export const GUEST_HOME = "/home/hutch";
 export const GUEST_WORKSPACE = "/workspace";
-export const GUEST_RUN = "/run/hutch";
 export const GUEST_AGENTS = "/.hutch/agents";
 /** A symlink to the descriptor of the guest binary: exec resolves it in the exec'ing process, and ps shows this name. */
 export const GUEST_BIN = "/.hutch/hutch-guest";
@@ -146,9 +150,6 @@ export function bwrapArgs(s: BwrapSpec): string[] {
     ...tmpfs("/tmp", "1777", s.tmpBytes),
     ...tmpfs("/run", "0755", s.runBytes),
     "--bind",
-    s.roots.run,
-    GUEST_RUN,
-    "--bind",
     s.roots.workspace,
     GUEST_WORKSPACE,
     "--bind",
@@ -190,7 +191,7 @@ export function bwrapArgs(s: BwrapSpec): string[] {
     "sandbox",
     "--setenv",
     "HUTCH_GUEST_SOCKET",
-    `${GUEST_RUN}/agent.sock`,
+    guestSocket(s.fds),
     "--setenv",
     "HUTCH_GUEST_ROOTS",
     `${GUEST_WORKSPACE}:${GUEST_HOME}`,
@@ -222,7 +223,14 @@ function tmpfs(dest: string, perms: string, bytes: number | undefined): string[]
 
 /** The descriptors that reach the guest only because bwrap inherited them: it marks them close-on-exec at start. */
 export function inheritedFds(fds: BwrapFds): number[] {
-  return [fds.block, fds.info, fds.seccomp, fds.guest, fds.passwd, fds.group, fds.hosts].filter((n): n is number => n !== undefined);
+  return [fds.block, fds.info, fds.seccomp, fds.guest, fds.channel, fds.passwd, fds.group, fds.hosts].filter(
+    (n): n is number => n !== undefined,
+  );
+}
+
+/** Where the guest listens: in the channel directory, reached through its descriptor (no path of the box's names it). */
+export function guestSocket(fds: BwrapFds): string {
+  return `/proc/self/fd/${fds.channel}/agent.sock`;
 }
 
 export function passwdFile(): string {

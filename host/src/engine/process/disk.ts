@@ -1,12 +1,13 @@
-// A process box's writable roots (/workspace, the home, and /run/hutch where
-// the guest's channel socket lives) on a filesystem of their own when the
-// daemon runs as root: a sparse ext4 image per box, loop-mounted nosuid and
-// nodev. That gives three things at once: a disk quota (writing past it is
-// ENOSPC in the box, and the host's free space is untouched beyond it), files
-// owned by the box's own host uid, and mounts whose source is the box's own
-// filesystem, so /proc/self/mountinfo in the box names no host path. Without
-// root (no loop devices) the roots are plain directories, as before: no quota,
-// reported by doctor. Boxes made before quotas keep their plain directories.
+// A process box's writable roots (/workspace, the home, and run/, where the
+// guest binds its channel socket through a descriptor: run/ is not mounted in
+// the box) on a filesystem of their own when the daemon runs as root: a
+// sparse ext4 image per box, loop-mounted nosuid and nodev. That gives three
+// things at once: a disk quota (writing past it is ENOSPC in the box, and the
+// host's free space is untouched beyond it), files owned by the box's own
+// host uid, and mounts whose source is the box's own filesystem, so
+// /proc/self/mountinfo in the box names no host path. Without root (no loop
+// devices) the roots are plain directories, as before: no quota, reported by
+// doctor. Boxes made before quotas keep their plain directories.
 import { chownSync, closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync, renameSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";

@@ -4,12 +4,13 @@
 // When the daemon is root, each box also gets its own unprivileged host uid,
 // its own disk (a quota), cgroup limits and a seccomp filter; see README.md
 // beside this file for how they fit together.
-import { closeSync, existsSync, lstatSync, mkdirSync, openSync, readlinkSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { totalmem } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import type { BoxHandle, ChannelEndpoint, Engine, LimitReport, Observed, ProbeResult } from "../types.ts";
-import { bwrapArgs, groupFile, hostsFile, passwdFile, SHARED_ETC, type BwrapFds, type HostEntry } from "./bwrap-args.ts";
+import { bwrapArgs, groupFile, hostsFile, passwdFile, SHARED_ETC, type BwrapFds } from "./bwrap-args.ts";
+import { extraHostDirs, hostLayout, SYSTEM_DIRS } from "./host-dirs.ts";
 import { boxLeftovers, childrenOf, isAlive, killBox, procStartTime, readIdentity, waitGone } from "../pidfile.ts";
 import { guestBinaryPath } from "../guest-binary.ts";
 import { BoxCgroup, describePlan, hostCgroups, type CgroupPlan } from "../cgroup.ts";
@@ -43,8 +44,6 @@ export const BOX_FILES = {
   socket: "agent.sock",
 } as const;
 
-const SYSTEM_DIRS = ["/usr", "/bin", "/lib", "/lib64", "/sbin", "/lib32", "/libx32", "/opt"];
-
 /** Defaults where `box create` names no limit (README.md beside this file says why these). */
 export const PROCESS_DEFAULTS = {
   memoryMiB: Math.min(4096, Math.floor(totalmem() / 1024 / 1024 / 2)),
@@ -52,7 +51,7 @@ export const PROCESS_DEFAULTS = {
   disk: "16G",
 } as const;
 
-/** /run in the box holds only the guest's socket directory and what programs put there. */
+/** /run in the box holds only what programs put there (the guest's socket is not in the box's view). */
 const RUN_BYTES = 16 * 1024 * 1024;
 
 export interface ProcessLimits {
@@ -65,21 +64,25 @@ export interface ProcessLimits {
   tmpBytes: number;
 }
 
-function hostLayout(): HostEntry[] {
-  const out: HostEntry[] = [];
-  for (const path of SYSTEM_DIRS) {
-    try {
-      const st = lstatSync(path);
-      if (st.isSymbolicLink()) out.push({ path, symlink: readlinkSync(path) });
-      else if (st.isDirectory()) out.push({ path });
-    } catch {
-      // absent on this host
-    }
-  }
-  return out;
-}
-
 const readPid = (box: BoxHandle) => readIdentity(join(box.dir, BOX_FILES.pid));
+
+/**
+ * The host pid of the box's guest (its PID 1), or null when the box is not
+ * running. A box started before the pidfile named it has it as bwrap's only
+ * child: every other box process descends from the guest.
+ */
+export function guestPid(box: BoxHandle): number | null {
+  const id = readPid(box);
+  if (!id || !isAlive(id)) return null;
+  try {
+    const { guest } = JSON.parse(readFileSync(join(box.dir, BOX_FILES.pid), "utf8")) as { guest?: unknown };
+    if (typeof guest === "number" && Number.isInteger(guest) && guest > 0) return guest;
+  } catch {
+    // read by readPid a moment ago; gone now means stopped
+  }
+  const children = childrenOf(id.pid);
+  return children.length === 1 ? children[0]! : null;
+}
 
 /** Root daemons map each box onto its own host uid (./bwrap-args.ts); others run boxes as themselves. */
 export const mappedMode = (): boolean => process.getuid?.() === 0;
@@ -257,6 +260,7 @@ export class ProcessEngine implements Engine {
 
   async start(box: BoxHandle): Promise<void> {
     await this.create(box);
+    const system = hostLayout([...SYSTEM_DIRS, ...extraHostDirs(env.boxHostDirs(), this.home)]);
     const limits = this.boxLimits(box);
     const id = this.identity(box);
     const roots = await this.roots(box, limits, id);
@@ -285,7 +289,7 @@ export class ProcessEngine implements Engine {
     };
     const consoleFd = openSync(join(box.dir, BOX_FILES.console), "a");
     opened.push(consoleFd);
-    const fds: BwrapFds = { block: 3, info: 4, guest: 5, passwd: 6, group: 7, hosts: 8, ...(arch ? { seccomp: 9 } : {}) };
+    const fds: BwrapFds = { block: 3, info: 4, guest: 5, passwd: 6, group: 7, hosts: 8, channel: 9, ...(arch ? { seccomp: 10 } : {}) };
     let proc: ReturnType<typeof Bun.spawn>;
     try {
       const stdio = [
@@ -298,6 +302,8 @@ export class ProcessEngine implements Engine {
         open(join(box.dir, "etc/passwd")),
         open(join(box.dir, "etc/group")),
         open(join(box.dir, "etc/hosts")),
+        // The channel's directory, never mounted in the box: only the guest reaches it, through this descriptor.
+        open(roots.run),
         ...(arch ? [open(join(box.dir, BOX_FILES.seccomp))] : []),
       ];
       const argv = bwrapArgs({
@@ -305,7 +311,7 @@ export class ProcessEngine implements Engine {
         boxId: box.id,
         hostname: box.name,
         roots,
-        system: hostLayout(),
+        system,
         etc: SHARED_ETC.filter((e) => existsSync(`/etc/${e}`)),
         agents,
         fds,
@@ -326,8 +332,9 @@ export class ProcessEngine implements Engine {
     }
     proc.unref();
     const [blockFd, infoFd] = [proc.stdio[3] as unknown as number, proc.stdio[4] as unknown as number];
+    let child: number | null = null;
     try {
-      const child = await readChildPid(infoFd, 10_000);
+      child = await readChildPid(infoFd, 10_000);
       if (!child)
         throw new HutchError("failed", `the sandbox did not start: ${await this.consoleTail(box)}`, "check the host: hutch doctor");
       if (id) {
@@ -355,7 +362,8 @@ export class ProcessEngine implements Engine {
     if (!startTime) {
       throw new HutchError("failed", `box process exited at once: ${await this.consoleTail(box)}`, "check the host: hutch doctor");
     }
-    writeFileSync(join(box.dir, BOX_FILES.pid), JSON.stringify({ pid: proc.pid, startTime }));
+    // The guest's own host pid (the sandbox's PID 1) is what a restarted daemon checks its channel's peer against.
+    writeFileSync(join(box.dir, BOX_FILES.pid), JSON.stringify({ pid: proc.pid, startTime, guest: child }));
     logger.info("box process started", { box: box.name, pid: proc.pid, ...(id ? { uid: id.uid } : {}) });
   }
 
@@ -408,7 +416,7 @@ export class ProcessEngine implements Engine {
   }
 
   channel(box: BoxHandle): ChannelEndpoint {
-    return { kind: "unix", path: join(boxRoots(box.dir).run, BOX_FILES.socket) };
+    return { kind: "unix", path: join(boxRoots(box.dir).run, BOX_FILES.socket), peerPid: guestPid(box) ?? 0 };
   }
 
   async destroy(box: BoxHandle): Promise<void> {
