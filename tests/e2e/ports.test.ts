@@ -190,6 +190,13 @@ describe("hutch port", () => {
     expect(await fetchText("http://127.0.0.1:5432/index.txt")).toBeUndefined();
     fwd.kill("SIGTERM");
     await fwd.exited;
+    // The human lines show the same mapping: the box's port, then the one here.
+    const human = forwarding(["--auto"]);
+    const err = stderrOf(human);
+    const line = await waitFor("a human forward line", () => /forwarding p:5432 -> 127\.0\.0\.1:(\d+)\n/.exec(err.text()), 15000);
+    expect(Number(line[1])).not.toBe(5432);
+    human.kill("SIGTERM");
+    await human.exited;
     await more.stop();
     expect((await h.run(["exec", "p", "--", "sh", "-c", "kill $(cat /tmp/http-5432.pid)"])).code).toBe(0);
   });

@@ -72,7 +72,8 @@ export async function heldHere(port: number): Promise<string | undefined> {
 /**
  * Listens on 127.0.0.1:local (0: a free port the OS picks) and carries each
  * connection to remote in the box. A named local port that something here
- * already holds is refused (HutchError "conflict"), never shared.
+ * already holds, or that cannot be bound, is refused (HutchError "conflict",
+ * which the Ports view takes as "use a free port"), never shared.
  */
 export async function forward(
   d: DaemonClient,
@@ -99,16 +100,13 @@ export async function forward(
     );
   });
   await new Promise<void>((resolve, reject) => {
-    server.once("error", (err: NodeJS.ErrnoException) =>
-      reject(
+    server.once("error", (err: NodeJS.ErrnoException) => {
+      const why =
         err.code === "EADDRINUSE"
-          ? new HutchError("conflict", `127.0.0.1:${local} is taken: something on this machine already holds it`, undefined, {
-              local,
-              remote,
-            })
-          : new HutchError("failed", `cannot listen on 127.0.0.1:${local}: ${err.message}`, undefined, { local, remote }),
-      ),
-    );
+          ? `127.0.0.1:${local} is taken: something on this machine already holds it`
+          : `cannot listen on 127.0.0.1:${local}: ${err.message}`;
+      reject(new HutchError("conflict", why, undefined, { local, remote }));
+    });
     server.listen(local, "127.0.0.1", () => resolve());
   });
   const bound = server.address();
