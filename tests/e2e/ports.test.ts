@@ -274,5 +274,11 @@ describe("hutch port", () => {
     const r = await h.run(["port", "forward", "p", "99999"]);
     expect(r.code).toBe(2);
     expect(r.stderr).toContain("[LOCAL:]REMOTE");
+    const same = await h.run(["port", "forward", "p", "8000", "--same-port"]);
+    expect(same.code).toBe(2);
+    expect(same.stderr).toContain("--same-port is for --auto");
+    const cap = await h.run(["port", "forward", "p", "--auto", "--max-forwards", "0"]);
+    expect(cap.code).toBe(2);
+    expect(cap.stderr).toContain("--max-forwards 0");
   });
 });

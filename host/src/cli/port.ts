@@ -79,6 +79,12 @@ export const port = body<GlobalArgs>({
       run: async (a) => {
         if (!a.spec && !a.auto)
           throw new HutchError("invalid", "name a port ([LOCAL:]REMOTE) or pass --auto", `hutch port forward ${a.box} 8000`);
+        if (a["same-port"] && !a.auto)
+          throw new HutchError(
+            "invalid",
+            "--same-port is for --auto; a named port is already the one used here",
+            `hutch port forward ${a.box} ${a.spec}`,
+          );
         const max = a["max-forwards"];
         if (!(Number.isInteger(max) && max >= 1 && max <= 4096))
           throw new HutchError(
