@@ -2,7 +2,9 @@
 // box listens on (`hutch port list`), Forward Port, Open in Browser, Stop
 // Forwarding. A forward is a child `hutch port forward BOX REMOTE --json`
 // (the CLI holds the listener, on 127.0.0.1 only), the same local port when
-// it is free, any free one otherwise; it lives as long as the extension (the
+// nothing here holds it (the CLI refuses a port anything answers on, on
+// 127.0.0.1 or [::1]), any free one otherwise: the user picked this port, so
+// it is not --auto's free-port rule; it lives as long as the extension (the
 // children are killed on deactivate) or until Stop Forwarding. The list is
 // read every few seconds while the view is visible: listeners have no feed.
 import { spawn, type ChildProcess } from "node:child_process";
