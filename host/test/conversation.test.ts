@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchError, type Handover } from "@hutch/shared";
 import { parseHandover, shapeTurn } from "../src/harness/handover.ts";
-import { findLocal, relativeCwd, rolloutDate, rolloutName } from "../src/workspace/conversation/stores.ts";
+import { boxCwd, findLocal, relativeCwd, rolloutDate, rolloutName } from "../src/workspace/conversation/stores.ts";
 import { parseJsonl, REDACTED, rewrite, secretValues } from "../src/workspace/conversation/transcript.ts";
 
 const tmp = mkdtempSync(join(tmpdir(), "hutch-conv-unit-"));
@@ -138,6 +138,19 @@ describe("stores", () => {
     expect(relativeCwd(`${root}/sub`, [root])).toBe("sub");
     expect(relativeCwd(`${root}2`, [root])).toBeNull();
   });
+
+  test.each([
+    ["/workspace/app", { rel: "" }],
+    ["/workspace/app/src", { rel: "src" }],
+    ["/workspace/app/src/../lib/./x/", { rel: "lib/x" }],
+    ["/workspace/other/../app/src", { rel: "src" }],
+    ["/workspace/app/..", { leaves: "/workspace" }],
+    ["/workspace/app/../../etc", { leaves: "/etc" }],
+    ["/workspace/app/src/../../app2", { leaves: "/workspace/app2" }],
+    ["/workspace/app2", null],
+    ["/etc", null],
+    ["workspace/app", null],
+  ])("a box's cwd %p is normalised: %p", (cwd, want) => expect(boxCwd(cwd, "/workspace/app")).toEqual(want));
 
   test("a rollout's name round-trips its start time", () => {
     const at = new Date(2026, 11, 1, 13, 27, 4);

@@ -127,9 +127,38 @@ export const PolicyChangeBody = Type.Object(
 );
 export type PolicyChangeBody = Static<typeof PolicyChangeBody>;
 
+/** One text sent to POST /v1/secrets/find: longer ones are sent in overlapping pieces. */
+export const SECRET_FIND_TEXT_MAX = 1024 * 1024;
+/** Stored values shorter than this are not looked for (they would match ordinary words). */
+export const SECRET_FIND_MIN = 8;
+
 /** PUT /v1/secrets/:name. The value travels in the body of a request on the 0600 socket, never in argv or a URL. */
 export const SecretValueBody = Type.Object({ value: Type.String({ minLength: 1, maxLength: 16384 }) }, { additionalProperties: false });
 export type SecretValueBody = Static<typeof SecretValueBody>;
+
+/**
+ * POST /v1/secrets/find: where the caller's own stored secret values (raw or
+ * base64) occur in these texts. Only positions and secret names come back,
+ * never a value, so text bound for somewhere else (a transcript written home)
+ * can be redacted without the values leaving the daemon.
+ */
+export const SecretFindBody = Type.Object(
+  { texts: Type.Array(Type.String({ maxLength: SECRET_FIND_TEXT_MAX }), { maxItems: 100_000 }) },
+  { additionalProperties: false },
+);
+export type SecretFindBody = Static<typeof SecretFindBody>;
+
+export const SecretFound = Type.Object({
+  /** The index of the text it is in, where it starts (UTF-16 units) and how long it is there. */
+  text: Type.Integer({ minimum: 0 }),
+  at: Type.Integer({ minimum: 0 }),
+  length: Type.Integer({ minimum: 1 }),
+  /** The secret's name. */
+  secret: Type.String(),
+});
+export type SecretFound = Static<typeof SecretFound>;
+export const SecretFindResult = Type.Object({ found: Type.Array(SecretFound) });
+export type SecretFindResult = Static<typeof SecretFindResult>;
 
 export const SecretInfo = Type.Object({
   name: Type.String(),

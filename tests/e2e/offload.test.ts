@@ -2,7 +2,7 @@
 // process boxes: each bring-back case, the staged/unstaged split, secrets held
 // back, a hostile box, and the refusals.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expectOnlySteps, git as g, type Home, makeHome, newRepo } from "../helpers.ts";
@@ -329,6 +329,19 @@ describe("offload and bring back", () => {
     expect(state(dir)).toEqual(before);
     expect(readdirSync(outside)).toEqual([]);
     expect(g(dir, "rev-parse", "--verify", "refs/hutch/link/work").trim()).toMatch(/^[0-9a-f]{40}$/);
+  });
+
+  test("chained symlinks that each look harmless but together leave the repository: refused, naming the link, nothing written", async () => {
+    const dir = repo();
+    const off = await offload(dir, "chain");
+    await inBox("chain", off.guestDir, "ln -s . d && ln -s d/.. e && ln -s e/.. f && ln -s f/etc/shadow shadowlink && echo box >> b.txt");
+    const before = state(dir);
+    const r = await h.run(["bring-back", "chain"], { cwd: dir });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain("refused what the box sent: the symlink e points outside the repository (d/.., through the symlink d)");
+    expect(r.stderr).toContain("refs/hutch/chain/");
+    expect(state(dir)).toEqual(before);
+    for (const l of ["d", "e", "f", "shadowlink"]) expect(lstatSync(join(dir, l), { throwIfNoEntry: false })).toBeUndefined();
   });
 });
 

@@ -17,6 +17,7 @@ import {
   type HutchConfig,
   type MuxStream,
   type PolicyChangeBody,
+  type SecretFindResult,
   type SecretInfo,
 } from "@hutch/shared";
 import type { BrokerStore } from "../store/broker.ts";
@@ -25,6 +26,7 @@ import { BOX_FILES } from "../paths.ts";
 import { log } from "../log.ts";
 import type { Sealer } from "./seal.ts";
 import { allBindings, bindingEnv, loadConfig } from "./bindings.ts";
+import { findSecrets } from "./find.ts";
 import { Gate, type EgressFacts, type GateLimits } from "./gate.ts";
 import { changePolicy } from "./policy.ts";
 import { splicer } from "./splice.ts";
@@ -129,6 +131,19 @@ export class BrokerService {
       throw new HutchError("not_found", `no secret named "${name}"`, "list them: hutch secret list");
     logger.info("secret removed", { name, ...(owner ? { owner } : {}) });
     return { name, removed: true };
+  }
+
+  /** Where the owner's stored values occur in texts (positions and names only; see find.ts). */
+  async findSecrets(texts: string[], owner?: string | null): Promise<SecretFindResult> {
+    const prefix = owner ? `${owner}/` : null;
+    const mine = this.store.secrets().filter((s) => (prefix ? s.name.startsWith(prefix) : !s.name.includes("/")));
+    if (!mine.length) return { found: [] };
+    const secrets: { name: string; value: string }[] = [];
+    for (const s of mine) {
+      const value = await this.reveal(s.name);
+      if (value !== undefined) secrets.push({ name: prefix ? s.name.slice(prefix.length) : s.name, value });
+    }
+    return { found: findSecrets(texts, secrets) };
   }
 
   private secretInfo(name: string, owner?: string | null): SecretInfo | undefined {

@@ -3,7 +3,10 @@
 // change is checked first (all or nothing): the path must stay inside the
 // repository and below no symlink, and the file must still be exactly what
 // it was at offload, so an edit of the user's is never overwritten. A symlink
-// from the box must point inside the repository.
+// from the box must resolve inside the repository: its target is followed
+// through the tree it arrives in and the work tree (as realpath would, link
+// by link, `..` taken after each link is expanded), so links that each look
+// harmless cannot chain out (`d -> .`, `e -> d/..`).
 import { chmodSync, lstatSync, mkdirSync, readlinkSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, normalize } from "node:path";
 import { HutchError } from "@hutch/shared/base";
@@ -28,19 +31,127 @@ export function badLink(path: string, target: string): string | null {
   return null;
 }
 
-/** Every symlink in a tree from a box, checked; throws naming the first that leaves the repository. */
+/** Links followed while resolving one target: Linux's MAXSYMLINKS. More is a loop, or a chain built to confuse. */
+export const LINK_DEPTH_MAX = 40;
+
+/** An entry met while resolving: a symlink (with its target), or anything else (a directory, a file, nothing). */
+export type Lookup = (path: string) => { link: string } | null;
+
+/**
+ * Where a symlink at `path` (repository-relative) with `target` ends up, resolved
+ * as the kernel would: component by component, each symlink met expanded in
+ * place (so `..` after it is taken from where the link leads, not lexically),
+ * at most LINK_DEPTH_MAX links. Returns the repository-relative path it
+ * reaches, or why it is refused: it leaves the repository, reaches an absolute
+ * path, enters .git, or loops.
+ */
+export function resolveLink(path: string, target: string, lookup: Lookup): { at: string } | { why: string } {
+  const stack = dirname(path) === "." ? [] : dirname(path).split("/");
+  let queue = target.split("/");
+  if (target.startsWith("/")) return { why: `points at an absolute path (${target})` };
+  const seen: string[] = [];
+  while (queue.length) {
+    const c = queue.shift()!;
+    if (c === "" || c === ".") continue;
+    if (c === "..") {
+      if (!stack.length) return { why: outside(target, seen) };
+      stack.pop();
+      continue;
+    }
+    const p = [...stack, c].join("/");
+    const e = lookup(p);
+    if (e) {
+      seen.push(p);
+      if (seen.length > LINK_DEPTH_MAX)
+        return { why: `goes through more than ${LINK_DEPTH_MAX} symlinks, a loop (${target}, through ${seen.slice(0, 5).join(" -> ")} …)` };
+      if (e.link.startsWith("/")) return { why: `points at an absolute path through the symlink ${p} (${target}, ${p} -> ${e.link})` };
+      queue = [...e.link.split("/"), ...queue];
+      continue;
+    }
+    if (!stack.length && c.toLowerCase() === ".git") return { why: `points into .git (${target})` };
+    stack.push(c);
+  }
+  return { at: stack.join("/") };
+}
+
+const outside = (target: string, through: string[]) =>
+  `points outside the repository (${target}${through.length ? `, through the symlink${through.length > 1 ? "s" : ""} ${through.join(", ")}` : ""})`;
+
+/**
+ * Every path and symlink in a tree from a box, checked; throws naming the
+ * first that is refused. Symlinks are resolved against the tree itself, and
+ * where it has nothing at a path, against the work tree at `root` (a local
+ * untracked symlink is followed too); nothing is written.
+ */
 export async function checkTree(root: string, tree: string, where: string): Promise<void> {
-  const f = zsplit((await git(root, ["ls-tree", "-r", "-z", "--full-tree", tree])).stdout);
+  const f = zsplit((await git(root, ["ls-tree", "-r", "-t", "-z", "--full-tree", tree])).stdout);
+  const entries = new Map<string, { mode: string; sha: string }>();
+  const links: string[] = [];
   for (const line of f) {
     const [meta, path] = [line.slice(0, line.indexOf("\t")), line.slice(line.indexOf("\t") + 1)];
     const [mode, , sha] = meta.split(" ") as [string, string, string];
     const bad = badPath(path);
     if (bad) throw refused(`${path} ${bad}`, where);
-    if (mode !== "120000") continue;
-    const target = (await git(root, ["cat-file", "blob", sha])).stdout;
-    const why = badLink(path, target);
-    if (why) throw refused(`the symlink ${path} ${why}`, where);
+    entries.set(path, { mode, sha });
+    if (mode === "120000") links.push(path);
   }
+  if (!links.length) return;
+  const targets = await blobs(
+    root,
+    links.map((p) => entries.get(p)!.sha),
+  );
+  const treeTarget = new Map(links.map((p, i) => [p, targets[i]!]));
+  const disk = diskLinks(root);
+  const lookup: Lookup = (p) => {
+    const t = treeTarget.get(p);
+    if (t !== undefined) return { link: t };
+    return entries.has(p) ? null : disk(p);
+  };
+  for (const path of links) {
+    const target = treeTarget.get(path)!;
+    const r = resolveLink(path, target, lookup);
+    if ("why" in r) throw refused(`the symlink ${path} ${r.why}`, where);
+  }
+}
+
+/** The blobs' contents, in one git process (a tree may hold many links). */
+async function blobs(root: string, shas: string[]): Promise<string[]> {
+  const r = await git(root, ["cat-file", "--batch"], { stdin: `${shas.join("\n")}\n` });
+  const out: string[] = [];
+  const bytes = r.bytes;
+  const dec = new TextDecoder();
+  let at = 0;
+  for (const sha of shas) {
+    const nl = bytes.indexOf(10, at);
+    const head = dec.decode(bytes.subarray(at, nl)).split(" ");
+    if (head[0] !== sha || head[1] !== "blob") throw new HutchError("failed", `git could not read the symlink blob ${sha.slice(0, 12)}`);
+    const size = Number(head[2]);
+    out.push(dec.decode(bytes.subarray(nl + 1, nl + 1 + size)));
+    at = nl + 1 + size + 1;
+  }
+  return out;
+}
+
+/** Symlinks in the work tree, looked up without following any (a path below a local symlink is that link's business, not a file here). */
+function diskLinks(root: string): Lookup {
+  const cache = new Map<string, { link: string } | null | "below">();
+  const look = (p: string): { link: string } | null | "below" => {
+    const hit = cache.get(p);
+    if (hit !== undefined) return hit;
+    const up = p.includes("/") ? look(p.slice(0, p.lastIndexOf("/"))) : null;
+    let v: { link: string } | null | "below" = null;
+    if (up !== null) v = "below";
+    else {
+      const st = lstatSync(join(root, p), { throwIfNoEntry: false });
+      if (st?.isSymbolicLink()) v = { link: readlinkSync(join(root, p), "utf8") };
+    }
+    cache.set(p, v);
+    return v;
+  };
+  return (p) => {
+    const v = look(p);
+    return v === "below" ? null : v;
+  };
 }
 
 const refused = (what: string, where: string) =>

@@ -11,7 +11,7 @@
 //   branch: anything else: hutch/<box> holds the box's work, and the work
 //     tree and index are not touched.
 // The box's config, hooks and attributes never leave it; only objects do.
-import { lstatSync, mkdtempSync, rmSync } from "node:fs";
+import { closeSync, constants, fstatSync, mkdtempSync, openSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
@@ -58,7 +58,7 @@ export interface BringBackOptions {
 const SHA = /^[0-9a-f]{40}$/;
 
 // In the box: its HEAD, index and work tree as commits in a bundle of what
-// the host lacks. Prints the three: HEAD, index tree, work tree.
+// the host lacks. Prints HEAD, the index tree, the work tree and the bundle's size.
 const EXPORT = `set -eu
 cd "$1"; outd=$2; box=$3; base=$4
 g() { git -c core.hooksPath=/dev/null -c core.fsmonitor=false -c user.name=hutch -c user.email=hutch@box "$@"; }
@@ -74,7 +74,7 @@ wc=$(g commit-tree "$wtree" -p "$ic" -m "hutch: the work tree in box $box")
 g update-ref refs/hutch-out/index "$ic"
 g update-ref refs/hutch-out/work "$wc"
 g bundle create -q "$outd/bundle" refs/hutch-out/index refs/hutch-out/work "^$base"
-echo "$head $itree $wtree"
+echo "$head $itree $wtree $(wc -c < "$outd/bundle")"
 `;
 
 export async function bringBack(
@@ -110,10 +110,18 @@ export async function bringBack(
 
   progress(`reading box ${box}`);
   const guestOut = `/workspace/.hutch-out-${rec.id}`;
-  const said = (await sh(d, box, EXPORT, [rec.guestDir, guestOut, box, boxBase(rec)], "exporting the box's work")).stdout.trim().split(" ");
-  if (said.length !== 3 || !said.every((s) => SHA.test(s)))
+  const said = (await sh(d, box, EXPORT, [rec.guestDir, guestOut, box, boxBase(rec)], "exporting the box's work")).stdout
+    .trim()
+    .split(/ +/);
+  if (said.length !== 4 || !said.slice(0, 3).every((s) => SHA.test(s)) || !/^\d{1,15}$/.test(said[3]!))
     throw new HutchError("failed", `box ${box} answered the export with something else`, `look inside: hutch exec ${box} -- git status`);
   const [sHead, sIndex, sWork] = said as [string, string, string];
+  // What the box says is only a hint (the copy below enforces the bound); refusing here spares the transfer.
+  const saidSize = Number(said[3]);
+  if (saidSize > BUNDLE_MAX) {
+    await sh(d, box, 'rm -rf "$1"', [guestOut], "cleaning up");
+    throw tooBig(box, saidSize);
+  }
   if (sHead === boxBase(rec) && sIndex === rec.indexTree && sWork === rec.workTree) {
     await sh(d, box, 'rm -rf "$1"', [guestOut], "cleaning up");
     return { ...base, reason: "the box has no commits and no changes since the offload" };
@@ -122,11 +130,12 @@ export async function bringBack(
   const tmp = mkdtempSync(join(tmpdir(), "hutch-back-"));
   try {
     progress(`fetching the box's work into ${base.quarantine}`);
-    await fetchDir(d, box, guestOut, join(tmp, "out"));
-    const bundle = join(tmp, "out", "bundle");
-    // lstat: a symlink named bundle would have git fetch from whatever host path it names.
-    if (!lstatSync(bundle, { throwIfNoEntry: false })?.isFile())
-      throw new HutchError("denied", `box ${box} sent no bundle (or not a plain file)`, `look inside: hutch exec ${box} -- git status`);
+    // Only the one file, not the directory: whatever else the box left beside it never leaves the box.
+    await fetchDir(d, box, `${guestOut}/${BUNDLE_NAME}`, tmp, { maxBytes: BUNDLE_MAX, maxEntries: 1 }).catch((err: unknown) => {
+      if (err instanceof HutchError && err.message.includes("exceeds maxBytes")) throw tooBig(box, null);
+      throw err;
+    });
+    const bundle = takeBundle(join(tmp, BUNDLE_NAME), box);
     const got = await importBundle(repo.root, bundle, ["refs/hutch-out/index", "refs/hutch-out/work"]);
     await git(repo.root, ["update-ref", quarantineRef(box, "index"), got["refs/hutch-out/index"]!]);
     await git(repo.root, ["update-ref", quarantineRef(box, "work"), got["refs/hutch-out/work"]!]);
@@ -205,6 +214,58 @@ export async function bringBack(
     reason = `both you and the box changed ${stuck.slice(0, 5).join(", ")}${stuck.length > 5 ? ", …" : ""}`;
   }
   return { ...found, ...(await branchCase(repo.root, box, head, indexTree, workTree, workC, opts.dryRun)), reason };
+}
+
+/** The one file bring-back takes from the box's output directory. */
+export const BUNDLE_NAME = "bundle";
+/**
+ * The largest bundle of a box's work taken home: the commits and files it
+ * made since the offload, which are source, not build output (a build's
+ * artifacts are ignored files and stay in the box).
+ */
+export const BUNDLE_MAX = 2 * 1024 ** 3;
+
+const mib = (n: number) => `${Math.round(n / 1024 ** 2)} MiB`;
+
+const tooBig = (box: string, size: number | null, max = BUNDLE_MAX) =>
+  new HutchError(
+    "denied",
+    `box ${box}'s work is a bundle of ${size === null ? `more than ${max}` : size} bytes, over the bound of ${max} bytes (${mib(max)}); nothing was brought back`,
+    `make it smaller in the box (move large files out of the commits, or hutch cp them out: hutch cp ${box}:/workspace/… .), then rerun: hutch bring-back ${box}`,
+  );
+
+/**
+ * The bundle the box sent, checked where it landed: opened without following a
+ * symlink (O_NOFOLLOW), a regular file, within the bound. Returns its path (the
+ * directory is private to this process, so the checked file is the one read).
+ */
+export function takeBundle(path: string, box: string, max = BUNDLE_MAX): string {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    throw new HutchError(
+      "denied",
+      code === "ELOOP"
+        ? `box ${box} sent its ${BUNDLE_NAME} as a symlink; only a plain file is taken, nothing was brought back`
+        : `box ${box} sent no ${BUNDLE_NAME} (${code ?? (err as Error).message}); nothing was brought back`,
+      `look inside: hutch exec ${box} -- git status`,
+    );
+  }
+  try {
+    const st = fstatSync(fd);
+    if (!st.isFile())
+      throw new HutchError(
+        "denied",
+        `box ${box} sent its ${BUNDLE_NAME} as something other than a plain file; nothing was brought back`,
+        `look inside: hutch exec ${box} -- git status`,
+      );
+    if (st.size > max) throw tooBig(box, st.size, max);
+    return path;
+  } finally {
+    closeSync(fd);
+  }
 }
 
 async function changedByUser(root: string, then: string, box: string, now: string): Promise<Set<string>> {

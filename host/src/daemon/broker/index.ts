@@ -20,6 +20,11 @@ export function brokerController(broker: BrokerService, boxes: BoxService, owner
       response: BrokerModel.secret,
       detail: { summary: "Seal and store a secret" },
     })
+    .post("/secrets/find", ({ body, request }) => broker.findSecrets(body.texts, owner(request)), {
+      body: BrokerModel.find,
+      response: BrokerModel.found,
+      detail: { summary: "Where the caller's stored secret values occur in texts (positions and names, never values)" },
+    })
     .delete("/secrets/:name", ({ params, request }) => broker.removeSecret(params.name, owner(request)), {
       params: BrokerModel.secretName,
       response: BrokerModel.removed,

@@ -13,6 +13,7 @@ import { fetchDir, sh } from "../box.ts";
 import type { OffloadRecord } from "../record.ts";
 import { type BroughtConversation, checkHome, pathMaps } from "./index.ts";
 import {
+  boxCwd,
   boxStores,
   claudeCwd,
   claudeProject,
@@ -27,11 +28,12 @@ import {
   piMeta,
   piProject,
   piSessionName,
-  relativeCwd,
   rolloutDate,
   rolloutName,
 } from "./stores.ts";
-import { parseJsonl, rewrite, sha256, TRANSCRIPT_MAX, toJsonl } from "./transcript.ts";
+import { daemonFinder, redactedNote, redactStored } from "./stored.ts";
+import { parseJsonl, type Records, rewrite, sha256, TRANSCRIPT_MAX, toJsonl } from "./transcript.ts";
+import { HutchError } from "@hutch/shared";
 
 /** Box transcripts looked at per CLI, and their total size. */
 const BOX_FILES_MAX = 100;
@@ -140,6 +142,19 @@ function candidates(dir: string): { list: Candidate[]; notes: string[] } {
   return { list, notes };
 }
 
+/** The first cwd a record names (Claude Code's on every record, Codex's turn contexts) that `..` takes out of the repository. */
+function leavingCwd(records: Records, guestDir: string): string | null {
+  for (const r of records) {
+    const p = r.payload as Record<string, unknown> | undefined;
+    for (const cwd of [r.cwd, p && typeof p === "object" ? p.cwd : undefined]) {
+      if (typeof cwd !== "string") continue;
+      const w = boxCwd(cwd, guestDir);
+      if (w && "leaves" in w) return w.leaves;
+    }
+  }
+  return null;
+}
+
 /**
  * The box's conversations for the repository, written home. Mutates and
  * returns the record's list of what was brought (the caller writes the record).
@@ -172,26 +187,43 @@ export async function bringConversationsHome(
     await sh(d, rec.box, 'rm -rf "$1"', [outDir], "cleaning up");
     const found = candidates(join(tmp, "out"));
     notes.push(...found.notes);
+    const find = daemonFinder(d);
     const seen = new Set([...(rec.conversations ?? []).map((c) => c.sha256), ...(rec.conversationsHome ?? []).map((c) => c.sha256)]);
     const roots = [...new Set([root, realpathSync(root)])];
-    for (const c of found.list) {
+    // Read and checked whole before anything is written: one transcript whose cwd leaves the repository refuses them all.
+    const read = async (c: Candidate) => {
       const text = await Bun.file(c.file).text();
       const sum = sha256(text);
       // What was carried, unchanged, or what an earlier bring-back already wrote here.
-      if (seen.has(sum)) continue;
+      if (seen.has(sum)) return null;
       const parsed = parseJsonl(text);
-      if ("problem" in parsed) {
-        notes.push(`the box's ${c.agent} conversation ${c.id} is not JSONL (${parsed.problem}): left in the box`);
-        continue;
-      }
+      if ("problem" in parsed) return { c, problem: parsed.problem };
       const meta =
         c.agent === "claude"
           ? { id: c.id, cwd: claudeCwd(parsed.records) }
           : c.agent === "pi"
             ? piMeta(parsed.records)
             : codexMeta(parsed.records);
+      const where = meta?.cwd ? boxCwd(meta.cwd, rec.guestDir) : null;
+      const leaves = where && "leaves" in where ? where.leaves : leavingCwd(parsed.records, rec.guestDir);
+      if (leaves !== null)
+        throw new HutchError(
+          "denied",
+          `the box's ${c.agent} conversation ${c.id} says it ran in ${leaves}, outside the repository ${rec.guestDir} once its .. is resolved; nothing was brought back`,
+          `remove it in the box (hutch exec ${rec.box} -- sh), then rerun: hutch bring-back ${rec.box}`,
+        );
+      return { c, sum, parsed, meta, rel: where && "rel" in where ? where.rel : null };
+    };
+    for (const c of found.list) await read(c);
+    for (const c of found.list) {
+      const got = await read(c);
+      if (!got) continue;
+      if ("problem" in got) {
+        notes.push(`the box's ${c.agent} conversation ${c.id} is not JSONL (${got.problem}): left in the box`);
+        continue;
+      }
+      const { sum, parsed, meta, rel } = got;
       // Another project's conversation (or none at all): not this repository's to bring.
-      const rel = meta?.cwd ? relativeCwd(meta.cwd, [rec.guestDir]) : null;
       if (!meta || meta.id !== c.id || rel === null) continue;
       const localCwd = rel ? `${root}/${rel}` : root;
       // Each CLI's own kind of id: Claude Code's are random, Codex's and pi's time-ordered (v7).
@@ -204,7 +236,11 @@ export async function bringConversationsHome(
             ? piHas(local.pi, c.id)
             : codexHas(join(local.codex, "sessions"), c.id);
       const id = taken ? fresh : c.id;
-      const out = rewrite(parsed.records, {
+      // The daemon's stored secrets first, by name, before anything of this conversation is written.
+      const stored = await redactStored(parsed.records, find);
+      const said = redactedNote(stored.counts, `the box's ${c.agent} conversation ${c.id}`);
+      if (said) notes.push(said);
+      const out = rewrite(stored.records, {
         paths: pathMaps(c.agent, box, local, meta.cwd!, localCwd, [[rec.guestDir], roots[0]!]),
         ...(taken ? { ids: [[c.id, id]] as [string, string][] } : {}),
       });

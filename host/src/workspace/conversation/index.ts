@@ -24,6 +24,7 @@ import {
   piProject,
   relativeCwd,
 } from "./stores.ts";
+import { daemonFinder, redactedNote, redactStored } from "./stored.ts";
 import { parseJsonl, type PathMap, rewrite, secretValues, sha256, TRANSCRIPT_MAX, toJsonl } from "./transcript.ts";
 
 export { CONVERSATION_AGENTS, type ConversationAgent } from "./stores.ts";
@@ -174,7 +175,11 @@ export async function carryConversations(d: DaemonClient, i: CarryInput, progres
       }
       const rel = relativeCwd(f.cwd, roots)!;
       const cwd = rel ? `${i.guestDir}/${rel}` : i.guestDir;
-      const out = rewrite(parsed.records, { paths: pathMaps(f.agent, local, box, f.cwd, cwd, [roots, i.guestDir]), secrets, tokens: true });
+      // The daemon's stored secrets too: the box must never see a value the broker keeps from it.
+      const stored = await redactStored(parsed.records, daemonFinder(d));
+      const said = redactedNote(stored.counts, `the ${name} conversation before it left`);
+      if (said) notes.push(said);
+      const out = rewrite(stored.records, { paths: pathMaps(f.agent, local, box, f.cwd, cwd, [roots, i.guestDir]), secrets, tokens: true });
       const text = toJsonl(out.records);
       const dest =
         f.agent === "claude"
@@ -192,7 +197,7 @@ export async function carryConversations(d: DaemonClient, i: CarryInput, progres
         cwd,
         bytes: Buffer.byteLength(text),
         sha256: sha256(text),
-        redacted: out.redacted,
+        redacted: out.redacted + Object.values(stored.counts).reduce((a, n) => a + n, 0),
       });
       if (out.redacted)
         notes.push(`${out.redacted} secret${out.redacted === 1 ? "" : "s"} redacted from the ${name} conversation before it left`);

@@ -15,7 +15,7 @@
 //     appending to the same file.
 import { lstatSync, readdirSync, realpathSync } from "node:fs";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { join, posix } from "node:path";
 import { parseJsonl, type Records } from "./transcript.ts";
 
 export type ConversationAgent = "claude" | "codex" | "pi";
@@ -188,6 +188,20 @@ export async function findLocal(root: string, stores: LocalStores): Promise<Foun
     }
   }
   return found;
+}
+
+/**
+ * A cwd a box's transcript records, made repository-relative: normalised
+ * first (`..` and `.` resolved lexically; the box's repository holds no
+ * symlinks above it that hutch follows), then placed under the box's
+ * repository. `null`: another project's. `{ leaves }`: it names the repository
+ * but `..` takes it out (a transcript made to be written elsewhere).
+ */
+export function boxCwd(cwd: string, guestDir: string): { rel: string } | { leaves: string } | null {
+  if (!cwd.startsWith("/")) return null;
+  const rel = relativeCwd(posix.normalize(cwd).replace(/\/+$/, "") || "/", [guestDir]);
+  if (rel !== null) return { rel };
+  return relativeCwd(cwd, [guestDir]) !== null ? { leaves: posix.normalize(cwd) } : null;
 }
 
 /** The repository-relative part of a cwd under one of the roots ("" at the root). */
