@@ -1,5 +1,5 @@
 // Events for people: one line each, output shown as the text it printed.
-import { isEvent, type SessionEvent } from "@hutch/shared";
+import { HutchError, isEvent, type SessionEvent } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 
 const time = (at: string) => at.slice(11, 19);
@@ -16,7 +16,13 @@ export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<str
   switch (e.kind) {
     case "output.appended": {
       if (e.data.snapshot) return `${head} (screen redrawn)`;
-      const text = plain(new TextDecoder().decode(await d.bytes(`/v1/sessions/${e.session}/output/${e.data.chunk}`))).trimEnd();
+      const bytes = await d.bytes(`/v1/sessions/${e.session}/output/${e.data.chunk}`).catch((err) => {
+        // Dropped to keep the session under its output cap: its output.dropped event says so further on.
+        if (err instanceof HutchError && err.data?.dropped === true) return null;
+        throw err;
+      });
+      if (!bytes) return `${head} │ [${e.data.length} bytes of output dropped]`;
+      const text = plain(new TextDecoder().decode(bytes)).trimEnd();
       return text
         ? text
             .split("\n")
@@ -24,6 +30,8 @@ export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<str
             .join("\n")
         : `${head} │`;
     }
+    case "output.dropped":
+      return `${head} ✂ ${e.data.bytes} bytes of older output dropped (chunks ${e.data.fromChunk}-${e.data.toChunk}, over the ${e.data.cap} cap of ${e.data.limit} bytes)`;
     case "input.sent":
       return `${head} > ${JSON.stringify(e.data.text)}`;
     case "annotation.added": {
