@@ -81,6 +81,10 @@ const cases: [
     ev(Events.outputAppended, { chunk: 3, offset: 0, length: 12, snapshot: true }),
     { summary: "output 12 bytes (screen redraw)", tone: "dim" },
   ],
+  [
+    ev(Events.outputDropped, { fromChunk: 0, toChunk: 9, offset: 0, bytes: 8192, cap: "box", limit: 65536 }),
+    { summary: "output 8192 bytes dropped (chunks 0-9, over the box cap of 65536 bytes)", tone: "warn" },
+  ],
   [ev(Events.attentionRequired, { reason: "approve?" }), { summary: "needs attention: approve?", tone: "warn" }],
   [ev(Events.errorRaised, { message: "boom", code: "agent" }), { summary: "error: boom", tone: "error" }],
   [ev(Events.checkpointCreated, { name: "before", ref: "abc123" }), { summary: "checkpoint before (abc123)" }],

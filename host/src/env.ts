@@ -23,6 +23,16 @@ export const env = {
   helloTimeoutMs: (): number | undefined => (process.env.HUTCH_HELLO_TIMEOUT_MS ? intFromEnv("HUTCH_HELLO_TIMEOUT_MS", 0) : undefined),
   /** The most of a VM's serial console the host keeps in console.log (plus one 64 KiB tail in console.log.1). */
   consoleMaxBytes: () => intFromEnv("HUTCH_CONSOLE_MAX_BYTES", 8 * 1024 * 1024),
+  /**
+   * The most raw terminal output kept per session, per box (all its sessions)
+   * and per user (all their sessions): each a rolling window, the oldest
+   * chunks dropped first (host/src/session/README.md, "Output caps").
+   */
+  ptyMaxBytes: () => ({
+    session: intFromEnv("HUTCH_PTY_SESSION_MAX_BYTES", 64 * 1024 * 1024),
+    box: intFromEnv("HUTCH_PTY_BOX_MAX_BYTES", 256 * 1024 * 1024),
+    user: intFromEnv("HUTCH_PTY_USER_MAX_BYTES", 1024 * 1024 * 1024),
+  }),
   /** How long a graceful stop waits before killing. */
   stopTimeoutMs: () => intFromEnv("HUTCH_STOP_TIMEOUT_MS", 10_000),
   logLevel: () => process.env.HUTCH_LOG_LEVEL || undefined,

@@ -232,3 +232,77 @@ describe("box input follows the driver slot", () => {
     expect(() => sessions.boxInput(boxId, alice, false)).toThrow("is driven by");
   });
 });
+
+describe("stored terminal output is capped per session, box and user", () => {
+  /** What the store holds for a session: its chunks' bytes, counted from the rows, not from any counter. */
+  const stored = (session: string) =>
+    (db.query("SELECT COALESCE(SUM(length(data)), 0) AS n FROM pty_chunks WHERE session_id = ?").get(session) as { n: number }).n;
+  const kb = new Uint8Array(1000).fill(120);
+  const none = { session: 0, box: 0, user: 0 };
+
+  test("a session writing far past its cap keeps its newest bytes under it, one drop per eighth of the cap", async () => {
+    const s = seed("carol", "box_capsession");
+    const caps = { ...none, session: 16_000 };
+    const drops = [];
+    for (let i = 0; i < 200; i++) {
+      store.addChunk(s, kb);
+      drops.push(...store.trimChunks(s, caps));
+      expect(stored(s)).toBeLessThanOrEqual(16_000);
+    }
+    // 200 KB through a 16 KB window that makes room 2 KB at a time: ~92 drops, not ~184 (one per chunk).
+    expect(drops.length).toBeLessThanOrEqual(Math.ceil((200_000 - 16_000) / 2_000) + 1);
+    expect(drops[0]).toEqual({ sessionId: s, fromChunk: 0, toChunk: 2, offset: 0, bytes: 3000, cap: "session", limit: 16_000 });
+    // The ranges follow one another: nothing dropped twice, nothing skipped.
+    for (let i = 1; i < drops.length; i++) {
+      expect(drops[i]!.fromChunk).toBe(drops[i - 1]!.toChunk + 1);
+      expect(drops[i]!.offset).toBe(drops[i - 1]!.offset + drops[i - 1]!.bytes);
+    }
+    const row = store.get(s)!;
+    expect(row.pty_bytes).toBe(stored(s));
+    expect(row.pty_dropped + row.pty_bytes).toBe(200_000);
+    expect(store.chunk(s, 199)).toEqual(kb);
+
+    // Reading a dropped chunk is a clear 404 naming the drop, never a 500; a chunk that never was stays a plain 404.
+    const gone = await call("GET", `/v1/sessions/${s}/output/0`, "carol");
+    expect(gone.status).toBe(404);
+    expect(gone.body.error).toMatchObject({ code: "not_found", data: { dropped: true } });
+    expect(gone.body.error.message).toContain("was dropped");
+    const never = await call("GET", `/v1/sessions/${s}/output/500`, "carol");
+    expect(never.status).toBe(404);
+    expect(never.body.error.data).toBeUndefined();
+    const kept = await app.handle(
+      new Request(`http://hutch/v1/sessions/${s}/output/199`, { headers: { "x-test-user": "carol", "x-hutch-client": "cli" } }),
+    );
+    expect(kept.status).toBe(200);
+    expect((await kept.bytes()).length).toBe(1000);
+  });
+
+  test("a box's and a user's totals hold across sessions; the biggest session gives its bytes up first", () => {
+    const caps = { session: 0, box: 20_000, user: 30_000 };
+    const quiet = seed("dave", "box_capbox");
+    const loud = seed("dave", "box_capbox");
+    for (let i = 0; i < 5; i++) store.addChunk(quiet, kb);
+    for (let i = 0; i < 100; i++) {
+      store.addChunk(loud, kb);
+      store.trimChunks(loud, caps);
+      expect(stored(quiet) + stored(loud)).toBeLessThanOrEqual(20_000);
+    }
+    // The flood paid for itself: the quiet session's history is whole.
+    expect(stored(quiet)).toBe(5000);
+
+    // The same user's session on another box: the user's total holds across both boxes.
+    const other = seed("dave", "box_capuser");
+    const drops = [];
+    for (let i = 0; i < 100; i++) {
+      store.addChunk(other, kb);
+      drops.push(...store.trimChunks(other, caps));
+      expect(stored(quiet) + stored(loud) + stored(other)).toBeLessThanOrEqual(30_000);
+    }
+    expect(drops.some((d) => d.cap === "user")).toBe(true);
+    // Another user's output is not theirs to pay for.
+    const bystander = seed("erin", "box_capuser");
+    store.addChunk(bystander, kb);
+    store.trimChunks(bystander, caps);
+    expect(stored(bystander)).toBe(1000);
+  });
+});

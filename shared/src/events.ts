@@ -113,6 +113,24 @@ export const Events = {
       snapshot: Type.Optional(Type.Boolean()),
     }),
   ),
+  /**
+   * The oldest stored output of the session was dropped to keep it under a
+   * cap: chunks fromChunk..toChunk (their output.appended events stay, their
+   * bytes are gone), `bytes` bytes from byte `offset` of the session's output.
+   * One event per trim, each trim making room for an eighth of the cap.
+   */
+  outputDropped: defineEvent(
+    "output.dropped",
+    Type.Object({
+      fromChunk: Type.Integer({ minimum: 0 }),
+      toChunk: Type.Integer({ minimum: 0 }),
+      offset: Type.Integer({ minimum: 0 }),
+      bytes: Type.Integer({ minimum: 1 }),
+      /** Which cap made room (the session's own, its box's total, its owner's total) and that cap in bytes. */
+      cap: Type.Union([Type.Literal("session"), Type.Literal("box"), Type.Literal("user")]),
+      limit: Type.Integer({ minimum: 0 }),
+    }),
+  ),
   execStarted: defineEvent("exec.started", Type.Object({ argv: Type.Array(Type.String()), pid: Type.Optional(Type.Integer()) })),
   execExited: defineEvent(
     "exec.exited",

@@ -86,6 +86,10 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
   }),
   "input.sent": (d) => ({ summary: `input ${oneLine(JSON.stringify(d.text))}` }),
   "output.appended": (d) => ({ summary: `output ${d.length} bytes${d.snapshot ? " (screen redraw)" : ""}`, tone: "dim" }),
+  "output.dropped": (d) => ({
+    summary: `output ${d.bytes} bytes dropped (chunks ${d.fromChunk}-${d.toChunk}, over the ${d.cap} cap of ${d.limit} bytes)`,
+    tone: "warn",
+  }),
   "attention.required": (d) => ({ summary: `needs attention: ${d.reason}`, tone: "warn" }),
   "error.raised": (d) => ({ summary: `error: ${d.message}`, tone: "error" }),
   "checkpoint.created": (d) => ({ summary: `checkpoint ${d.name}${d.ref ? ` (${d.ref})` : ""}` }),

@@ -169,7 +169,9 @@ export class PtyTable {
     for (const a of session.attachments) a.finish(exit);
     session.attachments.clear();
     session.proc.terminal?.close();
+    const { dropped } = session.screen;
     session.screen.dispose();
-    this.log.info("pty exited", { pty: session.id, code: exit.code, signal: exit.signal });
+    // Output the screen skipped in a flood went to the attachments all the same; only a reattach's replay missed it.
+    this.log.info("pty exited", { pty: session.id, code: exit.code, signal: exit.signal, ...(dropped ? { screenDropped: dropped } : {}) });
   }
 }

@@ -2,7 +2,7 @@
 // Every string from the log was written by someone else (another user, the
 // agent, the box) and goes through terminalText before it reaches this
 // terminal; what the log stores is left as it was sent.
-import { isEvent, type SessionEvent } from "@hutch/shared";
+import { HutchError, isEvent, type SessionEvent } from "@hutch/shared";
 import { terminalJson, terminalText } from "@hutch/shared/text";
 import type { DaemonClient } from "./daemon.ts";
 
@@ -31,7 +31,13 @@ export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<str
   switch (e.kind) {
     case "output.appended": {
       if (e.data.snapshot) return `${head} (screen redrawn)`;
-      const text = plain(new TextDecoder().decode(await d.bytes(`/v1/sessions/${e.session}/output/${e.data.chunk}`))).trimEnd();
+      const bytes = await d.bytes(`/v1/sessions/${e.session}/output/${e.data.chunk}`).catch((err) => {
+        // Dropped to keep the session under its output cap: its output.dropped event says so further on.
+        if (err instanceof HutchError && err.data?.dropped === true) return null;
+        throw err;
+      });
+      if (!bytes) return `${head} │ [${e.data.length} bytes of output dropped]`;
+      const text = plain(new TextDecoder().decode(bytes)).trimEnd();
       return text
         ? text
             .split("\n")
@@ -39,6 +45,8 @@ export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<str
             .join("\n")
         : `${head} │`;
     }
+    case "output.dropped":
+      return `${head} ✂ ${e.data.bytes} bytes of older output dropped (chunks ${e.data.fromChunk}-${e.data.toChunk}, over the ${e.data.cap} cap of ${e.data.limit} bytes)`;
     case "input.sent":
       return `${head} > ${terminalJson(e.data.text)}`;
     case "annotation.added": {

@@ -1,12 +1,15 @@
 // The daemon's own attachment to every open session's terminal: it records
 // all output into the log (bytes beside it, in pty_chunks), whether or not
-// anyone watches, and is how `session send` types into the terminal.
+// anyone watches, and is how `session send` types into the terminal. The
+// bytes kept are capped per session, box and user (the store drops the
+// oldest); each drop is logged as output.dropped in the session it cut.
 import { emit, Events, follow, HutchError, type Actor, type ExitMsg, type MuxStream } from "@hutch/shared";
-import type { NewEvent, SessionRow, SessionStore } from "../store/sessions.ts";
+import type { NewEvent, PtyCaps, SessionRow, SessionStore } from "../store/sessions.ts";
 import type { BoxService } from "../box/service.ts";
 import { SYSTEM } from "./actors.ts";
 import { Listeners } from "../listeners.ts";
 import { log } from "../log.ts";
+import { env } from "../env.ts";
 
 const logger = log.create({ service: "recorder" });
 
@@ -36,6 +39,7 @@ export class Recorder {
     private readonly sessions: SessionSink,
     private readonly boxes: BoxService,
     private readonly spawn: TerminalSpawner = async () => null,
+    private readonly caps: PtyCaps = env.ptyMaxBytes(),
   ) {}
 
   /** Re-attaches to the terminals of every open session whose box runs (daemon start). */
@@ -148,6 +152,9 @@ export class Recorder {
           actor: SYSTEM,
         },
       ]);
+      for (const { sessionId: cut, ...d } of this.store.trimChunks(sessionId, this.caps)) {
+        this.sessions.append(cut, [{ ...emit(Events.outputDropped, d), actor: SYSTEM }]);
+      }
     });
   }
 

@@ -127,4 +127,10 @@ export const MIGRATIONS: readonly string[] = [
     owner TEXT NOT NULL
   ) WITHOUT ROWID;
   `,
+  `
+  ALTER TABLE sessions ADD COLUMN pty_bytes INTEGER NOT NULL DEFAULT 0;
+  ALTER TABLE sessions ADD COLUMN pty_dropped INTEGER NOT NULL DEFAULT 0;
+  UPDATE sessions SET pty_bytes = (SELECT COALESCE(SUM(length(data)), 0) FROM pty_chunks WHERE session_id = sessions.id);
+  CREATE INDEX sessions_owner ON sessions(owner);
+  `,
 ];

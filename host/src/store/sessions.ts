@@ -20,6 +20,9 @@ export interface SessionRow {
   driver_expires_at: number | null;
   last_seq: number;
   pty_chunks: number;
+  /** Raw terminal bytes stored now (pty_chunks rows), and dropped so far to keep under the caps. */
+  pty_bytes: number;
+  pty_dropped: number;
   created_at: string;
   closed_at: string | null;
 }
@@ -29,6 +32,24 @@ export type NewEvent = TypedEvent & {
   actor: Actor;
   idempotencyKey?: string;
 };
+
+/** The most raw terminal bytes kept: per session, per box (all its sessions), per user (all theirs); 0 is no cap. */
+export interface PtyCaps {
+  session: number;
+  box: number;
+  user: number;
+}
+
+/** Chunks dropped from one session's output in one trim: chunks fromChunk..toChunk, `bytes` bytes from byte `offset`. */
+export interface PtyDrop {
+  sessionId: string;
+  fromChunk: number;
+  toChunk: number;
+  offset: number;
+  bytes: number;
+  cap: keyof PtyCaps;
+  limit: number;
+}
 
 /** Runs inside append's transaction for each event it stores, so what it writes commits or rolls back with the event. */
 export type StoredHook = (sessionId: string, seq: number, at: string, e: NewEvent) => void;
@@ -63,7 +84,12 @@ export class SessionStore {
     this.page = db.prepare("SELECT seq, at, actor, kind, data FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?");
   }
 
-  insert(row: Omit<SessionRow, "last_seq" | "pty_chunks" | "closed_at" | "driver" | "driver_lease_ms" | "driver_expires_at">): void {
+  insert(
+    row: Omit<
+      SessionRow,
+      "last_seq" | "pty_chunks" | "pty_bytes" | "pty_dropped" | "closed_at" | "driver" | "driver_lease_ms" | "driver_expires_at"
+    >,
+  ): void {
     this.db
       .query("INSERT INTO sessions (id, box_id, agent, label, state, owner, argv, pty, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
       .run(row.id, row.box_id, row.agent, row.label, row.state, row.owner, row.argv, row.pty, row.created_at);
@@ -169,19 +195,79 @@ export class SessionStore {
 
   /** Stores raw PTY bytes as the next chunk; returns its number. Runs inside append's transaction. */
   addChunk(sessionId: string, data: Uint8Array): number {
-    const row = this.db.query("UPDATE sessions SET pty_chunks = pty_chunks + 1 WHERE id = ? RETURNING pty_chunks").get(sessionId) as {
-      pty_chunks: number;
-    };
+    const row = this.db
+      .query("UPDATE sessions SET pty_chunks = pty_chunks + 1, pty_bytes = pty_bytes + ? WHERE id = ? RETURNING pty_chunks")
+      .get(data.length, sessionId) as { pty_chunks: number };
     const chunk = row.pty_chunks - 1;
     this.db.query("INSERT INTO pty_chunks (session_id, chunk, data) VALUES (?, ?, ?)").run(sessionId, chunk, data);
     return chunk;
   }
 
-  chunk(sessionId: string, chunk: number): Uint8Array | null {
+  /**
+   * Drops the oldest chunks wherever the session's output puts a cap over
+   * its limit: its own, then its box's total, then its owner's. A trim goes
+   * down to 7/8 of the cap, so a flood costs one drop per eighth of the cap,
+   * not one per chunk. Within a box or a user the session holding the most
+   * gives its oldest bytes up first: a flood pays for itself before a quiet
+   * session loses its history. Runs inside the transaction that added the
+   * chunk; the caller logs each drop.
+   */
+  trimChunks(sessionId: string, caps: PtyCaps): PtyDrop[] {
+    const row = this.get(sessionId);
+    if (!row) return [];
+    const drops: PtyDrop[] = [];
+    const scopes: [keyof PtyCaps, string, string][] = [
+      ["session", "id = ?", sessionId],
+      ["box", "box_id = ?", row.box_id],
+      ["user", "owner = ?", row.owner],
+    ];
+    for (const [cap, where, key] of scopes) {
+      const limit = caps[cap];
+      if (limit <= 0) continue;
+      let total = (this.db.query(`SELECT COALESCE(SUM(pty_bytes), 0) AS n FROM sessions WHERE ${where}`).get(key) as { n: number }).n;
+      if (total <= limit) continue;
+      const target = limit - Math.floor(limit / 8);
+      const biggest = this.db.query(`SELECT id FROM sessions WHERE ${where} AND pty_bytes > 0 ORDER BY pty_bytes DESC, id LIMIT 1`);
+      while (total > target) {
+        const victim = biggest.get(key) as { id: string } | null;
+        const drop = victim && this.dropOldest(victim.id, total - target, cap, limit);
+        if (!drop) break;
+        drops.push(drop);
+        total -= drop.bytes;
+      }
+    }
+    return drops;
+  }
+
+  /** Drops a session's oldest chunks, at least `need` bytes of them (all it has when it has less). */
+  private dropOldest(sessionId: string, need: number, cap: keyof PtyCaps, limit: number): PtyDrop | null {
+    let bytes = 0;
+    let fromChunk = -1;
+    let toChunk = -1;
+    const oldest = this.db.query<{ chunk: number; n: number }, [string]>(
+      "SELECT chunk, length(data) AS n FROM pty_chunks WHERE session_id = ? ORDER BY chunk",
+    );
+    for (const c of oldest.iterate(sessionId)) {
+      if (fromChunk < 0) fromChunk = c.chunk;
+      toChunk = c.chunk;
+      bytes += c.n;
+      if (bytes >= need) break;
+    }
+    if (fromChunk < 0 || bytes === 0) return null;
+    this.db.query("DELETE FROM pty_chunks WHERE session_id = ? AND chunk BETWEEN ? AND ?").run(sessionId, fromChunk, toChunk);
+    const after = this.db
+      .query("UPDATE sessions SET pty_bytes = pty_bytes - ?, pty_dropped = pty_dropped + ? WHERE id = ? RETURNING pty_dropped")
+      .get(bytes, bytes, sessionId) as { pty_dropped: number };
+    return { sessionId, fromChunk, toChunk, offset: after.pty_dropped - bytes, bytes, cap, limit };
+  }
+
+  /** A chunk's bytes; "dropped" when it was stored and dropped to keep under a cap; null when there never was one. */
+  chunk(sessionId: string, chunk: number): Uint8Array | "dropped" | null {
     const row = this.db.query("SELECT data FROM pty_chunks WHERE session_id = ? AND chunk = ?").get(sessionId, chunk) as {
       data: Uint8Array;
     } | null;
-    return row?.data ?? null;
+    if (row) return row.data;
+    return chunk < (this.get(sessionId)?.pty_chunks ?? 0) ? "dropped" : null;
   }
 
   transaction<T>(fn: () => T): T {

@@ -129,6 +129,13 @@ export function sessionsController(
       ({ params, actor }) => {
         sessions.row(params.id, actor);
         const bytes = store.chunk(params.id, params.chunk);
+        if (bytes === "dropped")
+          throw new HutchError(
+            "not_found",
+            `output chunk ${params.chunk} of session ${params.id} was dropped to keep the session's stored terminal output under its cap`,
+            `its output.dropped event says how much and why: hutch session log ${params.id}`,
+            { dropped: true },
+          );
         if (!bytes)
           throw new HutchError(
             "not_found",
