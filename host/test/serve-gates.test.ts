@@ -115,18 +115,22 @@ describe("the creation limit holds on every route that makes a box", () => {
     expect(JSON.parse(r.text).error.code).toBe("limited");
   }, 60_000);
 
-  test("POST /v1/dispatches: k workers take k, all or none", async () => {
+  test("POST /v1/dispatches: k workers take k, all or none, before it starts", async () => {
     const admin = as("alice", ["read", "write", "admin"]);
-    // k=1 passes the limit (then fails on its missing snapshot), k=2 with one left is refused whole.
-    const first = await call("POST", "/v1/dispatches", admin, { from: "snap_missing", k: 1, agents: ["shell"], task: "t", check: "true" });
-    expect(first.status).toBe(404);
-    const r = await call("POST", "/v1/dispatches", admin, { from: "snap_missing", k: 2, agents: ["shell"], task: "t", check: "true" });
+    const base = fresh("dsp");
+    expect((await call("POST", "/v1/boxes", admin, { name: base, start: true })).status).toBe(201);
+    const snap = await services.snapshots.create(base, "base", () => undefined, AbortSignal.timeout(30_000));
+    const body = (k: number) => ({ from: snap.snapshot.id, k, agents: ["shell"], task: "t", check: "true" });
+    // One creation left: two workers are refused whole, and take nothing.
+    const r = await call("POST", "/v1/dispatches", admin, body(2));
     expect(r.status).toBe(429);
     expect(r.body.error.code).toBe("limited");
-    // The refused one took nothing: the last creation is still there.
-    expect((await call("POST", "/v1/boxes", admin, { name: fresh("dsp") })).status).toBe(201);
+    const one = await call("POST", "/v1/dispatches", admin, body(1));
+    expect(one.status, one.text).toBe(201);
+    expect((await call("POST", `/v1/dispatches/${one.body.id}/cancel`, admin)).status).toBe(200);
+    // The one worker took the last creation; its own boxes (worker, grader) were paid for with it.
     expect((await call("POST", "/v1/boxes", admin, { name: fresh("dsp") })).status).toBe(429);
-  });
+  }, 60_000);
 
   test("the local socket is not limited", async () => {
     for (let i = 0; i < 3; i++) expect((await call("POST", "/v1/boxes", undefined, { name: fresh("loc") })).status).toBe(201);
