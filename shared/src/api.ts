@@ -188,7 +188,13 @@ export const Op = Type.Object({
 });
 export type Op = Static<typeof Op>;
 
-export const Health = Type.Object({ ok: Type.Boolean(), version: Type.String(), pid: Type.Integer(), home: Type.String() });
+/** pid and home are the local socket's: a remote caller (server mode) gets neither. */
+export const Health = Type.Object({
+  ok: Type.Boolean(),
+  version: Type.String(),
+  pid: Type.Optional(Type.Integer()),
+  home: Type.Optional(Type.String()),
+});
 export type Health = Static<typeof Health>;
 
 export const SessionState = Type.Union([Type.Literal("open"), Type.Literal("closed")]);

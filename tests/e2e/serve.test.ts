@@ -181,6 +181,31 @@ describe("auth", () => {
     expect(srv.log()).toContain("path=/v1/boxes/web/stream reason=");
   });
 
+  test("over TLS: health names no pid or home; sessions that make boxes count against the token's creation limit", async () => {
+    const token = tokenOf(await srv.join("dave"));
+    const health = (await (await raw("/v1/health", token)).json()) as Record<string, unknown>;
+    expect(Object.keys(health).sort()).toEqual(["ok", "version"]);
+    // 20 boxes at once and one back every 3 s: ten made directly (left stopped, cheap), then sessions that make their own box.
+    const t0 = Date.now();
+    const json = { "content-type": "application/json" };
+    const box = (name: string) => raw("/v1/boxes", token, { method: "POST", headers: json, body: JSON.stringify({ name }) });
+    for (let i = 0; i < 10; i++) expect((await box(`dave-${i}`)).status).toBe(201);
+    const session = () => raw("/v1/sessions", token, { method: "POST", headers: json, body: JSON.stringify({ argv: ["true"] }) });
+    let made = 0;
+    let refused = await session();
+    while (refused.status === 201 && made < 30) {
+      made++;
+      refused = await session();
+    }
+    expect(refused.status).toBe(429);
+    expect(made).toBeGreaterThanOrEqual(10);
+    expect(10 + made).toBeLessThanOrEqual(20 + Math.ceil((Date.now() - t0) / 3000));
+    expect(((await refused.json()) as { error: { code: string; hint: string } }).error).toMatchObject({
+      code: "limited",
+      hint: expect.stringMatching(/^retry in \d+ s$/),
+    });
+  }, 120_000);
+
   test("user B cannot see user A's box: 404 for info, exec and its stream, and it is not listed", async () => {
     const info = await bob.run(["box", "info", "web"]);
     expect(info.code).toBe(4);

@@ -60,6 +60,10 @@ export class BoxService {
   readonly policyChecks = new Listeners<[policy: BoxPolicy]>("box policy");
   /** A box appeared, changed (state, limits) or went (the change feed). */
   readonly changes = new Listeners<[boxId: string]>("box change");
+  /** A box's rows are about to go (its owner and shares with them): who could see it is still known. */
+  readonly removing = new Listeners<[boxId: string]>("box removal");
+  /** Vetoes on making a box at all, after it was found valid (server mode's per-token creation limit): a listener throws to refuse. */
+  readonly creating = new Listeners<[name: string]>("box create");
 
   /** Fills a new box from a snapshot (`create` with `from`); wired to the snapshot service in daemon/services.ts. */
   seeder?: {
@@ -134,6 +138,7 @@ export class BoxService {
     }
     // A fork is filled through its guest, so it starts; it stops again unless asked to run.
     const desired = body.start || seeder ? "running" : "stopped";
+    this.creating.check(body.name);
     const { box, op } = this.store.insertBox(body.name, engine, desired, idemKey, config, policy, owner);
     logger.info("box created", { box: box.name, id: box.id, engine, ...(body.from ? { from: body.from } : {}) });
     this.changes.emit(box.id);
@@ -403,6 +408,7 @@ export class BoxService {
     await engine.destroy(box);
     const left = await engine.leftovers(box);
     if (left.length > 0) throw new Error(`delete left things behind: ${left.join(", ")}`);
+    this.removing.emit(row.id);
     this.store.deleteBox(row.id);
     this.changes.emit(row.id);
     if (this.store.countRows(row.id) !== 0) throw new Error("delete left database rows behind");

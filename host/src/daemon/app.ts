@@ -3,7 +3,7 @@
 import { join } from "node:path";
 import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
-import { describeError, HUTCH_VERSION, HutchError, type TSchema } from "@hutch/shared";
+import { describeError, Health, HUTCH_VERSION, HutchError, type TSchema } from "@hutch/shared";
 import type { BoxService } from "../box/service.ts";
 import { boxesController } from "./boxes/index.ts";
 import { streamDoc } from "./stream/index.ts";
@@ -32,6 +32,7 @@ import { snapshotsController, type SnapshotAccess } from "./snapshots/index.ts";
 import type { DispatchService } from "../dispatch/service.ts";
 import { dispatchController } from "./dispatch/index.ts";
 import { dispatchAccess } from "./dispatch/access.ts";
+import { CreationGate } from "./creations.ts";
 
 export interface AppDeps {
   boxes: BoxService;
@@ -55,6 +56,8 @@ export interface AppDeps {
   serve?: ServeInfo;
   /** Dispatches (host/src/dispatch); no routes when absent. */
   dispatches?: DispatchService;
+  /** Who pays for the boxes a request makes (server mode's per-token limit); one of its own when absent. */
+  creations?: CreationGate;
 }
 
 export function buildApp(deps: AppDeps) {
@@ -65,8 +68,11 @@ export function buildApp(deps: AppDeps) {
   const who = (req: Request): Principal =>
     principalOf(req) ?? auth?.local() ?? { user: (deps.identify ?? localUser)(req), scopes: ["read", "write", "admin"], remote: false };
   const owns = auth ? (req: Request, boxId: string) => auth.access(who(req), boxId) !== null : () => true;
-  // normalize: false makes unknown body keys an error instead of silently dropping them.
-  return (
+  const creations = deps.creations ?? new CreationGate();
+  creations.attach(deps.boxes);
+  // normalize: false makes unknown body keys an error instead of silently dropping them. Every request,
+  // whichever way it came in, runs with its payer: the boxes it makes are charged to its token (creations.ts).
+  return creations.wrap(
     new Elysia({ normalize: false })
       .use(openapi({ path: "/openapi", documentation: { info: { title: "hutch daemon API", version: HUTCH_VERSION } } }))
       // Every body is JSON, bounded before it is parsed (body.ts). The named "json" after it is never reached
@@ -104,9 +110,15 @@ export function buildApp(deps: AppDeps) {
             new URL(request.url),
           );
       })
-      .get("/v1/health", () => ({ ok: true, version: HUTCH_VERSION, pid: process.pid, home: deps.home }), {
-        detail: { summary: "Liveness and version" },
-      })
+      // A remote caller learns nothing of the server's paths or processes; the local socket's clients read both.
+      .get(
+        "/v1/health",
+        ({ request }) =>
+          principalOf(request)?.remote
+            ? { ok: true, version: HUTCH_VERSION }
+            : { ok: true, version: HUTCH_VERSION, pid: process.pid, home: deps.home },
+        { response: Health, detail: { summary: "Liveness and version (and, on the local socket, the daemon's pid and home)" } },
+      )
       .use(boxesController(deps.boxes, { visible: owns, owner: (req) => who(req).user, ...(access ? { snapshot: access.snapshot } : {}) }))
       .use(auth ? authController(auth, deps.boxes, who, deps.serve ?? (() => ({ url: null, fingerprint: null }))) : new Elysia())
       .use(brokerController(deps.broker, deps.boxes, (req) => (principalOf(req)?.remote ? principalOf(req)!.user : null)))
@@ -117,7 +129,11 @@ export function buildApp(deps: AppDeps) {
         }),
       )
       .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))
-      .use(doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops))
+      .use(
+        doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops, (n, fn) =>
+          creations.prepaid(n, fn),
+        ),
+      )
       .use(imagesController(new ImageBuilds(deps.home), ops, deps.boxes))
       .use(agentsController(env.agentsDir(deps.home), ops))
       .use(snapshotsController(snapshots, ops, access))
@@ -127,9 +143,10 @@ export function buildApp(deps: AppDeps) {
               deps.dispatches,
               deps.identify ?? localUser,
               auth && access ? dispatchAccess({ auth, boxes: deps.boxes, sessionStore: deps.sessionStore }, access) : undefined,
+              (n, fn) => creations.prepaid(n, fn),
             )
           : new Elysia(),
-      )
+      ),
   );
 }
 

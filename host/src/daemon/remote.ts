@@ -2,7 +2,8 @@
 // the unix socket, behind one gate. Every request and every WebSocket upgrade
 // carries a token (401 without one); the principal it names is recorded for
 // the app (actor.ts) and checked against the path (access.ts) before either
-// upgrade, which bypass Elysia. Each token's open sockets are kept, so a
+// upgrade, which bypass Elysia; the app charges the boxes it makes to the
+// token (creations.ts). Each token's open sockets are kept, so a
 // revocation closes them in the same tick. Failures are logged with the
 // address and the reason, never the token.
 import { constants } from "node:crypto";
@@ -15,7 +16,6 @@ import { checkAccess, type AccessDeps } from "./access.ts";
 import { setPrincipal } from "./actor.ts";
 import type { Data } from "./sockets.ts";
 import type { StreamSocketData } from "./stream/index.ts";
-import { CreateLimiter } from "../auth/limit.ts";
 
 const logger = log.create({ service: "serve" });
 
@@ -23,7 +23,6 @@ const logger = log.create({ service: "serve" });
 const IDLE_TIMEOUT_S = 255;
 /** How often open sockets are checked for tokens that expired while they were open. */
 const EXPIRY_SWEEP_MS = 5_000;
-const CREATES = /^\/v1\/boxes\/?$/;
 /** TLS 1.3 only, as incus serves it: every client hutch has (Bun's fetch, the extension's Node) speaks it. */
 const TLS13_ONLY = constants.SSL_OP_NO_TLSv1 | constants.SSL_OP_NO_TLSv1_1 | constants.SSL_OP_NO_TLSv1_2;
 
@@ -44,7 +43,6 @@ export interface RemoteDeps extends AccessDeps {
 
 export function listenRemote(deps: RemoteDeps, at: { hostname: string; port: number }, cert: ServeCert): RemoteListener {
   const open = new Map<string, Set<ServerWebSocket<Data>>>();
-  const limiter = new CreateLimiter();
   const closeToken = (id: string, why: string) => {
     for (const ws of open.get(id) ?? []) ws.close(WS_CLOSE_UNAUTHORIZED, JSON.stringify({ code: "unauthorized", message: why }));
     open.delete(id);
@@ -115,7 +113,6 @@ export function listenRemote(deps: RemoteDeps, at: { hostname: string; port: num
       setPrincipal(req, p);
       if (p.token) seen.add(p.token);
       try {
-        if (req.method === "POST" && CREATES.test(url.pathname)) limiter.take(p.token ?? p.user);
         // The app checks again for everything it serves; the upgrades are answered before it.
         if (req.headers.get("upgrade")?.toLowerCase() === "websocket") checkAccess(deps, p, req.method, url);
       } catch (err) {

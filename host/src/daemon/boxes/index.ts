@@ -23,7 +23,8 @@ export function boxesController(boxes: BoxService, own: BoxOwnership) {
       async ({ body, headers, set, request }) => {
         if (body.from !== undefined) await own.snapshot?.(request, body.from);
         set.status = 201;
-        return boxes.create(body, idem(headers), own.owner(request));
+        const owner = own.owner(request);
+        return boxes.create(body, idem(headers, owner), owner);
       },
       { body: BoxModel.create, headers: BoxModel.idem, detail: { summary: "Create a box (and start it when start is true)" } },
     )
@@ -34,27 +35,27 @@ export function boxesController(boxes: BoxService, own: BoxOwnership) {
       response: BoxModel.box,
       detail: { summary: "Change a stopped box's limits (applied at its next start)" },
     })
-    .post("/:ref/start", ({ params, headers }) => boxes.start(params.ref, idem(headers)), {
+    .post("/:ref/start", ({ params, headers, request }) => boxes.start(params.ref, idem(headers, own.owner(request))), {
       params: BoxModel.ref,
       headers: BoxModel.idem,
       detail: { summary: "Start a box" },
     })
-    .post("/:ref/stop", ({ params, headers }) => boxes.stop(params.ref, idem(headers)), {
+    .post("/:ref/stop", ({ params, headers, request }) => boxes.stop(params.ref, idem(headers, own.owner(request))), {
       params: BoxModel.ref,
       headers: BoxModel.idem,
       detail: { summary: "Stop a box: graceful, then forced after a timeout" },
     })
-    .post("/:ref/pause", ({ params, headers }) => boxes.pause(params.ref, idem(headers)), {
+    .post("/:ref/pause", ({ params, headers, request }) => boxes.pause(params.ref, idem(headers, own.owner(request))), {
       params: BoxModel.ref,
       headers: BoxModel.idem,
       detail: { summary: "Freeze a box (VM engines)" },
     })
-    .post("/:ref/resume", ({ params, headers }) => boxes.resume(params.ref, idem(headers)), {
+    .post("/:ref/resume", ({ params, headers, request }) => boxes.resume(params.ref, idem(headers, own.owner(request))), {
       params: BoxModel.ref,
       headers: BoxModel.idem,
       detail: { summary: "Thaw a paused box" },
     })
-    .delete("/:ref", ({ params, headers }) => boxes.delete(params.ref, idem(headers)), {
+    .delete("/:ref", ({ params, headers, request }) => boxes.delete(params.ref, idem(headers, own.owner(request))), {
       params: BoxModel.ref,
       headers: BoxModel.idem,
       response: BoxModel.deleted,

@@ -1,7 +1,9 @@
 // The change feed: what a sidebar needs to stay current without polling.
 // Boxes that appear, change state or go, and sessions whose row changed
 // (created, closed, driver moved). Live only: a client lists after it starts
-// listening, so nothing falls between the list and the feed.
+// listening, so nothing falls between the list and the feed. Each watcher
+// hears only of what its user may see: a box's removal too, decided while its
+// owner and shares are still there, so another user's names and ids never leak.
 import type { Actor, FeedChange, Session } from "@hutch/shared";
 import type { BoxService } from "../../box/service.ts";
 import type { SessionService } from "../../session/service.ts";
@@ -37,11 +39,19 @@ export class ChangeService {
 
   /** Calls fn with every change the actor may see; returns the unwatch. */
   watch(actor: Actor, fn: (c: FeedChange) => void): () => void {
+    const maySee = (id: string) => actor.kind === "system" || (this.sessions.boxAccess?.(id, actorUser(actor)) ?? null) !== null;
+    // Once a box is gone its owner and shares are too, so who may hear of its removal is decided just before.
+    const leaving = new Set<string>();
+    const offRemoving = this.boxes.removing.add((id) => {
+      if (maySee(id)) leaving.add(id);
+    });
     const offBoxes = this.boxes.changes.add((id) => {
       const row = this.boxes.byId(id);
-      // A removal names only an id, and once a box is gone its owner is too: every watcher hears it.
-      if (row && actor.kind !== "system" && (this.sessions.boxAccess?.(id, actorUser(actor)) ?? null) === null) return;
-      fn(row ? { type: "box", box: this.boxes.get(id) } : { type: "box.removed", id });
+      if (!row) {
+        if (leaving.delete(id)) fn({ type: "box.removed", id });
+        return;
+      }
+      if (maySee(id)) fn({ type: "box", box: this.boxes.get(id) });
     });
     const offSessions = this.sessions.bus.subscribeAll((id, kind) => {
       if (!SESSION_ROW_KINDS.test(kind)) return;
@@ -50,6 +60,7 @@ export class ChangeService {
       if (session) fn({ type: "session", session });
     });
     return () => {
+      offRemoving();
       offBoxes();
       offSessions();
     };

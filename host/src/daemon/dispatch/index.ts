@@ -10,7 +10,13 @@ import { OPEN, type DispatchAccess } from "./access.ts";
 import { DispatchModel } from "./model.ts";
 
 /** `access`: server mode's rules (./access.ts); without it every caller is the local user and sees everything. */
-export function dispatchController(dispatches: DispatchService, identify: Identify, access: DispatchAccess = OPEN) {
+export function dispatchController(
+  dispatches: DispatchService,
+  identify: Identify,
+  access: DispatchAccess = OPEN,
+  /** Takes n box creations from the caller's limit, all or none: a dispatch pays for its k workers before it starts. */
+  prepay: <T>(n: number, fn: () => T) => T = (_n, fn) => fn(),
+) {
   return new Elysia({ prefix: "/v1", tags: ["dispatch"], normalize: false })
     .onBeforeHandle(({ request }) => {
       if (!access.allowed(request))
@@ -21,7 +27,8 @@ export function dispatchController(dispatches: DispatchService, identify: Identi
       async ({ body, request, set }) => {
         await access.create(request, body);
         set.status = 201;
-        return dispatches.create(body, actorUser(actorFrom(request, identify)));
+        const owner = actorUser(actorFrom(request, identify));
+        return prepay(body.k, () => dispatches.create(body, owner));
       },
       {
         body: DispatchModel.create,

@@ -3,6 +3,7 @@ import { Elysia } from "elysia";
 import { eventKinds, HutchError } from "@hutch/shared";
 import type { SessionService } from "../../session/service.ts";
 import type { SessionStore } from "../../store/sessions.ts";
+import { actorUser } from "../../session/actors.ts";
 import { actorFrom, type Identify } from "../actor.ts";
 import { idempotencyKey } from "../idempotency.ts";
 import { SessionModel } from "./model.ts";
@@ -57,7 +58,7 @@ export function sessionsController(
       "/sessions/:id/events",
       ({ params, body, headers, actor }) => {
         // One key for the request; each event in it gets its own, derived, so a repeat returns every first seq.
-        const key = idempotencyKey(headers);
+        const key = idempotencyKey(headers, actorUser(actor));
         return {
           seqs: sessions.appendFromClient(
             params.id,
@@ -76,7 +77,7 @@ export function sessionsController(
     .post(
       "/sessions/:id/input",
       async ({ params, body, headers, actor }) => ({
-        seq: await sessions.input(params.id, actor, body.text, idempotencyKey(headers) ?? undefined),
+        seq: await sessions.input(params.id, actor, body.text, idempotencyKey(headers, actorUser(actor)) ?? undefined),
       }),
       {
         params: SessionModel.id,
@@ -88,7 +89,7 @@ export function sessionsController(
     .post(
       "/sessions/:id/annotations",
       ({ params, body, headers, actor }) => ({
-        seq: sessions.annotate(params.id, actor, body.text, body.anchor, idempotencyKey(headers) ?? undefined),
+        seq: sessions.annotate(params.id, actor, body.text, body.anchor, idempotencyKey(headers, actorUser(actor)) ?? undefined),
       }),
       {
         params: SessionModel.id,
