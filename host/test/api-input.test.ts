@@ -149,7 +149,7 @@ describe("bodies", () => {
   test("an empty body is an empty object: a required field is named", async () => {
     const r = await call("POST", "/v1/boxes", "");
     expect(r.status).toBe(400);
-    expect(r.body.error!.message).toStartWith("name: ");
+    expect(r.body.error!.message).toStartWith("box name: ");
   });
 
   test("bodies are documented as JSON", async () => {

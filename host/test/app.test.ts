@@ -58,13 +58,13 @@ describe("daemon API", () => {
   });
 
   test.each([
-    [{ name: "Upper" }, "name"],
-    [{ name: "" }, "name"],
-    [{ name: "x".repeat(64) }, "name"],
+    [{ name: "Upper" }, `box name "Upper": use lower-case letters`],
+    [{ name: "" }, "box name"],
+    [{ name: "x".repeat(64) }, "box name"],
     [{ name: "ok", engine: "docker" }, "engine"],
     [{ name: "ok", start: 1 }, "start"],
     [{ name: "ok", extra: true }, "extra"],
-    [{}, "name"],
+    [{}, "box name"],
   ])("a malformed body %j is a 400 naming %s, and stores nothing", async (body, field) => {
     const before = (await call("GET", "/v1/boxes")).body.length;
     const r = await call("POST", "/v1/boxes", body);

@@ -14,7 +14,7 @@ export const IdempotencyKey = Type.String({
   minLength: 1,
   maxLength: 128,
   pattern: "^[!-~]+$",
-  title: "Idempotency-Key",
+  title: "idempotency-key",
   description: "1-128 visible ASCII characters, e.g. a UUID",
   rule: "visible ASCII characters only (no spaces), e.g. a UUID",
 });
