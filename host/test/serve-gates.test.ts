@@ -108,6 +108,9 @@ describe("the creation limit holds on every route that makes a box", () => {
     expect(ran.status).toBe(200);
     expect(ran.text).toContain('"type":"result"');
     expect(ran.text).toContain("booted a box");
+    // Nothing of the server's paths or pid for a remote caller (as /v1/health).
+    expect(ran.text.includes(home)).toBe(false);
+    expect(ran.text.includes(`pid ${process.pid}`)).toBe(false);
     // One left: the run's box was charged once, up front.
     expect((await call("POST", "/v1/boxes", p, { name: fresh("doc") })).status).toBe(201);
     const r = await doctor();

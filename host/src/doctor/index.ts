@@ -13,8 +13,8 @@ export interface DoctorDeps {
   boxes: BoxService;
   /** By name, in the order they are checked (process, then qemu). */
   engines: Record<string, Engine>;
-  /** Where clients reach this daemon, for the first check. */
-  where: string;
+  /** Where clients reach this daemon, for the first check; null for a remote caller, who is told nothing of the server's paths or pid. */
+  where: string | null;
 }
 
 const ACCEL_FIX = {
@@ -55,7 +55,7 @@ export async function runDoctor(deps: DoctorDeps, report: (p: OpProgress) => voi
     checks.push(c);
     report({ type: "check", check: c });
   };
-  add({ name: "daemon", ok: true, detail: `answers at ${deps.where} (pid ${process.pid})` });
+  add({ name: "daemon", ok: true, detail: deps.where ? `answers at ${deps.where} (pid ${process.pid})` : "answers" });
   for (const [name, engine] of Object.entries(deps.engines)) {
     step(`probing the ${name} engine`);
     const probe = await engine.probe();

@@ -4,6 +4,7 @@
 import { Elysia } from "elysia";
 import { runDoctor, type DoctorDeps } from "../../doctor/index.ts";
 import { opResponse, type RunningOps } from "../ops.ts";
+import { principalOf } from "../actor.ts";
 
 /** Takes n box creations from the caller's limit (all or none, else throws) and runs fn with them paid for. */
 export type Prepay = <T>(n: number, fn: () => T) => T;
@@ -13,7 +14,9 @@ export function doctorController(deps: DoctorDeps, running: RunningOps, prepay: 
     "/doctor",
     ({ request }) =>
       prepay(Object.keys(deps.engines).length, () =>
-        opResponse("doctor", request, running, (report, signal) => runDoctor(deps, report, signal)),
+        opResponse("doctor", request, running, (report, signal) =>
+          runDoctor({ ...deps, where: principalOf(request)?.remote ? null : deps.where }, report, signal),
+        ),
       ),
     {
       detail: {
