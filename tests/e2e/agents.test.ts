@@ -230,6 +230,8 @@ describe("bad input", () => {
     try {
       bare.env.HUTCH_AGENTS_DIR = mkdtempSync(join(tmpdir(), "hutch-no-agents-"));
       bare.env.HUTCH_AGENT_INSTALL = "0";
+      // Its model's secret is stored: the run gets past that check to the missing CLI.
+      expect((await bare.run(["secret", "set", "openai"], { stdin: "sk-bare-test" })).code).toBe(0);
       const r = await bare.run(["run", "--agent", "pi", "--prompt", PROMPT]);
       expect(r.code).toBe(1);
       expect(r.stdout).toContain("the agent CLI is not installed");

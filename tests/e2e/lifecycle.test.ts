@@ -182,10 +182,10 @@ describe("bad input", () => {
         body,
       });
     const cases: [string, string][] = [
-      [JSON.stringify({ name: 5 }), "name"],
+      [JSON.stringify({ name: 5 }), "box name"],
       [JSON.stringify({ name: "ok", engine: "vmware" }), "engine"],
       [JSON.stringify({ name: "ok", start: "yes" }), "start"],
-      [JSON.stringify({}), "name"],
+      [JSON.stringify({}), "box name"],
     ];
     for (const [body, field] of cases) {
       const res = await post(body);
