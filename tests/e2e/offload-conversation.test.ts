@@ -82,7 +82,7 @@ describe.each(["claude", "codex", "pi"] as const)("%s", (agent) => {
     const dir = repo(`app-${agent}`);
     const home = mkdtempSync(join(tmpdir(), `hutch-conv-${agent}-home-`));
     const box = `conv-${agent}`;
-    expect((await h.run(["box", "create", box, "--start", "--secret", "anthropic", "--secret", "openai"])).code).toBe(0);
+    // No box beforehand: the offload makes it, and gives it the carried agent's binding (its secret is stored).
 
     // Turn 1, on this machine; the user pasted the token (held back as .env) into the conversation.
     fake.reset();

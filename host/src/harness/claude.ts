@@ -3,6 +3,7 @@
 // per line: system/init, stream_event (raw Messages API events, for deltas),
 // assistant and user messages (tool calls and results), and a final result
 // with the turn's usage. Flags checked against `claude --help` of the pinned version.
+import { AGENT_BINDINGS } from "@hutch/shared/base";
 import { Emitter } from "./emit.ts";
 import { jsonLines, obj, raw, str } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent, Mapper } from "./types.ts";
@@ -158,7 +159,7 @@ const MCP_TOKEN_ENV = "HUTCH_MCP_TOKEN";
 export const claude: Harness = {
   name: "claude",
   npm: { name: "@anthropic-ai/claude-code", version: "2.1.332", bin: "claude" },
-  bindings: ["anthropic"],
+  bindings: [...AGENT_BINDINGS.claude],
   egress: [],
   env: (ctx) => ({
     ANTHROPIC_BASE_URL: ctx.endpoint("anthropic"),

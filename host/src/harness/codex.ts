@@ -4,6 +4,7 @@
 // turn.completed with usage, or turn.failed. It streams whole items, not
 // token deltas, so a message's one delta is its whole text. Flags checked
 // against `codex exec --help` of the pinned version.
+import { AGENT_BINDINGS } from "@hutch/shared/base";
 import { Emitter } from "./emit.ts";
 import { jsonLines, obj, raw, str } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent, Mapper } from "./types.ts";
@@ -82,7 +83,7 @@ const model = (ctx: AgentContext) => ctx.model ?? "gpt-5-codex";
 export const codex: Harness = {
   name: "codex",
   npm: { name: "@openai/codex", version: "0.171.0", bin: "codex" },
-  bindings: ["openai"],
+  bindings: [...AGENT_BINDINGS.codex],
   egress: [],
   env: (ctx) => ({ OPENAI_API_KEY: ctx.stub("openai"), ...(ctx.mcp ? { HUTCH_MCP_TOKEN: ctx.mcp.token } : {}) }),
   // A provider of our own: the built-in one ignores OPENAI_BASE_URL and

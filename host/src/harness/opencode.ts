@@ -3,6 +3,7 @@
 // tool_use (with its final state: input, output or error), step_finish (with
 // tokens and why the step ended), error. Flags checked against
 // `opencode run --help` of the pinned version.
+import { AGENT_BINDINGS } from "@hutch/shared/base";
 import { Emitter } from "./emit.ts";
 import { jsonLines, obj, raw, str } from "./limits.ts";
 import type { AgentContext, Harness, Mapper } from "./types.ts";
@@ -54,7 +55,7 @@ const model = (ctx: AgentContext) =>
 export const opencode: Harness = {
   name: "opencode",
   npm: { name: "opencode-ai", version: "1.18.33", bin: "opencode" },
-  bindings: ["anthropic"],
+  bindings: [...AGENT_BINDINGS.opencode],
   egress: [],
   env: (ctx) => ({
     ANTHROPIC_API_KEY: ctx.stub("anthropic"),

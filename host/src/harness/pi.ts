@@ -4,6 +4,7 @@
 // tool_execution_start/update/end. It reaches the model through a provider
 // declared in ~/.pi/agent/models.json (OpenAI Chat Completions at the broker).
 // Flags checked against `pi --help` and docs/json.md of the pinned version.
+import { AGENT_BINDINGS } from "@hutch/shared/base";
 import { Emitter } from "./emit.ts";
 import { jsonLines, obj, raw, str } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent, Mapper } from "./types.ts";
@@ -98,7 +99,7 @@ export const pi: Harness = {
     bin: "pi",
     runtime: { name: `node-linux-${process.arch === "arm64" ? "arm64" : "x64"}`, version: "22.23.5", bin: "bin/node" },
   },
-  bindings: ["openai"],
+  bindings: [...AGENT_BINDINGS.pi],
   egress: [],
   env: (ctx) => ({ OPENAI_API_KEY: ctx.stub("openai"), PI_OFFLINE: "1", PI_TELEMETRY: "0" }),
   files: (ctx) => ({

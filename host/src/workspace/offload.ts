@@ -8,8 +8,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
-import { HutchError } from "@hutch/shared/base";
-import type { OffloadOutput } from "@hutch/shared";
+import { AGENT_BINDINGS, HutchError } from "@hutch/shared/base";
+import type { BoxPolicy, CarriedConversation, OffloadOutput, SecretInfo } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
 import { runningBox, sendDir, sh } from "./box.ts";
 import { carryConversations, checkNote, wouldCarry } from "./conversation/index.ts";
@@ -210,6 +210,7 @@ export async function offload(
     record.conversations = conv.conversations;
     await writeRecord(repo.gitDir, record);
     p.notes.push(...conv.notes);
+    p.notes.push(...(await bindCarriedAgents(d, p.box, conv.conversations)));
     const stage = `/workspace/.hutch-stage-${id}`;
     await sh(
       d,
@@ -380,4 +381,24 @@ async function setIgnoredRef(repo: Repo, box: string, tree: string | null, date:
   const c = await commitTree(repo.root, tree, null, `hutch: ignored files carried to ${box}`, date);
   await git(repo.root, ["update-ref", offloadRef(box, "ignored"), c]);
   return c;
+}
+
+/**
+ * A carried conversation is resumed by its agent in the box, which reaches
+ * its model through the broker: the box gets that agent's binding when the
+ * user has stored its secret (`hutch run BOX --agent A` then just works), and
+ * a note saying how otherwise. Enabling is additive and idempotent.
+ */
+async function bindCarriedAgents(d: DaemonClient, box: string, carried: readonly CarriedConversation[]): Promise<string[]> {
+  const wanted = [...new Set(carried.flatMap((c) => AGENT_BINDINGS[c.agent]))];
+  if (wanted.length === 0) return [];
+  const stored = new Set((await d.request<SecretInfo[]>("GET", "/v1/secrets")).flatMap((s) => s.bindings));
+  const bind = wanted.filter((b) => stored.has(b));
+  if (bind.length > 0) await d.request<BoxPolicy>("PATCH", `/v1/boxes/${encodeURIComponent(box)}/policy`, { bindings: bind });
+  return wanted
+    .filter((b) => !stored.has(b))
+    .map(
+      (b) =>
+        `the carried conversation's agent needs the ${b} binding, and no secret is stored for it: printf %s "$KEY" | hutch secret set ${b} && hutch box policy ${box} --secret ${b}`,
+    );
 }
