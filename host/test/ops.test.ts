@@ -124,13 +124,15 @@ describe("an operation's answer", () => {
   });
 
   test("shutdown aborts what is running, and the client hears why", async () => {
+    const started = Promise.withResolvers<void>();
     work = async (report, signal) => {
       report({ type: "step", n: 1, title: "long" });
+      started.resolve();
       await new Promise<void>((r) => signal.addEventListener("abort", () => r()));
       throw signal.reason;
     };
     const pending = runOp(daemon, "/v1/op", {}, Type.Unknown()).catch((e) => e);
-    await Bun.sleep(50);
+    await started.promise;
     running.close();
     const err = (await pending) as HutchError;
     expect(err).toMatchObject({ code: "unavailable" });

@@ -7,7 +7,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Events, read, type SessionEvent } from "../../shared/src/index.ts";
-import { makeHome, onTerminal, type Home } from "../helpers.ts";
+import { makeHome, onTerminal, waitFor, type Home } from "../helpers.ts";
 import { at, events, expectHeadlessTurn, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 
@@ -70,18 +70,27 @@ test("two clients subscribed to the same session see the same events in the same
   expect(run.code, run.stderr).toBe(0);
   const id = (JSON.parse(run.stdout) as { id: string }).id;
   const subs = [h.spawn(["session", "subscribe", id]), h.spawn(["session", "subscribe", id])];
+  const outs = subs.map((s) => {
+    const out = { text: "", ended: Promise.resolve() };
+    out.ended = (async () => {
+      const dec = new TextDecoder();
+      for await (const chunk of s.stdout as ReadableStream<Uint8Array>) out.text += dec.decode(chunk, { stream: true });
+    })();
+    return out;
+  });
+  const lines = (text: string) =>
+    text
+      .slice(0, text.lastIndexOf("\n") + 1)
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as SessionEvent);
   const wait = await h.run(["session", "wait", id, "--idle", "--json"]);
   expect(wait.code, wait.stdout + wait.stderr).toBe(0);
-  await Bun.sleep(500);
+  const logged = (await events(h, id)).length;
+  await waitFor(`both subscribers to print the ${logged} events logged by idle`, () => outs.every((o) => lines(o.text).length >= logged));
   for (const s of subs) s.kill();
-  const seen = await Promise.all(
-    subs.map(async (s) =>
-      (await new Response(s.stdout as ReadableStream).text())
-        .trim()
-        .split("\n")
-        .map((l) => JSON.parse(l) as SessionEvent),
-    ),
-  );
+  await Promise.all(outs.map((o) => o.ended));
+  const seen = outs.map((o) => lines(o.text));
   const key = (list: SessionEvent[]) => list.map((e) => `${e.seq}:${e.kind}`);
   expect(key(seen[0]!)).toEqual(key(seen[1]!));
   expect(key(seen[0]!)).toEqual(key(await events(h, id)));

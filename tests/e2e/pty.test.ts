@@ -1,7 +1,7 @@
 // A terminal owned by the box: resize, type, see output; disconnect, reattach,
 // and the screen comes back with the command still running.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { makeHome, onTerminal as term, type Home } from "../helpers.ts";
+import { makeHome, onTerminal as term, waitFor, type Home } from "../helpers.ts";
 
 let h: Home;
 beforeAll(async () => {
@@ -17,9 +17,11 @@ describe("hutch exec --tty", () => {
     const a = onTerminal(["exec", "--tty", "t", "--", "sh"]);
     await a.until("$ ");
     a.proc.terminal!.resize(100, 30);
-    await Bun.sleep(200);
-    a.type("stty size\n");
-    await a.until("30 100");
+    // The new size travels by SIGWINCH to the client, beside the keys: ask again until the box's terminal has it.
+    await waitFor("the box's terminal to take the new size", () => {
+      a.type("stty size\n");
+      return a.text().includes("30 100");
+    });
     a.type("i=0; while true; do i=$((i+1)); echo tick-$i; sleep 0.3; done\n");
     await a.until("tick-3");
     // Disconnect the hard way: the client dies, the terminal in the box does not.

@@ -108,9 +108,11 @@ describe("through --remote, as locally", () => {
     const a = onTerminal(alice, ["exec", "--tty", "web", "--", "sh"]);
     await a.until("$ ");
     a.proc.terminal!.resize(100, 30);
-    await Bun.sleep(200);
-    a.type("stty size\n");
-    await a.until("30 100");
+    // The new size travels by SIGWINCH to the client, beside the keys: ask again until the box's terminal has it.
+    await waitFor("the box's terminal to take the new size", () => {
+      a.type("stty size\n");
+      return a.text().includes("30 100");
+    });
     a.type("echo mark-$((6*7))\n");
     await a.until("mark-42");
     a.proc.kill("SIGKILL");
@@ -395,8 +397,13 @@ describe("auth", () => {
   test("no token in the server's or the client's logs, files or process arguments", async () => {
     const tokens = [alice.join, bob.join].map(tokenOf);
     const secretPart = tokens.map((t) => t.slice(-43));
-    const running = alice.spawn(["exec", "web", "--", "sleep", "2"]);
-    await Bun.sleep(500);
+    // An argument no other process has: its sleep running in the box says the exec and its client are up.
+    const running = alice.spawn(["exec", "web", "--", "sleep", "2.0417"]);
+    const isTheSleep = (pid: string) => {
+      const argv = read(`/proc/${pid}/cmdline`).split("\0");
+      return argv[0]!.endsWith("sleep") && argv[1] === "2.0417";
+    };
+    await waitFor("the exec's process in the box", () => readdirSync("/proc").some(isTheSleep));
     for (const pid of readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
       let argv = "";
       try {
@@ -538,8 +545,8 @@ describe("dropped connections, terminals", () => {
       await t.until("one-2");
       const before = proxy.opened();
       proxy.drop();
+      // Keys typed while it reattaches wait for the new stream (client/exec.ts), so type at once.
       await waitFor("the terminal's new connection", () => proxy.opened() > before, 10_000);
-      await Bun.sleep(300);
       t.type("echo two-$((2+2))\n");
       await t.until("two-4");
       expect(t.proc.exitCode).toBeNull();
@@ -646,9 +653,12 @@ describe("bad input", () => {
     const c = await joinClient(srv, "carol", { join: await srv.join("carol", ["--expires", "2s"]) });
     try {
       expect((await c.run(["box", "list"])).code).toBe(0);
-      await Bun.sleep(2200);
-      const r = await c.run(["box", "list"]);
-      expect(r.code).toBe(3);
+      // Real time on a real server (no clock a process's environment could move): ask until it refuses, within a bound.
+      const r = await waitFor("the server to refuse the expired token", async () => {
+        const tried = await c.run(["box", "list"]);
+        return tried.code === 0 ? null : tried;
+      });
+      expect(r.code, r.stderr).toBe(3);
       expect(r.stderr).toContain("expired");
     } finally {
       await c.cleanup();

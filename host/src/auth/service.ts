@@ -54,6 +54,8 @@ export class AuthService {
     db: Database,
     /** The unix socket's user: owner of every box without an owner row. */
     readonly localUser: string,
+    /** The clock expiry is judged by, in ms since the epoch: a test passes its own to expire a token without waiting. */
+    private readonly now: () => number = Date.now,
   ) {
     this.store = new AuthStore(db);
   }
@@ -86,7 +88,7 @@ export class AuthService {
     const id = tokenId();
     const secret = randomBytes(32).toString("base64url");
     const token = `hutch_${id}_${secret}`;
-    const expiresAt = body.expiresIn ? Date.now() + body.expiresIn * 1000 : null;
+    const expiresAt = body.expiresIn ? this.now() + body.expiresIn * 1000 : null;
     const row = this.store.insertToken(id, body.user, sha256(secret), body.scopes ?? ["read", "write"], expiresAt);
     const join: JoinToken = { v: 1, url, fingerprint: server.fingerprint, user: body.user, token };
     return { token: toTokenInfo(row), join: encodeJoin(join) };
@@ -121,7 +123,7 @@ export class AuthService {
     if (!parts || !row || !timingSafeEqual(row.hash, sha256(parts[2]!)))
       throw unauthorized("unknown token", "ask the server's admin for a new one: hutch token create --user NAME");
     if (row.revoked_at) throw unauthorized(`token ${row.id} was revoked`, "ask the server's admin for a new one");
-    if (row.expires_at !== null && row.expires_at <= Date.now())
+    if (row.expires_at !== null && row.expires_at <= this.now())
       throw unauthorized(`token ${row.id} expired at ${new Date(row.expires_at).toISOString()}`, "ask the server's admin for a new one");
     this.store.touch(row.id);
     return { user: row.user, scopes: JSON.parse(row.scopes) as TokenScope[], remote: true, token: row.id };
@@ -130,7 +132,7 @@ export class AuthService {
   /** Whether a token still stands (for open sockets): not revoked, not expired. */
   stillValid(id: string): boolean {
     const row = this.store.token(id);
-    return !!row && !row.revoked_at && (row.expires_at === null || row.expires_at > Date.now());
+    return !!row && !row.revoked_at && (row.expires_at === null || row.expires_at > this.now());
   }
 
   /**
