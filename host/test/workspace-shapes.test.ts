@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { check, type BringBackOutput, type OffloadOutput, OffloadRecordFile } from "@hutch/shared";
-import type { BringBackResult } from "../src/workspace/bring-back.ts";
+import type { bringBack } from "../src/workspace/bring-back.ts";
 import type { OffloadResult } from "../src/workspace/offload.ts";
 import { type OffloadRecord, recordPath, writeRecord } from "../src/workspace/record.ts";
 
@@ -15,7 +15,7 @@ import { type OffloadRecord, recordPath, writeRecord } from "../src/workspace/re
 const fits = {
   record: (r: OffloadRecord): OffloadRecordFile => r,
   offload: (r: OffloadResult): OffloadOutput => r,
-  bringBack: (r: BringBackResult): BringBackOutput => r,
+  bringBack: (r: Awaited<ReturnType<typeof bringBack>>): BringBackOutput => r,
 };
 
 const dir = mkdtempSync(join(tmpdir(), "hutch-shapes-"));

@@ -105,6 +105,8 @@ export const BringBackOutput = Type.Object({
   sessionLog: Type.Optional(SessionLogImport),
   /** The box agent's conversations written beside the local CLI's, each with the command that continues it. */
   conversations: Type.Array(BroughtConversation),
+  /** What to know about the conversations: one left in the box and why, secrets replaced on the way home. */
+  notes: Type.Array(Type.String()),
 });
 export type BringBackOutput = Static<typeof BringBackOutput>;
 
