@@ -61,6 +61,8 @@ export const OpCounts = line("counts", {
 });
 export const OpProgress = Type.Union([OpStep, OpDetail, OpNote, OpDone, OpCheck, OpCounts]);
 export type OpProgress = Static<typeof OpProgress>;
+/** How a piece of work reports as it goes: each call is one progress line of its answer, in order. */
+export type OpReport = (p: OpProgress) => void;
 
 /** The last line when the work failed: the error body every route answers with, tagged. */
 export const OpError = line("error", {

@@ -18,6 +18,7 @@ import {
   OpLine,
   type OpError,
   type OpProgress,
+  type OpReport,
 } from "@hutch/shared";
 import { log } from "../log.ts";
 import { selfArgv } from "../self.ts";
@@ -82,7 +83,7 @@ export class ImageBuilds {
    * Claims the name or refuses (before any answer starts streaming), and
    * returns the build to run; the claim ends with it.
    */
-  claim(body: ImageBuildBody): (report: (p: OpProgress) => void, signal: AbortSignal) => Promise<ImageBuildResult> {
+  claim(body: ImageBuildBody): (report: OpReport, signal: AbortSignal) => Promise<ImageBuildResult> {
     const name = body.name ?? DEFAULT_IMAGE;
     checkImageName(name);
     if (this.running.has(name))
@@ -102,7 +103,7 @@ export class ImageBuilds {
     removeImage(this.home, name, overlayUsers(this.home), names);
   }
 
-  private async inWorker(body: ImageBuildBody, report: (p: OpProgress) => void, signal: AbortSignal): Promise<ImageBuildResult> {
+  private async inWorker(body: ImageBuildBody, report: OpReport, signal: AbortSignal): Promise<ImageBuildResult> {
     const child = Bun.spawn(selfArgv("daemon", "--home", this.home, "--image-build", JSON.stringify(body)), {
       stdin: "ignore",
       stdout: "pipe",
