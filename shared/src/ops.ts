@@ -80,6 +80,8 @@ export const OpResult = <S extends TSchema>(value: S) => line("result", { value 
 
 /** Every line an op with this result can send. */
 export const OpLine = <S extends TSchema>(value: S) => Type.Union([OpProgress, OpResult(value), OpError]);
+/** A line OpLine(schema) passed, for a result of type T (Static of the union does not resolve while T is generic). */
+export type OpLine<T> = OpProgress | OpError | { type: "result"; value: T };
 
 // POST /v1/doctor
 export const DoctorReport = Type.Object({ ok: Type.Boolean(), checks: Type.Array(DoctorCheck) }, { additionalProperties: false });
