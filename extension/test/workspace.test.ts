@@ -55,6 +55,7 @@ const back = (c: BringBackOutput["case"], more: Partial<BringBackOutput> = {}): 
   files: ["src/a.ts"],
   commits: [],
   conversations: [],
+  notes: [],
   quarantine: "refs/hutch/app/",
   ...more,
 });

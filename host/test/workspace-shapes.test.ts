@@ -6,8 +6,8 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { check, type BringBackOutput, type OffloadOutput, OffloadRecordFile } from "@hutch/shared";
-import type { BringBackResult } from "../src/workspace/bring-back.ts";
+import { check, BringBackOutput, type OffloadOutput, OffloadRecordFile } from "@hutch/shared";
+import type { bringBack } from "../src/workspace/bring-back.ts";
 import type { OffloadResult } from "../src/workspace/offload.ts";
 import { type OffloadRecord, recordPath, writeRecord } from "../src/workspace/record.ts";
 
@@ -15,7 +15,7 @@ import { type OffloadRecord, recordPath, writeRecord } from "../src/workspace/re
 const fits = {
   record: (r: OffloadRecord): OffloadRecordFile => r,
   offload: (r: OffloadResult): OffloadOutput => r,
-  bringBack: (r: BringBackResult): BringBackOutput => r,
+  bringBack: (r: Awaited<ReturnType<typeof bringBack>>): BringBackOutput => r,
 };
 
 const dir = mkdtempSync(join(tmpdir(), "hutch-shapes-"));
@@ -41,4 +41,22 @@ test("a record hutch writes is one the extension accepts", async () => {
   expect(check(OffloadRecordFile, read)).toBe(true);
   expect(check(OffloadRecordFile, { ...r, state: "lost" })).toBe(false);
   expect(Object.keys(fits)).toHaveLength(3);
+});
+
+test("bring-back's --json carries its notes, and the extension's check requires them", () => {
+  const r: BringBackOutput = {
+    case: "nothing",
+    box: "app",
+    root: "/home/me/app",
+    branch: "main",
+    dryRun: false,
+    files: [],
+    commits: [],
+    quarantine: "refs/hutch/app/",
+    conversations: [],
+    notes: ["the box's claude conversation c1 is too big (9 bytes): left in the box"],
+  };
+  expect(check(BringBackOutput, JSON.parse(JSON.stringify(r)))).toBe(true);
+  const { notes: _notes, ...withoutNotes } = r;
+  expect(check(BringBackOutput, withoutNotes)).toBe(false);
 });

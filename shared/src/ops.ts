@@ -61,6 +61,8 @@ export const OpCounts = line("counts", {
 });
 export const OpProgress = Type.Union([OpStep, OpDetail, OpNote, OpDone, OpCheck, OpCounts]);
 export type OpProgress = Static<typeof OpProgress>;
+/** How a piece of work reports as it goes: each call is one progress line of its answer, in order. */
+export type OpReport = (p: OpProgress) => void;
 
 /** The last line when the work failed: the error body every route answers with, tagged. */
 export const OpError = line("error", {
@@ -78,6 +80,8 @@ export const OpResult = <S extends TSchema>(value: S) => line("result", { value 
 
 /** Every line an op with this result can send. */
 export const OpLine = <S extends TSchema>(value: S) => Type.Union([OpProgress, OpResult(value), OpError]);
+/** A line OpLine(schema) passed, for a result of type T (Static of the union does not resolve while T is generic). */
+export type OpLine<T> = OpProgress | OpError | { type: "result"; value: T };
 
 // POST /v1/doctor
 export const DoctorReport = Type.Object({ ok: Type.Boolean(), checks: Type.Array(DoctorCheck) }, { additionalProperties: false });

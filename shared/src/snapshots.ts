@@ -74,6 +74,7 @@ export const BrowseEntry = Type.Object(
   },
   { additionalProperties: false },
 );
+export type BrowseEntry = Static<typeof BrowseEntry>;
 export const SnapshotBrowse = Type.Object(
   { snapshot: Type.String(), path: Type.String(), entries: Type.Array(BrowseEntry) },
   { additionalProperties: false },

@@ -105,25 +105,55 @@ export const BringBackOutput = Type.Object({
   sessionLog: Type.Optional(SessionLogImport),
   /** The box agent's conversations written beside the local CLI's, each with the command that continues it. */
   conversations: Type.Array(BroughtConversation),
+  /** What to know about the conversations: one left in the box and why, secrets replaced on the way home. */
+  notes: Type.Array(Type.String()),
 });
 export type BringBackOutput = Static<typeof BringBackOutput>;
+
+/** What a box's copy was after an offload (or after its work last came home): what an update starts from. */
+export const OffloadBaseline = Type.Object({
+  id: Type.String(),
+  base: Type.String(),
+  boxHead: Type.Optional(Type.String()),
+  indexTree: Type.String(),
+  workTree: Type.String(),
+  /** The offload's work commit then: the box holds it, so an update leaves its objects out. */
+  work: Type.String(),
+  /** The git-ignored files carried then: their tree, and the commit of it the box holds. */
+  ignoredTree: Type.Optional(Type.String()),
+  ignored: Type.Optional(Type.String()),
+});
+export type OffloadBaseline = Static<typeof OffloadBaseline>;
 
 /** The offload journal in the user's repository, `.git/hutch/<box>.json`. */
 export const OffloadRecordFile = Type.Object({
   version: Type.Literal(1),
+  /** This attempt's id; the box's copy carries it (.git/hutch-offload-id) once complete. */
   id: Type.String(),
   box: Type.String(),
+  /** The repository in the box. */
   guestDir: Type.String(),
   branch: Type.String(),
+  /** The local commit the work was offloaded from, or the box's HEAD after a fast-forward brought it home. */
   base: Type.String(),
-  /** Set once the box's work came home by fast-forward or merge. */
+  /** The box's HEAD when its work last came home (bring-back exports what follows it); the base until then. */
   boxHead: Type.Optional(Type.String()),
+  /** The baseline trees: what was offloaded, then what the box had when its work last came home. */
   indexTree: Type.String(),
   workTree: Type.String(),
   heldBack: Type.Array(Type.String()),
+  /** The --include paths, so bring-back sees the work tree the same way. */
   include: Type.Array(Type.String()),
+  /** The --include-ignored patterns (with the repository's hutch.includeIgnored), and the tree of the files they carried. */
+  includeIgnored: Type.Optional(Type.Array(Type.String())),
+  ignoredTree: Type.Optional(Type.String()),
   state: Type.Union([Type.Literal("sending"), Type.Literal("done")]),
   at: Type.String(),
+  /** Set while a second offload updates the box's copy: the copy it started from (a rerun checks the box against it). */
+  from: Type.Optional(OffloadBaseline),
+  /** The agents' conversations carried into the box, and those brought home from it. */
+  conversations: Type.Optional(Type.Array(CarriedConversation)),
+  conversationsHome: Type.Optional(Type.Array(BroughtConversation)),
 });
 export type OffloadRecordFile = Static<typeof OffloadRecordFile>;
 

@@ -12,8 +12,12 @@ import {
   BrowserWaitResult,
   HutchError,
   TabInfo,
-  type BrowserAction,
+  type BrowserAct,
+  type BrowserScreenshot,
+  type BrowserSnapshot,
+  type BrowserWait,
   type Static,
+  type TSchema,
 } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { callTool, callToolBytes } from "./tool.ts";
@@ -21,15 +25,8 @@ import { callTool, callToolBytes } from "./tool.ts";
 /** A PNG larger than this from a box is refused (a 1280×16,000 full page is ~10 MB). */
 export const SCREENSHOT_MAX_BYTES = 64 * 1024 * 1024;
 
-export interface ActArgs {
-  action: BrowserAction;
-  ref?: string;
-  text?: string;
-  key?: string;
-  submit?: boolean;
-  values?: string[];
-  paths?: string[];
-}
+/** A tool's arguments as the CLI and `hutch mcp` pass them: its schema's, less the tool's name and the tab (given apart, or the last one). */
+type Args<S extends TSchema> = Omit<Static<S>, "tool" | "tab">;
 
 export class BoxBrowser {
   constructor(
@@ -62,7 +59,7 @@ export class BoxBrowser {
     return callTool(this.d, this.box, { tool: "browser.close", tab: await this.tab(tab) }, TabInfo);
   }
 
-  async snapshot(opts: { tab?: string; delta?: boolean; maxBytes?: number; more?: string } = {}): Promise<BrowserSnapshotResult> {
+  async snapshot(opts: Args<typeof BrowserSnapshot> & { tab?: string } = {}): Promise<BrowserSnapshotResult> {
     const { tab, ...rest } = opts;
     const { value, bytes } = await callToolBytes(
       this.d,
@@ -87,15 +84,15 @@ export class BoxBrowser {
     return { ...rest2, text };
   }
 
-  async act(args: ActArgs, tab?: string): Promise<TabInfo> {
+  async act(args: Args<typeof BrowserAct>, tab?: string): Promise<TabInfo> {
     return callTool(this.d, this.box, { tool: "browser.act", tab: await this.tab(tab), ...args }, TabInfo);
   }
 
-  async wait(args: { text?: string; ref?: string; timeoutMs?: number }, tab?: string): Promise<Static<typeof BrowserWaitResult>> {
+  async wait(args: Args<typeof BrowserWait>, tab?: string): Promise<Static<typeof BrowserWaitResult>> {
     return callTool(this.d, this.box, { tool: "browser.wait", tab: await this.tab(tab), ...args }, BrowserWaitResult);
   }
 
-  async screenshot(args: { ref?: string; fullPage?: boolean }, tab?: string): Promise<{ info: BrowserScreenshotResult; png: Uint8Array }> {
+  async screenshot(args: Args<typeof BrowserScreenshot>, tab?: string): Promise<{ info: BrowserScreenshotResult; png: Uint8Array }> {
     const { value, bytes } = await callToolBytes(
       this.d,
       this.box,

@@ -3,7 +3,7 @@
 // use. Progress goes to the caller as it arrives; the result is returned, an
 // error line thrown as the named error it carries. A body that ends without
 // either means the daemon went away mid-operation.
-import { check, firstError, HutchError, ndjson, OpLine, type OpError, type OpProgress, type Static, type TSchema } from "@hutch/shared";
+import { check, firstError, HutchError, ndjson, OpLine, type OpProgress, type Static, type TSchema } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 
 export interface OpHandlers {
@@ -41,7 +41,7 @@ export async function runOp<S extends TSchema>(
           `the daemon sent a malformed ${what} line: ${firstError(schema, raw)}`,
           "the daemon and this CLI may be different builds: restart the daemon",
         );
-      const line = raw as OpProgress | OpError | { type: "result"; value: Static<S> };
+      const line = raw as OpLine<Static<S>>;
       if (line.type === "error") throw new HutchError(line.error.code, line.error.message, line.error.hint, line.error.data);
       h.line?.(line);
       if (line.type === "result") return line.value;

@@ -4,13 +4,12 @@
 // client goes away, or the daemon shuts down, its signal aborts, and the work
 // decides how to stop (an image build kills its commands and removes its
 // staging; doctor deletes its throwaway boxes).
-import { HutchError, type OpProgress } from "@hutch/shared";
+import { HutchError, type OpReport } from "@hutch/shared";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "ops" });
 
-export type Report = (p: OpProgress) => void;
-export type OpWork<R> = (report: Report, signal: AbortSignal) => Promise<R>;
+export type OpWork<R> = (report: OpReport, signal: AbortSignal) => Promise<R>;
 
 /** The operations running now, so shutdown can abort them (their answers would hold the daemon's stop). */
 export class RunningOps {

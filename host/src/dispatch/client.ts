@@ -4,10 +4,9 @@
 // the orchestration session, the dispatch itself running in the daemon. A
 // Ctrl-C cancels it (the daemon tears its boxes down and keeps logs, diffs
 // and verdicts), as `docker compose up` stops what it started.
-import { Events, HutchError, read, type Dispatch, type DispatchCreateBody, type SessionEvent } from "@hutch/shared";
+import { type BringBackOutput, Events, HutchError, read, type Dispatch, type DispatchCreateBody, type SessionEvent } from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
 import { subscribe } from "../client/subscribe.ts";
-import type { BringBackResult } from "../workspace/bring-back.ts";
 
 export interface DispatchOptions extends Omit<DispatchCreateBody, "box" | "ownBox" | "workdir"> {
   /** Offload the work tree around cwd and bring the winner back into it. */
@@ -17,7 +16,7 @@ export interface DispatchOptions extends Omit<DispatchCreateBody, "box" | "ownBo
 
 export interface DispatchOutcome {
   dispatch: Dispatch;
-  bringBack: BringBackResult | null;
+  bringBack: BringBackOutput | null;
 }
 
 export async function runDispatch(
@@ -80,7 +79,7 @@ async function bringWinnerHome(
   base: string,
   winner: string,
   progress: (s: string) => void,
-): Promise<BringBackResult> {
+): Promise<BringBackOutput> {
   const { findRepo, git } = await import("../workspace/git.ts");
   const { readRecord, writeRecord, offloadRef } = await import("../workspace/record.ts");
   const { bringBack } = await import("../workspace/bring-back.ts");

@@ -4,7 +4,7 @@
 // are proven by booting too, and the choice is recorded for boxes to use.
 // Every check is reported as soon as it is known; the report ends with which
 // limits each engine enforces on this host.
-import { HutchError, type DoctorCheck, type DoctorReport, type EngineName, type OpProgress } from "@hutch/shared";
+import { HutchError, type DoctorCheck, type DoctorReport, type EngineName, type OpReport } from "@hutch/shared";
 import type { BoxService } from "../box/service.ts";
 import { execCollect } from "../box/exec.ts";
 import type { Engine } from "../engine/types.ts";
@@ -44,7 +44,7 @@ async function bootCheck(boxes: BoxService, engine: string): Promise<DoctorCheck
   }
 }
 
-export async function runDoctor(deps: DoctorDeps, report: (p: OpProgress) => void, signal: AbortSignal): Promise<DoctorReport> {
+export async function runDoctor(deps: DoctorDeps, report: OpReport, signal: AbortSignal): Promise<DoctorReport> {
   const checks: DoctorCheck[] = [];
   let n = 0;
   const step = (title: string) => {

@@ -5,7 +5,7 @@
 // place), so a half-finished one is never used.
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { HutchError, type AgentInfo, type AgentInstalled, type OpProgress } from "@hutch/shared";
+import { HutchError, type AgentInfo, type AgentInstalled, type OpReport } from "@hutch/shared";
 import type { Harness, NpmPackage } from "./types.ts";
 import { HARNESSES, harness } from "./index.ts";
 import { log } from "../log.ts";
@@ -75,12 +75,7 @@ export function installList(names: string[]): Harness[] {
 }
 
 /** `hutch agent install`: one after another, each a step of the operation. */
-export async function installAgents(
-  list: Harness[],
-  cacheDir: string,
-  report: (p: OpProgress) => void,
-  signal: AbortSignal,
-): Promise<Installed[]> {
+export async function installAgents(list: Harness[], cacheDir: string, report: OpReport, signal: AbortSignal): Promise<Installed[]> {
   const done: Installed[] = [];
   for (const [i, h] of list.entries()) {
     signal.throwIfAborted();

@@ -17,7 +17,7 @@ import {
   ndjson,
   OpLine,
   type OpError,
-  type OpProgress,
+  type OpReport,
 } from "@hutch/shared";
 import { log } from "../log.ts";
 import { selfArgv } from "../self.ts";
@@ -33,8 +33,7 @@ const STOP_GRACE_MS = 10_000;
 export async function runBuildWorker(home: string, raw: string): Promise<number> {
   // Files in the image are read by the box's user: the umask is the build's, not the daemon's.
   process.umask(0o022);
-  const write = (line: OpProgress | OpError | { type: "result"; value: ImageBuildResult }) =>
-    process.stdout.write(`${JSON.stringify(line)}\n`);
+  const write = (line: OpLine<ImageBuildResult>) => process.stdout.write(`${JSON.stringify(line)}\n`);
   let body: unknown;
   try {
     body = JSON.parse(raw);
@@ -82,7 +81,7 @@ export class ImageBuilds {
    * Claims the name or refuses (before any answer starts streaming), and
    * returns the build to run; the claim ends with it.
    */
-  claim(body: ImageBuildBody): (report: (p: OpProgress) => void, signal: AbortSignal) => Promise<ImageBuildResult> {
+  claim(body: ImageBuildBody): (report: OpReport, signal: AbortSignal) => Promise<ImageBuildResult> {
     const name = body.name ?? DEFAULT_IMAGE;
     checkImageName(name);
     if (this.running.has(name))
@@ -102,7 +101,7 @@ export class ImageBuilds {
     removeImage(this.home, name, overlayUsers(this.home), names);
   }
 
-  private async inWorker(body: ImageBuildBody, report: (p: OpProgress) => void, signal: AbortSignal): Promise<ImageBuildResult> {
+  private async inWorker(body: ImageBuildBody, report: OpReport, signal: AbortSignal): Promise<ImageBuildResult> {
     const child = Bun.spawn(selfArgv("daemon", "--home", this.home, "--image-build", JSON.stringify(body)), {
       stdin: "ignore",
       stdout: "pipe",
@@ -135,7 +134,7 @@ export class ImageBuilds {
             `the image build worker wrote a malformed line: ${firstError(schema, line)}`,
             "see the daemon log",
           );
-        const l = line as OpProgress | OpError | { type: "result"; value: ImageBuildResult };
+        const l = line as OpLine<ImageBuildResult>;
         if (l.type === "result") last = { ok: true, value: l.value };
         else if (l.type === "error") last = { ok: false, error: new HutchError(l.error.code, l.error.message, l.error.hint, l.error.data) };
         else report(l);

@@ -2,19 +2,10 @@
 // snapshots. A diff walks both trees at once and skips every directory whose
 // tree id is the same in both, so comparing two snapshots of a big, mostly
 // unchanged workspace reads only the directories on the changed paths.
+import type { BrowseEntry, SnapshotBrowse, SnapshotChange } from "@hutch/shared";
 import { snapshotPath, resolvePath } from "./paths.ts";
 import type { Store } from "./store.ts";
-import type { EntryType, TreeEntry } from "./tree.ts";
-
-export interface BrowseEntry {
-  name: string;
-  type: EntryType;
-  mode: number;
-  /** ns since the epoch, decimal. */
-  mtime: string;
-  size?: number;
-  target?: string;
-}
+import type { TreeEntry } from "./tree.ts";
 
 function shown(e: TreeEntry): BrowseEntry {
   const b: BrowseEntry = { name: e.name, type: e.type, mode: e.mode, mtime: e.mtime };
@@ -24,11 +15,7 @@ function shown(e: TreeEntry): BrowseEntry {
 }
 
 /** The entries of the directory at `path` in a snapshot ("" for its root), or the one entry a file or link path names. */
-export async function browse(
-  store: Store,
-  snapshotRef: string,
-  path = "",
-): Promise<{ snapshot: string; path: string; entries: BrowseEntry[] }> {
+export async function browse(store: Store, snapshotRef: string, path = ""): Promise<SnapshotBrowse> {
   await store.syncIndex();
   const snap = await store.getSnapshot(snapshotRef);
   const parts = snapshotPath(path);
@@ -37,14 +24,8 @@ export async function browse(
   return { snapshot: snap.id, path: parts.join("/"), entries };
 }
 
-export type ChangeKind = "added" | "removed" | "modified" | "metadata" | "type";
-
-export interface Change {
-  path: string;
-  change: ChangeKind;
-  /** The entry's type in the newer snapshot (the older one's for "removed"). */
-  type: EntryType;
-}
+/** A path that differs, as the diff route answers it before patches are added. */
+export type Change = Pick<SnapshotChange, "path" | "change" | "type">;
 
 function sameMeta(a: TreeEntry, b: TreeEntry): boolean {
   return (

@@ -27,7 +27,7 @@ export {
 } from "./store.ts";
 export { snapshotTree, type SnapshotOptions, type SnapshotResult, type SavePoint } from "./save.ts";
 export { restoreTree, type RestoreOptions, type RestoreResult } from "./restore.ts";
-export { browse, diffSnapshots, type BrowseEntry, type Change, type ChangeKind } from "./browse.ts";
+export { browse, diffSnapshots, type Change } from "./browse.ts";
 export { prune, type PruneOptions, type PruneResult, type PrunePoint } from "./prune.ts";
 export { check, type CheckOptions, type CheckResult, type Problem } from "./check.ts";
 export { type KeepPolicy, keptByPolicy } from "./policy.ts";

@@ -19,7 +19,7 @@ import {
   rulesForRoot,
   type StreamError,
   TarInResult,
-  type OpProgress,
+  type OpReport,
   type SnapshotBrowse,
   type SnapshotChange,
   type SnapshotCheckResult,
@@ -76,10 +76,8 @@ const MAX_PATCHES = 200;
 const PATCH_BYTES = 256 * 1024;
 const MAX_CHANGES = 10_000;
 
-export type Report = (p: OpProgress) => void;
-
 /** A store's progress as an operation's counts line. */
-function counts(report: Report): (p: Progress) => void {
+function counts(report: OpReport): (p: Progress) => void {
   return (p) =>
     report({
       type: "counts",
@@ -176,7 +174,7 @@ export class SnapshotService {
     };
   }
 
-  async create(boxRef: string, label: string | undefined, report: Report, signal: AbortSignal): Promise<SnapshotCreateResult> {
+  async create(boxRef: string, label: string | undefined, report: OpReport, signal: AbortSignal): Promise<SnapshotCreateResult> {
     const box = this.boxes.get(boxRef);
     const store = await this.store();
     const source = `${SOURCE_PREFIX}${box.id}`;
@@ -361,7 +359,7 @@ export class SnapshotService {
     return this.restore({ box: boxId, snapshot: snap.id, inPlace: true }, () => undefined, new AbortController().signal, identityFiles());
   }
 
-  async restore(body: SnapshotRestoreBody, report: Report, signal: AbortSignal, drop: string[] = []): Promise<SnapshotRestoreResult> {
+  async restore(body: SnapshotRestoreBody, report: OpReport, signal: AbortSignal, drop: string[] = []): Promise<SnapshotRestoreResult> {
     const store = await this.store();
     const snap = await store.getSnapshot(body.snapshot);
     for (const p of body.paths ?? []) snapshotPath(p);
@@ -433,14 +431,14 @@ export class SnapshotService {
     }
   }
 
-  async prune(body: SnapshotPruneBody, report: Report, signal: AbortSignal): Promise<SnapshotPruneResult> {
+  async prune(body: SnapshotPruneBody, report: OpReport, signal: AbortSignal): Promise<SnapshotPruneResult> {
     const { dryRun, ...policy } = body;
     const r = await prune(await this.store(), { policy, ...(dryRun ? { dryRun } : {}), progress: counts(report), signal });
     report({ type: "done", summary: `forgot ${r.forgotten.length} snapshots; marked ${r.marked.packs} packs, deleted ${r.deleted.packs}` });
     return { forgotten: r.forgotten, marked: r.marked, deleted: r.deleted, revived: r.revived, repacked: r.repacked, ms: r.ms };
   }
 
-  async check(readData: boolean, report: Report, signal: AbortSignal): Promise<SnapshotCheckResult> {
+  async check(readData: boolean, report: OpReport, signal: AbortSignal): Promise<SnapshotCheckResult> {
     const r = await checkStore(await this.store(), { readData, progress: counts(report), signal });
     report({
       type: "done",

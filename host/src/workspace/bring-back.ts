@@ -14,39 +14,16 @@
 import { closeSync, constants, fstatSync, mkdtempSync, openSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type { BringBackOutput } from "@hutch/shared";
 import { HutchError } from "@hutch/shared/base";
 import type { DaemonClient } from "../client/daemon.ts";
 import { applyChanges, blocked, checkTree } from "./apply.ts";
 import { importBundle } from "./bundle.ts";
-import type { BroughtConversation } from "./conversation/index.ts";
 import { bringConversationsHome } from "./conversation/home.ts";
 import { fetchDir, findBox, runningBox, sh } from "./box.ts";
 import { findRepo, git, out, type TreeChange, treeDiff, treeOf } from "./git.ts";
 import { type OffloadRecord, offloadRef, quarantineRef, readRecord, writeRecord } from "./record.ts";
 import { listWork, snapshotTree } from "./worktree.ts";
-
-export type BringBackCase = "nothing" | "fast-forward" | "merge" | "branch";
-
-export interface BringBackResult {
-  case: BringBackCase;
-  box: string;
-  root: string;
-  branch: string;
-  dryRun: boolean;
-  /** Files the box changed since offload. */
-  files: string[];
-  /** The box's commits since the offload's base, newest first. */
-  commits: { sha: string; subject: string }[];
-  quarantine: string;
-  /** Why the branch case (or why nothing). */
-  reason?: string;
-  /** The branch made for the box's work (branch case). */
-  created?: string;
-  /** The box agent's conversations written beside the local CLI's, each with the command that continues it. */
-  conversations: BroughtConversation[];
-  notes: string[];
-  commands?: string[];
-}
 
 export interface BringBackOptions {
   box: string;
@@ -81,7 +58,7 @@ export async function bringBack(
   d: DaemonClient,
   opts: BringBackOptions,
   progress: (s: string) => void = () => {},
-): Promise<BringBackResult> {
+): Promise<BringBackOutput> {
   const repo = await findRepo(opts.into ?? opts.cwd);
   const box = opts.box;
   const rec = await readRecord(repo.gitDir, box);
@@ -95,7 +72,7 @@ export async function bringBack(
   // The conversation first: it comes home whatever happens to the files (rec keeps what came, for the writes below).
   const conv = await bringConversationsHome(d, rec, repo.root, { dryRun: opts.dryRun }, progress);
   if (conv.conversations.length && !opts.dryRun) await writeRecord(repo.gitDir, rec);
-  const base: BringBackResult = {
+  const base: BringBackOutput = {
     case: "nothing",
     box,
     root: repo.root,
@@ -293,7 +270,7 @@ async function branchCase(
   workTree: string,
   workC: string,
   dryRun: boolean | undefined,
-): Promise<Pick<BringBackResult, "case" | "created" | "commands">> {
+): Promise<Pick<BringBackOutput, "case" | "created" | "commands">> {
   const headTree = await treeOf(root, head);
   const target = indexTree === headTree && workTree === headTree ? head : workC;
   let name = `hutch/${box}`;
