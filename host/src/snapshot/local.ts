@@ -16,6 +16,7 @@ import {
   readdirSync,
   rmSync,
   statSync,
+  fstatSync,
   unlinkSync,
   writeSync,
 } from "node:fs";
@@ -164,7 +165,9 @@ export class LocalBackend implements Backend {
     const fd = this.fd(kind, name, path);
     try {
       const offset = range?.offset ?? 0;
-      const length = range ? range.length : statSync(path).size;
+      // The open descriptor, not the path: an object removed after it was opened (a save finishing while a prune
+      // lists the registrations) is still read whole, instead of failing the caller with ENOENT.
+      const length = range ? range.length : fstatSync(fd).size;
       const out = new Uint8Array(length);
       let got = 0;
       while (got < length) {
