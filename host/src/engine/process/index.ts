@@ -323,7 +323,7 @@ export class ProcessEngine implements Engine {
       proc = Bun.spawn(argv, {
         stdio: stdio as never,
         detached: true,
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id },
+        env: { PATH: env.path() ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id },
       });
     } catch (err) {
       throw new HutchError("failed", `could not run bubblewrap: ${(err as Error).message}`, "check the host: hutch doctor");

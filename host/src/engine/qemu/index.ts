@@ -318,7 +318,7 @@ export class QemuEngine implements Engine {
         stdout: logFd,
         stderr: logFd,
         detached: true,
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id },
+        env: { PATH: env.path() ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id },
       });
     } finally {
       closeSync(logFd);
