@@ -1,9 +1,27 @@
-// Every environment variable hutch reads is read here, once.
+// Every environment variable hutch reads is read here, once
+// (host/test/imports.test.ts fails for a read anywhere else). The whole
+// environment leaves this module only through `all()`, for the two uses that
+// are about every variable rather than one: a child that inherits the
+// caller's environment, and the offload's scan for credential-looking values.
 import { homedir } from "node:os";
 import { join } from "node:path";
 
 function xdgDataHome(): string {
   return process.env.XDG_DATA_HOME || join(homedir(), ".local", "share");
+}
+
+function xdgConfigHome(): string {
+  return process.env.XDG_CONFIG_HOME || join(homedir(), ".config");
+}
+
+/** The variables the local agent CLIs find their stores by, as they resolve them. */
+function agentStores(vars: Record<string, string | undefined>): { claude: string; codex: string; pi: string } {
+  const home = vars.HOME || homedir();
+  return {
+    claude: vars.CLAUDE_CONFIG_DIR || join(home, ".claude"),
+    codex: vars.CODEX_HOME || join(home, ".codex"),
+    pi: vars.PI_CODING_AGENT_DIR || join(home, ".pi", "agent"),
+  };
 }
 
 function intFromEnv(name: string, fallback: number): number {
@@ -56,7 +74,23 @@ export const env = {
   /** The remote (server mode) every verb talks to unless --remote says otherwise; `local`: the home's daemon. */
   remote: () => process.env.HUTCH_REMOTE || undefined,
   /** Where the client keeps its remotes (`remotes.json`). */
-  configDir: () => join(process.env.XDG_CONFIG_HOME || join(homedir(), ".config"), "hutch"),
+  configDir: () => join(xdgConfigHome(), "hutch"),
+  /** The user's config directory ($XDG_CONFIG_HOME, default ~/.config): where a --user-unit goes. */
+  xdgConfigHome,
+  /**
+   * Where the local Claude Code, Codex and pi keep their conversations
+   * ($CLAUDE_CONFIG_DIR, $CODEX_HOME, $PI_CODING_AGENT_DIR, under $HOME by
+   * default); `vars` stands in for the environment (tests, a caller's own).
+   */
+  agentStores: (vars: Record<string, string | undefined> = process.env) => agentStores(vars),
+  /** The caller's PATH, for a child started with a minimal environment. */
+  path: (): string | undefined => process.env.PATH,
+  /** The whole environment: for a child that inherits it, or a scan over every variable. */
+  all: (): Record<string, string | undefined> => process.env,
+  /** --remote for the rest of this process and what it starts (attach, the IDE bridge), which read HUTCH_REMOTE. */
+  setRemote: (name: string) => {
+    process.env.HUTCH_REMOTE = name;
+  },
   /** An optional name telling clients of one kind apart (e.g. two agents). */
   clientName: () => process.env.HUTCH_CLIENT_NAME || undefined,
 };

@@ -1,9 +1,13 @@
-// The bounded line splitter the runner reads agent output with, and the
-// CLI's transcript rendering, as tables (turn tracking: fold.test.ts).
+// The bounded line splitter the runner reads agent output with, the CLI's
+// transcript rendering, and the hint for a missing agent CLI by engine
+// capability, as tables (turn tracking: shared/test/fold.test.ts).
 import { describe, expect, test } from "bun:test";
 import { Events } from "@hutch/shared";
 import { LineSplitter } from "../src/harness/lines.ts";
 import { renderTranscript } from "../src/client/transcript.ts";
+import { missingAgentHint } from "../src/harness/run.ts";
+import { PROCESS_CAPABILITIES } from "../src/engine/process/index.ts";
+import { QEMU_CAPABILITIES } from "../src/engine/qemu/index.ts";
 import { FIXTURE_AGENT, FIXTURE_USER, fixtureLog } from "../../tests/fixtures/events.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -96,4 +100,18 @@ test("the transcript shows an event that does not fit its kind as such, instead 
   // Off-schema on purpose: what a broken daemon could send, which the CLI must not trust.
   const odd = { ...ev(Events.errorRaised, { message: "x" }), data: { message: 5 } };
   expect(renderTranscript([odd])).toBe('?? (error.raised that does not fit its schema) {"message":5}\n');
+});
+
+describe("missingAgentHint: read from the engine's capability, never its name", () => {
+  const restart = "it was installed after the box started; restart the box to attach it: hutch box stop web && hutch box start web";
+  const install = "install it: hutch agent install claude";
+  test.each([
+    ["qemu (agents at boot), installed on the host since", QEMU_CAPABILITIES, true, restart],
+    ["qemu (agents at boot), not installed", QEMU_CAPABILITIES, false, install],
+    ["process (agents shared live), installed", PROCESS_CAPABILITIES, true, install],
+    ["process (agents shared live), not installed", PROCESS_CAPABILITIES, false, install],
+    ["any engine attaching at boot", { agentsAtBoot: true }, true, restart],
+  ] as const)("%s", (_name, caps, installed, hint) => {
+    expect(missingAgentHint("claude", "web", caps, installed)).toBe(hint);
+  });
 });

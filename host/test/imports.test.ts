@@ -1,6 +1,11 @@
 // The house's shape, checked on every run: who may import whom.
 //   - host/src/daemon/ holds controllers and wiring: nothing else in host/src imports it;
 //   - guest/ and extension/ import nothing from host/ (they ship apart from it);
+//   - snapshot/ imports nothing from broker/ (what a snapshot takes never
+//     depends on the credential broker; both read config.json through config.ts);
+//   - host/src/env.ts alone reads the environment (process.env, Bun.env):
+//     every variable hutch reads is named there once; a child that inherits
+//     the environment, or a scan of every variable, gets it from env.all();
 //   - a CLI verb's code never reaches an engine (the daemon runs boxes; the
 //     `hutch daemon` verb starts one in-process, so it alone is exempt).
 // Imports are read as text (static, dynamic and re-exports), and followed
@@ -56,6 +61,25 @@ describe("who may import whom", () => {
       .flatMap((f) => specifiers(f).map((s) => [f, s, target(f, s)] as const))
       .filter(([, s, t]) => t?.startsWith(host) || s.startsWith("@hutch/host"))
       .map(([f, s]) => `${rel(f)} -> ${s}`);
+    expect(bad).toEqual([]);
+  });
+
+  test("snapshot/ imports nothing from broker/", () => {
+    const broker = `${join(root, "host/src/broker")}/`;
+    const bad = sources(join(root, "host/src/snapshot"))
+      .flatMap((f) => specifiers(f).map((s) => [f, target(f, s)] as const))
+      .filter(([, t]) => t?.startsWith(broker))
+      .map(([f, t]) => `${rel(f)} -> ${rel(t!)}`);
+    expect(bad).toEqual([]);
+  });
+
+  test("host/src/env.ts alone reads the environment", () => {
+    const reader = join(root, "host/src/env.ts");
+    const ENV_READ =
+      /\bprocess\.env\b|\bprocess\[\s*["'`]env["'`]\s*\]|\bBun\.env\b|\bimport\.meta\.env\b|\benv\b[^;]*from\s+["'](?:node:)?process["']/;
+    const bad = sources(join(root, "host/src"))
+      .filter((f) => f !== reader && ENV_READ.test(readFileSync(f, "utf8")))
+      .map(rel);
     expect(bad).toEqual([]);
   });
 

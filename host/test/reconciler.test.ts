@@ -22,7 +22,7 @@ type Phase = "create" | "start" | "connect" | "stop" | "kill" | "destroy" | "pau
 /** A machine that is running, paused or off, with a log of the calls made on it. */
 class ScriptedEngine implements Engine {
   readonly name = "process" as const;
-  readonly capabilities = { isolation: "namespace" as const, pause: true, memorySnapshot: false, screenshot: false };
+  readonly capabilities = { isolation: "namespace" as const, pause: true, memorySnapshot: false, screenshot: false, agentsAtBoot: false };
   running = false;
   paused = false;
   exists = false;

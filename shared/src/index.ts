@@ -4,6 +4,7 @@ export * from "./validate.ts";
 export * from "./events.ts";
 export * from "./broker.ts";
 export * from "./summary.ts";
+export * from "./fold.ts";
 export * from "./ide.ts";
 export * from "./protocol/follow.ts";
 export * from "./idempotency.ts";

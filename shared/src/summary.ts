@@ -1,6 +1,6 @@
 // A session's summary: its row, what its turn is doing and its anchored
 // annotations, as the daemon keeps them current while events are appended
-// (host/src/session/fold.ts folds them). A client reads a summary, then
+// (fold.ts folds them). A client reads a summary, then
 // subscribes from lastSeq + 1 and folds what follows the same way.
 import { Type, type Static } from "@sinclair/typebox";
 import { Session } from "./api.ts";

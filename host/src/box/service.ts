@@ -13,7 +13,7 @@ import {
   type EngineName,
 } from "@hutch/shared";
 import type { BoxRow, BoxStore, OpKind } from "../store/boxes.ts";
-import type { BoxHandle, Engine } from "../engine/types.ts";
+import type { BoxHandle, Engine, EngineCapabilities } from "../engine/types.ts";
 import { openChannel, type Channel } from "../engine/channel.ts";
 import { env } from "../env.ts";
 import { log } from "../log.ts";
@@ -286,6 +286,12 @@ export class BoxService {
     const row = this.store.find(ref);
     if (!row) throw new HutchError("not_found", `no box named "${ref}"`, "list boxes: hutch box list");
     return row;
+  }
+
+  /** What the box's engine can do, or null for a box not known or an engine not available here. */
+  capabilities(boxId: string): EngineCapabilities | null {
+    const row = this.store.byId(boxId);
+    return (row && this.engines[row.engine]?.capabilities) ?? null;
   }
 
   private engine(name: EngineName | string): Engine {

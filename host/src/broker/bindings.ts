@@ -1,8 +1,7 @@
 // Bindings: built-in presets for the vendors agents talk to, overlaid by the
 // user's $HUTCH_HOME/config.json. A binding names the upstream the broker
 // opens TLS to and how the credential travels; never the credential itself.
-import { existsSync, readFileSync } from "node:fs";
-import { HutchConfig, HutchError, check, firstError, type Binding } from "@hutch/shared";
+import type { Binding, HutchConfig } from "@hutch/shared";
 
 export const PRESETS: Record<string, Binding> = {
   anthropic: {
@@ -62,19 +61,7 @@ export function bindingEnv(name: string, b: Binding, brokerUrl: string, stub: st
   return out;
 }
 
-/** Reads config.json (absent is fine), refusing unknown keys and bad values by name. */
-export function loadConfig(path: string): HutchConfig {
-  if (!existsSync(path)) return {};
-  let raw: unknown;
-  try {
-    raw = JSON.parse(readFileSync(path, "utf8"));
-  } catch (err) {
-    throw new HutchError("config", `${path} is not valid JSON: ${(err as Error).message}`, `fix or remove it: ${path}`);
-  }
-  if (!check(HutchConfig, raw)) throw new HutchError("config", `${path}: ${firstError(HutchConfig, raw)}`, `fix it: ${path}`);
-  return raw;
-}
-
+/** The presets overlaid by config.json's bindings (loadConfig in ../config.ts reads it). */
 export function allBindings(config: HutchConfig): Record<string, Binding> {
   return { ...PRESETS, ...config.bindings };
 }

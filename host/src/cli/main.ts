@@ -185,7 +185,7 @@ export async function runCli(argv: string[]): Promise<number> {
     const { env } = await import("../env.ts");
     p.args.home ??= env.home();
     // Read where the daemon is chosen (client/remotes.ts), and inherited by what a verb starts (attach, the IDE bridge).
-    if (typeof p.args.remote === "string") process.env.HUTCH_REMOTE = p.args.remote;
+    if (typeof p.args.remote === "string") env.setRemote(p.args.remote);
     configureLog({
       level: (p.args["log-level"] as string | undefined) ?? env.logLevel(),
       format: (p.args["log-format"] as string | undefined) ?? env.logFormat(),

@@ -101,7 +101,7 @@ async function startDaemon(home: string, t: Transport, timeoutMs?: number): Prom
   const logPath = join(home, HOME_FILES.log);
   const spawnDaemon = () => {
     const fd = openSync(logPath, "a", 0o600);
-    const child = Bun.spawn(selfArgv("daemon"), { stdin: "ignore", stdout: fd, stderr: fd, detached: true, env: process.env });
+    const child = Bun.spawn(selfArgv("daemon"), { stdin: "ignore", stdout: fd, stderr: fd, detached: true, env: env.all() });
     closeSync(fd);
     child.unref();
     const state = { exited: null as number | null, killed: false, at: Date.now() };

@@ -3,10 +3,19 @@
 // every event), then tail the log, folding it the way the daemon does, until
 // the agent asks for attention (done, stuck or failed).
 import { HutchError } from "@hutch/shared/base";
-import { idPattern, type Session, type SessionEvent, type SessionSummary, type TurnState } from "@hutch/shared";
+import {
+  emptyTurn,
+  foldTurn,
+  idPattern,
+  settled,
+  turnOk,
+  type Session,
+  type SessionEvent,
+  type SessionSummary,
+  type TurnState,
+} from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
 import { subscribe } from "./subscribe.ts";
-import { emptyTurn, foldTurn, settled, turnOk } from "../session/fold.ts";
 
 export interface TurnResult {
   session: string;

@@ -13,6 +13,8 @@ import {
   HutchError,
   newId,
   read,
+  settled,
+  turnOk,
   type Actor,
   type Dispatch,
   type DispatchCreateBody,
@@ -27,7 +29,6 @@ import type { SessionService } from "../session/service.ts";
 import type { SessionStore } from "../store/sessions.ts";
 import type { SnapshotService } from "../snapshot/service.ts";
 import { harness } from "../harness/index.ts";
-import { settled, turnOk } from "../session/fold.ts";
 import { SYSTEM } from "../session/actors.ts";
 import { log } from "../log.ts";
 import { diffOf, parseScore, protectedChanges, protectGlobs, runCheck, workTree } from "./grade.ts";

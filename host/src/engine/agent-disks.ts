@@ -29,6 +29,7 @@ import { HutchError } from "@hutch/shared";
 import { makeExt4, MiB, roundUp, treeBytes } from "../image/disk.ts";
 import { parseMountinfo } from "./cgroup.ts";
 import { log } from "../log.ts";
+import { env } from "../env.ts";
 
 const logger = log.create({ service: "agents" });
 
@@ -62,7 +63,7 @@ async function sh(argv: string[], what: string): Promise<void> {
     stdin: "ignore",
     stdout: "ignore",
     stderr: "pipe",
-    env: { PATH: `${process.env.PATH ?? ""}:/usr/sbin:/sbin` },
+    env: { PATH: `${env.path() ?? ""}:/usr/sbin:/sbin` },
   });
   const [err, code] = await Promise.all([new Response(proc.stderr).text(), proc.exited]);
   if (code !== 0)

@@ -17,6 +17,12 @@ export interface EngineCapabilities {
   pause: boolean;
   memorySnapshot: boolean;
   screenshot: boolean;
+  /**
+   * Agent CLIs reach the box when it boots (the VM's agent disks): one
+   * installed on the host while the box runs is there only after a restart.
+   * False where the host's agents directory is shared live (a bind mount).
+   */
+  agentsAtBoot: boolean;
 }
 
 export interface ProbeResult {

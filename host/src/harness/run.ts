@@ -6,6 +6,7 @@
 import { checkEvent, emit, Events, HANDOVER_MAX_BYTES, HANDOVER_PATH, HutchError, type Actor } from "@hutch/shared";
 import { execCollect, execIn } from "../box/exec.ts";
 import type { BoxService } from "../box/service.ts";
+import type { EngineCapabilities } from "../engine/types.ts";
 import type { NewEvent } from "../store/sessions.ts";
 import { agentContext, type BrokerLink } from "./broker-link.ts";
 import { agentArgv, agentCommand, GUEST_AGENTS_DIR, installAgent, installDirName, installedVersion } from "./install.ts";
@@ -20,6 +21,22 @@ import { log } from "../log.ts";
 const logger = log.create({ service: "harness" });
 
 /** Where agents work inside a box. */
+/**
+ * What to do about an agent CLI missing in a box. Where the engine gives a box
+ * its agent CLIs at boot, one installed on the host since it started is there
+ * after a restart; otherwise it needs installing.
+ */
+export function missingAgentHint(
+  agent: string,
+  box: string,
+  caps: Pick<EngineCapabilities, "agentsAtBoot">,
+  installedOnHost: boolean,
+): string {
+  return caps.agentsAtBoot && installedOnHost
+    ? `it was installed after the box started; restart the box to attach it: hutch box stop ${box} && hutch box start ${box}`
+    : `install it: hutch agent install ${agent}`;
+}
+
 export const AGENT_WORKDIR = "/workspace";
 const STDERR_TAIL = 4096;
 
@@ -100,11 +117,9 @@ export class AgentRunner {
     const [home, present, ...rest] = probe.stdout.split("\n");
     if (present !== "present") {
       const box = this.boxes.byId(o.boxId);
-      // A VM gets the CLIs' disks when it boots: one installed since is there after a restart.
-      const hint =
-        box?.engine === "qemu" && h.npm && installedVersion(join(o.agentsDir, installDirName(h)), h.npm) === h.npm.version
-          ? `it was installed after the box started; restart the box to attach it: hutch box stop ${box.name} && hutch box start ${box.name}`
-          : `install it: hutch agent install ${h.name}`;
+      const atBoot = this.boxes.capabilities(o.boxId)?.agentsAtBoot ?? false;
+      const installed = atBoot && !!h.npm && installedVersion(join(o.agentsDir, installDirName(h)), h.npm) === h.npm.version;
+      const hint = missingAgentHint(h.name, box?.name ?? o.boxId, { agentsAtBoot: atBoot }, installed);
       throw new HutchError(
         "not_found",
         `${h.name}: the agent CLI is not installed (${h.npm ? `${h.npm.name}@${h.npm.version}` : command} is missing in the box)`,

@@ -4,9 +4,18 @@
 // summary ends, folded as the daemon folds it. Anchored annotations, from
 // the summary and the tail, become diagnostics. A closed session is read
 // from its summary alone: nothing is appended to it any more.
-import { HutchError, type AnchoredAnnotation, type Session, type SessionSummary, type SessionView, type TurnState } from "@hutch/shared";
+import {
+  activityOf,
+  anchoredAnnotation,
+  foldTurn,
+  HutchError,
+  type AnchoredAnnotation,
+  type Session,
+  type SessionSummary,
+  type SessionView,
+  type TurnState,
+} from "@hutch/shared";
 import type { DaemonClient } from "../client/daemon.ts";
-import { activityOf, anchoredAnnotation, foldTurn } from "../session/fold.ts";
 import { annotationDiagnostic } from "./anchors.ts";
 import type { DiagnosticsStore } from "./diagnostics.ts";
 import type { SessionTails } from "./tails.ts";

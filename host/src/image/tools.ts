@@ -2,6 +2,7 @@
 // apt when missing, since CI starts from a clean machine) and one way to run them.
 import { HutchError } from "@hutch/shared";
 import { log } from "../log.ts";
+import { env } from "../env.ts";
 
 const logger = log.create({ service: "image" });
 
@@ -113,7 +114,7 @@ export async function run(argv: string[], opts: RunOptions = {}): Promise<string
   const proc = Bun.spawn(argv, {
     detached: true,
     cwd: opts.cwd,
-    env: { ...process.env, PATH: `${process.env.PATH ?? ""}:/usr/sbin:/sbin`, ...opts.env },
+    env: { ...env.all(), PATH: `${env.path() ?? ""}:/usr/sbin:/sbin`, ...opts.env },
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",

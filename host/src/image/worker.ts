@@ -23,6 +23,7 @@ import { log } from "../log.ts";
 import { selfArgv } from "../self.ts";
 import { BUILD_STEPS, buildImage } from "./build.ts";
 import { DEFAULT_IMAGE, checkImageName, overlayUsers, removeImage } from "./store.ts";
+import { env } from "../env.ts";
 
 const logger = log.create({ service: "image.build" });
 
@@ -106,7 +107,7 @@ export class ImageBuilds {
       stdin: "ignore",
       stdout: "pipe",
       stderr: "pipe",
-      env: process.env,
+      env: env.all(),
     });
     logger.info("build started", { name: body.name ?? DEFAULT_IMAGE, force: body.force ?? false, worker: child.pid });
     const stop = () => {

@@ -9,9 +9,9 @@
 // finds them again). Delegate=yes lets the daemon make each box's cgroup under
 // its own.
 import { existsSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
-import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
+import { env } from "../env.ts";
 
 export type UnitScope = "system" | "user";
 
@@ -23,7 +23,7 @@ export interface UnitPaths {
 export const UNIT_NAME = "hutch.service";
 
 /** Where the unit and its env file go: /etc for the system's, the user's config dir for a --user-unit. */
-export function unitPaths(scope: UnitScope, configHome = process.env.XDG_CONFIG_HOME || join(homedir(), ".config")): UnitPaths {
+export function unitPaths(scope: UnitScope, configHome = env.xdgConfigHome()): UnitPaths {
   return scope === "system"
     ? { unit: `/etc/systemd/system/${UNIT_NAME}`, env: "/etc/hutch/hutch.env" }
     : { unit: join(configHome, "systemd/user", UNIT_NAME), env: join(configHome, "hutch/hutch.env") };

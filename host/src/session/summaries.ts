@@ -6,10 +6,20 @@
 // log (a million events for 200 busy sessions) where reading a summary is a
 // row and an index range. A session from before summaries were kept has no
 // row; its summary is built once from its log, the first time it is needed.
-import { SUMMARY_ANCHORS, type AnchoredAnnotation, type Session, type SessionSummary, type TurnState } from "@hutch/shared";
+import {
+  activityOf,
+  anchoredAnnotation,
+  emptyTurn,
+  foldTurn,
+  SUMMARY_ANCHORS,
+  TURN_KINDS,
+  type AnchoredAnnotation,
+  type Session,
+  type SessionSummary,
+  type TurnState,
+} from "@hutch/shared";
 import type { NewEvent, SessionStore } from "../store/sessions.ts";
 import type { SummaryStore } from "../store/summaries.ts";
-import { activityOf, anchoredAnnotation, emptyTurn, foldTurn, TURN_KINDS } from "./fold.ts";
 
 const TURN = new Set(TURN_KINDS);
 const FOLDED_KINDS = [...TURN_KINDS, "annotation.added"];

@@ -34,7 +34,7 @@ import {
 import type { BoxService } from "../box/service.ts";
 import type { Channel } from "../engine/channel.ts";
 import { Listeners } from "../listeners.ts";
-import { loadConfig } from "../broker/bindings.ts";
+import { loadConfig } from "../config.ts";
 import { agentConfigFiles } from "../harness/index.ts";
 import { HOME_FILES } from "../paths.ts";
 import { log } from "../log.ts";

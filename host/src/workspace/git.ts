@@ -8,6 +8,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
+import { env as hostEnv } from "../env.ts";
 
 const HARDENED = [
   "-c",
@@ -53,7 +54,7 @@ export interface GitResult {
 
 function cleanEnv(extra: Record<string, string>): Record<string, string> {
   const env: Record<string, string> = {};
-  for (const [k, v] of Object.entries(process.env)) {
+  for (const [k, v] of Object.entries(hostEnv.all())) {
     // Another repository's or index's location must not leak in from the caller.
     if (v === undefined || (k.startsWith("GIT_") && k !== "GIT_CONFIG_NOSYSTEM")) continue;
     env[k] = v;

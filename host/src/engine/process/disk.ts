@@ -12,6 +12,7 @@ import { chownSync, closeSync, existsSync, ftruncateSync, mkdirSync, openSync, r
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import { parseMountinfo } from "../cgroup.ts";
+import { env } from "../../env.ts";
 
 export const DISK_FILES = {
   image: "disk.img",
@@ -38,7 +39,7 @@ export function boxRoots(boxDir: string): BoxRoots {
 async function sh(argv: string[], what: string): Promise<string> {
   let proc: Bun.Subprocess<"ignore", "pipe", "pipe">;
   try {
-    proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { PATH: `${process.env.PATH ?? ""}:/usr/sbin:/sbin` } });
+    proc = Bun.spawn(argv, { stdin: "ignore", stdout: "pipe", stderr: "pipe", env: { PATH: `${env.path() ?? ""}:/usr/sbin:/sbin` } });
   } catch {
     throw new HutchError("unavailable", `${what}: ${argv[0]} is not installed`, "install it: apt-get install -y e2fsprogs mount");
   }

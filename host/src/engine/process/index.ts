@@ -8,7 +8,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, write
 import { totalmem } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
-import type { BoxHandle, ChannelEndpoint, Engine, LimitReport, Observed, ProbeResult } from "../types.ts";
+import type { BoxHandle, ChannelEndpoint, Engine, EngineCapabilities, LimitReport, Observed, ProbeResult } from "../types.ts";
 import { bwrapArgs, groupFile, hostsFile, passwdFile, SHARED_ETC, type BwrapFds } from "./bwrap-args.ts";
 import { extraHostDirs, hostLayout, SYSTEM_DIRS } from "./host-dirs.ts";
 import { boxLeftovers, childrenOf, isAlive, killBox, procStartTime, readIdentity, waitGone } from "../pidfile.ts";
@@ -108,9 +108,17 @@ async function readChildPid(fd: number, timeoutMs: number): Promise<number | nul
   return null;
 }
 
+export const PROCESS_CAPABILITIES: EngineCapabilities = {
+  isolation: "namespace",
+  pause: false,
+  memorySnapshot: false,
+  screenshot: false,
+  agentsAtBoot: false,
+};
+
 export class ProcessEngine implements Engine {
   readonly name = "process" as const;
-  readonly capabilities = { isolation: "namespace" as const, pause: false, memorySnapshot: false, screenshot: false };
+  readonly capabilities = PROCESS_CAPABILITIES;
 
   constructor(
     private readonly home: string,
@@ -323,7 +331,7 @@ export class ProcessEngine implements Engine {
       proc = Bun.spawn(argv, {
         stdio: stdio as never,
         detached: true,
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id },
+        env: { PATH: env.path() ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id },
       });
     } catch (err) {
       throw new HutchError("failed", `could not run bubblewrap: ${(err as Error).message}`, "check the host: hutch doctor");

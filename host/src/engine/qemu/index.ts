@@ -17,7 +17,7 @@ import {
 } from "node:fs";
 import { dirname, join } from "node:path";
 import { HutchError } from "@hutch/shared";
-import type { BoxHandle, ChannelEndpoint, Engine, LimitReport, Observed, ProbeResult } from "../types.ts";
+import type { BoxHandle, ChannelEndpoint, Engine, EngineCapabilities, LimitReport, Observed, ProbeResult } from "../types.ts";
 import { boxLeftovers, isAlive, killBox, procStartTime, readIdentity, waitGone, type ProcIdentity } from "../pidfile.ts";
 import { guestBinary } from "../guest-binary.ts";
 import { qemuArgs, type Arch, type Platform } from "./args.ts";
@@ -88,9 +88,17 @@ function run(argv: string[]): { ok: boolean; out: string } {
 /** How often the console logs are measured: a VM writes its serial port at most a few MB/s under KVM. */
 const CONSOLE_CHECK_MS = 1000;
 
+export const QEMU_CAPABILITIES: EngineCapabilities = {
+  isolation: "vm",
+  pause: true,
+  memorySnapshot: false,
+  screenshot: false,
+  agentsAtBoot: true,
+};
+
 export class QemuEngine implements Engine {
   readonly name = "qemu" as const;
-  readonly capabilities = { isolation: "vm" as const, pause: true, memorySnapshot: false, screenshot: false };
+  readonly capabilities = QEMU_CAPABILITIES;
 
   constructor(
     private readonly home: string,
@@ -318,7 +326,7 @@ export class QemuEngine implements Engine {
         stdout: logFd,
         stderr: logFd,
         detached: true,
-        env: { PATH: process.env.PATH ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id },
+        env: { PATH: env.path() ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id },
       });
     } finally {
       closeSync(logFd);

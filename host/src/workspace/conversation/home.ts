@@ -166,7 +166,7 @@ export async function bringConversationsHome(
   opts: { dryRun?: boolean; env?: Record<string, string | undefined> } = {},
   progress: (s: string) => void = () => {},
 ): Promise<HomeResult> {
-  const local = localStores(opts.env ?? process.env);
+  const local = localStores(opts.env);
   const outDir = `/workspace/.hutch-conv-out-${rec.id}`;
   progress(`reading box ${rec.box}'s conversations`);
   const said = await sh(

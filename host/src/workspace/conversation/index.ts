@@ -26,6 +26,7 @@ import {
 } from "./stores.ts";
 import { daemonFinder, redactedNote, redactStored } from "./stored.ts";
 import { parseJsonl, type PathMap, rewrite, secretValues, sha256, TRANSCRIPT_MAX, toJsonl } from "./transcript.ts";
+import { env } from "../../env.ts";
 
 export { CONVERSATION_AGENTS, type ConversationAgent } from "./stores.ts";
 
@@ -71,8 +72,8 @@ export function checkNote(note: string | undefined): void {
 }
 
 /** What an offload would carry, for --dry-run (nothing leaves). */
-export async function wouldCarry(root: string, env: Record<string, string | undefined> = process.env): Promise<string[]> {
-  const found = await findLocal(root, localStores(env));
+export async function wouldCarry(root: string, vars?: Record<string, string | undefined>): Promise<string[]> {
+  const found = await findLocal(root, localStores(vars));
   if (!found.length) return ["no local Claude Code, Codex or pi conversation ran here: the box's agent starts with the hand-over note"];
   return found.map(
     (f) =>
@@ -147,14 +148,14 @@ export const pathMaps = (
  * (a rerun overwrites the box's copies with the same content).
  */
 export async function carryConversations(d: DaemonClient, i: CarryInput, progress: (s: string) => void = () => {}): Promise<CarryResult> {
-  const env = i.env ?? process.env;
-  const local = localStores(env);
+  const vars = i.env ?? env.all();
+  const local = localStores(vars);
   const home = await boxHome(d, i.box);
   const box = boxStores(home);
   const roots = [...new Set([i.root, realpathSync(i.root)])];
   // And this environment's credential-looking variables (the local agent's own API key among them).
   // Paths are left out (SSH_AUTH_SOCK, XAUTHORITY): they are no secret, and redacting one could eat the repository's path.
-  const fromEnv = Object.entries(env).flatMap(([k, v]) => (v && v.length >= 12 && ENV_SECRET.test(k) && !v.startsWith("/") ? [v] : []));
+  const fromEnv = Object.entries(vars).flatMap(([k, v]) => (v && v.length >= 12 && ENV_SECRET.test(k) && !v.startsWith("/") ? [v] : []));
   const secrets = [...(await heldBackSecrets(i.root, i.heldBack)), ...fromEnv];
   const notes: string[] = [];
   const conversations: CarriedConversation[] = [];

@@ -14,9 +14,9 @@
 //     record {type: "session", id, cwd}; `pi --session <uuid>` resumes it,
 //     appending to the same file.
 import { lstatSync, readdirSync, realpathSync } from "node:fs";
-import { homedir } from "node:os";
 import { join, posix } from "node:path";
 import { parseJsonl, type Records } from "./transcript.ts";
+import { env } from "../../env.ts";
 
 export type ConversationAgent = "claude" | "codex" | "pi";
 export const CONVERSATION_AGENTS: ConversationAgent[] = ["claude", "codex", "pi"];
@@ -45,13 +45,8 @@ export interface LocalStores {
 }
 
 /** The local CLIs' stores, as the CLIs themselves find them. */
-export function localStores(env: Record<string, string | undefined> = process.env): LocalStores {
-  const home = env.HOME || homedir();
-  return {
-    claude: env.CLAUDE_CONFIG_DIR || join(home, ".claude"),
-    codex: env.CODEX_HOME || join(home, ".codex"),
-    pi: env.PI_CODING_AGENT_DIR || join(home, ".pi", "agent"),
-  };
+export function localStores(vars?: Record<string, string | undefined>): LocalStores {
+  return env.agentStores(vars);
 }
 
 /** The box's stores under its user's HOME (the harness sets no CLAUDE_CONFIG_DIR or CODEX_HOME there). */

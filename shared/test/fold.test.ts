@@ -1,11 +1,21 @@
-// The one fold of a session's events (host/src/session/fold.ts), as tables:
+// The one fold of a session's events (shared/src/fold.ts), as tables:
 // what the sidebar shows, whether a turn has settled, which annotations are
 // anchored, and that folding twice or out of order changes nothing. Events
 // are fixtures checked against the registry (tests/fixtures/events.ts); the
 // few that do not fit their kind are marked so, on purpose.
 import { describe, expect, test } from "bun:test";
-import { Events, type SessionActivity, type SessionEvent, type TurnState } from "@hutch/shared";
-import { activityOf, anchoredAnnotation, emptyTurn, foldTurn, settled, turnOk } from "../src/session/fold.ts";
+import {
+  activityOf,
+  anchoredAnnotation,
+  emptyTurn,
+  Events,
+  foldTurn,
+  settled,
+  turnOk,
+  type SessionActivity,
+  type SessionEvent,
+  type TurnState,
+} from "../src/index.ts";
 import { FIXTURE_AGENT, fixtureEvent } from "../../tests/fixtures/events.ts";
 
 type Ev = { kind: string; data: unknown };

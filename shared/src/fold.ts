@@ -1,6 +1,7 @@
 // The one fold of a session's events into where its turn is. The daemon
-// folds every event as it is stored (summaries.ts); a client that read a
-// summary folds the events after it with the same functions.
+// folds every event as it is stored (host/src/session/summaries.ts); a client
+// that read a summary folds the events after it with the same functions, so
+// the fold lives here, beside the summary it produces, for every reader.
 //
 // The turn keeps the seq of the latest event of each kind that moves it, so
 // folding is a max per kind: an event folded twice, or a summary merged with
@@ -8,7 +9,8 @@
 // settled" are functions of the turn, never folded on their own. Events are
 // checked against the registry before they are folded (a client folds what
 // came over the wire): one whose data does not fit its kind changes nothing.
-import { Events, isEvent, read, type AnchoredAnnotation, type SessionActivity, type SessionEvent, type TurnState } from "@hutch/shared";
+import { Events, isEvent, read, type SessionEvent } from "./events.ts";
+import type { AnchoredAnnotation, SessionActivity, TurnState } from "./summary.ts";
 
 type Folded = Pick<SessionEvent, "seq" | "kind" | "data">;
 
