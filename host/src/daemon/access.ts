@@ -84,7 +84,7 @@ function checkSession(deps: AccessDeps, p: Principal, method: string, id: string
   const row = deps.sessionStore.get(id);
   if (!row) return;
   const access = p.remote
-    ? sessionAccess(p.user, row.owner, deps.auth.userAccess(p.user, row.box_id), deps.boxes.byId(row.box_id) !== null)
+    ? sessionAccess(p.user, row.owner, deps.auth.userAccess(p.user, row.box_id), () => deps.boxes.byId(row.box_id) !== null)
     : "own";
   if (access === null) throw new HutchError("not_found", `no session "${id}"`, "list sessions: hutch session list");
   if (access === "read" && !isRead(method) && !READ_SESSION_WRITES.test(rest))

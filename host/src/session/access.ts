@@ -7,7 +7,8 @@
 /** What a user may do with a box or a session: everything, drive it, or only look. */
 export type SessionAccess = "own" | "drive" | "read";
 
-export function sessionAccess(user: string, opener: string, box: SessionAccess | null, boxExists: boolean): SessionAccess | null {
-  if (boxExists || box) return box;
+export function sessionAccess(user: string, opener: string, box: SessionAccess | null, boxExists: () => boolean): SessionAccess | null {
+  // Asked only when the box grants nothing: the common answer needs no second look-up.
+  if (box || boxExists()) return box;
   return opener === user ? "own" : null;
 }

@@ -149,21 +149,26 @@ export class SessionService {
     if (actor.kind === "system") return "own";
     const user = actorUser(actor);
     if (!this.boxAccess) return user === row.owner ? "own" : null;
-    return sessionAccess(user, row.owner, this.boxAccess(row.box_id, user), this.boxes.byId(row.box_id) !== null);
+    return sessionAccess(user, row.owner, this.boxAccess(row.box_id, user), () => this.boxes.byId(row.box_id) !== null);
   }
 
-  /** A session the actor may see, or a named error: another user's is answered as missing, so ids do not leak. */
-  row(id: string, actor: Actor): SessionRow {
+  /** A session the actor may see and what it may do with it, or a named error: another user's is answered as missing, so ids do not leak. */
+  private seen(id: string, actor: Actor): { row: SessionRow; access: SessionAccess } {
     const row = this.store.get(id);
-    if (!row || this.accessOf(row, actor) === null)
-      throw new HutchError("not_found", `no session "${id}"`, "list sessions: hutch session list");
-    return row;
+    const access = row ? this.accessOf(row, actor) : null;
+    if (!row || access === null) throw new HutchError("not_found", `no session "${id}"`, "list sessions: hutch session list");
+    return { row, access };
+  }
+
+  /** A session the actor may see, or a named error (see seen). */
+  row(id: string, actor: Actor): SessionRow {
+    return this.seen(id, actor).row;
   }
 
   /** A session the actor may act on (type into, drive, fork, close): not one whose box it may only watch. */
   private drivable(id: string, actor: Actor): SessionRow {
-    const row = this.row(id, actor);
-    if (this.accessOf(row, actor) === "read")
+    const { row, access } = this.seen(id, actor);
+    if (access === "read")
       throw new HutchError(
         "denied",
         `session ${id} is on a box shared with you read-only`,
