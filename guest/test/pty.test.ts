@@ -81,22 +81,28 @@ describe("pty", () => {
     await sc.waitMsg("started");
     // More output than one window plus the 1 MiB queue allowance.
     s.write(0, enc.encode(`head -c ${BURST} /dev/zero | tr '\\0' x; echo; echo after-$((4*4))\r`));
-    await c.waitFor(/after-16/, 10000);
+    await c.waitFor(/after-16/, 30000);
     // The guest started with HUTCH_GUEST_PTY_STALL_MS=1000.
     expect(await sc.closed).toEqual({ code: "failed", message: expect.stringContaining("granted no credit for 1000 ms") });
     const received = sc.out.reduce((n, b) => n + b.length, 0);
     expect(received).toBeLessThanOrEqual(DEFAULT_WINDOW);
 
-    // A consumer that is slow but alive falls behind, then gets the screen and stays attached.
+    // A consumer that is slow but alive (it grants a little credit, often: well within the stall time however long
+    // the burst takes on a loaded machine) falls behind, then gets the screen and stays attached.
     const slow = h.mux.open({ tool: "pty.attach", id: pty });
     slow.autoCredit = false;
     const lc = collect(slow);
     await lc.waitMsg("started");
-    s.write(0, enc.encode(`head -c ${BURST} /dev/zero | tr '\\0' y; echo; echo again-$((5*5))\r`));
-    // The guest hands each chunk of output to every attachment at once: with again-25 here, slow's share is already queued or dropped.
-    await c.waitFor(/again-25/, 10000);
+    const alive = setInterval(() => slow.consumed(16 * 1024), 100);
+    try {
+      s.write(0, enc.encode(`head -c ${BURST} /dev/zero | tr '\\0' y; echo; echo again-$((5*5))\r`));
+      // The guest hands each chunk of output to every attachment at once: with again-25 here, slow's share is already queued or dropped.
+      await c.waitFor(/again-25/, 30000);
+    } finally {
+      clearInterval(alive);
+    }
     slow.consumed(64 * 1024 * 1024);
-    await lc.waitFor(/again-25/, 5000);
+    await lc.waitFor(/again-25/, 15000);
     expect(slow.closed).toBe(false);
     const total = lc.out.reduce((n, b) => n + b.length, 0);
     // It skipped most of the burst instead of receiving all of it.
@@ -107,7 +113,7 @@ describe("pty", () => {
     expect(await c.closed).toBeUndefined();
     expect(await lc.closed).toBeUndefined();
     expect(c.msgs.at(-1)).toEqual({ type: "exit", code: 0, signal: null });
-  }, 30000);
+  }, 90000);
 
   test("attach and kill of an unknown pty say not_found", async () => {
     expect((await call(h, { tool: "pty.attach", id: "pty_nothere" })).error?.code).toBe("not_found");

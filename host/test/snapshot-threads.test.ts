@@ -4,7 +4,7 @@
 // calling thread alone would, and a worker that fails fails the operation
 // cleanly.
 import { afterAll, describe, expect, test } from "bun:test";
-import { chmodSync, existsSync, linkSync, mkdirSync, readdirSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, linkSync, mkdirSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { check, restoreTree, snapshotTree } from "../src/snapshot/index.ts";
 import { SealThread } from "../src/snapshot/seal-thread.ts";
@@ -95,14 +95,19 @@ describe("the seal worker", () => {
     const staging = store.backend.stagingDir();
     const packs = () => readdirSync(join(loc.dir!, "packs"), { recursive: true }).filter((f) => String(f).length > 3).length;
     let broken = false;
-    // The save yields whenever the worker has sealed a batch, so this runs mid-save. Each 1 MiB file fills a pack of
-    // its own: past the first THREAD_AFTER_BYTES (sealed on the saving thread) the packs are the worker's, and a file
-    // where the staging directory was stops its next one (even for root).
+    // The staging directory is reached through a symlink, so that one rename can turn it into a file: a pack opened
+    // or renamed out of it after that fails with ENOTDIR (even for root), and none can fall in a gap between two
+    // steps. The save yields whenever the worker has sealed a batch, so the watch runs mid-save. Each 1 MiB file
+    // fills a pack of its own: past the first THREAD_AFTER_BYTES (sealed on the saving thread) the packs are the
+    // worker's.
+    renameSync(staging, `${staging}.real`);
+    symlinkSync(`${staging}.real`, staging);
+    writeFileSync(`${staging}.file`, "");
+    symlinkSync(`${staging}.file`, `${staging}.broken`);
     const watch = setInterval(() => {
       if (broken || packs() < THREAD_AFTER_BYTES / MiB + 4) return;
       broken = true;
-      renameSync(staging, `${staging}.away`);
-      writeFileSync(staging, "");
+      renameSync(`${staging}.broken`, staging);
     }, 1);
     const err = await snapshotTree(store, root).then(
       () => null,
@@ -112,7 +117,8 @@ describe("the seal worker", () => {
     expect(broken).toBe(true);
     expect(err?.message).toMatch(/ENOTDIR|not a directory/);
     rmSync(staging);
-    renameSync(`${staging}.away`, staging);
+    rmSync(`${staging}.file`);
+    renameSync(`${staging}.real`, staging);
     expect(await store.listSnapshots()).toHaveLength(0);
     expect((await check(store, { readData: true })).errors).toEqual([]);
     const again = await snapshotTree(store, root);

@@ -68,7 +68,7 @@ async function recent(sid: string): Promise<string> {
 
 async function shell(box: string): Promise<string> {
   const r = await h.run(["run", box, "--detach"]);
-  expect(r.code).toBe(0);
+  expect(r.code, r.stderr).toBe(0);
   const sid = r.stdout.trim();
   expect((await h.run(["session", "driver", "acquire", sid])).code).toBe(0);
   await waitFor("the shell's prompt", async () => (await recent(sid)).includes("$"));
@@ -77,7 +77,7 @@ async function shell(box: string): Promise<string> {
 
 async function send(sid: string, text: string): Promise<void> {
   const r = await h.run(["session", "send", sid, text]);
-  expect(r.stderr).toBe("");
+  expect(r.stderr, "session send's stderr").toBe("");
   expect(r.code).toBe(0);
 }
 
@@ -117,19 +117,22 @@ test("the box's and the user's totals hold across sessions", async () => {
   const second = await shell("oc");
   await send(second, "head -c 3000000 /dev/urandom | base64; echo second-$((6*7))");
   await printed(second, "second-42");
-  expect(stored(first, second)).toBeLessThanOrEqual(BOX_CAP);
+  expect(stored(first, second), "the box's bytes").toBeLessThanOrEqual(BOX_CAP);
   const boxDrops = [...(await events(first, "output.dropped")), ...(await events(second, "output.dropped"))].filter(
     (d) => d.data.cap === "box",
   );
-  expect(boxDrops.length).toBeGreaterThan(0);
+  expect(boxDrops.length, "drops for the box's cap").toBeGreaterThan(0);
 
   const third = await shell("oc2");
   await send(third, "head -c 3000000 /dev/urandom | base64; echo third-$((6*7))");
   await printed(third, "third-42");
-  expect(stored(first, second, third)).toBeLessThanOrEqual(USER_CAP);
-  expect(stored(first, second)).toBeLessThanOrEqual(BOX_CAP);
+  expect(stored(first, second, third), "the user's bytes").toBeLessThanOrEqual(USER_CAP);
+  expect(stored(first, second), "the box's bytes after the third").toBeLessThanOrEqual(BOX_CAP);
   const all = await Promise.all([first, second, third].map((s) => events(s, "output.dropped")));
-  expect(all.flat().some((d) => d.data.cap === "user")).toBe(true);
+  expect(
+    all.flat().some((d) => d.data.cap === "user"),
+    `a drop for the user's cap among ${JSON.stringify(all.map((ds) => ds.map((d) => d.data.cap)))}`,
+  ).toBe(true);
 }, 120_000);
 
 test("a 120 MB burst the terminal's screen cannot keep up with leaves the box running; the next command works", async () => {

@@ -1,0 +1,186 @@
+// Runs the test files side by side: each file in its own `bun test` process,
+// several at once (HUTCH_TEST_JOBS, default the cores + 1: most of a file's
+// time is waiting on a box, a VM or a daemon, not on a core), the longest
+// first so the last ones to finish are short. The VM images the suite boots
+// are built once, before any file that boots one starts, while the other
+// files run. Each file's output is printed whole when it ends; the end
+// repeats every failure with its error, the slowest files, and the line
+// "N passed, N failed".
+//
+// Files run apart from each other as they already do in one process: each
+// makes its own home, daemon and boxes (tests/helpers.ts makeHome). A file
+// that cannot share the machine says so with a line `// test: alone` and
+// runs with nothing else.
+import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { availableParallelism } from "node:os";
+import { join, relative } from "node:path";
+
+const ROOT = join(import.meta.dir, "..");
+const DURATIONS = join(ROOT, "tests", "durations.json");
+const ROOTS = ["shared/test", "host/test", "guest/test", "extension/test", "tests/e2e"];
+const TIMEOUT_MS = "60000";
+
+interface Result {
+  file: string;
+  code: number;
+  seconds: number;
+  pass: number;
+  fail: number;
+  skip: number;
+  output: string;
+}
+
+function testFiles(): string[] {
+  const out: string[] = [];
+  const walk = (dir: string) => {
+    for (const name of readdirSync(dir)) {
+      const path = join(dir, name);
+      if (name === "node_modules") continue;
+      if (statSync(path).isDirectory()) walk(path);
+      else if (name.endsWith(".test.ts")) out.push(relative(ROOT, path));
+    }
+  };
+  for (const r of ROOTS) walk(join(ROOT, r));
+  return out.sort();
+}
+
+const source = (file: string) => readFileSync(join(ROOT, file), "utf8");
+/** The image profiles a file boots (tests/helpers.ts testImage, installTestImage). */
+function imagesOf(text: string): ("base" | "desktop")[] {
+  const out: ("base" | "desktop")[] = [];
+  if (/installTestImage\(|testImage\(\)/.test(text)) out.push("base");
+  if (/testImage\("desktop"\)/.test(text)) out.push("desktop");
+  return out;
+}
+
+/** The counts `bun test` printed last: " 12 pass", " 1 fail", " 2 skip". */
+function counts(output: string): { pass: number; fail: number; skip: number } {
+  const last = (word: string) => {
+    const all = [...output.matchAll(new RegExp(`^ *(\\d+) ${word}$`, "gm"))];
+    return all.length ? Number(all[all.length - 1]![1]) : 0;
+  };
+  return { pass: last("pass"), fail: last("fail"), skip: last("skip") };
+}
+
+/** Each failed test's line with the error printed above it (bun prints a test's error before its "(fail)" line). */
+function failures(output: string): string[] {
+  const lines = output.split("\n");
+  const out: string[] = [];
+  let start = 0;
+  for (let i = 0; i < lines.length; i++) {
+    const l = lines[i]!;
+    if (/^\((pass|skip|todo)\)/.test(l)) start = i + 1;
+    else if (l.startsWith("(fail)")) {
+      const block = lines.slice(Math.max(start, i - 80), i + 1);
+      out.push(block.join("\n"));
+      start = i + 1;
+    }
+  }
+  return out;
+}
+
+async function run(cmd: string[], env: Record<string, string | undefined> = {}): Promise<{ code: number; output: string }> {
+  const p = Bun.spawn(cmd, { cwd: ROOT, env: { ...process.env, ...env }, stdout: "pipe", stderr: "pipe" });
+  const [out, err] = await Promise.all([new Response(p.stdout).text(), new Response(p.stderr).text()]);
+  return { code: await p.exited, output: out + err };
+}
+
+async function testFile(file: string): Promise<Result> {
+  const t0 = performance.now();
+  const { code, output } = await run(["bun", "test", "--timeout", TIMEOUT_MS, `./${file}`]);
+  const seconds = (performance.now() - t0) / 1000;
+  const c = counts(output);
+  // A file whose runner died without a summary is a failure, not a silent zero.
+  const fail = code !== 0 && c.fail === 0 ? 1 : c.fail;
+  return { file, code, seconds, ...c, fail, output };
+}
+
+async function main(): Promise<number> {
+  const files = testFiles();
+  const known: Record<string, number> = JSON.parse(readFileSync(DURATIONS, "utf8"));
+  const jobs = Math.max(1, Number(process.env.HUTCH_TEST_JOBS ?? availableParallelism() + 1));
+  const texts = new Map(files.map((f) => [f, source(f)]));
+  const alone = new Set(files.filter((f) => /^\/\/ test: alone$/m.test(texts.get(f)!)));
+  // Longest first; a file not timed yet counts as long, so a new slow file does not end the run alone.
+  const queue = [...files].sort((a, b) => (known[b] ?? 60) - (known[a] ?? 60));
+  const needs = new Map(files.map((f) => [f, imagesOf(texts.get(f)!)]));
+  const wanted = [...new Set([...needs.values()].flat())];
+
+  const started = performance.now();
+  const elapsed = () => ((performance.now() - started) / 1000).toFixed(0);
+  process.stderr.write(`tests: ${files.length} files, ${jobs} at a time${wanted.length ? `; images ${wanted.join(", ")} first` : ""}\n`);
+
+  // The images, built (or found up to date) once; files that boot one wait for it.
+  const ready = new Map<string, Promise<Result>>();
+  for (const profile of wanted) {
+    const prior: Promise<unknown> = ready.size ? [...ready.values()].at(-1)! : Promise.resolve();
+    ready.set(
+      profile,
+      prior.then(async () => {
+        const t0 = performance.now();
+        const r = await run(["bun", join("tests", "prepare-image.ts"), profile]);
+        const seconds = (performance.now() - t0) / 1000;
+        process.stderr.write(`[${elapsed()}s] image ${profile} ${r.code === 0 ? "ready" : "FAILED"} in ${seconds.toFixed(0)}s\n`);
+        return { file: `(image ${profile})`, code: r.code, seconds, pass: 0, fail: r.code === 0 ? 0 : 1, skip: 0, output: r.output };
+      }),
+    );
+  }
+  const imageDone = new Set<string>();
+  for (const [p, r] of ready) void r.then(() => imageDone.add(p));
+
+  const results: Result[] = [];
+  let running = 0;
+  let aloneRunning = false;
+  let done = 0;
+  await new Promise<void>((finish) => {
+    const next = () => {
+      if (queue.length === 0 && running === 0) return finish();
+      while (running < jobs && !aloneRunning && queue.length) {
+        // The first file whose images are ready and that may start now; a file alone waits for an idle machine.
+        const i = queue.findIndex((f) => needs.get(f)!.every((p) => imageDone.has(p)) && (!alone.has(f) || running === 0));
+        if (i < 0) break;
+        const file = queue.splice(i, 1)[0]!;
+        running++;
+        if (alone.has(file)) aloneRunning = true;
+        void testFile(file).then((r) => {
+          running--;
+          if (alone.has(file)) aloneRunning = false;
+          done++;
+          results.push(r);
+          process.stdout.write(`\n${r.file}:\n${r.output.trimEnd()}\n`);
+          process.stderr.write(
+            `[${elapsed()}s] ${done}/${files.length} ${r.file}: ${r.pass} passed, ${r.fail} failed in ${r.seconds.toFixed(0)}s\n`,
+          );
+          next();
+        });
+      }
+    };
+    // Re-check waiting files whenever an image is ready.
+    for (const r of ready.values()) void r.then(next);
+    next();
+  });
+  const images = await Promise.all(ready.values());
+
+  const all = [...images, ...results];
+  const failed = all.filter((r) => r.fail > 0);
+  if (process.env.HUTCH_TEST_RECORD) {
+    const times = Object.fromEntries(results.map((r) => [r.file, Math.round(r.seconds)]).sort());
+    writeFileSync(DURATIONS, `${JSON.stringify(times, null, 2)}\n`);
+  }
+  console.log(`\n== the slowest files (of ${results.length}, ${jobs} at a time, ${elapsed()} s in all)`);
+  for (const r of [...all].sort((a, b) => b.seconds - a.seconds).slice(0, 12)) console.log(`${r.seconds.toFixed(0).padStart(6)} s  ${r.file}`);
+  if (failed.length) {
+    console.log("\n== failures (each printed with its file above too)");
+    for (const r of failed) {
+      const blocks = failures(r.output);
+      console.log(`\n${r.file} (exit ${r.code}):`);
+      console.log(blocks.length ? blocks.join("\n\n") : r.output.split("\n").slice(-60).join("\n"));
+    }
+  }
+  const pass = all.reduce((n, r) => n + r.pass, 0);
+  const fail = all.reduce((n, r) => n + r.fail, 0);
+  console.log(`\n${pass} pass\n${fail} fail`);
+  return fail > 0 || all.some((r) => r.code !== 0) ? 1 : 0;
+}
+
+process.exit(await main());
