@@ -1,16 +1,20 @@
 // Runs the test files side by side: each file in its own `bun test` process,
 // several at once (HUTCH_TEST_JOBS, default the cores + 1: most of a file's
 // time is waiting on a box, a VM or a daemon, not on a core), the longest
-// first so the last ones to finish are short. The VM images the suite boots
-// are built once, before any file that boots one starts, while the other
-// files run. Each file's output is printed whole when it ends; the end
+// first so the last ones to finish are short. Files that boot VMs run one at
+// a time (HUTCH_TEST_VM_JOBS, default 1): a VM under tcg keeps both of its
+// vCPUs busy, so two of them side by side only slow each other down, while
+// the other files fill the rest of the machine. The VM images the suite
+// boots are built once, before any file that boots one starts, while the
+// other files run. Each file's output is printed whole when it ends; the end
 // repeats every failure with its error, the slowest files, and the line
 // "N passed, N failed".
 //
 // Files run apart from each other as they already do in one process: each
 // makes its own home, daemon and boxes (tests/helpers.ts makeHome). A file
 // that cannot share the machine says so with a line `// test: alone` and
-// runs with nothing else.
+// runs with nothing else; a file that boots VMs without the test images
+// (tests/helpers.ts testImage) says `// test: vm`.
 import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join, relative } from "node:path";
@@ -100,15 +104,19 @@ async function main(): Promise<number> {
   const known: Record<string, number> = JSON.parse(readFileSync(DURATIONS, "utf8"));
   const jobs = Math.max(1, Number(process.env.HUTCH_TEST_JOBS ?? availableParallelism() + 1));
   const texts = new Map(files.map((f) => [f, source(f)]));
+  const vmJobs = Math.max(1, Number(process.env.HUTCH_TEST_VM_JOBS ?? 1));
   const alone = new Set(files.filter((f) => /^\/\/ test: alone$/m.test(texts.get(f)!)));
   // Longest first; a file not timed yet counts as long, so a new slow file does not end the run alone.
   const queue = [...files].sort((a, b) => (known[b] ?? 60) - (known[a] ?? 60));
   const needs = new Map(files.map((f) => [f, imagesOf(texts.get(f)!)]));
   const wanted = [...new Set([...needs.values()].flat())];
+  const vm = new Set(files.filter((f) => needs.get(f)!.length > 0 || /^\/\/ test: vm$/m.test(texts.get(f)!)));
 
   const started = performance.now();
   const elapsed = () => ((performance.now() - started) / 1000).toFixed(0);
-  process.stderr.write(`tests: ${files.length} files, ${jobs} at a time${wanted.length ? `; images ${wanted.join(", ")} first` : ""}\n`);
+  process.stderr.write(
+    `tests: ${files.length} files, ${jobs} at a time (${vmJobs} booting VMs)${wanted.length ? `; images ${wanted.join(", ")} first` : ""}\n`,
+  );
 
   // The images, built (or found up to date) once; files that boot one wait for it.
   const ready = new Map<string, Promise<Result>>();
@@ -131,20 +139,25 @@ async function main(): Promise<number> {
   const results: Result[] = [];
   let running = 0;
   let aloneRunning = false;
+  let vmRunning = 0;
   let done = 0;
   await new Promise<void>((finish) => {
     const next = () => {
       if (queue.length === 0 && running === 0) return finish();
       while (running < jobs && !aloneRunning && queue.length) {
         // The first file whose images are ready and that may start now; a file alone waits for an idle machine.
-        const i = queue.findIndex((f) => needs.get(f)!.every((p) => imageDone.has(p)) && (!alone.has(f) || running === 0));
+        const i = queue.findIndex(
+          (f) => needs.get(f)!.every((p) => imageDone.has(p)) && (!alone.has(f) || running === 0) && (!vm.has(f) || vmRunning < vmJobs),
+        );
         if (i < 0) break;
         const file = queue.splice(i, 1)[0]!;
         running++;
         if (alone.has(file)) aloneRunning = true;
+        if (vm.has(file)) vmRunning++;
         void testFile(file).then((r) => {
           running--;
           if (alone.has(file)) aloneRunning = false;
+          if (vm.has(file)) vmRunning--;
           done++;
           results.push(r);
           process.stdout.write(`\n${r.file}:\n${r.output.trimEnd()}\n`);
@@ -168,7 +181,8 @@ async function main(): Promise<number> {
     writeFileSync(DURATIONS, `${JSON.stringify(times, null, 2)}\n`);
   }
   console.log(`\n== the slowest files (of ${results.length}, ${jobs} at a time, ${elapsed()} s in all)`);
-  for (const r of [...all].sort((a, b) => b.seconds - a.seconds).slice(0, 12)) console.log(`${r.seconds.toFixed(0).padStart(6)} s  ${r.file}`);
+  for (const r of [...all].sort((a, b) => b.seconds - a.seconds).slice(0, 12))
+    console.log(`${r.seconds.toFixed(0).padStart(6)} s  ${r.file}`);
   if (failed.length) {
     console.log("\n== failures (each printed with its file above too)");
     for (const r of failed) {

@@ -2,6 +2,7 @@
 // test/vm-check.ts, which builds the VM from Debian packages (~2 s with the
 // kernel cached, plus one `apt-get download` of it the first time) and boots
 // it (~30 s in all). Skipped where the tools are missing.
+// test: vm
 import { expect, test } from "bun:test";
 import { join } from "node:path";
 
