@@ -15,7 +15,8 @@ import {
   type TokenScope,
   type UserInfo,
 } from "@hutch/shared";
-import { AuthStore, type ShareMode, toTokenInfo } from "../store/auth.ts";
+import { AuthStore, toTokenInfo } from "../store/auth.ts";
+import type { AuthTables, ShareMode } from "../store/types.ts";
 import type { Database } from "bun:sqlite";
 
 /** Who a connection is: a user, what its token lets it do, and the token (remote connections). */
@@ -46,7 +47,7 @@ function tokenId(): string {
 export type AccessChanged = (boxId: string, user: string, now: ShareMode | null) => void;
 
 export class AuthService {
-  readonly store: AuthStore;
+  readonly store: AuthTables;
   private revoked = new Set<(tokenId: string) => void>();
   private narrowed = new Set<AccessChanged>();
 

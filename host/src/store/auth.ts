@@ -4,19 +4,7 @@
 // (everything made before server mode).
 import type { Database } from "bun:sqlite";
 import type { ShareInfo, TokenInfo, TokenScope, UserInfo } from "@hutch/shared";
-
-export interface TokenRow {
-  id: string;
-  user: string;
-  hash: Uint8Array;
-  scopes: string;
-  created_at: string;
-  expires_at: number | null;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
-
-export type ShareMode = ShareInfo["mode"];
+import type { AuthTables, ShareMode, TokenRow } from "./types.ts";
 
 const now = () => new Date().toISOString();
 
@@ -32,7 +20,7 @@ export function toTokenInfo(r: TokenRow): TokenInfo {
   };
 }
 
-export class AuthStore {
+export class AuthStore implements AuthTables {
   constructor(private db: Database) {}
 
   addUser(name: string): boolean {

@@ -1,18 +1,7 @@
 // Rows of boxes and their op journal. No engine, no HTTP: just state.
 import type { Database } from "bun:sqlite";
 import { newId, type BoxPolicy, type BoxState, type DesiredState, type EngineName, type Op } from "@hutch/shared";
-
-export interface BoxRow {
-  id: string;
-  name: string;
-  engine: EngineName;
-  state: BoxState;
-  desired: DesiredState;
-  reason: string | null;
-  config: string;
-  created_at: string;
-  updated_at: string;
-}
+import type { BoxRegistry, BoxRow, OpKind } from "./types.ts";
 
 interface OpRow {
   id: string;
@@ -25,8 +14,6 @@ interface OpRow {
   created_at: string;
   updated_at: string;
 }
-
-export type OpKind = "create" | "start" | "stop" | "pause" | "resume" | "delete";
 
 const now = () => new Date().toISOString();
 
@@ -45,7 +32,7 @@ export function toOp(row: OpRow): Op {
   };
 }
 
-export class BoxStore {
+export class BoxStore implements BoxRegistry {
   constructor(private readonly db: Database) {}
 
   list(): BoxRow[] {
