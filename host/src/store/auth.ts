@@ -72,10 +72,6 @@ export class AuthStore implements AuthTables {
     return (this.db.query("SELECT owner FROM box_owners WHERE box_id = ?").get(boxId) as { owner: string } | null)?.owner ?? null;
   }
 
-  setOwner(boxId: string, owner: string): void {
-    this.db.query("INSERT OR REPLACE INTO box_owners (box_id, owner) VALUES (?, ?)").run(boxId, owner);
-  }
-
   /** The owner of a snapshot (its box's owner when it was taken); null: the local user's. */
   snapshotOwner(snapId: string): string | null {
     return (this.db.query("SELECT owner FROM snapshot_owners WHERE snap_id = ?").get(snapId) as { owner: string } | null)?.owner ?? null;

@@ -122,14 +122,6 @@ export class BoxStore implements BoxRegistry {
     this.db.query("UPDATE boxes SET config = ?, updated_at = ? WHERE id = ?").run(JSON.stringify(config), now(), boxId);
   }
 
-  setDesired(boxId: string, desired: DesiredState): void {
-    this.db.query("UPDATE boxes SET desired = ?, updated_at = ? WHERE id = ?").run(desired, now(), boxId);
-  }
-
-  setPhase(opId: string, phase: string): void {
-    this.db.query("UPDATE ops SET phase = ?, updated_at = ? WHERE id = ?").run(phase, now(), opId);
-  }
-
   /** Settles every pending op of a box: done, or failed with the error. */
   settleOps(boxId: string, error: string | null): void {
     this.db
