@@ -2,10 +2,7 @@
 // a bounded log of recent egress decisions per box.
 import type { Database } from "bun:sqlite";
 import type { EgressDecision, EgressRecord } from "@hutch/shared";
-import type { BrokerTables, PolicyRow } from "./types.ts";
-
-/** Decisions kept per box for `hutch box egress`; older ones are dropped as new ones arrive. */
-export const EGRESS_KEPT = 1000;
+import { type BrokerTables, EGRESS_KEPT, type PolicyRow } from "./types.ts";
 
 const now = () => new Date().toISOString();
 

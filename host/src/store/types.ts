@@ -276,6 +276,9 @@ export interface AuthTables extends UserTable, TokenTable, OwnerTable, ShareTabl
 
 // --- The broker's rows ------------------------------------------------------
 
+/** Decisions kept per box for `hutch box egress`; older ones are dropped as new ones arrive. */
+export const EGRESS_KEPT = 1000;
+
 export interface PolicyRow {
   allow: string[];
   bindings: string[];
@@ -294,7 +297,7 @@ export interface BrokerTables {
   /** A box's policy; an empty one when it has none. */
   policy(boxId: string): PolicyRow;
   savePolicy(boxId: string, p: PolicyRow): void;
-  /** Logs a decision; the oldest beyond the kept number go. */
+  /** Logs a decision. A box keeps its latest EGRESS_KEPT at least, and at most a tenth more: older ones go. */
   logEgress(boxId: string, record: EgressRecord): void;
   /** A box's latest `limit` decisions (of one kind when given), oldest first. */
   egress(boxId: string, decision: EgressDecision | undefined, limit: number): EgressRecord[];
