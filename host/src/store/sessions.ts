@@ -81,31 +81,33 @@ export class SessionStore implements SessionLog {
 
   /** Appends events in one transaction; returns each one's seq and whether it is new. */
   append(sessionId: string, events: NewEvent[], also?: () => void): Appended[] {
-    return this.db.transaction(() => {
-      let last = (this.lastSeq.get(sessionId) as { last_seq: number } | null)?.last_seq;
-      if (last === undefined) throw new Error(`session ${sessionId} does not exist`);
-      const head = eventHead(sessionId);
-      const out: Appended[] = [];
-      for (const e of events) {
-        if (e.idempotencyKey) {
-          const prior = this.findIdem.get(sessionId, e.idempotencyKey) as { seq: number } | null;
-          if (prior) {
-            out.push({ seq: prior.seq, fresh: false, json: "" });
-            continue;
+    return this.db
+      .transaction(() => {
+        let last = (this.lastSeq.get(sessionId) as { last_seq: number } | null)?.last_seq;
+        if (last === undefined) throw new Error(`session ${sessionId} does not exist`);
+        const head = eventHead(sessionId);
+        const out: Appended[] = [];
+        for (const e of events) {
+          if (e.idempotencyKey) {
+            const prior = this.findIdem.get(sessionId, e.idempotencyKey) as { seq: number } | null;
+            if (prior) {
+              out.push({ seq: prior.seq, fresh: false, json: "" });
+              continue;
+            }
           }
+          const seq = ++last;
+          const at = new Date().toISOString();
+          const actor = JSON.stringify(e.actor);
+          const data = JSON.stringify(e.data);
+          this.insertEvent.run(sessionId, seq, at, actor, e.kind, data, e.idempotencyKey ?? null);
+          for (const hook of this.storedHooks) hook(sessionId, seq, at, e);
+          out.push({ seq, fresh: true, json: eventLine(head, seq, at, actor, e.kind, data) });
         }
-        const seq = ++last;
-        const at = new Date().toISOString();
-        const actor = JSON.stringify(e.actor);
-        const data = JSON.stringify(e.data);
-        this.insertEvent.run(sessionId, seq, at, actor, e.kind, data, e.idempotencyKey ?? null);
-        for (const hook of this.storedHooks) hook(sessionId, seq, at, e);
-        out.push({ seq, fresh: true, json: eventLine(head, seq, at, actor, e.kind, data) });
-      }
-      this.bumpSeq.run(last, sessionId);
-      also?.();
-      return out;
-    })();
+        this.bumpSeq.run(last, sessionId);
+        also?.();
+        return out;
+      })
+      .immediate();
   }
 
   /**
@@ -215,6 +217,6 @@ export class SessionStore implements SessionLog {
   }
 
   transaction<T>(fn: () => T): T {
-    return this.db.transaction(fn)();
+    return this.db.transaction(fn).immediate();
   }
 }

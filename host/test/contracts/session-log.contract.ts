@@ -231,6 +231,27 @@ export function describeSessionLogContract(name: string, make: MakeStorage<Sessi
     );
 
     test(
+      "appends racing from two handles, retries included: every event lands once, seqs gapless",
+      run(async (a, more) => {
+        const b = (await more()).store;
+        await a.insert(session("ses_1"));
+        const n = 40;
+        // Each event is sent through both handles at once, as a client retrying through another server would.
+        const sent = Array.from({ length: n }, (_, i) =>
+          [a, b].map((log) => Promise.resolve().then(() => log.append("ses_1", [note(`e${i}`, `key-${i}`)]))),
+        );
+        const results = await Promise.all(sent.flat());
+        const seqs = results.map((r) => r[0]!.seq);
+        for (let i = 0; i < n; i++) expect(seqs[2 * i]).toBe(seqs[2 * i + 1]!);
+        expect(results.filter((r) => r[0]!.fresh)).toHaveLength(n);
+        const lines = await read(b, "ses_1");
+        expect(lines.map((l) => l.seq)).toEqual(Array.from({ length: n }, (_, i) => i + 1));
+        expect(new Set(lines.map((l) => l.data.text)).size).toBe(n);
+        expect(await a.last("ses_1")).toBe(n);
+      }),
+    );
+
+    test(
       "what was acknowledged is there after a reopen",
       run(async (first, _more, reopen) => {
         await first.insert(session("ses_1", { label: "kept" }));
