@@ -3,22 +3,10 @@
 // outlives its box). A box or snapshot with no owner row is the local user's
 // (everything made before server mode).
 import type { Database } from "bun:sqlite";
-import type { ShareInfo, TokenInfo, TokenScope, UserInfo } from "@hutch/shared";
+import type { ShareInfo, TokenScope, UserInfo } from "@hutch/shared";
 import type { AuthTables, ShareMode, TokenRow } from "./types.ts";
 
 const now = () => new Date().toISOString();
-
-export function toTokenInfo(r: TokenRow): TokenInfo {
-  return {
-    id: r.id,
-    user: r.user,
-    scopes: JSON.parse(r.scopes) as TokenScope[],
-    createdAt: r.created_at,
-    ...(r.expires_at !== null ? { expiresAt: new Date(r.expires_at).toISOString() } : {}),
-    ...(r.last_used_at ? { lastUsedAt: r.last_used_at } : {}),
-    ...(r.revoked_at ? { revokedAt: r.revoked_at } : {}),
-  };
-}
 
 export class AuthStore implements AuthTables {
   constructor(private db: Database) {}
