@@ -3,7 +3,9 @@
 // file implement them; a second backend (JetStream) implements them again and
 // passes the same contract suites (host/test/contracts/). Where rows must
 // commit together (a box and its create op, an event and its session's
-// last seq) that is one call here, never two.
+// last seq) that is one call here, never two; the session log's three
+// exceptions (append's `also`, `transaction`, `onStored`) are named in
+// README.md with what replaces them.
 //
 // Every method is synchronous today because bun:sqlite is; see README.md for
 // what changes when a backend needs the network.
