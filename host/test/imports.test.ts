@@ -7,7 +7,10 @@
 //     every variable hutch reads is named there once; a child that inherits
 //     the environment, or a scan of every variable, gets it from env.all();
 //   - a CLI verb's code never reaches an engine (the daemon runs boxes; the
-//     `hutch daemon` verb starts one in-process, so it alone is exempt).
+//     `hutch daemon` verb starts one in-process, so it alone is exempt);
+//   - outside store/, state is reached through store/types.ts: a SQLite class
+//     is named only where it is constructed (the daemon's wiring, and the auth
+//     service), so a second backend is a second implementation, not a fork.
 // Imports are read as text (static, dynamic and re-exports), and followed
 // through relative paths for the CLI's closure, where type-only imports (which
 // load nothing) are skipped. The `hutch daemon` verb is the daemon, so it may
@@ -102,6 +105,18 @@ describe("who may import whom", () => {
         else stack.push(t);
       }
     }
+    expect(bad).toEqual([]);
+  });
+
+  test("outside store/, only the wiring names a SQLite store class", () => {
+    const store = `${join(root, "host/src/store")}/`;
+    const open = new Set(["types.ts", "db.ts", "migrations.ts"].map((f) => join(store, f)));
+    const wiring = new Set([join(root, "host/src/daemon/services.ts"), join(root, "host/src/auth/service.ts")]);
+    const bad = sources(join(root, "host/src"))
+      .filter((f) => !f.startsWith(store) && !wiring.has(f))
+      .flatMap((f) => specifiers(f).map((s) => [f, target(f, s)] as const))
+      .filter(([, t]) => t?.startsWith(store) && !open.has(t))
+      .map(([f, t]) => `${rel(f)} -> ${rel(t!)}`);
     expect(bad).toEqual([]);
   });
 });

@@ -10,7 +10,7 @@ import { openDb } from "../src/store/db.ts";
 import { ProcessEngine } from "../src/engine/process/index.ts";
 import { buildApp } from "../src/daemon/app.ts";
 import { createServices } from "../src/daemon/services.ts";
-import type { NewEvent } from "../src/store/sessions.ts";
+import type { NewEvent } from "../src/store/types.ts";
 import { FIXTURE_AGENT, FIXTURE_USER, fixtureEvent } from "../../tests/fixtures/events.ts";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-sum-"));

@@ -15,7 +15,8 @@ import {
   type TokenScope,
   type UserInfo,
 } from "@hutch/shared";
-import { AuthStore, type ShareMode, toTokenInfo } from "../store/auth.ts";
+import { AuthStore } from "../store/auth.ts";
+import type { AuthTables, ShareMode, TokenRow } from "../store/types.ts";
 import type { Database } from "bun:sqlite";
 
 /** Who a connection is: a user, what its token lets it do, and the token (remote connections). */
@@ -42,11 +43,24 @@ function tokenId(): string {
   return id;
 }
 
+/** A token row as the API shows it: never its hash. */
+export function toTokenInfo(r: TokenRow): TokenInfo {
+  return {
+    id: r.id,
+    user: r.user,
+    scopes: JSON.parse(r.scopes) as TokenScope[],
+    createdAt: r.created_at,
+    ...(r.expires_at !== null ? { expiresAt: new Date(r.expires_at).toISOString() } : {}),
+    ...(r.last_used_at ? { lastUsedAt: r.last_used_at } : {}),
+    ...(r.revoked_at ? { revokedAt: r.revoked_at } : {}),
+  };
+}
+
 /** Told when a user's access to a box narrows (drive to read) or ends: what they still have, or null. */
 export type AccessChanged = (boxId: string, user: string, now: ShareMode | null) => void;
 
 export class AuthService {
-  readonly store: AuthStore;
+  readonly store: AuthTables;
   private revoked = new Set<(tokenId: string) => void>();
   private narrowed = new Set<AccessChanged>();
 

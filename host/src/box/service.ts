@@ -12,7 +12,7 @@ import {
   type DesiredState,
   type EngineName,
 } from "@hutch/shared";
-import type { BoxRow, BoxStore, OpKind } from "../store/boxes.ts";
+import type { BoxRegistry, BoxRow, OpKind } from "../store/types.ts";
 import type { BoxHandle, Engine, EngineCapabilities } from "../engine/types.ts";
 import { openChannel, type Channel } from "../engine/channel.ts";
 import { env } from "../env.ts";
@@ -73,7 +73,7 @@ export class BoxService {
   };
 
   constructor(
-    private readonly store: BoxStore,
+    private readonly store: BoxRegistry,
     private readonly engines: Record<string, Engine>,
     private readonly home: string,
     /** How a box's channel is opened (the reconciler's table test scripts the guest side). */

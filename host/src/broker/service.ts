@@ -20,7 +20,7 @@ import {
   type SecretFindResult,
   type SecretInfo,
 } from "@hutch/shared";
-import type { BrokerStore } from "../store/broker.ts";
+import type { BrokerTables } from "../store/types.ts";
 import type { Channel } from "../engine/channel.ts";
 import { BOX_FILES } from "../paths.ts";
 import { log } from "../log.ts";
@@ -73,7 +73,7 @@ export class BrokerService {
   private readonly maxConns: number;
 
   constructor(
-    private readonly store: BrokerStore,
+    private readonly store: BrokerTables,
     private readonly sealer: Sealer,
     private readonly configPath: string,
     /** Name resolution for CONNECT (the system resolver; tests give names of their own). */

@@ -5,13 +5,13 @@
 import { HutchError } from "@hutch/shared";
 import type { AuthService, Principal } from "../auth/service.ts";
 import type { BoxService } from "../box/service.ts";
-import type { SessionStore } from "../store/sessions.ts";
+import type { SessionLog } from "../store/types.ts";
 import { sessionAccess } from "../session/access.ts";
 
 export interface AccessDeps {
   auth: AuthService;
   boxes: BoxService;
-  sessionStore: SessionStore;
+  sessionStore: SessionLog;
 }
 
 const BOX = /^\/v1\/boxes\/([^/]+)(\/[^/]+)?/;

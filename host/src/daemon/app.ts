@@ -15,7 +15,7 @@ import type { AuthService, Principal } from "../auth/service.ts";
 import { authController, type ServeInfo } from "./auth/index.ts";
 import { checkAccess, checkBoxRef } from "./access.ts";
 import type { SessionService } from "../session/service.ts";
-import type { SessionStore } from "../store/sessions.ts";
+import type { SessionLog } from "../store/types.ts";
 import type { BrokerService } from "../broker/service.ts";
 import { brokerController } from "./broker/index.ts";
 import { readJsonBody } from "./body.ts";
@@ -37,7 +37,7 @@ import { CreationGate } from "./creations.ts";
 export interface AppDeps {
   boxes: BoxService;
   sessions: SessionService;
-  sessionStore: SessionStore;
+  sessionStore: SessionLog;
   broker: BrokerService;
   home: string;
   /** The change feed; the server passes its own so shutdown can end open feeds. */

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { emit, Events } from "@hutch/shared";
 import { BoxStore } from "../store/boxes.ts";
 import { SessionStore } from "../store/sessions.ts";
+import type { SessionLog } from "../store/types.ts";
 import { BrokerStore } from "../store/broker.ts";
 import { BoxService } from "../box/service.ts";
 import { SessionService } from "../session/service.ts";
@@ -30,7 +31,7 @@ const EGRESS_EVENTS = { allowed: Events.egressAllowed, denied: Events.egressDeni
 export interface Services {
   boxes: BoxService;
   sessions: SessionService;
-  sessionStore: SessionStore;
+  sessionStore: SessionLog;
   broker: BrokerService;
   /** The engines boxes run on, by name (doctor checks them in this order). */
   engines: Record<string, Engine>;

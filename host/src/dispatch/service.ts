@@ -26,7 +26,7 @@ import {
 } from "@hutch/shared";
 import type { BoxService } from "../box/service.ts";
 import type { SessionService } from "../session/service.ts";
-import type { SessionStore } from "../store/sessions.ts";
+import type { SessionLog } from "../store/types.ts";
 import type { SnapshotService } from "../snapshot/service.ts";
 import { harness } from "../harness/index.ts";
 import { SYSTEM } from "../session/actors.ts";
@@ -47,7 +47,7 @@ export interface DispatchDeps {
   home: string;
   boxes: BoxService;
   sessions: SessionService;
-  store: SessionStore;
+  store: SessionLog;
   snapshots: SnapshotService;
 }
 

@@ -7,7 +7,7 @@ import { checkEvent, emit, Events, HANDOVER_MAX_BYTES, HANDOVER_PATH, HutchError
 import { execCollect, execIn } from "../box/exec.ts";
 import type { BoxService } from "../box/service.ts";
 import type { EngineCapabilities } from "../engine/types.ts";
-import type { NewEvent } from "../store/sessions.ts";
+import type { NewEvent } from "../store/types.ts";
 import { agentContext, type BrokerLink } from "./broker-link.ts";
 import { agentArgv, agentCommand, GUEST_AGENTS_DIR, installAgent, installDirName, installedVersion } from "./install.ts";
 import { join } from "node:path";

@@ -2,7 +2,7 @@
 // the AgentRunner; an agent's terminal (interactive sessions) starts with the
 // argv, environment and config files its harness gives it, and once its
 // process runs, its transcript is tailed into the session's log.
-import type { NewEvent, SessionRow } from "../store/sessions.ts";
+import type { NewEvent, SessionRow } from "../store/types.ts";
 import type { SessionAgents } from "./service.ts";
 import { harness } from "../harness/index.ts";
 import type { AgentRunner } from "../harness/run.ts";

@@ -4,7 +4,7 @@
 // bytes kept are capped per session, box and user (the store drops the
 // oldest); each drop is logged as output.dropped in the session it cut.
 import { emit, Events, follow, HutchError, type Actor, type ExitMsg, type MuxStream } from "@hutch/shared";
-import type { NewEvent, PtyCaps, SessionRow, SessionStore } from "../store/sessions.ts";
+import type { NewEvent, PtyCaps, SessionRow, SessionLog } from "../store/types.ts";
 import type { BoxService } from "../box/service.ts";
 import { SYSTEM } from "./actors.ts";
 import { Listeners } from "../listeners.ts";
@@ -35,7 +35,7 @@ export class Recorder {
   readonly started = new Listeners<[row: SessionRow, pid: number]>("terminal started");
 
   constructor(
-    private readonly store: SessionStore,
+    private readonly store: SessionLog,
     private readonly sessions: SessionSink,
     private readonly boxes: BoxService,
     private readonly spawn: TerminalSpawner = async () => null,

@@ -19,7 +19,7 @@ import {
   type SessionSummary,
   type TypedEvent,
 } from "@hutch/shared";
-import type { SessionRow, SessionStore, NewEvent } from "../store/sessions.ts";
+import type { SessionRow, SessionLog, NewEvent } from "../store/types.ts";
 import type { BoxService } from "../box/service.ts";
 import { SessionBus } from "./bus.ts";
 import { Recorder, type TerminalSpawner } from "./recorder.ts";
@@ -69,7 +69,7 @@ export class SessionService {
   private lapseTimer?: ReturnType<typeof setInterval>;
 
   constructor(
-    private readonly store: SessionStore,
+    private readonly store: SessionLog,
     private readonly boxes: BoxService,
     private readonly agents: SessionAgents,
   ) {

@@ -18,16 +18,15 @@ import {
   type SessionSummary,
   type TurnState,
 } from "@hutch/shared";
-import type { NewEvent, SessionStore } from "../store/sessions.ts";
-import type { SummaryStore } from "../store/summaries.ts";
+import type { NewEvent, SessionLog, SummaryTable } from "../store/types.ts";
 
 const TURN = new Set(TURN_KINDS);
 const FOLDED_KINDS = [...TURN_KINDS, "annotation.added"];
 
 export class SessionSummaries {
-  private readonly store: SummaryStore;
+  private readonly store: SummaryTable;
 
-  constructor(sessions: SessionStore) {
+  constructor(sessions: SessionLog) {
     this.store = sessions.summaries;
     sessions.onStored((id, seq, at, e) => this.fold(id, seq, at, e));
   }

@@ -184,6 +184,7 @@ export class LocalBackend implements Backend {
   }
 
   async put(kind: ObjectKind, name: string, data: Uint8Array): Promise<boolean> {
+    checkName(kind, name);
     const tmp = stagingFile(this);
     const fd = openSync(tmp, "wx", 0o600);
     try {
@@ -197,6 +198,7 @@ export class LocalBackend implements Backend {
   }
 
   async putFile(kind: ObjectKind, name: string, path: string): Promise<boolean> {
+    checkName(kind, name);
     if (dirname(path) === this.stagingDir()) {
       await syncPath(path);
       return this.link(kind, name, path);
@@ -218,7 +220,13 @@ export class LocalBackend implements Backend {
         if (errno(err) !== "ENOENT" || kind !== "packs") throw err;
         mkdirSync(dirname(dest), { recursive: true, mode: 0o700 });
         await syncPath(join(this.location, "packs"));
-        linkSync(tmp, dest);
+        // Another put of the same name may have made the shard and won while we waited.
+        try {
+          linkSync(tmp, dest);
+        } catch (again) {
+          if (errno(again) === "EEXIST") return false;
+          throw again;
+        }
       }
       await syncPath(dirname(dest));
       return true;

@@ -3,36 +3,12 @@
 // outlives its box). A box or snapshot with no owner row is the local user's
 // (everything made before server mode).
 import type { Database } from "bun:sqlite";
-import type { ShareInfo, TokenInfo, TokenScope, UserInfo } from "@hutch/shared";
-
-export interface TokenRow {
-  id: string;
-  user: string;
-  hash: Uint8Array;
-  scopes: string;
-  created_at: string;
-  expires_at: number | null;
-  last_used_at: string | null;
-  revoked_at: string | null;
-}
-
-export type ShareMode = ShareInfo["mode"];
+import type { ShareInfo, TokenScope, UserInfo } from "@hutch/shared";
+import type { AuthTables, ShareMode, TokenRow } from "./types.ts";
 
 const now = () => new Date().toISOString();
 
-export function toTokenInfo(r: TokenRow): TokenInfo {
-  return {
-    id: r.id,
-    user: r.user,
-    scopes: JSON.parse(r.scopes) as TokenScope[],
-    createdAt: r.created_at,
-    ...(r.expires_at !== null ? { expiresAt: new Date(r.expires_at).toISOString() } : {}),
-    ...(r.last_used_at ? { lastUsedAt: r.last_used_at } : {}),
-    ...(r.revoked_at ? { revokedAt: r.revoked_at } : {}),
-  };
-}
-
-export class AuthStore {
+export class AuthStore implements AuthTables {
   constructor(private db: Database) {}
 
   addUser(name: string): boolean {
@@ -82,10 +58,6 @@ export class AuthStore {
   /** The owner of a box; null: the local user's. */
   owner(boxId: string): string | null {
     return (this.db.query("SELECT owner FROM box_owners WHERE box_id = ?").get(boxId) as { owner: string } | null)?.owner ?? null;
-  }
-
-  setOwner(boxId: string, owner: string): void {
-    this.db.query("INSERT OR REPLACE INTO box_owners (box_id, owner) VALUES (?, ?)").run(boxId, owner);
   }
 
   /** The owner of a snapshot (its box's owner when it was taken); null: the local user's. */

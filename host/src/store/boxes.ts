@@ -1,18 +1,7 @@
 // Rows of boxes and their op journal. No engine, no HTTP: just state.
 import type { Database } from "bun:sqlite";
 import { newId, type BoxPolicy, type BoxState, type DesiredState, type EngineName, type Op } from "@hutch/shared";
-
-export interface BoxRow {
-  id: string;
-  name: string;
-  engine: EngineName;
-  state: BoxState;
-  desired: DesiredState;
-  reason: string | null;
-  config: string;
-  created_at: string;
-  updated_at: string;
-}
+import type { BoxRegistry, BoxRow, OpKind } from "./types.ts";
 
 interface OpRow {
   id: string;
@@ -25,8 +14,6 @@ interface OpRow {
   created_at: string;
   updated_at: string;
 }
-
-export type OpKind = "create" | "start" | "stop" | "pause" | "resume" | "delete";
 
 const now = () => new Date().toISOString();
 
@@ -45,7 +32,7 @@ export function toOp(row: OpRow): Op {
   };
 }
 
-export class BoxStore {
+export class BoxStore implements BoxRegistry {
   constructor(private readonly db: Database) {}
 
   list(): BoxRow[] {
@@ -133,14 +120,6 @@ export class BoxStore {
   /** Replaces a box's engine settings (limits); the engine applies them at the next start. */
   setConfig(boxId: string, config: Record<string, unknown>): void {
     this.db.query("UPDATE boxes SET config = ?, updated_at = ? WHERE id = ?").run(JSON.stringify(config), now(), boxId);
-  }
-
-  setDesired(boxId: string, desired: DesiredState): void {
-    this.db.query("UPDATE boxes SET desired = ?, updated_at = ? WHERE id = ?").run(desired, now(), boxId);
-  }
-
-  setPhase(opId: string, phase: string): void {
-    this.db.query("UPDATE ops SET phase = ?, updated_at = ? WHERE id = ?").run(phase, now(), opId);
   }
 
   /** Settles every pending op of a box: done, or failed with the error. */

@@ -2,21 +2,13 @@
 // a bounded log of recent egress decisions per box.
 import type { Database } from "bun:sqlite";
 import type { EgressDecision, EgressRecord } from "@hutch/shared";
-
-/** Decisions kept per box for `hutch box egress`; older ones are dropped as new ones arrive. */
-export const EGRESS_KEPT = 1000;
-
-export interface PolicyRow {
-  allow: string[];
-  bindings: string[];
-  stubs: Record<string, string>;
-}
+import { type BrokerTables, EGRESS_KEPT, type PolicyRow } from "./types.ts";
 
 const now = () => new Date().toISOString();
 
 const PRUNE_EVERY = 100;
 
-export class BrokerStore {
+export class BrokerStore implements BrokerTables {
   private readonly sinceTrim = new Map<string, number>();
 
   constructor(private readonly db: Database) {}

@@ -3,56 +3,8 @@
 // monotonic per session; an idempotency key makes a repeat return the first
 // seq and store nothing.
 import type { Database, Statement } from "bun:sqlite";
-import type { Actor, TypedEvent } from "@hutch/shared";
 import { SummaryStore } from "./summaries.ts";
-
-export interface SessionRow {
-  id: string;
-  box_id: string;
-  agent: string;
-  label: string | null;
-  state: "open" | "closed";
-  owner: string;
-  argv: string;
-  pty: string | null;
-  driver: string | null;
-  driver_lease_ms: number | null;
-  driver_expires_at: number | null;
-  last_seq: number;
-  pty_chunks: number;
-  /** Raw terminal bytes stored now (pty_chunks rows), and dropped so far to keep under the caps. */
-  pty_bytes: number;
-  pty_dropped: number;
-  created_at: string;
-  closed_at: string | null;
-}
-
-/** An event to store: its data typed by its kind (checked again by the session service before it gets here). */
-export type NewEvent = TypedEvent & {
-  actor: Actor;
-  idempotencyKey?: string;
-};
-
-/** The most raw terminal bytes kept: per session, per box (all its sessions), per user (all theirs); 0 is no cap. */
-export interface PtyCaps {
-  session: number;
-  box: number;
-  user: number;
-}
-
-/** Chunks dropped from one session's output in one trim: chunks fromChunk..toChunk, `bytes` bytes from byte `offset`. */
-export interface PtyDrop {
-  sessionId: string;
-  fromChunk: number;
-  toChunk: number;
-  offset: number;
-  bytes: number;
-  cap: keyof PtyCaps;
-  limit: number;
-}
-
-/** Runs inside append's transaction for each event it stores, so what it writes commits or rolls back with the event. */
-export type StoredHook = (sessionId: string, seq: number, at: string, e: NewEvent) => void;
+import type { Appended, NewEvent, NewSessionRow, PtyCaps, PtyDrop, SessionFields, SessionLog, SessionRow, StoredHook } from "./types.ts";
 
 /** The start of every event line of one session (computed once per page). */
 const eventHead = (session: string) => `{"session":${JSON.stringify(session)},"seq":`;
@@ -65,7 +17,7 @@ const eventHead = (session: string) => `{"session":${JSON.stringify(session)},"s
 const eventLine = (head: string, seq: number, at: string, actor: string, kind: string, data: string) =>
   `${head}${seq},"at":"${at}","actor":${actor},"kind":"${kind}","data":${data}}`;
 
-export class SessionStore {
+export class SessionStore implements SessionLog {
   private readonly insertEvent: Statement;
   private readonly findIdem: Statement;
   private readonly bumpSeq: Statement;
@@ -84,12 +36,7 @@ export class SessionStore {
     this.page = db.prepare("SELECT seq, at, actor, kind, data FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq LIMIT ?");
   }
 
-  insert(
-    row: Omit<
-      SessionRow,
-      "last_seq" | "pty_chunks" | "pty_bytes" | "pty_dropped" | "closed_at" | "driver" | "driver_lease_ms" | "driver_expires_at"
-    >,
-  ): void {
+  insert(row: NewSessionRow): void {
     this.db
       .query("INSERT INTO sessions (id, box_id, agent, label, state, owner, argv, pty, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)")
       .run(row.id, row.box_id, row.agent, row.label, row.state, row.owner, row.argv, row.pty, row.created_at);
@@ -121,10 +68,7 @@ export class SessionStore {
       .all(now) as SessionRow[];
   }
 
-  update(
-    id: string,
-    fields: Partial<Pick<SessionRow, "state" | "pty" | "driver" | "driver_lease_ms" | "driver_expires_at" | "closed_at">>,
-  ): void {
+  update(id: string, fields: SessionFields): void {
     const keys = Object.keys(fields);
     if (keys.length === 0) return;
     const sql = `UPDATE sessions SET ${keys.map((k) => `${k} = ?`).join(", ")} WHERE id = ?`;
@@ -136,32 +80,34 @@ export class SessionStore {
   }
 
   /** Appends events in one transaction; returns each one's seq and whether it is new. */
-  append(sessionId: string, events: NewEvent[], also?: () => void): { seq: number; fresh: boolean; json: string }[] {
-    return this.db.transaction(() => {
-      let last = (this.lastSeq.get(sessionId) as { last_seq: number } | null)?.last_seq;
-      if (last === undefined) throw new Error(`session ${sessionId} does not exist`);
-      const head = eventHead(sessionId);
-      const out: { seq: number; fresh: boolean; json: string }[] = [];
-      for (const e of events) {
-        if (e.idempotencyKey) {
-          const prior = this.findIdem.get(sessionId, e.idempotencyKey) as { seq: number } | null;
-          if (prior) {
-            out.push({ seq: prior.seq, fresh: false, json: "" });
-            continue;
+  append(sessionId: string, events: NewEvent[], also?: () => void): Appended[] {
+    return this.db
+      .transaction(() => {
+        let last = (this.lastSeq.get(sessionId) as { last_seq: number } | null)?.last_seq;
+        if (last === undefined) throw new Error(`session ${sessionId} does not exist`);
+        const head = eventHead(sessionId);
+        const out: Appended[] = [];
+        for (const e of events) {
+          if (e.idempotencyKey) {
+            const prior = this.findIdem.get(sessionId, e.idempotencyKey) as { seq: number } | null;
+            if (prior) {
+              out.push({ seq: prior.seq, fresh: false, json: "" });
+              continue;
+            }
           }
+          const seq = ++last;
+          const at = new Date().toISOString();
+          const actor = JSON.stringify(e.actor);
+          const data = JSON.stringify(e.data);
+          this.insertEvent.run(sessionId, seq, at, actor, e.kind, data, e.idempotencyKey ?? null);
+          for (const hook of this.storedHooks) hook(sessionId, seq, at, e);
+          out.push({ seq, fresh: true, json: eventLine(head, seq, at, actor, e.kind, data) });
         }
-        const seq = ++last;
-        const at = new Date().toISOString();
-        const actor = JSON.stringify(e.actor);
-        const data = JSON.stringify(e.data);
-        this.insertEvent.run(sessionId, seq, at, actor, e.kind, data, e.idempotencyKey ?? null);
-        for (const hook of this.storedHooks) hook(sessionId, seq, at, e);
-        out.push({ seq, fresh: true, json: eventLine(head, seq, at, actor, e.kind, data) });
-      }
-      this.bumpSeq.run(last, sessionId);
-      also?.();
-      return out;
-    })();
+        this.bumpSeq.run(last, sessionId);
+        also?.();
+        return out;
+      })
+      .immediate();
   }
 
   /**
@@ -271,6 +217,6 @@ export class SessionStore {
   }
 
   transaction<T>(fn: () => T): T {
-    return this.db.transaction(fn)();
+    return this.db.transaction(fn).immediate();
   }
 }

@@ -4,15 +4,9 @@
 // a summary is never ahead of or behind its log.
 import type { Database, Statement } from "bun:sqlite";
 import type { Actor, TurnState } from "@hutch/shared";
+import type { AnchorRow, SummaryTable } from "./types.ts";
 
-export interface AnchorRow {
-  seq: number;
-  at: string;
-  actor: Actor;
-  data: unknown;
-}
-
-export class SummaryStore {
+export class SummaryStore implements SummaryTable {
   private readonly getTurn: Statement;
   private readonly putTurn: Statement;
   private readonly putAnchor: Statement;

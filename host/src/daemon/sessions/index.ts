@@ -2,7 +2,7 @@
 import { Elysia } from "elysia";
 import { eventKinds, HutchError } from "@hutch/shared";
 import type { SessionService } from "../../session/service.ts";
-import type { SessionStore } from "../../store/sessions.ts";
+import type { SessionLog } from "../../store/types.ts";
 import { actorUser } from "../../session/actors.ts";
 import { actorFrom, type Identify } from "../actor.ts";
 import { idempotencyKey } from "../idempotency.ts";
@@ -10,7 +10,7 @@ import { SessionModel } from "./model.ts";
 
 export function sessionsController(
   sessions: SessionService,
-  store: SessionStore,
+  store: SessionLog,
   identify: Identify,
   /** Refuses a box named in a body that the caller may not drive (server mode); the path's are checked before. */
   mayDrive: (req: Request, boxRef: string) => void = () => {},

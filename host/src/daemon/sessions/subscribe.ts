@@ -11,7 +11,7 @@ import type { Server, ServerWebSocket, WebSocketHandler } from "bun";
 import { API_LIMITS, HutchError, ID_BODY, SUBSCRIBE_CLOSE_SLOW, type Actor, type CaughtUpLine, type SlowCloseReason } from "@hutch/shared";
 import { actorFrom, principalOf, type Identify } from "../actor.ts";
 import type { SessionService } from "../../session/service.ts";
-import type { SessionStore } from "../../store/sessions.ts";
+import type { SessionLog } from "../../store/types.ts";
 
 const PAGE = 2000;
 /** Bytes queued in the socket beyond which replay pauses until drain. */
@@ -70,7 +70,7 @@ export function upgradeSubscribe(
   }
 }
 
-export function subscribeSocket(sessions: SessionService, store: SessionStore): WebSocketHandler<SubscribeData> {
+export function subscribeSocket(sessions: SessionService, store: SessionLog): WebSocketHandler<SubscribeData> {
   const closeSlow = (ws: ServerWebSocket<SubscribeData>) => {
     if (ws.data.done) return;
     ws.data.done = true;
