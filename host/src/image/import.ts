@@ -146,7 +146,6 @@ export function beginImport(opts: ImportOptions): PendingImport {
         const installed: Manifest = { ...manifest, name };
         if (name !== manifest.name) await Bun.write(join(root, "manifest.json"), `${JSON.stringify(installed, null, 2)}\n`);
         installImage(home, name, root, staging, opts.users);
-        report({ type: "done", summary: `imported image ${name}` });
         return installed;
       } finally {
         await drop();
