@@ -24,6 +24,7 @@ import { buildApp } from "../src/daemon/app.ts";
 import { createServices } from "../src/daemon/services.ts";
 import { setPrincipal } from "../src/daemon/actor.ts";
 import type { Principal } from "../src/auth/service.ts";
+import { ImageImports } from "../src/image/uploads.ts";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-image-routes-"));
 const db = openDb(join(home, "hutch.db"));
@@ -234,6 +235,17 @@ describe("image import through the daemon", () => {
     expect((await json(huge)).error.message).toBe(`a chunk is over ${IMAGE_LIMITS.chunkBytes} bytes`);
     expect(staging()).toEqual([]);
   });
+});
+
+test("an upload that sits idle is dropped with its staging, and says so when it is next used", async () => {
+  const imports = new ImageImports(home, () => () => [], 50);
+  const up = imports.start({ bytes: 4096 });
+  await imports.write(up.id, 0, new Blob([new Uint8Array(512)]).stream());
+  expect(staging()).toHaveLength(1);
+  // Waits for the drop itself (bounded), not for a guessed time.
+  for (let i = 0; i < 500 && staging().length > 0; i++) await Bun.sleep(10);
+  expect(staging()).toEqual([]);
+  await expect(imports.write(up.id, 512, null)).rejects.toThrow(`no image import ${up.id} under way (it finished, failed or sat idle)`);
 });
 
 describe("who may do what with images", () => {
