@@ -19,7 +19,16 @@ import { initramfsEntries } from "../src/image/initramfs.ts";
 import { imageSources, listDates, listName, parseKernelDepends, parseVersions, pickMirror } from "../src/image/apt.ts";
 import { mountsUnder, sweepStale } from "../src/image/staging.ts";
 import { installImage } from "../src/image/store.ts";
-import { ensureGuestDisk, imagePaths, importImage, listImages, loadImage, movedBuild, removeImage } from "../src/image/index.ts";
+import {
+  beginImport,
+  ensureGuestDisk,
+  imagePaths,
+  listImages,
+  loadImage,
+  movedBuild,
+  qcow2Problem,
+  removeImage,
+} from "../src/image/index.ts";
 
 // The lines of Debian 6.1's modules.dep that the wanted modules reach, plus unrelated ones.
 const MODULES_DEP = `kernel/arch/x86/crypto/crc32c-intel.ko:
@@ -179,9 +188,9 @@ describe("recipe hash", () => {
   });
 });
 
-const sha = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
+const sha = (s: string | Uint8Array) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
 
-function manifestFor(name: string, files: Record<string, string>): Manifest {
+function manifestFor(name: string, files: Record<string, string | Uint8Array>): Manifest {
   const info = (f: string) => ({ bytes: Buffer.byteLength(files[f]!), sha256: sha(files[f]!) });
   return {
     format: MANIFEST_FORMAT,
@@ -365,14 +374,33 @@ test("mounts under a staging directory are found deepest first, escapes undone",
   ]);
 });
 
+/** The header of a qcow2 version 3 image that names no other file, as qemu-img writes it (112 bytes). */
+function qcow2Header(): Uint8Array {
+  const b = new Uint8Array(112);
+  const v = new DataView(b.buffer);
+  v.setUint32(0, 0x514649fb);
+  v.setUint32(4, 3);
+  v.setUint32(20, 16); // cluster bits
+  v.setUint32(100, 112); // header length
+  return b;
+}
+
+/** What an import of `file` through the daemon does: the archive written in chunks, then finished. */
+async function importFile(home: string, file: string, opts: { name?: string; force: boolean }) {
+  const p = beginImport({ home, source: file, ...opts });
+  for await (const chunk of Bun.file(file).stream()) await p.write(chunk);
+  return p.finish();
+}
+
 describe("installed images", () => {
   const tar = Bun.which("tar");
+  const IMAGE = { ...FILES, "root.qcow2": qcow2Header() };
 
-  function fixtureImage(root: string, name: string, files: Record<string, string> = FILES): string {
+  function fixtureImage(root: string, name: string, files: Record<string, string | Uint8Array> = IMAGE): string {
     const dir = join(root, "src", name);
     mkdirSync(dir, { recursive: true });
     for (const [f, body] of Object.entries(files)) writeFileSync(join(dir, f), body);
-    writeFileSync(join(dir, "manifest.json"), JSON.stringify(manifestFor(name, FILES)));
+    writeFileSync(join(dir, "manifest.json"), JSON.stringify(manifestFor(name, IMAGE)));
     return dir;
   }
 
@@ -406,13 +434,13 @@ describe("installed images", () => {
     const home = mkdtempSync(join(tmpdir(), "hutch-image-"));
     try {
       fixtureImage(home, "default");
-      const m = await importImage({ home, file: packTar(home, "default"), force: false });
+      const m = await importFile(home, packTar(home, "default"), { force: false });
       expect(m.name).toBe("default");
       expect(loadImage(home, "default").files.vmlinuz.sha256).toBe(sha(FILES.vmlinuz));
-      expect(readFileSync(imagePaths(home, "default").root, "utf8")).toBe(FILES["root.qcow2"]);
+      expect(sha(readFileSync(imagePaths(home, "default").root))).toBe(sha(IMAGE["root.qcow2"]));
       expect(listImages(home).map((i) => [i.name, i.problem])).toEqual([["default", undefined]]);
-      await expect(importImage({ home, file: packTar(home, "default"), force: false })).rejects.toThrow('image "default" exists');
-      const renamed = await importImage({ home, file: packTar(home, "default"), name: "other", force: false });
+      await expect(importFile(home, packTar(home, "default"), { force: false })).rejects.toThrow('image "default" exists');
+      const renamed = await importFile(home, packTar(home, "default"), { name: "other", force: false });
       expect(loadImage(home, "other").name).toBe(renamed.name);
       removeImage(home, "default", () => []);
       expect(existsSync(imagePaths(home, "default").dir)).toBe(false);
@@ -505,17 +533,59 @@ describe("installed images", () => {
   test.skipIf(!tar)("import refuses a tampered file and an archive without a manifest, leaving nothing", async () => {
     const home = mkdtempSync(join(tmpdir(), "hutch-image-"));
     try {
-      fixtureImage(home, "default", { ...FILES, "root.qcow2": "root disk bytez" });
-      await expect(importImage({ home, file: packTar(home, "default"), force: false })).rejects.toThrow(
+      fixtureImage(home, "default", { ...IMAGE, "root.qcow2": "root disk bytez" });
+      await expect(importFile(home, packTar(home, "default"), { force: false })).rejects.toThrow(
         /root\.qcow2 has sha256 [0-9a-f]{64}, the manifest says/,
       );
       mkdirSync(join(home, "src", "junk"), { recursive: true });
       writeFileSync(join(home, "src", "junk", "notes.txt"), "hi");
-      await expect(importImage({ home, file: packTar(home, "junk"), force: false })).rejects.toThrow(
+      await expect(importFile(home, packTar(home, "junk"), { force: false })).rejects.toThrow(
         "not a hutch image archive: no manifest.json",
       );
       writeFileSync(join(home, "plain.tar"), "this is not a tar archive at all".repeat(40));
-      await expect(importImage({ home, file: join(home, "plain.tar"), force: false })).rejects.toThrow("not a hutch image archive");
+      await expect(importFile(home, join(home, "plain.tar"), { force: false })).rejects.toThrow("not a hutch image archive");
+      expect(readdirSync(join(home, "images"))).toEqual([]);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
+  const qemuImg = Bun.which("qemu-img");
+  test.skipIf(!qemuImg)("an imported root disk must be a qcow2 that names no other file, read from qemu-img's own output", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hutch-qcow2-"));
+    try {
+      const make = (name: string, opts: string[], size: string[] = ["1M"]) => {
+        const r = Bun.spawnSync(["qemu-img", "create", "-q", "-f", "qcow2", ...opts, join(dir, name), ...size]);
+        expect(r.exitCode, r.stderr.toString()).toBe(0);
+        return new Uint8Array(readFileSync(join(dir, name)));
+      };
+      expect(qcow2Problem(make("plain.qcow2", ["-o", "compat=1.1"]).subarray(0, 104))).toBeNull();
+      expect(qcow2Problem(make("v2.qcow2", ["-o", "compat=0.10"]))).toBeNull();
+      expect(qcow2Problem(make("over.qcow2", ["-b", join(dir, "plain.qcow2"), "-F", "qcow2"], []))).toBe(
+        "root.qcow2 names a backing file; an image's root disk must stand alone",
+      );
+      expect(qcow2Problem(make("ext.qcow2", ["-o", `data_file=${join(dir, "ext.raw")}`]))).toBe(
+        "root.qcow2 keeps its data in an external file; an image's root disk must stand alone",
+      );
+      expect(qcow2Problem(new TextEncoder().encode("root disk bytes".repeat(10)))).toBe("root.qcow2 is not a qcow2 image");
+      expect(qcow2Problem(new Uint8Array(8))).toBe("root.qcow2 is too short to be a qcow2 image");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test.skipIf(!tar || !qemuImg)("import refuses a root disk backed by a file of the server's, leaving nothing", async () => {
+    const home = mkdtempSync(join(tmpdir(), "hutch-image-"));
+    try {
+      const over = join(home, "over.qcow2");
+      expect(Bun.spawnSync(["qemu-img", "create", "-q", "-f", "qcow2", "-b", "/etc/passwd", "-F", "raw", over]).exitCode).toBe(0);
+      fixtureImage(home, "default", { ...IMAGE, "root.qcow2": new Uint8Array(readFileSync(over)) });
+      // The manifest must vouch for the hostile disk, or the hashes would refuse it first.
+      const m = manifestFor("default", { ...IMAGE, "root.qcow2": new Uint8Array(readFileSync(over)) });
+      writeFileSync(join(home, "src", "default", "manifest.json"), JSON.stringify(m));
+      await expect(importFile(home, packTar(home, "default"), { force: false })).rejects.toThrow(
+        "not a hutch image archive: root.qcow2 names a backing file",
+      );
       expect(readdirSync(join(home, "images"))).toEqual([]);
     } finally {
       rmSync(home, { recursive: true, force: true });

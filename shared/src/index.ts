@@ -15,3 +15,4 @@ export * from "./remote.ts";
 export * from "./mcp.ts";
 export * from "./workspace.ts";
 export * from "./handover.ts";
+export * from "./images.ts";

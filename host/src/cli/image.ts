@@ -1,17 +1,30 @@
-import { ImageBuildResult } from "@hutch/shared";
+import { ImageBuildResult, ImageVerifyResult, type ImageList } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
-import { runOp } from "../client/ops.ts";
+import { readOp, runOp, type OpHandlers } from "../client/ops.ts";
 import { progressDisplay } from "../client/progress.ts";
 import { body, command, type GlobalArgs } from "./args.ts";
 import { printJson, table } from "./output.ts";
-
-// Loaded when a verb runs: the image code pulls in the schema library, which other verbs need not pay for.
-const images = () => import("../image/index.ts");
 
 const size = (bytes: number): string =>
   bytes >= 1024 ** 3 ? `${(bytes / 1024 ** 3).toFixed(1)} GiB` : `${Math.round(bytes / 1024 ** 2)} MiB`;
 
 type Named = GlobalArgs & { name: string };
+
+/**
+ * Runs an operation with its progress shown: with --json its lines as NDJSON on stdout (the result last) and
+ * its notes on stderr; on a terminal a live status line.
+ */
+async function withProgress<T>(json: boolean, work: (h: OpHandlers) => Promise<T>): Promise<T> {
+  const display = json ? null : progressDisplay();
+  try {
+    return await work({
+      line: (l) => json && process.stdout.write(`${JSON.stringify(l)}\n`),
+      progress: (p) => (json ? p.type === "note" && process.stderr.write(`hutch: ${p.text}\n`) : display!.show(p)),
+    });
+  } finally {
+    display?.stop();
+  }
+}
 
 /** The day the security updates an image has were published: "2026-11-29", "none" when its mirror was not reached, "-" for a build that predates them. */
 function securityOf(sources: { suite: string; date: string | null }[] | undefined): string {
@@ -40,15 +53,9 @@ export const image = body<GlobalArgs>({
       run: async (a) => {
         // The daemon builds it (for the machine that runs the boxes); this shows its progress.
         const d = await connectDaemon(a.home);
-        const display = a.json ? null : progressDisplay();
-        try {
-          await runOp(d, "/v1/images/build", { name: a.name, force: a.force, profile: a.profile }, ImageBuildResult, {
-            line: (l) => a.json && process.stdout.write(`${JSON.stringify(l)}\n`),
-            progress: (p) => (a.json ? p.type === "note" && process.stderr.write(`hutch: ${p.text}\n`) : display!.show(p)),
-          });
-        } finally {
-          display?.stop();
-        }
+        await withProgress(a.json, (h) =>
+          runOp(d, "/v1/images/build", { name: a.name, force: a.force, profile: a.profile }, ImageBuildResult, h),
+        );
       },
     }),
     command<GlobalArgs>({
@@ -56,7 +63,7 @@ export const image = body<GlobalArgs>({
       aliases: ["ls"],
       describe: "list images",
       run: async (a) => {
-        const all = await (await images()).listImages(a.home);
+        const all = await (await connectDaemon(a.home)).request<ImageList>("GET", "/v1/images");
         if (a.json) return printJson(all);
         if (all.length === 0) return void process.stdout.write("no images; build one: sudo hutch image build\n");
         const rows = all.map((i) =>
@@ -78,16 +85,10 @@ export const image = body<GlobalArgs>({
       command: "verify <name>",
       describe: "check every file of an image against its manifest's sha256",
       run: async (a) => {
-        const { imagePaths, loadImage, verifyFiles } = await images();
-        const m = loadImage(a.home, a.name);
-        await verifyFiles(
-          imagePaths(a.home, a.name).dir,
-          m,
-          `image "${a.name}"`,
-          `rebuild it: sudo hutch image build --name ${a.name} --force`,
-        );
-        if (a.json) printJson({ name: a.name, ok: true });
-        else process.stdout.write(`image ${a.name}: every file matches its manifest\n`);
+        // The daemon hashes the files where they are (a --remote's images too); this shows its counts.
+        const d = await connectDaemon(a.home);
+        await withProgress(a.json, (h) => readOp(d, `/v1/images/${encodeURIComponent(a.name)}/verify`, ImageVerifyResult, h));
+        if (!a.json) process.stdout.write(`image ${a.name}: every file matches its manifest\n`);
       },
     }),
     command<Named>({
@@ -103,15 +104,18 @@ export const image = body<GlobalArgs>({
     }),
     command<GlobalArgs & { file: string; name?: string; force: boolean }>({
       command: "import <file>",
-      describe: "install an image from a .tar of an image directory, verifying every file",
+      describe: "install an image from a .tar of an image directory (sent to the daemon, which verifies every file)",
       options: {
         name: { type: "string", describe: "install under this name (default: the manifest's)" },
         force: { type: "boolean", default: false, describe: "replace an image of the same name" },
       },
       run: async (a) => {
-        const m = await (await images()).importImage({ home: a.home, file: a.file, name: a.name, force: a.force });
-        if (a.json) printJson(m);
-        else process.stdout.write(`imported image ${m.name} (${m.kernel.release}, ${m.packages.length} packages)\n`);
+        const d = await connectDaemon(a.home);
+        const { importArchive } = await import("../client/image-import.ts");
+        const { manifest: m } = await withProgress(a.json, (h) =>
+          importArchive(d, { file: a.file, force: a.force, ...(a.name !== undefined ? { name: a.name } : {}) }, h),
+        );
+        if (!a.json) process.stdout.write(`imported image ${m.name} (${m.kernel.release}, ${m.packages.length} packages)\n`);
       },
     }),
   ],

@@ -20,14 +20,28 @@ export async function runOp<S extends TSchema>(
   result: S,
   h: OpHandlers = {},
 ): Promise<Static<S>> {
-  const schema = OpLine(result);
-  let res: Response;
-  try {
-    res = await daemon.transport.fetch(path, {
+  return opAnswer(
+    path,
+    result,
+    h,
+    daemon.transport.fetch(path, {
       method: "POST",
       headers: { ...daemon.headers, "content-type": "application/json" },
       body: JSON.stringify(body ?? {}),
-    });
+    }),
+  );
+}
+
+/** An operation that only reads (an image verify): a GET, so a read-only token may run it. */
+export function readOp<S extends TSchema>(daemon: DaemonClient, path: string, result: S, h: OpHandlers = {}): Promise<Static<S>> {
+  return opAnswer(path, result, h, daemon.transport.fetch(path, { headers: daemon.headers }));
+}
+
+async function opAnswer<S extends TSchema>(path: string, result: S, h: OpHandlers, answer: Promise<Response>): Promise<Static<S>> {
+  const schema = OpLine(result);
+  let res: Response;
+  try {
+    res = await answer;
   } catch (err) {
     throw new HutchError("unavailable", `lost the daemon: ${(err as Error).message}`, "retry; if it persists see the daemon log");
   }

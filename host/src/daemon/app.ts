@@ -20,10 +20,11 @@ import type { BrokerService } from "../broker/service.ts";
 import { brokerController } from "./broker/index.ts";
 import { readJsonBody } from "./body.ts";
 import { doctorController } from "./doctor/index.ts";
-import { imagesController } from "./images/index.ts";
+import { imageChunksController, imagesController } from "./images/index.ts";
 import { agentsController } from "./agents/index.ts";
 import { env } from "../env.ts";
 import { ImageBuilds } from "../image/worker.ts";
+import { ImageImports } from "../image/uploads.ts";
 import { RunningOps } from "./ops.ts";
 import type { Engine } from "../engine/types.ts";
 import { HOME_FILES } from "../paths.ts";
@@ -69,15 +70,13 @@ export function buildApp(deps: AppDeps) {
     principalOf(req) ?? auth?.local() ?? { user: (deps.identify ?? localUser)(req), scopes: ["read", "write", "admin"], remote: false };
   const owns = auth ? (req: Request, boxId: string) => auth.access(who(req), boxId) !== null : () => true;
   const creations = deps.creations ?? new CreationGate();
+  const imports = new ImageImports(deps.home);
   creations.attach(deps.boxes);
   // normalize: false makes unknown body keys an error instead of silently dropping them. Every request,
   // whichever way it came in, runs with its payer: the boxes it makes are charged to its token (creations.ts).
   return creations.wrap(
     new Elysia({ normalize: false })
       .use(openapi({ path: "/openapi", documentation: { info: { title: "hutch daemon API", version: HUTCH_VERSION } } }))
-      // Every body is JSON, bounded before it is parsed (body.ts). The named "json" after it is never reached
-      // (readJsonBody returns or throws); it is how the OpenAPI document learns that bodies are JSON.
-      .guard({ parse: [({ request }, contentType) => readJsonBody(request, contentType), "json"] })
       .onError(({ error, code, set }) => {
         // A parse hook's throw arrives wrapped in Elysia's ParseError.
         const named = error instanceof HutchError ? error : code === "PARSE" && error.cause instanceof HutchError ? error.cause : undefined;
@@ -100,6 +99,12 @@ export function buildApp(deps: AppDeps) {
         set.status = 500;
         return new HutchError("failed", error instanceof Error ? error.message : String(error)).toBody();
       })
+      // The one body that is not JSON: an image import's chunks, raw bytes read as a stream and bounded by the
+      // upload (image/uploads.ts). Mounted before the JSON parser below, which applies to routes after it.
+      .use(imageChunksController(imports))
+      // Every body is JSON, bounded before it is parsed (body.ts). The named "json" after it is never reached
+      // (readJsonBody returns or throws); it is how the OpenAPI document learns that bodies are JSON.
+      .guard({ parse: [({ request }, contentType) => readJsonBody(request, contentType), "json"] })
       // Before routing: a remote principal's request for what it may not reach never meets a handler.
       .onRequest(({ request }) => {
         if (auth)
@@ -134,7 +139,7 @@ export function buildApp(deps: AppDeps) {
           creations.prepaid(n, fn),
         ),
       )
-      .use(imagesController(new ImageBuilds(deps.home), ops, deps.boxes))
+      .use(imagesController(deps.home, new ImageBuilds(deps.home), imports, ops, deps.boxes))
       .use(agentsController(env.agentsDir(deps.home), ops))
       .use(snapshotsController(snapshots, ops, access))
       .use(

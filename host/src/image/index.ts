@@ -4,6 +4,7 @@ export {
   checkImageName,
   collectBuilds,
   imageFiles,
+  imageVerifier,
   imagePaths,
   imagesDir,
   listImages,
@@ -13,11 +14,11 @@ export {
   overlayUsers,
   removeImage,
   verifyFiles,
-  type ImageEntry,
   type ImagePaths,
   type ImageUsers,
 } from "./store.ts";
 export { BUILD_STEPS, buildImage, type BuildOptions, type BuildResult } from "./build.ts";
-export { importImage } from "./import.ts";
+export { beginImport, qcow2Problem, type ImportOptions, type PendingImport } from "./import.ts";
+export { ImageImports } from "./uploads.ts";
 export { ensureGuestDisk } from "./guest-disk.ts";
 export { validateManifest, type Manifest } from "./manifest.ts";

@@ -22,9 +22,12 @@ export function validateManifest(value: unknown, where: string): Manifest {
   );
 }
 
-/** sha256 of a file, streamed. */
-export async function sha256File(path: string): Promise<string> {
+/** sha256 of a file, streamed; `read` hears each chunk's size (progress). */
+export async function sha256File(path: string, read: (bytes: number) => void = () => {}): Promise<string> {
   const hasher = new Bun.CryptoHasher("sha256");
-  for await (const chunk of Bun.file(path).stream()) hasher.update(chunk);
+  for await (const chunk of Bun.file(path).stream()) {
+    hasher.update(chunk);
+    read(chunk.byteLength);
+  }
   return hasher.digest("hex");
 }

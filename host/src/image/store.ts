@@ -26,7 +26,7 @@ import {
 } from "node:fs";
 import { dirname, join } from "node:path";
 import { spawnSync } from "node:child_process";
-import { HutchError } from "@hutch/shared";
+import { HutchError, type ImageEntry, type OpReport } from "@hutch/shared";
 import { IMAGE_FILES, sha256File, validateManifest, type Manifest } from "./manifest.ts";
 import { STAGING_PREFIX, makeStaging, removeTree } from "./staging.ts";
 
@@ -110,13 +110,6 @@ export function loadImage(home: string, name: string): Manifest {
     }
   }
   return m;
-}
-
-export interface ImageEntry {
-  name: string;
-  manifest?: Manifest;
-  /** Why the image cannot be used, when it cannot. */
-  problem?: string;
 }
 
 /** Every image directory, usable or not (a broken one is listed with its problem, so it can be removed). */
@@ -303,13 +296,51 @@ export function pointerOf(home: string, name: string): string | null {
   }
 }
 
-/** Checks every file's sha256 against the manifest of the image directory `dir`; throws naming the first mismatch. */
-export async function verifyFiles(dir: string, m: Manifest, what: string, hint: string): Promise<void> {
+/** How often hashing reports its counts. */
+const COUNTS_EVERY_MS = 250;
+
+/**
+ * Checks every file's sha256 against the manifest of the image directory
+ * `dir`; throws naming the first mismatch. Reports its counts as it hashes
+ * (a root disk is hundreds of MiB).
+ */
+export async function verifyFiles(dir: string, m: Manifest, what: string, hint: string, report: OpReport = () => {}): Promise<void> {
+  const bytesTotal = IMAGE_FILES.reduce((n, f) => n + m.files[f].bytes, 0);
+  const t0 = performance.now();
+  let bytes = 0;
+  let files = 0;
+  let last = t0;
+  const counts = () => {
+    const elapsedMs = Math.round(performance.now() - t0);
+    const rate = elapsedMs > 0 ? Math.round((bytes * 1000) / elapsedMs) : 0;
+    report({ type: "counts", phase: "verify", files, filesTotal: IMAGE_FILES.length, bytes, bytesTotal, rate, elapsedMs });
+  };
   for (const f of IMAGE_FILES) {
     const path = join(dir, f);
     if (!existsSync(path)) throw new HutchError("invalid", `${what}: ${f} is missing`, hint);
-    const sum = await sha256File(path);
+    const sum = await sha256File(path, (n) => {
+      bytes += n;
+      if (performance.now() - last < COUNTS_EVERY_MS) return;
+      last = performance.now();
+      counts();
+    });
     if (sum !== m.files[f].sha256)
       throw new HutchError("invalid", `${what}: ${f} has sha256 ${sum}, the manifest says ${m.files[f].sha256}`, hint);
+    files += 1;
   }
+  counts();
+}
+
+/**
+ * `hutch image verify`: the named image's manifest read and its files' sizes
+ * checked now (a missing or broken image is refused before any answer), then
+ * the returned work hashes every file.
+ */
+export function imageVerifier(home: string, name: string): (report: OpReport) => Promise<{ name: string; ok: true }> {
+  const m = loadImage(home, name);
+  const dir = imagePaths(home, name).dir;
+  return async (report) => {
+    await verifyFiles(dir, m, `image "${name}"`, `rebuild it: sudo hutch image build --name ${name} --force`, report);
+    return { name, ok: true };
+  };
 }

@@ -28,7 +28,7 @@ import {
   sameAs,
 } from "./update.ts";
 import { CARRY, carriable, excludeBlock, ignoredPatterns } from "./ignored.ts";
-import { ignoredTree as ignoredTreeOf, listWork, snapshotTree } from "./worktree.ts";
+import { ignoredTree as ignoredTreeOf, listWork, snapshotTree, type Listing } from "./worktree.ts";
 
 export interface OffloadOptions {
   cwd: string;
@@ -58,6 +58,11 @@ export function defaultBoxName(root: string): string {
   return /^[a-z]/.test(n) ? n : `repo-${n || "work"}`;
 }
 
+/** The listing each plan was made from, so the offload that follows does not walk the work tree a second time. */
+const listings = new WeakMap<OffloadPlan, Listing>();
+const listingOf = async (repo: Repo, p: OffloadPlan, opts: OffloadOptions): Promise<Listing> =>
+  listings.get(p) ?? listWork(repo, opts.include, p.includeIgnored);
+
 export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPlan> {
   if (!repo.head)
     throw new HutchError("invalid", `${repo.root} has no commit yet`, "commit something first: git add -A && git commit -m start");
@@ -66,7 +71,8 @@ export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPla
     throw new HutchError("invalid", `${repo.root} has unmerged paths`, "finish or abort the merge first (git status says which)");
   const notes: string[] = [];
   const includeIgnored = await ignoredPatterns(repo, opts.includeIgnored);
-  const { files, heldBack, gitlinks, nested, ignored: asked } = await listWork(repo, opts.include, includeIgnored);
+  const listing = await listWork(repo, opts.include, includeIgnored);
+  const { files, heldBack, gitlinks, nested, ignored: asked } = listing;
   const ignored = asked.filter(carriable);
   for (const f of asked)
     if (!carriable(f)) notes.push(`${JSON.stringify(f.path)}: a name with a line break cannot be carried as an ignored file`);
@@ -83,7 +89,7 @@ export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPla
   for (const h of heldBack)
     if (committed.has(h.path)) notes.push(`${h.path} is held back from the files, but it is committed: the history carries it`);
   const box = opts.box ?? defaultBoxName(repo.root);
-  return {
+  const made: OffloadPlan = {
     root: repo.root,
     branch: repo.branch.replace(/^refs\/heads\//, ""),
     base: repo.head,
@@ -96,6 +102,8 @@ export async function plan(repo: Repo, opts: OffloadOptions): Promise<OffloadPla
     includeIgnored,
     notes,
   };
+  listings.set(made, listing);
+  return made;
 }
 
 // In the box: fetch the bundle into a fresh repository in a staging directory,
@@ -158,7 +166,7 @@ export async function offload(
     );
 
   const held = p.heldBack.map((h) => h.path);
-  const listing = await listWork(repo, opts.include, p.includeIgnored);
+  const listing = await listingOf(repo, p, opts);
   const indexTree = await snapshotTree(repo, false, held);
   const workTree = await snapshotTree(repo, true, held, listing);
   const carried = listing.ignored.filter(carriable);
@@ -262,7 +270,7 @@ async function update(
   checkAtHome(copy, await homeStates(repo.root, p.box, from), p.box, guestDir);
 
   const held = p.heldBack.map((h) => h.path);
-  const listing = await listWork(repo, opts.include, p.includeIgnored);
+  const listing = await listingOf(repo, p, opts);
   const indexTree = await snapshotTree(repo, false, held);
   const workTree = await snapshotTree(repo, true, held, listing);
   const carried = listing.ignored.filter(carriable);

@@ -164,7 +164,8 @@ export async function countBundle(root: string, tips: string[], exclude: string[
 // The work tree and the object store are hard-linked (git replaces a file it
 // checks out and never writes into one, and objects are never rewritten); the
 // rest of .git (index, refs, logs, config) is copied, since git appends to
-// logs in place. The work commit comes from the bundle, the index and base
+// logs in place. One cp for all the entries (-exec … +): a process per
+// top-level entry cost ~0.25 s of a one-file update in a process box. The work commit comes from the bundle, the index and base
 // are its parents. The staged copy carries the new id (written last) before
 // the swap; PROBE finishes or undoes a swap a kill interrupted.
 // $1 guest dir, $2 staging, $3 bundle, $4 branch, $5 attempt id, $6 box name, $7 the old work tree,
@@ -175,9 +176,9 @@ ${BOX_GIT}
 old=/workspace/.hutch-old-$id
 for d in /workspace/.hutch-stage-* /workspace/.hutch-in-* /workspace/.hutch-old-*; do [ "$d" = "$(dirname "$bundle")" ] || rm -rf "$d"; done
 mkdir -p "$stage/.git"
-find "$dst" -mindepth 1 -maxdepth 1 ! -name .git -exec cp -al {} "$stage/" \\;
+find "$dst" -mindepth 1 -maxdepth 1 ! -name .git -exec cp -al -t "$stage/" {} +
 cp -al "$dst/.git/objects" "$stage/.git/"
-find "$dst/.git" -mindepth 1 -maxdepth 1 ! -name objects ! -name hutch-offload-id -exec cp -a {} "$stage/.git/" \\;
+find "$dst/.git" -mindepth 1 -maxdepth 1 ! -name objects ! -name hutch-offload-id -exec cp -a -t "$stage/.git/" {} +
 cd "$stage"
 g fetch -q --no-tags --no-write-fetch-head "$bundle" "+refs/hutch/$box/offload/work:refs/hutch/offload/work"
 if [ -n "$ign" ]; then g fetch -q --no-tags --no-write-fetch-head "$bundle" "+refs/hutch/$box/offload/ignored:refs/hutch/offload/ignored"; fi
