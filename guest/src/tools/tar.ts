@@ -3,7 +3,8 @@
 import { chown, mkdir, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 import { Chan, type MuxStream, type TarInResult, type TarOutResult } from "@hutch/shared/wire";
-import { createUnpacker, IgnoreRules, Ignorer, packTar } from "@hutch/shared/wire";
+import { IgnoreRules, Ignorer } from "@hutch/shared/wire";
+import { createUnpacker, packTar } from "@hutch/shared/node";
 import { PathError } from "../paths.ts";
 import type { Req } from "./base.ts";
 import type { ToolContext } from "./context.ts";

@@ -4,7 +4,8 @@
 // manifest, then renamed into place; anything else is refused and removed.
 import { existsSync, mkdirSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { HutchError, TarError, createUnpacker } from "@hutch/shared";
+import { HutchError, TarError } from "@hutch/shared";
+import { createUnpacker } from "@hutch/shared/node";
 import { IMAGE_FILES, validateManifest, type Manifest } from "./manifest.ts";
 import { withStaging } from "./staging.ts";
 import { checkImageName, imagePaths, imagesDir, installImage, overlayUsers, verifyFiles } from "./store.ts";
