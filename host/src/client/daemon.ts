@@ -7,6 +7,7 @@ import { HOME_FILES } from "../paths.ts";
 import { env } from "../env.ts";
 import { checkHome } from "../home.ts";
 import { selfArgv } from "../self.ts";
+import { homeDaemonOnly } from "./remote-choice.ts";
 import { localTarget, transport, type Transport } from "./transport.ts";
 
 export interface DaemonClient {
@@ -48,6 +49,7 @@ function logTail(path: string, lines = 15): string {
 
 /** The transport of the selected remote (--remote, HUTCH_REMOTE, the default), or null for this home's daemon. */
 async function remoteTransport(): Promise<Transport | null> {
+  if (homeDaemonOnly()) return null;
   const { selectedTransport } = await import("./remotes.ts");
   return selectedTransport();
 }
