@@ -15,7 +15,7 @@ afterAll(() => {
   for (const d of dirs) rmSync(d, { recursive: true, force: true });
 });
 
-/** In a fresh process: loads the CLI, the exec and box verbs, and connects to a home with no daemon; prints what was loaded and how connecting ended. */
+/** In a fresh process: loads the CLI, the exec, box and session verbs (`session list` and the like read no events), and connects to a home with no daemon; prints what was loaded and how connecting ended. */
 async function requestPath(env: Record<string, string>): Promise<{ loaded: string[]; error: string }> {
   const dir = mkdtempSync(join(tmpdir(), "hutch-request-path-"));
   dirs.push(dir);
@@ -25,6 +25,7 @@ async function requestPath(env: Record<string, string>): Promise<{ loaded: strin
     await import(${JSON.stringify(join(src, "cli/main.ts"))});
     await import(${JSON.stringify(join(src, "cli/exec.ts"))});
     await import(${JSON.stringify(join(src, "cli/box.ts"))});
+    await import(${JSON.stringify(join(src, "cli/session.ts"))});
     const { connectDaemon } = await import(${JSON.stringify(join(src, "client/daemon.ts"))});
     let error = "";
     try { await connectDaemon(${JSON.stringify(home)}, { start: false }); } catch (e) { error = e.message; }
