@@ -6,6 +6,10 @@
 //   - host/src/env.ts alone reads the environment (process.env, Bun.env):
 //     every variable hutch reads is named there once; a child that inherits
 //     the environment, or a scan of every variable, gets it from env.all();
+//   - shared/src is runtime-neutral: it imports no node:, bun: or bun module,
+//     and nothing from outside shared/src but its schema library (what needs a
+//     file system lives in shared/node; shared/tsconfig.json type-checks
+//     shared/src with no runtime's types, so a global like Bun or process fails too);
 //   - a CLI verb's code never reaches an engine (the daemon runs boxes; the
 //     `hutch daemon` verb starts one in-process, so it alone is exempt);
 //   - outside store/, state is reached through store/types.ts: a SQLite class
@@ -83,6 +87,15 @@ describe("who may import whom", () => {
     const bad = sources(join(root, "host/src"))
       .filter((f) => f !== reader && ENV_READ.test(readFileSync(f, "utf8")))
       .map(rel);
+    expect(bad).toEqual([]);
+  });
+
+  test("shared/src imports no runtime's modules and nothing outside shared/src but TypeBox", () => {
+    const src = `${join(root, "shared/src")}/`;
+    const bad = sources(src)
+      .flatMap((f) => specifiers(f).map((s) => [f, s, target(f, s)] as const))
+      .filter(([, s, t]) => (t ? !t.startsWith(src) : !s.startsWith("@sinclair/typebox")))
+      .map(([f, s]) => `${rel(f)} -> ${s}`);
     expect(bad).toEqual([]);
   });
 

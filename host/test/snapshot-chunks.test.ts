@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, linkSync, mkdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Chan, DIGEST_BYTES, dataRecord, entryRecord, haveRecord, packTar, type SnapEntry } from "@hutch/shared";
+import { Chan, DIGEST_BYTES, dataRecord, entryRecord, haveRecord, type SnapEntry } from "@hutch/shared";
+import { packTar } from "@hutch/shared/node";
 import { collect, connect, type Guest, type Host, startGuest } from "../../guest/test/harness.ts";
 import { readXattrs, setTimes, writeXattr } from "../src/snapshot/fsx.ts";
 import { guestRoots } from "../src/snapshot/guest-roots.ts";

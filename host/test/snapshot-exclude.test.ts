@@ -5,7 +5,8 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { IgnoreRules, Ignorer, packTar, rulesForRoot } from "@hutch/shared/wire";
+import { IgnoreRules, Ignorer, rulesForRoot } from "@hutch/shared/wire";
+import { packTar } from "@hutch/shared/node";
 import { snapshotTree, type Store } from "../src/snapshot/index.ts";
 import { snapshotStreams } from "../src/snapshot/stream-save.ts";
 import { cleanupTemps, newStore, tempDir } from "./snapshot-helpers.ts";

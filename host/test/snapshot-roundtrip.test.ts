@@ -17,7 +17,7 @@ import {
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
-import { packTar } from "@hutch/shared/wire";
+import { packTar } from "@hutch/shared/node";
 import { setTimes, writeXattr } from "../src/snapshot/fsx.ts";
 import { snapshotStreams } from "../src/snapshot/stream-save.ts";
 import {

@@ -5,7 +5,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { existsSync, mkdirSync, readFileSync, readlinkSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { packTar } from "@hutch/shared/wire";
+import { packTar } from "@hutch/shared/node";
 import { BLOCK, encodeHeader, utf8 } from "../../shared/src/tar/header.ts";
 import { listSnapshots, restoreTree } from "../src/snapshot/index.ts";
 import { snapshotStreams } from "../src/snapshot/stream-save.ts";

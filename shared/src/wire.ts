@@ -1,6 +1,8 @@
 // What both ends of the agent channel share, and nothing else: the frame codec,
-// the multiplexer, the tool schemas, ids, tar, the snapshot exclude rules and chunking. hutch-guest imports only
-// this entry (`@hutch/shared/wire`): every module it evaluates at start-up is
+// the multiplexer, the tool schemas, ids, the tar format, the snapshot exclude
+// rules and chunking. hutch-guest imports only this entry
+// (`@hutch/shared/wire`) and the tar writer and unpacker that need a file
+// system (`@hutch/shared/node`): every module it evaluates at start-up is
 // paid again under tcg at ~100x the host's cost (the API, event and broker
 // schemas cost a VM box ~0.4 s of boot before they were left out).
 export * from "./protocol/codec.ts";

@@ -20,7 +20,8 @@ import {
 } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { TarError, createUnpacker, packTar, type UnpackOptions } from "../src/tar/index.ts";
+import { TarError } from "../src/tar/index.ts";
+import { createUnpacker, packTar, type UnpackOptions } from "../node/index.ts";
 
 const temps: string[] = [];
 afterAll(async () => {
@@ -303,7 +304,7 @@ describe("runtime neutrality", () => {
     const dir = await tmp();
     const src = await makeTree(dir);
     const bundle = join(dir, "tar.mjs");
-    run(process.execPath, ["build", join(import.meta.dir, "../src/tar/index.ts"), "--target=node", `--outfile=${bundle}`]);
+    run(process.execPath, ["build", join(import.meta.dir, "../node/index.ts"), "--target=node", `--outfile=${bundle}`]);
     const dest = await tmp();
     const script = `
       const { packTar, createUnpacker } = await import(${JSON.stringify(bundle)});

@@ -16,13 +16,13 @@ import {
   dataRecord,
   entryRecord,
   haveRecord,
-  readRuleFile,
   IgnoreRules,
   Ignorer,
   type MuxStream,
   type SnapEntry,
   type SnapOutResult,
 } from "@hutch/shared/wire";
+import { readRuleFile } from "@hutch/shared/node";
 import { PathError } from "../paths.ts";
 import { ToolError, type Req } from "./base.ts";
 import type { ToolContext } from "./context.ts";

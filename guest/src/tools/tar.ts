@@ -1,9 +1,10 @@
 // tar.out and tar.in: the archive format and its safety rules live in
-// shared/src/tar; this file only moves its bytes over a stream.
+// shared/src/tar (the format) and shared/node/tar (writer, unpacker); this file only moves its bytes over a stream.
 import { chown, mkdir, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 import { Chan, type MuxStream, type TarInResult, type TarOutResult } from "@hutch/shared/wire";
-import { createUnpacker, IgnoreRules, Ignorer, packTar } from "@hutch/shared/wire";
+import { IgnoreRules, Ignorer } from "@hutch/shared/wire";
+import { createUnpacker, packTar } from "@hutch/shared/node";
 import { PathError } from "../paths.ts";
 import type { Req } from "./base.ts";
 import type { ToolContext } from "./context.ts";

@@ -3,7 +3,7 @@ import type { Box, BoxPolicy, EgressRecord } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { body, command, type GlobalArgs, type OptionSpec } from "./args.ts";
 import { report, setExitCode } from "./exit.ts";
-import { boxDetails, boxLine, printJson, table } from "./output.ts";
+import { boxDetails, boxLine, print, printJson, table } from "./output.ts";
 
 type Names = GlobalArgs & { names: string[] };
 
@@ -162,7 +162,7 @@ export const box = body<GlobalArgs>({
         const d = await connectDaemon(a.home);
         const boxes = await d.request<Box[]>("GET", "/v1/boxes");
         if (a.json) return printJson(boxes);
-        process.stdout.write(
+        await print(
           boxes.length === 0
             ? "no boxes; create one: hutch box create NAME --start\n"
             : table([["NAME", "STATE", "ENGINE", "ISOLATION", "ID"], ...boxes.map(boxLine)]),
@@ -176,7 +176,7 @@ export const box = body<GlobalArgs>({
         const d = await connectDaemon(a.home);
         const box = await d.request<Box>("GET", `/v1/boxes/${encodeURIComponent(a.name)}`);
         if (a.json) printJson(box);
-        else process.stdout.write(boxDetails(box));
+        else await print(boxDetails(box));
       },
     }),
     command<Policy>({

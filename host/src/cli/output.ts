@@ -8,6 +8,18 @@ import { terminalJson, terminalText } from "@hutch/shared/text";
 /** A field that must stay on its line. */
 export const cell = (s: string): string => terminalText(s, { oneLine: true });
 
+/**
+ * Writes to stdout through Bun's file sink and waits until it is written.
+ * A request verb's one answer goes this way: process.stdout is a node:stream
+ * Bun builds on first use (~8 ms, README.md, start-up), more than the request
+ * itself. The sink appends, to a redirected file too.
+ */
+export async function print(text: string): Promise<void> {
+  const out = Bun.stdout.writer();
+  out.write(text);
+  await out.flush();
+}
+
 export function printJson(value: unknown): void {
   process.stdout.write(`${terminalJson(value, 2)}\n`);
 }

@@ -1,11 +1,7 @@
 import { HutchError } from "@hutch/shared/base";
 import type { Session, SessionEvent, SessionForkResult } from "@hutch/shared";
 import { connectDaemon, type DaemonClient } from "../client/daemon.ts";
-import { subscribe } from "../client/subscribe.ts";
-import { renderEvent } from "../client/render.ts";
 import { attachSession } from "../client/exec.ts";
-import { resolveSession, waitTurn } from "../client/turn.ts";
-import { CONVERSATION_KINDS, renderTranscript } from "../client/transcript.ts";
 import { body, command, type GlobalArgs, type PositionalSpec } from "./args.ts";
 import { setExitCode } from "./exit.ts";
 import { cell, printJson, table } from "./output.ts";
@@ -49,7 +45,14 @@ export function parseDuration(s: string): number {
   return n * { ms: 1, s: 1000, m: 60_000, h: 3_600_000 }[(m[2] ?? "ms") as "ms" | "s" | "m" | "h"];
 }
 
+// The modules that read events check each against its schema, which loads the
+// schema library: they are imported by the verbs that read events, so `session
+// list`, `info`, `send` and the driver verbs start without it (~5 ms of a ~12 ms
+// request: scripts/bench/README.md, cli.ts).
+const renderer = () => import("../client/render.ts").then((m) => m.renderEvent);
+
 async function follow(d: DaemonClient, sid: string, from: number, print: (e: SessionEvent) => Promise<void> | void): Promise<void> {
+  const { subscribe } = await import("../client/subscribe.ts");
   const sub = subscribe(d, sid, from, { event: print });
   const stop = () => sub.close();
   process.on("SIGINT", stop);
@@ -105,7 +108,8 @@ export const session = body<GlobalArgs>({
       options: { from: { type: "number", default: 1 }, follow: { alias: "f", type: "boolean", default: false } },
       run: async (a) => {
         const d = await connectDaemon(a.home);
-        const print = async (e: SessionEvent) => void process.stdout.write(`${a.json ? terminalJson(e) : await renderEvent(d, e)}\n`);
+        const renderEvent = a.json ? undefined : await renderer();
+        const print = async (e: SessionEvent) => void process.stdout.write(`${renderEvent ? await renderEvent(d, e) : terminalJson(e)}\n`);
         if (a.follow) return follow(d, a.id, a.from, print);
         let from = a.from;
         for (;;) {
@@ -126,6 +130,7 @@ export const session = body<GlobalArgs>({
       options: { from: { type: "number", default: 1 } },
       run: async (a) => {
         const d = await connectDaemon(a.home);
+        const renderEvent = await renderer();
         await follow(d, a.id, a.from, async (e) => void process.stdout.write(`${await renderEvent(d, e)}\n`));
       },
     }),
@@ -227,6 +232,7 @@ export const session = body<GlobalArgs>({
       },
       run: async (a) => {
         const d = await connectDaemon(a.home);
+        const { resolveSession, waitTurn } = await import("../client/turn.ts");
         const r = await waitTurn(d, await resolveSession(d, a.ref));
         if (a.json) printJson(r);
         else
@@ -242,6 +248,7 @@ export const session = body<GlobalArgs>({
       positionals: id,
       run: async (a) => {
         const d = await connectDaemon(a.home);
+        const { CONVERSATION_KINDS, renderTranscript } = await import("../client/transcript.ts");
         const events: SessionEvent[] = [];
         for (let from = 1; ; ) {
           const page = await d.request<{ events: SessionEvent[]; next: number; last: number }>(

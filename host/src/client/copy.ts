@@ -5,7 +5,7 @@
 import { existsSync, statSync } from "node:fs";
 import { basename, dirname, resolve } from "node:path";
 import { BOX_NAME, Chan, FileStat, follow, HutchError, ID_BODY, resultOf, TarInResult } from "@hutch/shared";
-import { packTar, createUnpacker } from "@hutch/shared";
+import { packTar, createUnpacker } from "@hutch/shared/node";
 import type { DaemonClient } from "./daemon.ts";
 import { openToolStream, streamError } from "./stream.ts";
 import { callTool } from "./tool.ts";

@@ -4,17 +4,15 @@
 // connection that sends nothing, checks its SHA-256 against the fingerprint in
 // the join string, and from then on trusts that certificate alone.
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { check, decodeJoin, firstError, HutchError, JoinToken, type RemoteEntry, RemotesFile } from "@hutch/shared";
+import { decodeJoin, JoinToken, type RemoteEntry, RemotesFile } from "@hutch/shared/remote";
+import { check, firstError } from "@hutch/shared/validate";
+import { HutchError } from "@hutch/shared/errors";
 import { env } from "../env.ts";
 import { fetchCertificate, mismatch } from "./cert.ts";
+import { homeDaemonOnly, LOCAL, remotesPath } from "./remote-choice.ts";
 import { transport, type Transport } from "./transport.ts";
 
-const FILE = "remotes.json";
-/** The name that always means the home's own daemon. */
-export const LOCAL = "local";
-
-export const remotesPath = () => join(env.configDir(), FILE);
+export { LOCAL, remotesPath };
 
 export function readRemotes(): RemotesFile {
   const path = remotesPath();
@@ -90,11 +88,9 @@ export async function repin(name: string, fingerprint: string): Promise<RemoteEn
 
 /** The remote a verb talks to: --remote / HUTCH_REMOTE, else the default; null for the home's own daemon. */
 export function selectedRemote(flag?: string): { name: string; entry: RemoteEntry } | null {
-  const f = flag ?? env.remote();
-  if (f === LOCAL) return null;
-  if (f === undefined && !existsSync(remotesPath())) return null;
+  if (homeDaemonOnly(flag)) return null;
   const file = readRemotes();
-  const name = f ?? file.default;
+  const name = flag ?? env.remote() ?? file.default;
   if (!name || name === LOCAL) return null;
   const entry = file.remotes[name];
   if (!entry)

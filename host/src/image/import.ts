@@ -10,7 +10,8 @@
 // so nothing half-written reaches the store.
 import { existsSync, mkdirSync, openSync, readSync, closeSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { HutchError, IMAGE_LIMITS, TarError, createUnpacker, type OpReport } from "@hutch/shared";
+import { HutchError, IMAGE_LIMITS, TarError, type OpReport } from "@hutch/shared";
+import { createUnpacker } from "@hutch/shared/node";
 import { IMAGE_FILES, validateManifest, type Manifest } from "./manifest.ts";
 import { makeStaging, removeTree, sweepStale } from "./staging.ts";
 import { checkImageName, imagePaths, imagesDir, installImage, verifyFiles, type ImageUsers } from "./store.ts";

@@ -14,7 +14,6 @@ import {
   Chan,
   follow,
   HutchError,
-  packTar,
   resultOf,
   rulesForRoot,
   type StreamError,
@@ -31,6 +30,7 @@ import {
   type SnapshotRestoreBody,
   type SnapshotRestoreResult,
 } from "@hutch/shared";
+import { packTar } from "@hutch/shared/node";
 import type { BoxService } from "../box/service.ts";
 import type { Channel } from "../engine/channel.ts";
 import { Listeners } from "../listeners.ts";

@@ -1,7 +1,5 @@
-// Safe streaming tar: packTar carries trees into and out of boxes; createUnpacker
-// extracts archives that may come from an untrusted box.
-export { packTar, readRuleFile } from "./pack.ts";
-export { createUnpacker, type Unpacker, type UnpackOptions } from "./unpack.ts";
-export type { ExactFs } from "./extract.ts";
+// The tar format, runtime-neutral: a streaming parser that checks every name
+// and link target, and the named error. The writer and the unpacker touch the
+// file system, so they live in shared/node (`@hutch/shared/node`).
 export { TarError } from "./error.ts";
 export { TarParser, type Entry as TarEntry, type EntrySink as TarSink } from "./parse.ts";

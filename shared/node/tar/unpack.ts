@@ -1,8 +1,8 @@
 // The Unpacker: a TarParser feeding an Extractor, with calls serialised and any
 // failure tearing down the staging directory.
-import { TarError } from "./error.ts";
+import { TarError } from "../../src/tar/error.ts";
 import { type ExactFs, Extractor } from "./extract.ts";
-import { TarParser } from "./parse.ts";
+import { TarParser } from "../../src/tar/parse.ts";
 
 export interface Unpacker {
   /** Resolves once this chunk's content is on disk, so callers can apply backpressure. */

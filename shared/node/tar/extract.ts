@@ -21,8 +21,8 @@ import {
   utimes,
 } from "node:fs/promises";
 import { join } from "node:path";
-import { TarError, fsFailure } from "./error.ts";
-import type { Entry, EntrySink } from "./parse.ts";
+import { TarError, fsFailure } from "../../src/tar/error.ts";
+import type { Entry, EntrySink } from "../../src/tar/parse.ts";
 
 export const STAGING_PREFIX = ".hutch-unpack-";
 

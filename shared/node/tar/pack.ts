@@ -2,10 +2,10 @@
 import { constants, type Stats } from "node:fs";
 import { lstat, open, readdir, readlink } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
-import { BLOCK, MAX_OCTAL_11, encodeHeader, paxRecord, utf8 } from "./header.ts";
-import { TarError } from "./error.ts";
-import { IGNORE_LIMITS, IgnoreRules, type Ignorer } from "../ignore.ts";
-import { XATTR_PAX_PREFIX } from "./parse.ts";
+import { BLOCK, MAX_OCTAL_11, encodeHeader, paxRecord, utf8 } from "../../src/tar/header.ts";
+import { TarError } from "../../src/tar/error.ts";
+import { IGNORE_LIMITS, IgnoreRules, type Ignorer } from "../../src/ignore.ts";
+import { XATTR_PAX_PREFIX } from "../../src/tar/parse.ts";
 
 // Runtime-neutral base64 (btoa takes a binary string).
 function base64(b: Uint8Array): string {
