@@ -36,7 +36,7 @@ export class BoxStore implements BoxRegistry {
   constructor(private readonly db: Database) {}
 
   list(): BoxRow[] {
-    return this.db.query("SELECT * FROM boxes ORDER BY created_at, id").all() as BoxRow[];
+    return this.db.query("SELECT * FROM boxes ORDER BY created_at, rowid").all() as BoxRow[];
   }
 
   byName(name: string): BoxRow | null {
@@ -63,9 +63,9 @@ export class BoxStore implements BoxRegistry {
   }
 
   pendingOps(boxId: string): Op[] {
-    return (this.db.query("SELECT * FROM ops WHERE box_id = ? AND status = 'pending' ORDER BY created_at, id").all(boxId) as OpRow[]).map(
-      toOp,
-    );
+    return (
+      this.db.query("SELECT * FROM ops WHERE box_id = ? AND status = 'pending' ORDER BY created_at, rowid").all(boxId) as OpRow[]
+    ).map(toOp);
   }
 
   /** Inserts a box and its create op in one transaction. */

@@ -57,7 +57,7 @@ export class SessionStore implements SessionLog {
       where.push("state = ?");
       args.push(filter.state);
     }
-    const sql = `SELECT * FROM sessions ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at, id`;
+    const sql = `SELECT * FROM sessions ${where.length ? `WHERE ${where.join(" AND ")}` : ""} ORDER BY created_at, rowid`;
     return this.db.query(sql).all(...args) as SessionRow[];
   }
 
