@@ -8,7 +8,7 @@
 // flight on a row that was not refreshed still resolves to its node.
 import * as vscode from "vscode";
 import type { Box, Change, ListResult, SessionActivity, SessionView } from "@hutch/shared";
-import { terminalText } from "@hutch/shared/text";
+import { count, terminalText } from "@hutch/shared/text";
 import { dispatchDescription, dispatchOf, workerOf, workersOf } from "./dispatch-group.ts";
 
 export type BoxNode = { type: "box"; box: Box };
@@ -164,7 +164,7 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
       : `${s.agent} · ${s.activity} · ${s.driver ? `driven by ${shown(s.driver.actor.id)}` : "no driver"}`;
     item.iconPath = icon(ACTIVITY_ICONS[s.activity] ?? ["question"]);
     item.contextValue = `session.${s.state}`;
-    item.tooltip = tooltip(s.label ?? s.id, s.id, `box ${shown(s.boxName)} · ${s.agent} · ${s.activity} · ${s.lastSeq} events`);
+    item.tooltip = tooltip(s.label ?? s.id, s.id, `box ${shown(s.boxName)} · ${s.agent} · ${s.activity} · ${count(s.lastSeq, "event")}`);
     item.command = { command: "hutch.session.log", title: "Show Log", arguments: [node] };
     return item;
   }

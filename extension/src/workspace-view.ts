@@ -2,6 +2,7 @@
 // is tested as data: the dry-run list shown before an offload goes, a
 // record's state in the sidebar, and what a bring-back says it did.
 import type { BringBackOutput, OffloadOutput, OffloadRecordFile } from "@hutch/shared";
+import { count } from "@hutch/shared/text";
 
 export type PlanRow =
   | { kind: "go"; label: string; description: string }
@@ -18,7 +19,7 @@ export function planRows(p: OffloadOutput, target: string): PlanRow[] {
   const rows: PlanRow[] = [
     {
       kind: "go",
-      label: `Offload ${p.files.length} files (${size(p.bytes)}) to box ${p.box}`,
+      label: `Offload ${count(p.files.length, "file")} (${size(p.bytes)}) to box ${p.box}`,
       description: `${p.branch} at ${p.base.slice(0, 12)} → ${target}:${p.guestDir}`,
     },
   ];
@@ -52,7 +53,7 @@ const SAID: Record<BringBackOutput["case"], string> = {
 export function caseMessage(r: BringBackOutput): string {
   const parts = [`brought back from box ${r.box}: ${SAID[r.case]}`];
   if (r.reason) parts.push(`(${r.reason})`);
-  if (r.case !== "nothing") parts.push(`${r.files.length} files, ${r.commits.length} commits.`);
+  if (r.case !== "nothing") parts.push(`${count(r.files.length, "file")}, ${count(r.commits.length, "commit")}.`);
   if (r.case === "branch" && r.created) parts.push(`Branch ${r.created}. Review and merge it: ${(r.commands ?? []).join("; ")}`);
   return parts.join(" ");
 }

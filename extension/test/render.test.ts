@@ -140,7 +140,7 @@ const cases: [
   ],
   [
     ev(Events.sessionWorkReturned, { box: "web", remote: "big", case: "merge", sessions: ["ses_r"], events: 12 }),
-    { summary: "work of box web on big came home (merge); 12 events of 1 session(s) above", tone: "ok" },
+    { summary: "work of box web on big came home (merge); 12 events of 1 session above", tone: "ok" },
   ],
   [
     ev(Events.sessionMoved, { to: { remote: "big", session: "ses_r", box: "web" } }),

@@ -8,7 +8,7 @@
 // hold control and bidi characters: the summary and detail shown are escaped
 // once, at the end (terminalText), so a bidi override cannot reorder a row.
 import { eventKinds, isEvent, type EventData, type EventKind } from "@hutch/shared/events";
-import { terminalText } from "@hutch/shared/text";
+import { count, terminalText } from "@hutch/shared/text";
 
 export interface Rendered {
   summary: string;
@@ -28,7 +28,7 @@ function egress(what: string, d: EventData<"egress.allowed">): Rendered {
   const where = d.host ? `${d.host}:${d.port}` : "the broker";
   const request = [d.binding, d.method, d.path].filter(Boolean).join(" ");
   return {
-    summary: `egress ${what} ${where}${request ? ` ${request}` : ""}${d.status !== undefined ? ` → ${d.status}` : ""}, ${d.bytesUp} bytes up, ${d.bytesDown} down${d.reason ? ` (${d.reason})` : ""}`,
+    summary: `egress ${what} ${where}${request ? ` ${request}` : ""}${d.status !== undefined ? ` → ${d.status}` : ""}, ${count(d.bytesUp, "byte")} up, ${d.bytesDown} down${d.reason ? ` (${d.reason})` : ""}`,
     tone: what === "denied" ? "error" : what === "injected" ? "warn" : "ok",
   };
 }
@@ -85,9 +85,9 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     tone: d.state === "failed" ? "error" : "dim",
   }),
   "input.sent": (d) => ({ summary: `input ${oneLine(JSON.stringify(d.text))}` }),
-  "output.appended": (d) => ({ summary: `output ${d.length} bytes${d.snapshot ? " (screen redraw)" : ""}`, tone: "dim" }),
+  "output.appended": (d) => ({ summary: `output ${count(d.length, "byte")}${d.snapshot ? " (screen redraw)" : ""}`, tone: "dim" }),
   "output.dropped": (d) => ({
-    summary: `output ${d.bytes} bytes dropped (chunks ${d.fromChunk}-${d.toChunk}, over the ${d.cap} cap of ${d.limit} bytes)`,
+    summary: `output ${count(d.bytes, "byte")} dropped (chunks ${d.fromChunk}-${d.toChunk}, over the ${d.cap} cap of ${d.limit} bytes)`,
     tone: "warn",
   }),
   "attention.required": (d) => ({ summary: `needs attention: ${d.reason}`, tone: "warn" }),
@@ -107,12 +107,12 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     };
   },
   "session.work.returned": (d) => ({
-    summary: `work of box ${d.box} on ${d.remote} came home (${d.case}); ${d.events} events of ${d.sessions.length} session(s) above`,
+    summary: `work of box ${d.box} on ${d.remote} came home (${d.case}); ${count(d.events, "event")} of ${count(d.sessions.length, "session")} above`,
     tone: "ok",
   }),
   "session.moved": (d) => ({ summary: `moved to ${d.to.remote}: session ${d.to.session} in box ${d.to.box} goes on there`, tone: "note" }),
   "session.arrived": (d) => ({
-    summary: `arrived from ${d.from.remote} (session ${d.from.session}, box ${d.from.box}); its ${d.events} events are above`,
+    summary: `arrived from ${d.from.remote} (session ${d.from.session}, box ${d.from.box}); its ${d.events === 1 ? "1 event is" : `${d.events} events are`} above`,
     tone: "note",
   }),
   "dispatch.started": (d) => ({ summary: `dispatch ${d.dispatch}: ${d.k} workers from ${d.snapshot}, check ${oneLine(d.check)}` }),

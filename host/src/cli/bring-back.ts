@@ -2,6 +2,7 @@ import { connectDaemon } from "../client/daemon.ts";
 import { body, type GlobalArgs } from "./args.ts";
 import type { BringBackOutput } from "@hutch/shared";
 import { cell, jsonSteps, printJson } from "./output.ts";
+import { count } from "@hutch/shared/text";
 
 type BringBackArgs = GlobalArgs & { box: string; into?: string; "dry-run": boolean; session?: string };
 
@@ -63,7 +64,7 @@ export const bringBack = body<BringBackArgs>({
     if (r.case !== "nothing") lines.push(`the box's HEAD, index and work tree stay in ${r.quarantine}{head,index,work}`);
     if (sessionLog)
       lines.push(
-        `appended ${sessionLog.events} events of ${sessionLog.from.length} session(s) on ${sessionLog.remote} to ${sessionLog.session}: hutch session log ${sessionLog.session}`,
+        `appended ${count(sessionLog.events, "event")} of ${count(sessionLog.from.length, "session")} on ${sessionLog.remote} to ${sessionLog.session}: hutch session log ${sessionLog.session}`,
       );
     process.stdout.write(`${lines.join("\n")}\n`);
   },

@@ -1,6 +1,7 @@
 import { connectDaemon } from "../client/daemon.ts";
 import { body, type GlobalArgs } from "./args.ts";
 import { printJson } from "./output.ts";
+import { count } from "@hutch/shared/text";
 
 type CpArgs = GlobalArgs & { src: string; dst: string };
 
@@ -14,6 +15,6 @@ export const cp = body<CpArgs>({
     const d = await connectDaemon(a.home);
     const r = await copy(d, parseCpArg(a.src), parseCpArg(a.dst));
     if (a.json) printJson({ src: a.src, dst: a.dst, ...r });
-    else process.stderr.write(`copied ${r.entries} entries, ${r.bytes} bytes\n`);
+    else process.stderr.write(`copied ${count(r.entries, "entry", "entries")}, ${count(r.bytes, "byte")}\n`);
   },
 });

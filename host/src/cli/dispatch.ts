@@ -3,7 +3,7 @@ import type { Dispatch, DispatchWorker, SessionEvent } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { body, type GlobalArgs } from "./args.ts";
 import { setExitCode } from "./exit.ts";
-import { terminalJson } from "@hutch/shared/text";
+import { count, terminalJson } from "@hutch/shared/text";
 import { cell, printJson } from "./output.ts";
 
 type DispatchArgs = GlobalArgs & {
@@ -48,7 +48,7 @@ const summary = (d: Dispatch) => ({
 
 const line = (w: DispatchWorker) =>
   `  worker ${w.n} ${w.agent.padEnd(8)} ${w.status.padEnd(9)}${w.score !== null ? ` score ${w.score}` : ""}${
-    w.diffstat ? ` ${w.diffstat.files} files +${w.diffstat.added} -${w.diffstat.removed}` : ""
+    w.diffstat ? ` ${count(w.diffstat.files, "file")} +${w.diffstat.added} -${w.diffstat.removed}` : ""
   } box ${cell(w.box)}${w.boxDeleted ? " (deleted)" : ""}${w.session ? ` session ${w.session}` : ""}`;
 
 function print(a: DispatchArgs, d: Dispatch, extra: Record<string, unknown> = {}, ndjson = false): void {
@@ -58,7 +58,9 @@ function print(a: DispatchArgs, d: Dispatch, extra: Record<string, unknown> = {}
   const head = `dispatch ${d.id}: ${d.state}${d.winner !== null ? `, worker ${d.winner} won (box ${d.winnerBox})` : ", no winner"}${
     d.reason ? ` — ${cell(d.reason)}` : ""
   }`;
-  process.stdout.write(`${[head, ...d.workers.map(line), `usage: input ${d.usage.input}, output ${d.usage.output} tokens`].join("\n")}\n`);
+  process.stdout.write(
+    `${[head, ...d.workers.map(line), `usage: input ${d.usage.input}, output ${count(d.usage.output, "token")}`].join("\n")}\n`,
+  );
 }
 
 export const dispatch = body<DispatchArgs>({

@@ -1,6 +1,7 @@
 import { body, type GlobalArgs } from "./args.ts";
 import type { OffloadOutput } from "@hutch/shared";
 import { jsonSteps, printJson } from "./output.ts";
+import { count } from "@hutch/shared/text";
 
 type OffloadArgs = GlobalArgs & { box?: string; "dry-run": boolean; include?: string[]; "include-ignored"?: string[]; note?: string };
 
@@ -44,22 +45,25 @@ export const offload = body<OffloadArgs>({
     );
     if (a.json) return printJson(r satisfies OffloadOutput);
     const lines: string[] = [];
-    if (r.dryRun) for (const f of r.files) lines.push(`  ${f.path} (${f.bytes} bytes)`);
-    if (r.dryRun) for (const f of r.ignored) lines.push(`  ${f.path} (${f.bytes} bytes, git-ignored, carried on request)`);
+    if (r.dryRun) for (const f of r.files) lines.push(`  ${f.path} (${count(f.bytes, "byte")})`);
+    if (r.dryRun) for (const f of r.ignored) lines.push(`  ${f.path} (${count(f.bytes, "byte")}, git-ignored, carried on request)`);
     if (r.upToDate) lines.push(`box ${r.box}:${r.guestDir} already holds the work tree as it is: nothing sent`);
     else if (r.updated)
       lines.push(
-        `${r.resumed ? "finished updating" : "updated"} box ${r.box}:${r.guestDir} to ${r.files.length} files (${r.bytes} bytes) and ${r.branch} at ${r.base.slice(0, 12)}${r.resumed ? "" : `: sent ${r.sent.objects} objects (${r.sent.blobs} files' contents), ${r.sent.bytes} bytes`}`,
+        `${r.resumed ? "finished updating" : "updated"} box ${r.box}:${r.guestDir} to ${count(r.files.length, "file")} (${count(r.bytes, "byte")}) and ${r.branch} at ${r.base.slice(0, 12)}${r.resumed ? "" : `: sent ${count(r.sent.objects, "object")} (${r.sent.blobs} ${r.sent.blobs === 1 ? "file's contents" : "files' contents"}), ${count(r.sent.bytes, "byte")}`}`,
       );
     else
       lines.push(
-        `${r.dryRun ? "would offload" : r.resumed ? "finished the offload of" : "offloaded"} ${r.files.length} files (${r.bytes} bytes) and ${r.branch} at ${r.base.slice(0, 12)} to box ${r.box}:${r.guestDir}`,
+        `${r.dryRun ? "would offload" : r.resumed ? "finished the offload of" : "offloaded"} ${count(r.files.length, "file")} (${count(r.bytes, "byte")}) and ${r.branch} at ${r.base.slice(0, 12)} to box ${r.box}:${r.guestDir}`,
       );
     for (const h of r.heldBack)
       lines.push(`held back: ${h.path} (${h.rule}); to carry it: --include ${h.path}, or !${h.path} in .hutchignore`);
     if (r.ignored.length)
       lines.push(
-        `and ${r.ignored.length} git-ignored files (${r.ignored.reduce((n, f) => n + f.bytes, 0)} bytes) matching ${r.includeIgnored.join(", ")}`,
+        `and ${count(r.ignored.length, "git-ignored file")} (${count(
+          r.ignored.reduce((n, f) => n + f.bytes, 0),
+          "byte",
+        )}) matching ${r.includeIgnored.join(", ")}`,
       );
     for (const n of r.notes) lines.push(`note: ${n}`);
     for (const c of r.conversations ?? [])

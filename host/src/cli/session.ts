@@ -5,7 +5,7 @@ import { attachSession } from "../client/exec.ts";
 import { body, command, type GlobalArgs, type PositionalSpec } from "./args.ts";
 import { setExitCode } from "./exit.ts";
 import { cell, printJson, table } from "./output.ts";
-import { terminalJson } from "@hutch/shared/text";
+import { count, terminalJson } from "@hutch/shared/text";
 
 type IdArgs = GlobalArgs & { id: string };
 const id: Record<string, PositionalSpec> = { id: { describe: "session id (ses_…)" } };
@@ -309,7 +309,7 @@ export const session = body<GlobalArgs>({
         const m = await moveSession(local, remote, { session: a.id, remoteName: r.name, ...(a.box ? { box: a.box } : {}) }, progress);
         if (a.json) return printJson(m);
         process.stdout.write(
-          `moved ${m.from.session} to ${m.to.remote}: session ${m.to.session} on box ${m.to.box} (${m.entries.length} entries of /workspace, ${m.events} events); box ${m.from.box} here is stopped\n` +
+          `moved ${m.from.session} to ${m.to.remote}: session ${m.to.session} on box ${m.to.box} (${count(m.entries.length, "entry", "entries")} of /workspace, ${count(m.events, "event")}); box ${m.from.box} here is stopped\n` +
             `follow it there: hutch --remote ${m.to.remote} session log ${m.to.session}\n`,
         );
       },

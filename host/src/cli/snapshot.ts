@@ -13,7 +13,7 @@ import { runOp } from "../client/ops.ts";
 import { progressDisplay } from "../client/progress.ts";
 import { body, command, type GlobalArgs } from "./args.ts";
 import { setExitCode } from "./exit.ts";
-import { terminalText } from "@hutch/shared/text";
+import { count, terminalText } from "@hutch/shared/text";
 import { cell, printJson, table } from "./output.ts";
 import type { TSchema, Static } from "@hutch/shared";
 
@@ -53,7 +53,7 @@ export const snapshot = body<GlobalArgs>({
         for (const w of r.warnings) process.stderr.write(`hutch: ${cell(w)}\n`);
         if (!a.json)
           process.stdout.write(
-            `${r.snapshot.id}  ${r.snapshot.files} files, ${size(r.snapshot.bytes)}, ${size(r.snapshot.bytesAdded)} added\n`,
+            `${r.snapshot.id}  ${count(r.snapshot.files, "file")}, ${size(r.snapshot.bytes)}, ${size(r.snapshot.bytesAdded)} added\n`,
           );
       },
     }),
@@ -131,7 +131,7 @@ export const snapshot = body<GlobalArgs>({
           { box: a.box, snapshot: a.snap, ...(a.path?.length ? { paths: a.path } : {}), ...(a["in-place"] ? { inPlace: true } : {}) },
           SnapshotRestoreResult,
         );
-        if (!a.json) process.stdout.write(`restored ${r.files} files (${size(r.bytes)}) into ${r.box}:${r.into.join(", ")}\n`);
+        if (!a.json) process.stdout.write(`restored ${count(r.files, "file")} (${size(r.bytes)}) into ${r.box}:${r.into.join(", ")}\n`);
       },
     }),
     command<
@@ -188,7 +188,7 @@ export const snapshot = body<GlobalArgs>({
           for (const n of r.notes) process.stdout.write(`note: ${cell(n)}\n`);
           process.stdout.write(
             r.ok
-              ? `ok: ${r.snapshots} snapshots, ${r.trees} trees, ${r.packs} packs${a["read-data"] ? `, ${size(r.bytesRead)} read` : ""}\n`
+              ? `ok: ${count(r.snapshots, "snapshot")}, ${count(r.trees, "tree")}, ${count(r.packs, "pack")}${a["read-data"] ? `, ${size(r.bytesRead)} read` : ""}\n`
               : `${r.errors.length} problem(s) found\n`,
           );
         }

@@ -3,7 +3,7 @@
 // agent, the box) and goes through terminalText before it reaches this
 // terminal; what the log stores is left as it was sent.
 import { HutchError, isEvent, type SessionEvent } from "@hutch/shared";
-import { terminalJson, terminalText } from "@hutch/shared/text";
+import { count, terminalJson, terminalText } from "@hutch/shared/text";
 import type { DaemonClient } from "./daemon.ts";
 
 /** A field that must stay on its line: a newline in it could forge a line of someone else's. */
@@ -36,7 +36,7 @@ export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<str
         if (err instanceof HutchError && err.data?.dropped === true) return null;
         throw err;
       });
-      if (!bytes) return `${head} │ [${e.data.length} bytes of output dropped]`;
+      if (!bytes) return `${head} │ [${count(e.data.length, "byte")} of output dropped]`;
       const text = plain(new TextDecoder().decode(bytes)).trimEnd();
       return text
         ? text
@@ -46,7 +46,7 @@ export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<str
         : `${head} │`;
     }
     case "output.dropped":
-      return `${head} ✂ ${e.data.bytes} bytes of older output dropped (chunks ${e.data.fromChunk}-${e.data.toChunk}, over the ${e.data.cap} cap of ${e.data.limit} bytes)`;
+      return `${head} ✂ ${count(e.data.bytes, "byte")} of older output dropped (chunks ${e.data.fromChunk}-${e.data.toChunk}, over the ${e.data.cap} cap of ${e.data.limit} bytes)`;
     case "input.sent":
       return `${head} > ${terminalJson(e.data.text)}`;
     case "annotation.added": {
@@ -68,14 +68,14 @@ export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<str
       return inner.replace(/^#\d+ /, `#${e.seq} ${origin} `);
     }
     case "session.work.returned":
-      return `${head} ⇠ box ${one(e.data.box)} on ${one(e.data.remote)} brought back (${one(e.data.case)}): ${e.data.events} events of ${e.data.sessions.length} session(s) appended`;
+      return `${head} ⇠ box ${one(e.data.box)} on ${one(e.data.remote)} brought back (${one(e.data.case)}): ${count(e.data.events, "event")} of ${count(e.data.sessions.length, "session")} appended`;
     case "session.moved": {
       const to = e.data.to;
       return `${head} ⇢ moved to ${one(to.remote)}: session ${one(to.session)} on box ${one(to.box)} (hutch --remote ${one(to.remote)} session log ${one(to.session)})`;
     }
     case "session.arrived": {
       const from = e.data.from;
-      return `${head} ⇠ moved here from ${one(from.remote)}: session ${one(from.session)} on box ${one(from.box)} (its ${e.data.events} events above)`;
+      return `${head} ⇠ moved here from ${one(from.remote)}: session ${one(from.session)} on box ${one(from.box)} (its ${count(e.data.events, "event")} above)`;
     }
     case "session.driver.stolen":
       return `${head} driver stolen from ${one(e.data.from.id)} by ${one(e.data.to.id)}`;

@@ -7,6 +7,7 @@ import type { DaemonClient } from "../client/daemon.ts";
 import { BoxDesktop } from "../client/desktop.ts";
 import { listPorts } from "../client/ports.ts";
 import { execCollect, listDir, readText, writeText } from "./box-io.ts";
+import { count } from "@hutch/shared/text";
 
 const EXEC_TIMEOUT_MS = 120_000;
 
@@ -55,7 +56,7 @@ const HANDLERS: { [N in McpToolName]: Handler<N> } = {
     return { content: [{ type: "text", text: parts.filter(Boolean).join("\n") }], ...(r.exit?.code === 0 ? {} : { isError: true }) };
   },
   file_read: async (d, a) => text(await readText(d, a.box, a.path)),
-  file_write: async (d, a) => text(`wrote ${await writeText(d, a.box, a.path, a.content)} bytes to ${a.path}`),
+  file_write: async (d, a) => text(`wrote ${count(await writeText(d, a.box, a.path, a.content), "byte")} to ${a.path}`),
   file_list: async (d, a) => text(await listDir(d, a.box, a.path)),
   port_list: async (d, a) => json(await listPorts(d, a.box)),
   browser_open: async (d, a) => text(tabLine(await browser(d, a.box).open(a.url))),

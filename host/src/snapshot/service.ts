@@ -57,6 +57,7 @@ import { resolvePath, snapshotPath } from "./paths.ts";
 import { guestRoots } from "./guest-roots.ts";
 import { snapshotStreams, type Transfer } from "./stream-save.ts";
 import { unifiedDiff } from "./textdiff.ts";
+import { count } from "@hutch/shared/text";
 
 const logger = log.create({ service: "snapshots" });
 
@@ -248,9 +249,9 @@ export class SnapshotService {
     if (t)
       report({
         type: "detail",
-        text: `the box sent ${t.bytes} bytes: ${t.chunksSent} chunks, and named ${t.chunksNamed} it had sent before`,
+        text: `the box sent ${count(t.bytes, "byte")}: ${count(t.chunksSent, "chunk")}, and named ${t.chunksNamed} it had sent before`,
       });
-    report({ type: "done", summary: `snapshot ${info.id} of ${box.name}: ${info.files} files, ${info.filesChanged} changed` });
+    report({ type: "done", summary: `snapshot ${info.id} of ${box.name}: ${count(info.files, "file")}, ${info.filesChanged} changed` });
     this.created.emit(box.id, info);
     return { snapshot: info, warnings: result.warnings, ...(t ? { transfer: t } : {}) };
   }
@@ -423,7 +424,7 @@ export class SnapshotService {
         await sendTar(channel, local, RESTORED_DIR, name, signal, sent);
         into.push(`${RESTORED_DIR}/${name}`);
       }
-      report({ type: "done", summary: `restored ${r.files} files of ${snap.id} into ${box.name}:${into.join(", ")}` });
+      report({ type: "done", summary: `restored ${count(r.files, "file")} of ${snap.id} into ${box.name}:${into.join(", ")}` });
       return { snapshot: snap.id, box: box.name, into, files: r.files, dirs: r.dirs, symlinks: r.symlinks, bytes: r.bytes, ms: r.ms };
     } finally {
       // On the thread pool: a restore's staging copy can be thousands of files (rmSync held the daemon ~0.1 s per 10k).
@@ -434,7 +435,10 @@ export class SnapshotService {
   async prune(body: SnapshotPruneBody, report: OpReport, signal: AbortSignal): Promise<SnapshotPruneResult> {
     const { dryRun, ...policy } = body;
     const r = await prune(await this.store(), { policy, ...(dryRun ? { dryRun } : {}), progress: counts(report), signal });
-    report({ type: "done", summary: `forgot ${r.forgotten.length} snapshots; marked ${r.marked.packs} packs, deleted ${r.deleted.packs}` });
+    report({
+      type: "done",
+      summary: `forgot ${count(r.forgotten.length, "snapshot")}; marked ${count(r.marked.packs, "pack")}, deleted ${r.deleted.packs}`,
+    });
     return { forgotten: r.forgotten, marked: r.marked, deleted: r.deleted, revived: r.revived, repacked: r.repacked, ms: r.ms };
   }
 
@@ -442,7 +446,9 @@ export class SnapshotService {
     const r = await checkStore(await this.store(), { readData, progress: counts(report), signal });
     report({
       type: "done",
-      summary: r.ok ? `the store is whole (${r.snapshots} snapshots, ${r.packs} packs)` : `${r.errors.length} problems found`,
+      summary: r.ok
+        ? `the store is whole (${count(r.snapshots, "snapshot")}, ${count(r.packs, "pack")})`
+        : `${count(r.errors.length, "problem")} found`,
     });
     return r;
   }

@@ -27,6 +27,7 @@ import {
 import { daemonFinder, redactedNote, redactStored } from "./stored.ts";
 import { parseJsonl, type PathMap, rewrite, secretValues, sha256, TRANSCRIPT_MAX, toJsonl } from "./transcript.ts";
 import { env } from "../../env.ts";
+import { count } from "@hutch/shared/text";
 
 export { CONVERSATION_AGENTS, type ConversationAgent } from "./stores.ts";
 
@@ -77,7 +78,7 @@ export async function wouldCarry(root: string, vars?: Record<string, string | un
   if (!found.length) return ["no local Claude Code, Codex or pi conversation ran here: the box's agent starts with the hand-over note"];
   return found.map(
     (f) =>
-      `would carry the ${AGENT_TITLE[f.agent]} conversation ${f.id} (${f.bytes} bytes, from ${f.cwd}); known secrets are redacted before it leaves`,
+      `would carry the ${AGENT_TITLE[f.agent]} conversation ${f.id} (${count(f.bytes, "byte")}, from ${f.cwd}); known secrets are redacted before it leaves`,
   );
 }
 
