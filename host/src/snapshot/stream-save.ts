@@ -15,13 +15,13 @@
 // there is no fast path, but with records an unchanged file costs its
 // digests, not its bytes.
 import { IgnoreRules, Ignorer, type TarEntry, TarParser, type TarSink } from "@hutch/shared/wire";
-import { check, firstError, newId, RECORD, RecordReader, SnapEntry } from "@hutch/shared";
+import { check, firstError, RECORD, RecordReader, SnapEntry } from "@hutch/shared";
 import { hex } from "./crypto.ts";
 import { digestOf, type HaveMap } from "./have.ts";
 import { StoreError, invalid } from "./errors.ts";
-import { emptyStats, type SnapshotBody } from "./objects.ts";
+import { emptyStats } from "./objects.ts";
 import { Meter } from "./progress.ts";
-import { type SnapshotOptions, type SnapshotResult, findParent } from "./save.ts";
+import { type SnapshotOptions, type SnapshotResult, commitSnapshot, findParent } from "./save.ts";
 import { SaveRegistration } from "./saves.ts";
 import type { Store } from "./store.ts";
 import { TREE_LIMITS, type TreeEntry, compareNames, encodeTree, nameProblem, xattrsProblem } from "./tree.ts";
@@ -102,7 +102,6 @@ async function saveStreams(
   opts: StreamOptions,
   t0: number,
 ): Promise<SnapshotResult & { transfer: Transfer }> {
-  const started = reg.started;
   const limits = opts.limits ?? DEFAULT_STREAM_LIMITS;
   const source = opts.source ?? roots.map((r) => r.name).join(":");
   await store.syncIndex();
@@ -340,31 +339,11 @@ async function saveStreams(
       d.entry.tree = hex(await writer.put("tree", encodeTree(list)));
     }
     const tree = hex(await writer.put("tree", encodeTree([...top].sort((a, b) => compareNames(a.name, b.name)))));
-    await opts.pause?.("tree-stored");
-    await writer.flush();
-    await opts.pause?.("before-commit");
-    Object.assign(stats, writer.stats);
-    stats.ms = Math.round(performance.now() - t0);
-    const body: SnapshotBody = {
-      v: 1,
-      id: newId("snap", started),
-      time: started,
-      source,
-      host: store.host,
-      tree,
-      root: { mode: 0o755, mtime: "0", uid: 0, gid: 0 },
-      ...(parent ? { parent: parent.id } : {}),
-      ...(opts.label !== undefined ? { label: opts.label } : {}),
-      tags: opts.tags ?? [],
-      stats,
-      skipped: [],
-    };
-    const name = await reg.commit(body, opts.pause);
-    meter.bytesNew = stats.bytesStored;
-    meter.finish();
+    const root = { mode: 0o755, mtime: "0", uid: 0, gid: 0 };
+    const made = await commitSnapshot(store, reg, writer, meter, opts, t0, { tree, source, parent, root, stats, skipped: [] });
     // Only a committed snapshot's chunks may be offered to the box again.
     opts.have?.map.save();
-    return { id: body.id, name, stats, skipped: [], warnings, transfer };
+    return { ...made, stats, skipped: [], warnings, transfer };
   } catch (err) {
     await writer.discard();
     throw err;
