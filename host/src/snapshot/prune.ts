@@ -147,7 +147,8 @@ async function needed(store: Store, snaps: SnapshotRecord[], opts: PruneOptions,
   return refs;
 }
 
-type Mark = Awaited<ReturnType<Store["loadMarks"]>>[number];
+/** A mark as the store loads it. */
+type Mark = { name: string; body: MarkBody };
 
 /**
  * Deletes the packs of marks old enough whose saves have all ended, but a
