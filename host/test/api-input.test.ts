@@ -2,25 +2,14 @@
 // that names the field, never a 500, and nothing of it is stored.
 import { afterAll, describe, expect, test } from "bun:test";
 import { API_LIMITS } from "@hutch/shared";
-import { ask, testApp } from "./app-helpers.ts";
+import { ask, seedSession, testApp } from "./app-helpers.ts";
 
 const { app, services, close } = await testApp("hutch-input-");
 const store = services.sessionStore;
 afterAll(close);
 
 /** A session row without a terminal: the log rules need no running box. */
-const ses = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-store.insert({
-  id: ses,
-  box_id: "box_none",
-  agent: "shell",
-  label: null,
-  state: "open",
-  owner: "root",
-  argv: "[]",
-  pty: null,
-  created_at: new Date().toISOString(),
-});
+const ses = seedSession(store, { owner: "root" });
 await app.handle(
   new Request("http://hutch/v1/boxes", { method: "POST", headers: { "content-type": "application/json" }, body: '{"name":"b"}' }),
 );

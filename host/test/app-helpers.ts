@@ -10,6 +10,7 @@ import { buildApp, type AppDeps } from "../src/daemon/app.ts";
 import { createServices } from "../src/daemon/services.ts";
 import { setPrincipal } from "../src/daemon/actor.ts";
 import type { Principal } from "../src/auth/service.ts";
+import type { SessionLog } from "../src/store/types.ts";
 
 export interface AppOptions extends Partial<Omit<AppDeps, "home">> {
   /** Server mode: every service goes to the app (users, tokens, dispatches); otherwise the local daemon's few, and every caller is the local user. */
@@ -55,4 +56,21 @@ export async function ask(app: { handle(r: Request): Promise<Response> }, method
   const text = await res.text();
   // biome-ignore lint/suspicious/noExplicitAny: a test reads whatever JSON the route answered, field by field
   return { status: res.status, text, body: (text.startsWith("{") || text.startsWith("[") ? JSON.parse(text) : null) as any };
+}
+
+/** A session row without a terminal (no box needs to run for the log, driver and access rules); returns its id. */
+export function seedSession(store: SessionLog, { owner = "alice", agent = "shell", box = "box_none" } = {}): string {
+  const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
+  store.insert({
+    id,
+    box_id: box,
+    agent,
+    label: null,
+    state: "open",
+    owner,
+    argv: "[]",
+    pty: null,
+    created_at: new Date().toISOString(),
+  });
+  return id;
 }

@@ -2,27 +2,13 @@
 // that takes one: a repeat returns the first answer and stores nothing new; a
 // key in the body is refused, naming the field; a malformed header is a 400.
 import { afterAll, describe, expect, test } from "bun:test";
-import { ask, testApp } from "./app-helpers.ts";
+import { ask, seedSession, testApp } from "./app-helpers.ts";
 
 const { app, services, close } = await testApp("hutch-idem-", { identify: () => "alice" });
 const { boxes, sessionStore: store } = services;
 afterAll(close);
 
-function seed(): string {
-  const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-  store.insert({
-    id,
-    box_id: "box_none",
-    agent: "shell",
-    label: null,
-    state: "open",
-    owner: "alice",
-    argv: "[]",
-    pty: null,
-    created_at: new Date().toISOString(),
-  });
-  return id;
-}
+const seed = () => seedSession(store);
 
 const call = (method: string, path: string, body: unknown, key?: string) =>
   ask(app, method, path, { body, headers: key === undefined ? {} : { "idempotency-key": key } });

@@ -2,7 +2,7 @@
 // what, with an identity per request (a second OS user cannot reach the 0600
 // socket at all, so this is where "not allowed to see" is exercised).
 import { afterAll, describe, expect, test } from "bun:test";
-import { ask, testApp } from "./app-helpers.ts";
+import { ask, seedSession, testApp } from "./app-helpers.ts";
 import { SYSTEM } from "../src/session/actors.ts";
 import { pieces } from "../src/session/service.ts";
 import { BOX_REASON_MAX, check, EVENT_TEXT_MAX, Events, EventsPage, firstError } from "@hutch/shared";
@@ -24,21 +24,7 @@ const read = (session: string, from: number, limit: number) =>
 const note = (text: string) => fixtureEvent(Events.annotationAdded, { text });
 
 /** A session row without a terminal (no box needs to run for log and driver rules). */
-function seed(owner: string, boxId = "box_none"): string {
-  const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-  store.insert({
-    id,
-    box_id: boxId,
-    agent: "shell",
-    label: null,
-    state: "open",
-    owner,
-    argv: "[]",
-    pty: null,
-    created_at: new Date().toISOString(),
-  });
-  return id;
-}
+const seed = (owner: string, box = "box_none") => seedSession(store, { owner, box });
 
 const call = (method: string, path: string, user: string, body?: unknown, client = "cli") =>
   ask(app, method, path, { body, headers: { "x-test-user": user, "x-hutch-client": client } });

@@ -3,7 +3,7 @@
 // kept, bounded, and served by the sessions API to who may see the session.
 import { afterAll, describe, expect, test } from "bun:test";
 import { Events, SUMMARY_ANCHORS, type Actor, type SessionSummary } from "@hutch/shared";
-import { ask, testApp } from "./app-helpers.ts";
+import { ask, seedSession, testApp } from "./app-helpers.ts";
 import type { NewEvent } from "../src/store/types.ts";
 import { FIXTURE_AGENT, FIXTURE_USER, fixtureEvent } from "../../tests/fixtures/events.ts";
 
@@ -16,18 +16,7 @@ const agent: Actor = FIXTURE_AGENT;
 
 /** A session row without a terminal; `created` logs session.created the way SessionService.create does. */
 function seed(created = true): string {
-  const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-  store.insert({
-    id,
-    box_id: "box_none",
-    agent: "claude",
-    label: null,
-    state: "open",
-    owner: "alice",
-    argv: "[]",
-    pty: null,
-    created_at: new Date().toISOString(),
-  });
+  const id = seedSession(store, { agent: "claude" });
   if (created) sessions.append(id, [{ ...fixtureEvent(Events.sessionCreated, { box: "box_none", agent: "claude" }), actor: alice }]);
   return id;
 }
@@ -124,18 +113,7 @@ describe("session summaries", () => {
 
   test("GET /v1/summaries lists what GET /v1/sessions lists, and only what the user may see", async () => {
     const mine = seed();
-    const theirs = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-    store.insert({
-      id: theirs,
-      box_id: "box_none",
-      agent: "shell",
-      label: null,
-      state: "open",
-      owner: "bob",
-      argv: "[]",
-      pty: null,
-      created_at: new Date().toISOString(),
-    });
+    const theirs = seedSession(store, { owner: "bob" });
     const listed = (await get("/v1/sessions")).body as { id: string }[];
     const summaries = (await get("/v1/summaries")).body as SessionSummary[];
     expect(summaries.map((s) => s.session.id)).toEqual(listed.map((s) => s.id));
