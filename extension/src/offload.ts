@@ -148,219 +148,6 @@ async function blobAt(root: string, tree: string, path: string): Promise<string 
 
 export function registerOffload(host: OffloadHost, tree: WorkspacesTree): vscode.Disposable[] {
   const before = new BeforeContent();
-
-  const pickFolder = async (): Promise<string | undefined> => {
-    const folders = vscode.workspace.workspaceFolders ?? [];
-    if (folders.length === 0) {
-      void vscode.window.showInformationMessage("hutch: open a folder inside a git repository to offload it");
-      return undefined;
-    }
-    if (folders.length === 1) return folders[0]!.uri.fsPath;
-    const pick = await vscode.window.showWorkspaceFolderPick({ placeHolder: "Which folder's repository?" });
-    return pick?.uri.fsPath;
-  };
-
-  const pickTarget = async (folder: string): Promise<string | undefined> => {
-    const inv = host.invocation(["remote", "list"], folder);
-    if (!inv) return undefined;
-    const remotes = await runJson(inv, RemoteList).catch(() => []);
-    if (remotes.length === 0) return "local";
-    const current = vscode.workspace.getConfiguration("hutch").get<string>("remote") || "local";
-    const items = [
-      { label: "local", description: "this machine's daemon", name: "local" },
-      ...remotes.map((r) => ({ label: r.name, description: r.url, name: r.name })),
-    ].sort((a, b) => (a.name === current ? -1 : b.name === current ? 1 : 0));
-    const pick = await vscode.window.showQuickPick(items, { placeHolder: "Offload to which daemon?", ignoreFocusOut: true });
-    return pick?.name;
-  };
-
-  /** The dry-run list; resolves true only on the confirm row. */
-  const confirmPlan = (plan: OffloadOutput, target: string): Promise<boolean> =>
-    new Promise((resolve) => {
-      const qp = vscode.window.createQuickPick<vscode.QuickPickItem & { go?: boolean }>();
-      qp.title = `Offload ${plan.root}: what goes, what is held back`;
-      qp.placeholder = "Enter on the first row offloads; Escape cancels";
-      qp.matchOnDescription = true;
-      qp.ignoreFocusOut = true;
-      qp.items = planRows(plan, target).map((r) =>
-        r.kind === "separator"
-          ? { label: r.label, kind: vscode.QuickPickItemKind.Separator }
-          : {
-              label: `${r.kind === "go" ? "$(cloud-upload)" : r.kind === "held" ? "$(lock)" : r.kind === "note" ? "$(info)" : "$(file)"} ${r.label}`,
-              description: r.description,
-              go: r.kind === "go",
-            },
-      );
-      let done = false;
-      qp.onDidAccept(() => {
-        if (!qp.selectedItems[0]?.go) return;
-        done = true;
-        resolve(true);
-        qp.hide();
-      });
-      qp.onDidHide(() => {
-        if (!done) resolve(false);
-        qp.dispose();
-      });
-      qp.show();
-    });
-
-  const withRemote = (target: string, args: string[]) => ["--remote", target, ...args];
-  const targets = () => host.state.get<Record<string, string>>(TARGETS) ?? {};
-
-  const offload = async () => {
-    const folder = await pickFolder();
-    if (!folder) return;
-    const target = await pickTarget(folder);
-    if (!target) return;
-    const dry = host.invocation(["offload", "--dry-run"], folder);
-    if (!dry) return;
-    let plan: OffloadOutput;
-    try {
-      plan = await runJson(dry, OffloadOutput);
-    } catch (err) {
-      return showFailure("offload", err);
-    }
-    const box = await vscode.window.showInputBox({
-      prompt: "Box to offload into (created when missing)",
-      value: plan.box,
-      ignoreFocusOut: true,
-      validateInput: (v) => (BOX_NAME_RE.test(v) ? null : "lower-case letters, digits and dashes; starts with a letter or digit"),
-    });
-    if (!box) return;
-    const agent = await vscode.window.showQuickPick(
-      [
-        { label: "no agent", description: "only the work tree goes", name: undefined as AgentName | undefined },
-        ...AGENT_NAMES.map((n) => ({
-          label: n,
-          description: "started in the box on the offloaded work",
-          name: n as AgentName | undefined,
-        })),
-      ],
-      { placeHolder: "Start an agent in the box?", ignoreFocusOut: true },
-    );
-    if (!agent) return;
-    let note = "";
-    if (agent.name && agent.name !== "shell") {
-      const n = await vscode.window.showInputBox({
-        prompt: `A hand-over note for ${agent.name} (its first prompt; empty: an interactive session)`,
-        ignoreFocusOut: true,
-      });
-      if (n === undefined) return;
-      note = n;
-    }
-    if (!(await confirmPlan({ ...plan, box }, target))) return;
-    const inv = host.invocation(withRemote(target, ["offload", "--box", box]), folder);
-    if (!inv) return;
-    const done = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: `hutch: offloading to box ${box}`, cancellable: true },
-      (progress, token) =>
-        runJson(inv, OffloadOutput, {
-          onStep: (s) => progress.report({ message: s }),
-          onChild: (c) => token.onCancellationRequested(() => c.kill("SIGTERM")),
-        }).catch((err: unknown) => {
-          // The journal makes a stopped offload safe to rerun: it resumes or redoes it.
-          if (token.isCancellationRequested)
-            void vscode.window.showInformationMessage(`hutch: offload to ${box} cancelled; run it again to finish it`);
-          else showFailure(`offload to ${box}`, err);
-          return undefined;
-        }),
-    );
-    await tree.refresh();
-    if (!done) return;
-    await host.state.update(TARGETS, { ...targets(), [`${done.root}\0${done.box}`]: target });
-    let session = "";
-    if (agent.name) {
-      const run = host.invocation(
-        withRemote(target, [
-          "run",
-          box,
-          "--agent",
-          agent.name,
-          "--detach",
-          "--label",
-          `offload ${plan.branch}`,
-          ...(note ? ["--prompt", note] : []),
-        ]),
-        folder,
-      );
-      const s = run
-        ? await runJson(run, Session).catch((err: unknown) => void showFailure(`start ${agent.name} in ${box}`, err))
-        : undefined;
-      if (s) session = `; ${agent.name} runs in session ${s.id}`;
-    }
-    void vscode.window.showInformationMessage(
-      `hutch: offloaded ${done.files.length} files (${size(done.bytes)}) and ${done.branch} to box ${done.box}:${done.guestDir}${session}. Bring it back with hutch: Bring Back…`,
-    );
-  };
-
-  const pickRecord = async (node?: WorkspaceNode): Promise<WorkspaceNode | undefined> => {
-    if (node?.type === "workspace") return node;
-    await tree.refresh();
-    const all = tree.all().filter((n) => n.state !== "sending");
-    if (all.length === 0) {
-      void vscode.window.showInformationMessage(
-        "hutch: nothing offloaded from the open folders; run hutch: Offload Workspace to Box… first",
-      );
-      return undefined;
-    }
-    if (all.length === 1) return all[0];
-    const pick = await vscode.window.showQuickPick(
-      all.map((n) => ({ label: n.record.box, description: `${n.state} · ${n.record.branch} · ${n.root}`, n })),
-      { placeHolder: "Bring back from which box?", ignoreFocusOut: true },
-    );
-    return pick?.n;
-  };
-
-  const showDiff = async (r: BringBackOutput, baseline: string) => {
-    const files = r.files.slice(0, DIFF_FILES);
-    if (files.length === 0) return;
-    // [resource, before (none: the box added it), after (none: the box deleted it)], as the SCM view passes them.
-    const rows: [vscode.Uri, vscode.Uri | undefined, vscode.Uri | undefined][] = [];
-    const stamp = Date.now();
-    for (const f of files) {
-      const path = join(r.root, f);
-      const after = vscode.Uri.file(path);
-      const was = vscode.Uri.from({ scheme: BEFORE_SCHEME, path, query: `${r.box}@${stamp}` });
-      const text = await blobAt(r.root, baseline, f);
-      before.set(was, text ?? "");
-      rows.push([after, text === null ? undefined : was, existsSync(path) ? after : undefined]);
-    }
-    const title = `hutch: brought back from ${r.box} (${r.case})`;
-    if (rows.length === 1) {
-      const [resource, was, now] = rows[0]!;
-      // Either side may be absent (added, deleted); vscode.diff needs two documents: an empty one stands in.
-      const empty = vscode.Uri.from({ scheme: BEFORE_SCHEME, path: resource.fsPath, query: "absent" });
-      await vscode.commands.executeCommand("vscode.diff", was ?? empty, now ?? empty, `${title}: ${files[0]}`);
-    } else await vscode.commands.executeCommand("vscode.changes", title, rows);
-  };
-
-  const bringBack = async (node?: WorkspaceNode) => {
-    const n = await pickRecord(node);
-    if (!n) return;
-    const box = n.record.box;
-    // The baseline the box's changes are a difference from: what the work tree held for them before this bring-back.
-    const baseline = n.record.workTree;
-    const target = targets()[`${n.root}\0${box}`];
-    const inv = host.invocation(target ? withRemote(target, ["bring-back", box]) : ["bring-back", box], n.root);
-    if (!inv) return;
-    const r = await vscode.window.withProgress(
-      { location: vscode.ProgressLocation.Notification, title: `hutch: bringing back from box ${box}` },
-      (progress) =>
-        runJson(inv, BringBackOutput, { onStep: (s) => progress.report({ message: s }) }).catch((err: unknown) => {
-          showFailure(`bring back from ${box}`, err);
-          return undefined;
-        }),
-    );
-    if (!r) return;
-    tree.lastBack.set(`${n.root}\0${box}`, r);
-    await tree.refresh();
-    if (r.case === "fast-forward" || r.case === "merge") await showDiff(r, baseline);
-    const actions = r.case === "branch" && r.commands?.length ? ["Copy Commands"] : [];
-    const pick = await vscode.window.showInformationMessage(`hutch: ${caseMessage(r)}`, ...actions);
-    if (pick === "Copy Commands") await vscode.env.clipboard.writeText((r.commands ?? []).join("\n"));
-  };
-
   const watchers = (vscode.workspace.workspaceFolders ?? []).map((f) => {
     const w = vscode.workspace.createFileSystemWatcher(new vscode.RelativePattern(f, ".git/hutch/*.json"));
     const again = () => void tree.refresh();
@@ -374,10 +161,230 @@ export function registerOffload(host: OffloadHost, tree: WorkspacesTree): vscode
   return [
     vscode.workspace.registerTextDocumentContentProvider(BEFORE_SCHEME, before),
     vscode.window.createTreeView("hutch.workspaces", { treeDataProvider: tree }),
-    vscode.commands.registerCommand("hutch.offload", offload),
-    vscode.commands.registerCommand("hutch.bringBack", bringBack),
+    vscode.commands.registerCommand("hutch.offload", () => offload(host, tree)),
+    vscode.commands.registerCommand("hutch.bringBack", (node?: WorkspaceNode) => bringBack(host, tree, before, node)),
     vscode.commands.registerCommand("hutch.workspaces.refresh", () => tree.refresh()),
     vscode.workspace.onDidChangeWorkspaceFolders(() => void tree.refresh()),
     ...watchers,
   ];
+}
+
+async function pickFolder(): Promise<string | undefined> {
+  const folders = vscode.workspace.workspaceFolders ?? [];
+  if (folders.length === 0) {
+    void vscode.window.showInformationMessage("hutch: open a folder inside a git repository to offload it");
+    return undefined;
+  }
+  if (folders.length === 1) return folders[0]!.uri.fsPath;
+  const pick = await vscode.window.showWorkspaceFolderPick({ placeHolder: "Which folder's repository?" });
+  return pick?.uri.fsPath;
+}
+
+async function pickTarget(host: OffloadHost, folder: string): Promise<string | undefined> {
+  const inv = host.invocation(["remote", "list"], folder);
+  if (!inv) return undefined;
+  const remotes = await runJson(inv, RemoteList).catch(() => []);
+  if (remotes.length === 0) return "local";
+  const current = vscode.workspace.getConfiguration("hutch").get<string>("remote") || "local";
+  const items = [
+    { label: "local", description: "this machine's daemon", name: "local" },
+    ...remotes.map((r) => ({ label: r.name, description: r.url, name: r.name })),
+  ].sort((a, b) => (a.name === current ? -1 : b.name === current ? 1 : 0));
+  const pick = await vscode.window.showQuickPick(items, { placeHolder: "Offload to which daemon?", ignoreFocusOut: true });
+  return pick?.name;
+}
+
+/** The dry-run list; resolves true only on the confirm row. */
+function confirmPlan(plan: OffloadOutput, target: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const qp = vscode.window.createQuickPick<vscode.QuickPickItem & { go?: boolean }>();
+    qp.title = `Offload ${plan.root}: what goes, what is held back`;
+    qp.placeholder = "Enter on the first row offloads; Escape cancels";
+    qp.matchOnDescription = true;
+    qp.ignoreFocusOut = true;
+    qp.items = planRows(plan, target).map((r) =>
+      r.kind === "separator"
+        ? { label: r.label, kind: vscode.QuickPickItemKind.Separator }
+        : {
+            label: `${r.kind === "go" ? "$(cloud-upload)" : r.kind === "held" ? "$(lock)" : r.kind === "note" ? "$(info)" : "$(file)"} ${r.label}`,
+            description: r.description,
+            go: r.kind === "go",
+          },
+    );
+    let done = false;
+    qp.onDidAccept(() => {
+      if (!qp.selectedItems[0]?.go) return;
+      done = true;
+      resolve(true);
+      qp.hide();
+    });
+    qp.onDidHide(() => {
+      if (!done) resolve(false);
+      qp.dispose();
+    });
+    qp.show();
+  });
+}
+
+const withRemote = (target: string, args: string[]) => ["--remote", target, ...args];
+/** The daemon each offload went to, by "<root>\0<box>". */
+const targets = (host: OffloadHost) => host.state.get<Record<string, string>>(TARGETS) ?? {};
+
+async function offload(host: OffloadHost, tree: WorkspacesTree): Promise<void> {
+  const folder = await pickFolder();
+  if (!folder) return;
+  const target = await pickTarget(host, folder);
+  if (!target) return;
+  const dry = host.invocation(["offload", "--dry-run"], folder);
+  if (!dry) return;
+  let plan: OffloadOutput;
+  try {
+    plan = await runJson(dry, OffloadOutput);
+  } catch (err) {
+    return showFailure("offload", err);
+  }
+  const asked = await askOffload(plan);
+  if (!asked) return;
+  const { box, agent, note } = asked;
+  if (!(await confirmPlan({ ...plan, box }, target))) return;
+  const inv = host.invocation(withRemote(target, ["offload", "--box", box]), folder);
+  if (!inv) return;
+  const done = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: `hutch: offloading to box ${box}`, cancellable: true },
+    (progress, token) =>
+      runJson(inv, OffloadOutput, {
+        onStep: (s) => progress.report({ message: s }),
+        onChild: (c) => token.onCancellationRequested(() => c.kill("SIGTERM")),
+      }).catch((err: unknown) => {
+        // The journal makes a stopped offload safe to rerun: it resumes or redoes it.
+        if (token.isCancellationRequested)
+          void vscode.window.showInformationMessage(`hutch: offload to ${box} cancelled; run it again to finish it`);
+        else showFailure(`offload to ${box}`, err);
+        return undefined;
+      }),
+  );
+  await tree.refresh();
+  if (!done) return;
+  await host.state.update(TARGETS, { ...targets(host), [`${done.root}\0${done.box}`]: target });
+  const session = agent ? await startAgent(host, folder, target, box, agent, `offload ${plan.branch}`, note) : "";
+  void vscode.window.showInformationMessage(
+    `hutch: offloaded ${done.files.length} files (${size(done.bytes)}) and ${done.branch} to box ${done.box}:${done.guestDir}${session}. Bring it back with hutch: Bring Back…`,
+  );
+}
+
+/** The box, the agent to start there (none: only the work tree goes) and its hand-over note; undefined when the user cancels. */
+async function askOffload(plan: OffloadOutput): Promise<{ box: string; agent: AgentName | undefined; note: string } | undefined> {
+  const box = await vscode.window.showInputBox({
+    prompt: "Box to offload into (created when missing)",
+    value: plan.box,
+    ignoreFocusOut: true,
+    validateInput: (v) => (BOX_NAME_RE.test(v) ? null : "lower-case letters, digits and dashes; starts with a letter or digit"),
+  });
+  if (!box) return undefined;
+  const agent = await vscode.window.showQuickPick(
+    [
+      { label: "no agent", description: "only the work tree goes", name: undefined as AgentName | undefined },
+      ...AGENT_NAMES.map((n) => ({
+        label: n,
+        description: "started in the box on the offloaded work",
+        name: n as AgentName | undefined,
+      })),
+    ],
+    { placeHolder: "Start an agent in the box?", ignoreFocusOut: true },
+  );
+  if (!agent) return undefined;
+  let note = "";
+  if (agent.name && agent.name !== "shell") {
+    const n = await vscode.window.showInputBox({
+      prompt: `A hand-over note for ${agent.name} (its first prompt; empty: an interactive session)`,
+      ignoreFocusOut: true,
+    });
+    if (n === undefined) return undefined;
+    note = n;
+  }
+  return { box, agent: agent.name, note };
+}
+
+/** Starts the agent in the box, detached; returns the words the final message adds ("" when it did not start). */
+async function startAgent(
+  host: OffloadHost,
+  folder: string,
+  target: string,
+  box: string,
+  agent: AgentName,
+  label: string,
+  note: string,
+): Promise<string> {
+  const run = host.invocation(
+    withRemote(target, ["run", box, "--agent", agent, "--detach", "--label", label, ...(note ? ["--prompt", note] : [])]),
+    folder,
+  );
+  const s = run ? await runJson(run, Session).catch((err: unknown) => void showFailure(`start ${agent} in ${box}`, err)) : undefined;
+  return s ? `; ${agent} runs in session ${s.id}` : "";
+}
+
+async function pickRecord(tree: WorkspacesTree, node?: WorkspaceNode): Promise<WorkspaceNode | undefined> {
+  if (node?.type === "workspace") return node;
+  await tree.refresh();
+  const all = tree.all().filter((n) => n.state !== "sending");
+  if (all.length === 0) {
+    void vscode.window.showInformationMessage("hutch: nothing offloaded from the open folders; run hutch: Offload Workspace to Box… first");
+    return undefined;
+  }
+  if (all.length === 1) return all[0];
+  const pick = await vscode.window.showQuickPick(
+    all.map((n) => ({ label: n.record.box, description: `${n.state} · ${n.record.branch} · ${n.root}`, n })),
+    { placeHolder: "Bring back from which box?", ignoreFocusOut: true },
+  );
+  return pick?.n;
+}
+
+/** The files a bring-back changed, each against what the work tree held before it. */
+async function showDiff(before: BeforeContent, r: BringBackOutput, baseline: string): Promise<void> {
+  const files = r.files.slice(0, DIFF_FILES);
+  if (files.length === 0) return;
+  // [resource, before (none: the box added it), after (none: the box deleted it)], as the SCM view passes them.
+  const rows: [vscode.Uri, vscode.Uri | undefined, vscode.Uri | undefined][] = [];
+  const stamp = Date.now();
+  for (const f of files) {
+    const path = join(r.root, f);
+    const after = vscode.Uri.file(path);
+    const was = vscode.Uri.from({ scheme: BEFORE_SCHEME, path, query: `${r.box}@${stamp}` });
+    const text = await blobAt(r.root, baseline, f);
+    before.set(was, text ?? "");
+    rows.push([after, text === null ? undefined : was, existsSync(path) ? after : undefined]);
+  }
+  const title = `hutch: brought back from ${r.box} (${r.case})`;
+  if (rows.length === 1) {
+    const [resource, was, now] = rows[0]!;
+    // Either side may be absent (added, deleted); vscode.diff needs two documents: an empty one stands in.
+    const empty = vscode.Uri.from({ scheme: BEFORE_SCHEME, path: resource.fsPath, query: "absent" });
+    await vscode.commands.executeCommand("vscode.diff", was ?? empty, now ?? empty, `${title}: ${files[0]}`);
+  } else await vscode.commands.executeCommand("vscode.changes", title, rows);
+}
+
+async function bringBack(host: OffloadHost, tree: WorkspacesTree, before: BeforeContent, node?: WorkspaceNode): Promise<void> {
+  const n = await pickRecord(tree, node);
+  if (!n) return;
+  const box = n.record.box;
+  // The baseline the box's changes are a difference from: what the work tree held for them before this bring-back.
+  const baseline = n.record.workTree;
+  const target = targets(host)[`${n.root}\0${box}`];
+  const inv = host.invocation(target ? withRemote(target, ["bring-back", box]) : ["bring-back", box], n.root);
+  if (!inv) return;
+  const r = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: `hutch: bringing back from box ${box}` },
+    (progress) =>
+      runJson(inv, BringBackOutput, { onStep: (s) => progress.report({ message: s }) }).catch((err: unknown) => {
+        showFailure(`bring back from ${box}`, err);
+        return undefined;
+      }),
+  );
+  if (!r) return;
+  tree.lastBack.set(`${n.root}\0${box}`, r);
+  await tree.refresh();
+  if (r.case === "fast-forward" || r.case === "merge") await showDiff(before, r, baseline);
+  const actions = r.case === "branch" && r.commands?.length ? ["Copy Commands"] : [];
+  const pick = await vscode.window.showInformationMessage(`hutch: ${caseMessage(r)}`, ...actions);
+  if (pick === "Copy Commands") await vscode.env.clipboard.writeText((r.commands ?? []).join("\n"));
 }

@@ -1,46 +1,22 @@
 // Bad input in-process (app.handle, a real sqlite file): every one is a 400
 // that names the field, never a 500, and nothing of it is stored.
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { API_LIMITS } from "@hutch/shared";
-import { openDb } from "../src/store/db.ts";
-import { ProcessEngine } from "../src/engine/process/index.ts";
-import { buildApp } from "../src/daemon/app.ts";
-import { createServices } from "../src/daemon/services.ts";
+import { ask, seedSession, testApp } from "./app-helpers.ts";
 
-const home = mkdtempSync(join(tmpdir(), "hutch-input-"));
-const db = openDb(join(home, "hutch.db"));
-const { boxes, sessions, sessionStore: store, broker } = await createServices(home, db, { process: new ProcessEngine(home) });
-const app = buildApp({ boxes, sessions, sessionStore: store, broker, home });
-afterAll(() => {
-  db.close();
-  rmSync(home, { recursive: true, force: true });
-});
+const { app, services, close } = await testApp("hutch-input-");
+const store = services.sessionStore;
+afterAll(close);
 
 /** A session row without a terminal: the log rules need no running box. */
-const ses = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-store.insert({
-  id: ses,
-  box_id: "box_none",
-  agent: "shell",
-  label: null,
-  state: "open",
-  owner: "root",
-  argv: "[]",
-  pty: null,
-  created_at: new Date().toISOString(),
-});
+const ses = seedSession(store, { owner: "root" });
 await app.handle(
   new Request("http://hutch/v1/boxes", { method: "POST", headers: { "content-type": "application/json" }, body: '{"name":"b"}' }),
 );
 
 async function call(method: string, path: string, body?: string, contentType = "application/json") {
-  const res = await app.handle(
-    new Request(`http://hutch${path}`, { method, headers: body === undefined ? {} : { "content-type": contentType }, body }),
-  );
-  return { status: res.status, body: (await res.json()) as { error?: { code: string; message: string } } };
+  const r = await ask(app, method, path, { body, headers: body === undefined ? {} : { "content-type": contentType } });
+  return { status: r.status, body: r.body as { error?: { code: string; message: string } } };
 }
 
 /** `depth` nested objects around a value: {"a":{"a":...1}} */

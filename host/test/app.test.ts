@@ -1,34 +1,13 @@
 // The daemon API in-process (app.handle, no socket), over a real sqlite file.
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { openDb } from "../src/store/db.ts";
-import { ProcessEngine } from "../src/engine/process/index.ts";
-import { buildApp } from "../src/daemon/app.ts";
-import { createServices } from "../src/daemon/services.ts";
+import { ask, testApp } from "./app-helpers.ts";
 import { check, FeedLine, firstError } from "@hutch/shared";
 
-const home = mkdtempSync(join(tmpdir(), "hutch-app-"));
-const db = openDb(join(home, "hutch.db"));
-const { boxes, sessions, sessionStore, broker } = await createServices(home, db, { process: new ProcessEngine(home) });
-const app = buildApp({ boxes, sessions, sessionStore, broker, home });
-afterAll(() => {
-  db.close();
-  rmSync(home, { recursive: true, force: true });
-});
+const { home, db, app, close } = await testApp("hutch-app-");
+afterAll(close);
 
-async function call(method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
-  const res = await app.handle(
-    new Request(`http://hutch${path}`, {
-      method,
-      headers: body === undefined ? headers : { "content-type": "application/json", ...headers },
-      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
-    }),
-  );
-  // biome-ignore lint/suspicious/noExplicitAny: a test reads whatever JSON the route answered, field by field
-  return { status: res.status, body: (await res.json()) as any };
-}
+const call = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+  ask(app, method, path, { body, headers });
 
 describe("daemon API", () => {
   test("health", async () => {

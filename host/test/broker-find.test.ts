@@ -3,38 +3,25 @@
 // positions and names come back, never a value; the conversation redaction
 // built on it replaces a short stored key, raw and base64, with its name.
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { SecretFindResult } from "@hutch/shared";
-import { ProcessEngine } from "../src/engine/process/index.ts";
-import { buildApp } from "../src/daemon/app.ts";
-import { createServices } from "../src/daemon/services.ts";
-import { openDb } from "../src/store/db.ts";
+import { ask, testApp } from "./app-helpers.ts";
 import { findSecrets, secretForms } from "../src/broker/find.ts";
 import { redactStored } from "../src/workspace/conversation/stored.ts";
 
-const home = mkdtempSync(join(tmpdir(), "hutch-find-"));
-const db = openDb(join(home, "hutch.db"));
-const { boxes, sessions, sessionStore, broker } = await createServices(home, db, { process: new ProcessEngine(home) });
-const app = buildApp({ boxes, sessions, sessionStore, broker, home });
-afterAll(() => {
-  db.close();
-  rmSync(home, { recursive: true, force: true });
-});
+const { app, services, close } = await testApp("hutch-find-");
+const { broker } = services;
+afterAll(close);
 
 /** 17 characters, no known token shape: only the stored value can find it. */
 const CANARY = `cn${crypto.randomUUID().replaceAll("-", "").slice(0, 15)}`;
 const b64 = Buffer.from(CANARY).toString("base64");
 
-const json = (method: string, path: string, body: unknown) =>
-  app.handle(new Request(`http://hutch${path}`, { method, headers: { "content-type": "application/json" }, body: JSON.stringify(body) }));
+const json = (method: string, path: string, body: unknown) => ask(app, method, path, { body });
 const find = async (texts: string[]) => {
   const res = await json("POST", "/v1/secrets/find", { texts });
   expect(res.status).toBe(200);
-  const text = await res.text();
-  expect(text).not.toContain(CANARY);
-  return (JSON.parse(text) as SecretFindResult).found;
+  expect(res.text).not.toContain(CANARY);
+  return (res.body as SecretFindResult).found;
 };
 
 describe("stored secrets found in text", () => {

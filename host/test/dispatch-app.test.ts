@@ -3,37 +3,18 @@
 // not there refused before a dispatch is recorded; in server mode another
 // user's snapshot, box and dispatches answered exactly as missing ones.
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readdirSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { openDb } from "../src/store/db.ts";
-import { ProcessEngine } from "../src/engine/process/index.ts";
-import { buildApp } from "../src/daemon/app.ts";
-import { createServices } from "../src/daemon/services.ts";
-import { setPrincipal } from "../src/daemon/actor.ts";
+import { readdirSync } from "node:fs";
+import { ask, testApp } from "./app-helpers.ts";
 import type { Principal } from "../src/auth/service.ts";
 
-const home = mkdtempSync(join(tmpdir(), "hutch-dsp-app-"));
 // No agent CLI is fetched: a worker's agent is not installed here, and its turn ends in error at once.
 process.env.HUTCH_AGENT_INSTALL = "0";
-const db = openDb(join(home, "hutch.db"));
-const services = await createServices(home, db, { process: new ProcessEngine(home) });
-const app = buildApp({ ...services, home });
-afterAll(() => {
-  db.close();
-  rmSync(home, { recursive: true, force: true });
-});
+const { home, app, services, close } = await testApp("hutch-dsp-app-", { server: true });
+afterAll(close);
 
 async function call(method: string, path: string, body?: unknown, who?: Principal) {
-  const req = new Request(`http://hutch${path}`, {
-    method,
-    headers: body === undefined ? {} : { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  // Stamped as the TCP listener stamps a token's principal; none: the local socket.
-  if (who) setPrincipal(req, who);
-  const res = await app.handle(req);
-  return { status: res.status, body: (await res.json()) as { error?: { code: string; message: string; hint?: string } } };
+  const r = await ask(app, method, path, { body, who });
+  return { status: r.status, body: r.body as { error?: { code: string; message: string; hint?: string } } };
 }
 
 const good = { k: 2, agents: ["claude"], task: "fix it", check: "true" };

@@ -2,50 +2,16 @@
 // that takes one: a repeat returns the first answer and stores nothing new; a
 // key in the body is refused, naming the field; a malformed header is a 400.
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { openDb } from "../src/store/db.ts";
-import { ProcessEngine } from "../src/engine/process/index.ts";
-import { buildApp } from "../src/daemon/app.ts";
-import { createServices } from "../src/daemon/services.ts";
+import { ask, seedSession, testApp } from "./app-helpers.ts";
 
-const home = mkdtempSync(join(tmpdir(), "hutch-idem-"));
-const db = openDb(join(home, "hutch.db"));
-const { boxes, sessions, sessionStore: store, broker } = await createServices(home, db, { process: new ProcessEngine(home) });
-const app = buildApp({ boxes, sessions, sessionStore: store, broker, home, identify: () => "alice" });
-afterAll(() => {
-  db.close();
-  rmSync(home, { recursive: true, force: true });
-});
+const { app, services, close } = await testApp("hutch-idem-", { identify: () => "alice" });
+const { boxes, sessionStore: store } = services;
+afterAll(close);
 
-function seed(): string {
-  const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-  store.insert({
-    id,
-    box_id: "box_none",
-    agent: "shell",
-    label: null,
-    state: "open",
-    owner: "alice",
-    argv: "[]",
-    pty: null,
-    created_at: new Date().toISOString(),
-  });
-  return id;
-}
+const seed = () => seedSession(store);
 
-async function call(method: string, path: string, body: unknown, key?: string) {
-  const res = await app.handle(
-    new Request(`http://hutch${path}`, {
-      method,
-      headers: { "content-type": "application/json", ...(key === undefined ? {} : { "idempotency-key": key }) },
-      body: JSON.stringify(body),
-    }),
-  );
-  // biome-ignore lint/suspicious/noExplicitAny: a test reads whatever JSON the route answered, field by field
-  return { status: res.status, body: (await res.json()) as any };
-}
+const call = (method: string, path: string, body: unknown, key?: string) =>
+  ask(app, method, path, { body, headers: key === undefined ? {} : { "idempotency-key": key } });
 
 const annotations = (sid: string) => store.readText(sid, 1, 100).text.split("\n").filter(Boolean).length;
 

@@ -2,15 +2,10 @@
 // app.handle with a principal stamped as the TCP listener stamps it, over a
 // real sqlite file; and the pure parts (the join string, flags, the unit).
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { check, decodeJoin, encodeJoin, JoinToken } from "@hutch/shared";
-import { openDb } from "../src/store/db.ts";
-import { ProcessEngine } from "../src/engine/process/index.ts";
-import { buildApp } from "../src/daemon/app.ts";
-import { createServices } from "../src/daemon/services.ts";
-import { setPrincipal } from "../src/daemon/actor.ts";
+import { ask, testApp } from "./app-helpers.ts";
 import { AuthService, type Principal } from "../src/auth/service.ts";
 import { CreateLimiter } from "../src/auth/limit.ts";
 import { parseListen } from "../src/cli/serve.ts";
@@ -18,16 +13,13 @@ import { parseDuration } from "../src/cli/token.ts";
 import { parseJoin } from "../src/client/remotes.ts";
 import { unitPaths, unitText, envText } from "../src/service/systemd.ts";
 
-const home = mkdtempSync(join(tmpdir(), "hutch-auth-"));
-const db = openDb(join(home, "hutch.db"));
-const services = await createServices(home, db, { process: new ProcessEngine(home) });
-const { auth } = services;
 const FP = "ab".repeat(32);
-const app = buildApp({ ...services, home, serve: () => ({ url: "https://127.0.0.1:8443", fingerprint: FP }) });
-afterAll(() => {
-  db.close();
-  rmSync(home, { recursive: true, force: true });
+const { home, db, app, services, close } = await testApp("hutch-auth-", {
+  server: true,
+  serve: () => ({ url: "https://127.0.0.1:8443", fingerprint: FP }),
 });
+const { auth } = services;
+afterAll(close);
 
 const as = (user: string, scopes: Principal["scopes"] = ["read", "write"]): Principal => ({
   user,
@@ -36,17 +28,7 @@ const as = (user: string, scopes: Principal["scopes"] = ["read", "write"]): Prin
   token: "tok_000000000000",
 });
 
-async function call(method: string, path: string, who?: Principal, body?: unknown) {
-  const req = new Request(`http://hutch${path}`, {
-    method,
-    headers: body === undefined ? {} : { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  if (who) setPrincipal(req, who);
-  const res = await app.handle(req);
-  // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes, each read field by field in its asserts
-  return { status: res.status, body: (await res.json()) as any };
-}
+const call = (method: string, path: string, who?: Principal, body?: unknown) => ask(app, method, path, { body, who });
 
 describe("tokens", () => {
   test("a token is shown once in its join string, stored as a hash, and authenticates its user until revoked", async () => {

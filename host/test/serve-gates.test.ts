@@ -4,31 +4,21 @@
 // idempotency key is its user's, the change feed tells a removal only to who
 // could see the box, and health tells a remote caller no paths or pids.
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { openDb } from "../src/store/db.ts";
-import { ProcessEngine } from "../src/engine/process/index.ts";
-import { buildApp } from "../src/daemon/app.ts";
-import { createServices } from "../src/daemon/services.ts";
 import { setPrincipal } from "../src/daemon/actor.ts";
+import { ask, req, type RequestOptions, testApp } from "./app-helpers.ts";
 import { CreationGate } from "../src/daemon/creations.ts";
 import { CreateLimiter } from "../src/auth/limit.ts";
 import type { Principal } from "../src/auth/service.ts";
 
-const home = mkdtempSync(join(tmpdir(), "hutch-gates-"));
-const db = openDb(join(home, "hutch.db"));
-const services = await createServices(home, db, { process: new ProcessEngine(home) });
 // Two creations a token, and (for the length of a test) none back.
 const limiter = new CreateLimiter(2, 1e-6);
-const app = buildApp({ ...services, home, creations: new CreationGate(limiter) });
+const { home, app, services, close } = await testApp("hutch-gates-", { server: true, creations: new CreationGate(limiter) });
 services.auth.store.addUser("alice");
 services.auth.store.addUser("bob");
 afterAll(async () => {
   for (const b of services.boxes.list()) await services.boxes.delete(b.id, null).catch(() => undefined);
   await services.boxes.close();
-  db.close();
-  rmSync(home, { recursive: true, force: true });
+  close();
 });
 
 let tokens = 0;
@@ -40,21 +30,14 @@ const as = (user: string, scopes: Principal["scopes"] = ["read", "write"]): Prin
   token: `tok_${String(++tokens).padStart(12, "0")}`,
 });
 
-async function send(method: string, path: string, who?: Principal, body?: unknown, key?: string): Promise<Response> {
-  const headers: Record<string, string> = {};
-  if (body !== undefined) headers["content-type"] = "application/json";
-  if (key) headers["idempotency-key"] = key;
-  const req = new Request(`http://hutch${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-  if (who) setPrincipal(req, who);
-  return app.handle(req);
-}
-
-async function call(method: string, path: string, who?: Principal, body?: unknown, key?: string) {
-  const res = await send(method, path, who, body, key);
-  const text = await res.text();
-  // biome-ignore lint/suspicious/noExplicitAny: answers of many shapes, each read field by field in its asserts
-  return { status: res.status, text, body: (text.startsWith("{") || text.startsWith("[") ? JSON.parse(text) : null) as any };
-}
+const opts = (who?: Principal, body?: unknown, key?: string): RequestOptions => ({
+  body,
+  who,
+  headers: key ? { "idempotency-key": key } : {},
+});
+const send = (method: string, path: string, who?: Principal, body?: unknown, key?: string) =>
+  app.handle(req(method, path, opts(who, body, key)));
+const call = (method: string, path: string, who?: Principal, body?: unknown, key?: string) => ask(app, method, path, opts(who, body, key));
 
 let names = 0;
 const fresh = (stem: string) => `${stem}-${++names}`;
@@ -174,9 +157,9 @@ describe("an idempotency key is its user's", () => {
 /** Reads a change feed's lines until stop() says it has what it waited for, or 10 s pass. */
 async function feed(who: Principal, until: (lines: { type: string; id?: string }[]) => boolean, during: () => Promise<void>) {
   const abort = new AbortController();
-  const req = new Request("http://hutch/v1/changes", { signal: abort.signal });
-  setPrincipal(req, who);
-  const res = await app.handle(req);
+  const request = new Request("http://hutch/v1/changes", { signal: abort.signal });
+  setPrincipal(request, who);
+  const res = await app.handle(request);
   const reader = res.body!.getReader();
   const lines: { type: string; id?: string }[] = [];
   const dec = new TextDecoder();

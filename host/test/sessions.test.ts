@@ -2,27 +2,16 @@
 // what, with an identity per request (a second OS user cannot reach the 0600
 // socket at all, so this is where "not allowed to see" is exercised).
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { openDb } from "../src/store/db.ts";
-import { ProcessEngine } from "../src/engine/process/index.ts";
-import { buildApp } from "../src/daemon/app.ts";
-import { createServices } from "../src/daemon/services.ts";
+import { ask, seedSession, testApp } from "./app-helpers.ts";
 import { SYSTEM } from "../src/session/actors.ts";
 import { pieces } from "../src/session/service.ts";
 import { BOX_REASON_MAX, check, EVENT_TEXT_MAX, Events, EventsPage, firstError } from "@hutch/shared";
 import { fixtureEvent } from "../../tests/fixtures/events.ts";
 
-const home = mkdtempSync(join(tmpdir(), "hutch-ses-"));
-const db = openDb(join(home, "hutch.db"));
-const { boxes, sessions, sessionStore: store, broker } = await createServices(home, db, { process: new ProcessEngine(home) });
 // Test identity: the user named by a header. The real daemon's identity is its own OS user.
-const app = buildApp({ boxes, sessions, sessionStore: store, broker, home, identify: (req) => req.headers.get("x-test-user") ?? "alice" });
-afterAll(() => {
-  db.close();
-  rmSync(home, { recursive: true, force: true });
-});
+const { db, app, services, close } = await testApp("hutch-ses-", { identify: (req) => req.headers.get("x-test-user") ?? "alice" });
+const { sessions, sessionStore: store } = services;
+afterAll(close);
 
 /** A page of events, parsed. */
 const read = (session: string, from: number, limit: number) =>
@@ -35,33 +24,10 @@ const read = (session: string, from: number, limit: number) =>
 const note = (text: string) => fixtureEvent(Events.annotationAdded, { text });
 
 /** A session row without a terminal (no box needs to run for log and driver rules). */
-function seed(owner: string, boxId = "box_none"): string {
-  const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-  store.insert({
-    id,
-    box_id: boxId,
-    agent: "shell",
-    label: null,
-    state: "open",
-    owner,
-    argv: "[]",
-    pty: null,
-    created_at: new Date().toISOString(),
-  });
-  return id;
-}
+const seed = (owner: string, box = "box_none") => seedSession(store, { owner, box });
 
-async function call(method: string, path: string, user: string, body?: unknown, client = "cli") {
-  const res = await app.handle(
-    new Request(`http://hutch${path}`, {
-      method,
-      headers: { "x-test-user": user, "x-hutch-client": client, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    }),
-  );
-  // biome-ignore lint/suspicious/noExplicitAny: a test reads whatever JSON the route answered, field by field
-  return { status: res.status, body: (await res.json()) as any };
-}
+const call = (method: string, path: string, user: string, body?: unknown, client = "cli") =>
+  ask(app, method, path, { body, headers: { "x-test-user": user, "x-hutch-client": client } });
 
 describe("session store", () => {
   test("seq is gapless per session and independent across sessions", () => {

@@ -2,43 +2,21 @@
 // transaction, persisted, built once for a session from before they were
 // kept, bounded, and served by the sessions API to who may see the session.
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Events, SUMMARY_ANCHORS, type Actor, type SessionSummary } from "@hutch/shared";
-import { openDb } from "../src/store/db.ts";
-import { ProcessEngine } from "../src/engine/process/index.ts";
-import { buildApp } from "../src/daemon/app.ts";
-import { createServices } from "../src/daemon/services.ts";
+import { ask, seedSession, testApp } from "./app-helpers.ts";
 import type { NewEvent } from "../src/store/types.ts";
 import { FIXTURE_AGENT, FIXTURE_USER, fixtureEvent } from "../../tests/fixtures/events.ts";
 
-const home = mkdtempSync(join(tmpdir(), "hutch-sum-"));
-const db = openDb(join(home, "hutch.db"));
-const { boxes, sessions, sessionStore: store, broker } = await createServices(home, db, { process: new ProcessEngine(home) });
-const app = buildApp({ boxes, sessions, sessionStore: store, broker, home, identify: (req) => req.headers.get("x-test-user") ?? "alice" });
-afterAll(() => {
-  db.close();
-  rmSync(home, { recursive: true, force: true });
-});
+const { db, app, services, close } = await testApp("hutch-sum-", { identify: (req) => req.headers.get("x-test-user") ?? "alice" });
+const { sessions, sessionStore: store } = services;
+afterAll(close);
 
 const alice: Actor = FIXTURE_USER;
 const agent: Actor = FIXTURE_AGENT;
 
 /** A session row without a terminal; `created` logs session.created the way SessionService.create does. */
 function seed(created = true): string {
-  const id = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-  store.insert({
-    id,
-    box_id: "box_none",
-    agent: "claude",
-    label: null,
-    state: "open",
-    owner: "alice",
-    argv: "[]",
-    pty: null,
-    created_at: new Date().toISOString(),
-  });
+  const id = seedSession(store, { agent: "claude" });
   if (created) sessions.append(id, [{ ...fixtureEvent(Events.sessionCreated, { box: "box_none", agent: "claude" }), actor: alice }]);
   return id;
 }
@@ -53,11 +31,7 @@ const turnLog = (): NewEvent[] => [
   { ...fixtureEvent(Events.attentionRequired, { reason: "the model refused" }), actor: agent },
 ];
 
-async function get(path: string, user = "alice") {
-  const res = await app.handle(new Request(`http://hutch${path}`, { headers: { "x-test-user": user } }));
-  // biome-ignore lint/suspicious/noExplicitAny: a test reads whatever JSON the route answered, field by field
-  return { status: res.status, body: (await res.json()) as any };
-}
+const get = (path: string, user = "alice") => ask(app, "GET", path, { headers: { "x-test-user": user } });
 
 describe("session summaries", () => {
   test("are folded as events are stored and served with the session", async () => {
@@ -139,18 +113,7 @@ describe("session summaries", () => {
 
   test("GET /v1/summaries lists what GET /v1/sessions lists, and only what the user may see", async () => {
     const mine = seed();
-    const theirs = `ses_${crypto.randomUUID().replaceAll("-", "").slice(0, 20)}`;
-    store.insert({
-      id: theirs,
-      box_id: "box_none",
-      agent: "shell",
-      label: null,
-      state: "open",
-      owner: "bob",
-      argv: "[]",
-      pty: null,
-      created_at: new Date().toISOString(),
-    });
+    const theirs = seedSession(store, { owner: "bob" });
     const listed = (await get("/v1/sessions")).body as { id: string }[];
     const summaries = (await get("/v1/summaries")).body as SessionSummary[];
     expect(summaries.map((s) => s.session.id)).toEqual(listed.map((s) => s.id));

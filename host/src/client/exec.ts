@@ -130,154 +130,190 @@ const REATTACH_FOR_MS = 30_000;
  * the exit code the CLI should use.
  */
 async function run(daemon: DaemonClient, box: string, call: ToolOpen, tty: boolean, opts: ExecOptions): Promise<number> {
-  // A terminal outlives its connection: when that drops, the same terminal is attached again and these two are replaced.
-  let { stream, close } = await openToolStream(daemon, box, call, opts.query);
-  stream.autoCredit = false;
-  let reattaching: Promise<boolean> | null = null;
-  let brokenPipe = false;
-  const broken = () => {
-    if (brokenPipe) return;
-    brokenPipe = true;
-    close();
-  };
-  const out = writer(1, broken);
-  const err = writer(2, broken);
-  let exitCode: number | null = null;
-  let ptyId: string | undefined;
-  let detached = false;
-  const cleanups: Array<() => void> = [];
-
-  const done = new Promise<number>((resolve, reject) => {
-    const handlers: MuxStream["handlers"] = {
-      data(chan, bytes) {
-        if (opts.json) {
-          jsonLine(dataRecord(chan, bytes));
-          stream.consumed(bytes.length);
-          return;
-        }
-        void (chan === Chan.stderr ? err : out)(bytes).then((ok) => ok && stream.consumed(bytes.length));
-      },
-      msg(m) {
-        const msg = m as { type: string; code?: number | null; signal?: string | null; pid?: number; pty?: string };
-        if (msg.type === "started") ptyId = msg.pty;
-        if (msg.type === "exit") exitCode = msg.code ?? signalExit(msg.signal ?? "");
-        if (opts.json) jsonLine(msg);
-      },
-      close(error) {
-        // Let queued output reach the terminal before reporting.
-        void Promise.all([out(new Uint8Array(0)), err(new Uint8Array(0))]).then(() => {
-          if (brokenPipe) return resolve(BROKEN_PIPE_EXIT);
-          if (exitCode !== null) return resolve(exitCode);
-          if (detached) return resolve(0);
-          // Over a network (a remote) connections drop and come back; a local daemon that went away is said at once.
-          if (error?.code === "channel_lost" && tty && ptyId && daemon.transport.target.kind === "remote") {
-            const id = ptyId;
-            reattaching = reattach(id).finally(() => {
-              reattaching = null;
-            });
-            void reattaching.then((ok) => {
-              if (!ok)
-                reject(
-                  new HutchError(
-                    "unavailable",
-                    "lost the connection; the terminal keeps running",
-                    `reattach: hutch pty attach ${box} ${id}`,
-                  ),
-                );
-            });
-            return;
-          }
-          if (error?.code === "channel_lost" && tty && ptyId) {
-            return reject(
-              new HutchError(
-                "unavailable",
-                `lost the connection; the terminal keeps running`,
-                `reattach: hutch pty attach ${box} ${ptyId}`,
-              ),
-            );
-          }
-          if (error) return reject(streamError(error));
-          resolve(0);
-        });
-      },
-    };
-    stream.handlers = handlers;
-    /** Attaches the terminal again, retrying while the daemon cannot be reached; false when it is gone for good. */
-    const reattach = async (id: string): Promise<boolean> => {
-      const deadline = Date.now() + REATTACH_FOR_MS;
-      while (Date.now() < deadline && !detached) {
-        try {
-          const again = await openToolStream(daemon, box, { tool: "pty.attach", id, ...termSize() }, opts.query);
-          again.stream.autoCredit = false;
-          again.stream.handlers = handlers;
-          stream = again.stream;
-          close = again.close;
-          return true;
-        } catch (err) {
-          if (err instanceof HutchError && err.code !== "unavailable") return false;
-          await Bun.sleep(250);
-        }
-      }
-      return false;
-    };
-  });
-
+  const { stream, close } = await openToolStream(daemon, box, call, opts.query);
+  const a = new Attached(daemon, box, tty, opts, stream, close);
   const stdinTty = isTerminal(0);
-  if (tty && stdinTty) {
-    process.stdin.setRawMode(true);
-    cleanups.push(() => process.stdin.setRawMode(false));
-    const onResize = () => stream.msg({ type: "resize", cols: process.stdout.columns || 80, rows: process.stdout.rows || 24 });
-    process.on("SIGWINCH", onResize);
-    cleanups.push(() => process.off("SIGWINCH", onResize));
-  } else {
-    for (const sig of FORWARDED_SIGNALS) {
-      const handler = () => stream.msg({ type: "signal", signal: sig.slice(3) });
-      process.on(sig, handler);
-      cleanups.push(() => process.off(sig, handler));
-    }
+  const cleanups = tty && stdinTty ? followTerminal(a) : forwardSignals(a);
+  const input = stdinTty ? pumpStdin(() => a.current(), tty ? (chunk) => a.detachKeys(chunk) : undefined) : pumpStdinBulk(a.stream);
+  void input.catch(() => undefined);
+  try {
+    const code = await a.done;
+    if (a.detached && a.ptyId) process.stderr.write(detachNote(box, a.ptyId, opts));
+    return code;
+  } finally {
+    for (const c of cleanups) c();
+    a.close();
+  }
+}
+
+/**
+ * One tool stream with the local stdio attached: what arrives goes to stdout
+ * and stderr (or out as JSON lines) as fast as they drain, the exit status is
+ * kept, Ctrl-A d detaches, and a terminal whose connection dropped over a
+ * network is attached again (a terminal outlives its connection: `stream`
+ * and `close` are then replaced).
+ */
+class Attached {
+  exitCode: number | null = null;
+  ptyId: string | undefined;
+  detached = false;
+  /** Resolves with the exit code the CLI should use. */
+  readonly done: Promise<number>;
+  private brokenPipe = false;
+  private reattaching: Promise<boolean> | null = null;
+  private prefixed = false;
+  private readonly out: (bytes: Uint8Array) => Promise<boolean>;
+  private readonly err: (bytes: Uint8Array) => Promise<boolean>;
+
+  constructor(
+    private readonly daemon: DaemonClient,
+    private readonly box: string,
+    private readonly tty: boolean,
+    private readonly opts: ExecOptions,
+    public stream: MuxStream,
+    public close: () => void,
+  ) {
+    stream.autoCredit = false;
+    const broken = () => {
+      if (this.brokenPipe) return;
+      this.brokenPipe = true;
+      this.close();
+    };
+    this.out = writer(1, broken);
+    this.err = writer(2, broken);
+    this.done = new Promise<number>((resolve, reject) => {
+      stream.handlers = this.handlers(resolve, reject);
+    });
   }
 
-  // Ctrl-A d detaches from a terminal without stopping it; Ctrl-A Ctrl-A sends one Ctrl-A.
-  let prefixed = false;
-  const detachKeys = (chunk: Uint8Array): Uint8Array | null => {
+  private handlers(resolve: (code: number) => void, reject: (err: unknown) => void): MuxStream["handlers"] {
+    const { opts } = this;
+    const handlers: MuxStream["handlers"] = {
+      data: (chan, bytes) => {
+        if (opts.json) {
+          jsonLine(dataRecord(chan, bytes));
+          this.stream.consumed(bytes.length);
+          return;
+        }
+        void (chan === Chan.stderr ? this.err : this.out)(bytes).then((ok) => ok && this.stream.consumed(bytes.length));
+      },
+      msg: (m) => {
+        const msg = m as { type: string; code?: number | null; signal?: string | null; pid?: number; pty?: string };
+        if (msg.type === "started") this.ptyId = msg.pty;
+        if (msg.type === "exit") this.exitCode = msg.code ?? signalExit(msg.signal ?? "");
+        if (opts.json) jsonLine(msg);
+      },
+      close: (error) => {
+        // Let queued output reach the terminal before reporting.
+        void Promise.all([this.out(new Uint8Array(0)), this.err(new Uint8Array(0))]).then(() =>
+          this.closed(error, handlers, resolve, reject),
+        );
+      },
+    };
+    return handlers;
+  }
+
+  /** The stream ended: the exit code, a reattach, or the error to report. */
+  private closed(
+    error: Parameters<NonNullable<MuxStream["handlers"]["close"]>>[0],
+    handlers: MuxStream["handlers"],
+    resolve: (code: number) => void,
+    reject: (err: unknown) => void,
+  ): void {
+    const { box, ptyId } = this;
+    if (this.brokenPipe) return resolve(BROKEN_PIPE_EXIT);
+    if (this.exitCode !== null) return resolve(this.exitCode);
+    if (this.detached) return resolve(0);
+    // Over a network (a remote) connections drop and come back; a local daemon that went away is said at once.
+    if (error?.code === "channel_lost" && this.tty && ptyId && this.daemon.transport.target.kind === "remote") {
+      this.reattaching = this.reattach(ptyId, handlers).finally(() => {
+        this.reattaching = null;
+      });
+      void this.reattaching.then((ok) => {
+        if (!ok)
+          reject(
+            new HutchError("unavailable", "lost the connection; the terminal keeps running", `reattach: hutch pty attach ${box} ${ptyId}`),
+          );
+      });
+      return;
+    }
+    if (error?.code === "channel_lost" && this.tty && ptyId) {
+      return reject(
+        new HutchError("unavailable", `lost the connection; the terminal keeps running`, `reattach: hutch pty attach ${box} ${ptyId}`),
+      );
+    }
+    if (error) return reject(streamError(error));
+    resolve(0);
+  }
+
+  /** Attaches the terminal again, retrying while the daemon cannot be reached; false when it is gone for good. */
+  private async reattach(id: string, handlers: MuxStream["handlers"]): Promise<boolean> {
+    const deadline = Date.now() + REATTACH_FOR_MS;
+    while (Date.now() < deadline && !this.detached) {
+      try {
+        const again = await openToolStream(this.daemon, this.box, { tool: "pty.attach", id, ...termSize() }, this.opts.query);
+        again.stream.autoCredit = false;
+        again.stream.handlers = handlers;
+        this.stream = again.stream;
+        this.close = again.close;
+        return true;
+      } catch (err) {
+        if (err instanceof HutchError && err.code !== "unavailable") return false;
+        await Bun.sleep(250);
+      }
+    }
+    return false;
+  }
+
+  /** The stream input goes to now: after a reattach, the new one; null once it is gone. */
+  async current(): Promise<MuxStream | null> {
+    if (this.reattaching && !(await this.reattaching)) return null;
+    return this.stream.closed ? null : this.stream;
+  }
+
+  /** Ctrl-A d detaches from a terminal without stopping it; Ctrl-A Ctrl-A sends one Ctrl-A. */
+  detachKeys(chunk: Uint8Array): Uint8Array | null {
     const kept: number[] = [];
     for (const b of chunk) {
-      if (prefixed) {
-        prefixed = false;
+      if (this.prefixed) {
+        this.prefixed = false;
         if (b === 0x64 || b === 0x44) {
-          detached = true;
-          close();
+          this.detached = true;
+          this.close();
           return null;
         }
         kept.push(DETACH_PREFIX);
         if (b !== DETACH_PREFIX) kept.push(b);
-      } else if (b === DETACH_PREFIX) prefixed = true;
+      } else if (b === DETACH_PREFIX) this.prefixed = true;
       else kept.push(b);
     }
     return new Uint8Array(kept);
-  };
-  const current = async (): Promise<MuxStream | null> => {
-    if (reattaching && !(await reattaching)) return null;
-    return stream.closed ? null : stream;
-  };
-  const input = stdinTty ? pumpStdin(current, tty ? detachKeys : undefined) : pumpStdinBulk(stream);
-  void input.catch(() => undefined);
-
-  try {
-    const code = await done;
-    if (detached && ptyId) {
-      const reattach = opts.reattach ?? `hutch pty attach ${box} ${ptyId}`;
-      process.stderr.write(
-        opts.recorded
-          ? `\r\n[detached; it keeps running and every byte is logged]\r\n  what was recorded: ${opts.recorded}\r\n  reattach: ${reattach}\r\n`
-          : `\r\n[detached from ${ptyId}; reattach: ${reattach}]\r\n`,
-      );
-    }
-    return code;
-  } finally {
-    for (const c of cleanups) c();
-    close();
   }
+}
+
+/** A local terminal in raw mode, its size followed; returns what undoes that. */
+function followTerminal(a: Attached): Array<() => void> {
+  process.stdin.setRawMode(true);
+  const onResize = () => a.stream.msg({ type: "resize", cols: process.stdout.columns || 80, rows: process.stdout.rows || 24 });
+  process.on("SIGWINCH", onResize);
+  return [() => process.stdin.setRawMode(false), () => process.off("SIGWINCH", onResize)];
+}
+
+/** Signals this process gets passed on to the box's process; returns what stops that. */
+function forwardSignals(a: Attached): Array<() => void> {
+  return FORWARDED_SIGNALS.map((sig) => {
+    const handler = () => a.stream.msg({ type: "signal", signal: sig.slice(3) });
+    process.on(sig, handler);
+    return () => process.off(sig, handler);
+  });
+}
+
+/** What a detach prints: that it keeps running, and how to come back (and, for a session, to read what was recorded). */
+function detachNote(box: string, ptyId: string, opts: ExecOptions): string {
+  const reattach = opts.reattach ?? `hutch pty attach ${box} ${ptyId}`;
+  return opts.recorded
+    ? `\r\n[detached; it keeps running and every byte is logged]\r\n  what was recorded: ${opts.recorded}\r\n  reattach: ${reattach}\r\n`
+    : `\r\n[detached from ${ptyId}; reattach: ${reattach}]\r\n`;
 }
 
 export interface ExecCall {

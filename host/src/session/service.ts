@@ -26,6 +26,7 @@ import { Recorder, type TerminalSpawner } from "./recorder.ts";
 import { SessionSummaries } from "./summaries.ts";
 import { SYSTEM, actorUser } from "./actors.ts";
 import { sessionAccess, type SessionAccess } from "./access.ts";
+import { describeActor, DriverSlot, sameActor } from "./driver.ts";
 import { harness, type Harness } from "../harness/index.ts";
 import type { AgentRunner } from "../harness/run.ts";
 import { log } from "../log.ts";
@@ -46,9 +47,6 @@ export function pieces(text: string, max: number): string[] {
   return out;
 }
 
-const sameActor = (a: Actor, b: Actor) => a.kind === b.kind && a.id === b.id;
-const describe = (a: Actor) => `${a.id} (${a.kind})`;
-
 /** How sessions reach agents: the runner for headless turns, where the CLIs are, and how a terminal's agent starts. */
 export interface SessionAgents {
   runner: AgentRunner;
@@ -64,6 +62,8 @@ export class SessionService {
   readonly recorder: Recorder;
   /** Each session's turn and anchored annotations, folded as events are stored. */
   readonly summaries: SessionSummaries;
+  /** Who drives each session (./driver.ts). */
+  readonly driver: DriverSlot;
   /** Headless turns in flight, by session (one at a time), and how to stop each. */
   private readonly turns = new Map<string, { done: Promise<unknown>; stop: AbortController }>();
   private lapseTimer?: ReturnType<typeof setInterval>;
@@ -75,11 +75,12 @@ export class SessionService {
   ) {
     this.recorder = new Recorder(store, this, boxes, agents.spawn);
     this.summaries = new SessionSummaries(store);
+    this.driver = new DriverSlot(store, (id, events, also) => this.append(id, events, also));
   }
 
   /** Starts the lease checker. */
   start(): void {
-    this.lapseTimer = setInterval(() => this.lapseLeases(), 250);
+    this.lapseTimer = setInterval(() => this.driver.lapse(), 250);
   }
 
   stop(): void {
@@ -350,7 +351,7 @@ export class SessionService {
   async input(id: string, actor: Actor, text: string, key?: string): Promise<number> {
     const row = this.drivable(id, actor);
     this.requireOpen(row);
-    this.requireDriver(row, actor);
+    this.driver.require(row, actor);
     const headless = this.isHeadless(row);
     if (headless && this.turns.has(id)) {
       throw new HutchError(
@@ -406,50 +407,26 @@ export class SessionService {
   acquire(id: string, actor: Actor, leaseMs?: number): Session {
     const row = this.drivable(id, actor);
     this.requireOpen(row);
-    const current = this.driverOf(row);
-    if (current && !sameActor(current, actor)) {
-      throw new HutchError(
-        "conflict",
-        `session ${id} is driven by ${describe(current)}`,
-        `take it over: hutch session driver steal ${id}`,
-        { driver: current },
-      );
-    }
-    this.setDriver(id, actor, leaseMs, { ...emit(Events.driverAcquired, { driver: actor, ...(leaseMs ? { leaseMs } : {}) }), actor });
+    this.driver.acquire(row, actor, leaseMs);
     return this.get(id, actor);
   }
 
   release(id: string, actor: Actor): Session {
     const row = this.row(id, actor);
-    const current = this.driverOf(row);
-    if (!current) return this.toSession(row);
-    if (!sameActor(current, actor)) {
-      throw new HutchError(
-        "conflict",
-        `you do not drive session ${id}; ${describe(current)} does`,
-        `take it over: hutch session driver steal ${id}`,
-      );
-    }
-    this.append(id, [{ ...emit(Events.driverReleased, { driver: actor }), actor }], () =>
-      this.store.update(id, { driver: null, driver_lease_ms: null, driver_expires_at: null }),
-    );
+    if (!this.driver.of(row)) return this.toSession(row);
+    this.driver.release(row, actor);
     return this.get(id, actor);
   }
 
   steal(id: string, actor: Actor, leaseMs?: number): Session {
     const row = this.drivable(id, actor);
     this.requireOpen(row);
-    const current = this.driverOf(row);
-    if (!current || sameActor(current, actor)) return this.acquire(id, actor, leaseMs);
-    this.setDriver(id, actor, leaseMs, { ...emit(Events.driverStolen, { from: current, to: actor }), actor });
-    logger.info("driver stolen", { session: id, from: current.id, to: actor.id });
+    this.driver.steal(row, actor, leaseMs);
     return this.get(id, actor);
   }
 
   heartbeat(id: string, actor: Actor): Session {
-    const row = this.drivable(id, actor);
-    this.requireDriver(row, actor);
-    if (row.driver_lease_ms) this.store.update(id, { driver_expires_at: Date.now() + row.driver_lease_ms });
+    this.driver.heartbeat(this.drivable(id, actor), actor);
     return this.get(id, actor);
   }
 
@@ -533,20 +510,10 @@ export class SessionService {
    */
   async accessNarrowed(boxId: string, user: string, now: SessionAccess | null): Promise<void> {
     for (const row of this.store.list({ boxId, state: "open" })) {
-      const driver = this.driverOf(row);
-      if (driver && actorUser(driver) === user)
-        this.append(row.id, [{ ...emit(Events.driverReleased, { driver }), actor: SYSTEM }], () =>
-          this.store.update(row.id, { driver: null, driver_lease_ms: null, driver_expires_at: null }),
-        );
+      const driver = this.driver.of(row);
+      if (driver && actorUser(driver) === user) this.driver.revoke(row, driver);
       if (now === null && row.owner === user) await this.close(row.id, SYSTEM, `${user}'s access to the box was withdrawn`);
     }
-  }
-
-  /** The driver, unless its lease ran out (then the slot is free, even before the lapse is logged). */
-  driverOf(row: SessionRow): Actor | null {
-    if (!row.driver) return null;
-    if (row.driver_expires_at && row.driver_expires_at < Date.now()) return null;
-    return JSON.parse(row.driver) as Actor;
   }
 
   /**
@@ -560,13 +527,13 @@ export class SessionService {
   boxInput(boxId: string, actor: Actor, steal: boolean): { driving: boolean } {
     let driving = false;
     for (const row of this.store.list({ boxId, state: "open" })) {
-      const current = this.driverOf(row);
+      const current = this.driver.of(row);
       if (!current) continue;
       if (!sameActor(current, actor)) {
         if (!steal)
           throw new HutchError(
             "conflict",
-            `session ${row.id} is driven by ${describe(current)}; only the driver sends input to box ${row.box_id}'s desktop and browser`,
+            `session ${row.id} is driven by ${describeActor(current)}; only the driver sends input to box ${row.box_id}'s desktop and browser`,
             `take it over: hutch session driver steal ${row.id} (or pass --steal)`,
             { driver: current },
           );
@@ -577,44 +544,7 @@ export class SessionService {
     return { driving };
   }
 
-  requireDriver(row: SessionRow, actor: Actor): void {
-    const current = this.driverOf(row);
-    if (current && sameActor(current, actor)) return;
-    if (!current)
-      throw new HutchError(
-        "conflict",
-        `nobody drives session ${row.id}; only the driver sends input`,
-        `take the slot first: hutch session driver acquire ${row.id}`,
-      );
-    throw new HutchError(
-      "conflict",
-      `session ${row.id} is driven by ${describe(current)}; only the driver sends input`,
-      `take it over: hutch session driver steal ${row.id}`,
-      { driver: current },
-    );
-  }
-
   private requireOpen(row: SessionRow): void {
     if (row.state !== "open") throw new HutchError("conflict", `session ${row.id} is closed`, "start a new one: hutch run");
-  }
-
-  private setDriver(id: string, actor: Actor, leaseMs: number | undefined, event: NewEvent): void {
-    this.append(id, [event], () =>
-      this.store.update(id, {
-        driver: JSON.stringify(actor),
-        driver_lease_ms: leaseMs ?? null,
-        driver_expires_at: leaseMs ? Date.now() + leaseMs : null,
-      }),
-    );
-  }
-
-  private lapseLeases(): void {
-    for (const row of this.store.expiredLeases(Date.now())) {
-      if (!row.driver) continue;
-      const driver = JSON.parse(row.driver) as Actor;
-      this.append(row.id, [{ ...emit(Events.driverLapsed, { driver }), actor: SYSTEM }], () =>
-        this.store.update(row.id, { driver: null, driver_lease_ms: null, driver_expires_at: null }),
-      );
-    }
   }
 }

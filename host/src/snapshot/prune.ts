@@ -32,7 +32,7 @@ import { type KeepPolicy, keptByPolicy } from "./policy.ts";
 import { Meter, type ProgressFn } from "./progress.ts";
 import { RefSet } from "./refs.ts";
 import { listSaves } from "./saves.ts";
-import type { Store } from "./store.ts";
+import type { SnapshotRecord, Store } from "./store.ts";
 import { turn } from "./turns.ts";
 import { BlobWriter } from "./writer.ts";
 
@@ -89,7 +89,6 @@ export async function prune(store: Store, opts: PruneOptions = {}): Promise<Prun
       "leave graceMs out to use the store's",
     );
   }
-  const maxUnused = opts.maxUnused ?? 0.1;
   const meter = new Meter("prune", opts.progress);
   const result: PruneResult = {
     forgotten: [],
@@ -107,113 +106,156 @@ export async function prune(store: Store, opts: PruneOptions = {}): Promise<Prun
     const now = store.clock();
     // Registrations first, snapshots after (the header says why).
     const saves = await listSaves(store);
-    const live = new Set(saves.filter((r) => !r.stale).map((r) => r.name));
-
-    // Forget.
-    meter.phase = "forget";
-    let snaps = await store.listSnapshots();
-    const keep = keptByPolicy(snaps, opts.policy ?? {});
-    for (const s of snaps) {
-      if (keep.has(s.id)) continue;
-      result.forgotten.push(s.id);
-      if (!opts.dryRun) await store.backend.delete("snapshots", s.name);
-    }
-    snaps = snaps.filter((s) => keep.has(s.id));
-    await opts.pause?.("snapshots-listed");
-
-    // What the remaining snapshots need; the index is read after the listing, so it has every listed snapshot's packs.
-    meter.phase = "mark";
-    await store.syncIndex();
-    const cache = store.cache;
-    const refs = new RefSet(cache.database);
-    for (const s of snaps) {
-      await refs.addSnapshot(store, s, opts.signal);
-      meter.files = refs.files;
-      meter.tick();
-    }
+    const snaps = await forget(store, opts, meter, result);
+    const refs = await needed(store, snaps, opts, meter);
     const marks = await store.loadMarks();
     await opts.pause?.("marks-loaded");
-
-    // Delete phase: marks old enough.
-    meter.phase = "delete";
-    const pending = marks.filter((m) => m.body.saves === undefined);
-    const old = marks.filter((m) => m.body.saves !== undefined && now - m.body.time >= grace);
-    const due = old.filter((m) => !m.body.saves!.some((r) => live.has(r)));
-    result.waiting = old.length - due.length;
-    const needed = cache.database.query<{ n: number }, [string]>(
-      `SELECT 1 AS n FROM blobs b JOIN packs p ON p.id = b.pack JOIN temp.ref_blobs r ON r.id = b.id AND r.type = b.type
-       WHERE p.name = ?1 AND NOT EXISTS (
-         SELECT 1 FROM blobs b2 JOIN packs p2 ON p2.id = b2.pack JOIN files f2 ON f2.id = p2.file
-         WHERE b2.id = b.id AND b2.type = b.type AND f2.name NOT LIKE 'pending:%' AND p2.name NOT IN (SELECT name FROM temp.marked)) LIMIT 1`,
-    );
-    // What this prune rewrites and then deletes: the index files as they are now, and their packs, read together.
-    const { files, packs: known } = cache.snapshotFiles();
-    const listed = new Map<string, number>();
-    for await (const info of store.backend.list("packs")) listed.set(info.name, info.size);
-    const doomed = new Set<string>();
-    for (const m of due) {
-      for (const p of m.body.packs) {
-        if (needed.get(p)) result.revived++;
-        else if (listed.has(p) || known.has(p)) doomed.add(p);
-      }
-    }
-    await opts.pause?.("before-delete");
-    if (!opts.dryRun && (doomed.size > 0 || files.length > COMPACT_ABOVE)) {
-      const written = await rewriteIndex(store, new Map([...known].filter(([p]) => !doomed.has(p))));
-      result.indexFiles.written = written.length;
-      for (const f of files) await store.backend.delete("index", f);
-      result.indexFiles.removed = files.length;
-      await store.syncIndex();
-    }
-    if (!opts.dryRun) {
-      for (const p of doomed) {
-        await store.backend.delete("packs", p);
-        result.deleted.packs++;
-        result.deleted.bytes += listed.get(p) ?? known.get(p) ?? 0;
-      }
-      for (const m of [...due, ...pending]) await store.backend.delete("marks", m.name);
-      for (const r of saves) if (r.stale) await store.backend.delete("saves", r.name);
-    }
-    meter.tick();
-
-    // Mark phase: garbage not yet marked by anyone.
-    await opts.pause?.("before-mark");
-    const stillMarked = new Set(marks.filter((m) => !due.includes(m) && !pending.includes(m)).flatMap((m) => m.body.packs));
-    const usage = packUsage(store);
-    const toMark: string[] = [];
-    const toRepack: PackUse[] = [];
-    for (const u of usage) {
-      if (doomed.has(u.name) || stillMarked.has(u.name)) continue;
-      if (u.used === 0) toMark.push(u.name);
-      else if (u.total - u.used > maxUnused * u.total) toRepack.push(u);
-    }
-    // Packs no index file lists: a crashed save's, or a running save's not yet indexed (the delete phase spares those once they are).
-    const indexed = cache.packs();
-    for (const [name] of listed) if (!indexed.has(name) && !doomed.has(name) && !stillMarked.has(name)) toMark.push(name);
-    if (!opts.dryRun && toRepack.length > 0) {
-      const copied = await repack(store, refs, toRepack, [...stillMarked, ...toRepack.map((u) => u.name)]);
-      result.repacked = { packs: toRepack.length, blobs: copied.blobs, bytes: copied.bytes };
-      meter.bytesNew = copied.bytes;
-      toMark.push(...toRepack.map((u) => u.name));
-    }
-    if (toMark.length > 0) {
-      result.marked.packs = toMark.length;
-      result.marked.bytes = toMark.reduce((n, p) => n + (listed.get(p) ?? indexed.get(p) ?? 0), 0);
-      if (!opts.dryRun) {
-        const body: MarkBody = { v: 1, time: store.clock(), packs: toMark };
-        await opts.pause?.("mark-stamped");
-        const pendingName = await putJson(store.backend, store.keys.enc, "marks", body);
-        const registered = (await listSaves(store)).filter((r) => !r.stale).map((r) => r.name);
-        await putJson(store.backend, store.keys.enc, "marks", { ...body, saves: registered } satisfies MarkBody);
-        await store.backend.delete("marks", pendingName);
-      }
-    }
+    const { due, pending, doomed, listed } = await deletePhase(store, { saves, marks, now, grace }, opts, meter, result);
+    await markPhase(store, refs, { marks, due, pending, doomed, listed }, opts, meter, result);
   } finally {
     await lock.release();
   }
   result.ms = Math.round(performance.now() - t0);
   meter.finish();
   return result;
+}
+
+/** Forgets the snapshots the policy does not keep; returns those it keeps. */
+async function forget(store: Store, opts: PruneOptions, meter: Meter, result: PruneResult): Promise<SnapshotRecord[]> {
+  meter.phase = "forget";
+  const snaps = await store.listSnapshots();
+  const keep = keptByPolicy(snaps, opts.policy ?? {});
+  for (const s of snaps) {
+    if (keep.has(s.id)) continue;
+    result.forgotten.push(s.id);
+    if (!opts.dryRun) await store.backend.delete("snapshots", s.name);
+  }
+  await opts.pause?.("snapshots-listed");
+  return snaps.filter((s) => keep.has(s.id));
+}
+
+/** What the remaining snapshots need; the index is read after the listing, so it has every listed snapshot's packs. */
+async function needed(store: Store, snaps: SnapshotRecord[], opts: PruneOptions, meter: Meter): Promise<RefSet> {
+  meter.phase = "mark";
+  await store.syncIndex();
+  const refs = new RefSet(store.cache.database);
+  for (const s of snaps) {
+    await refs.addSnapshot(store, s, opts.signal);
+    meter.files = refs.files;
+    meter.tick();
+  }
+  return refs;
+}
+
+/** A mark as the store loads it. */
+type Mark = { name: string; body: MarkBody };
+
+/**
+ * Deletes the packs of marks old enough whose saves have all ended, but a
+ * pack some snapshot needs again (revived); index files are rewritten
+ * without them first. Returns what the mark phase goes on from.
+ */
+async function deletePhase(
+  store: Store,
+  { saves, marks, now, grace }: { saves: Awaited<ReturnType<typeof listSaves>>; marks: Mark[]; now: number; grace: number },
+  opts: PruneOptions,
+  meter: Meter,
+  result: PruneResult,
+) {
+  meter.phase = "delete";
+  const cache = store.cache;
+  const live = new Set(saves.filter((r) => !r.stale).map((r) => r.name));
+  const pending = marks.filter((m) => m.body.saves === undefined);
+  const old = marks.filter((m) => m.body.saves !== undefined && now - m.body.time >= grace);
+  const due = old.filter((m) => !m.body.saves!.some((r) => live.has(r)));
+  result.waiting = old.length - due.length;
+  const needed = cache.database.query<{ n: number }, [string]>(
+    `SELECT 1 AS n FROM blobs b JOIN packs p ON p.id = b.pack JOIN temp.ref_blobs r ON r.id = b.id AND r.type = b.type
+       WHERE p.name = ?1 AND NOT EXISTS (
+         SELECT 1 FROM blobs b2 JOIN packs p2 ON p2.id = b2.pack JOIN files f2 ON f2.id = p2.file
+         WHERE b2.id = b.id AND b2.type = b.type AND f2.name NOT LIKE 'pending:%' AND p2.name NOT IN (SELECT name FROM temp.marked)) LIMIT 1`,
+  );
+  // What this prune rewrites and then deletes: the index files as they are now, and their packs, read together.
+  const { files, packs: known } = cache.snapshotFiles();
+  const listed = new Map<string, number>();
+  for await (const info of store.backend.list("packs")) listed.set(info.name, info.size);
+  const doomed = new Set<string>();
+  for (const m of due) {
+    for (const p of m.body.packs) {
+      if (needed.get(p)) result.revived++;
+      else if (listed.has(p) || known.has(p)) doomed.add(p);
+    }
+  }
+  await opts.pause?.("before-delete");
+  if (!opts.dryRun && (doomed.size > 0 || files.length > COMPACT_ABOVE)) {
+    const written = await rewriteIndex(store, new Map([...known].filter(([p]) => !doomed.has(p))));
+    result.indexFiles.written = written.length;
+    for (const f of files) await store.backend.delete("index", f);
+    result.indexFiles.removed = files.length;
+    await store.syncIndex();
+  }
+  if (!opts.dryRun) {
+    for (const p of doomed) {
+      await store.backend.delete("packs", p);
+      result.deleted.packs++;
+      result.deleted.bytes += listed.get(p) ?? known.get(p) ?? 0;
+    }
+    for (const m of [...due, ...pending]) await store.backend.delete("marks", m.name);
+    for (const r of saves) if (r.stale) await store.backend.delete("saves", r.name);
+  }
+  meter.tick();
+  return { due, pending, doomed, listed };
+}
+
+/**
+ * Marks garbage no mark names yet: packs nothing uses, packs no index file
+ * lists, and packs mostly unused once their live blobs are copied out. The
+ * mark is written pending, then final with the saves registered by then.
+ */
+async function markPhase(
+  store: Store,
+  refs: RefSet,
+  {
+    marks,
+    due,
+    pending,
+    doomed,
+    listed,
+  }: { marks: Mark[]; due: Mark[]; pending: Mark[]; doomed: Set<string>; listed: Map<string, number> },
+  opts: PruneOptions,
+  meter: Meter,
+  result: PruneResult,
+): Promise<void> {
+  const maxUnused = opts.maxUnused ?? 0.1;
+  await opts.pause?.("before-mark");
+  const stillMarked = new Set(marks.filter((m) => !due.includes(m) && !pending.includes(m)).flatMap((m) => m.body.packs));
+  const usage = packUsage(store);
+  const toMark: string[] = [];
+  const toRepack: PackUse[] = [];
+  for (const u of usage) {
+    if (doomed.has(u.name) || stillMarked.has(u.name)) continue;
+    if (u.used === 0) toMark.push(u.name);
+    else if (u.total - u.used > maxUnused * u.total) toRepack.push(u);
+  }
+  // Packs no index file lists: a crashed save's, or a running save's not yet indexed (the delete phase spares those once they are).
+  const indexed = store.cache.packs();
+  for (const [name] of listed) if (!indexed.has(name) && !doomed.has(name) && !stillMarked.has(name)) toMark.push(name);
+  if (!opts.dryRun && toRepack.length > 0) {
+    const copied = await repack(store, refs, toRepack, [...stillMarked, ...toRepack.map((u) => u.name)]);
+    result.repacked = { packs: toRepack.length, blobs: copied.blobs, bytes: copied.bytes };
+    meter.bytesNew = copied.bytes;
+    toMark.push(...toRepack.map((u) => u.name));
+  }
+  if (toMark.length === 0) return;
+  result.marked.packs = toMark.length;
+  result.marked.bytes = toMark.reduce((n, p) => n + (listed.get(p) ?? indexed.get(p) ?? 0), 0);
+  if (opts.dryRun) return;
+  const body: MarkBody = { v: 1, time: store.clock(), packs: toMark };
+  await opts.pause?.("mark-stamped");
+  const pendingName = await putJson(store.backend, store.keys.enc, "marks", body);
+  const registered = (await listSaves(store)).filter((r) => !r.stale).map((r) => r.name);
+  await putJson(store.backend, store.keys.enc, "marks", { ...body, saves: registered } satisfies MarkBody);
+  await store.backend.delete("marks", pendingName);
 }
 
 /** Referenced and total stored bytes of every indexed pack. */

@@ -162,7 +162,6 @@ async function saveRegistered(
   opts: SnapshotOptions,
   t0: number,
 ): Promise<SnapshotResult> {
-  const started = reg.started;
   await store.syncIndex();
   await store.loadMarks();
   await opts.pause?.("index-loaded");
@@ -212,37 +211,67 @@ async function saveRegistered(
   meter.phase = "save";
   try {
     const tree = roots ? await saveRoots(ctx, rootStats, parentRoot) : await saveDir(ctx, absRoot, "", parentRoot);
-    await opts.pause?.("tree-stored");
-    await ctx.writer.flush();
-    await opts.pause?.("before-commit");
-    Object.assign(stats, ctx.writer.stats);
-    stats.ms = Math.round(performance.now() - t0);
     const rootXattrs = rootSt ? xattrsOf(ctx, absRoot) : undefined;
     const top = rootSt
       ? { mode: Number(rootSt.mode & 0o7777n), mtime: String(rootSt.mtimeNs), uid: Number(rootSt.uid), gid: Number(rootSt.gid) }
       : { mode: 0o755, mtime: "0", uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
-    const body: SnapshotBody = {
-      v: 1,
-      id: newId("snap", started),
-      time: started,
-      source,
-      host: store.host,
-      tree,
-      root: { ...top, ...(rootXattrs ? { xattrs: rootXattrs } : {}) },
-      ...(parent ? { parent: parent.id } : {}),
-      ...(opts.label !== undefined ? { label: opts.label } : {}),
-      tags: opts.tags ?? [],
-      stats,
-      skipped: ctx.skipped,
-    };
-    const name = await reg.commit(body, opts.pause);
-    meter.bytesNew = stats.bytesStored;
-    meter.finish();
-    return { id: body.id, name, stats, skipped: ctx.skipped, warnings };
+    const root = { ...top, ...(rootXattrs ? { xattrs: rootXattrs } : {}) };
+    const made = await commitSnapshot(store, reg, ctx.writer, meter, opts, t0, { tree, source, parent, root, stats, skipped: ctx.skipped });
+    return { ...made, stats, skipped: ctx.skipped, warnings };
   } catch (err) {
     await ctx.writer.discard();
     throw err;
   }
+}
+
+/** What a save made, ready to be named: its tree and the parts of the snapshot object a walk and a stream fill differently. */
+export interface Made {
+  tree: string;
+  source: string;
+  parent: SnapshotRecord | undefined;
+  root: SnapshotBody["root"];
+  stats: SnapshotStats;
+  skipped: SnapshotBody["skipped"];
+}
+
+/**
+ * A save's last steps, however its tree was made (a walk here, a box's
+ * streams in stream-save.ts): every blob flushed into indexed packs, then
+ * the snapshot object written under the save's registration (the header
+ * says why in that order), then the meter closed.
+ */
+export async function commitSnapshot(
+  store: Store,
+  reg: SaveRegistration,
+  writer: BlobWriter,
+  meter: Meter,
+  opts: SnapshotOptions,
+  t0: number,
+  { tree, source, parent, root, stats, skipped }: Made,
+): Promise<{ id: string; name: string }> {
+  await opts.pause?.("tree-stored");
+  await writer.flush();
+  await opts.pause?.("before-commit");
+  Object.assign(stats, writer.stats);
+  stats.ms = Math.round(performance.now() - t0);
+  const body: SnapshotBody = {
+    v: 1,
+    id: newId("snap", reg.started),
+    time: reg.started,
+    source,
+    host: store.host,
+    tree,
+    root,
+    ...(parent ? { parent: parent.id } : {}),
+    ...(opts.label !== undefined ? { label: opts.label } : {}),
+    tags: opts.tags ?? [],
+    stats,
+    skipped,
+  };
+  const name = await reg.commit(body, opts.pause);
+  meter.bytesNew = stats.bytesStored;
+  meter.finish();
+  return { id: body.id, name };
 }
 
 export async function findParent(store: Store, source: string, ref: string | undefined): Promise<SnapshotRecord | undefined> {

@@ -15,17 +15,18 @@
 // there is no fast path, but with records an unchanged file costs its
 // digests, not its bytes.
 import { IgnoreRules, Ignorer, type TarEntry, TarParser, type TarSink } from "@hutch/shared/wire";
-import { check, firstError, newId, RECORD, RecordReader, SnapEntry } from "@hutch/shared";
+import { check, firstError, RECORD, RecordReader, SnapEntry } from "@hutch/shared";
 import { hex } from "./crypto.ts";
 import { digestOf, type HaveMap } from "./have.ts";
 import { StoreError, invalid } from "./errors.ts";
-import { emptyStats, type SnapshotBody } from "./objects.ts";
+import { emptyStats } from "./objects.ts";
 import { Meter } from "./progress.ts";
-import { type SnapshotOptions, type SnapshotResult, findParent } from "./save.ts";
+import { type SnapshotOptions, type SnapshotResult, commitSnapshot, findParent } from "./save.ts";
 import { SaveRegistration } from "./saves.ts";
-import type { Store } from "./store.ts";
-import { TREE_LIMITS, type TreeEntry, compareNames, encodeTree, nameProblem, xattrsProblem } from "./tree.ts";
+import type { SnapshotRecord, Store } from "./store.ts";
+import { type TreeEntry, nameProblem } from "./tree.ts";
 import { BlobWriter } from "./writer.ts";
+import { type StreamLimits, StreamTree } from "./stream-tree.ts";
 
 export type StreamRoot = {
   /** The directory it becomes at the snapshot's top ("workspace"). */
@@ -56,26 +57,10 @@ export interface Transfer {
   bytesNamed: number;
 }
 
-export interface StreamLimits {
-  /** Entries in all archives together. */
-  maxEntries: number;
-  /** File bytes in all archives together. */
-  maxBytes: number;
-}
-
 export const DEFAULT_STREAM_LIMITS: StreamLimits = { maxEntries: 2_000_000, maxBytes: 1024 ** 4 };
 const MAX_META = 1024 * 1024;
 
-interface Dir {
-  entry: TreeEntry;
-  children: Map<string, TreeEntry>;
-  depth: number;
-}
-
 type StreamOptions = SnapshotOptions & { limits?: StreamLimits; have?: StreamHave };
-
-/** Only user.* attributes are kept from a box: the others speak for its kernel (capabilities, labels). */
-const BOX_XATTR = /^user\./;
 
 export async function snapshotStreams(
   store: Store,
@@ -102,7 +87,6 @@ async function saveStreams(
   opts: StreamOptions,
   t0: number,
 ): Promise<SnapshotResult & { transfer: Transfer }> {
-  const started = reg.started;
   const limits = opts.limits ?? DEFAULT_STREAM_LIMITS;
   const source = opts.source ?? roots.map((r) => r.name).join(":");
   await store.syncIndex();
@@ -110,10 +94,52 @@ async function saveStreams(
   await opts.pause?.("index-loaded");
   const warnings: string[] = [];
   const parent = opts.parent === null ? undefined : await findParent(store, source, opts.parent);
+  const stats = emptyStats();
+  const meter = new Meter("snapshot", opts.progress);
+  if (parent) {
+    meter.filesTotal = parent.stats.files;
+    meter.bytesTotal = parent.stats.bytes;
+  }
+  meter.phase = "save";
+  const ignore =
+    opts.exclude?.length || opts.never?.length
+      ? new Ignorer([IgnoreRules.parse(opts.exclude ?? [])], IgnoreRules.parse(opts.never ?? []))
+      : undefined;
+  const received: Received = {
+    store,
+    opts,
+    writer: new BlobWriter(store),
+    meter,
+    tree: new StreamTree(limits, stats, ignore),
+    transfer: { bytes: 0, chunksSent: 0, chunksNamed: 0, bytesNamed: 0 },
+    parentListing: parentLister(store, parent, warnings),
+    skipping: false,
+  };
+  const { writer, tree, transfer } = received;
+  try {
+    for (const root of roots) {
+      await readRoot(received, root, limits);
+      if (!tree.has(root.name)) throw invalid(`the box sent an empty archive for ${root.name}`);
+    }
+    const root = { mode: 0o755, mtime: "0", uid: 0, gid: 0 };
+    const top = await tree.store(writer);
+    const made = await commitSnapshot(store, reg, writer, meter, opts, t0, { tree: top, source, parent, root, stats, skipped: [] });
+    // Only a committed snapshot's chunks may be offered to the box again.
+    opts.have?.map.save();
+    return { ...made, stats, skipped: [], warnings, transfer };
+  } catch (err) {
+    await writer.discard();
+    throw err;
+  }
+}
 
-  // The parent's listing of a directory, for counting changed files; read once per directory.
+/** A listing of a directory of the parent snapshot: name → entry, or null; each read once, a failure noted in `warnings`. */
+type ParentListing = (parts: string[]) => Promise<Map<string, TreeEntry> | null>;
+
+/** The parent's listing of a directory, for counting changed files; read once per directory. */
+function parentLister(store: Store, parent: SnapshotRecord | undefined, warnings: string[]): ParentListing {
   const listings = new Map<string, Map<string, TreeEntry> | null>();
-  const parentListing = async (parts: string[]): Promise<Map<string, TreeEntry> | null> => {
+  const parentListing: ParentListing = async (parts) => {
     const key = parts.join("/");
     if (listings.has(key)) return listings.get(key)!;
     let out: Map<string, TreeEntry> | null = null;
@@ -131,244 +157,151 @@ async function saveStreams(
     listings.set(key, out);
     return out;
   };
+  return parentListing;
+}
 
-  const stats = emptyStats();
-  const meter = new Meter("snapshot", opts.progress);
-  if (parent) {
-    meter.filesTotal = parent.stats.files;
-    meter.bytesTotal = parent.stats.bytes;
-  }
-  meter.phase = "save";
-  const writer = new BlobWriter(store);
-  const chunker = store.chunker;
+/** What a save of streams carries from root to root. */
+interface Received {
+  store: Store;
+  opts: StreamOptions;
+  writer: BlobWriter;
+  meter: Meter;
+  tree: StreamTree;
+  transfer: Transfer;
+  parentListing: ParentListing;
+  /** The bytes that come next belong to an entry the rules left out. */
+  skipping: boolean;
+}
+
+/**
+ * The sink one root's entries go into: each placed in the tree, a file's
+ * bytes cut with the store's chunker as they come from a tar (a couple of
+ * chunks in memory at most), or taken as cut when they come as records
+ * (`chunk`, `named`), and stored; a file is counted once its bytes add up.
+ */
+function rootSink(r: Received, root: StreamRoot) {
+  const { opts, writer, meter, transfer } = r;
+  const stats = r.tree.stats;
+  const chunker = r.store.chunker;
   const max = chunker.params.maxSize;
-  const dirs = new Map<string, Dir>();
-  const top: TreeEntry[] = [];
-  let entries = 0;
-  let bytes = 0;
-  // What the rules leave out, checked here too: a guest that does not apply them still sends nothing that is stored.
-  const ignore =
-    opts.exclude?.length || opts.never?.length
-      ? new Ignorer([IgnoreRules.parse(opts.exclude ?? [])], IgnoreRules.parse(opts.never ?? []))
-      : undefined;
-  const leftOut = new Set<string>();
-  /** A file sent with further hard links → every entry of its group. */
-  const linkGroups = new Map<TreeEntry, TreeEntry[]>();
-  let skipping = false;
-  const transfer: Transfer = { bytes: 0, chunksSent: 0, chunksNamed: 0, bytesNamed: 0 };
-
-  try {
-    for (const root of roots) {
-      let file: { entry: TreeEntry; parts: string[]; ids: string[]; size: number } | undefined;
-      let buf = new Uint8Array(0);
-      let start = 0;
-      let end = 0;
-      const cutAll = async (final: boolean) => {
-        while (start < end) {
-          const cut = chunker.cut(buf, start, end, final);
-          if (cut < 0) break;
-          file!.ids.push(hex(await writer.put("data", buf.slice(start, cut))));
-          transfer.chunksSent++;
-          meter.bytes += cut - start;
-          start = cut;
-        }
-      };
-      const sink: TarSink = {
-        begin: async (e: TarEntry) => {
-          opts.signal?.throwIfAborted();
-          if (++entries > limits.maxEntries)
-            throw invalid(`the box's archives hold more than ${limits.maxEntries} entries`, "exclude some of it, or raise the limit");
-          const path = e.parts.join("/");
-          for (const p of e.parts) {
-            const bad = nameProblem(p);
-            if (bad) throw invalid(`entry ${JSON.stringify(path)} from the box has ${bad}`, undefined, path);
-          }
-          const parentPath = e.parts.slice(0, -1).join("/");
-          const name = e.parts.at(-1)!;
-          if (e.parts.length > 1 && (leftOut.has(parentPath) || ignore?.ignored(path, e.type === "dir"))) {
-            if (e.type === "dir") leftOut.add(path);
-            else if (e.type !== "symlink") skipping = true;
-            return;
-          }
-          const home = e.parts.length === 1 ? undefined : dirs.get(parentPath);
-          if (e.parts.length === 1 ? e.type !== "dir" || name !== root.name : !home) {
-            throw invalid(`entry ${JSON.stringify(path)} from the box does not lie in a directory sent before it`, undefined, path);
-          }
-          if (home?.children.has(name)) throw invalid(`entry ${JSON.stringify(path)} from the box is sent twice`, undefined, path);
-          const mtime = String(e.mtimeNs ?? BigInt(e.mtime) * 1_000_000_000n);
-          const xattrs = e.xattrs?.filter(([n]) => BOX_XATTR.test(n));
-          const xBad = xattrs?.length ? xattrsProblem(xattrs) : null;
-          if (xBad) throw invalid(`entry ${JSON.stringify(path)} from the box ${xBad}`, undefined, path);
-          const base = { name, mode: e.mode & 0o7777, mtime, uid: e.uid ?? 0, gid: e.gid ?? 0, ...(xattrs?.length ? { xattrs } : {}) };
-          let entry: TreeEntry;
-          if (e.type === "hardlink") {
-            // Another name for a file this archive sent before: the same chunks, one link group.
-            const target = e.link!.join("/");
-            const first = dirs.get(e.link!.slice(0, -1).join("/"))?.children.get(e.link!.at(-1)!);
-            if (first?.type !== "file" || e.link!.length < 2)
-              throw invalid(
-                `hard link ${JSON.stringify(path)} from the box names ${JSON.stringify(target)}, not a file sent before it`,
-                undefined,
-                path,
-              );
-            entry = { ...base, type: "file", size: first.size!, content: first.content!, ino: "0", ctime: "0" };
-            const group = linkGroups.get(first) ?? [first];
-            group.push(entry);
-            linkGroups.set(first, group);
-            stats.files++;
-            stats.bytes += first.size!;
-          } else if (e.type === "dir") {
-            entry = { ...base, type: "dir", tree: "" };
-            if (e.parts.length > 1 && e.parts.length - 1 > 4096) throw invalid(`entry ${JSON.stringify(path)} is nested too deep`);
-            dirs.set(path, { entry, children: new Map(), depth: e.parts.length });
-            stats.dirs++;
-          } else if (e.type === "symlink") {
-            if (e.linkpath === "" || e.linkpath.includes("\0") || Buffer.byteLength(e.linkpath) > TREE_LIMITS.targetBytes)
-              throw invalid(`symlink ${JSON.stringify(path)} from the box has a bad target`, undefined, path);
-            entry = { ...base, type: "symlink", target: e.linkpath };
-            stats.symlinks++;
-          } else {
-            entry = { ...base, type: "file", size: e.size, content: [], ino: "0", ctime: "0" };
-            bytes += e.size;
-            if (bytes > limits.maxBytes)
-              throw invalid(`the box's archives hold more than ${limits.maxBytes} bytes`, "exclude some of it, or raise the limit");
-            file = { entry, parts: e.parts, ids: [], size: 0 };
-            if (buf.length === 0) buf = new Uint8Array(2 * max);
-            start = 0;
-            end = 0;
-          }
-          if (home) {
-            if (home.children.size >= TREE_LIMITS.entries)
-              throw invalid(`directory ${JSON.stringify(parentPath)} from the box has too many entries`);
-            home.children.set(name, entry);
-          } else top.push(entry);
-        },
-        data: async (chunk: Uint8Array) => {
-          if (skipping) return;
-          let off = 0;
-          while (off < chunk.length) {
-            if (end === buf.length) {
-              buf.copyWithin(0, start, end);
-              end -= start;
-              start = 0;
-            }
-            const n = Math.min(chunk.length - off, buf.length - end);
-            buf.set(chunk.subarray(off, off + n), end);
-            end += n;
-            off += n;
-            file!.size += n;
-            if (end - start >= max) await cutAll(false);
-          }
-        },
-        finish: async () => {
-          skipping = false;
-          if (!file) return;
-          await cutAll(true);
-          const f = file;
-          file = undefined;
-          f.entry.content = f.ids;
-          if (f.size !== f.entry.size)
-            throw invalid(`file ${JSON.stringify(f.parts.join("/"))} from the box has ${f.size} bytes, its header says ${f.entry.size}`);
-          const prev = (await parentListing(f.parts.slice(0, -1)))?.get(f.entry.name);
-          if (!(prev?.type === "file" && prev.content!.length === f.ids.length && prev.content!.every((id, i) => id === f.ids[i])))
-            stats.filesChanged++;
-          stats.files++;
-          stats.filesRead++;
-          stats.bytes += f.size;
-          stats.bytesRead += f.size;
-          meter.files++;
-          meter.bytesNew = writer.stats.bytesStored;
-          meter.tick();
-        },
-      };
-      if ("tar" in root) {
-        const parser = new TarParser(sink, {
-          topName: root.name,
-          meta: true,
-          maxBytes: limits.maxBytes,
-          maxEntries: limits.maxEntries,
-          maxMeta: MAX_META,
-        });
-        try {
-          for await (const piece of root.tar) {
-            transfer.bytes += piece.length;
-            await parser.push(piece);
-          }
-          parser.finish();
-        } catch (err) {
-          if (err instanceof StoreError) throw err;
-          throw invalid(`the box's archive of ${root.name} was refused: ${(err as Error).message}`, "see the daemon log", root.name);
-        }
-      } else {
-        if (!opts.have) throw invalid("records from a box need its chunk map");
-        await readRecords(root.name, root.records, sink, {
-          have: opts.have,
-          minSize: chunker.params.minSize,
-          maxSize: max,
-          transfer,
-          chunk: async (bytes) => {
-            if (!file) return;
-            const id = await writer.put("data", bytes);
-            opts.have!.map.sent(digestOf(opts.have!.key, bytes), id, bytes.length);
-            transfer.chunksSent++;
-            file.ids.push(hex(id));
-            file.size += bytes.length;
-            meter.bytes += bytes.length;
-          },
-          named: (id, length) => {
-            if (!file) return;
-            transfer.chunksNamed++;
-            transfer.bytesNamed += length;
-            file.ids.push(hex(id));
-            file.size += length;
-            meter.bytes += length;
-          },
-        });
+  let file: { entry: TreeEntry; parts: string[]; ids: string[]; size: number } | undefined;
+  let buf = new Uint8Array(0);
+  let start = 0;
+  let end = 0;
+  const cutAll = async (final: boolean) => {
+    while (start < end) {
+      const cut = chunker.cut(buf, start, end, final);
+      if (cut < 0) break;
+      file!.ids.push(hex(await writer.put("data", buf.slice(start, cut))));
+      transfer.chunksSent++;
+      meter.bytes += cut - start;
+      start = cut;
+    }
+  };
+  const sink: TarSink = {
+    begin: async (e: TarEntry) => {
+      opts.signal?.throwIfAborted();
+      const added = r.tree.add(e, root.name);
+      if (added === "skip") r.skipping = true;
+      else if (added) {
+        file = { entry: added, parts: e.parts, ids: [], size: 0 };
+        if (buf.length === 0) buf = new Uint8Array(2 * max);
+        start = 0;
+        end = 0;
       }
-      if (!top.some((e) => e.name === root.name)) throw invalid(`the box sent an empty archive for ${root.name}`);
-    }
+    },
+    data: async (chunk: Uint8Array) => {
+      if (r.skipping) return;
+      let off = 0;
+      while (off < chunk.length) {
+        if (end === buf.length) {
+          buf.copyWithin(0, start, end);
+          end -= start;
+          start = 0;
+        }
+        const n = Math.min(chunk.length - off, buf.length - end);
+        buf.set(chunk.subarray(off, off + n), end);
+        end += n;
+        off += n;
+        file!.size += n;
+        if (end - start >= max) await cutAll(false);
+      }
+    },
+    finish: async () => {
+      r.skipping = false;
+      if (!file) return;
+      await cutAll(true);
+      const f = file;
+      file = undefined;
+      f.entry.content = f.ids;
+      if (f.size !== f.entry.size)
+        throw invalid(`file ${JSON.stringify(f.parts.join("/"))} from the box has ${f.size} bytes, its header says ${f.entry.size}`);
+      const prev = (await r.parentListing(f.parts.slice(0, -1)))?.get(f.entry.name);
+      if (!(prev?.type === "file" && prev.content!.length === f.ids.length && prev.content!.every((id, i) => id === f.ids[i])))
+        stats.filesChanged++;
+      stats.files++;
+      stats.filesRead++;
+      stats.bytes += f.size;
+      stats.bytesRead += f.size;
+      meter.files++;
+      meter.bytesNew = writer.stats.bytesStored;
+      meter.tick();
+    },
+  };
+  const chunk = async (bytes: Uint8Array, have: StreamHave) => {
+    if (!file) return;
+    const id = await writer.put("data", bytes);
+    have.map.sent(digestOf(have.key, bytes), id, bytes.length);
+    transfer.chunksSent++;
+    file.ids.push(hex(id));
+    file.size += bytes.length;
+    meter.bytes += bytes.length;
+  };
+  const named = (id: Uint8Array, length: number) => {
+    if (!file) return;
+    transfer.chunksNamed++;
+    transfer.bytesNamed += length;
+    file.ids.push(hex(id));
+    file.size += length;
+    meter.bytes += length;
+  };
+  return { sink, chunk, named };
+}
 
-    // Link groups get their count and a number of their own, as a walk of the disk gives them.
-    let group = 0;
-    for (const members of linkGroups.values()) {
-      group++;
-      for (const m of members) Object.assign(m, { nlink: members.length, dev: "0", ino: String(group) });
+/** One root, read from its tar or its records into the tree. */
+async function readRoot(r: Received, root: StreamRoot, limits: StreamLimits): Promise<void> {
+  const { sink, chunk, named } = rootSink(r, root);
+  const { opts, transfer } = r;
+  if ("tar" in root) {
+    const parser = new TarParser(sink, {
+      topName: root.name,
+      meta: true,
+      maxBytes: limits.maxBytes,
+      maxEntries: limits.maxEntries,
+      maxMeta: MAX_META,
+    });
+    try {
+      for await (const piece of root.tar) {
+        transfer.bytes += piece.length;
+        await parser.push(piece);
+      }
+      parser.finish();
+    } catch (err) {
+      if (err instanceof StoreError) throw err;
+      throw invalid(`the box's archive of ${root.name} was refused: ${(err as Error).message}`, "see the daemon log", root.name);
     }
-    // Trees, deepest first, so each directory's id is known before its parent's tree is encoded.
-    for (const d of [...dirs.values()].sort((a, b) => b.depth - a.depth)) {
-      const list = [...d.children.values()].sort((a, b) => compareNames(a.name, b.name));
-      d.entry.tree = hex(await writer.put("tree", encodeTree(list)));
-    }
-    const tree = hex(await writer.put("tree", encodeTree([...top].sort((a, b) => compareNames(a.name, b.name)))));
-    await opts.pause?.("tree-stored");
-    await writer.flush();
-    await opts.pause?.("before-commit");
-    Object.assign(stats, writer.stats);
-    stats.ms = Math.round(performance.now() - t0);
-    const body: SnapshotBody = {
-      v: 1,
-      id: newId("snap", started),
-      time: started,
-      source,
-      host: store.host,
-      tree,
-      root: { mode: 0o755, mtime: "0", uid: 0, gid: 0 },
-      ...(parent ? { parent: parent.id } : {}),
-      ...(opts.label !== undefined ? { label: opts.label } : {}),
-      tags: opts.tags ?? [],
-      stats,
-      skipped: [],
-    };
-    const name = await reg.commit(body, opts.pause);
-    meter.bytesNew = stats.bytesStored;
-    meter.finish();
-    // Only a committed snapshot's chunks may be offered to the box again.
-    opts.have?.map.save();
-    return { id: body.id, name, stats, skipped: [], warnings, transfer };
-  } catch (err) {
-    await writer.discard();
-    throw err;
+    return;
   }
+  if (!opts.have) throw invalid("records from a box need its chunk map");
+  const have = opts.have;
+  await readRecords(root.name, root.records, sink, {
+    have,
+    minSize: r.store.chunker.params.minSize,
+    maxSize: r.store.chunker.params.maxSize,
+    transfer,
+    chunk: (bytes) => chunk(bytes, have),
+    named,
+  });
 }
 
 interface RecordHandlers {

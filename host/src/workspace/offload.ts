@@ -165,19 +165,9 @@ export async function offload(
       `offload into another box: hutch offload --box NAME`,
     );
 
-  const held = p.heldBack.map((h) => h.path);
-  const listing = await listingOf(repo, p, opts);
-  const indexTree = await snapshotTree(repo, false, held);
-  const workTree = await snapshotTree(repo, true, held, listing);
-  const carried = listing.ignored.filter(carriable);
-  const ignoredTree = await ignoredTreeOf(repo, carried);
-  const { id, record, workCommit, ignoredCommit } = await beginAttempt(repo, p, opts, {
-    guestDir: p.guestDir,
-    held,
-    indexTree,
-    workTree,
-    ignoredTree,
-  });
+  const trees = await workTrees(repo, p, opts);
+  const { held, workTree, carried } = trees;
+  const { id, record, workCommit, ignoredCommit } = await beginAttempt(repo, p, opts, { ...trees, guestDir: p.guestDir });
 
   const tmp = mkdtempSync(join(tmpdir(), "hutch-offload-"));
   try {
@@ -269,12 +259,8 @@ async function update(
     );
   checkAtHome(copy, await homeStates(repo.root, p.box, from), p.box, guestDir);
 
-  const held = p.heldBack.map((h) => h.path);
-  const listing = await listingOf(repo, p, opts);
-  const indexTree = await snapshotTree(repo, false, held);
-  const workTree = await snapshotTree(repo, true, held, listing);
-  const carried = listing.ignored.filter(carriable);
-  const ignoredTree = await ignoredTreeOf(repo, carried);
+  const trees = await workTrees(repo, p, opts);
+  const { indexTree, workTree, carried, ignoredTree } = trees;
   if (sameAs(copy, p.base, indexTree, workTree) && (from.ignoredTree ?? null) === ignoredTree) {
     if (prior.state !== "done") {
       // An interrupted update whose work tree has gone back to what the box has: the old copy is the baseline again.
@@ -297,14 +283,7 @@ async function update(
     return { ...result, upToDate: true };
   }
 
-  const { id, record, workCommit, ignoredCommit } = await beginAttempt(repo, p, opts, {
-    guestDir,
-    held,
-    indexTree,
-    workTree,
-    ignoredTree,
-    from,
-  });
+  const { id, record, workCommit, ignoredCommit } = await beginAttempt(repo, p, opts, { ...trees, guestDir, from });
 
   const tmp = mkdtempSync(join(tmpdir(), "hutch-offload-"));
   try {
@@ -337,6 +316,17 @@ async function update(
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+/** The trees an offload sends, as the work tree is now: the index, the work tree and the ignored files it carries. */
+async function workTrees(repo: Repo, p: OffloadPlan, opts: OffloadOptions) {
+  const held = p.heldBack.map((h) => h.path);
+  const listing = await listingOf(repo, p, opts);
+  const indexTree = await snapshotTree(repo, false, held);
+  const workTree = await snapshotTree(repo, true, held, listing);
+  const carried = listing.ignored.filter(carriable);
+  const ignoredTree = await ignoredTreeOf(repo, carried);
+  return { held, indexTree, workTree, carried, ignoredTree };
 }
 
 /**

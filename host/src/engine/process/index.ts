@@ -30,19 +30,14 @@ import { hostSeccompArch, seccompBytes } from "./seccomp.ts";
 import { parseSize, formatSize } from "../limits.ts";
 import { consoleTailOf } from "../console.ts";
 import { agentsForBoxes } from "../agent-disks.ts";
+import { ENGINE_FILES } from "../box-files.ts";
 import { env } from "../../env.ts";
 import { log } from "../../log.ts";
 
 const logger = log.create({ service: "engine.process" });
 
-/** File names inside $HUTCH_HOME/boxes/<id>/ (listed in host/README.md). */
-export const BOX_FILES = {
-  pid: "box.pid",
-  console: "console.log",
-  seccomp: "seccomp.bpf",
-  /** The box's channel socket, relative to its run root (./disk.ts). */
-  socket: "agent.sock",
-} as const;
+/** File names inside $HUTCH_HOME/boxes/<id>/ (listed in host/README.md); the socket's is relative to the run root (./disk.ts). */
+export const BOX_FILES = { ...ENGINE_FILES, seccomp: "seccomp.bpf" } as const;
 
 /** Defaults where `box create` names no limit (README.md beside this file says why these). */
 export const PROCESS_DEFAULTS = {

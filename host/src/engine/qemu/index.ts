@@ -31,6 +31,7 @@ import { BoxCgroup, describePlan, hostCgroups, type CgroupPlan, type Limits } fr
 import { boxIdentity, readIdentityFile } from "../idmap.ts";
 import { readConsoleEnd, stripControls, trimConsole } from "../console.ts";
 import { agentDisks } from "../agent-disks.ts";
+import { ENGINE_FILES } from "../box-files.ts";
 import { formatSize, parseSize } from "../limits.ts";
 import { virtualBytes } from "../../image/disk.ts";
 
@@ -38,12 +39,10 @@ const logger = log.create({ service: "engine.qemu" });
 
 /** File names inside $HUTCH_HOME/boxes/<id>/ (listed in host/README.md). */
 export const VM_FILES = {
-  pid: "box.pid",
+  ...ENGINE_FILES,
   qemuPid: "qemu.pid",
   disk: "disk.qcow2",
-  agent: "agent.sock",
   qmp: "qmp.sock",
-  console: "console.log",
   qemuLog: "qemu.log",
 } as const;
 
@@ -293,7 +292,7 @@ export class QemuEngine implements Engine {
     const guestDisk = await ensureGuestDisk(this.home, guest.path, guest.sha);
     const id = this.host.platform === "linux" && process.getuid?.() === 0 ? boxIdentity(join(this.home, "boxes"), box.id) : null;
     const accel = await resolveAccel(this.home, this.host.platform, this.host.arch);
-    for (const f of [VM_FILES.agent, VM_FILES.qmp, VM_FILES.qemuPid]) rmSync(join(box.dir, f), { force: true });
+    for (const f of [VM_FILES.socket, VM_FILES.qmp, VM_FILES.qemuPid]) rmSync(join(box.dir, f), { force: true });
     const argv = qemuArgs({
       ...this.host,
       accel: accel.accel,
@@ -308,7 +307,7 @@ export class QemuEngine implements Engine {
       guestDisk,
       guestDiskBytes: statSync(guestDisk).size,
       imageHasPmem: manifest.modules.includes("virtio_pmem.ko"),
-      agent: join(box.dir, VM_FILES.agent),
+      agent: join(box.dir, VM_FILES.socket),
       qmp: join(box.dir, VM_FILES.qmp),
       consoleLog: join(box.dir, VM_FILES.console),
       pidfile: join(box.dir, VM_FILES.qemuPid),
@@ -432,7 +431,7 @@ export class QemuEngine implements Engine {
   }
 
   channel(box: BoxHandle): ChannelEndpoint {
-    return { kind: "unix", path: join(box.dir, VM_FILES.agent), leftovers: true };
+    return { kind: "unix", path: join(box.dir, VM_FILES.socket), leftovers: true };
   }
 
   async destroy(box: BoxHandle): Promise<void> {
