@@ -25,7 +25,7 @@ import type {
   UserInfo,
 } from "@hutch/shared";
 
-export type { Backend as SnapshotBackend, ObjectInfo, ObjectKind, Range } from "../snapshot/backend.ts";
+export type { Backend as SnapshotBackend, ObjectInfo, ObjectKind, Range } from "./snapshot-backend.ts";
 
 // --- Session log -----------------------------------------------------------
 
