@@ -24,6 +24,7 @@ import {
 import { runJson, type Invocation } from "./cli.ts";
 import { showFailure } from "./errors.ts";
 import { caseMessage, planRows, recordState, size } from "./workspace-view.ts";
+import { count } from "@hutch/shared/text";
 
 const exec = promisify(execFile);
 /** The files a bring-back's diff view shows at most, and the bytes read of each side. */
@@ -268,7 +269,7 @@ async function offload(host: OffloadHost, tree: WorkspacesTree): Promise<void> {
   await host.state.update(TARGETS, { ...targets(host), [`${done.root}\0${done.box}`]: target });
   const session = agent ? await startAgent(host, folder, target, box, agent, `offload ${plan.branch}`, note) : "";
   void vscode.window.showInformationMessage(
-    `hutch: offloaded ${done.files.length} files (${size(done.bytes)}) and ${done.branch} to box ${done.box}:${done.guestDir}${session}. Bring it back with hutch: Bring Back…`,
+    `hutch: offloaded ${count(done.files.length, "file")} (${size(done.bytes)}) and ${done.branch} to box ${done.box}:${done.guestDir}${session}. Bring it back with hutch: Bring Back…`,
   );
 }
 

@@ -29,6 +29,7 @@ import {
 } from "./update.ts";
 import { CARRY, carriable, excludeBlock, ignoredPatterns } from "./ignored.ts";
 import { ignoredTree as ignoredTreeOf, listWork, snapshotTree, type Listing } from "./worktree.ts";
+import { count } from "@hutch/shared/text";
 
 export interface OffloadOptions {
   cwd: string;
@@ -171,7 +172,7 @@ export async function offload(
 
   const tmp = mkdtempSync(join(tmpdir(), "hutch-offload-"));
   try {
-    progress(`bundling ${p.files.length} files and the history of ${p.branch}`);
+    progress(`bundling ${count(p.files.length, "file")} and the history of ${p.branch}`);
     const bundle = join(tmp, "bundle");
     await git(repo.root, [
       "bundle",
@@ -297,7 +298,9 @@ async function update(
     const refs = [offloadRef(p.box, "work"), ...(ignoredCommit ? [offloadRef(p.box, "ignored")] : [])];
     await git(repo.root, ["bundle", "create", "-q", bundle, ...refs, ...leaveOut.map((c) => `^${c}`)]);
     const sent = await countBundle(repo.root, tips, leaveOut, Bun.file(bundle).size);
-    progress(`sending ${sent.objects} objects (${sent.blobs} files' contents, ${sent.bytes} bytes) to box ${p.box}`);
+    progress(
+      `sending ${count(sent.objects, "object")} (${sent.blobs} ${sent.blobs === 1 ? "file's contents" : "files' contents"}, ${count(sent.bytes, "byte")}) to box ${p.box}`,
+    );
     const guestIn = `/workspace/.hutch-in-${id}`;
     await sendDir(d, p.box, tmp, guestIn);
     progress(`updating box ${p.box}'s copy`);

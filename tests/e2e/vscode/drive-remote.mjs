@@ -66,7 +66,7 @@ await drive(browser, page, async () => {
   await page.keyboard.press("Enter");
   const toasts = page.locator(".notifications-toasts .notification-list-item-message");
   await toasts
-    .filter({ hasText: /offloaded 1 files .* to box roff:\/workspace\/ws/ })
+    .filter({ hasText: /offloaded 1 file .* to box roff:\/workspace\/ws/ })
     .first()
     .waitFor({ timeout: 120_000 });
   if (!(await hutch("box", "list", "--json")).includes('"roff"')) throw new Error("box roff is not on the remote");
