@@ -8,16 +8,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  check,
-  IMAGE_LIMITS,
-  ImageImportResult,
-  ImageVerifyResult,
-  MANIFEST_FORMAT,
-  OpLine,
-  type ImageManifest,
-  type TSchema,
-} from "@hutch/shared";
+import { check, IMAGE_LIMITS, ImageImportResult, ImageVerifyResult, OpLine, type TSchema } from "@hutch/shared";
 import { openDb } from "../src/store/db.ts";
 import { ProcessEngine } from "../src/engine/process/index.ts";
 import { buildApp } from "../src/daemon/app.ts";
@@ -25,6 +16,7 @@ import { createServices } from "../src/daemon/services.ts";
 import { setPrincipal } from "../src/daemon/actor.ts";
 import type { Principal } from "../src/auth/service.ts";
 import { ImageImports } from "../src/image/uploads.ts";
+import { manifestFor, qcow2Header, sha } from "./image-fixtures.ts";
 
 const home = mkdtempSync(join(tmpdir(), "hutch-image-routes-"));
 const db = openDb(join(home, "hutch.db"));
@@ -78,43 +70,13 @@ async function opLines(res: Response, result: TSchema = ImageImportResult): Prom
   return lines;
 }
 
-const sha = (b: string | Uint8Array) => new Bun.CryptoHasher("sha256").update(b).digest("hex");
-
-/** A qcow2 version 3 header naming no other file, as qemu-img writes one. */
-function qcow2(): Uint8Array {
-  const b = new Uint8Array(112);
-  const v = new DataView(b.buffer);
-  v.setUint32(0, 0x514649fb);
-  v.setUint32(4, 3);
-  v.setUint32(20, 16);
-  v.setUint32(100, 112);
-  return b;
-}
-
 /** A .tar of an image directory `name` (its manifest vouching for `files`, or for `vouch` when given). */
 function archive(name: string, files: Record<string, string | Uint8Array>, vouch = files): Uint8Array {
   const src = mkdtempSync(join(tmpdir(), "hutch-image-src-"));
   try {
     mkdirSync(join(src, name));
     for (const [f, body] of Object.entries(files)) writeFileSync(join(src, name, f), body);
-    const info = (f: string) => ({ bytes: Buffer.byteLength(vouch[f]!), sha256: sha(vouch[f]!) });
-    const manifest: ImageManifest = {
-      format: MANIFEST_FORMAT,
-      name,
-      hutchVersion: "0.1.0",
-      builtAt: "2026-12-01T00:00:00.000Z",
-      buildSeconds: 60,
-      recipeHash: "b".repeat(64),
-      kernel: { package: "linux-image-6.1.0-57-amd64", version: "6.1.192-3", release: "6.1.0-57-amd64" },
-      busybox: "busybox-static=1:1.35.0-4+deb12u1+b1",
-      modules: ["virtio_ring.ko"],
-      suite: "bookworm",
-      mirror: "http://deb.debian.org/debian",
-      packages: ["git=1:2.39.5-0+deb12u3"],
-      root: { contentBytes: 1, virtualBytes: 2 },
-      files: { vmlinuz: info("vmlinuz"), "initramfs.img": info("initramfs.img"), "root.qcow2": info("root.qcow2") },
-    };
-    writeFileSync(join(src, name, "manifest.json"), JSON.stringify(manifest));
+    writeFileSync(join(src, name, "manifest.json"), JSON.stringify(manifestFor(name, vouch)));
     const r = Bun.spawnSync(["tar", "-C", src, "-cf", "-", name]);
     expect(r.exitCode).toBe(0);
     return new Uint8Array(r.stdout);
@@ -122,7 +84,7 @@ function archive(name: string, files: Record<string, string | Uint8Array>, vouch
     rmSync(src, { recursive: true, force: true });
   }
 }
-const GOOD = { vmlinuz: "kernel bytes", "initramfs.img": "initramfs bytes", "root.qcow2": qcow2() };
+const GOOD = { vmlinuz: "kernel bytes", "initramfs.img": "initramfs bytes", "root.qcow2": qcow2Header() };
 
 /** Starts an upload of `bytes` as `who`, sends them in `pieces` chunks, and answers the install's lines. */
 async function importAs(who: Principal, bytes: Uint8Array, opts: { name?: string; file?: string; pieces?: number } = {}) {
@@ -205,7 +167,7 @@ describe("image import through the daemon", () => {
     const tampered = await importAs(ADMIN, archive("bad", { ...GOOD, "root.qcow2": "root disk bytez" }, GOOD), { file: "bad.tar" });
     expect(tampered.lines.at(-1)).toMatchObject({ type: "error", error: { code: "invalid" } });
     expect(String(tampered.lines.at(-1).error.message)).toMatch(/^bad\.tar: root\.qcow2 has sha256 [0-9a-f]{64}, the manifest says/);
-    const backed = qcow2();
+    const backed = qcow2Header();
     new DataView(backed.buffer).setBigUint64(8, 112n);
     const hostile = await importAs(ADMIN, archive("bad", { ...GOOD, "root.qcow2": backed }));
     expect(hostile.lines.at(-1)).toMatchObject({

@@ -13,7 +13,8 @@ import {
   stripSignature,
 } from "../src/image/modules.ts";
 import { recipeHash, type Recipe } from "../src/image/recipe.ts";
-import { MANIFEST_FORMAT, validateManifest, type Manifest } from "../src/image/manifest.ts";
+import { validateManifest } from "../src/image/manifest.ts";
+import { manifestFor, qcow2Header, sha } from "./image-fixtures.ts";
 import { writeCpio } from "../src/image/cpio.ts";
 import { initramfsEntries } from "../src/image/initramfs.ts";
 import { imageSources, listDates, listName, parseKernelDepends, parseVersions, pickMirror } from "../src/image/apt.ts";
@@ -188,27 +189,6 @@ describe("recipe hash", () => {
   });
 });
 
-const sha = (s: string | Uint8Array) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
-
-function manifestFor(name: string, files: Record<string, string | Uint8Array>): Manifest {
-  const info = (f: string) => ({ bytes: Buffer.byteLength(files[f]!), sha256: sha(files[f]!) });
-  return {
-    format: MANIFEST_FORMAT,
-    name,
-    hutchVersion: "0.1.0",
-    builtAt: "2025-01-01T00:00:00.000Z",
-    buildSeconds: 90.5,
-    recipeHash: "a".repeat(64),
-    kernel: { package: "linux-image-6.1.0-57-amd64", version: "6.1.192-3", release: "6.1.0-57-amd64" },
-    busybox: "busybox-static=1:1.35.0-4+deb12u1+b1",
-    modules: ["virtio_ring.ko"],
-    suite: "bookworm",
-    mirror: "http://deb.debian.org/debian",
-    packages: ["git=1:2.39.5-0+deb12u3"],
-    root: { contentBytes: 1, virtualBytes: 2 },
-    files: { vmlinuz: info("vmlinuz"), "initramfs.img": info("initramfs.img"), "root.qcow2": info("root.qcow2") },
-  };
-}
 const FILES = { vmlinuz: "kernel bytes", "initramfs.img": "initramfs bytes", "root.qcow2": "root disk bytes" };
 
 describe("manifest", () => {
@@ -375,16 +355,6 @@ test("mounts under a staging directory are found deepest first, escapes undone",
 });
 
 /** The header of a qcow2 version 3 image that names no other file, as qemu-img writes it (112 bytes). */
-function qcow2Header(): Uint8Array {
-  const b = new Uint8Array(112);
-  const v = new DataView(b.buffer);
-  v.setUint32(0, 0x514649fb);
-  v.setUint32(4, 3);
-  v.setUint32(20, 16); // cluster bits
-  v.setUint32(100, 112); // header length
-  return b;
-}
-
 /** What an import of `file` through the daemon does: the archive written in chunks, then finished. */
 async function importFile(home: string, file: string, opts: { name?: string; force: boolean }) {
   const p = beginImport({ home, source: file, ...opts });
