@@ -171,6 +171,16 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       }
       ctx.logs.show(s.id, s.label ?? s.id);
     }),
+    // A row's own buttons and click: that row's session, or nothing when the click landed while the sidebar was
+    // redrawing (a refresh of the root makes VS Code forget every row until it has fetched them again, and a click
+    // then reaches the command with no row). Never a picker nobody asked for; the palette's commands ask.
+    vscode.commands.registerCommand("hutch.session.log.row", (node?: Node) => {
+      if (node?.type === "session") ctx.logs.show(node.session.id, node.session.label ?? node.session.id);
+    }),
+    vscode.commands.registerCommand("hutch.session.attach.row", (node?: Node) => {
+      if (node?.type === "session")
+        terminal(`hutch: ${shown(node.session.label ?? node.session.id)}`, ["session", "attach", node.session.id]);
+    }),
     vscode.commands.registerCommand("hutch.copyId", async (node?: Node) => {
       if (!node) return;
       const id = node.type === "box" ? node.box.id : node.session.id;

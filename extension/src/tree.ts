@@ -165,7 +165,7 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
     item.iconPath = icon(ACTIVITY_ICONS[s.activity] ?? ["question"]);
     item.contextValue = `session.${s.state}`;
     item.tooltip = tooltip(s.label ?? s.id, s.id, `box ${shown(s.boxName)} · ${s.agent} · ${s.activity} · ${count(s.lastSeq, "event")}`);
-    item.command = { command: "hutch.session.log", title: "Show Log", arguments: [node] };
+    item.command = { command: "hutch.session.log.row", title: "Show Log", arguments: [node] };
     return item;
   }
 
