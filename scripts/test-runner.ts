@@ -2,9 +2,10 @@
 // several at once (HUTCH_TEST_JOBS, default the cores + 1: most of a file's
 // time is waiting on a box, a VM or a daemon, not on a core), the longest
 // first so the last ones to finish are short. Files that boot VMs run one at
-// a time (HUTCH_TEST_VM_JOBS, default 1): a VM under tcg keeps both of its
-// vCPUs busy, so two of them side by side only slow each other down, while
-// the other files fill the rest of the machine. The VM images the suite
+// a time (HUTCH_TEST_VM_JOBS, default 1) while other files wait: a VM under
+// tcg keeps both of its vCPUs busy, so two of them side by side only slow
+// each other down, while the other files fill the rest of the machine; once
+// only VM files are left, two at a time. The VM images the suite
 // boots are built once, before any file that boots one starts, while the
 // other files run. Each file's output is printed whole when it ends; the end
 // repeats every failure with its error, the slowest files, and the line
@@ -140,6 +141,9 @@ async function main(): Promise<number> {
   let running = 0;
   let aloneRunning = false;
   let vmRunning = 0;
+  // Once only VM files are left, two of them run at once: a VM file waits on its CLIs and guests for much of its
+  // time, and with nothing else running one VM leaves part of the machine idle.
+  const vmLimit = () => (queue.some((f) => !vm.has(f)) ? vmJobs : Math.max(vmJobs, 2));
   let done = 0;
   await new Promise<void>((finish) => {
     const next = () => {
@@ -147,7 +151,7 @@ async function main(): Promise<number> {
       while (running < jobs && !aloneRunning && queue.length) {
         // The first file whose images are ready and that may start now; a file alone waits for an idle machine.
         const i = queue.findIndex(
-          (f) => needs.get(f)!.every((p) => imageDone.has(p)) && (!alone.has(f) || running === 0) && (!vm.has(f) || vmRunning < vmJobs),
+          (f) => needs.get(f)!.every((p) => imageDone.has(p)) && (!alone.has(f) || running === 0) && (!vm.has(f) || vmRunning < vmLimit()),
         );
         if (i < 0) break;
         const file = queue.splice(i, 1)[0]!;
