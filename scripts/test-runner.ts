@@ -101,7 +101,9 @@ async function testFile(file: string): Promise<Result> {
 }
 
 async function main(): Promise<number> {
-  const files = testFiles();
+  // HUTCH_TEST_FILES: a regular expression; only the files whose path it matches run.
+  const only = process.env.HUTCH_TEST_FILES ? new RegExp(process.env.HUTCH_TEST_FILES) : null;
+  const files = testFiles().filter((f) => !only || only.test(f));
   const known: Record<string, number> = JSON.parse(readFileSync(DURATIONS, "utf8"));
   const jobs = Math.max(1, Number(process.env.HUTCH_TEST_JOBS ?? availableParallelism() + 1));
   const texts = new Map(files.map((f) => [f, source(f)]));
@@ -149,10 +151,14 @@ async function main(): Promise<number> {
     const next = () => {
       if (queue.length === 0 && running === 0) return finish();
       while (running < jobs && !aloneRunning && queue.length) {
-        // The first file whose images are ready and that may start now; a file alone waits for an idle machine.
-        const i = queue.findIndex(
-          (f) => needs.get(f)!.every((p) => imageDone.has(p)) && (!alone.has(f) || running === 0) && (!vm.has(f) || vmRunning < vmLimit()),
-        );
+        // The VM files are the run's longest chain, so one of them goes first whenever a VM slot is free; then the
+        // first other file that may start now. A file alone waits for an idle machine; while a VM file waits for
+        // its image, a slot is kept for it.
+        const ready = (f: string) => needs.get(f)!.every((p) => imageDone.has(p)) && (!alone.has(f) || running === 0);
+        const vmFree = vmRunning < vmLimit();
+        let i = vmFree ? queue.findIndex((f) => vm.has(f) && ready(f)) : -1;
+        const vmWaiting = vmFree && queue.some((f) => vm.has(f) && !ready(f));
+        if (i < 0 && !(vmWaiting && running >= jobs - 1)) i = queue.findIndex((f) => !vm.has(f) && ready(f));
         if (i < 0) break;
         const file = queue.splice(i, 1)[0]!;
         running++;
