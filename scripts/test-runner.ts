@@ -24,6 +24,8 @@ const ROOT = join(import.meta.dir, "..");
 const DURATIONS = join(ROOT, "tests", "durations.json");
 const ROOTS = ["shared/test", "host/test", "guest/test", "extension/test", "tests/e2e"];
 const TIMEOUT_MS = "60000";
+/** How long the longest VM file may keep the VM slot while its image is prepared. */
+const HOLD_MS = 30_000;
 
 interface Result {
   file: string;
@@ -154,10 +156,17 @@ async function main(): Promise<number> {
         // The VM files are the run's longest chain, so one of them goes first whenever a VM slot is free; then the
         // first other file that may start now. A file alone waits for an idle machine; while a VM file waits for
         // its image, a slot is kept for it.
+        // The longest VM file waiting for its image keeps the slot for HOLD_MS, then a shorter one that is ready
+        // may take it (on a fresh machine an image takes minutes to build).
         const ready = (f: string) => needs.get(f)!.every((p) => imageDone.has(p)) && (!alone.has(f) || running === 0);
         const vmFree = vmRunning < vmLimit();
-        let i = vmFree ? queue.findIndex((f) => vm.has(f) && ready(f)) : -1;
-        const vmWaiting = vmFree && queue.some((f) => vm.has(f) && !ready(f));
+        const longestVm = queue.findIndex((f) => vm.has(f));
+        let i = -1;
+        if (vmFree && longestVm >= 0) {
+          if (ready(queue[longestVm]!)) i = longestVm;
+          else if (performance.now() - started > HOLD_MS) i = queue.findIndex((f) => vm.has(f) && ready(f));
+        }
+        const vmWaiting = vmFree && longestVm >= 0 && i < 0;
         if (i < 0 && !(vmWaiting && running >= jobs - 1)) i = queue.findIndex((f) => !vm.has(f) && ready(f));
         if (i < 0) break;
         const file = queue.splice(i, 1)[0]!;
@@ -178,7 +187,8 @@ async function main(): Promise<number> {
         });
       }
     };
-    // Re-check waiting files whenever an image is ready.
+    // Re-check waiting files whenever an image is ready, and when the hold on the VM slot ends.
+    setTimeout(next, HOLD_MS + 10).unref();
     for (const r of ready.values()) void r.then(next);
     next();
   });
