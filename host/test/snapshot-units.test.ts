@@ -9,6 +9,7 @@ import { snapshotPath } from "../src/snapshot/paths.ts";
 import { keptByPolicy, type Dated } from "../src/snapshot/policy.ts";
 import { linkInside } from "../src/snapshot/restore.ts";
 import { decodeTree, encodeTree, type TreeEntry } from "../src/snapshot/tree.ts";
+import { joinBytes } from "@hutch/shared/bytes";
 
 const enc = new TextEncoder();
 
@@ -81,15 +82,7 @@ describe("seal and open", () => {
 describe("frameProblem: what may be decompressed", () => {
   const plain = enc.encode("abc".repeat(100_000));
   const frame = Bun.zstdCompressSync(plain);
-  const cat = (...parts: Uint8Array[]) => {
-    const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let o = 0;
-    for (const p of parts) {
-      out.set(p, o);
-      o += p.length;
-    }
-    return out;
-  };
+  const cat = (...parts: Uint8Array[]) => joinBytes(parts);
 
   test.each([
     ["the frame as made", frame, plain.length, null],

@@ -2,6 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
+import { joinBytes } from "../src/bytes.ts";
 import {
   chmod,
   link,
@@ -36,20 +37,10 @@ async function tmp(): Promise<string> {
 const enc = new TextEncoder();
 const LONG = `${"n".repeat(146)}.txt`; // 150 characters
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
-}
-
 async function packBytes(path: string, opts?: { maxBytes?: number }): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   for await (const c of packTar(path, opts)) chunks.push(c);
-  return concat(chunks);
+  return joinBytes(chunks);
 }
 
 async function unpack(bytes: Uint8Array, dest: string, opts?: UnpackOptions, split = 65536): Promise<{ entries: number; bytes: number }> {
@@ -159,7 +150,7 @@ function paxHeader(records: Record<string, string>): Uint8Array[] {
   return [header("PaxHeader", { type: "x", size: enc.encode(text).length }), body(text)];
 }
 function tarOf(...entries: Uint8Array[][]): Uint8Array {
-  return concat([...entries.flat(), new Uint8Array(1024)]);
+  return joinBytes([...entries.flat(), new Uint8Array(1024)]);
 }
 
 /** Runs a refused extraction and checks destDir is exactly as before. */
@@ -385,7 +376,7 @@ describe("hostile archives are refused and leave nothing behind", () => {
     const chunks: Uint8Array[] = [];
     for await (const c of packTar(src, { meta: true })) chunks.push(c);
     const dest = await tmp();
-    await unpack(concat(chunks), dest, { links: true });
+    await unpack(joinBytes(chunks), dest, { links: true });
     const a = await lstat(join(dest, "t", "a"));
     const b = await lstat(join(dest, "t", "sub", "b"));
     expect(b.ino).toBe(a.ino);
@@ -394,7 +385,7 @@ describe("hostile archives are refused and leave nothing behind", () => {
     expect(Math.abs(a.mtimeMs - (await lstat(join(src, "a"))).mtimeMs)).toBeLessThan(0.001);
     expect(Math.round(a.mtimeMs) % 1000).toBe(250);
     // Without links the same archive is refused: tar.in for a copy never makes links.
-    await expectRefused(concat(chunks), /hardlinks/);
+    await expectRefused(joinBytes(chunks), /hardlinks/);
   });
 
   test("bad header checksum in a real tar archive", async () => {
@@ -541,7 +532,7 @@ describe("extraction semantics", () => {
 
   test("GNU tar record padding after the end marker is ignored", async () => {
     const dest = await tmp();
-    const bytes = concat([tarOf(file("f", "x")), new Uint8Array(8192)]);
+    const bytes = joinBytes([tarOf(file("f", "x")), new Uint8Array(8192)]);
     expect(await unpack(bytes, dest)).toEqual({ entries: 1, bytes: 1 });
     expect(existsSync(join(dest, "f"))).toBe(true);
   });

@@ -7,6 +7,7 @@
 // ~0.34 GiB/s for libsodium's XChaCha20-Poly1305 in WebAssembly, which would
 // cost more than the whole chunking budget (README, "measurements").
 import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from "node:crypto";
+import { joinBytes } from "@hutch/shared/bytes";
 
 export const KEY_BYTES = 32;
 export const SALT_BYTES = 16;
@@ -82,14 +83,7 @@ export function sealParts(key: Uint8Array, iv: Uint8Array, plain: Uint8Array, aa
 
 /** AES-256-GCM: ciphertext ‖ 16-byte tag. */
 export function seal(key: Uint8Array, iv: Uint8Array, plain: Uint8Array, aad: Uint8Array): Uint8Array {
-  const parts = sealParts(key, iv, plain, aad);
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
+  return joinBytes(sealParts(key, iv, plain, aad));
 }
 
 /** Opens what seal made, or returns null when it does not authenticate. */

@@ -4,6 +4,7 @@ import { lstat, open, readdir, readlink } from "node:fs/promises";
 import { basename, join, resolve } from "node:path";
 import { BLOCK, MAX_OCTAL_11, encodeHeader, paxRecord, utf8 } from "../../src/tar/header.ts";
 import { TarError } from "../../src/tar/error.ts";
+import { joinBytes } from "../../src/bytes.ts";
 import { IGNORE_LIMITS, IgnoreRules, type Ignorer } from "../../src/ignore.ts";
 import { XATTR_PAX_PREFIX } from "../../src/tar/parse.ts";
 
@@ -102,19 +103,9 @@ function headerBlocks(e: Entry): Uint8Array[] {
     typeflag: e.typeflag,
   });
   if (records.length === 0) return [main];
-  const body = concat(records);
+  const body = joinBytes(records);
   const pax = encodeHeader({ name: utf8("././@PaxHeader"), mode: 0o644, size: body.length, mtime, typeflag: "x" });
   return [pax, body, padding(body.length), main];
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.length;
-  }
-  return out;
 }
 
 function padding(size: number): Uint8Array {

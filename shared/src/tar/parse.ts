@@ -2,6 +2,7 @@
 // a sink. Knows the format and the limits; knows nothing about the filesystem.
 import { BLOCK, decodeHeader, isZeroBlock, parsePax, type RawHeader } from "./header.ts";
 import { TarError } from "./error.ts";
+import { joinBytes } from "../bytes.ts";
 import { checkComponent, checkLinkTarget, entryParts } from "./names.ts";
 
 export type EntryType = "file" | "dir" | "symlink" | "hardlink";
@@ -325,12 +326,5 @@ function padTo(size: number): number {
 }
 
 function joinChunks(chunks: Uint8Array[]): Uint8Array {
-  if (chunks.length === 1 && chunks[0]) return chunks[0];
-  const out = new Uint8Array(chunks.reduce((n, c) => n + c.length, 0));
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.length;
-  }
-  return out;
+  return chunks.length === 1 && chunks[0] ? chunks[0] : joinBytes(chunks);
 }
