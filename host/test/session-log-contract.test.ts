@@ -8,19 +8,29 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { openDb } from "../src/store/db.ts";
+import { asyncSessionLog } from "../src/store/session-log-async.ts";
 import { SessionStore } from "../src/store/sessions.ts";
 import { describeSessionLogContract } from "./contracts/session-log.contract.ts";
+import { describeSessionLogAsyncContract } from "./contracts/session-log-async.contract.ts";
 
-describeSessionLogContract("SQLite", () => {
-  const dir = mkdtempSync(join(tmpdir(), "hutch-session-log-"));
-  return {
-    open: () => {
-      const db = openDb(join(dir, "hutch.db"));
-      return { store: new SessionStore(db), close: () => db.close() };
-    },
-    dispose: () => rmSync(dir, { recursive: true, force: true }),
+function sqlite<T>(wrap: (s: SessionStore) => T) {
+  return () => {
+    const dir = mkdtempSync(join(tmpdir(), "hutch-session-log-"));
+    return {
+      open: () => {
+        const db = openDb(join(dir, "hutch.db"));
+        return { store: wrap(new SessionStore(db)), close: () => db.close() };
+      },
+      dispose: () => rmSync(dir, { recursive: true, force: true }),
+    };
   };
-});
+}
+
+describeSessionLogContract(
+  "SQLite",
+  sqlite((s) => s),
+);
+describeSessionLogAsyncContract("SQLite", sqlite(asyncSessionLog));
 
 describe("SessionLog on SQLite", () => {
   test("two processes appending to one session at once: none fails, seqs gapless", async () => {

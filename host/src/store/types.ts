@@ -7,8 +7,9 @@
 // exceptions (append's `also`, `transaction`, `onStored`) are named in
 // README.md with what replaces them.
 //
-// Every method is synchronous today because bun:sqlite is; see README.md for
-// what changes when a backend needs the network.
+// SessionLog is synchronous because bun:sqlite is and the daemon calls it so;
+// SessionLogAsync is its form for a backend over the network (JetStream),
+// which the SQLite log also takes through a thin wrapper. See README.md.
 import type {
   Actor,
   BoxPolicy,
@@ -157,6 +158,62 @@ export interface SessionLog {
   chunk(sessionId: string, chunk: number): Uint8Array | "dropped" | null;
   /** Runs fn so that every write it makes through this log commits together or not at all. */
   transaction<T>(fn: () => T): T;
+}
+
+/** What an async append commits with its events, and the state it expects to find. */
+export interface AppendOptions {
+  /** Changes to the session's row, committed with the events, all or none (the driver slot with its event). */
+  fields?: SessionFields;
+  /**
+   * Compare-and-set: refused with a "conflict" HutchError, nothing stored,
+   * unless the session's last seq is this. A writer that read the row
+   * (whether the driver slot is free) and decided passes the last seq it read.
+   */
+  ifLast?: number;
+}
+
+/** One stored event: its seq and its wire JSON line. */
+export interface StoredLine {
+  seq: number;
+  json: string;
+}
+
+/**
+ * The session log for a backend over the network (JetStream): the event log
+ * and the session rows of SessionLog, every method returning a promise, and
+ * the three hooks that assumed a shared transaction replaced by data (the
+ * row change is `AppendOptions.fields`). The same promises as SessionLog:
+ * seqs gapless from 1 per session, whichever server appends; an idempotency
+ * key stores its event once; a batch with its fields is all or none; what
+ * was acknowledged survives a restart. Raw terminal chunks and summaries are
+ * not in it yet (they stay on SessionLog, SQLite only). `asyncSessionLog`
+ * (session-log-async.ts) gives this form of a SessionLog.
+ */
+export interface SessionLogAsync {
+  /** Stores a new session's row. Rejects when the id is taken. */
+  insert(row: NewSessionRow): Promise<void>;
+  get(id: string): Promise<SessionRow | null>;
+  /** Sessions matching every given filter, oldest first. */
+  list(filter?: { boxId?: string; state?: string }): Promise<SessionRow[]>;
+  /** Open sessions whose driver's lease ran out before `now` (ms since the epoch). */
+  expiredLeases(now: number): Promise<SessionRow[]>;
+  /** Changes the given fields of a session's row; an empty change writes nothing. */
+  update(id: string, fields: SessionFields): Promise<void>;
+  /** Appends events to a session, all or none, in order, with `options.fields`. Rejects when the session does not exist. */
+  append(sessionId: string, events: NewEvent[], options?: AppendOptions): Promise<Appended[]>;
+  /** As SessionLog.readText. */
+  readText(sessionId: string, from: number, limit: number, separator?: string): Promise<{ text: string; count: number; last: number }>;
+  /** As SessionLog.kindBefore. */
+  kindBefore(sessionId: string, kind: string, atMost: number, limit: number): Promise<{ seq: number; actor: string; data: string }[]>;
+  /** The session's last seq; 0 when it has no event or does not exist. */
+  last(sessionId: string): Promise<number>;
+  /**
+   * Replay, then tail: every event with seq >= from in seq order, then each
+   * new one as it is stored (through any handle), until `signal` aborts.
+   * Never skips or repeats a seq; resuming from the last seq seen + 1 picks
+   * up exactly where a reader left off.
+   */
+  follow(sessionId: string, from: number, signal: AbortSignal): AsyncIterable<StoredLine>;
 }
 
 // --- Box registry and op journal ------------------------------------------

@@ -2,24 +2,25 @@
 // must do. seqs are the store's alone: gapless from 1 per session, whichever
 // handle appends; an idempotency key stores its event once; a batch, and what
 // commits with it, is all or nothing; what was acknowledged is there after a
-// reopen.
+// reopen. The event log's part of this, in its async form (SessionLogAsync),
+// is session-log-async.contract.ts; both backends run that one.
 import { describe, expect, test } from "bun:test";
 import { type Actor, emit, emptyTurn, Events } from "@hutch/shared";
-import type { NewEvent, NewSessionRow, SessionLog } from "../../src/store/types.ts";
+import type { NewEvent, NewSessionRow, SessionLog, SessionLogAsync } from "../../src/store/types.ts";
 import { fails, type MakeStorage, type StorageTest, withStorage } from "./storage.ts";
 
-const alice: Actor = { kind: "user", id: "alice" };
-const system: Actor = { kind: "system", id: "hutch" };
+export const alice: Actor = { kind: "user", id: "alice" };
+export const system: Actor = { kind: "system", id: "hutch" };
 
-const note = (text: string, idempotencyKey?: string): NewEvent => ({
+export const note = (text: string, idempotencyKey?: string): NewEvent => ({
   ...emit(Events.annotationAdded, { text }),
   actor: alice,
   ...(idempotencyKey ? { idempotencyKey } : {}),
 });
-const checkpoint = (name: string): NewEvent => ({ ...emit(Events.checkpointCreated, { name }), actor: system });
+export const checkpoint = (name: string): NewEvent => ({ ...emit(Events.checkpointCreated, { name }), actor: system });
 
 let clock = Date.parse("2026-01-01T00:00:00Z");
-function session(id: string, over: Partial<NewSessionRow> = {}): NewSessionRow {
+export function session(id: string, over: Partial<NewSessionRow> = {}): NewSessionRow {
   clock += 1000;
   return {
     id,
@@ -35,7 +36,7 @@ function session(id: string, over: Partial<NewSessionRow> = {}): NewSessionRow {
   };
 }
 
-interface Line {
+export interface Line {
   session: string;
   seq: number;
   at: string;
@@ -44,7 +45,12 @@ interface Line {
   data: { text?: string; name?: string };
 }
 
-async function read(log: SessionLog, id: string, from = 1, limit = 1000): Promise<Line[]> {
+export async function read(
+  log: Pick<SessionLog, "readText"> | Pick<SessionLogAsync, "readText">,
+  id: string,
+  from = 1,
+  limit = 1000,
+): Promise<Line[]> {
   const { text } = await log.readText(id, from, limit);
   return text ? text.split("\n").map((l) => JSON.parse(l) as Line) : [];
 }
