@@ -7,14 +7,14 @@ import { SummaryStore } from "./summaries.ts";
 import type { Appended, NewEvent, NewSessionRow, PtyCaps, PtyDrop, SessionFields, SessionLog, SessionRow, StoredHook } from "./types.ts";
 
 /** The start of every event line of one session (computed once per page). */
-const eventHead = (session: string) => `{"session":${JSON.stringify(session)},"seq":`;
+export const eventHead = (session: string) => `{"session":${JSON.stringify(session)},"seq":`;
 
 /**
  * An event's wire JSON from its stored columns, without parsing actor or
  * data (they are stored as JSON). kind is a registered dotted lower-case
  * name and at an ISO time: neither needs escaping.
  */
-const eventLine = (head: string, seq: number, at: string, actor: string, kind: string, data: string) =>
+export const eventLine = (head: string, seq: number, at: string, actor: string, kind: string, data: string) =>
   `${head}${seq},"at":"${at}","actor":${actor},"kind":"${kind}","data":${data}}`;
 
 export class SessionStore implements SessionLog {

@@ -1,0 +1,76 @@
+// What every JetStream backend shares: the replication a fleet gets, the
+// error a caller sees when the cluster does not answer, and the retry rule
+// for a write whose acknowledgement was lost. A write is retried with the
+// same Nats-Msg-Id, so it lands once however many times it is sent; it is
+// given up only after `writeTimeoutMs`, with an error naming the cluster.
+import { HutchError } from "@hutch/shared";
+import { JetStreamApiError } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+
+/** JetStream's API error codes this package acts on. */
+export const ApiCodes = {
+  /** expected-last-subject-sequence did not hold: another writer appended first. */
+  wrongLastSequence: 10071,
+  streamNotFound: 10059,
+  /** The cluster is between leaders; retried like no answer at all. */
+  temporarilyUnavailable: 10008,
+} as const;
+
+export interface ClusterOptions {
+  /** Replicas of every stream and bucket: 3 on a cluster, 1 on a single server (the default follows the server's INFO). */
+  replicas?: number;
+  /** How long a write keeps retrying while the cluster does not answer before it fails (default 30 s). */
+  writeTimeoutMs?: number;
+}
+
+/** The cluster's name as its servers announce it, or the servers' URLs for a single server. */
+export function clusterName(nc: NatsConnection): string {
+  const info = nc.info;
+  return info?.cluster ?? `nats at ${nc.getServer()}`;
+}
+
+/** 3 on a JetStream cluster, 1 on a single server. */
+export function defaultReplicas(nc: NatsConnection): number {
+  return nc.info?.cluster ? 3 : 1;
+}
+
+/** A refusal JetStream decided (the write did not land), as opposed to no answer (it may have). */
+export function isApiError(err: unknown, code?: number): err is JetStreamApiError {
+  return err instanceof JetStreamApiError && (code === undefined || err.code === code);
+}
+
+/** An API error that is a decision, not the cluster being between leaders. */
+function isFinal(err: unknown): boolean {
+  return isApiError(err) && err.status !== 503 && err.code !== ApiCodes.temporarilyUnavailable;
+}
+
+/** The cluster did not acknowledge in time: nothing is acknowledged, and the caller may retry. */
+export function unavailable(cluster: string, what: string, cause: unknown): HutchError {
+  return new HutchError(
+    "unavailable",
+    `the NATS cluster "${cluster}" did not acknowledge ${what}: ${cause instanceof Error ? cause.message : String(cause)}`,
+    "nothing was acknowledged; check that a majority of the cluster's nats-server nodes run and this server reaches them, then retry",
+    { cluster },
+  );
+}
+
+/**
+ * Runs `attempt` until it settles: a JetStream API refusal is returned to
+ * the caller at once (thrown), anything else (a timeout, no responders
+ * while a leader is elected, a dropped connection) is retried with backoff
+ * until `timeoutMs`, then thrown as `unavailable`.
+ */
+export async function retrying<T>(cluster: () => string, what: string, timeoutMs: number, attempt: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let wait = 25;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (err) {
+      if (isFinal(err) || err instanceof HutchError) throw err;
+      if (Date.now() + wait > deadline) throw unavailable(cluster(), what, err);
+      await Bun.sleep(wait);
+      wait = Math.min(wait * 2, 500);
+    }
+  }
+}
