@@ -7,7 +7,7 @@
 //
 // Also a loopback TCP proxy a test can cut and restore: a client dialled
 // through it loses its link to the cluster while the cluster stays up.
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
@@ -40,12 +40,18 @@ export interface NatsCluster {
   stop(): Promise<void>;
 }
 
-/** A loopback port nothing listens on right now. */
+const taken = new Set<number>();
+
+/** A loopback port nothing listens on right now, and not handed out before by this process. */
 function freePort(): number {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
+  for (;;) {
+    const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    const port = s.port;
+    s.stop(true);
+    if (taken.has(port)) continue;
+    taken.add(port);
+    return port;
+  }
 }
 
 interface Ports {
@@ -105,8 +111,10 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
   const waitHealthy = async (indexes: number[], deadline: number) => {
     for (const i of indexes) {
       while (!(await healthy(ports[i]!.http))) {
-        if (procs[i]?.exitCode !== null && procs[i]?.exitCode !== undefined)
-          throw new Error(`nats-server ${nodes[i]!.name} exited with ${procs[i]!.exitCode}; its log is in ${dir}`);
+        if (procs[i]?.exitCode !== null && procs[i]?.exitCode !== undefined) {
+          const log = readFileSync(join(dir, `${nodes[i]!.name}.err.log`), "utf8").slice(-2000);
+          throw new Error(`nats-server ${nodes[i]!.name} exited with ${procs[i]!.exitCode}:\n${log}`);
+        }
         if (Date.now() > deadline) throw new Error(`nats-server ${nodes[i]!.name} not healthy in time; its log is in ${dir}`);
         await Bun.sleep(100);
       }

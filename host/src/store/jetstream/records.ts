@@ -20,6 +20,8 @@ export const H = {
   keys: "Hutch-Keys",
   /** The batch's event kinds, comma-separated, in order (for kindBefore without reading payloads). */
   kinds: "Hutch-Kinds",
+  /** The writer's id for this record, the same on every retry: how a writer knows its record in a slot. */
+  append: "Hutch-Append",
   /** A row change (JSON SessionFields), on an "events" or a "fields" record. */
   fields: "Hutch-Fields",
 } as const;

@@ -31,6 +31,8 @@ import { type Batch, batchOf, type Folded, fold, H } from "./records.ts";
 
 export const SESSIONS_STREAM = "HUTCH_SESSIONS";
 const PREFIX = "hutch.session";
+/** Records a catch-up reads one request each before it opens a consumer (a consumer costs several requests). */
+const STEPS = 32;
 /** Batches fetched one request each, in parallel; past this a read streams them through a consumer. */
 const PARALLEL_GETS = 32;
 /** How long JetStream remembers a Nats-Msg-Id: a retry within it lands once. */
@@ -39,7 +41,20 @@ const TOKEN = /^[A-Za-z0-9_-]+$/;
 
 const copy = (row: SessionRow): SessionRow => ({ ...row });
 
+/** A claim's answer when another record took the slot. */
+const LOST = "lost" as const;
+
+/** A new record's headers: its kind, and an id its writer knows it again by. */
+function record(kind: "row" | "events" | "fields"): MsgHdrs {
+  const h = headers();
+  h.set(H.record, kind);
+  h.set(H.append, crypto.randomUUID());
+  return h;
+}
+
 export class JetStreamSessionLog implements SessionLogAsync {
+  /** Writes refused because another writer stored first, each followed by a fold and a retry (for tests and metrics). */
+  readonly stats = { conflicts: 0 };
   private readonly cache = new Map<string, Folded>();
   private readonly locks = new Map<string, Promise<void>>();
   private readonly cluster: string;
@@ -80,17 +95,11 @@ export class JetStreamSessionLog implements SessionLogAsync {
   async insert(row: NewSessionRow): Promise<void> {
     const subject = this.subject(row.id);
     await this.locked(row.id, async () => {
-      const h = headers();
-      h.set(H.record, "row");
+      const h = record("row");
       h.set(H.row, JSON.stringify(row));
-      try {
-        const ack = await this.publish(`the creation of session ${row.id}`, subject, h, "", 0, crypto.randomUUID());
-        if (ack.duplicate) await this.sync(row.id);
-        else this.cache.set(row.id, fold(undefined, h, ack.seq)!);
-      } catch (err) {
-        if (!isApiError(err, ApiCodes.wrongLastSequence)) throw err;
-        throw new HutchError("conflict", `session id ${row.id} is taken`, "make the session again: it gets a new id");
-      }
+      const seq = await this.claim(`the creation of session ${row.id}`, subject, h, "", 0);
+      if (seq === LOST) throw new HutchError("conflict", `session id ${row.id} is taken`, "make the session again: it gets a new id");
+      this.cache.set(row.id, fold(undefined, h, seq)!);
     });
   }
 
@@ -119,22 +128,18 @@ export class JetStreamSessionLog implements SessionLogAsync {
     if (Object.keys(fields).length === 0) return;
     const subject = this.subject(id);
     await this.locked(id, async () => {
-      const msgId = crypto.randomUUID();
+      const h = record("fields");
+      h.set(H.fields, JSON.stringify(fields));
       for (;;) {
         const f = this.cache.get(id) ?? (await this.sync(id));
         if (!f) return;
-        const h = headers();
-        h.set(H.record, "fields");
-        h.set(H.fields, JSON.stringify(fields));
-        try {
-          const ack = await this.publish(`a change to session ${id}`, subject, h, "", f.streamSeq, msgId);
-          if (ack.duplicate) await this.sync(id);
-          else fold(f, h, ack.seq);
+        const seq = await this.claim(`a change to session ${id}`, subject, h, "", f.streamSeq);
+        if (seq !== LOST) {
+          fold(f, h, seq);
           return;
-        } catch (err) {
-          if (!isApiError(err, ApiCodes.wrongLastSequence)) throw err;
-          await this.sync(id);
         }
+        this.stats.conflicts++;
+        await this.sync(id);
       }
     });
   }
@@ -142,8 +147,6 @@ export class JetStreamSessionLog implements SessionLogAsync {
   async append(sessionId: string, events: NewEvent[], options: AppendOptions = {}): Promise<Appended[]> {
     const subject = this.subject(sessionId);
     return this.locked(sessionId, async () => {
-      // One id for every attempt of this append: whichever attempt lands, a later one is a duplicate.
-      const msgId = crypto.randomUUID();
       let synced = !this.cache.has(sessionId);
       let f = this.cache.get(sessionId) ?? (await this.sync(sessionId));
       for (;;) {
@@ -154,25 +157,18 @@ export class JetStreamSessionLog implements SessionLogAsync {
           synced = true;
           continue;
         }
+        const first = f.row.last_seq + 1;
         const { h, lines } = plan(sessionId, f, events, options.fields);
-        if (!h) return resultsOf(f, events, f.row.last_seq + 1, []);
-        try {
-          const ack = await this.publish(`an append to session ${sessionId}`, subject, h, lines.join("\n"), f.streamSeq, msgId);
-          if (!ack.duplicate) {
-            const first = f.row.last_seq + 1;
-            fold(f, h, ack.seq);
-            return resultsOf(f, events, first, lines);
-          }
-          // An earlier attempt landed and its acknowledgement was lost: answer with what it stored.
-          f = (await this.sync(sessionId))!;
-          const stored = await this.message(ack.seq);
-          return resultsOf(f, events, Number(stored.header.get(H.seq)), linesOf(stored.header, stored.string()));
-        } catch (err) {
-          if (!isApiError(err, ApiCodes.wrongLastSequence)) throw err;
-          // Another writer appended first: fold what it stored and plan again on top of it.
-          f = await this.sync(sessionId);
-          synced = true;
+        if (!h) return resultsOf(f, events, first, []);
+        const seq = await this.claim(`an append to session ${sessionId}`, subject, h, lines.join("\n"), f.streamSeq);
+        if (seq !== LOST) {
+          fold(f, h, seq);
+          return resultsOf(f, events, first, lines);
         }
+        // Another writer stored first: fold what it stored and plan again on top of it.
+        this.stats.conflicts++;
+        f = await this.sync(sessionId);
+        synced = true;
       }
     });
   }
@@ -224,12 +220,14 @@ export class JetStreamSessionLog implements SessionLogAsync {
     const f = await this.sync(sessionId);
     const start = f && next <= f.row.last_seq ? f.batches[batchOf(f.batches, next)]!.streamSeq : (f?.streamSeq ?? 0) + 1;
     if (signal.aborted) return;
-    const consumer = await this.js.consumers.get(SESSIONS_STREAM, {
-      filter_subjects: subject,
-      deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: start,
+    const messages = await this.retry(`a tail of session ${sessionId}`, async () => {
+      const consumer = await this.js.consumers.get(SESSIONS_STREAM, {
+        filter_subjects: subject,
+        deliver_policy: DeliverPolicy.StartSequence,
+        opt_start_seq: start,
+      });
+      return consumer.consume();
     });
-    const messages = await consumer.consume();
     const stop = () => void messages.stop();
     signal.addEventListener("abort", stop);
     try {
@@ -263,12 +261,33 @@ export class JetStreamSessionLog implements SessionLogAsync {
     return retrying(() => clusterName(this.nc) || this.cluster, what, this.writeTimeoutMs, attempt);
   }
 
-  /** Publishes one record expecting the subject's last stream sequence to be `expected`. */
-  private publish(what: string, subject: string, h: MsgHdrs, payload: string, expected: number, msgID: string) {
+  /**
+   * Stores one record in the slot right after stream sequence `after` on the
+   * subject, or finds that another record took it. Two guards, because 2.9's
+   * clustered streams check expected-last-subject-sequence against what is
+   * applied, not what is in flight (two racing writers can both pass it):
+   * the Nats-Msg-Id names the slot (`<subject>@<after>`), and a leader keeps
+   * in-flight ids, so of two racers one is stored and the other is answered
+   * "duplicate"; the expectation refuses a writer whose view is older than
+   * the duplicate window. A retry of this same record is also answered
+   * "duplicate": the slot's record carries this write's Hutch-Append id.
+   */
+  private async claim(what: string, subject: string, h: MsgHdrs, payload: string, after: number): Promise<number | typeof LOST> {
     const timeout = Math.min(5000, this.writeTimeoutMs);
-    return this.retry(what, () =>
-      this.js.publish(subject, payload, { msgID, headers: h, expect: { lastSubjectSequence: expected }, timeout }),
-    );
+    try {
+      const ack = await this.retry(what, () =>
+        this.js.publish(subject, payload, { msgID: `${subject}@${after}`, headers: h, expect: { lastSubjectSequence: after }, timeout }),
+      );
+      if (!ack.duplicate) return ack.seq;
+    } catch (err) {
+      if (isApiError(err, ApiCodes.wrongLastSequence)) return LOST;
+      throw err;
+    }
+    return this.retry(what, async () => {
+      const winner = await this.jsm.streams.getMessage(SESSIONS_STREAM, nextBySubject(after + 1, subject));
+      if (!winner) throw new Error(`the record after ${after} on ${subject} is not stored yet`);
+      return winner.header.get(H.append) === h.get(H.append) ? winner.seq : LOST;
+    });
   }
 
   private async message(seq: number) {
@@ -312,8 +331,8 @@ export class JetStreamSessionLog implements SessionLogAsync {
   }
 
   /**
-   * Reads the subject's records with stream sequence from..to, in order: a
-   * few one request each (the usual case, a writer one or two records
+   * Reads the subject's records with stream sequence from..to, in order: up
+   * to STEPS one request each (the usual case, a writer a few records
    * behind), the rest through an ordered consumer.
    */
   private async scan(
@@ -324,7 +343,7 @@ export class JetStreamSessionLog implements SessionLogAsync {
     each: (h: MsgHdrs | undefined, seq: number, data: string) => void,
   ): Promise<void> {
     let at = from;
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < STEPS; i++) {
       const m = await this.retry("a read of the session stream", () =>
         this.jsm.streams.getMessage(SESSIONS_STREAM, nextBySubject(at, subject)),
       );
@@ -333,13 +352,15 @@ export class JetStreamSessionLog implements SessionLogAsync {
       if (m.seq >= to) return;
       at = m.seq + 1;
     }
-    const consumer = await this.js.consumers.get(SESSIONS_STREAM, {
-      filter_subjects: subject,
-      deliver_policy: DeliverPolicy.StartSequence,
-      opt_start_seq: at,
-      headers_only: headersOnly,
+    const messages = await this.retry("a read of the session stream", async () => {
+      const consumer = await this.js.consumers.get(SESSIONS_STREAM, {
+        filter_subjects: subject,
+        deliver_policy: DeliverPolicy.StartSequence,
+        opt_start_seq: at,
+        headers_only: headersOnly,
+      });
+      return consumer.consume();
     });
-    const messages = await consumer.consume();
     try {
       for await (const m of messages) {
         each(m.headers, m.seq, headersOnly ? "" : m.string());
@@ -401,14 +422,13 @@ function plan(sessionId: string, f: Folded, events: NewEvent[], fields: SessionF
   }
   const hasFields = fields && Object.keys(fields).length > 0;
   if (lines.length === 0 && !hasFields) return { lines };
-  const h = headers();
+  const h = record(lines.length > 0 ? "events" : "fields");
   if (lines.length > 0) {
-    h.set(H.record, "events");
     h.set(H.seq, String(first));
     h.set(H.count, String(lines.length));
     h.set(H.kinds, kinds.join(","));
     if (keys.length) h.set(H.keys, JSON.stringify(keys));
-  } else h.set(H.record, "fields");
+  }
   if (hasFields) h.set(H.fields, JSON.stringify(fields));
   return { h, lines };
 }
