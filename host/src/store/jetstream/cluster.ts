@@ -44,12 +44,16 @@ function isFinal(err: unknown): boolean {
   return isApiError(err) && err.status !== 503 && err.code !== ApiCodes.temporarilyUnavailable;
 }
 
-/** The cluster did not acknowledge in time: nothing is acknowledged, and the caller may retry. */
+/**
+ * The cluster did not acknowledge in time. A write that was sent may still be
+ * stored when the link returns: a retry with the same idempotency key stores
+ * it once.
+ */
 export function unavailable(cluster: string, what: string, cause: unknown): HutchError {
   return new HutchError(
     "unavailable",
     `the NATS cluster "${cluster}" did not acknowledge ${what}: ${cause instanceof Error ? cause.message : String(cause)}`,
-    "nothing was acknowledged; check that a majority of the cluster's nats-server nodes run and this server reaches them, then retry",
+    "check that a majority of the cluster's nats-server nodes run and this server reaches them, then retry (with the same idempotency key, so it is stored once)",
     { cluster },
   );
 }
