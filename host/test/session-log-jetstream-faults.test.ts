@@ -73,7 +73,7 @@ async function leader(nc: NatsConnection): Promise<number> {
 }
 
 describe("JetStream session log under faults", () => {
-  test("20 writers, 500 annotations each, while the stream's leader is SIGKILLed and restarted twice: every acknowledged one once, seqs gapless", async () => {
+  test("20 writers, 500 annotations each, while the stream's leader is SIGKILLed and restarted twice: every acknowledged one once, seqs gapless, tailed whole", async () => {
     const servers = await Promise.all([0, 1, 2].map((k) => server(k)));
     const sessions = ["ses_f1", "ses_f2", "ses_f3", "ses_f4"];
     for (const id of sessions) await servers[0]!.insert(row(id));
@@ -99,8 +99,19 @@ describe("JetStream session log under faults", () => {
         done++;
       }
     };
-    const running = Promise.all(Array.from({ length: writers }, (_, w) => write(w)));
     const total = writers * each;
+    const perSession = total / sessions.length;
+    // A reader tailing one session through a third server the whole time: replay, then every new event, across the kills.
+    const stop = new AbortController();
+    const followed = (async () => {
+      const got: { seq: number; text: string }[] = [];
+      for await (const l of servers[2]!.follow(sessions[0]!, 1, stop.signal)) {
+        got.push({ seq: l.seq, text: (JSON.parse(l.json) as { data: { text: string } }).data.text });
+        if (got.length === perSession) break;
+      }
+      return got;
+    })();
+    const running = Promise.all(Array.from({ length: writers }, (_, w) => write(w)));
     for (const at of [0.25, 0.6]) {
       while (done < total * at) await Bun.sleep(20);
       const victim = await leader(conns[0]!);
@@ -112,8 +123,12 @@ describe("JetStream session log under faults", () => {
     await running;
     await cluster.ready();
     expect(acked.size).toBe(total);
+    const timer = setTimeout(() => stop.abort(), 30_000);
+    const tailed = await followed;
+    clearTimeout(timer);
+    expect(tailed).toEqual(await lines(servers[0]!, sessions[0]!));
     for (const id of sessions) {
-      const n = (writers / sessions.length) * each;
+      const n = perSession;
       const views = await Promise.all(servers.map((s) => lines(s, id)));
       for (const v of views) expect(v).toEqual(views[0]!);
       const got = views[0]!;

@@ -33,6 +33,12 @@ export const SESSIONS_STREAM = "HUTCH_SESSIONS";
 const PREFIX = "hutch.session";
 /** Records a catch-up reads one request each before it opens a consumer (a consumer costs several requests). */
 const STEPS = 32;
+/**
+ * Pull requests that expire, with heartbeats, every 2 s: an ordered consumer
+ * whose server died or whose stream changed leader notices within seconds and
+ * is made again from the last record it delivered (the default waits 30 s).
+ */
+const PULL = { expires: 2000, idle_heartbeat: 1000 };
 /** Batches fetched one request each, in parallel; past this a read streams them through a consumer. */
 const PARALLEL_GETS = 32;
 /** How long JetStream remembers a Nats-Msg-Id: a retry within it lands once. */
@@ -226,7 +232,7 @@ export class JetStreamSessionLog implements SessionLogAsync {
         deliver_policy: DeliverPolicy.StartSequence,
         opt_start_seq: start,
       });
-      return consumer.consume();
+      return consumer.consume(PULL);
     });
     const stop = () => void messages.stop();
     signal.addEventListener("abort", stop);
@@ -359,7 +365,7 @@ export class JetStreamSessionLog implements SessionLogAsync {
         opt_start_seq: at,
         headers_only: headersOnly,
       });
-      return consumer.consume();
+      return consumer.consume(PULL);
     });
     try {
       for await (const m of messages) {
