@@ -332,6 +332,9 @@ export class JetStreamSessionLog implements SessionLogAsync {
     await this.scan(subject, (f?.streamSeq ?? 0) + 1, tail.seq, true, (h, seq) => {
       f = fold(f, h, seq);
     });
+    // Two cold reads of one session fold two copies: keep the one further on (a staler one would only cost a retry).
+    const cached = this.cache.get(sessionId);
+    if (cached && f && cached.streamSeq >= f.streamSeq) return cached;
     if (f) this.cache.set(sessionId, f);
     return f;
   }
