@@ -101,7 +101,8 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
 
   const spawn = (i: number) => {
     const node = nodes[i]!;
-    procs[i] = Bun.spawn(["nats-server", "-c", join(dir, `${node.name}.conf`)], {
+    // setpriv (util-linux) execs nats-server with a parent-death signal: a test process killed mid-run leaves no server behind.
+    procs[i] = Bun.spawn(["setpriv", "--pdeathsig", "KILL", "nats-server", "-c", join(dir, `${node.name}.conf`)], {
       stdout: Bun.file(join(dir, `${node.name}.log`)),
       stderr: Bun.file(join(dir, `${node.name}.err.log`)),
     });
