@@ -1,10 +1,11 @@
 // The session log on JetStream: one stream, one subject per session, every
 // change to a session (its row, each batch of events, each row change) one
-// message on that subject. Two writers can never interleave: each publish
-// expects the subject's last stream sequence to be the one its writer folded,
-// so of two writers at the same seq one is stored and the other is refused,
-// folds what it missed and tries again. A retried publish carries the same
-// Nats-Msg-Id, so a write whose acknowledgement was lost lands once.
+// message on that subject. Two writers can never interleave: each record
+// claims the slot after the last record its writer folded (expected last
+// subject sequence, and a Nats-Msg-Id naming the slot: see claim()), so of two
+// writers at the same seq one is stored and the other is refused, folds what
+// it missed and tries again. A retry resends the same record under the same
+// message id, so a write whose acknowledgement was lost lands once.
 //
 // Each handle folds the records it reads into the session's state (records.ts)
 // and keeps it; a read first asks the stream leader for the subject's last
