@@ -17,7 +17,7 @@ import {
   type SessionNotification,
   type SessionUpdate,
 } from "@agentclientprotocol/sdk";
-import { makeHome, waitFor, type Home } from "../helpers.ts";
+import { makeHome, newRepo, waitFor, type Home } from "../helpers.ts";
 import { fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 
@@ -248,4 +248,21 @@ test("bad input: a malformed message gets a JSON-RPC error and the session goes 
   // The same connection still serves the session.
   const r = await first.conn.agent.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: "say hello" }] });
   expect(r.stopReason).toBe("end_turn");
+}, 120_000);
+
+test("an editor's folder offloaded to a box: session/new works in that box, not a new one", async () => {
+  const repo = mkdtempSync(join(tmpdir(), "hutch-acp-repo-"));
+  newRepo(repo, { "README.md": "hello\n" });
+  const off = await h.run(["offload", "--box", "acpwork", "--json"], { cwd: repo });
+  expect(off.code, off.stderr).toBe(0);
+  const boxes = async () => (JSON.parse((await h.run(["box", "list", "--json"])).stdout) as { name: string }[]).length;
+  const before = await boxes();
+  const made = await first.conn.agent.request(methods.agent.session.new, { cwd: join(repo), mcpServers: [] });
+  const info = JSON.parse((await h.run(["session", "info", made.sessionId, "--json"])).stdout) as { boxName: string; agent: string };
+  expect(info).toMatchObject({ boxName: "acpwork", agent: "claude" });
+  expect(await boxes()).toBe(before);
+  // A folder that was never offloaded gets a box of its own.
+  const other = await first.conn.agent.request(methods.agent.session.new, { cwd, mcpServers: [] });
+  const otherInfo = JSON.parse((await h.run(["session", "info", other.sessionId, "--json"])).stdout) as { boxName: string };
+  expect(otherInfo.boxName).not.toBe("acpwork");
 }, 120_000);
