@@ -192,7 +192,11 @@ await drive(browser, page, async () => {
     else await page.waitForTimeout(250);
   }
   await printed.first().waitFor();
-  if (await logFrame().locator('.row[data-kind="output.appended"]', { hasText: /output \d+ bytes?$/ }).count())
+  if (
+    await logFrame()
+      .locator('.row[data-kind="output.appended"]', { hasText: /output \d+ bytes?$/ })
+      .count()
+  )
     throw new Error("an output row still shows its size instead of its text");
   ok("a shell session's log view shows the text a command printed");
 
