@@ -8,15 +8,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import {
-  client,
-  methods,
-  ndJsonStream,
-  PROTOCOL_VERSION,
-  type ClientConnection,
-  type SessionNotification,
-  type SessionUpdate,
-} from "@agentclientprotocol/sdk";
+import { methods, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
+import { type Editor, editor as spawnEditor, hutchOf, initialize, textOf, view } from "../acp-editor.ts";
 import { makeHome, newRepo, waitFor, type Home } from "../helpers.ts";
 import { fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
@@ -27,79 +20,7 @@ let h: Home;
 let fake: FakeModel;
 let cwd: string;
 
-interface Editor {
-  conn: ClientConnection;
-  updates: SessionNotification[];
-  /** Every line the agent wrote on stdout, parsed (what the SDK reads too). */
-  lines: { id?: unknown; error?: { code: number; message: string } }[];
-  /** Writes a raw line on the agent's stdin, as a broken editor would. */
-  raw(line: string): void;
-  stop(): Promise<void>;
-}
-
-/** `hutch acp` spawned as an editor spawns it, with the SDK's client on its stdio. */
-function editor(name: string): Editor {
-  const proc = Bun.spawn([join(import.meta.dir, "../../dist/hutch"), "acp", "--agent", "claude"], {
-    env: h.env,
-    stdin: "pipe",
-    stdout: "pipe",
-    stderr: "inherit",
-  });
-  const output = new WritableStream<Uint8Array>({
-    async write(chunk) {
-      proc.stdin.write(chunk);
-      await proc.stdin.flush();
-    },
-  });
-  const [forSdk, forTest] = (proc.stdout as ReadableStream<Uint8Array>).tee();
-  const lines: Editor["lines"] = [];
-  void (async () => {
-    let buf = "";
-    const dec = new TextDecoder();
-    for await (const c of forTest) {
-      buf += dec.decode(c, { stream: true });
-      for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
-        lines.push(JSON.parse(buf.slice(0, i)));
-        buf = buf.slice(i + 1);
-      }
-    }
-  })();
-  const updates: SessionNotification[] = [];
-  const conn = client({ name })
-    .onNotification(methods.client.session.update, ({ params }) => {
-      updates.push(params);
-    })
-    .connect(ndJsonStream(output, forSdk));
-  return {
-    conn,
-    updates,
-    lines,
-    raw: (line) => {
-      proc.stdin.write(`${line}\n`);
-      void proc.stdin.flush();
-    },
-    stop: async () => {
-      conn.close();
-      proc.kill();
-      await proc.exited;
-    },
-  };
-}
-
-async function initialize(e: Editor, name: string) {
-  return e.conn.agent.request(methods.agent.initialize, {
-    protocolVersion: PROTOCOL_VERSION,
-    clientCapabilities: { fs: { readTextFile: false, writeTextFile: false }, terminal: false },
-    clientInfo: { name, version: "1.0.0" },
-  });
-}
-
-type Hutch = { seq: number; actor: { kind: string; id: string } };
-const hutchOf = (u: SessionUpdate) => (u._meta as { hutch: Hutch }).hutch;
-const textOf = (u: SessionUpdate) => ("content" in u && !Array.isArray(u.content) && u.content?.type === "text" ? u.content.text : "");
-/** What an editor shows of an update, to compare two editors' views. */
-const view = (n: SessionNotification) => ({ update: n.update.sessionUpdate, seq: hutchOf(n.update).seq, text: textOf(n.update) });
-
+const editor = (name: string) => spawnEditor(h, name);
 let first: Editor;
 let sessionId = "";
 
@@ -209,7 +130,7 @@ test("session/cancel ends a slow turn: the prompt answers cancelled and the mode
   expect(JSON.parse(wait.stdout).state).not.toBe("busy");
 }, 180_000);
 
-test("a second editor process session/loads the same session and receives its whole history, in order, before the answer", async () => {
+test("a second editor process session/loads the same session and receives its whole history, in order, before the answer, then live", async () => {
   const second = editor("other-editor");
   try {
     await initialize(second, "other-editor");
@@ -226,6 +147,19 @@ test("a second editor process session/loads the same session and receives its wh
       "create three.txt containing yes",
       "create slow.txt containing zzz",
     ]);
+    // Then live: a turn the first editor drives reaches the second as it happens, as the first's.
+    const calls = () => second.updates.filter((n) => n.update.sessionUpdate === "tool_call").length;
+    const before = calls();
+    const r = await first.conn.agent.request(methods.agent.session.prompt, {
+      sessionId,
+      prompt: [{ type: "text", text: "create four.txt containing 4" }],
+    });
+    expect(r.stopReason).toBe("end_turn");
+    const live = await waitFor("the live turn to reach the second editor", () =>
+      second.updates.find((n) => n.update.sessionUpdate === "user_message_chunk" && textOf(n.update) === "create four.txt containing 4"),
+    );
+    expect(hutchOf(live.update).actor.id).toEndWith("/ide:acp.test-editor");
+    await waitFor("the live turn's tool call", () => calls() === before + 1);
   } finally {
     await second.stop();
   }
