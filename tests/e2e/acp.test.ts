@@ -179,6 +179,15 @@ test("bad input: a malformed message gets a JSON-RPC error and the session goes 
   expect(err).toMatchObject({ code: -32002 });
   expect(String(err.message)).toContain("hutch session list");
 
+  // A shell session can be loaded (its log is a session like any), not prompted: the error says what to do instead.
+  const shell = JSON.parse((await h.run(["run", "--detach", "--json"])).stdout) as { id: string };
+  await first.conn.agent.request(methods.agent.session.load, { sessionId: shell.id, cwd, mcpServers: [] });
+  const refused = await first.conn.agent
+    .request(methods.agent.session.prompt, { sessionId: shell.id, prompt: [{ type: "text", text: "ls" }] })
+    .catch((e) => e);
+  expect(refused).toMatchObject({ code: -32602 });
+  expect(String(refused.message)).toContain(`hutch session attach ${shell.id}`);
+
   // The same connection still serves the session.
   const r = await first.conn.agent.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: "say hello" }] });
   expect(r.stopReason).toBe("end_turn");

@@ -227,6 +227,12 @@ export function buildAgent(o: AcpOptions): AgentApp {
     .onRequest(methods.agent.session.prompt, async ({ params }) => {
       const f = followed(params.sessionId);
       if (f.prompting) throw RequestError.invalidRequest(undefined, "a prompt is already running in this session; cancel it first");
+      if (f.session.agent === "shell")
+        throw new RequestError(
+          -32602,
+          `session ${params.sessionId} is a shell, with no agent to prompt (next: type into it: hutch session attach ${params.sessionId})`,
+          { sessionId: params.sessionId },
+        );
       const text = promptText(params.prompt);
       if (!text.trim()) throw RequestError.invalidParams(undefined, "the prompt has no text");
       const c = await d();
@@ -237,7 +243,14 @@ export function buildAgent(o: AcpOptions): AgentApp {
       try {
         await c.request("POST", path(sid, "/driver/acquire"), { leaseMs: DRIVER_LEASE_MS });
         beat = setInterval(() => void c.request("POST", path(sid, "/driver/heartbeat")).catch(() => undefined), HEARTBEAT_MS);
-        const { seq } = await c.request<{ seq: number }>("POST", path(sid, "/input"), { text }, { idempotencyKey: crypto.randomUUID() });
+        // A headless turn takes the prompt whole; an agent's terminal (its TUI) gets it typed, then Enter.
+        const input = f.session.headless ? text : `${text}\r`;
+        const { seq } = await c.request<{ seq: number }>(
+          "POST",
+          path(sid, "/input"),
+          { text: input },
+          { idempotencyKey: crypto.randomUUID() },
+        );
         await f.settledAfter(seq);
         return { stopReason: f.cancelled ? "cancelled" : "end_turn" };
       } catch (err) {
