@@ -23,6 +23,9 @@ import { terminalText } from "@hutch/shared/text";
 /** A session's label or a box's name, written by whoever made it: one line, escaped. */
 const shown = (s: string) => terminalText(s, { oneLine: true });
 import { showFailure } from "./errors.ts";
+import { sessionTitle } from "./session-name.ts";
+
+const titleOf = (s: Parameters<typeof sessionTitle>[0] | undefined) => (s ? sessionTitle(s) : undefined);
 
 /** How the pickers describe each agent and engine (keyed by the shared names, so a new one is a type error here until described). */
 const AGENT_DESCRIPTIONS: Record<AgentName, string> = {
@@ -72,7 +75,7 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       return undefined;
     }
     const pick = await vscode.window.showQuickPick(
-      list.map((s) => ({ label: shown(s.label ?? s.id), description: `${s.id} · ${shown(s.boxName)} · ${s.activity}`, s })),
+      list.map((s) => ({ label: shown(sessionTitle(s)), description: `${s.id} · ${shown(s.boxName)} · ${s.activity}`, s })),
       { placeHolder: "Which session?", ignoreFocusOut: true },
     );
     return pick?.s;
@@ -151,15 +154,15 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
     }),
     vscode.commands.registerCommand("hutch.session.attach", async (node?: Node) => {
       const s = await pickSession(node);
-      if (s) terminal(`hutch: ${shown(s.label ?? s.id)}`, ["session", "attach", s.id]);
+      if (s) terminal(`hutch: ${shown(sessionTitle(s))}`, ["session", "attach", s.id]);
     }),
     vscode.commands.registerCommand("hutch.session.log", async (node?: Node | string) => {
-      if (typeof node === "string") return ctx.logs.show(node, ctx.tree.session(node)?.label ?? node);
+      if (typeof node === "string") return ctx.logs.show(node, titleOf(ctx.tree.session(node)) ?? node);
       const s: SessionView | undefined = node?.type === "session" ? node.session : undefined;
       if (!s) {
         const pick = await vscode.window.showQuickPick(
           [
-            ...ctx.tree.openSessions().map((x) => ({ label: shown(x.label ?? x.id), description: x.id, id: x.id })),
+            ...ctx.tree.openSessions().map((x) => ({ label: shown(sessionTitle(x)), description: x.id, id: x.id })),
             { label: "Another session id…", description: "", id: "" },
           ],
           { placeHolder: "Which session's log?", ignoreFocusOut: true },
@@ -167,19 +170,18 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
         if (!pick) return;
         const id = pick.id || (await vscode.window.showInputBox({ prompt: "Session id", placeHolder: "ses_…", ignoreFocusOut: true }));
         if (!id) return;
-        return ctx.logs.show(id, ctx.tree.session(id)?.label ?? id);
+        return ctx.logs.show(id, titleOf(ctx.tree.session(id)) ?? id);
       }
-      ctx.logs.show(s.id, s.label ?? s.id);
+      ctx.logs.show(s.id, sessionTitle(s));
     }),
     // A row's own buttons and click: that row's session, or nothing when the click landed while the sidebar was
     // redrawing (a refresh of the root makes VS Code forget every row until it has fetched them again, and a click
     // then reaches the command with no row). Never a picker nobody asked for; the palette's commands ask.
     vscode.commands.registerCommand("hutch.session.log.row", (node?: Node) => {
-      if (node?.type === "session") ctx.logs.show(node.session.id, node.session.label ?? node.session.id);
+      if (node?.type === "session") ctx.logs.show(node.session.id, sessionTitle(node.session));
     }),
     vscode.commands.registerCommand("hutch.session.attach.row", (node?: Node) => {
-      if (node?.type === "session")
-        terminal(`hutch: ${shown(node.session.label ?? node.session.id)}`, ["session", "attach", node.session.id]);
+      if (node?.type === "session") terminal(`hutch: ${shown(sessionTitle(node.session))}`, ["session", "attach", node.session.id]);
     }),
     vscode.commands.registerCommand("hutch.copyId", async (node?: Node) => {
       if (!node) return;

@@ -10,6 +10,7 @@ import * as vscode from "vscode";
 import type { Box, Change, ListResult, SessionActivity, SessionView } from "@hutch/shared";
 import { count, terminalText } from "@hutch/shared/text";
 import { dispatchDescription, dispatchOf, workerOf, workersOf } from "./dispatch-group.ts";
+import { sessionDescription, sessionTitle } from "./session-name.ts";
 
 export type BoxNode = { type: "box"; box: Box };
 export type SessionNode = { type: "session"; session: SessionView };
@@ -149,7 +150,7 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
     const s = node.session;
     const dispatch = dispatchOf(s);
     const item = new vscode.TreeItem(
-      shown(s.label ?? s.id),
+      shown(sessionTitle(s)),
       dispatch ? vscode.TreeItemCollapsibleState.Expanded : vscode.TreeItemCollapsibleState.None,
     );
     item.id = s.id;
@@ -161,10 +162,14 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
             [...this.sessions.values()].map((n) => n.session),
           ),
         )
-      : `${s.agent} · ${s.activity} · ${s.driver ? `driven by ${shown(s.driver.actor.id)}` : "no driver"}`;
+      : `${shown(sessionDescription(s, Date.now()))} · ${s.activity}${s.driver ? ` · driven by ${shown(s.driver.actor.id)}` : ""}`;
     item.iconPath = icon(ACTIVITY_ICONS[s.activity] ?? ["question"]);
     item.contextValue = `session.${s.state}`;
-    item.tooltip = tooltip(s.label ?? s.id, s.id, `box ${shown(s.boxName)} · ${s.agent} · ${s.activity} · ${count(s.lastSeq, "event")}`);
+    item.tooltip = tooltip(
+      sessionTitle(s),
+      s.id,
+      `box ${shown(s.boxName)} · ${s.agent} · ${s.activity} · ${count(s.lastSeq, "event")} · started ${s.createdAt}${s.first && s.label ? `\n\n${terminalText(s.first)}` : ""}`,
+    );
     item.command = { command: "hutch.session.log.row", title: "Show Log", arguments: [node] };
     return item;
   }

@@ -2,7 +2,7 @@
 // the typed helpers and checked against the registry (tests/fixtures/events.ts),
 // so a renderer that reads a field its kind does not have shows up here.
 import { describe, expect, test } from "bun:test";
-import { render, renderedKinds, type Rendered } from "../src/log/render.ts";
+import { render, renderedKinds, type Output, type Rendered } from "../src/log/render.ts";
 import { eventKinds, Events } from "@hutch/shared";
 import { fixtureEvent as ev } from "../../tests/fixtures/events.ts";
 
@@ -241,4 +241,35 @@ describe("what others wrote is shown escaped", () => {
 
 test("every registered kind has its own rendering (a new kind would otherwise read as JSON)", () => {
   expect(eventKinds().filter((k) => !renderedKinds().includes(k))).toEqual([]);
+});
+
+describe("a terminal's output reads as the text it printed (as the bridge read it), not its size", () => {
+  const out = ev(Events.outputAppended, { chunk: 3, offset: 0, length: 32 });
+  test.each([
+    ["one line", { text: "hello\n" }, { summary: "│ hello" }],
+    [
+      "several lines: the first, and how many more; the whole text as detail",
+      { text: "a\nb\nc\n" },
+      { summary: "│ a  (+2 lines)", detail: "a\nb\nc" },
+    ],
+    ["blank lines are not counted", { text: "\n\nok\n\n" }, { summary: "│ ok" }],
+    ["only cursor movement", { text: "" }, { summary: "output: (no text; cursor or screen control only)", tone: "dim" }],
+    ["cut", { text: "x\ny", cut: true }, { summary: "│ x  (+more)", detail: "x\ny\n… (cut)" }],
+    ["dropped", { text: "", dropped: true }, { summary: "output: 32 bytes, dropped under the session's output cap", tone: "warn" }],
+    // What is left after stripping is still someone else's: escaped like every row.
+    ["controls left in it are escaped", { text: "bell\x07 \u202eevil\n" }, { summary: "│ bell\\x07 \\u202eevil" }],
+  ] as [string, Output, Partial<Rendered>][])("%s", (_, o, want) => {
+    const r = render(out, o);
+    expect(r.summary).toBe(want.summary!);
+    if (want.tone) expect(r.tone).toBe(want.tone);
+    if (want.detail) expect(r.detail).toBe(want.detail);
+    else if (!o.cut) expect(r.detail === undefined || !want.detail).toBe(true);
+  });
+
+  test("without its text (an older bridge), a row says its size; a screen redraw stays a redraw", () => {
+    expect(render(out).summary).toBe("output 32 bytes");
+    expect(render(ev(Events.outputAppended, { chunk: 3, offset: 0, length: 12, snapshot: true }), { text: "x" }).summary).toBe(
+      "output 12 bytes (screen redraw)",
+    );
+  });
 });

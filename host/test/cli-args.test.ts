@@ -195,6 +195,7 @@ describe("completion", () => {
         "desktop",
         "secret",
         "mcp",
+        "acp",
         "ide",
         "completion",
       ],

@@ -1,6 +1,7 @@
 // The bridge's pure parts as tables: anchor → file URI and diagnostic (activity: fold.test.ts).
 import { describe, expect, test } from "bun:test";
-import type { AnchoredAnnotation } from "@hutch/shared";
+import { HutchError, OUTPUT_TEXT_MAX, type AnchoredAnnotation, type SessionEvent } from "@hutch/shared";
+import { outputTexts } from "../src/ide/output.ts";
 import { anchorUri, annotationDiagnostic } from "../src/ide/anchors.ts";
 
 describe("anchorUri", () => {
@@ -49,5 +50,63 @@ describe("annotationDiagnostic", () => {
   test("an anchor outside the workspace, or no workspace: nothing", () => {
     expect(annotationDiagnostic("/p", "ses_x", note("/etc/passwd", 1), "s")).toBeNull();
     expect(annotationDiagnostic(null, "ses_x", note("a.ts", 1), "s")).toBeNull();
+  });
+});
+
+describe("outputTexts: what a log view's output rows printed", () => {
+  const enc = new TextEncoder();
+  const ev = (seq: number, kind: string, data: unknown): SessionEvent => ({
+    session: "ses_x",
+    seq,
+    at: "2026-12-03T00:00:00.000Z",
+    actor: { kind: "system", id: "system" },
+    kind,
+    data,
+  });
+
+  test("each output event's bytes as text, escape sequences stripped; a chunk read once; redraws and other kinds skipped; dropped said", async () => {
+    const chunks: Record<number, Uint8Array> = {
+      0: enc.encode("\x1b[1;32mok\x1b[0m\r\n$ \x1b]0;title\x07"),
+      1: enc.encode("second"),
+    };
+    const asked: string[] = [];
+    const d = {
+      bytes: async (path: string) => {
+        asked.push(path);
+        const n = Number(path.split("/").at(-1));
+        if (n === 2) throw new HutchError("not_found", "dropped", undefined, { dropped: true });
+        return chunks[n]!;
+      },
+    };
+    const out = await outputTexts(d, "ses_x", [
+      ev(1, "output.appended", { chunk: 0, offset: 0, length: chunks[0]!.length }),
+      ev(2, "input.sent", { text: "ls\n" }),
+      ev(3, "output.appended", { chunk: 1, offset: 3, length: 3 }),
+      ev(4, "output.appended", { chunk: 1, offset: 0, length: 3 }),
+      ev(5, "output.appended", { chunk: 0, offset: 0, length: 4, snapshot: true }),
+      ev(6, "output.appended", { chunk: 2, offset: 0, length: 9 }),
+    ]);
+    expect(out).toEqual([
+      { seq: 1, text: "ok\n$ " },
+      { seq: 3, text: "ond" },
+      { seq: 4, text: "sec" },
+      { seq: 6, text: "", dropped: true },
+    ]);
+    expect(asked.length).toBe(3);
+  });
+
+  test("a long output is cut and says so; an error other than a missing chunk is the caller's", async () => {
+    const big = { bytes: async () => enc.encode("y".repeat(OUTPUT_TEXT_MAX + 10)) };
+    const [o] = await outputTexts(big, "ses_x", [ev(1, "output.appended", { chunk: 0, offset: 0, length: OUTPUT_TEXT_MAX + 10 })]);
+    expect(o).toMatchObject({ cut: true });
+    expect(o!.text.length).toBe(OUTPUT_TEXT_MAX);
+    const broken = {
+      bytes: async () => {
+        throw new HutchError("unavailable", "daemon gone");
+      },
+    };
+    await expect(outputTexts(broken, "ses_x", [ev(1, "output.appended", { chunk: 0, offset: 0, length: 1 })])).rejects.toThrow(
+      "daemon gone",
+    );
   });
 });

@@ -53,6 +53,24 @@ describe("session summaries", () => {
     expect(s.anchors).toEqual([{ seq: 4, at: expect.any(String), actor: agent, text: "this loop", anchor: { path: "src/a.ts", line: 3 } }]);
   });
 
+  test("name the session by its first prompt or command, once its line has ended", async () => {
+    const id = seed();
+    const typed = (...keys: string[]) =>
+      sessions.append(
+        id,
+        keys.map((text) => ({ ...fixtureEvent(Events.inputSent, { text }), actor: alice })),
+      );
+    typed("m", "a", "k");
+    expect(((await get(`/v1/sessions/${id}/summary`)).body as SessionSummary).first).toBeUndefined();
+    typed("e", "\r", "l", "s", "\r");
+    expect(((await get(`/v1/sessions/${id}/summary`)).body as SessionSummary).first).toBe("make");
+    const list = (await get("/v1/summaries")).body as SessionSummary[];
+    expect(list.find((x) => x.session.id === id)?.first).toBe("make");
+    const prompt = seed();
+    sessions.append(prompt, turnLog());
+    expect(((await get(`/v1/sessions/${prompt}/summary`)).body as SessionSummary).first).toBe("fix it");
+  });
+
   test("are persisted with their events, not recomputed from the log when read", async () => {
     const id = seed();
     sessions.append(id, turnLog());

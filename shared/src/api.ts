@@ -249,6 +249,8 @@ export const SessionCreateBody = Type.Object(
     label: Type.Optional(Type.String({ maxLength: 256 })),
     /** Run the agent headless with this prompt (its structured stream becomes events) instead of in a terminal. */
     prompt: Type.Optional(Type.String({ minLength: 1, maxLength: 65536 })),
+    /** Headless with no turn yet: the first prompt comes with the first input (an editor's session/new; implied by prompt). */
+    headless: Type.Optional(Type.Boolean()),
     model: Type.Optional(
       Type.String({
         minLength: 1,
@@ -322,6 +324,10 @@ export type DriverBody = Static<typeof DriverBody>;
 /** POST /v1/sessions/:id/input: typed into the session's terminal (or the next headless prompt), driver only. */
 export const SessionInputBody = Type.Object({ text: Type.String({ minLength: 1, maxLength: 65536 }) }, { additionalProperties: false });
 export type SessionInputBody = Static<typeof SessionInputBody>;
+
+/** POST /v1/sessions/:id/interrupt (driver only): whether a headless turn was running and has now ended. */
+export const SessionInterruptResult = Type.Object({ interrupted: Type.Boolean() });
+export type SessionInterruptResult = Static<typeof SessionInterruptResult>;
 
 /** POST /v1/sessions/:id/annotations */
 export const AnnotateBody = Type.Object(

@@ -89,6 +89,13 @@ export const HutchConfig = Type.Object(
   {
     bindings: Type.Optional(Type.Record(BindingName, Binding)),
     snapshots: Type.Optional(SnapshotConfig),
+    /** `hutch acp`: the agent an editor's new session runs when --agent is not given. */
+    acp: Type.Optional(
+      Type.Object(
+        { agent: Type.Optional(Type.Union([Type.Literal("claude"), Type.Literal("codex"), Type.Literal("opencode"), Type.Literal("pi")])) },
+        { additionalProperties: false },
+      ),
+    ),
     broker: Type.Optional(
       Type.Object(
         {

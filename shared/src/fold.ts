@@ -51,6 +51,37 @@ export function foldTurn(t: TurnState, e: Folded): TurnState {
   }
 }
 
+/** The longest first line a summary keeps. */
+export const FIRST_LINE_MAX = 200;
+
+/**
+ * A session's first line of input, from its first inputs in order: how the
+ * sidebar names it. A terminal's input comes a keystroke at a time:
+ * keystrokes are folded in (a backspace takes the last character back,
+ * escape sequences such as arrow keys are dropped) until Enter ends the
+ * line. An input of several characters at once (a headless prompt, a paste,
+ * `session send`) ends it too. `done` says no later input can change it.
+ */
+export function firstLine(inputs: Iterable<string>): { text: string; done: boolean } | undefined {
+  let line = "";
+  let any = false;
+  for (const text of inputs) {
+    any = true;
+    let added = 0;
+    for (const c of text.replace(/\x1b(?:\[[0-?]*[ -/]*[@-~]|O.|.)/g, "")) {
+      if (c === "\r" || c === "\n") {
+        if (line.trim()) return { text: line.slice(0, FIRST_LINE_MAX), done: true };
+      } else if (c === "\x7f" || c === "\b") line = line.slice(0, -1);
+      else if (c >= " ") {
+        line += c;
+        added++;
+      }
+    }
+    if ((added > 1 && line.trim()) || line.length >= FIRST_LINE_MAX) return { text: line.slice(0, FIRST_LINE_MAX), done: true };
+  }
+  return any ? { text: line, done: false } : undefined;
+}
+
 /**
  * What the session is doing. The agent's latest state stands until attention
  * is asked (needs-input; a failed turn stays error) or someone answers with

@@ -9,7 +9,14 @@ import { SessionActivity } from "./summary.ts";
 /** Bumped when a method or notification changes incompatibly; the extension refuses an older bridge. */
 export const IDE_PROTOCOL_VERSION = 1;
 
-export const SessionView = Type.Composite([Session, Type.Object({ activity: SessionActivity })]);
+export const SessionView = Type.Composite([
+  Session,
+  Type.Object({
+    activity: SessionActivity,
+    /** Its first prompt or command (the summary's first line), when known. */
+    first: Type.Optional(Type.String()),
+  }),
+]);
 export type SessionView = Static<typeof SessionView>;
 
 /** The error a failed request carries in its JSON-RPC `data`, as the daemon named it. */
@@ -38,12 +45,30 @@ export type SubscribeResult = Static<typeof SubscribeResult>;
 export const UnsubscribeParams = Type.Object({ subscription: Type.String() });
 export type UnsubscribeParams = Static<typeof UnsubscribeParams>;
 
+/**
+ * What an output.appended event's bytes printed, read by the bridge (the log
+ * view shows what happened, not its size): the text with the terminal's
+ * escape sequences stripped (not yet escaped for display), cut at
+ * OUTPUT_TEXT_MAX characters; or `dropped` when the bytes were dropped under
+ * the session's output cap.
+ */
+export const OutputText = Type.Object({
+  seq: Type.Integer({ minimum: 1 }),
+  text: Type.String(),
+  cut: Type.Optional(Type.Boolean()),
+  dropped: Type.Optional(Type.Boolean()),
+});
+export type OutputText = Static<typeof OutputText>;
+export const OUTPUT_TEXT_MAX = 16384;
+
 /** Events of one subscription, in seq order, batched; `caughtUp` once the replay reached the live end. */
 export const EventsNotification = Type.Object({
   subscription: Type.String(),
   session: Type.String(),
   events: Type.Array(SessionEvent),
   caughtUp: Type.Optional(Type.Integer()),
+  /** The text of the batch's output.appended events (not screen redraws), by seq. */
+  output: Type.Optional(Type.Array(OutputText)),
 });
 export type EventsNotification = Static<typeof EventsNotification>;
 

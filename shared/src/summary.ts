@@ -62,5 +62,7 @@ export const SessionSummary = Type.Object({
   activity: SessionActivity,
   turn: TurnState,
   anchors: Type.Array(AnchoredAnnotation),
+  /** Its first prompt or command (firstLine of its first inputs), as the sidebar names it. */
+  first: Type.Optional(Type.String()),
 });
 export type SessionSummary = Static<typeof SessionSummary>;

@@ -9,6 +9,7 @@ import {
   anchoredAnnotation,
   emptyTurn,
   Events,
+  firstLine,
   foldTurn,
   settled,
   turnOk,
@@ -151,5 +152,24 @@ describe("anchoredAnnotation", () => {
     ["line 0", { kind: "annotation.added", data: { text: "x", anchor: { path: "a.ts", line: 0 } } }],
   ] as [string, Ev][])("%s: none", (_name, e) => {
     expect(anchoredAnnotation(ev(e))).toBeNull();
+  });
+});
+
+describe("firstLine: how the sidebar names a session", () => {
+  test.each([
+    ["a headless prompt", ["fix the tests"], { text: "fix the tests", done: true }],
+    ["`session send` (text and Enter)", ["make test\n", "ls\n"], { text: "make test", done: true }],
+    ["keystrokes until Enter", ["l", "s", " ", "-", "l", "\r", "p", "w", "d", "\r"], { text: "ls -l", done: true }],
+    ["a backspace takes a key back", ["l", "x", "\x7f", "s", "\r"], { text: "ls", done: true }],
+    ["arrow keys and other escapes are dropped", ["\x1b[A", "g", "\x1bOB", "o", "\r"], { text: "go", done: true }],
+    ["Enter on an empty line does not end it", ["\r", "v", "i", "\r"], { text: "vi", done: true }],
+    ["still typing", ["c", "a"], { text: "ca", done: false }],
+  ])("%s", (_, keys, want) => {
+    expect(firstLine(keys)).toEqual(want);
+  });
+
+  test("no input: none; a long line is cut and final", () => {
+    expect(firstLine([])).toBeUndefined();
+    expect(firstLine(["x".repeat(500)])).toEqual({ text: "x".repeat(200), done: true });
   });
 });

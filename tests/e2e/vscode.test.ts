@@ -46,6 +46,8 @@ test("the extension in VS Code: sidebar, live log, annotations, attach, and bad 
     "an annotation from the CLI appears in the log",
     "shows the diagnostic on it",
     "attach shows the shell prompt",
+    "named by its first command, agent and age, with no id",
+    "log view shows the text a command printed",
     "100,000 events: loaded in",
     "anchor in the log opens its file at its line",
     "closes its log view with a message",

@@ -107,7 +107,7 @@ class LogPanel {
   post(n: EventsNotification): void {
     const last = n.events[n.events.length - 1];
     if (last) this.next = last.seq + 1;
-    void this.panel.webview.postMessage({ type: "events", events: n.events, caughtUp: n.caughtUp });
+    void this.panel.webview.postMessage({ type: "events", events: n.events, caughtUp: n.caughtUp, output: n.output });
   }
 
   async subscribe(): Promise<void> {

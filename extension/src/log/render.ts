@@ -134,9 +134,37 @@ function renderKnown<K extends EventKind>(kind: K, data: EventData<K>): Rendered
   return renderers[kind]?.(data);
 }
 
-/** An event as the live log shows it: the summary on one line, the detail, both escaped. The anchor is the path as logged (to open it). */
-export function render(e: { kind: string; data: unknown }): Rendered {
-  const r = unescaped(e);
+/** What an output event printed, as the bridge read it (OutputText without its seq). */
+export interface Output {
+  text: string;
+  cut?: boolean;
+  dropped?: boolean;
+}
+
+/**
+ * A terminal's output as a row: its first line as the summary (how many more
+ * follow), the whole text as the detail; escape sequences were stripped by
+ * the bridge, and what is left is escaped with the rest of the row.
+ */
+export function outputRow(o: Output, bytes: number): Rendered {
+  if (o.dropped) return { summary: `output: ${count(bytes, "byte")}, dropped under the session's output cap`, tone: "warn" };
+  const lines = o.text.replace(/\n+$/, "").split("\n");
+  const shown = lines.filter((l) => l.trim() !== "");
+  if (shown.length === 0) return { summary: "output: (no text; cursor or screen control only)", tone: "dim" };
+  const more = shown.length - 1 + (o.cut ? 1 : 0);
+  return {
+    summary: `│ ${shown[0]!.trimEnd()}${more > 0 ? `  (+${o.cut ? "more" : count(more, "line")})` : ""}`,
+    ...(lines.length > 1 || o.cut ? { detail: `${o.text.replace(/\n+$/, "")}${o.cut ? "\n… (cut)" : ""}` } : {}),
+  };
+}
+
+/**
+ * An event as the live log shows it: the summary on one line, the detail, both
+ * escaped. The anchor is the path as logged (to open it). An output event
+ * reads as what it printed when its text came with it, else as its size.
+ */
+export function render(e: { kind: string; data: unknown }, output?: Output): Rendered {
+  const r = output && isEvent(e) && e.kind === "output.appended" && !e.data.snapshot ? outputRow(output, e.data.length) : unescaped(e);
   return {
     ...r,
     summary: terminalText(r.summary, { oneLine: true }),

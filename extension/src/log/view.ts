@@ -2,7 +2,7 @@
 // only the rows in view (so 100,000 events scroll like 100), follows the tail
 // while you are at the bottom, filters by kind family and actor.
 import { terminalText } from "@hutch/shared/text";
-import { render } from "./render.ts";
+import { render, type Output } from "./render.ts";
 
 interface Ev {
   seq: number;
@@ -11,7 +11,7 @@ interface Ev {
   kind: string;
   data: unknown;
 }
-type FromHost = { type: "events"; events: Ev[]; caughtUp?: number };
+type FromHost = { type: "events"; events: Ev[]; caughtUp?: number; output?: (Output & { seq: number })[] };
 declare function acquireVsCodeApi(): { postMessage(m: unknown): void };
 
 const vscode = acquireVsCodeApi();
@@ -25,6 +25,8 @@ const actorSel = document.getElementById("actor") as HTMLSelectElement;
 const count = document.getElementById("count")!;
 
 const events: Ev[] = [];
+/** What each output event printed, by seq (the bridge reads it with the batch). */
+const outputs = new Map<number, Output>();
 const families = new Set<string>();
 const actors = new Set<string>();
 const expanded = new Map<number, number>(); // event index → measured height
@@ -96,7 +98,7 @@ function rowAt(y: number): number {
 
 function rowElement(index: number, top: number): HTMLElement {
   const e = events[index]!;
-  const r = render(e);
+  const r = render(e, outputs.get(e.seq));
   const row = document.createElement("div");
   row.className = `row ${r.tone ?? ""}`;
   row.style.top = `${top}px`;
@@ -181,6 +183,8 @@ window.addEventListener("resize", schedule);
 kindSel.onchange = refilter;
 actorSel.onchange = refilter;
 window.addEventListener("message", (m: MessageEvent<FromHost>) => {
-  if (m.data.type === "events") append(m.data.events);
+  if (m.data.type !== "events") return;
+  for (const o of m.data.output ?? []) outputs.set(o.seq, o);
+  append(m.data.events);
 });
 vscode.postMessage({ type: "ready" });

@@ -150,6 +150,11 @@ export const ROOT: Command = {
       load: () => import("./mcp.ts").then((m) => m.mcp),
     },
     {
+      command: "acp",
+      describe: "an Agent Client Protocol agent on stdin/stdout: editors (Zed, JetBrains, Neovim) run agent sessions in boxes",
+      load: () => import("./acp.ts").then((m) => m.acp),
+    },
+    {
       command: "ide",
       describe: "the IDE bridge: JSON-RPC with LSP framing on stdin/stdout (the VS Code extension starts it)",
       load: () => import("./ide.ts").then((m) => m.ide),

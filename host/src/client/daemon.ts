@@ -72,8 +72,9 @@ async function remoteTransport(): Promise<Transport | null> {
 }
 
 /** A client of a remote daemon: never started from here; a request that fails says so. */
-async function connectRemote(home: string, t: Transport, opts: { start?: boolean; kind?: string }): Promise<DaemonClient> {
-  const client = makeClient(home, t, async () => {}, opts.kind);
+async function connectRemote(home: string, t: Transport, opts: { start?: boolean; kind?: string; name?: string }): Promise<DaemonClient> {
+  // The client's name goes to a remote too (`hutch mcp` and `hutch acp` name their client: the actor's `:name`).
+  const client = makeClient(home, t, async () => {}, opts.kind, opts.name);
   if (opts.start === false) return client;
   // One round trip proves the address, the pin and the token before the verb starts its work.
   await client.request("GET", "/v1/whoami");

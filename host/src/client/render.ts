@@ -3,27 +3,14 @@
 // agent, the box) and goes through terminalText before it reaches this
 // terminal; what the log stores is left as it was sent.
 import { HutchError, isEvent, type SessionEvent } from "@hutch/shared";
-import { count, terminalJson, terminalText } from "@hutch/shared/text";
+import { count, stripTerminal, terminalJson, terminalText } from "@hutch/shared/text";
 import type { DaemonClient } from "./daemon.ts";
 
 /** A field that must stay on its line: a newline in it could forge a line of someone else's. */
 const one = (s: string) => terminalText(s, { oneLine: true });
 const time = (at: string) => one(at.slice(11, 19));
-/**
- * A box's terminal output as text: the sequences programs print to colour and
- * move the cursor (CSI; OSC, DCS, APC, PM and SOS strings; two-character ESC
- * sequences, in their 7- and 8-bit forms) are dropped, a carriage return
- * (alone or before a newline) is a newline, so nothing printed can hide
- * behind what overwrote it, and whatever else is a control is escaped.
- */
-export const plain = (s: string) =>
-  terminalText(
-    s
-      .replace(/(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]/g, "")
-      .replace(/(?:\x1b[\]P_^X]|[\x9d\x90\x9f\x9e\x98])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)/g, "")
-      .replace(/\x1b[ -/]*[0-~]/g, "")
-      .replace(/\r*\n|\r+/g, "\n"),
-  );
+/** A box's terminal output as text (stripTerminal), with whatever else is a control escaped. */
+export const plain = (s: string) => terminalText(stripTerminal(s));
 
 export async function renderEvent(d: DaemonClient, e: SessionEvent): Promise<string> {
   const head = `#${e.seq} ${time(e.at)} ${one(e.actor.id)}`;

@@ -33,6 +33,7 @@ import { waitingClient, type DaemonClient } from "../client/daemon.ts";
 import { Feed } from "./feed.ts";
 import { DiagnosticsStore } from "./diagnostics.ts";
 import { SessionWatchers } from "./watchers.ts";
+import { outputTexts } from "./output.ts";
 import { ClientSubscriptions } from "./subscriptions.ts";
 import { SessionTails } from "./tails.ts";
 import { log } from "../log.ts";
@@ -88,7 +89,14 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
     (session) => changed({ type: "session", session }),
   );
   const subs = new ClientSubscriptions(tails, {
-    events: (n) => conn.sendNotification(IdeNotifications.events, n),
+    events: async (n) => {
+      // The text each output event printed goes with it; a chunk that cannot be read now leaves the row as its size.
+      const output = await outputTexts(daemon, n.session, n.events).catch((err) => {
+        logger.warn("reading output for a log view failed", { session: n.session, error: String(err) });
+        return [];
+      });
+      await conn.sendNotification(IdeNotifications.events, output.length ? { ...n, output } : n);
+    },
     ended: (n) => void conn.sendNotification(IdeNotifications.subscriptionEnded, n),
   });
 

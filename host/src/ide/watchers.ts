@@ -7,8 +7,10 @@
 import {
   activityOf,
   anchoredAnnotation,
+  Events,
   foldTurn,
   HutchError,
+  read,
   type AnchoredAnnotation,
   type Session,
   type SessionSummary,
@@ -25,6 +27,8 @@ interface Watched {
   turn: TurnState;
   /** The last seq folded into turn. */
   at: number;
+  /** Its first prompt or command, from its summary. */
+  first?: string;
   /** Stops the tail, while the session is open. */
   stop?: () => void;
 }
@@ -72,19 +76,20 @@ export class SessionWatchers {
 
   private view(w: Watched): SessionView {
     const activity = w.session.state === "closed" ? "closed" : activityOf(w.turn);
-    return { ...w.session, lastSeq: Math.max(w.session.lastSeq, w.at), activity };
+    return { ...w.session, lastSeq: Math.max(w.session.lastSeq, w.at), activity, ...(w.first ? { first: w.first } : {}) };
   }
 
   private load(s: SessionSummary): void {
     const id = s.session.id;
     let w = this.watched.get(id);
     if (!w) {
-      w = { session: s.session, turn: s.turn, at: s.session.lastSeq };
+      w = { session: s.session, turn: s.turn, at: s.session.lastSeq, ...(s.first ? { first: s.first } : {}) };
       this.watched.set(id, w);
     } else if (s.session.lastSeq >= w.at) {
       // Summaries can arrive out of order: only a newer one replaces what the tail folded.
       w.session = s.session;
       w.turn = s.turn;
+      if (s.first) w.first = s.first;
       w.at = s.session.lastSeq;
     }
     for (const a of s.anchors) this.publish(w, a);
@@ -107,6 +112,13 @@ export class SessionWatchers {
         const a = anchoredAnnotation(e);
         if (a) this.publish(w, a);
         if (activityOf(w.turn) !== before) this.changed(this.view(w));
+        // The sidebar names a session by its first line: until it has one, an input may give it one.
+        const typed = read(e, Events.inputSent)?.text;
+        if (!w.first && typed && (typed.length > 1 || /[\r\n]/.test(typed)))
+          void this.refresh(id).then(
+            (v) => v && this.changed(v),
+            () => undefined,
+          );
       },
       // A session that disappears (or that we may no longer see) stops being watched.
       ended: () => this.forget(id),

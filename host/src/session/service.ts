@@ -16,6 +16,7 @@ import {
   type SessionCreateBody,
   type SessionForkBody,
   type SessionForkResult,
+  type SessionInterruptResult,
   type SessionSummary,
   type TypedEvent,
 } from "@hutch/shared";
@@ -214,7 +215,7 @@ export class SessionService {
           null,
           actorUser(actor),
         );
-    const headless = body.prompt !== undefined;
+    const headless = body.prompt !== undefined || body.headless === true;
     // A headless session has no terminal (argv []); an agent's terminal argv is settled when it opens (Recorder's spawn hook).
     const argv = headless ? [] : (body.argv ?? (agent.name === "shell" ? ["bash", "-l"] : [agent.name]));
     const id = newId("ses");
@@ -235,7 +236,7 @@ export class SessionService {
     if (body.prompt !== undefined) {
       this.append(id, [{ ...emit(Events.inputSent, { text: body.prompt }), actor }]);
       this.startTurn(this.store.get(id)!, agent, body.prompt, false, body.model);
-    } else {
+    } else if (!headless) {
       await this.recorder.ensurePty(this.store.get(id)!, { cols: body.cols ?? 80, rows: body.rows ?? 24 });
     }
     logger.info("session created", { session: id, box: box.name, agent: agent.name, headless });
@@ -360,13 +361,34 @@ export class SessionService {
         `wait for it: hutch session wait ${id} --idle`,
       );
     }
+    // A session made headless with no prompt (an editor's) has had no turn before its first input.
+    const resume = this.summaries.turn(id).input > 0;
     const [seq] = this.commit(id, [{ ...emit(Events.inputSent, { text }), actor, ...(key ? { idempotencyKey: key } : {}) }]);
     if (seq!.fresh) {
       // A follow-up prompt continues the conversation the session's earlier turns had.
-      if (headless) this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""), true);
+      if (headless) this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""), resume);
       else await this.recorder.write(row, new TextEncoder().encode(text));
     }
     return seq!.seq;
+  }
+
+  /**
+   * The driver stops the agent's turn (an editor's Stop, ACP's
+   * session/cancel): a headless turn's agent gets its harness's stop signal
+   * (then a kill after the grace period), and this returns once the turn has
+   * ended in the log, so what the caller reads next includes how it ended.
+   * Nothing running is not an error: `interrupted` says whether there was.
+   */
+  async interrupt(id: string, actor: Actor): Promise<SessionInterruptResult> {
+    const row = this.drivable(id, actor);
+    this.requireOpen(row);
+    this.driver.require(row, actor);
+    const turn = this.turns.get(id);
+    if (!turn) return { interrupted: false };
+    logger.info("turn interrupted", { session: id, by: actor.id });
+    turn.stop.abort();
+    await turn.done;
+    return { interrupted: true };
   }
 
   /**

@@ -10,6 +10,7 @@ import {
   activityOf,
   anchoredAnnotation,
   emptyTurn,
+  firstLine,
   foldTurn,
   SUMMARY_ANCHORS,
   TURN_KINDS,
@@ -22,11 +23,15 @@ import type { NewEvent, SessionLog, SummaryTable } from "../store/types.ts";
 
 const TURN = new Set(TURN_KINDS);
 const FOLDED_KINDS = [...TURN_KINDS, "annotation.added"];
+/** How far into a log its first line is looked for (a shell's first command is in its first few hundred events, echo and all). */
+const FIRST_SCAN = 500;
 
 export class SessionSummaries {
   private readonly store: SummaryTable;
+  /** Each session's first line, once it can no longer change. */
+  private readonly firsts = new Map<string, string | null>();
 
-  constructor(sessions: SessionLog) {
+  constructor(private readonly sessions: SessionLog) {
     this.store = sessions.summaries;
     sessions.onStored((id, seq, at, e) => this.fold(id, seq, at, e));
   }
@@ -43,7 +48,32 @@ export class SessionSummaries {
       .anchors(session.id, SUMMARY_ANCHORS)
       .map((r) => anchoredAnnotation({ ...r, kind: "annotation.added" }))
       .filter((a): a is AnchoredAnnotation => a !== null);
-    return { session, activity: activityOf(turn), turn, anchors };
+    const first = this.first(session.id);
+    return { session, activity: activityOf(turn), turn, anchors, ...(first ? { first } : {}) };
+  }
+
+  /**
+   * The session's first prompt or command (shared's firstLine over its first
+   * inputs), read from the start of its log, not folded: it is a function of
+   * the first events, and a fold must not depend on the order it sees them in.
+   * Given, and kept, once final: its line ended, or the log is past where it is looked for.
+   */
+  private first(sessionId: string): string | undefined {
+    const known = this.firsts.get(sessionId);
+    if (known !== undefined) return known ?? undefined;
+    const page = this.sessions.readText(sessionId, 1, FIRST_SCAN, "\n");
+    const inputs = page.text
+      .split("\n")
+      .filter((l) => l.includes('"input.sent"'))
+      .map((l) => JSON.parse(l) as { kind: string; data: { text?: unknown } })
+      .filter((e) => e.kind === "input.sent" && typeof e.data?.text === "string")
+      .map((e) => e.data.text as string);
+    const line = firstLine(inputs);
+    // A line still being typed is not a name yet.
+    const final = line?.done || page.count >= FIRST_SCAN;
+    const text = (final && line?.text.trim()) || null;
+    if (final) this.firsts.set(sessionId, text);
+    return text ?? undefined;
   }
 
   private fold(sessionId: string, seq: number, at: string, e: NewEvent): void {

@@ -50,3 +50,19 @@ export function terminalJson(value: unknown, space?: number): string {
     (c) => `\\u${hex(c.charCodeAt(0), 4)}`,
   );
 }
+
+/**
+ * A terminal's output as the text it printed: the sequences programs print
+ * to colour and move the cursor (CSI; OSC, DCS, APC, PM and SOS strings;
+ * two-character ESC sequences, in their 7- and 8-bit forms) are dropped, and
+ * a carriage return (alone or before a newline) is a newline, so nothing
+ * printed can hide behind what overwrote it. Other controls stay: pass the
+ * result through terminalText (or a renderer that does) before showing it.
+ */
+export function stripTerminal(s: string): string {
+  return s
+    .replace(/(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]/g, "")
+    .replace(/(?:\x1b[\]P_^X]|[\x9d\x90\x9f\x9e\x98])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)/g, "")
+    .replace(/\x1b[ -/]*[0-~]/g, "")
+    .replace(/\r*\n|\r+/g, "\n");
+}

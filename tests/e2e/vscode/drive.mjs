@@ -167,6 +167,39 @@ await drive(browser, page, async () => {
     .waitFor();
   ok("an annotation's anchor in the log opens its file at its line");
 
+  // A shell session with no label: the sidebar names it by the command typed first, with no raw id, and its
+  // log shows the text the command printed (not "output N bytes"). The printed line differs from the typed
+  // one ($((6*7)) is 42 only once the shell ran it), so it cannot be the echo of the input.
+  const shell = await hutch("run", "e2e-box", "--detach");
+  await hutch("session", "driver", "acquire", shell);
+  await hutch("session", "send", shell, "echo printed-$((6*7))-here");
+  await hutch("session", "driver", "release", shell);
+  const shellRow = row("echo printed-$((6*7))-here");
+  await shellRow.waitFor();
+  const shown = norm(await shellRow.textContent());
+  if (/ses_/.test(shown)) throw new Error(`the sidebar row shows a raw session id: "${shown}"`);
+  if (!/shell/.test(shown)) throw new Error(`the sidebar row does not name its agent: "${shown}"`);
+  ok(`a shell session's row is named by its first command, agent and age, with no id: "${shown.trim()}"`);
+  await shellRow.hover();
+  await shellRow.locator('.actions .action-label[aria-label^="Show Log"]').click();
+  // The printed line is a row's first line, or in the rest of its text (unfold it): either way, text.
+  const outputRows = logFrame().locator('.row[data-kind="output.appended"]');
+  const printed = logFrame().locator('.row[data-kind="output.appended"]', { hasText: "printed-42-here" });
+  await outputRows.first().waitFor();
+  for (let i = 0; i < 20 && (await printed.count()) === 0; i++) {
+    const folded = logFrame().locator('.row[data-kind="output.appended"] .toggle', { hasText: "▸" });
+    if (await folded.count()) await folded.first().click();
+    else await page.waitForTimeout(250);
+  }
+  await printed.first().waitFor();
+  if (
+    await logFrame()
+      .locator('.row[data-kind="output.appended"]', { hasText: /output \d+ bytes?$/ })
+      .count()
+  )
+    throw new Error("an output row still shows its size instead of its text");
+  ok("a shell session's log view shows the text a command printed");
+
   const big = await hutch("run", "e2e-box", "--detach", "--label", "big-log");
   for (let i = 0; i < 100; i++) {
     await api("POST", `/v1/sessions/${big}/events`, {

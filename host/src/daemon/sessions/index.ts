@@ -86,6 +86,11 @@ export function sessionsController(
         detail: { summary: "Type into the session's terminal (driver only)" },
       },
     )
+    .post("/sessions/:id/interrupt", ({ params, actor }) => sessions.interrupt(params.id, actor), {
+      params: SessionModel.id,
+      response: SessionModel.interrupted,
+      detail: { summary: "Stop the agent's turn (driver only); answers once the turn has ended in the log" },
+    })
     .post(
       "/sessions/:id/annotations",
       ({ params, body, headers, actor }) => ({

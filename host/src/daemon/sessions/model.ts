@@ -13,6 +13,7 @@ import {
   SessionForkBody,
   SessionForkResult,
   SessionInputBody,
+  SessionInterruptResult,
   IdempotencyHeaders,
 } from "@hutch/shared";
 
@@ -31,6 +32,7 @@ export const SessionModel = {
   eventsPage: EventsPage,
   append: EventAppendBody,
   input: SessionInputBody,
+  interrupted: SessionInterruptResult,
   annotate: AnnotateBody,
   idem: IdempotencyHeaders,
   driver: DriverBody,
