@@ -22,6 +22,7 @@ import { AuthService } from "../auth/service.ts";
 import { daemonUser } from "./actor.ts";
 import { DispatchService } from "../dispatch/service.ts";
 import { log } from "../log.ts";
+import { ApprovalService } from "../approval/service.ts";
 
 const logger = log.create({ service: "daemon" });
 
@@ -38,6 +39,7 @@ export interface Services {
   snapshots: SnapshotService;
   auth: AuthService;
   dispatches: DispatchService;
+  approvals: ApprovalService;
 }
 
 export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
@@ -87,5 +89,6 @@ export async function createServices(home: string, db: Database, engines: Record
     },
   };
   const dispatches = new DispatchService({ home, boxes, sessions, store: sessionStore, snapshots });
-  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches };
+  const approvals = new ApprovalService(sessions, sessionStore, (id) => boxes.byId(id)?.name ?? id);
+  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals };
 }
