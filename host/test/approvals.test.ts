@@ -40,7 +40,7 @@ describe("asking and answering", () => {
     const decided = await call("POST", `/v1/approvals/${id}`, "alice", { decision: "allow_once", reason: "looks right" });
     expect(decided.status).toBe(200);
     expect(decided.body).toMatchObject({ state: "allow_once", decidedBy: { kind: "user", id: "alice" } });
-    expect(await answer).toEqual({ id, decision: "allow_once", reason: "looks right" });
+    expect(await answer).toEqual({ id, decision: "allow_once", by: { kind: "user", id: "alice" }, reason: "looks right" });
     const events = logOf(newest).filter((e) => e.kind.startsWith("approval."));
     expect(events.map((e) => [e.kind, e.actor.id])).toEqual([
       ["approval.requested", "hutchd"],
@@ -56,7 +56,7 @@ describe("asking and answering", () => {
     seedSession(store, { owner: "alice", box: "box_b" });
     const { id, answer } = approvals.ask({ kind: "egress", boxId: "box_b", summary: "CONNECT x:443", digest: digest("b") });
     expect((await call("POST", `/v1/approvals/${id}`, "alice", { decision: "reject_once", reason: "not that one" })).status).toBe(200);
-    expect(await answer).toEqual({ id, decision: "reject_once", reason: "not that one" });
+    expect(await answer).toEqual({ id, decision: "reject_once", by: { kind: "user", id: "alice" }, reason: "not that one" });
   });
 
   test("another user neither sees nor decides it; a read-only share sees it and may not decide", async () => {

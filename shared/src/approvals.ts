@@ -44,6 +44,7 @@ export const Approval = Type.Object({
   session: Type.String(),
   summary: Type.String({ maxLength: APPROVAL_SUMMARY_MAX }),
   digest: ApprovalDigest,
+  target: Type.Optional(Type.String({ maxLength: 300 })),
   requestedAt: Type.String(),
   expiresAt: Type.String(),
   /** pending until decided or expired. */

@@ -243,6 +243,8 @@ export const Events = {
       summary: Text(APPROVAL_SUMMARY_MAX),
       /** Of exactly what would be done (host/src/approval/README.md says what goes in for each kind). */
       digest: ApprovalDigest,
+      /** What it is about, for its source to act on (egress: the host:port that allow_always adds to the box's policy). */
+      target: Type.Optional(Text(300)),
       expiresAt: Type.String({ minLength: 1, maxLength: 64 }),
     }),
   ),

@@ -8,7 +8,6 @@
 //
 // A grant is bound to the digest it was asked with and used once: `take`
 // hands it to the first request with that digest and never again.
-import { createHash } from "node:crypto";
 import {
   APPROVAL_REASON_MAX,
   APPROVAL_SUMMARY_MAX,
@@ -29,6 +28,8 @@ import { SYSTEM } from "../session/actors.ts";
 import { Listeners } from "../listeners.ts";
 import { log } from "../log.ts";
 
+export { digestOf } from "./digest.ts";
+
 const logger = log.create({ service: "approvals" });
 
 /** How long a request waits for a person when its box names no time of its own. */
@@ -44,11 +45,15 @@ export interface ApprovalAsk {
   summary: string;
   /** digestOf(...) of exactly what would be done. */
   digest: string;
+  /** What it is about, for the source to act on later (egress: host:port). */
+  target?: string;
 }
 
 export interface ApprovalAnswer {
   id: string;
   decision: ApprovalOutcome;
+  /** Who decided (the daemon for an expiry). */
+  by: Actor;
   reason?: string;
 }
 
@@ -61,17 +66,6 @@ interface Entry {
   timer?: ReturnType<typeof setTimeout>;
   /** A grant handed to a request already (allow_once is good for one). */
   used: boolean;
-}
-
-/** The sha256 of parts, each length-prefixed so no two different lists join to the same bytes. */
-export function digestOf(parts: (string | Uint8Array)[]): string {
-  const h = createHash("sha256");
-  for (const p of parts) {
-    const bytes = typeof p === "string" ? new TextEncoder().encode(p) : p;
-    h.update(`${bytes.length}:`);
-    h.update(bytes);
-  }
-  return `sha256:${h.digest("hex")}`;
 }
 
 const granted = (s: Approval["state"]) => s === "allow_once" || s === "allow_always";
@@ -112,6 +106,7 @@ export class ApprovalService {
       session: session.id,
       summary: req.summary.slice(0, APPROVAL_SUMMARY_MAX),
       digest: req.digest,
+      ...(req.target ? { target: req.target.slice(0, 300) } : {}),
       requestedAt: new Date(now).toISOString(),
       expiresAt: new Date(now + ttl).toISOString(),
       state: "pending",
@@ -126,6 +121,7 @@ export class ApprovalService {
           session: session.id,
           summary: approval.summary,
           digest: approval.digest,
+          ...(approval.target ? { target: approval.target } : {}),
           expiresAt: approval.expiresAt,
         }),
         actor: SYSTEM,
@@ -140,7 +136,7 @@ export class ApprovalService {
   /** The answer to an approval, now if it has one. */
   wait(id: string): Promise<ApprovalAnswer> {
     const e = this.entries.get(id);
-    if (!e) return Promise.resolve({ id, decision: "expired", reason: "no such approval" });
+    if (!e) return Promise.resolve({ id, decision: "expired", by: SYSTEM, reason: "no such approval" });
     if (e.approval.state !== "pending") return Promise.resolve(answerOf(e.approval));
     return new Promise((resolve) => e.waiters.push(resolve));
   }
@@ -269,6 +265,7 @@ export class ApprovalService {
           session: row.id,
           summary: r.summary,
           digest: r.digest,
+          ...(r.target ? { target: r.target } : {}),
           requestedAt: e.at,
           expiresAt: r.expiresAt,
           state: d ? d.decision : "pending",
@@ -323,5 +320,5 @@ export class ApprovalService {
 }
 
 function answerOf(a: Approval): ApprovalAnswer {
-  return { id: a.id, decision: a.state as ApprovalOutcome, ...(a.reason ? { reason: a.reason } : {}) };
+  return { id: a.id, decision: a.state as ApprovalOutcome, by: a.decidedBy ?? SYSTEM, ...(a.reason ? { reason: a.reason } : {}) };
 }

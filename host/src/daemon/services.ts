@@ -90,5 +90,12 @@ export async function createServices(home: string, db: Database, engines: Record
   };
   const dispatches = new DispatchService({ home, boxes, sessions, store: sessionStore, snapshots });
   const approvals = new ApprovalService(sessions, sessionStore, (id) => boxes.byId(id)?.name ?? id);
+  approvals.ttlOf = (boxId) => broker.policy(boxId).approvalTimeoutMs;
+  broker.approvals = approvals;
+  broker.boxActor = (boxId) => ({ kind: "agent", id: `${auth.owner(boxId)}/box:${boxes.byId(boxId)?.name ?? boxId}`.slice(0, 128) });
+  // allow_always on a host the policy did not list adds it, so it holds for every later connection (and after a restart).
+  approvals.decided.add((a) => {
+    if (a.kind === "egress" && a.state === "allow_always" && a.target) broker.changePolicy(a.box, { allow: [a.target] });
+  });
   return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals };
 }
