@@ -50,7 +50,7 @@ beforeAll(async () => {
           env: { GH_URL: "{url}", GH_TOKEN: "{stub}" },
         },
       },
-      broker: { pins: { localhost: "127.0.0.1" } },
+      broker: { pins: { "echo.test": "127.0.0.1", "late.test": "127.0.0.1" } },
     }),
   );
   expect((await h.run(["secret", "set", "gh"], { stdin: SECRET })).code).toBe(0);
@@ -187,4 +187,56 @@ describe("credentialed requests", () => {
     for (const d of decided) expect(d.actor).toMatchObject({ kind: "user" });
     expect(JSON.stringify(events)).not.toContain(SECRET);
   });
+});
+
+describe("egress ask", () => {
+  /** curl in the box through the broker's CONNECT to a host on loopback (the certificate is the test CA's: -k, the tunnel is what is tested). */
+  const fetchIn = (host: string) =>
+    h.run(["exec", "ap", "--", "sh", "-c", `curl -sS -k --max-time 60 https://${host}:${tlsEcho.port}/ 2>&1; echo "exit=$?"`]);
+
+  test("a connection to an unlisted host waits; allow_once lets that one through and the next asks again", async () => {
+    const set = await h.run(["box", "policy", "ap", "--unlisted", "ask", "--json"]);
+    expect(set.code, set.stderr).toBe(0);
+    expect(JSON.parse(set.stdout)).toMatchObject({ unlisted: "ask" });
+    const first = fetchIn("echo.test");
+    const a = await next();
+    expect(a).toMatchObject({ kind: "egress", target: `echo.test:${tlsEcho.port}` });
+    expect(a.summary).toContain(`echo.test:${tlsEcho.port}`);
+    expect((await h.run(["approve", a.id])).code).toBe(0);
+    const r = await first;
+    expect(r.stdout).toContain("echo says hi");
+    expect(r.stdout).toContain("exit=0");
+    const second = fetchIn("echo.test");
+    const b = await next(new Set([a.id]));
+    expect((await h.run(["deny", b.id, "--reason", "enough"])).code).toBe(0);
+    const refused = await second;
+    expect(refused.stdout).not.toContain("echo says hi");
+    expect(refused.stdout).toContain("403");
+    const policy = JSON.parse((await h.run(["box", "policy", "ap", "--json"])).stdout) as { allow: string[] };
+    expect(policy.allow).not.toContain(`echo.test:${tlsEcho.port}`);
+  }, 90_000);
+
+  test("allow_always adds the host to box policy, and the next connection goes without asking", async () => {
+    const first = fetchIn("echo.test");
+    const a = await next();
+    expect((await h.run(["approve", a.id, "--always"])).code).toBe(0);
+    expect((await first).stdout).toContain("echo says hi");
+    const policy = JSON.parse((await h.run(["box", "policy", "ap", "--json"])).stdout) as { allow: string[] };
+    expect(policy.allow).toContain(`echo.test:${tlsEcho.port}`);
+    const again = await fetchIn("echo.test");
+    expect(again.stdout).toContain("echo says hi");
+    expect(await pending()).toEqual([]);
+  }, 90_000);
+
+  test("an approval nobody answers expires (the box's own wait), and the connection is refused with a clear message", async () => {
+    expect((await h.run(["box", "policy", "ap", "--approval-timeout", "2s"])).code).toBe(0);
+    const r = await fetchIn("late.test");
+    expect(r.stdout).toContain("403");
+    expect(r.stdout).not.toContain("exit=0");
+    const denied = JSON.parse((await h.run(["box", "egress", "ap", "--json"])).stdout) as { host: string; reason?: string }[];
+    const last = denied.filter((d) => d.host === "late.test").at(-1);
+    expect(last?.reason).toMatch(/approval apr_[0-9a-z]{20} expired: nobody answered in time; ask the user to watch hutch approvals/);
+    const expired = (await log()).filter((e) => e.kind === "approval.decided" && (e.data as { decision: string }).decision === "expired");
+    expect(expired.map((e) => e.actor.kind)).toEqual(["system"]);
+  }, 90_000);
 });

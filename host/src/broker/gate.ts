@@ -188,7 +188,14 @@ export class Gate {
     let address: string;
     try {
       if (!target) throw new HttpError(400, `CONNECT target ${JSON.stringify(head.target.slice(0, 80))} is not host:port`);
-      const rule = allowedBy(this.ctx.policy().allow, target.host, target.port);
+      const policy = this.ctx.policy();
+      let rule = allowedBy(policy.allow, target.host, target.port);
+      if (rule !== "ok" && policy.unlisted === "ask" && this.ctx.approvals) {
+        const verdict = await this.askEgress(reader, target, facts);
+        if (!verdict) return conn.end();
+        if (!verdict.allow) throw new HttpError(verdict.status, verdict.message);
+        rule = "ok";
+      }
       if (rule === "host-other-port")
         throw new HttpError(
           403,
@@ -251,6 +258,29 @@ export class Gate {
     };
     conn.onClose(done);
     upstream.onClose(done);
+  }
+
+  /**
+   * A host the allowlist does not name, on a box whose policy asks: held
+   * until a person answers. The digest is the host and port, so allow_always
+   * (which also adds it to the policy) and reject_always hold for that
+   * destination; allow_once lets this one connection through.
+   */
+  private askEgress(
+    reader: SocketReader,
+    target: { host: string; port: number },
+    facts: { host: string; port: number },
+  ): Promise<Verdict | null> {
+    const where = target.port === 443 ? target.host : `${target.host}:${target.port}`;
+    const summary = `a connection to ${where}, which this box's allowlist does not name (CONNECT, not intercepted)`;
+    return this.ctx.approvals!.ask(
+      "egress",
+      summary,
+      digestOf(["egress", facts.host, String(facts.port)]),
+      undefined,
+      reader.gone(),
+      where,
+    );
   }
 
   /** The tunnel's bytes from here on are copied by the kernel (splice.ts); the decision is recorded when it ends. */

@@ -243,9 +243,11 @@ export class BrokerService {
       ...(change.unlisted ? { unlisted: change.unlisted } : {}),
       ...(change.approvalTimeoutMs ? { approvalTimeoutMs: change.approvalTimeoutMs } : {}),
     });
-    // Processes started from now on get the new bindings' environment.
+    // Processes started from now on get the new bindings' environment. Only the bindings change it: re-announcing
+    // the listener for an allowlist change would cut the connections it holds (an egress approval's among them).
     const r = this.running.get(boxId);
-    if (r) this.openListener(boxId, r);
+    const rebound = next.bindings.length !== row.bindings.length || next.bindings.some((b, i) => b !== row.bindings[i]);
+    if (r && rebound) this.openListener(boxId, r);
     return this.policy(boxId);
   }
 
