@@ -240,3 +240,49 @@ describe("egress ask", () => {
     expect(expired.map((e) => e.actor.kind)).toEqual(["system"]);
   }, 90_000);
 });
+
+describe("a daemon SIGKILL between request and decision", () => {
+  test("the pending approval survives the restart and can still be decided; the box's retry sends it once; each is logged once", async () => {
+    // Back to a wait longer than the restart (the expiry test above made it 2 s).
+    expect((await h.run(["box", "policy", "ap", "--approval-timeout", "10m"])).code).toBe(0);
+    const before = upstream.requests.length;
+    const held = curl("POST", "/repos/o/r/issues", '{"title":"kill"}');
+    const a = await next();
+    const pid = h.daemonPid();
+    if (!pid) throw new Error("no daemon");
+    process.kill(pid, "SIGKILL");
+    await waitFor("the daemon to die", () => {
+      try {
+        process.kill(pid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    });
+    // The held request went with the daemon's connections; nothing was sent.
+    await held;
+    expect(upstream.requests.length).toBe(before);
+    // The next command starts a daemon, which finds the approval in the session log.
+    const after = await pending();
+    expect(after.map((p) => p.id)).toEqual([a.id]);
+    expect((await h.run(["approve", a.id])).code).toBe(0);
+    const retry = await waitFor(
+      "the box's broker to be back",
+      async () => {
+        const r = await curl("POST", "/repos/o/r/issues", '{"title":"kill"}');
+        return r.stdout.trim().split("\n").at(-1) === "200" ? r : null;
+      },
+      60_000,
+    );
+    expect(retry.stdout).toContain("recorded /repos/o/r/issues");
+    expect(upstream.requests.slice(before).map((r) => [r.body, r.headers.authorization])).toEqual([
+      ['{"title":"kill"}', `Bearer ${SECRET}`],
+    ]);
+    const events = await log();
+    const mine = events.filter((e) => e.kind.startsWith("approval.") && (e.data as { id: string }).id === a.id);
+    expect(mine.map((e) => [e.kind, e.actor.kind])).toEqual([
+      ["approval.requested", "system"],
+      ["approval.decided", "user"],
+    ]);
+  }, 120_000);
+});
