@@ -73,3 +73,10 @@ export const ApprovalListQuery = Type.Object(
   { additionalProperties: false },
 );
 export type ApprovalListQuery = Static<typeof ApprovalListQuery>;
+
+/** One line of `hutch approvals --watch --json`: an approval newly pending, or one that left the list (decided or expired). */
+export const ApprovalWatchLine = Type.Union([
+  Type.Object({ type: Type.Literal("pending"), approval: Approval }),
+  Type.Object({ type: Type.Literal("done"), id: ApprovalId, approval: Type.Optional(Approval) }),
+]);
+export type ApprovalWatchLine = Static<typeof ApprovalWatchLine>;

@@ -12,7 +12,7 @@ import { join } from "node:path";
 import { makeHome, waitFor, type Home } from "../helpers.ts";
 import { makeTestCa, type TestCa } from "../fixtures/fake-model/ca.ts";
 import { startRecordingUpstream, type RecordingUpstream } from "../fixtures/recording-upstream.ts";
-import type { Approval, SessionEvent } from "../../shared/src/index.ts";
+import { ApprovalWatchLine, check, type Approval, type SessionEvent } from "../../shared/src/index.ts";
 
 const SECRET = `ghp_real_${crypto.randomUUID()}`;
 let h: Home;
@@ -176,12 +176,43 @@ describe("credentialed requests", () => {
     expect(refused.map((e) => [(e.data as { id: string }).id, e.actor.kind])).toEqual([[a.id, "agent"]]);
   }, 90_000);
 
+  test("approvals --watch --json prints a line as one is asked and one as it is decided (what the VS Code extension reads)", async () => {
+    const watch = h.spawn(["approvals", "--watch", "--json"]);
+    const lines: unknown[] = [];
+    void (async () => {
+      const decoder = new TextDecoder();
+      let buf = "";
+      for await (const chunk of watch.stdout as ReadableStream<Uint8Array>) {
+        buf += decoder.decode(chunk);
+        for (let nl = buf.indexOf("\n"); nl >= 0; nl = buf.indexOf("\n")) {
+          lines.push(JSON.parse(buf.slice(0, nl)));
+          buf = buf.slice(nl + 1);
+        }
+      }
+    })();
+    try {
+      const request = curl("POST", "/repos/o/r/issues", '{"title":"watched"}');
+      const a = await next();
+      await waitFor("the pending line", () => lines.length >= 1, 10_000);
+      expect((await h.run(["deny", a.id, "--reason", "watched"])).code).toBe(0);
+      await request;
+      await waitFor("the done line", () => lines.length >= 2, 10_000);
+      for (const l of lines) expect(check(ApprovalWatchLine, l)).toBe(true);
+      expect(lines).toMatchObject([
+        { type: "pending", approval: { id: a.id, state: "pending" } },
+        { type: "done", id: a.id, approval: { state: "reject_once", reason: "watched" } },
+      ]);
+    } finally {
+      watch.kill();
+    }
+  }, 90_000);
+
   test("the log holds each request and each decision exactly once, with who decided", async () => {
     const events = await log();
     const asked = events.filter((e) => e.kind === "approval.requested").map((e) => (e.data as { id: string }).id);
     const decided = events.filter((e) => e.kind === "approval.decided");
-    // Two in the first test, then one for each of the other three.
-    expect(asked.length).toBe(5);
+    // Two in the first test, then one for each of the other four.
+    expect(asked.length).toBe(6);
     expect(new Set(asked).size).toBe(asked.length);
     expect(decided.map((e) => (e.data as { id: string }).id).sort()).toEqual([...asked].sort());
     for (const d of decided) expect(d.actor).toMatchObject({ kind: "user" });

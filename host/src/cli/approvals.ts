@@ -1,7 +1,7 @@
 // `hutch approvals`, `hutch approve ID`, `hutch deny ID`: answering what a
 // box asked a person (host/src/approval). Through the daemon's API, so
 // --remote answers a remote daemon's.
-import type { Approval } from "@hutch/shared";
+import type { Approval, ApprovalWatchLine } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { body, type GlobalArgs } from "./args.ts";
 import { printJson, table } from "./output.ts";
@@ -10,6 +10,8 @@ type ListArgs = GlobalArgs & { watch: boolean; box?: string; session?: string };
 type DecideArgs = GlobalArgs & { id: string; always: boolean; reason?: string };
 
 const WATCH_EVERY_MS = 1000;
+
+const line = (l: ApprovalWatchLine) => process.stdout.write(`${JSON.stringify(l)}\n`);
 
 const rows = (list: Approval[]) =>
   table([
@@ -43,14 +45,14 @@ export const approvals = body<ListArgs>({
       const now = new Map(list.map((x) => [x.id, x]));
       for (const x of list) {
         if (seen.has(x.id)) continue;
-        if (a.json) process.stdout.write(`${JSON.stringify({ type: "pending", approval: x })}\n`);
+        if (a.json) line({ type: "pending", approval: x });
         else
           process.stdout.write(`${x.id} ${x.boxName} ${x.kind}: ${x.summary.replace(/[\x00-\x1f\x7f]/g, " ")} (hutch approve ${x.id})\n`);
       }
       for (const [id] of seen) {
         if (now.has(id)) continue;
         const done = await d.request<Approval>("GET", `/v1/approvals/${id}`).catch(() => null);
-        if (a.json) process.stdout.write(`${JSON.stringify({ type: "done", id, ...(done ? { approval: done } : {}) })}\n`);
+        if (a.json) line({ type: "done", id, ...(done ? { approval: done } : {}) });
         else process.stdout.write(`${id} ${done ? `${done.state}${done.decidedBy ? ` by ${done.decidedBy.id}` : ""}` : "gone"}\n`);
       }
       seen = now;
