@@ -4,7 +4,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { Events, read, type Actor } from "@hutch/shared";
 import { ask, seedSession, testApp } from "./app-helpers.ts";
-import { ApprovalService, digestOf } from "../src/approval/service.ts";
+import { ApprovalService, digestOf, MAX_PENDING_PER_BOX } from "../src/approval/service.ts";
 
 const { app, services, close } = await testApp("hutch-apr-", { identify: (req) => req.headers.get("x-test-user") ?? "alice" });
 const { sessions, sessionStore: store, approvals } = services;
@@ -99,6 +99,18 @@ describe("asking and answering", () => {
 
   test("a box with no open session cannot be asked for: a named error, nothing logged", () => {
     expect(() => approvals.ask({ kind: "egress", boxId: "box_nobody", summary: "x", digest: digest("x") })).toThrow(/no open session/);
+  });
+
+  test("a box has at most MAX_PENDING_PER_BOX approvals waiting; another box is still asked for", async () => {
+    const s = seedSession(store, { owner: "alice", box: "box_flood" });
+    seedSession(store, { owner: "alice", box: "box_calm" });
+    for (let i = 0; i < MAX_PENDING_PER_BOX; i++)
+      approvals.ask({ kind: "credential", boxId: "box_flood", summary: `POST /x/${i}`, digest: digest(`flood${i}`) });
+    expect(() => approvals.ask({ kind: "credential", boxId: "box_flood", summary: "one more", digest: digest("more") })).toThrow(
+      /approvals waiting for a person, its most/,
+    );
+    expect(logOf(s).filter((e) => e.kind === "approval.requested").length).toBe(MAX_PENDING_PER_BOX);
+    expect(approvals.ask({ kind: "credential", boxId: "box_calm", summary: "calm", digest: digest("calm") }).id).toStartWith("apr_");
   });
 
   test("bad input is named: an unknown decision, a malformed id", async () => {

@@ -34,6 +34,12 @@ const logger = log.create({ service: "approvals" });
 
 /** How long a request waits for a person when its box names no time of its own. */
 export const APPROVAL_TTL_MS = 10 * 60_000;
+/**
+ * Approvals one box may have waiting at once. A box asks by sending (a
+ * request, a connection), and one that gives up and sends again with another
+ * body each time would otherwise fill the person's list and the log.
+ */
+export const MAX_PENDING_PER_BOX = 32;
 /** Decided approvals kept in memory for `take` and for listing (the log keeps them all). */
 const DECIDED_KEPT = 1000;
 
@@ -95,6 +101,14 @@ export class ApprovalService {
         "conflict",
         `this needs a person's approval and box ${this.boxName(req.boxId)} has no open session to ask in`,
         `open one (hutch run --box ${this.boxName(req.boxId)}) and retry; its approvals then show in hutch approvals`,
+      );
+    let waiting = 0;
+    for (const e of this.entries.values()) if (e.approval.box === req.boxId && e.approval.state === "pending") waiting++;
+    if (waiting >= MAX_PENDING_PER_BOX)
+      throw new HutchError(
+        "limited",
+        `box ${this.boxName(req.boxId)} already has ${waiting} approvals waiting for a person, its most`,
+        "answer or let them expire (hutch approvals), then retry",
       );
     const id = newId("apr", now);
     const ttl = this.ttlOf(req.boxId) ?? APPROVAL_TTL_MS;

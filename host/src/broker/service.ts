@@ -336,7 +336,8 @@ export class BrokerService {
               : { allow: false, status: 403, message: `refused without asking: approval ${taken.id} rejects this always` };
           asked = approvals.ask({ kind, boxId, summary, digest, ...(target ? { target } : {}) });
         } catch (err) {
-          return { allow: false, status: 403, message: `${(err as Error).message}${hintOf(err)}` };
+          const status = err instanceof HutchError && err.code === "limited" ? 429 : 403;
+          return { allow: false, status, message: `${(err as Error).message}${hintOf(err)}` };
         }
         const answer = await Promise.race([asked.answer, gone.then(() => null)]);
         if (!answer) return null;
