@@ -101,6 +101,9 @@ describe("credentialed requests", () => {
     expect(a.summary).toContain("POST /repos/o/r/issues");
     // Nothing went out while it waited.
     expect(upstream.requests.length).toBe(before);
+    const human = await h.run(["approvals"]);
+    expect(human.stdout).toContain(a.id);
+    expect(human.stdout).toContain("POST /repos/o/r/issues");
     const ok = await h.run(["approve", a.id, "--json"]);
     expect(ok.code, ok.stderr).toBe(0);
     expect(JSON.parse(ok.stdout)).toMatchObject({ id: a.id, state: "allow_once" });
