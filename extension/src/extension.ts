@@ -19,6 +19,7 @@ import { LogPanels } from "./log/panel.ts";
 import { type Ctx, registerCommands } from "./commands.ts";
 import { registerOffload, WorkspacesTree } from "./offload.ts";
 import { registerPorts } from "./ports.ts";
+import { registerApprovals } from "./approvals.ts";
 import type { Invocation } from "./cli.ts";
 
 let client: LanguageClient | undefined;
@@ -103,6 +104,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   context.subscriptions.push(
     ...registerOffload({ invocation, state: context.workspaceState }, new WorkspacesTree()),
     ...registerPorts({ invocation: quietInvocation, boxes: () => tree.allBoxes(), onBoxesChanged: tree.onDidChangeTreeData }),
+    ...registerApprovals({ invocation: quietInvocation }),
     vscode.window.createTreeView<Node>("hutch.boxes", { treeDataProvider: tree, showCollapseAll: true }),
     status,
     ...registerCommands(ctx, () => void start()),

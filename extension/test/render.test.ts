@@ -119,6 +119,34 @@ const cases: [
     { summary: "egress denied the broker → 503, 0 bytes up, 0 down (2 connections refused)", tone: "error" },
   ],
   [
+    ev(Events.approvalRequested, {
+      id: "apr_00000000000000000001",
+      kind: "credential",
+      box: "box_1",
+      session: "ses_1",
+      summary: "POST api.github.com/repos/o/r/issues (github), 12 bytes",
+      digest: `sha256:${"a".repeat(64)}`,
+      expiresAt: "2026-12-01T10:10:00.000Z",
+    }),
+    {
+      summary: "approval apr_00000000000000000001 asked (credential): POST api.github.com/repos/o/r/issues (github), 12 bytes",
+      tone: "warn",
+    },
+  ],
+  [
+    ev(Events.approvalDecided, {
+      id: "apr_00000000000000000001",
+      decision: "reject_always",
+      digest: `sha256:${"a".repeat(64)}`,
+      reason: "no",
+    }),
+    { summary: "approval apr_00000000000000000001 reject always: no", tone: "warn" },
+  ],
+  [
+    ev(Events.approvalRefused, { id: "apr_00000000000000000001", reason: "a box cannot decide its own approvals" }),
+    { summary: "approval apr_00000000000000000001: a decision was refused (a box cannot decide its own approvals)", tone: "error" },
+  ],
+  [
     ev(Events.sessionEventImported, {
       from: { remote: "big", session: "ses_r", seq: 7 },
       at: "2026-12-01T10:00:00.000Z",

@@ -22,8 +22,8 @@ export async function testApp(prefix: string, { server = false, ...deps }: AppOp
   const home = mkdtempSync(join(tmpdir(), prefix));
   const db = openDb(join(home, "hutch.db"));
   const services = await createServices(home, db, { process: new ProcessEngine(home) });
-  const { boxes, sessions, sessionStore, broker } = services;
-  const app = buildApp({ ...(server ? services : { boxes, sessions, sessionStore, broker }), home, ...deps });
+  const { boxes, sessions, sessionStore, broker, approvals } = services;
+  const app = buildApp({ ...(server ? services : { boxes, sessions, sessionStore, broker, approvals }), home, ...deps });
   const close = () => {
     db.close();
     rmSync(home, { recursive: true, force: true });

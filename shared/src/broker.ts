@@ -51,6 +51,20 @@ export const Binding = Type.Object(
       minItems: 1,
       maxItems: 64,
     }),
+    /**
+     * Requests that wait for a person's approval before they are sent
+     * (host/src/approval): "METHOD /path", `*` for any method, and `*` in
+     * the path for any characters, e.g. "POST /repos/*\/issues", "DELETE *".
+     */
+    approve: Type.Optional(
+      Type.Array(
+        Type.String({
+          pattern: "^([A-Z]{1,16}|\\*) (\\*|/[!-~]{0,255})$",
+          rule: 'an HTTP method in capitals (or *), a space, and a path starting with / (or *), e.g. "POST /repos/*/issues"',
+        }),
+        { maxItems: 64 },
+      ),
+    ),
     /** Environment a box process gets for this binding: {url} is the endpoint, {stub} the box's stub credential. */
     env: Type.Optional(
       Type.Record(
@@ -115,11 +129,26 @@ export const HutchConfig = Type.Object(
 );
 export type HutchConfig = Static<typeof HutchConfig>;
 
+export const UnlistedRule = Type.Union([Type.Literal("deny"), Type.Literal("ask")], {
+  title: "unlisted",
+  rule: "deny or ask",
+});
+export const ApprovalTimeoutMs = Type.Integer({
+  minimum: 1000,
+  maximum: 7 * 24 * 3_600_000,
+  title: "approval timeout",
+  rule: "between 1 second and 7 days, in ms",
+});
+
 export const BoxPolicy = Type.Object({
   /** Hosts CONNECT may reach (host, host:port, *.domain); port 443 when none is given. */
   allow: Type.Array(HostPattern, { maxItems: 256 }),
   /** Bindings whose credential the broker injects for this box. */
   bindings: Type.Array(BindingName, { maxItems: 32 }),
+  /** A host not on the allowlist: refused (deny, the default) or held until a person decides (ask). */
+  unlisted: Type.Optional(UnlistedRule),
+  /** How long an approval of this box waits for a person, in ms (default 10 minutes). */
+  approvalTimeoutMs: Type.Optional(ApprovalTimeoutMs),
 });
 export type BoxPolicy = Static<typeof BoxPolicy>;
 
@@ -129,6 +158,8 @@ export const PolicyChangeBody = Type.Object(
     deny: Type.Optional(Type.Array(HostPattern, { maxItems: 256 })),
     bindings: Type.Optional(Type.Array(BindingName, { maxItems: 32 })),
     unbind: Type.Optional(Type.Array(BindingName, { maxItems: 32 })),
+    unlisted: Type.Optional(UnlistedRule),
+    approvalTimeoutMs: Type.Optional(ApprovalTimeoutMs),
   },
   { additionalProperties: false },
 );

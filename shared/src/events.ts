@@ -4,23 +4,10 @@
 // one schema for it.
 import { Type, type Static, type TSchema } from "@sinclair/typebox";
 import { check, firstError } from "./validate.ts";
+import { Actor } from "./actor.ts";
+import { APPROVAL_REASON_MAX, APPROVAL_SUMMARY_MAX, ApprovalDigest, ApprovalId, ApprovalKind, ApprovalOutcome } from "./approvals.ts";
 
-export const ActorKind = Type.Union([
-  Type.Literal("user"),
-  Type.Literal("agent"),
-  Type.Literal("ide"),
-  Type.Literal("orchestrator"),
-  Type.Literal("system"),
-]);
-export type ActorKind = Static<typeof ActorKind>;
-
-/** Who did it: stamped by the daemon from the connection, never read from a body. */
-export const Actor = Type.Object({
-  kind: ActorKind,
-  /** e.g. "alice" for a user, "alice/agent" for an agent client of alice. */
-  id: Type.String({ minLength: 1, maxLength: 128 }),
-});
-export type Actor = Static<typeof Actor>;
+export { Actor, ActorKind } from "./actor.ts";
 
 interface Registered {
   data: TSchema;
@@ -242,6 +229,36 @@ export const Events = {
   egressAllowed: defineEvent("egress.allowed", EgressData),
   egressDenied: defineEvent("egress.denied", EgressData),
   egressInjected: defineEvent("egress.injected", EgressData),
+  // Approvals (host/src/approval): what crosses the box's boundary waiting for a person. A request is logged
+  // once, in one open session of its box, and its one decision (or expiry) follows it in the same log;
+  // the decision's actor is who decided.
+  approvalRequested: defineEvent(
+    "approval.requested",
+    Type.Object({
+      id: ApprovalId,
+      kind: ApprovalKind,
+      box: Type.String(),
+      session: Type.String(),
+      /** What a person judges: e.g. "POST api.github.com/repos/o/r/issues (github), 120 bytes". */
+      summary: Text(APPROVAL_SUMMARY_MAX),
+      /** Of exactly what would be done (host/src/approval/README.md says what goes in for each kind). */
+      digest: ApprovalDigest,
+      /** What it is about, for its source to act on (egress: the host:port that allow_always adds to the box's policy). */
+      target: Type.Optional(Text(300)),
+      expiresAt: Type.String({ minLength: 1, maxLength: 64 }),
+    }),
+  ),
+  approvalDecided: defineEvent(
+    "approval.decided",
+    Type.Object({
+      id: ApprovalId,
+      decision: ApprovalOutcome,
+      digest: ApprovalDigest,
+      reason: Type.Optional(Text(APPROVAL_REASON_MAX)),
+    }),
+  ),
+  /** A decision that was not taken: e.g. sent through the box's own connection (an agent approving itself). */
+  approvalRefused: defineEvent("approval.refused", Type.Object({ id: ApprovalId, reason: Text(APPROVAL_REASON_MAX) })),
   errorRaised: defineEvent("error.raised", Type.Object({ message: Text(), code: Type.Optional(Text(64)) }), { byClients: true }),
   // `hutch mcp`: each tool call an MCP client makes on a box, and its end. The actor (stamped by the daemon) is the MCP client.
   mcpToolCalled: defineEvent("mcp.tool.called", Type.Object({ id: Text(64), name: Text(64), input: Type.Unknown() }), { byClients: true }),

@@ -3,6 +3,7 @@ export * from "./api.ts";
 export * from "./validate.ts";
 export * from "./events.ts";
 export * from "./broker.ts";
+export * from "./approvals.ts";
 export * from "./summary.ts";
 export * from "./fold.ts";
 export * from "./ide.ts";

@@ -121,6 +121,12 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     summary: `dispatch ${d.status}: ${d.winner !== null ? `worker ${d.winner} won` : "no winner"}${d.reason ? ` (${oneLine(d.reason)})` : ""}`,
     tone: d.winner !== null ? "ok" : "warn",
   }),
+  "approval.requested": (d) => ({ summary: `approval ${d.id} asked (${d.kind}): ${oneLine(d.summary)}`, tone: "warn" }),
+  "approval.decided": (d) => ({
+    summary: `approval ${d.id} ${d.decision.replace("_", " ")}${d.reason ? `: ${oneLine(d.reason)}` : ""}`,
+    tone: d.decision.startsWith("allow") ? "ok" : "warn",
+  }),
+  "approval.refused": (d) => ({ summary: `approval ${d.id}: a decision was refused (${oneLine(d.reason)})`, tone: "error" }),
   "egress.allowed": (d) => egress("allowed", d),
   "egress.denied": (d) => egress("denied", d),
   "egress.injected": (d) => egress("injected", d),

@@ -18,6 +18,8 @@ import { growSendBuffer } from "./sockopt.ts";
 import { renderCredential } from "./bindings.ts";
 import { allowedBy } from "./policy.ts";
 import { parseRoute, requestUrl, type Route } from "./route.ts";
+import { approvalRule } from "./approve.ts";
+import { digestOf } from "../approval/digest.ts";
 
 /** How long a box may take to send a request head before the connection is dropped (a total, not an idle time). */
 const HEAD_TIMEOUT_MS = 30_000;
@@ -64,7 +66,38 @@ export interface GateContext {
   /** The real secret, unsealed now; undefined when it is not set. */
   secret(name: string): Promise<string | undefined>;
   record(decision: EgressDecision, facts: EgressFacts): void;
+  /** Asking a person (host/src/approval), bound to this box; absent: nothing can be asked, so what needs asking is refused. */
+  approvals?: GateApprovals;
 }
+
+/** An approval's outcome as the gate acts on it: go ahead, or refuse with this status and message. */
+export type Verdict = { allow: true; id: string } | { allow: false; status: number; message: string };
+
+/** The approval service as one box's gate sees it (wired in service.ts). */
+export interface GateApprovals {
+  /**
+   * Whether this may go ahead: a grant already decided for exactly this
+   * digest (`named`: the approval the request names), or a person's answer
+   * now; resolves a refusal when the answer is no, or when nobody answered
+   * in time. `gone` resolves when the requester went away: the wait ends
+   * (the approval stays pending, for a retry of the same request).
+   */
+  ask(
+    kind: "credential" | "egress",
+    summary: string,
+    digest: string,
+    named: string | undefined,
+    gone: Promise<void>,
+    target?: string,
+  ): Promise<Verdict | null>;
+  /** A decision sent from inside the box: always refused (and logged); the message says why. */
+  fromBox(id: string, decision: string): string;
+}
+
+/** The header a box names an earlier approval with, to send exactly what it approved. */
+export const APPROVAL_HEADER = "x-hutch-approval";
+/** The path on the broker's listener where a box might try to decide an approval itself (refused, logged). */
+const SELF_DECIDE = /^\/(apr_[0-9a-z]{20})$/;
 
 export interface GateLimits {
   /** See BODY_IDLE_MS; tests make it short. */
@@ -155,7 +188,14 @@ export class Gate {
     let address: string;
     try {
       if (!target) throw new HttpError(400, `CONNECT target ${JSON.stringify(head.target.slice(0, 80))} is not host:port`);
-      const rule = allowedBy(this.ctx.policy().allow, target.host, target.port);
+      const policy = this.ctx.policy();
+      let rule = allowedBy(policy.allow, target.host, target.port);
+      if (rule !== "ok" && policy.unlisted === "ask" && this.ctx.approvals) {
+        const verdict = await this.askEgress(reader, target, facts);
+        if (!verdict) return conn.end();
+        if (!verdict.allow) throw new HttpError(verdict.status, verdict.message);
+        rule = "ok";
+      }
       if (rule === "host-other-port")
         throw new HttpError(
           403,
@@ -218,6 +258,29 @@ export class Gate {
     };
     conn.onClose(done);
     upstream.onClose(done);
+  }
+
+  /**
+   * A host the allowlist does not name, on a box whose policy asks: held
+   * until a person answers. The digest is the host and port, so allow_always
+   * (which also adds it to the policy) and reject_always hold for that
+   * destination; allow_once lets this one connection through.
+   */
+  private askEgress(
+    reader: SocketReader,
+    target: { host: string; port: number },
+    facts: { host: string; port: number },
+  ): Promise<Verdict | null> {
+    const where = target.port === 443 ? target.host : `${target.host}:${target.port}`;
+    const summary = `a connection to ${where}, which this box's allowlist does not name (CONNECT, not intercepted)`;
+    return this.ctx.approvals!.ask(
+      "egress",
+      summary,
+      digestOf(["egress", facts.host, String(facts.port)]),
+      undefined,
+      reader.gone(),
+      where,
+    );
   }
 
   /** The tunnel's bytes from here on are copied by the kernel (splice.ts); the decision is recorded when it ends. */
@@ -327,6 +390,7 @@ export class Gate {
           `${head.target.slice(0, 80)}: the broker only forwards /<binding>/<path> (plain-HTTP proxying is refused; use https through CONNECT)`,
         );
       const found = this.ctx.bindings()[route.binding];
+      if (!found && route.binding === "approvals") throw this.selfDecide(route.path, body);
       if (!found) throw new HttpError(404, `no binding named "${route.binding}"`);
       binding = found;
       base.host = binding.host;
@@ -353,6 +417,22 @@ export class Gate {
       this.refuse(conn, err, base, true, started);
       return false;
     }
+    const headers = new Headers();
+    for (const [name, value] of head.headers) {
+      const lower = name.toLowerCase();
+      if (HOP_BY_HOP.has(lower) || lower === binding.header.toLowerCase() || lower === APPROVAL_HEADER) continue;
+      headers.append(name, value);
+    }
+    const rule = approvalRule(binding.approve, head.method, route.path);
+    if (rule) {
+      const verdict = await this.approve(reader, route, head, headers, body, rule);
+      if (!verdict) return false;
+      if (!verdict.allow) {
+        this.refuse(conn, new HttpError(verdict.status, verdict.message), base, close, started);
+        return !close;
+      }
+      base.reason = `approved: ${verdict.id}`;
+    }
     const secret = await this.ctx.secret(binding.secret);
     if (secret === undefined) {
       this.refuse(
@@ -363,12 +443,6 @@ export class Gate {
         started,
       );
       return !close;
-    }
-    const headers = new Headers();
-    for (const [name, value] of head.headers) {
-      const lower = name.toLowerCase();
-      if (HOP_BY_HOP.has(lower) || lower === binding.header.toLowerCase()) continue;
-      headers.append(name, value);
     }
     headers.set(binding.header, renderCredential(binding.format, secret));
     headers.set("host", base.port === 443 ? binding.host : `${binding.host}:${base.port}`);
@@ -404,6 +478,51 @@ export class Gate {
       ms: Math.round(performance.now() - started),
     });
     return down.complete && !close;
+  }
+
+  /**
+   * Holds a request a binding's rule names until a person answers (or a
+   * grant for exactly these bytes exists). The digest covers everything sent
+   * but the credential: binding, method, path and query, each header (name
+   * lower-cased, in order) and the body; what is sent afterwards is exactly
+   * this. null: the box went away while it waited (nothing is answered).
+   */
+  private async approve(
+    reader: SocketReader,
+    route: Route,
+    head: RequestHead,
+    headers: Headers,
+    body: Uint8Array,
+    rule: string,
+  ): Promise<Verdict | null> {
+    const approvals = this.ctx.approvals;
+    if (!approvals)
+      return {
+        allow: false,
+        status: 403,
+        message: `${head.method} ${route.path.slice(0, 200)} needs a person's approval (rule "${rule}") and nobody can be asked here`,
+      };
+    const parts: (string | Uint8Array)[] = ["credential", route.binding, head.method, route.path + route.query];
+    for (const [name, value] of headers) parts.push(name.toLowerCase(), value);
+    parts.push(body);
+    const digest = digestOf(parts);
+    const named = header(head, APPROVAL_HEADER);
+    const query = route.query.length > 1 ? ` ${route.query.slice(0, 200)}` : "";
+    const summary = `${head.method} ${route.path.slice(0, 400)}${query} through "${route.binding}" with the user's credential (rule "${rule}"), ${body.length} byte${body.length === 1 ? "" : "s"} of body`;
+    return approvals.ask("credential", summary, digest, named, reader.gone());
+  }
+
+  /** A box deciding an approval itself, through its own listener: refused and logged by the approval service. */
+  private selfDecide(path: string, body: Uint8Array): HttpError {
+    const m = SELF_DECIDE.exec(path);
+    if (!m || !this.ctx.approvals) return new HttpError(404, 'no binding named "approvals"');
+    let decision = "";
+    try {
+      decision = String((JSON.parse(new TextDecoder().decode(body)) as { decision?: unknown }).decision ?? "");
+    } catch {
+      decision = "";
+    }
+    return new HttpError(403, this.ctx.approvals.fromBox(m[1]!, decision));
   }
 
   /** Writes the upstream's answer back as HTTP/1.1: its length when it has one, else chunked. Streams (SSE) as it arrives. */

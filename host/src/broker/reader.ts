@@ -60,6 +60,22 @@ export class SocketReader {
     return this.buf.length > 0 || !this.ended;
   }
 
+  /**
+   * Resolves when the peer ends or closes the connection (a request held for
+   * a person's approval ends its wait then). Reads meanwhile: what arrives is
+   * kept for the next request, and pauses the socket again as any read does.
+   */
+  gone(): Promise<void> {
+    return new Promise((resolve) => {
+      const check = () => {
+        if (this.ended) return resolve();
+        this.wake = check;
+        this.conn.resume();
+      };
+      check();
+    });
+  }
+
   take(n: number): Uint8Array {
     const out = this.buf.subarray(0, n);
     this.buf = this.buf.subarray(n);

@@ -19,6 +19,8 @@ import {
   type PolicyChangeBody,
   type SecretFindResult,
   type SecretInfo,
+  type Actor,
+  type ApprovalChoice,
 } from "@hutch/shared";
 import type { BrokerTables } from "../store/types.ts";
 import type { Channel } from "../engine/channel.ts";
@@ -28,7 +30,8 @@ import type { Sealer } from "./seal.ts";
 import { loadConfig } from "../config.ts";
 import { allBindings, bindingEnv } from "./bindings.ts";
 import { findSecrets } from "./find.ts";
-import { Gate, type EgressFacts, type GateLimits } from "./gate.ts";
+import { Gate, type EgressFacts, type GateApprovals, type GateLimits, type Verdict } from "./gate.ts";
+import type { ApprovalAnswer, ApprovalService } from "../approval/service.ts";
 import { changePolicy } from "./policy.ts";
 import { splicer } from "./splice.ts";
 import { ConnCap, MAX_BOX_CONNS } from "./cap.ts";
@@ -89,6 +92,11 @@ export class BrokerService {
   // Secrets belong to a user. The server's own (its local user's) are kept by
   // name; a remote user's under `user/name` (no secret name holds a `/`), and
   // a box reads only its owner's: one user's key never pays for another's box.
+
+  /** Asking a person (host/src/approval); unwired, what needs asking is refused. */
+  approvals?: ApprovalService;
+  /** Who a box's own connection speaks as, when it tries to decide (the daemon wires its owner in). */
+  boxActor: (boxId: string) => Actor = (boxId) => ({ kind: "agent", id: `box:${boxId}` });
 
   /** Whose secrets a box's bindings use: its owner, or null for the local user's (server mode wires this). */
   secretOwner: (boxId: string) => string | null = () => null;
@@ -213,20 +221,34 @@ export class BrokerService {
   }
 
   policy(boxId: string): BoxPolicy {
-    const { allow, bindings } = this.store.policy(boxId);
-    return { allow, bindings };
+    const { allow, bindings, unlisted, approvalMs } = this.store.policy(boxId);
+    // The defaults are left out, so a policy reads as it always did until someone sets them.
+    return { allow, bindings, ...(unlisted === "ask" ? { unlisted } : {}), ...(approvalMs ? { approvalTimeoutMs: approvalMs } : {}) };
   }
 
   changePolicy(boxId: string, change: PolicyChangeBody): BoxPolicy {
     this.checkPolicy({ bindings: change.bindings ?? [] });
     const row = this.store.policy(boxId);
     const next = changePolicy(row, change);
-    this.store.savePolicy(boxId, { ...row, ...next });
-    logger.info("policy changed", { box: boxId, allow: next.allow.join(","), bindings: next.bindings.join(",") });
-    // Processes started from now on get the new bindings' environment.
+    this.store.savePolicy(boxId, {
+      ...row,
+      ...next,
+      ...(change.unlisted ? { unlisted: change.unlisted } : {}),
+      ...(change.approvalTimeoutMs ? { approvalMs: change.approvalTimeoutMs } : {}),
+    });
+    logger.info("policy changed", {
+      box: boxId,
+      allow: next.allow.join(","),
+      bindings: next.bindings.join(","),
+      ...(change.unlisted ? { unlisted: change.unlisted } : {}),
+      ...(change.approvalTimeoutMs ? { approvalTimeoutMs: change.approvalTimeoutMs } : {}),
+    });
+    // Processes started from now on get the new bindings' environment. Only the bindings change it: re-announcing
+    // the listener for an allowlist change would cut the connections it holds (an egress approval's among them).
     const r = this.running.get(boxId);
-    if (r) this.openListener(boxId, r);
-    return next;
+    const rebound = next.bindings.length !== row.bindings.length || next.bindings.some((b, i) => b !== row.bindings[i]);
+    if (r && rebound) this.openListener(boxId, r);
+    return this.policy(boxId);
   }
 
   egress(boxId: string, decision: EgressDecision | undefined, limit: number): EgressRecord[] {
@@ -292,12 +314,45 @@ export class BrokerService {
         stub: (b) => this.stub(boxId, b),
         secret: (name) => this.reveal(this.key(name, this.secretOwner(boxId))),
         record: (decision, facts) => this.record(boxId, decision, facts),
+        ...(this.approvals ? { approvals: this.gateApprovals(boxId, this.approvals) } : {}),
       },
       splicer,
       this.limits,
     );
     await gate.listen(socketPath);
     return gate;
+  }
+
+  /** The approval service as this box's gate uses it: a grant for the digest, else a person's answer, waited for. */
+  private gateApprovals(boxId: string, approvals: ApprovalService): GateApprovals {
+    return {
+      ask: async (kind, summary, digest, named, gone, target) => {
+        let asked: { id: string; answer: Promise<ApprovalAnswer> };
+        try {
+          const taken = approvals.take(boxId, digest, named);
+          if (taken)
+            return taken.allow
+              ? { allow: true, id: taken.id }
+              : { allow: false, status: 403, message: `refused without asking: approval ${taken.id} rejects this always` };
+          asked = approvals.ask({ kind, boxId, summary, digest, ...(target ? { target } : {}) });
+        } catch (err) {
+          const status = err instanceof HutchError && err.code === "limited" ? 429 : 403;
+          return { allow: false, status, message: `${(err as Error).message}${hintOf(err)}` };
+        }
+        const answer = await Promise.race([asked.answer, gone.then(() => null)]);
+        if (!answer) return null;
+        if (answer.decision === "allow_once" || answer.decision === "allow_always") approvals.use(answer.id);
+        return verdictOf(answer);
+      },
+      fromBox: (id, decision) => {
+        try {
+          approvals.decide(id, decision as ApprovalChoice, this.boxActor(boxId), { via: "box", boxId });
+          return `approval ${id} cannot be decided from inside the box`;
+        } catch (err) {
+          return `${(err as Error).message}${hintOf(err)}`;
+        }
+      },
+    };
   }
 
   detach(boxId: string): void {
@@ -387,6 +442,20 @@ export class BrokerService {
     this.decisions.emit(boxId, decision, facts);
   }
 }
+
+/** How the box hears an approval's answer. */
+function verdictOf(a: ApprovalAnswer): Verdict {
+  if (a.decision === "allow_once" || a.decision === "allow_always") return { allow: true, id: a.id };
+  if (a.decision === "expired")
+    return {
+      allow: false,
+      status: 403,
+      message: `approval ${a.id} expired: nobody answered in time; ask the user to watch hutch approvals, then retry`,
+    };
+  return { allow: false, status: 403, message: `denied by ${a.by.id}${a.reason ? `: ${a.reason}` : ""} (approval ${a.id})` };
+}
+
+const hintOf = (err: unknown) => (err instanceof HutchError && err.hint ? `; ${err.hint}` : "");
 
 /** Facts within the egress events' bounds: a long upstream error must not make a session log refuse the record. */
 export function clipEgress(raw: EgressFacts): EgressFacts {

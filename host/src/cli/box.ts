@@ -69,7 +69,23 @@ type Create = GlobalArgs &
     allow?: string[];
     secret?: string[];
   };
-type Policy = GlobalArgs & { name: string; allow?: string[]; deny?: string[]; secret?: string[]; "no-secret"?: string[] };
+type Policy = GlobalArgs & {
+  name: string;
+  allow?: string[];
+  deny?: string[];
+  secret?: string[];
+  "no-secret"?: string[];
+  unlisted?: "deny" | "ask";
+  "approval-timeout"?: string;
+};
+
+/** --approval-timeout: 90s, 10m, 2h, in ms. */
+function approvalTimeout(s: string): number {
+  const m = /^(\d+)(s|m|h)$/.exec(s.trim());
+  if (!m)
+    throw new HutchError("invalid", `--approval-timeout ${s}: expected a duration like 90s, 10m or 2h`, "e.g. --approval-timeout 10m");
+  return Number(m[1]) * { s: 1000, m: 60_000, h: 3_600_000 }[m[2] as "s" | "m" | "h"];
+}
 
 /** A lifecycle verb over many boxes, one request each, with an idempotency key of its own. */
 const lifecycle = (verb: string, aliases: string[], describe: string, done: string, method: "POST" | "DELETE", action: string) =>
@@ -187,6 +203,12 @@ export const box = body<GlobalArgs>({
         deny: { type: "string", array: true, describe: "remove host[:port] from the allowlist" },
         secret: { type: "string", array: true, describe: "enable a binding" },
         "no-secret": { type: "string", array: true, describe: "disable a binding" },
+        unlisted: {
+          type: "string",
+          choices: ["deny", "ask"],
+          describe: "a host off the allowlist: refused (deny), or held until a person answers in hutch approvals (ask)",
+        },
+        "approval-timeout": { type: "string", describe: "how long this box's approvals wait for a person (default 10m)" },
       },
       run: async (a) => {
         const d = await connectDaemon(a.home);
@@ -196,6 +218,8 @@ export const box = body<GlobalArgs>({
           ...(a.deny ? { deny: a.deny } : {}),
           ...(a.secret ? { bindings: a.secret } : {}),
           ...(a["no-secret"] ? { unbind: a["no-secret"] } : {}),
+          ...(a.unlisted ? { unlisted: a.unlisted } : {}),
+          ...(a["approval-timeout"] ? { approvalTimeoutMs: approvalTimeout(a["approval-timeout"]) } : {}),
         };
         const policy = await d.request<BoxPolicy>(
           Object.keys(change).length > 0 ? "PATCH" : "GET",
@@ -204,7 +228,7 @@ export const box = body<GlobalArgs>({
         );
         if (a.json) return printJson(policy);
         process.stdout.write(
-          `allow:    ${policy.allow.join(" ") || "(nothing: all egress is denied)"}\nbindings: ${policy.bindings.join(" ") || "(none)"}\n`,
+          `allow:    ${policy.allow.join(" ") || (policy.unlisted === "ask" ? "(nothing listed)" : "(nothing: all egress is denied)")}\nbindings: ${policy.bindings.join(" ") || "(none)"}\nunlisted: ${policy.unlisted === "ask" ? "ask (held for hutch approvals)" : "deny"}\n${policy.approvalTimeoutMs ? `approvals wait: ${policy.approvalTimeoutMs / 1000} s\n` : ""}`,
         );
       },
     }),

@@ -145,6 +145,21 @@ export const ROOT: Command = {
       load: () => import("./secret.ts").then((m) => m.secret),
     },
     {
+      command: "approvals",
+      describe: "what boxes asked a person to approve (credentialed requests, unlisted hosts); --watch to follow",
+      load: () => import("./approvals.ts").then((m) => m.approvals),
+    },
+    {
+      command: "approve <id>",
+      describe: "allow what an approval asked, once (--always: again without asking)",
+      load: () => import("./approvals.ts").then((m) => m.approve),
+    },
+    {
+      command: "deny <id>",
+      describe: "refuse what an approval asked; the box is told the --reason",
+      load: () => import("./approvals.ts").then((m) => m.deny),
+    },
+    {
       command: "mcp",
       describe: "an MCP server on stdin/stdout: box lifecycle, exec, files, ports and the browser as tools for any agent",
       load: () => import("./mcp.ts").then((m) => m.mcp),

@@ -34,6 +34,8 @@ import type { DispatchService } from "../dispatch/service.ts";
 import { dispatchController } from "./dispatch/index.ts";
 import { dispatchAccess } from "./dispatch/access.ts";
 import { CreationGate } from "./creations.ts";
+import type { ApprovalService } from "../approval/service.ts";
+import { approvalsController } from "./approvals/index.ts";
 
 export interface AppDeps {
   boxes: BoxService;
@@ -59,6 +61,8 @@ export interface AppDeps {
   dispatches?: DispatchService;
   /** Who pays for the boxes a request makes (server mode's per-token limit); one of its own when absent. */
   creations?: CreationGate;
+  /** Approvals (host/src/approval); no routes when absent. */
+  approvals?: ApprovalService;
 }
 
 export function buildApp(deps: AppDeps) {
@@ -133,6 +137,7 @@ export function buildApp(deps: AppDeps) {
           if (auth) checkBoxRef({ auth, boxes: deps.boxes, sessionStore: deps.sessionStore }, principalOf(req), ref);
         }),
       )
+      .use(deps.approvals ? approvalsController(deps.approvals, deps.identify ?? localUser) : new Elysia())
       .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))
       .use(
         doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops, (n, fn) =>

@@ -72,10 +72,12 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches } = await createServices(home, db, {
+  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals } = await createServices(home, db, {
     process: new ProcessEngine(home),
     qemu: new QemuEngine(home),
   });
+  // Before any box's broker can ask again: the approvals pending when the last daemon stopped.
+  approvals.recover();
   await boxes.recover();
   await sessions.recorder.recover();
   sessions.recoverTurns();
@@ -105,6 +107,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     auth,
     serve: serveInfo,
     dispatches,
+    approvals,
   });
   const streams = streamSocket(boxes, sessions);
   const subscribers = subscribeSocket(sessions, sessionStore);
@@ -189,6 +192,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       await Promise.race([server.stop(), Bun.sleep(1000)]);
       await server.stop(true);
       sessions.stop();
+      approvals.stop();
       await boxes.close();
       await snapshots.close();
       broker.close();

@@ -22,6 +22,7 @@ import { AuthService } from "../auth/service.ts";
 import { daemonUser } from "./actor.ts";
 import { DispatchService } from "../dispatch/service.ts";
 import { log } from "../log.ts";
+import { ApprovalService } from "../approval/service.ts";
 
 const logger = log.create({ service: "daemon" });
 
@@ -38,6 +39,7 @@ export interface Services {
   snapshots: SnapshotService;
   auth: AuthService;
   dispatches: DispatchService;
+  approvals: ApprovalService;
 }
 
 export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
@@ -87,5 +89,13 @@ export async function createServices(home: string, db: Database, engines: Record
     },
   };
   const dispatches = new DispatchService({ home, boxes, sessions, store: sessionStore, snapshots });
-  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches };
+  const approvals = new ApprovalService(sessions, sessionStore, (id) => boxes.byId(id)?.name ?? id);
+  approvals.ttlOf = (boxId) => broker.policy(boxId).approvalTimeoutMs;
+  broker.approvals = approvals;
+  broker.boxActor = (boxId) => ({ kind: "agent", id: `${auth.owner(boxId)}/box:${boxes.byId(boxId)?.name ?? boxId}`.slice(0, 128) });
+  // allow_always on a host the policy did not list adds it, so it holds for every later connection (and after a restart).
+  approvals.decided.add((a) => {
+    if (a.kind === "egress" && a.state === "allow_always" && a.target) broker.changePolicy(a.box, { allow: [a.target] });
+  });
+  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals };
 }

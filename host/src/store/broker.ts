@@ -40,25 +40,30 @@ export class BrokerStore implements BrokerTables {
   }
 
   policy(boxId: string): PolicyRow {
-    const row = this.db.query("SELECT allow, bindings, stubs FROM box_policy WHERE box_id = ?").get(boxId) as {
+    const row = this.db.query("SELECT allow, bindings, stubs, unlisted, approval_ms FROM box_policy WHERE box_id = ?").get(boxId) as {
       allow: string;
       bindings: string;
       stubs: string;
+      unlisted: string;
+      approval_ms: number | null;
     } | null;
     if (!row) return { allow: [], bindings: [], stubs: {} };
     return {
       allow: JSON.parse(row.allow) as string[],
       bindings: JSON.parse(row.bindings) as string[],
       stubs: JSON.parse(row.stubs) as Record<string, string>,
+      // The defaults are left out: a policy that never set them reads as it always did.
+      ...(row.unlisted === "ask" ? { unlisted: "ask" as const } : {}),
+      ...(row.approval_ms ? { approvalMs: row.approval_ms } : {}),
     };
   }
 
   savePolicy(boxId: string, p: PolicyRow): void {
     this.db
       .query(
-        "INSERT INTO box_policy (box_id, allow, bindings, stubs) VALUES (?, ?, ?, ?) ON CONFLICT(box_id) DO UPDATE SET allow = excluded.allow, bindings = excluded.bindings, stubs = excluded.stubs",
+        "INSERT INTO box_policy (box_id, allow, bindings, stubs, unlisted, approval_ms) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(box_id) DO UPDATE SET allow = excluded.allow, bindings = excluded.bindings, stubs = excluded.stubs, unlisted = excluded.unlisted, approval_ms = excluded.approval_ms",
       )
-      .run(boxId, JSON.stringify(p.allow), JSON.stringify(p.bindings), JSON.stringify(p.stubs));
+      .run(boxId, JSON.stringify(p.allow), JSON.stringify(p.bindings), JSON.stringify(p.stubs), p.unlisted ?? "deny", p.approvalMs ?? null);
   }
 
   logEgress(boxId: string, record: EgressRecord): void {

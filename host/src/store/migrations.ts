@@ -133,4 +133,8 @@ export const MIGRATIONS: readonly string[] = [
   UPDATE sessions SET pty_bytes = (SELECT COALESCE(SUM(length(data)), 0) FROM pty_chunks WHERE session_id = sessions.id);
   CREATE INDEX sessions_owner ON sessions(owner);
   `,
+  `
+  ALTER TABLE box_policy ADD COLUMN unlisted TEXT NOT NULL DEFAULT 'deny';
+  ALTER TABLE box_policy ADD COLUMN approval_ms INTEGER;
+  `,
 ];

@@ -342,6 +342,10 @@ export interface PolicyRow {
   allow: string[];
   bindings: string[];
   stubs: Record<string, string>;
+  /** What a host off the allowlist gets: refused, or held for a person's approval. */
+  unlisted?: "deny" | "ask";
+  /** How long this box's approvals wait (null/absent: the default). */
+  approvalMs?: number | null;
 }
 
 /** Sealed secrets (never in clear), each box's egress policy and a bounded log of its egress decisions. */

@@ -340,6 +340,16 @@ export function describeRegistryContract(name: string, make: MakeStorage<Registr
     );
 
     test(
+      "a policy's unlisted rule and approval time are kept, and the defaults read as absent",
+      run(async ({ broker }) => {
+        await broker.savePolicy("box_1", { allow: [], bindings: [], stubs: {}, unlisted: "ask", approvalMs: 120_000 });
+        expect(await broker.policy("box_1")).toEqual({ allow: [], bindings: [], stubs: {}, unlisted: "ask", approvalMs: 120_000 });
+        await broker.savePolicy("box_1", { allow: [], bindings: [], stubs: {}, unlisted: "deny", approvalMs: null });
+        expect(await broker.policy("box_1")).toEqual({ allow: [], bindings: [], stubs: {} });
+      }),
+    );
+
+    test(
       "the egress log reads the latest decisions oldest first, by decision when asked",
       run(async ({ broker }) => {
         for (let i = 0; i < 6; i++) await broker.logEgress("box_1", record(i, i % 2 ? "denied" : "allowed"));
