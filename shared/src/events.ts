@@ -195,6 +195,32 @@ export const Events = {
       usage: Type.Object({ input: Type.Integer({ minimum: 0 }), output: Type.Integer({ minimum: 0 }) }),
     }),
   ),
+  // `hutch schedule` (host/src/schedule): a run's start and end, in the run's own session, written as the schedule.
+  scheduleRunStarted: defineEvent(
+    "schedule.run.started",
+    Type.Object({
+      schedule: Text(64),
+      trigger: Type.Union([Type.Literal("cron"), Type.Literal("at"), Type.Literal("manual"), Type.Literal("catch-up")]),
+      box: Text(128),
+      agent: Text(64),
+      /** Whether the run had to wake (or start) the box, and how long that took. */
+      woke: Type.Boolean(),
+      wakeMs: Type.Integer({ minimum: 0 }),
+    }),
+  ),
+  scheduleRunFinished: defineEvent(
+    "schedule.run.finished",
+    Type.Object({
+      schedule: Text(64),
+      status: Type.Union([Type.Literal("ok"), Type.Literal("error"), Type.Literal("timeout"), Type.Literal("interrupted")]),
+      exit: Type.Union([Type.Integer(), Type.Null()]),
+      ms: Type.Integer({ minimum: 0 }),
+      tokens: Type.Union([Type.Object({ input: Type.Integer({ minimum: 0 }), output: Type.Integer({ minimum: 0 }) }), Type.Null()]),
+      /** Seconds the run held the box awake. */
+      boxSeconds: Type.Number({ minimum: 0 }),
+      reason: Type.Optional(Text(1024)),
+    }),
+  ),
   attentionRequired: defineEvent("attention.required", Type.Object({ reason: Text(1024) }), { byClients: true }),
   // A log continued elsewhere (`hutch bring-back --session`): each event of a
   // session on the box's daemon, appended here with who wrote it and when, and

@@ -121,6 +121,16 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     summary: `dispatch ${d.status}: ${d.winner !== null ? `worker ${d.winner} won` : "no winner"}${d.reason ? ` (${oneLine(d.reason)})` : ""}`,
     tone: d.winner !== null ? "ok" : "warn",
   }),
+  "schedule.run.started": (d) => ({
+    summary: `schedule ${d.schedule} (${d.trigger}): ${d.agent} in box ${d.box}${d.woke ? `, woke it in ${d.wakeMs} ms` : ""}`,
+    tone: "note",
+  }),
+  "schedule.run.finished": (d) => ({
+    summary: `schedule ${d.schedule} run ${d.status}${d.exit !== null ? ` (exit ${d.exit})` : ""} after ${Math.round(d.ms / 1000)} s, box awake ${Math.round(d.boxSeconds)} s${
+      d.tokens ? `, ${d.tokens.input} in / ${d.tokens.output} out tokens` : ""
+    }${d.reason ? `: ${oneLine(d.reason)}` : ""}`,
+    tone: d.status === "ok" ? "ok" : "warn",
+  }),
   "egress.allowed": (d) => egress("allowed", d),
   "egress.denied": (d) => egress("denied", d),
   "egress.injected": (d) => egress("injected", d),

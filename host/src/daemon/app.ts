@@ -34,6 +34,8 @@ import type { DispatchService } from "../dispatch/service.ts";
 import { dispatchController } from "./dispatch/index.ts";
 import { dispatchAccess } from "./dispatch/access.ts";
 import { CreationGate } from "./creations.ts";
+import type { ScheduleService } from "../schedule/service.ts";
+import { schedulesController } from "./schedules/index.ts";
 
 export interface AppDeps {
   boxes: BoxService;
@@ -57,6 +59,8 @@ export interface AppDeps {
   serve?: ServeInfo;
   /** Dispatches (host/src/dispatch); no routes when absent. */
   dispatches?: DispatchService;
+  /** Schedules (host/src/schedule); no routes when absent. */
+  schedules?: ScheduleService;
   /** Who pays for the boxes a request makes (server mode's per-token limit); one of its own when absent. */
   creations?: CreationGate;
 }
@@ -150,6 +154,13 @@ export function buildApp(deps: AppDeps) {
               auth && access ? dispatchAccess({ auth, boxes: deps.boxes, sessionStore: deps.sessionStore }, access) : undefined,
               (n, fn) => creations.prepaid(n, fn),
             )
+          : new Elysia(),
+      )
+      .use(
+        deps.schedules
+          ? schedulesController(deps.schedules, deps.identify ?? localUser, (req, ref) => {
+              if (auth) checkBoxRef({ auth, boxes: deps.boxes, sessionStore: deps.sessionStore }, principalOf(req), ref);
+            })
           : new Elysia(),
       ),
   );

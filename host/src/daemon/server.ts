@@ -72,7 +72,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches } = await createServices(home, db, {
+  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, schedules } = await createServices(home, db, {
     process: new ProcessEngine(home),
     qemu: new QemuEngine(home),
   });
@@ -82,6 +82,8 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   sessions.start();
   // Unfinished dispatches are torn down in the background: the API answers meanwhile, and says so.
   dispatches.recover();
+  // After the lost turns are logged: a schedule's run that was going is ended in its session, then due runs are looked at.
+  schedules.start();
 
   rmSync(socketPath, { force: true });
   const oldMask = process.umask(0o177);
@@ -105,6 +107,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     auth,
     serve: serveInfo,
     dispatches,
+    schedules,
   });
   const streams = streamSocket(boxes, sessions);
   const subscribers = subscribeSocket(sessions, sessionStore);
@@ -188,6 +191,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       // (clients resume from their next seq; writes carry idempotency keys).
       await Promise.race([server.stop(), Bun.sleep(1000)]);
       await server.stop(true);
+      schedules.stop();
       sessions.stop();
       await boxes.close();
       await snapshots.close();

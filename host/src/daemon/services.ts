@@ -22,6 +22,8 @@ import { AuthService } from "../auth/service.ts";
 import { daemonUser } from "./actor.ts";
 import { DispatchService } from "../dispatch/service.ts";
 import { log } from "../log.ts";
+import { ScheduleStore } from "../store/schedules.ts";
+import { ScheduleService } from "../schedule/service.ts";
 
 const logger = log.create({ service: "daemon" });
 
@@ -38,6 +40,7 @@ export interface Services {
   snapshots: SnapshotService;
   auth: AuthService;
   dispatches: DispatchService;
+  schedules: ScheduleService;
 }
 
 export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
@@ -87,5 +90,6 @@ export async function createServices(home: string, db: Database, engines: Record
     },
   };
   const dispatches = new DispatchService({ home, boxes, sessions, store: sessionStore, snapshots });
-  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches };
+  const schedules = new ScheduleService({ store: new ScheduleStore(db), boxes, sessions, sessionStore });
+  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, schedules };
 }
