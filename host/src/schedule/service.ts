@@ -340,6 +340,8 @@ export class ScheduleService {
     const stored = this.d.sessionStore.get(session);
     if (!stored || stored.state === "closed") return;
     try {
+      // Whatever the agent logs as its turn stops comes before the run's end.
+      await this.d.sessions.stopTurn(session);
       this.d.sessions.append(session, [
         {
           ...emit(Events.scheduleRunFinished, {
