@@ -177,6 +177,19 @@ const cases: [
     ev(Events.sessionArrived, { from: { remote: "laptop", session: "ses_l", box: "web" }, events: 30 }),
     { summary: "arrived from laptop (session ses_l, box web); its 30 events are above", tone: "note" },
   ],
+  [
+    ev(Events.boxSlept, { box: "box_1", keeps: "memory", programsStopped: false, bytes: 2048, ms: 900, by: { kind: "user", id: "alice" } }),
+    { summary: "box asleep, programs kept, 2048 bytes in 900 ms (by alice)", tone: "dim" },
+  ],
+  [
+    ev(Events.boxSlept, { box: "box_1", keeps: "disk", programsStopped: true, bytes: 0, ms: 40 }),
+    { summary: "box asleep (its programs were stopped; agents resume on wake), 0 bytes in 40 ms", tone: "warn" },
+  ],
+  [ev(Events.boxWoke, { box: "box_1", ms: 300, programsKept: true }), { summary: "box woke in 300 ms, programs kept", tone: "dim" }],
+  [
+    ev(Events.boxWokeCold, { box: "box_1", reason: "the sleeping state is torn" }),
+    { summary: "box booted afresh on wake, its programs lost: the sleeping state is torn", tone: "warn" },
+  ],
 ];
 
 describe("render", () => {

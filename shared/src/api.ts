@@ -99,13 +99,33 @@ export const BoxState = Type.Union([
   Type.Literal("starting"),
   Type.Literal("running"),
   Type.Literal("paused"),
+  /** Saving its programs' state to disk (a VM's memory) before its processes end. */
+  Type.Literal("sleeping"),
+  /** No process on the host; its programs' state (or, where the engine cannot keep it, its disk) waits for a wake. */
+  Type.Literal("asleep"),
+  /** Restoring from sleep. */
+  Type.Literal("waking"),
   Type.Literal("stopping"),
   Type.Literal("failed"),
   Type.Literal("deleted"),
 ]);
 export type BoxState = Static<typeof BoxState>;
-export const DesiredState = Type.Union([Type.Literal("stopped"), Type.Literal("running"), Type.Literal("paused"), Type.Literal("deleted")]);
+export const DesiredState = Type.Union([
+  Type.Literal("stopped"),
+  Type.Literal("running"),
+  Type.Literal("paused"),
+  Type.Literal("asleep"),
+  Type.Literal("deleted"),
+]);
 export type DesiredState = Static<typeof DesiredState>;
+
+/**
+ * What a box's sleep keeps: "memory", every program running on wake (a VM's
+ * RAM and devices, CRIU); "disk", the programs end and the agent's
+ * conversation resumes from its harness's session on wake.
+ */
+export const SleepKeeps = Type.Union([Type.Literal("memory"), Type.Literal("disk")]);
+export type SleepKeeps = Static<typeof SleepKeeps>;
 
 export const Box = Type.Object({
   id: Type.String(),
@@ -119,6 +139,8 @@ export const Box = Type.Object({
   guest: Type.Optional(Type.Object({ version: Type.String(), capabilities: Type.Array(Type.String()) })),
   /** What the engine says about this box (a VM's accelerator and why, its sizes). */
   engineInfo: Type.Optional(Type.Record(Type.String(), Type.String())),
+  /** An asleep box: what its sleep keeps (a VM's memory, or only its disk) and the bytes its sleeping state takes on the host. */
+  sleep: Type.Optional(Type.Object({ keeps: SleepKeeps, bytes: Type.Integer({ minimum: 0 }) })),
   createdAt: Type.String(),
   updatedAt: Type.String(),
 });

@@ -101,6 +101,25 @@ export const Events = {
     "box.state.changed",
     Type.Object({ box: Type.String(), state: Type.String(), reason: Type.Optional(Text(BOX_REASON_MAX)) }),
   ),
+  /** The box went to sleep: what its sleep kept ("disk": its programs were stopped), the bytes of its state, who asked. */
+  boxSlept: defineEvent(
+    "box.slept",
+    Type.Object({
+      box: Type.String(),
+      keeps: Type.Union([Type.Literal("memory"), Type.Literal("disk")]),
+      programsStopped: Type.Boolean(),
+      bytes: Type.Integer({ minimum: 0 }),
+      ms: Type.Integer({ minimum: 0 }),
+      by: Type.Optional(Actor),
+    }),
+  ),
+  /** The box woke from sleep with its programs (or, after a disk-only sleep, booted again), and who asked. */
+  boxWoke: defineEvent(
+    "box.woke",
+    Type.Object({ box: Type.String(), ms: Type.Integer({ minimum: 0 }), programsKept: Type.Boolean(), by: Type.Optional(Actor) }),
+  ),
+  /** A wake found its sleeping state torn or missing and booted the box afresh from its disk: its programs are gone. */
+  boxWokeCold: defineEvent("box.woke.cold", Type.Object({ box: Type.String(), reason: Text(1024) })),
   inputSent: defineEvent("input.sent", Type.Object({ text: Text() })),
   outputAppended: defineEvent(
     "output.appended",

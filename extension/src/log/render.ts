@@ -84,6 +84,15 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     ...(d.reason && d.reason.length > 200 ? { detail: d.reason } : {}),
     tone: d.state === "failed" ? "error" : "dim",
   }),
+  "box.slept": (d) => ({
+    summary: `box asleep${d.programsStopped ? " (its programs were stopped; agents resume on wake)" : ", programs kept"}, ${count(d.bytes, "byte")} in ${d.ms} ms${d.by ? ` (by ${d.by.id})` : ""}`,
+    tone: d.programsStopped ? "warn" : "dim",
+  }),
+  "box.woke": (d) => ({
+    summary: `box woke in ${d.ms} ms${d.programsKept ? ", programs kept" : ""}${d.by ? ` (by ${d.by.id})` : ""}`,
+    tone: "dim",
+  }),
+  "box.woke.cold": (d) => ({ summary: `box booted afresh on wake, its programs lost: ${oneLine(d.reason)}`, tone: "warn" }),
   "input.sent": (d) => ({ summary: `input ${oneLine(JSON.stringify(d.text))}` }),
   "output.appended": (d) => ({ summary: `output ${count(d.length, "byte")}${d.snapshot ? " (screen redraw)" : ""}`, tone: "dim" }),
   "output.dropped": (d) => ({

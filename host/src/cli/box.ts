@@ -72,7 +72,16 @@ type Create = GlobalArgs &
 type Policy = GlobalArgs & { name: string; allow?: string[]; deny?: string[]; secret?: string[]; "no-secret"?: string[] };
 
 /** A lifecycle verb over many boxes, one request each, with an idempotency key of its own. */
-const lifecycle = (verb: string, aliases: string[], describe: string, done: string, method: "POST" | "DELETE", action: string) =>
+const lifecycle = (
+  verb: string,
+  aliases: string[],
+  describe: string,
+  done: string,
+  method: "POST" | "DELETE",
+  action: string,
+  /** A progress line on stderr before each box, for verbs that take a while ({} is the box). */
+  progress?: string,
+) =>
   command<Names>({
     command: `${verb} <names..>`,
     aliases,
@@ -80,9 +89,10 @@ const lifecycle = (verb: string, aliases: string[], describe: string, done: stri
     positionals: { names: { describe: "box names or ids" } },
     run: async (a) => {
       const d = await connectDaemon(a.home);
-      await eachBox(a, done, (n, key) =>
-        d.request(method, `/v1/boxes/${encodeURIComponent(n)}${action}`, undefined, { idempotencyKey: key }),
-      );
+      await eachBox(a, done, (n, key) => {
+        if (progress) process.stderr.write(`${progress.replace("{}", n)}\n`);
+        return d.request(method, `/v1/boxes/${encodeURIComponent(n)}${action}`, undefined, { idempotencyKey: key });
+      });
     },
   });
 
@@ -153,6 +163,16 @@ export const box = body<GlobalArgs>({
     lifecycle("stop", [], "stop boxes (graceful, then forced)", "stopped", "POST", "/stop"),
     lifecycle("pause", [], "freeze running VM boxes", "paused", "POST", "/pause"),
     lifecycle("resume", [], "thaw paused boxes", "resumed", "POST", "/resume"),
+    lifecycle(
+      "sleep",
+      [],
+      "put running boxes to sleep: their state to disk, no process left",
+      "asleep",
+      "POST",
+      "/sleep",
+      "putting {} to sleep…",
+    ),
+    lifecycle("wake", [], "wake asleep boxes with their programs running", "awake", "POST", "/wake", "waking {}…"),
     lifecycle("delete", ["rm"], "delete boxes and everything in them", "deleted", "DELETE", ""),
     command<GlobalArgs>({
       command: "list",

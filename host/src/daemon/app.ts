@@ -128,7 +128,13 @@ export function buildApp(deps: AppDeps) {
             : { ok: true, version: HUTCH_VERSION, pid: process.pid, home: deps.home },
         { response: Health, detail: { summary: "Liveness and version (and, on the local socket, the daemon's pid and home)" } },
       )
-      .use(boxesController(deps.boxes, { visible: owns, owner: (req) => who(req).user, ...(access ? { snapshot: access.snapshot } : {}) }))
+      .use(
+        boxesController(
+          deps.boxes,
+          { visible: owns, owner: (req) => who(req).user, ...(access ? { snapshot: access.snapshot } : {}) },
+          deps.identify ?? localUser,
+        ),
+      )
       .use(auth ? authController(auth, deps.boxes, who, deps.serve ?? (() => ({ url: null, fingerprint: null }))) : new Elysia())
       .use(brokerController(deps.broker, deps.boxes, (req) => (principalOf(req)?.remote ? principalOf(req)!.user : null)))
       .use(streamDoc())

@@ -58,6 +58,7 @@ export async function createServices(home: string, db: Database, engines: Record
   boxes.channelOpened.add((boxId, dir, channel) => broker.attach(boxId, dir, channel));
   boxes.channelClosed.add((boxId) => broker.detach(boxId));
   boxes.stateChanged.add((boxId, state, reason) => sessions.boxChanged(boxId, state, reason));
+  boxes.events.add((boxId, event) => sessions.boxEvent(boxId, event));
   broker.decisions.add((boxId, decision, facts) => sessions.boxEvent(boxId, emit(EGRESS_EVENTS[decision], { box: boxId, ...facts })));
   const snapshots = new SnapshotService(home, boxes);
   snapshots.created.add((boxId, s) =>

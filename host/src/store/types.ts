@@ -173,7 +173,7 @@ export interface BoxRow {
   updated_at: string;
 }
 
-export type OpKind = "create" | "start" | "stop" | "pause" | "resume" | "delete";
+export type OpKind = "create" | "start" | "stop" | "pause" | "resume" | "sleep" | "wake" | "delete";
 
 /** Each box's operations: pending until the reconciler settles them, found again by their idempotency key. */
 export interface OpJournal {

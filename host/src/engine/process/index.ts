@@ -109,6 +109,7 @@ export const PROCESS_CAPABILITIES: EngineCapabilities = {
   memorySnapshot: false,
   screenshot: false,
   agentsAtBoot: false,
+  sleep: null,
 };
 
 export class ProcessEngine implements Engine {

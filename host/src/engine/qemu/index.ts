@@ -93,6 +93,7 @@ export const QEMU_CAPABILITIES: EngineCapabilities = {
   memorySnapshot: false,
   screenshot: false,
   agentsAtBoot: true,
+  sleep: "memory",
 };
 
 export class QemuEngine implements Engine {
