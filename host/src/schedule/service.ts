@@ -55,7 +55,7 @@ export interface ScheduleDeps {
    */
   idle?: (boxId: string, exceptSession: string) => boolean;
   /** Puts a box the run woke back as it was: asleep, or stopped. */
-  putBack?: (boxId: string, before: BoxState) => Promise<void>;
+  putBack?: (boxId: string, before: BoxState, actor: Actor) => Promise<void>;
 }
 
 /** The actor a schedule's events carry: its owner's orchestrator, named for the schedule. */
@@ -273,7 +273,7 @@ export class ScheduleService {
     let session: string;
     let wakeMs = 0;
     try {
-      await this.d.boxes.ensureRunning(box.id);
+      await this.d.boxes.ensureRunning(box.id, actor);
       wakeMs = Math.max(0, this.clock.now() - t0);
       const started = emit(Events.scheduleRunStarted, { schedule: row.id, trigger, box: box.id, agent: row.agent, woke, wakeMs });
       const s = await this.d.sessions.create(
@@ -328,7 +328,7 @@ export class ScheduleService {
     await this.finishSession(row, session, run);
     logger.info("schedule run finished", { schedule: row.id, session, status: run.status, ms: run.ms });
     if (woke && this.boxIdle(box.id, session)) {
-      await (this.d.putBack ?? this.defaultPutBack)(box.id, before).catch((err) =>
+      await (this.d.putBack ?? this.defaultPutBack)(box.id, before, actor).catch((err) =>
         logger.warn("could not put the box back to sleep after a schedule's run", { schedule: row.id, box: box.name, err: String(err) }),
       );
     }
@@ -373,8 +373,9 @@ export class ScheduleService {
       .every((s) => s.id === except || (s.driver === null && !this.d.sessions.busy(s.id)));
   }
 
-  private readonly defaultPutBack = async (boxId: string, before: BoxState): Promise<void> => {
-    if (before === "stopped") await this.d.boxes.stop(boxId, null);
+  private readonly defaultPutBack = async (boxId: string, before: BoxState, actor: Actor): Promise<void> => {
+    if (before === "asleep") await this.d.boxes.sleep(boxId, actor);
+    else if (before === "stopped") await this.d.boxes.stop(boxId, null);
   };
 
   private async waitTurn(session: string, deadline: number): Promise<"ok" | "error" | "timeout"> {
