@@ -180,6 +180,7 @@ describe("completion", () => {
         "offload",
         "bring-back",
         "dispatch",
+        "schedule",
         "pty",
         "doctor",
         "serve",
