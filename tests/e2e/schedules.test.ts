@@ -76,7 +76,7 @@ test("a schedule firing every minute starts the box, runs its turn against the f
   expect((await h.run(["schedule", "rm", s.id])).code).toBe(0);
 
   const log = await events(h, run.session!);
-  const asSchedule = { kind: "orchestrator", id: expect.stringMatching(new RegExp(`/schedule:${s.id}$`)) };
+  const asSchedule = { kind: "orchestrator" as const, id: expect.stringMatching(new RegExp(`/schedule:${s.id}$`)) };
   const started = log.findIndex((e) => read(e, Events.scheduleRunStarted)?.schedule === s.id);
   const input = log.findIndex((e) => read(e, Events.inputSent)?.text === PROMPT);
   const tool = log.findIndex((e) => e.kind === "tool.called");

@@ -22,8 +22,12 @@ import { openChannel, type Channel } from "../engine/channel.ts";
 import { env } from "../env.ts";
 import { log } from "../log.ts";
 import { Listeners } from "../listeners.ts";
+import { type AutoSleep, parseAutoSleep } from "./idle.ts";
 
 const logger = log.create({ service: "boxes" });
+
+/** A VM box sleeps after this long idle unless created with another --sleep-after (or off). */
+export const DEFAULT_VM_SLEEP_AFTER_MS = 30 * 60_000;
 
 const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
@@ -184,6 +188,7 @@ export class BoxService {
       kernelArgs: body.kernelArgs,
     });
     checkSettings(engine, body.name, config);
+    Object.assign(config, this.autoSleepConfig(engine, body.name, body, true));
     const policy: BoxPolicy = { allow: [...new Set(body.allow ?? [])], bindings: [...new Set(body.secrets ?? [])] };
     this.policyChecks.check(policy);
     const seeder = body.from === undefined ? undefined : this.seeder;
@@ -209,9 +214,23 @@ export class BoxService {
     return body.start ? this.get(box.id) : this.stop(box.id, null);
   }
 
-  /** New limits for a stopped box, applied at its next start. */
+  /** New limits for a stopped box, applied at its next start; the sleep settings, in any state, from now. */
   set(ref: string, body: BoxSetBody): Box {
     const row = this.row(ref);
+    const { sleepAfter, maxAwake, ...limits } = body;
+    if (sleepAfter !== undefined || maxAwake !== undefined) {
+      const sleep = this.autoSleepConfig(row.engine, row.name, { sleepAfter, maxAwake }, false);
+      this.store.setConfig(row.id, { ...(JSON.parse(row.config) as Record<string, unknown>), ...sleep });
+      logger.info("box sleep settings changed", {
+        box: row.name,
+        ...Object.fromEntries(Object.entries(sleep).map(([k, v]) => [k, String(v)])),
+      });
+      if (Object.keys(limits).length === 0) {
+        this.changes.emit(row.id);
+        return this.toBox(this.row(row.id));
+      }
+      return this.set(row.id, limits);
+    }
     if (row.state !== "stopped" && row.state !== "failed" && row.state !== "creating") {
       throw new HutchError(
         "conflict",
@@ -374,9 +393,50 @@ export class BoxService {
       ...(ch ? { guest: { version: ch.hello.version, capabilities: ch.hello.capabilities } } : {}),
       ...(engine?.describe ? { engineInfo: engine.describe(this.handle(row)) } : {}),
       ...this.sleepInfo(row, engine),
+      ...this.autoSleepInfo(row.id),
       createdAt: row.created_at,
       updatedAt: row.updated_at,
     };
+  }
+
+  private autoSleepInfo(boxId: string): Pick<Box, "autoSleep"> {
+    const a = this.autoSleep(boxId);
+    const s = (ms: number | null) => (ms === null ? null : Math.round(ms / 1000));
+    return a ? { autoSleep: { sleepAfterS: s(a.sleepAfterMs), maxAwakeS: s(a.maxAwakeMs) } } : {};
+  }
+
+  /** When the box sleeps by itself (box/idle.ts), or null when it never does. */
+  autoSleep(boxId: string): AutoSleep | null {
+    const row = this.store.byId(boxId);
+    if (!row) return null;
+    const c = JSON.parse(row.config) as { sleepAfterMs?: number | null; maxAwakeMs?: number | null };
+    const a = { sleepAfterMs: c.sleepAfterMs ?? null, maxAwakeMs: c.maxAwakeMs ?? null };
+    return a.sleepAfterMs === null && a.maxAwakeMs === null ? null : a;
+  }
+
+  /**
+   * The sleep settings a create or set asks for, as config keys. A VM box
+   * sleeps after DEFAULT_VM_SLEEP_AFTER_MS idle unless told otherwise; an
+   * engine that cannot sleep a box refuses them.
+   */
+  private autoSleepConfig(
+    engine: string,
+    name: string,
+    body: { sleepAfter?: string | undefined; maxAwake?: string | undefined },
+    creating: boolean,
+  ): { sleepAfterMs?: number | null; maxAwakeMs?: number | null } {
+    const can = this.engine(engine).capabilities.sleep !== null;
+    const out: { sleepAfterMs?: number | null; maxAwakeMs?: number | null } = {};
+    if (body.sleepAfter !== undefined) out.sleepAfterMs = parseAutoSleep("--sleep-after", body.sleepAfter);
+    if (body.maxAwake !== undefined) out.maxAwakeMs = parseAutoSleep("--max-awake", body.maxAwake);
+    if (creating && out.sleepAfterMs === undefined && engine === "qemu" && can) out.sleepAfterMs = DEFAULT_VM_SLEEP_AFTER_MS;
+    if (!can && (out.sleepAfterMs != null || out.maxAwakeMs != null))
+      throw new HutchError(
+        "invalid",
+        `the ${engine} engine cannot put boxes to sleep on this host, so --sleep-after and --max-awake do not apply to box "${name}"`,
+        "leave them out, or use a VM box (--engine qemu)",
+      );
+    return out;
   }
 
   private sleepInfo(row: BoxRow, engine: Engine | undefined): Pick<Box, "sleep"> {

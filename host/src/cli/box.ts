@@ -39,7 +39,7 @@ export function parseMemory(s: string): number {
   return Number(m[1]) * (m[2]?.toUpperCase() === "G" ? 1024 : 1);
 }
 
-type LimitArgs = { cpus?: number; memory?: string; pids?: number; disk?: string };
+type LimitArgs = { cpus?: number; memory?: string; pids?: number; disk?: string; "sleep-after"?: string; "max-awake"?: string };
 
 /** The limit flags `box create` and `box set` share (host/src/engine/process/README.md has the defaults). */
 const LIMIT_OPTIONS: Record<string, OptionSpec> = {
@@ -47,6 +47,12 @@ const LIMIT_OPTIONS: Record<string, OptionSpec> = {
   memory: { type: "string", describe: "memory, e.g. 4G or 768M (default: 1G for a VM, 4G for a process box)" },
   pids: { type: "number", describe: "process box: most processes and threads at once (default 4096)" },
   disk: { type: "string", describe: "disk size, e.g. 20G (default: 16G for a process box, the image's for a VM)" },
+  "sleep-after": {
+    type: "string",
+    describe: "sleep by itself after this long idle (5s, 30m, 2h, or off); idle: no client attached, exec, turn or forwarded connection",
+    defaultDescription: "30m for a VM box, off otherwise",
+  },
+  "max-awake": { type: "string", describe: "sleep after this long awake even if busy, never with a client attached (or off)" },
 };
 
 function limitsOf(a: LimitArgs): Record<string, number | string> {
@@ -55,6 +61,8 @@ function limitsOf(a: LimitArgs): Record<string, number | string> {
     ...(a.memory ? { memoryMiB: parseMemory(a.memory) } : {}),
     ...(a.pids !== undefined ? { pids: a.pids } : {}),
     ...(a.disk ? { disk: a.disk } : {}),
+    ...(a["sleep-after"] !== undefined ? { sleepAfter: a["sleep-after"] } : {}),
+    ...(a["max-awake"] !== undefined ? { maxAwake: a["max-awake"] } : {}),
   };
 }
 
@@ -146,7 +154,7 @@ export const box = body<GlobalArgs>({
     }),
     command<GlobalArgs & LimitArgs & { name: string }>({
       command: "set <name>",
-      describe: "change a stopped box's limits (applied when it next starts)",
+      describe: "change a stopped box's limits (applied when it next starts), or when it sleeps by itself (at once)",
       options: LIMIT_OPTIONS,
       examples: [["$0 box set web --memory 8G --disk 40G", "more room for a stopped box"]],
       run: async (a) => {
@@ -156,7 +164,12 @@ export const box = body<GlobalArgs>({
         const d = await connectDaemon(a.home);
         const box = await d.request<Box>("PATCH", `/v1/boxes/${encodeURIComponent(a.name)}`, change);
         if (a.json) printJson(box);
-        else process.stdout.write(`${box.name}: limits changed; they apply when it next starts\n`);
+        else
+          process.stdout.write(
+            Object.keys(change).every((k) => k === "sleepAfter" || k === "maxAwake")
+              ? `${box.name}: sleep settings changed\n`
+              : `${box.name}: limits changed; they apply when it next starts\n`,
+          );
       },
     }),
     lifecycle("start", [], "start boxes", "started", "POST", "/start"),

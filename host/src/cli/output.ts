@@ -71,6 +71,19 @@ export function boxDetails(b: Box): string {
     ...(b.sleep
       ? [["sleep", `${sleepText(b.sleep)}${b.sleep.keeps === "memory" ? ", programs kept" : ", programs stopped (agents resume)"}`]]
       : []),
+    ...(b.autoSleep
+      ? [
+          [
+            "auto-sleep",
+            [
+              b.autoSleep.sleepAfterS !== null ? `after ${b.autoSleep.sleepAfterS}s idle` : "",
+              b.autoSleep.maxAwakeS !== null ? `after ${b.autoSleep.maxAwakeS}s awake` : "",
+            ]
+              .filter(Boolean)
+              .join(", "),
+          ],
+        ]
+      : []),
     ["engine", b.engine],
     ["isolation", b.isolation],
     ...(b.guest ? [["guest", `${b.guest.version} (${b.guest.capabilities.join(", ")})`]] : []),

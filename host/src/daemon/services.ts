@@ -24,8 +24,12 @@ import { DispatchService } from "../dispatch/service.ts";
 import { log } from "../log.ts";
 import { ScheduleStore } from "../store/schedules.ts";
 import { ScheduleService } from "../schedule/service.ts";
+import { IdleTracker } from "../box/idle.ts";
 
 const logger = log.create({ service: "daemon" });
+
+/** Who puts an idle box to sleep, in its box.slept event. */
+const IDLE_ACTOR = { kind: "system", id: "hutchd/idle" } as const;
 
 /** The event each broker decision is logged as. */
 const EGRESS_EVENTS = { allowed: Events.egressAllowed, denied: Events.egressDenied, injected: Events.egressInjected } as const;
@@ -41,6 +45,8 @@ export interface Services {
   auth: AuthService;
   dispatches: DispatchService;
   schedules: ScheduleService;
+  /** What keeps each box awake, and the sleep of those idle past their --sleep-after. */
+  idle: IdleTracker;
 }
 
 export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
@@ -91,6 +97,19 @@ export async function createServices(home: string, db: Database, engines: Record
     },
   };
   const dispatches = new DispatchService({ home, boxes, sessions, store: sessionStore, snapshots });
-  const schedules = new ScheduleService({ store: new ScheduleStore(db), boxes, sessions, sessionStore });
-  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, schedules };
+  const idle = new IdleTracker({
+    now: () => Date.now(),
+    settings: (id) => boxes.autoSleep(id),
+    sleep: (id) => boxes.sleep(id, IDLE_ACTOR),
+  });
+  boxes.stateChanged.add((boxId, state) => (state === "running" ? idle.awake(boxId) : idle.gone(boxId)));
+  sessions.holdBox = (boxId) => idle.hold(boxId, "turn");
+  const schedules = new ScheduleService({
+    store: new ScheduleStore(db),
+    boxes,
+    sessions,
+    sessionStore,
+    idle: (boxId) => idle.quiet(boxId),
+  });
+  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, schedules, idle };
 }

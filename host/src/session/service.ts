@@ -142,6 +142,8 @@ export class SessionService {
    * named in the request, if any (its owner's secrets are the ones used).
    */
   agentReady: (agent: string, bindings: readonly string[], user: string, box?: string) => void = () => {};
+  /** Holds a box awake while a headless turn runs in it (box/idle.ts); the function returned ends the hold. */
+  holdBox: (boxId: string) => () => void = () => () => {};
   /** Whom a box belongs to (server mode): a fork of a session belongs to its box's owner. */
   boxOwner: (boxId: string) => string | undefined = () => undefined;
 
@@ -290,6 +292,7 @@ export class SessionService {
   private startTurn(row: SessionRow, agent: Harness, prompt: string, resume: boolean, model?: string): void {
     const { runner, agentsDir, install } = this.agents;
     const stop = new AbortController();
+    const release = this.holdBox(row.box_id);
     const done = runner
       .run({
         boxId: row.box_id,
@@ -304,7 +307,10 @@ export class SessionService {
         signal: stop.signal,
       })
       .catch((err) => logger.error("agent turn failed", { session: row.id, err }))
-      .finally(() => this.turns.delete(row.id));
+      .finally(() => {
+        this.turns.delete(row.id);
+        release();
+      });
     this.turns.set(row.id, { done, stop });
   }
 

@@ -24,6 +24,7 @@ import {
   type MuxStream,
 } from "@hutch/shared";
 import type { BoxService } from "../../box/service.ts";
+import type { Activity } from "../../box/idle.ts";
 import { actorFrom, principalOf, type Identify } from "../actor.ts";
 import { relay } from "./relay.ts";
 import { log } from "../../log.ts";
@@ -59,12 +60,23 @@ const closeWith = (client: MuxStream, err: unknown) => {
   client.close({ code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) });
 };
 
+/** What each tool keeps a box awake as (box/idle.ts): a person at a terminal, browser or desktop is a client. */
+function activityOf(tool: ToolOpen["tool"]): Activity {
+  if (tool.startsWith("pty.") || tool.startsWith("browser.") || tool.startsWith("desktop.")) return "client";
+  if (tool === "port.connect") return "forward";
+  return "exec";
+}
+
+/** Holds a box awake for as long as a stream lasts; the function returned ends the hold. */
+export type HoldBox = (boxId: string, kind: Activity) => () => void;
+
 async function openStream(
   boxes: BoxService,
   sessions: SessionAttacher | undefined,
   data: StreamSocketData,
   client: MuxStream,
   raw: unknown,
+  hold: HoldBox,
 ): Promise<void> {
   if (!check(ToolOpen, raw)) {
     client.close({ code: "invalid", message: `bad tool call: ${firstError(ToolOpen, raw)}` });
@@ -120,9 +132,14 @@ async function openStream(
   }
   const { box, channel } = target;
   const guest = channel.mux.open(payload);
+  const release = hold(box.id, activityOf((payload as ToolOpen).tool));
   relay(client, guest, {
     onGuestViolation: (reason) => channel.mux.fail(new ProtocolError(reason)),
-    ...(attached ? { onInput: attached.input, onClose: attached.end } : {}),
+    ...(attached ? { onInput: attached.input } : {}),
+    onClose: () => {
+      release();
+      attached?.end();
+    },
   });
   logger.debug("stream opened", { box: box.name, tool: (payload as ToolOpen).tool });
 }
@@ -146,7 +163,11 @@ export function upgradeStream(req: Request, server: Server<StreamSocketData>, id
   });
 }
 
-export function streamSocket(boxes: BoxService, sessions?: SessionAttacher): WebSocketHandler<StreamSocketData> {
+export function streamSocket(
+  boxes: BoxService,
+  sessions?: SessionAttacher,
+  hold: HoldBox = () => () => {},
+): WebSocketHandler<StreamSocketData> {
   return {
     maxPayloadLength: 1024 * 1024,
     open(ws: ServerWebSocket<StreamSocketData>) {
@@ -175,7 +196,7 @@ export function streamSocket(boxes: BoxService, sessions?: SessionAttacher): Web
               return;
             }
             opened = true;
-            void openStream(boxes, sessions, ws.data, stream, payload);
+            void openStream(boxes, sessions, ws.data, stream, payload, hold);
           },
           onError(err) {
             logger.warn("client broke the protocol", { err: err.message });
