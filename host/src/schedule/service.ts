@@ -82,7 +82,6 @@ export class ScheduleService {
     const now = this.clock.now();
     const maxRun = parseMaxRun(body.maxRun, DEFAULT_MAX_RUN_MS);
     const agent = harness(body.agent);
-    if (agent.bindings.length) this.d.sessions.agentReady(agent.name, agent.bindings, owner, box.id);
     let cron: Cron | null = null;
     let at: number | null = null;
     let spread = 0;
@@ -95,6 +94,8 @@ export class ScheduleService {
       at = parseAt(body.at!, now);
       next = at;
     }
+    // After the schedule's own fields, so a bad expression is named before a missing secret.
+    if (agent.bindings.length) this.d.sessions.agentReady(agent.name, agent.bindings, owner, box.id);
     const row: ScheduleRow = {
       id: newId("sch", now),
       box_id: box.id,
