@@ -2,8 +2,10 @@
 // VM boxes that sleep to zero and wake with their programs running: one VM
 // under tcg, put to sleep and woken again and again (host/src/engine/qemu/README.md).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readdirSync, readFileSync } from "node:fs";
-import { installTestImage, makeHome, onTerminal, waitFor, type Home } from "../helpers.ts";
+import { Database } from "bun:sqlite";
+import { readdirSync, readFileSync, statSync, truncateSync } from "node:fs";
+import { join } from "node:path";
+import { installTestImage, makeHome, onTerminal, pidAlive, waitFor, type Home } from "../helpers.ts";
 
 let h: Home;
 let boxId: string;
@@ -106,4 +108,113 @@ describe("a VM box asleep", () => {
     const guestNow = Number(await sh("date +%s"));
     expect(Math.abs(guestNow - Date.now() / 1000)).toBeLessThan(5);
   }, 900_000);
+});
+
+/** What the daemon recorded of the box right now, read from its database (the daemon may be dead). */
+function storedState(): string {
+  const db = new Database(join(h.home, "hutch.db"), { readonly: true });
+  try {
+    return (db.query("SELECT state FROM boxes WHERE id = ?").get(boxId) as { state: string }).state;
+  } finally {
+    db.close();
+  }
+}
+
+function daemonLog(): string {
+  return readFileSync(join(h.home, "daemon.log"), "utf8");
+}
+
+/** SIGKILLs the daemon once the stored state is `during`: proof the kill landed mid-operation. */
+async function killDaemonDuring(during: string, op: Promise<unknown>): Promise<void> {
+  await waitFor(`the box to be ${during}`, () => storedState() === during, 30_000);
+  const pid = h.daemonPid()!;
+  process.kill(pid, "SIGKILL");
+  await waitFor("the daemon to die", () => !pidAlive(pid));
+  expect(storedState()).toBe(during);
+  await op;
+}
+
+describe("waking on demand, and crashes", () => {
+  test("two concurrent execs on a sleeping box cause one wake, each with its own exit code and bytes", async () => {
+    expect((await h.run(["box", "sleep", "s"])).code).toBe(0);
+    const woke = (daemonLog().match(/box woke/g) ?? []).length;
+    const [a, b] = await Promise.all([
+      h.run(["exec", "s", "--", "sh", "-c", "echo one; exit 3"]),
+      h.run(["exec", "s", "--", "sh", "-c", "echo two; exit 5"]),
+    ]);
+    expect([a.code, a.stdout]).toEqual([3, "one\n"]);
+    expect([b.code, b.stdout]).toEqual([5, "two\n"]);
+    expect(a.stderr + b.stderr).toContain("waking s");
+    expect((daemonLog().match(/box woke/g) ?? []).length).toBe(woke + 1);
+    expect((await info("s")).state).toBe("running");
+  }, 300_000);
+
+  test("a SIGKILL of the daemon mid-sleep ends asleep or running, with the programs kept", async () => {
+    const loopPid = await sh("cat /workspace/loop.pid");
+    // Memory worth seconds of saving (not zero pages, which cost nothing), so the kill lands within it.
+    await sh("yes hutch-fill | head -c 256M > /dev/shm/fill");
+    const sleeping = h.run(["box", "sleep", "s"]);
+    await killDaemonDuring("sleeping", sleeping);
+    // The next command starts a daemon, which finishes (or undoes) what was cut short.
+    const settled = await waitFor(
+      "the box to settle",
+      async () => {
+        const st = (await info("s")).state;
+        return st === "asleep" || st === "running" ? st : null;
+      },
+      120_000,
+    );
+    expect(["asleep", "running"]).toContain(settled);
+    expect(await sh(`kill -0 ${loopPid} && echo alive`)).toBe("alive");
+    await sh("rm /dev/shm/fill");
+  }, 300_000);
+
+  test("a SIGKILL of the daemon mid-wake ends running, with the programs kept", async () => {
+    const loopPid = await sh("cat /workspace/loop.pid");
+    expect((await h.run(["box", "sleep", "s"])).code).toBe(0);
+    const waking = h.run(["box", "wake", "s"]);
+    await killDaemonDuring("waking", waking);
+    const settled = await waitFor(
+      "the box to settle",
+      async () => {
+        const st = (await info("s")).state;
+        return st === "asleep" || st === "running" ? st : null;
+      },
+      120_000,
+    );
+    expect(["asleep", "running"]).toContain(settled);
+    expect(await sh(`kill -0 ${loopPid} && echo alive`)).toBe("alive");
+    expect(qemuFor(boxId).length).toBe(1);
+  }, 300_000);
+
+  test("the sleeping state holds what is in the guest's memory (a marker) and never the real secret, only its stub", async () => {
+    const real = `sk-ant-real-${crypto.randomUUID()}`;
+    expect((await h.run(["secret", "set", "anthropic"], { stdin: real })).code).toBe(0);
+    expect((await h.run(["box", "policy", "s", "--secret", "anthropic"])).code).toBe(0);
+    const marker = `marker-${crypto.randomUUID()}`;
+    // In a tmpfs: RAM, not the disk.
+    await sh(`printf %s ${marker} > /dev/shm/marker`);
+    // A request through the broker, so the real secret has been in use while the box ran.
+    await h.run(["exec", "s", "--", "sh", "-c", 'curl -s -m 5 -H "x-api-key: $ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL/v1/models" || true']);
+    expect((await h.run(["box", "sleep", "s"])).code).toBe(0);
+    const state = readFileSync(join(h.home, "boxes", boxId, "sleep.state"));
+    expect(state.includes(Buffer.from(marker))).toBe(true);
+    expect(state.includes(Buffer.from(real))).toBe(false);
+    expect((await h.run(["box", "wake", "s"])).code).toBe(0);
+  }, 300_000);
+
+  test("a torn sleeping state gives a cold boot with the disk intact, and an event saying so", async () => {
+    await sh("echo kept > /workspace/on-disk; sync");
+    expect((await h.run(["box", "sleep", "s"])).code).toBe(0);
+    const file = join(h.home, "boxes", boxId, "sleep.state");
+    truncateSync(file, Math.floor(statSync(file).size / 2));
+    const w = await h.run(["box", "wake", "s"]);
+    expect(w.code, w.stderr).toBe(0);
+    expect((await info("s")).state).toBe("running");
+    expect(await sh("cat /workspace/on-disk")).toBe("kept");
+    expect(daemonLog()).toContain("box woke cold");
+    const sessions = JSON.parse((await h.run(["session", "list", "--json"])).stdout) as { id: string }[];
+    const events = await h.run(["session", "log", sessions[0]!.id, "--json"]);
+    expect(events.stdout).toContain('"box.woke.cold"');
+  }, 300_000);
 });

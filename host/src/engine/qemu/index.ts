@@ -403,6 +403,10 @@ export class QemuEngine implements Engine {
     }
   }
 
+  async sleepDetail(): Promise<string> {
+    return "keeps the VM's memory and devices: its programs carry on after a wake (the state is a file in the box's directory)";
+  }
+
   async forgetSleep(box: BoxHandle): Promise<void> {
     for (const f of [VM_FILES.sleepState, VM_FILES.sleepTmp]) rmSync(join(box.dir, f), { force: true });
   }
@@ -442,7 +446,7 @@ export class QemuEngine implements Engine {
     }
     await qmp(qmpSock, "quit").catch(() => undefined);
     if (!(await waitGone(id, 10_000))) await killBox(box.id, id, join(box.dir, VM_FILES.pid));
-    rmSync(join(box.dir, VM_FILES.pid), { force: true });
+    for (const f of [VM_FILES.pid, VM_FILES.qemuPid, VM_FILES.qmp, VM_FILES.socket]) rmSync(join(box.dir, f), { force: true });
     await this.release(box);
     return this.sleeping(box)!;
   }
@@ -459,6 +463,8 @@ export class QemuEngine implements Engine {
     const qmpSock = join(box.dir, VM_FILES.qmp);
     const live = this.identity(box);
     if (!live || !isAlive(live)) {
+      // A QEMU a crash left unrecorded (killed before its pidfile was written) holds the disk: it goes first.
+      await killBox(box.id, null, join(box.dir, VM_FILES.pid));
       const problem = stateProblem(state);
       const saved = this.savedArgv(box);
       if (problem || !saved) {
