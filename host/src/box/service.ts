@@ -17,7 +17,7 @@ import {
   type TypedEvent,
 } from "@hutch/shared";
 import type { BoxRegistry, BoxRow, OpKind } from "../store/types.ts";
-import type { BoxHandle, Engine, EngineCapabilities } from "../engine/types.ts";
+import type { BoxHandle, Engine, EngineCapabilities, SleepState } from "../engine/types.ts";
 import { openChannel, type Channel } from "../engine/channel.ts";
 import { env } from "../env.ts";
 import { log } from "../log.ts";
@@ -487,7 +487,7 @@ export class BoxService {
       // Keep the next step with the reason: the op's error is all the caller gets back.
       const message =
         err instanceof HutchError && err.hint ? `${err.message}; ${err.hint}` : err instanceof Error ? err.message : String(err);
-      await this.failBox(row, message);
+      if (!(err instanceof KeptRunning)) await this.failBox(row, message);
       this.store.settleOps(boxId, message);
     }
   }
@@ -551,7 +551,16 @@ export class BoxService {
     this.askedBy.delete(row.id);
     // Not "running" any more, so the channel closing as the box's processes end is not taken for a fault.
     this.setState(row.id, "sleeping");
-    const st = await engine.sleep(box);
+    let st: SleepState;
+    try {
+      st = await engine.sleep(box);
+    } catch (err) {
+      // A sleep that could not save the state leaves the box running, as it was: not failed.
+      if (!(await engine.inspect(box)).running) throw err;
+      this.store.request(row.id, "wake", "running", null);
+      this.setState(row.id, "running");
+      throw new KeptRunning(`could not sleep, so it runs on: ${(err as Error).message}`);
+    }
     this.dropChannel(row.id);
     this.setState(row.id, "asleep");
     const ms = Date.now() - t0;
@@ -656,6 +665,11 @@ export class BoxService {
     this.channelClosed.emit(boxId);
     ch.close();
   }
+}
+
+/** An operation failed and left the box as it was, running: it is not failed. */
+class KeptRunning extends Error {
+  override name = "KeptRunning";
 }
 
 /** Asleep, or on the way in or out of it: a verb that needs the box wakes it. */

@@ -114,6 +114,8 @@ export interface Engine {
   wake?(box: BoxHandle): Promise<{ cold: string | null }>;
   /** The box's sleeping state, if it has one (whether or not it is usable). */
   sleeping?(box: BoxHandle): SleepState | null;
+  /** What a sleep keeps on this host and why, for `hutch doctor` (present with capabilities.sleep). */
+  sleepDetail?(): Promise<string>;
   /** Throws a stopped box's sleeping state away (a stop asked of an asleep box). Idempotent. */
   forgetSleep?(box: BoxHandle): Promise<void>;
   inspect(box: BoxHandle): Promise<Observed>;

@@ -92,7 +92,7 @@ async function openStream(
     if (!data.actor) return closeWith(client, new HutchError("invalid", "input into a box needs a caller the daemon can name"));
     try {
       const steal = payload.tool === "desktop.input" && payload.steal === true;
-      const { driving } = sessions.boxInput(boxes.channel(data.ref).box.id, data.actor, steal);
+      const { driving } = sessions.boxInput((await boxes.awake(data.ref, data.actor)).box.id, data.actor, steal);
       // The driver's input takes the guest's slot from whoever held it.
       if (driving && payload.tool === "desktop.input") payload = { ...payload, steal: true };
     } catch (err) {
@@ -123,9 +123,10 @@ async function openStream(
     }
     ref = attached.box;
   }
-  let target: ReturnType<typeof boxes.channel>;
+  let target: Awaited<ReturnType<typeof boxes.awake>>;
   try {
-    target = boxes.channel(ref);
+    // The one place a stream (exec, cp, attach, ports, browser, desktop, MCP) reaches a box: an asleep one wakes here.
+    target = await boxes.awake(ref, data.actor);
   } catch (err) {
     attached?.end();
     return closeWith(client, err);
