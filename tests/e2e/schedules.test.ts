@@ -1,7 +1,7 @@
 // Schedules end to end: the compiled daemon's timer fires a cron schedule,
-// which starts the box, runs the real Claude Code CLI headless against the
+// which wakes the sleeping box, runs the real Claude Code CLI headless against the
 // fake model API on loopback, records the run's events as the schedule and
-// puts the box back; and a daemon that was down across one-off runs catches
+// lets the box sleep again; and a daemon that was down across one-off runs catches
 // up the one that asks for it, once, and skips the other.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
@@ -22,8 +22,10 @@ beforeAll(async () => {
   fake = await startFakeModel();
   writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
   expect((await h.run(["secret", "set", "anthropic"], { stdin: SECRETS.anthropic })).code).toBe(0);
-  const box = await h.run(["box", "create", "sc", "--secret", "anthropic"]);
+  const box = await h.run(["box", "create", "sc", "--start", "--secret", "anthropic"]);
   expect(box.code, box.stderr).toBe(0);
+  const slept = await h.run(["box", "sleep", "sc"]);
+  expect(slept.code, slept.stderr).toBe(0);
   const install = await h.run(["agent", "install", "claude"]);
   expect(install.code, install.stderr).toBe(0);
 }, 600_000);
@@ -39,7 +41,7 @@ async function info(id: string): Promise<Schedule> {
   return JSON.parse(r.stdout) as Schedule;
 }
 
-test("a schedule firing every minute starts the box, runs its turn against the fake, records the run as the schedule, and puts the box back", async () => {
+test("a schedule firing every minute wakes the sleeping box, runs its turn against the fake, records the run as the schedule, and the box sleeps again", async () => {
   const added = await h.run([
     "schedule",
     "add",
@@ -58,7 +60,7 @@ test("a schedule firing every minute starts the box, runs its turn against the f
   const s = JSON.parse(added.stdout) as Schedule;
   expect(s).toMatchObject({ boxName: "sc", cron: "* * * * *", state: "active", catchUp: "once", maxRunS: 120 });
   expect(s.spreadS).toBeLessThan(30);
-  expect((await h.run(["box", "info", "sc", "--json"])).stdout).toContain('"state": "stopped"');
+  expect((await h.run(["box", "info", "sc", "--json"])).stdout).toContain('"state": "asleep"');
 
   const done = await waitFor(
     "the first run to finish",
@@ -93,14 +95,10 @@ test("a schedule firing every minute starts the box, runs its turn against the f
   expect(log.at(-1)!.kind).toBe("session.closed");
   expect(JSON.stringify(log)).not.toContain(SECRETS.anthropic);
 
-  // The turn did its work, and the box was put back as the run found it.
-  await waitFor("the box to be stopped again", async () =>
-    (await h.run(["box", "info", "sc", "--json"])).stdout.includes('"state": "stopped"'),
-  );
-  expect((await h.run(["box", "start", "sc"])).code).toBe(0);
+  // The box sleeps again, and the turn's work is there when an exec wakes it.
+  await waitFor("the box to sleep again", async () => (await h.run(["box", "info", "sc", "--json"])).stdout.includes('"state": "asleep"'));
   const file = await h.run(["exec", "sc", "--", "cat", "/workspace/hello.txt"]);
   expect(file.stdout).toBe("hi");
-  expect((await h.run(["box", "stop", "sc"])).code).toBe(0);
 }, 240_000);
 
 test("with the daemon down across a one-off's time, --catch-up once runs it once at start and --catch-up skip does not", async () => {
