@@ -9,6 +9,7 @@ import { join } from "node:path";
 import { Events, read, type Schedule } from "../../shared/src/index.ts";
 import { makeHome, pidAlive, waitFor, type Home } from "../helpers.ts";
 import { events, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
+import { joinClient, startServer } from "../remote.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 
 const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
@@ -147,3 +148,54 @@ test("with the daemon down across a one-off's time, --catch-up once runs it once
   expect(sessions.filter((x) => x.label === `schedule ${once.id}`)).toHaveLength(1);
   expect(sessions.filter((x) => x.label === `schedule ${skip.id}`)).toHaveLength(0);
 }, 120_000);
+
+test("through --remote: a schedule added from a client runs on the server's daemon; another user neither sees nor reaches it", async () => {
+  const server = await startServer("hutch-sch-srv-");
+  try {
+    const alice = await joinClient(server, "alice");
+    const bob = await joinClient(server, "bob");
+    expect((await alice.run(["box", "create", "rb", "--start"])).code).toBe(0);
+    const r = await alice.run([
+      "--remote",
+      "srv",
+      "schedule",
+      "add",
+      "rb",
+      "--at",
+      "+2s",
+      "--agent",
+      "shell",
+      "--prompt",
+      "echo from afar",
+      "--json",
+    ]);
+    expect(r.code, r.stderr).toBe(0);
+    const s = JSON.parse(r.stdout) as Schedule;
+    expect(s).toMatchObject({ owner: "alice", boxName: "rb" });
+    const ran = await waitFor(
+      "the remote run to finish",
+      async () => {
+        const now = JSON.parse((await alice.run(["schedule", "info", s.id, "--json"])).stdout) as Schedule;
+        return now.lastRun && now.lastRun.status !== "running" ? now : null;
+      },
+      60_000,
+    );
+    expect(ran.lastRun).toMatchObject({ trigger: "at", status: "ok", exit: 0 });
+    const log = await events(alice, ran.lastRun!.session!);
+    expect(log.some((e) => read(e, Events.messageCompleted)?.text.includes("from afar"))).toBe(true);
+    expect(log[0]!.actor).toEqual({ kind: "orchestrator", id: `alice/schedule:${s.id}` });
+    // Bob: not in his list, and answered as missing (exit 4), for reading and for running it.
+    expect(JSON.parse((await bob.run(["schedule", "list", "--json"])).stdout)).toEqual([]);
+    for (const verb of ["info", "run", "rm"]) {
+      const b = await bob.run(["schedule", verb, s.id]);
+      expect(b.code).toBe(4);
+      expect(b.stderr).toContain(`no schedule "${s.id}"`);
+    }
+    const onHers = await bob.run(["schedule", "add", "rb", "--at", "+1h", "--agent", "shell", "--prompt", "x"]);
+    expect(onHers.code).toBe(4);
+    await alice.cleanup();
+    await bob.cleanup();
+  } finally {
+    await server.stop();
+  }
+}, 180_000);
