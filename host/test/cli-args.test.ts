@@ -203,7 +203,7 @@ describe("completion", () => {
     [["bo"], ["box"]],
     [
       ["box", "s"],
-      ["set", "start", "stop", "share"],
+      ["set", "start", "stop", "sleep", "share"],
     ],
     [
       ["--home", "/tmp", "se"],
