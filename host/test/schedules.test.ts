@@ -71,6 +71,12 @@ describe("routes", () => {
     const resumed = (await call("POST", `/v1/schedules/${s.id}/resume`)).body as Schedule;
     expect([resumed.state, resumed.nextAt]).toEqual(["active", s.nextAt]);
     expect((await call("DELETE", `/v1/schedules/${s.id}`)).body).toEqual({ id: s.id, removed: true });
+    // A one-off paused and resumed before its time keeps it.
+    const once = await add({ at: "+1h" });
+    await call("POST", `/v1/schedules/${once.id}/pause`);
+    const back = (await call("POST", `/v1/schedules/${once.id}/resume`)).body as Schedule;
+    expect([back.state, back.nextAt]).toEqual(["active", once.at]);
+    await call("DELETE", `/v1/schedules/${once.id}`);
     for (const [m, p] of [
       ["GET", `/v1/schedules/${s.id}`],
       ["POST", `/v1/schedules/${s.id}/run`],

@@ -152,7 +152,9 @@ export class ScheduleService {
   resume(id: string, user: string | null): Schedule {
     const row = this.row(id, user);
     if (row.state !== "paused") return this.toSchedule(row);
-    const next = this.nextAfter(row, this.clock.now());
+    const now = this.clock.now();
+    // A one-off resumed before its time still runs then; after it, it is over.
+    const next = row.at !== null ? (row.at > now ? row.at : null) : this.nextAfter(row, now);
     this.d.store.updateSchedule(id, next === null ? { state: "done", next_at: null } : { state: "active", next_at: next });
     return this.get(id, user);
   }
