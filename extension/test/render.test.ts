@@ -103,6 +103,33 @@ const cases: [
     { summary: "dispatch interrupted: no winner (daemon stopped)", tone: "warn" },
   ],
   [
+    ev(Events.scheduleRunStarted, { schedule: "sch_1", trigger: "cron", box: "box_1", agent: "claude", woke: true, wakeMs: 850 }),
+    { summary: "schedule sch_1 (cron): claude in box box_1, woke it in 850 ms", tone: "note" },
+  ],
+  [
+    ev(Events.scheduleRunFinished, {
+      schedule: "sch_1",
+      status: "ok",
+      exit: 0,
+      ms: 4200,
+      tokens: { input: 120, output: 30 },
+      boxSeconds: 5.1,
+    }),
+    { summary: "schedule sch_1 run ok (exit 0) after 4 s, box awake 5 s, 120 in / 30 out tokens", tone: "ok" },
+  ],
+  [
+    ev(Events.scheduleRunFinished, {
+      schedule: "sch_1",
+      status: "timeout",
+      exit: null,
+      ms: 60000,
+      tokens: null,
+      boxSeconds: 61,
+      reason: "ran past --max-run 60s",
+    }),
+    { summary: "schedule sch_1 run timeout after 60 s, box awake 61 s: ran past --max-run 60s", tone: "warn" },
+  ],
+  [
     ev(Events.egressDenied, { ...egress, bytesUp: 0, bytesDown: 0, status: 403, reason: "not allowlisted" }),
     { summary: "egress denied api.example:443 → 403, 0 bytes up, 0 down (not allowlisted)", tone: "error" },
   ],
@@ -177,6 +204,19 @@ const cases: [
   [
     ev(Events.sessionArrived, { from: { remote: "laptop", session: "ses_l", box: "web" }, events: 30 }),
     { summary: "arrived from laptop (session ses_l, box web); its 30 events are above", tone: "note" },
+  ],
+  [
+    ev(Events.boxSlept, { box: "box_1", keeps: "memory", programsStopped: false, bytes: 2048, ms: 900, by: { kind: "user", id: "alice" } }),
+    { summary: "box asleep, programs kept, 2048 bytes in 900 ms (by alice)", tone: "dim" },
+  ],
+  [
+    ev(Events.boxSlept, { box: "box_1", keeps: "disk", programsStopped: true, bytes: 0, ms: 40 }),
+    { summary: "box asleep (its programs were stopped; agents resume on wake), 0 bytes in 40 ms", tone: "warn" },
+  ],
+  [ev(Events.boxWoke, { box: "box_1", ms: 300, programsKept: true }), { summary: "box woke in 300 ms, programs kept", tone: "dim" }],
+  [
+    ev(Events.boxWokeCold, { box: "box_1", reason: "the sleeping state is torn" }),
+    { summary: "box booted afresh on wake, its programs lost: the sleeping state is torn", tone: "warn" },
   ],
 ];
 

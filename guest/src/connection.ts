@@ -15,8 +15,12 @@ import {
   type GuestHello,
 } from "@hutch/shared/wire";
 import { SocketWriter, type ByteSink } from "./socket-writer.ts";
+import { setClock as ffiSetClock } from "./init/ffi.ts";
 import { handleOpen } from "./tools/index.ts";
 import type { ToolContext } from "./tools/context.ts";
+
+/** A clock off by less than this is left alone: the hello's own trip takes some of it. */
+const CLOCK_SLACK_MS = 1000;
 
 /** A host that connects but never says hello is dropped after this long. */
 const HELLO_TIMEOUT_MS = 10_000;
@@ -33,6 +37,7 @@ export class Connection {
     socket: ByteSink,
     private readonly ctx: ToolContext,
     private readonly shutdown: (graceMs: number, why: string) => void,
+    private readonly setClock: (ms: number) => void = ffiSetClock,
   ) {
     this.writer = new SocketWriter(socket);
     this.mux = new Mux(
@@ -91,8 +96,26 @@ export class Connection {
       window: DEFAULT_WINDOW,
       roots: this.ctx.config.roots,
     };
+    if (hello.time !== undefined) this.followClock(hello.time);
     this.mux.sendHello(answer);
     this.ctx.log.info("host hello", { conn: this.id, client: hello.client, version: hello.version });
+  }
+
+  /**
+   * A VM restored from sleep runs on from the moment it slept: its clock is
+   * behind by the time it was asleep, and the host's hello (sent on every
+   * wake) carries the right one. Only a VM's PID 1 may set it; a process box
+   * shares the host's clock.
+   */
+  private followClock(hostMs: number): void {
+    const behind = hostMs - Date.now();
+    if (this.ctx.config.boxUser === null || Math.abs(behind) < CLOCK_SLACK_MS) return;
+    try {
+      this.setClock(hostMs);
+      this.ctx.log.info("clock set from the host", { conn: this.id, behindMs: Math.round(behind) });
+    } catch (err) {
+      this.ctx.log.warn("could not set the clock", { conn: this.id, error: (err as Error).message });
+    }
   }
 
   private control(msg: unknown): void {

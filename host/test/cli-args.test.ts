@@ -180,6 +180,7 @@ describe("completion", () => {
         "offload",
         "bring-back",
         "dispatch",
+        "schedule",
         "pty",
         "doctor",
         "serve",
@@ -206,7 +207,7 @@ describe("completion", () => {
     [["bo"], ["box"]],
     [
       ["box", "s"],
-      ["set", "start", "stop", "share"],
+      ["set", "start", "stop", "sleep", "share"],
     ],
     [
       ["--home", "/tmp", "se"],

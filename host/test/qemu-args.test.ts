@@ -63,7 +63,19 @@ describe("qemuArgs golden", () => {
     expect(a[a.indexOf("-sandbox") + 1]).toContain("elevateprivileges=allow");
     const root = qemuArgs({ ...base, platform: "linux", arch: "x86_64", accel: "tcg" });
     expect(root).not.toContain("-runas");
+    expect(root.join(" ")).not.toContain("fdset");
     expect(root[root.indexOf("-sandbox") + 1]).toContain("elevateprivileges=deny");
+  });
+
+  test("a root disk handed over open is the fd set of its two fds, so a QEMU that dropped its uid can reopen it read-only to sleep", () => {
+    const a = qemuArgs({ ...base, platform: "linux", arch: "x86_64", accel: "tcg", runAs: { uid: 7, gid: 7 }, rootDiskFds: [3, 4] });
+    expect(a.slice(a.indexOf("-add-fd"), a.indexOf("-add-fd") + 4)).toEqual([
+      "-add-fd",
+      "fd=3,set=1,opaque=rw",
+      "-add-fd",
+      "fd=4,set=1,opaque=ro",
+    ]);
+    expect(a).toContain("if=none,id=root,file=/dev/fdset/1,format=qcow2,cache=writeback,discard=unmap");
   });
 
   test("agent CLI disks ride with the guest disk: pmem devices (one slot each) on q35, serial-named virtio-blk elsewhere, named on the command line in order", () => {

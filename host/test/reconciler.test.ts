@@ -23,7 +23,14 @@ type Phase = "create" | "start" | "connect" | "stop" | "kill" | "destroy" | "pau
 /** A machine that is running, paused or off, with a log of the calls made on it. */
 class ScriptedEngine implements Engine {
   readonly name = "process" as const;
-  readonly capabilities = { isolation: "namespace" as const, pause: true, memorySnapshot: false, screenshot: false, agentsAtBoot: false };
+  readonly capabilities = {
+    isolation: "namespace" as const,
+    pause: true,
+    memorySnapshot: false,
+    screenshot: false,
+    agentsAtBoot: false,
+    sleep: null,
+  };
   running = false;
   paused = false;
   exists = false;
@@ -121,7 +128,7 @@ function opener(engine: ScriptedEngine) {
 
 const STATES: BoxState[] = ["creating", "stopped", "starting", "running", "paused", "stopping", "failed"];
 const DESIRED: DesiredState[] = ["stopped", "running", "paused", "deleted"];
-const OP: Record<DesiredState, OpKind> = { stopped: "stop", running: "start", paused: "pause", deleted: "delete" };
+const OP: Record<DesiredState, OpKind> = { stopped: "stop", running: "start", paused: "pause", asleep: "sleep", deleted: "delete" };
 
 /** What the engine really does in each stored state (a "starting" box may or may not have come up). */
 function observedFor(state: BoxState): { running: boolean; paused: boolean }[] {

@@ -8,6 +8,7 @@ import { AuthStore } from "../src/store/auth.ts";
 import { BoxStore } from "../src/store/boxes.ts";
 import { BrokerStore } from "../src/store/broker.ts";
 import { openDb } from "../src/store/db.ts";
+import { ScheduleStore } from "../src/store/schedules.ts";
 import { describeRegistryContract } from "./contracts/registry.contract.ts";
 
 describeRegistryContract("SQLite", () => {
@@ -15,7 +16,10 @@ describeRegistryContract("SQLite", () => {
   return {
     open: () => {
       const db = openDb(join(dir, "hutch.db"));
-      return { store: { boxes: new BoxStore(db), auth: new AuthStore(db), broker: new BrokerStore(db) }, close: () => db.close() };
+      return {
+        store: { boxes: new BoxStore(db), auth: new AuthStore(db), broker: new BrokerStore(db), schedules: new ScheduleStore(db) },
+        close: () => db.close(),
+      };
     },
     dispose: () => rmSync(dir, { recursive: true, force: true }),
   };

@@ -99,13 +99,33 @@ export const BoxState = Type.Union([
   Type.Literal("starting"),
   Type.Literal("running"),
   Type.Literal("paused"),
+  /** Saving its programs' state to disk (a VM's memory) before its processes end. */
+  Type.Literal("sleeping"),
+  /** No process on the host; its programs' state (or, where the engine cannot keep it, its disk) waits for a wake. */
+  Type.Literal("asleep"),
+  /** Restoring from sleep. */
+  Type.Literal("waking"),
   Type.Literal("stopping"),
   Type.Literal("failed"),
   Type.Literal("deleted"),
 ]);
 export type BoxState = Static<typeof BoxState>;
-export const DesiredState = Type.Union([Type.Literal("stopped"), Type.Literal("running"), Type.Literal("paused"), Type.Literal("deleted")]);
+export const DesiredState = Type.Union([
+  Type.Literal("stopped"),
+  Type.Literal("running"),
+  Type.Literal("paused"),
+  Type.Literal("asleep"),
+  Type.Literal("deleted"),
+]);
 export type DesiredState = Static<typeof DesiredState>;
+
+/**
+ * What a box's sleep keeps: "memory", every program running on wake (a VM's
+ * RAM and devices, CRIU); "disk", the programs end and the agent's
+ * conversation resumes from its harness's session on wake.
+ */
+export const SleepKeeps = Type.Union([Type.Literal("memory"), Type.Literal("disk")]);
+export type SleepKeeps = Static<typeof SleepKeeps>;
 
 export const Box = Type.Object({
   id: Type.String(),
@@ -119,6 +139,12 @@ export const Box = Type.Object({
   guest: Type.Optional(Type.Object({ version: Type.String(), capabilities: Type.Array(Type.String()) })),
   /** What the engine says about this box (a VM's accelerator and why, its sizes). */
   engineInfo: Type.Optional(Type.Record(Type.String(), Type.String())),
+  /** An asleep box: what its sleep keeps (a VM's memory, or only its disk) and the bytes its sleeping state takes on the host. */
+  sleep: Type.Optional(Type.Object({ keeps: SleepKeeps, bytes: Type.Integer({ minimum: 0 }) })),
+  /** When it sleeps by itself, in seconds (null: never); absent when neither is set. */
+  autoSleep: Type.Optional(
+    Type.Object({ sleepAfterS: Type.Union([Type.Integer(), Type.Null()]), maxAwakeS: Type.Union([Type.Integer(), Type.Null()]) }),
+  ),
   createdAt: Type.String(),
   updatedAt: Type.String(),
 });
@@ -138,8 +164,18 @@ const BoxLimitFields = {
   ),
 };
 
-/** `hutch box set`: new limits for a stopped box, applied at its next start. */
-export const BoxSetBody = Type.Object(BoxLimitFields, { additionalProperties: false, minProperties: 1 });
+/**
+ * Sleeping by itself (host/src/box/idle.ts): after this long idle, and after
+ * this long awake at most (never with a client attached). A duration (5s, 30m,
+ * 2h) or off; read by the daemon.
+ */
+const AutoSleepFields = {
+  sleepAfter: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+  maxAwake: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
+};
+
+/** `hutch box set`: new limits for a stopped box, applied at its next start; the sleep settings change at any time. */
+export const BoxSetBody = Type.Object({ ...BoxLimitFields, ...AutoSleepFields }, { additionalProperties: false, minProperties: 1 });
 export type BoxSetBody = Static<typeof BoxSetBody>;
 
 /** A snapshot's id (snap_…) or a unique prefix of at least 8 characters of its object name. */
@@ -159,6 +195,7 @@ export const BoxCreateBody = Type.Object(
     engine: Type.Optional(EngineName),
     start: Type.Optional(Type.Boolean()),
     ...BoxLimitFields,
+    ...AutoSleepFields,
     /** VM settings (qemu engine). */
     image: Type.Optional(
       Type.String({

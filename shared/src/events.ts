@@ -88,6 +88,25 @@ export const Events = {
     "box.state.changed",
     Type.Object({ box: Type.String(), state: Type.String(), reason: Type.Optional(Text(BOX_REASON_MAX)) }),
   ),
+  /** The box went to sleep: what its sleep kept ("disk": its programs were stopped), the bytes of its state, who asked. */
+  boxSlept: defineEvent(
+    "box.slept",
+    Type.Object({
+      box: Type.String(),
+      keeps: Type.Union([Type.Literal("memory"), Type.Literal("disk")]),
+      programsStopped: Type.Boolean(),
+      bytes: Type.Integer({ minimum: 0 }),
+      ms: Type.Integer({ minimum: 0 }),
+      by: Type.Optional(Actor),
+    }),
+  ),
+  /** The box woke from sleep with its programs (or, after a disk-only sleep, booted again), and who asked. */
+  boxWoke: defineEvent(
+    "box.woke",
+    Type.Object({ box: Type.String(), ms: Type.Integer({ minimum: 0 }), programsKept: Type.Boolean(), by: Type.Optional(Actor) }),
+  ),
+  /** A wake found its sleeping state torn or missing and booted the box afresh from its disk: its programs are gone. */
+  boxWokeCold: defineEvent("box.woke.cold", Type.Object({ box: Type.String(), reason: Text(1024) })),
   inputSent: defineEvent("input.sent", Type.Object({ text: Text() })),
   outputAppended: defineEvent(
     "output.appended",
@@ -180,6 +199,32 @@ export const Events = {
       winner: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
       reason: Type.Optional(Text(4096)),
       usage: Type.Object({ input: Type.Integer({ minimum: 0 }), output: Type.Integer({ minimum: 0 }) }),
+    }),
+  ),
+  // `hutch schedule` (host/src/schedule): a run's start and end, in the run's own session, written as the schedule.
+  scheduleRunStarted: defineEvent(
+    "schedule.run.started",
+    Type.Object({
+      schedule: Text(64),
+      trigger: Type.Union([Type.Literal("cron"), Type.Literal("at"), Type.Literal("manual"), Type.Literal("catch-up")]),
+      box: Text(128),
+      agent: Text(64),
+      /** Whether the run had to wake (or start) the box, and how long that took. */
+      woke: Type.Boolean(),
+      wakeMs: Type.Integer({ minimum: 0 }),
+    }),
+  ),
+  scheduleRunFinished: defineEvent(
+    "schedule.run.finished",
+    Type.Object({
+      schedule: Text(64),
+      status: Type.Union([Type.Literal("ok"), Type.Literal("error"), Type.Literal("timeout"), Type.Literal("interrupted")]),
+      exit: Type.Union([Type.Integer(), Type.Null()]),
+      ms: Type.Integer({ minimum: 0 }),
+      tokens: Type.Union([Type.Object({ input: Type.Integer({ minimum: 0 }), output: Type.Integer({ minimum: 0 }) }), Type.Null()]),
+      /** Seconds the run held the box awake. */
+      boxSeconds: Type.Number({ minimum: 0 }),
+      reason: Type.Optional(Text(1024)),
     }),
   ),
   attentionRequired: defineEvent("attention.required", Type.Object({ reason: Text(1024) }), { byClients: true }),

@@ -1,7 +1,7 @@
 // Prefixed, time-sortable ids: <prefix>_<10 chars of ms time><10 random>, Crockford base32, lower case.
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 
-export type IdPrefix = "box" | "ses" | "snap" | "op" | "pty" | "evt" | "dsp" | "upl" | "apr";
+export type IdPrefix = "box" | "ses" | "snap" | "op" | "pty" | "evt" | "dsp" | "upl" | "apr" | "sch";
 
 /** What follows an id's prefix and its `_`, unanchored (to compose into other patterns). */
 export const ID_BODY = "[0-9a-z]{20}";

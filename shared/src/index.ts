@@ -17,3 +17,5 @@ export * from "./mcp.ts";
 export * from "./workspace.ts";
 export * from "./handover.ts";
 export * from "./images.ts";
+export * from "./schedules.ts";
+export * from "./duration.ts";

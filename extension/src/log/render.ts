@@ -84,6 +84,15 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     ...(d.reason && d.reason.length > 200 ? { detail: d.reason } : {}),
     tone: d.state === "failed" ? "error" : "dim",
   }),
+  "box.slept": (d) => ({
+    summary: `box asleep${d.programsStopped ? " (its programs were stopped; agents resume on wake)" : ", programs kept"}, ${count(d.bytes, "byte")} in ${d.ms} ms${d.by ? ` (by ${d.by.id})` : ""}`,
+    tone: d.programsStopped ? "warn" : "dim",
+  }),
+  "box.woke": (d) => ({
+    summary: `box woke in ${d.ms} ms${d.programsKept ? ", programs kept" : ""}${d.by ? ` (by ${d.by.id})` : ""}`,
+    tone: "dim",
+  }),
+  "box.woke.cold": (d) => ({ summary: `box booted afresh on wake, its programs lost: ${oneLine(d.reason)}`, tone: "warn" }),
   "input.sent": (d) => ({ summary: `input ${oneLine(JSON.stringify(d.text))}` }),
   "output.appended": (d) => ({ summary: `output ${count(d.length, "byte")}${d.snapshot ? " (screen redraw)" : ""}`, tone: "dim" }),
   "output.dropped": (d) => ({
@@ -127,6 +136,16 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     tone: d.decision.startsWith("allow") ? "ok" : "warn",
   }),
   "approval.refused": (d) => ({ summary: `approval ${d.id}: a decision was refused (${oneLine(d.reason)})`, tone: "error" }),
+  "schedule.run.started": (d) => ({
+    summary: `schedule ${d.schedule} (${d.trigger}): ${d.agent} in box ${d.box}${d.woke ? `, woke it in ${d.wakeMs} ms` : ""}`,
+    tone: "note",
+  }),
+  "schedule.run.finished": (d) => ({
+    summary: `schedule ${d.schedule} run ${d.status}${d.exit !== null ? ` (exit ${d.exit})` : ""} after ${Math.round(d.ms / 1000)} s, box awake ${Math.round(d.boxSeconds)} s${
+      d.tokens ? `, ${d.tokens.input} in / ${d.tokens.output} out tokens` : ""
+    }${d.reason ? `: ${oneLine(d.reason)}` : ""}`,
+    tone: d.status === "ok" ? "ok" : "warn",
+  }),
   "egress.allowed": (d) => egress("allowed", d),
   "egress.denied": (d) => egress("denied", d),
   "egress.injected": (d) => egress("injected", d),

@@ -24,6 +24,7 @@ function open() {
     close: { args: [i32], returns: i32 },
     prctl: { args: [i32, u64, u64, u64, u64], returns: i32 },
     fcntl: { args: [i32, i32, i32], returns: i32 },
+    clock_settime: { args: [i32, ptr], returns: i32 },
     __errno_location: { args: [], returns: ptr },
   }).symbols;
 }
@@ -90,6 +91,14 @@ export function umount(target: string, flags = 0): void {
 export function sethostname(name: string): void {
   const b = Buffer.from(name, "utf8");
   check(libc().sethostname(b, b.length), "sethostname");
+}
+
+const CLOCK_REALTIME = 0;
+
+/** Sets the wall clock (root only): a VM restored from sleep wakes with the time it went to sleep. */
+export function setClock(ms: number): void {
+  const ts = new BigInt64Array([BigInt(Math.floor(ms / 1000)), BigInt(Math.floor(ms % 1000) * 1_000_000)]);
+  check(libc().clock_settime(CLOCK_REALTIME, ts), "clock_settime");
 }
 
 export function sync(): void {

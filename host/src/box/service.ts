@@ -3,7 +3,10 @@
 // that dies mid-operation finds the op pending on restart and finishes it.
 import { join } from "node:path";
 import {
+  emit,
+  Events,
   HutchError,
+  type Actor,
   type Box,
   type BoxCreateBody,
   type BoxPolicy,
@@ -11,15 +14,20 @@ import {
   type BoxState,
   type DesiredState,
   type EngineName,
+  type TypedEvent,
 } from "@hutch/shared";
 import type { BoxRegistry, BoxRow, OpKind } from "../store/types.ts";
-import type { BoxHandle, Engine, EngineCapabilities } from "../engine/types.ts";
+import type { BoxHandle, Engine, EngineCapabilities, SleepState } from "../engine/types.ts";
 import { openChannel, type Channel } from "../engine/channel.ts";
 import { env } from "../env.ts";
 import { log } from "../log.ts";
 import { Listeners } from "../listeners.ts";
+import { type AutoSleep, parseAutoSleep } from "./idle.ts";
 
 const logger = log.create({ service: "boxes" });
+
+/** A VM box sleeps after this long idle unless created with another --sleep-after (or off). */
+export const DEFAULT_VM_SLEEP_AFTER_MS = 30 * 60_000;
 
 const defined = (o: Record<string, unknown>) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
@@ -58,6 +66,12 @@ export class BoxService {
   readonly channelClosed = new Listeners<[boxId: string]>("box channel");
   /** Vetoes on the egress policy a create asks for (bindings must exist): a listener throws to refuse. */
   readonly policyChecks = new Listeners<[policy: BoxPolicy]>("box policy");
+  /** Daemon events about a box (it slept, it woke, a wake booted it afresh), for the sessions bound to it. */
+  readonly events = new Listeners<[boxId: string, event: TypedEvent]>("box event");
+  /** One wake in flight per box: every caller that needs the box awake waits on the same one. */
+  private readonly waking = new Map<string, Promise<Box>>();
+  /** Who asked for the sleep or wake a box's reconcile is carrying out, for its event. */
+  private readonly askedBy = new Map<string, Actor>();
   /** A box appeared, changed (state, limits) or went (the change feed). */
   readonly changes = new Listeners<[boxId: string]>("box change");
   /** A box's rows are about to go (its owner and shares with them): who could see it is still known. */
@@ -97,11 +111,56 @@ export class BoxService {
     return this.store.find(ref);
   }
 
-  /** The box, started first if it is not running. */
-  async ensureRunning(ref: string): Promise<Box> {
+  /** The box, started first if it is not running (woken, if it is asleep). */
+  async ensureRunning(ref: string, actor?: Actor): Promise<Box> {
     const row = this.row(ref);
     if (row.state === "running" && this.channels.get(row.id)?.mux.alive) return this.toBox(row);
+    if (isSleepState(row)) return this.wake(row.id, actor);
     return this.start(row.id, null);
+  }
+
+  /**
+   * Puts a running box to sleep: its state on disk, no process of it left
+   * (what the state keeps is the engine's `capabilities.sleep`). Idempotent:
+   * an asleep box is returned as it is.
+   */
+  async sleep(ref: string, actor?: Actor): Promise<Box> {
+    const row = this.row(ref);
+    const engine = this.engine(row.engine);
+    if (!engine.capabilities.sleep || !engine.sleep)
+      throw new HutchError("invalid", `the ${row.engine} engine cannot put boxes to sleep`, `stop it instead: hutch box stop ${row.name}`);
+    if (row.state === "asleep" && row.desired === "asleep") return this.toBox(row);
+    if (row.state !== "running" && row.state !== "sleeping" && row.state !== "waking")
+      throw new HutchError("not_ready", `box "${row.name}" is ${row.state}; only a running box sleeps`, `see: hutch box info ${row.name}`);
+    if (actor) this.askedBy.set(row.id, actor);
+    return this.request(row.id, "sleep", "asleep", null);
+  }
+
+  /**
+   * Wakes an asleep box and returns it running. Idempotent (a running box is
+   * returned as it is), and concurrent callers share one wake.
+   */
+  wake(ref: string, actor?: Actor): Promise<Box> {
+    const row = this.row(ref);
+    const inflight = this.waking.get(row.id);
+    if (inflight) return inflight;
+    if (row.state === "running" && row.desired === "running") return Promise.resolve(this.toBox(row));
+    if (!isSleepState(row))
+      throw new HutchError("not_ready", `box "${row.name}" is ${row.state}, not asleep`, `start it: hutch box start ${row.name}`);
+    if (actor) this.askedBy.set(row.id, actor);
+    const woken = this.request(row.id, "wake", "running", null).finally(() => this.waking.delete(row.id));
+    this.waking.set(row.id, woken);
+    return woken;
+  }
+
+  /**
+   * The live channel of a box, woken first if it is asleep: the one place a
+   * verb that needs a running box gets it (exec, cp, attach, ports, agents).
+   */
+  async awake(ref: string, actor?: Actor): Promise<{ box: BoxRow; channel: Channel }> {
+    const row = this.row(ref);
+    if (isSleepState(row)) await this.wake(row.id, actor);
+    return this.channel(row.id);
   }
 
   private setState(boxId: string, state: BoxState, reason: string | null = null): void {
@@ -129,6 +188,7 @@ export class BoxService {
       kernelArgs: body.kernelArgs,
     });
     checkSettings(engine, body.name, config);
+    Object.assign(config, this.autoSleepConfig(engine, body.name, body, true));
     const policy: BoxPolicy = { allow: [...new Set(body.allow ?? [])], bindings: [...new Set(body.secrets ?? [])] };
     this.policyChecks.check(policy);
     const seeder = body.from === undefined ? undefined : this.seeder;
@@ -154,9 +214,23 @@ export class BoxService {
     return body.start ? this.get(box.id) : this.stop(box.id, null);
   }
 
-  /** New limits for a stopped box, applied at its next start. */
+  /** New limits for a stopped box, applied at its next start; the sleep settings, in any state, from now. */
   set(ref: string, body: BoxSetBody): Box {
     const row = this.row(ref);
+    const { sleepAfter, maxAwake, ...limits } = body;
+    if (sleepAfter !== undefined || maxAwake !== undefined) {
+      const sleep = this.autoSleepConfig(row.engine, row.name, { sleepAfter, maxAwake }, false);
+      this.store.setConfig(row.id, { ...(JSON.parse(row.config) as Record<string, unknown>), ...sleep });
+      logger.info("box sleep settings changed", {
+        box: row.name,
+        ...Object.fromEntries(Object.entries(sleep).map(([k, v]) => [k, String(v)])),
+      });
+      if (Object.keys(limits).length === 0) {
+        this.changes.emit(row.id);
+        return this.toBox(this.row(row.id));
+      }
+      return this.set(row.id, limits);
+    }
     if (row.state !== "stopped" && row.state !== "failed" && row.state !== "creating") {
       throw new HutchError(
         "conflict",
@@ -212,6 +286,7 @@ export class BoxService {
     const ch = this.channels.get(row.id);
     if (row.state === "running" && ch && ch.mux.alive) return { box: row, channel: ch };
     if (row.state === "paused") throw new HutchError("not_ready", `box "${row.name}" is paused`, `resume it: hutch box resume ${row.name}`);
+    if (isSleepState(row)) throw new HutchError("not_ready", `box "${row.name}" is ${row.state}`, `wake it: hutch box wake ${row.name}`);
     if (row.state === "failed") {
       throw new HutchError(
         "not_ready",
@@ -317,9 +392,57 @@ export class BoxService {
       ...(row.reason ? { reason: row.reason } : {}),
       ...(ch ? { guest: { version: ch.hello.version, capabilities: ch.hello.capabilities } } : {}),
       ...(engine?.describe ? { engineInfo: engine.describe(this.handle(row)) } : {}),
+      ...this.sleepInfo(row, engine),
+      ...this.autoSleepInfo(row.id),
       createdAt: row.created_at,
       updatedAt: row.updated_at,
     };
+  }
+
+  private autoSleepInfo(boxId: string): Pick<Box, "autoSleep"> {
+    const a = this.autoSleep(boxId);
+    const s = (ms: number | null) => (ms === null ? null : Math.round(ms / 1000));
+    return a ? { autoSleep: { sleepAfterS: s(a.sleepAfterMs), maxAwakeS: s(a.maxAwakeMs) } } : {};
+  }
+
+  /** When the box sleeps by itself (box/idle.ts), or null when it never does. */
+  autoSleep(boxId: string): AutoSleep | null {
+    const row = this.store.byId(boxId);
+    if (!row) return null;
+    const c = JSON.parse(row.config) as { sleepAfterMs?: number | null; maxAwakeMs?: number | null };
+    const a = { sleepAfterMs: c.sleepAfterMs ?? null, maxAwakeMs: c.maxAwakeMs ?? null };
+    return a.sleepAfterMs === null && a.maxAwakeMs === null ? null : a;
+  }
+
+  /**
+   * The sleep settings a create or set asks for, as config keys. A VM box
+   * sleeps after DEFAULT_VM_SLEEP_AFTER_MS idle unless told otherwise; an
+   * engine that cannot sleep a box refuses them.
+   */
+  private autoSleepConfig(
+    engine: string,
+    name: string,
+    body: { sleepAfter?: string | undefined; maxAwake?: string | undefined },
+    creating: boolean,
+  ): { sleepAfterMs?: number | null; maxAwakeMs?: number | null } {
+    const can = this.engine(engine).capabilities.sleep !== null;
+    const out: { sleepAfterMs?: number | null; maxAwakeMs?: number | null } = {};
+    if (body.sleepAfter !== undefined) out.sleepAfterMs = parseAutoSleep("--sleep-after", body.sleepAfter);
+    if (body.maxAwake !== undefined) out.maxAwakeMs = parseAutoSleep("--max-awake", body.maxAwake);
+    if (creating && out.sleepAfterMs === undefined && engine === "qemu" && can) out.sleepAfterMs = DEFAULT_VM_SLEEP_AFTER_MS;
+    if (!can && (out.sleepAfterMs != null || out.maxAwakeMs != null))
+      throw new HutchError(
+        "invalid",
+        `the ${engine} engine cannot put boxes to sleep on this host, so --sleep-after and --max-awake do not apply to box "${name}"`,
+        "leave them out, or use a VM box (--engine qemu)",
+      );
+    return out;
+  }
+
+  private sleepInfo(row: BoxRow, engine: Engine | undefined): Pick<Box, "sleep"> {
+    if (row.state !== "asleep") return {};
+    const st = engine?.sleeping?.(this.handle(row));
+    return st ? { sleep: { keeps: st.keeps, bytes: st.bytes } } : {};
   }
 
   /** Serialises reconciles of one box. */
@@ -352,6 +475,9 @@ export class BoxService {
         case "paused":
           await this.drivePaused(row, engine, box);
           break;
+        case "asleep":
+          await this.driveAsleep(row, engine, box);
+          break;
         case "stopped":
           await this.driveStopped(row, engine, box);
           break;
@@ -361,13 +487,14 @@ export class BoxService {
       // Keep the next step with the reason: the op's error is all the caller gets back.
       const message =
         err instanceof HutchError && err.hint ? `${err.message}; ${err.hint}` : err instanceof Error ? err.message : String(err);
-      await this.failBox(row, message);
+      if (!(err instanceof KeptRunning)) await this.failBox(row, message);
       this.store.settleOps(boxId, message);
     }
   }
 
   private async driveRunning(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
     if (row.state === "creating") await engine.create(box);
+    if (engine.wake && (isSleepState(row) || engine.sleeping?.(box))) return this.wakeNow(row, engine, box);
     const observed = await engine.inspect(box);
     if (!observed.running) {
       this.dropChannel(row.id);
@@ -378,6 +505,77 @@ export class BoxService {
     }
     if (!this.channels.get(row.id)?.mux.alive) await this.connect(row, engine, box);
     this.setState(row.id, "running");
+  }
+
+  /**
+   * From asleep (or a sleep or wake a crash cut short) to running. The engine
+   * restores the state or, when it is torn or missing, boots afresh from the
+   * disk and says so; the sessions hear which.
+   */
+  private async wakeNow(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
+    const t0 = Date.now();
+    const by = this.askedBy.get(row.id);
+    this.askedBy.delete(row.id);
+    const keeps = engine.sleeping?.(box)?.keeps ?? engine.capabilities.sleep;
+    this.dropChannel(row.id);
+    this.setState(row.id, "waking");
+    const { cold } = await engine.wake!(box);
+    if (cold) {
+      logger.warn("box woke cold: booted afresh from its disk", { box: row.name, reason: cold });
+      this.events.emit(row.id, emit(Events.boxWokeCold, { box: row.id, reason: cold.slice(0, 1024) }));
+    }
+    await this.connect(row, engine, box);
+    this.setState(row.id, "running");
+    const ms = Date.now() - t0;
+    logger.info("box woke", { box: row.name, ms, cold: cold !== null });
+    this.events.emit(row.id, emit(Events.boxWoke, { box: row.id, ms, programsKept: !cold && keeps === "memory", ...(by ? { by } : {}) }));
+  }
+
+  /**
+   * Asleep: the engine saves the box's state and ends its processes. A box
+   * found not running with its state on disk is asleep already (a daemon
+   * restarted after the sleep); one found not running without it (QEMU
+   * killed mid-sleep) is asleep too, and its wake will boot it afresh.
+   */
+  private async driveAsleep(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
+    if (!engine.sleep) throw new Error(`the ${row.engine} engine cannot put boxes to sleep`);
+    const observed = await engine.inspect(box);
+    if (!observed.running && (row.state === "asleep" || row.state === "sleeping" || engine.sleeping?.(box))) {
+      this.dropChannel(row.id);
+      this.setState(row.id, "asleep");
+      return;
+    }
+    if (!observed.running) throw new Error(`box "${row.name}" is not running, so it cannot sleep; start it: hutch box start ${row.name}`);
+    const t0 = Date.now();
+    const by = this.askedBy.get(row.id);
+    this.askedBy.delete(row.id);
+    // Not "running" any more, so the channel closing as the box's processes end is not taken for a fault.
+    this.setState(row.id, "sleeping");
+    let st: SleepState;
+    try {
+      st = await engine.sleep(box);
+    } catch (err) {
+      // A sleep that could not save the state leaves the box running, as it was: not failed.
+      if (!(await engine.inspect(box)).running) throw err;
+      this.store.request(row.id, "wake", "running", null);
+      this.setState(row.id, "running");
+      throw new KeptRunning(`could not sleep, so it runs on: ${(err as Error).message}`);
+    }
+    this.dropChannel(row.id);
+    this.setState(row.id, "asleep");
+    const ms = Date.now() - t0;
+    logger.info("box asleep", { box: row.name, keeps: st.keeps, bytes: st.bytes, ms });
+    this.events.emit(
+      row.id,
+      emit(Events.boxSlept, {
+        box: row.id,
+        keeps: st.keeps,
+        programsStopped: st.keeps !== "memory",
+        bytes: st.bytes,
+        ms,
+        ...(by ? { by } : {}),
+      }),
+    );
   }
 
   /** Paused: running but frozen. A frozen guest cannot answer a hello, so the channel waits for resume. */
@@ -391,6 +589,8 @@ export class BoxService {
 
   private async driveStopped(row: BoxRow, engine: Engine, box: BoxHandle): Promise<void> {
     if (row.state === "creating") await engine.create(box);
+    // A stop throws a sleeping state away: the next start boots afresh.
+    if (engine.sleeping?.(box)) await engine.forgetSleep?.(box);
     if ((await engine.inspect(box)).running) {
       this.setState(row.id, "stopping");
       const ch = this.channels.get(row.id);
@@ -465,4 +665,14 @@ export class BoxService {
     this.channelClosed.emit(boxId);
     ch.close();
   }
+}
+
+/** An operation failed and left the box as it was, running: it is not failed. */
+class KeptRunning extends Error {
+  override name = "KeptRunning";
+}
+
+/** Asleep, or on the way in or out of it: a verb that needs the box wakes it. */
+function isSleepState(row: BoxRow): boolean {
+  return row.state === "asleep" || row.state === "sleeping" || row.state === "waking" || row.desired === "asleep";
 }

@@ -39,7 +39,7 @@ export function parseMemory(s: string): number {
   return Number(m[1]) * (m[2]?.toUpperCase() === "G" ? 1024 : 1);
 }
 
-type LimitArgs = { cpus?: number; memory?: string; pids?: number; disk?: string };
+type LimitArgs = { cpus?: number; memory?: string; pids?: number; disk?: string; "sleep-after"?: string; "max-awake"?: string };
 
 /** The limit flags `box create` and `box set` share (host/src/engine/process/README.md has the defaults). */
 const LIMIT_OPTIONS: Record<string, OptionSpec> = {
@@ -47,6 +47,12 @@ const LIMIT_OPTIONS: Record<string, OptionSpec> = {
   memory: { type: "string", describe: "memory, e.g. 4G or 768M (default: 1G for a VM, 4G for a process box)" },
   pids: { type: "number", describe: "process box: most processes and threads at once (default 4096)" },
   disk: { type: "string", describe: "disk size, e.g. 20G (default: 16G for a process box, the image's for a VM)" },
+  "sleep-after": {
+    type: "string",
+    describe: "sleep by itself after this long idle (5s, 30m, 2h, or off); idle: no client attached, exec, turn or forwarded connection",
+    defaultDescription: "30m for a VM box, off otherwise",
+  },
+  "max-awake": { type: "string", describe: "sleep after this long awake even if busy, never with a client attached (or off)" },
 };
 
 function limitsOf(a: LimitArgs): Record<string, number | string> {
@@ -55,6 +61,8 @@ function limitsOf(a: LimitArgs): Record<string, number | string> {
     ...(a.memory ? { memoryMiB: parseMemory(a.memory) } : {}),
     ...(a.pids !== undefined ? { pids: a.pids } : {}),
     ...(a.disk ? { disk: a.disk } : {}),
+    ...(a["sleep-after"] !== undefined ? { sleepAfter: a["sleep-after"] } : {}),
+    ...(a["max-awake"] !== undefined ? { maxAwake: a["max-awake"] } : {}),
   };
 }
 
@@ -88,7 +96,16 @@ function approvalTimeout(s: string): number {
 }
 
 /** A lifecycle verb over many boxes, one request each, with an idempotency key of its own. */
-const lifecycle = (verb: string, aliases: string[], describe: string, done: string, method: "POST" | "DELETE", action: string) =>
+const lifecycle = (
+  verb: string,
+  aliases: string[],
+  describe: string,
+  done: string,
+  method: "POST" | "DELETE",
+  action: string,
+  /** A progress line on stderr before each box, for verbs that take a while ({} is the box). */
+  progress?: string,
+) =>
   command<Names>({
     command: `${verb} <names..>`,
     aliases,
@@ -96,9 +113,10 @@ const lifecycle = (verb: string, aliases: string[], describe: string, done: stri
     positionals: { names: { describe: "box names or ids" } },
     run: async (a) => {
       const d = await connectDaemon(a.home);
-      await eachBox(a, done, (n, key) =>
-        d.request(method, `/v1/boxes/${encodeURIComponent(n)}${action}`, undefined, { idempotencyKey: key }),
-      );
+      await eachBox(a, done, (n, key) => {
+        if (progress) process.stderr.write(`${progress.replace("{}", n)}\n`);
+        return d.request(method, `/v1/boxes/${encodeURIComponent(n)}${action}`, undefined, { idempotencyKey: key });
+      });
     },
   });
 
@@ -152,7 +170,7 @@ export const box = body<GlobalArgs>({
     }),
     command<GlobalArgs & LimitArgs & { name: string }>({
       command: "set <name>",
-      describe: "change a stopped box's limits (applied when it next starts)",
+      describe: "change a stopped box's limits (applied when it next starts), or when it sleeps by itself (at once)",
       options: LIMIT_OPTIONS,
       examples: [["$0 box set web --memory 8G --disk 40G", "more room for a stopped box"]],
       run: async (a) => {
@@ -162,13 +180,28 @@ export const box = body<GlobalArgs>({
         const d = await connectDaemon(a.home);
         const box = await d.request<Box>("PATCH", `/v1/boxes/${encodeURIComponent(a.name)}`, change);
         if (a.json) printJson(box);
-        else process.stdout.write(`${box.name}: limits changed; they apply when it next starts\n`);
+        else
+          process.stdout.write(
+            Object.keys(change).every((k) => k === "sleepAfter" || k === "maxAwake")
+              ? `${box.name}: sleep settings changed\n`
+              : `${box.name}: limits changed; they apply when it next starts\n`,
+          );
       },
     }),
     lifecycle("start", [], "start boxes", "started", "POST", "/start"),
     lifecycle("stop", [], "stop boxes (graceful, then forced)", "stopped", "POST", "/stop"),
     lifecycle("pause", [], "freeze running VM boxes", "paused", "POST", "/pause"),
     lifecycle("resume", [], "thaw paused boxes", "resumed", "POST", "/resume"),
+    lifecycle(
+      "sleep",
+      [],
+      "put running boxes to sleep: their state to disk, no process left",
+      "asleep",
+      "POST",
+      "/sleep",
+      "putting {} to sleep…",
+    ),
+    lifecycle("wake", [], "wake asleep boxes with their programs running", "awake", "POST", "/wake", "waking {}…"),
     lifecycle("delete", ["rm"], "delete boxes and everything in them", "deleted", "DELETE", ""),
     command<GlobalArgs>({
       command: "list",

@@ -75,6 +75,11 @@ export const ROOT: Command = {
       load: () => import("./dispatch.ts").then((m) => m.dispatch),
     },
     {
+      command: "schedule <command>",
+      describe: "headless agent turns in a box on a cron expression or once at a time: add, list, info, rm, pause, resume, run",
+      load: () => import("./schedule.ts").then((m) => m.schedule),
+    },
+    {
       command: "pty <command>",
       describe: "terminals owned by a box: list, attach, kill",
       load: () => import("./pty.ts").then((m) => m.pty),

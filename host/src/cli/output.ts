@@ -50,9 +50,16 @@ export function table(cells: string[][]): string {
     .join("\n")}\n`;
 }
 
+/** The disk an asleep box's state takes, e.g. "212 MiB on disk". */
+function sleepText(s: NonNullable<Box["sleep"]>): string {
+  const mib = s.bytes / 1024 / 1024;
+  return `${mib >= 10 ? Math.round(mib) : mib.toFixed(1)} MiB on disk`;
+}
+
 export function boxLine(b: Box): string[] {
   // table() escapes the cells.
-  return [b.name, b.state + (b.reason ? ` (${b.reason.split("\n")[0]})` : ""), b.engine, b.isolation, b.id];
+  const state = b.sleep ? `asleep (${sleepText(b.sleep)})` : b.state;
+  return [b.name, state + (b.reason ? ` (${b.reason.split("\n")[0]})` : ""), b.engine, b.isolation, b.id];
 }
 
 export function boxDetails(b: Box): string {
@@ -61,6 +68,22 @@ export function boxDetails(b: Box): string {
     ["id", b.id],
     ["state", b.state],
     ["desired", b.desired],
+    ...(b.sleep
+      ? [["sleep", `${sleepText(b.sleep)}${b.sleep.keeps === "memory" ? ", programs kept" : ", programs stopped (agents resume)"}`]]
+      : []),
+    ...(b.autoSleep
+      ? [
+          [
+            "auto-sleep",
+            [
+              b.autoSleep.sleepAfterS !== null ? `after ${b.autoSleep.sleepAfterS}s idle` : "",
+              b.autoSleep.maxAwakeS !== null ? `after ${b.autoSleep.maxAwakeS}s awake` : "",
+            ]
+              .filter(Boolean)
+              .join(", "),
+          ],
+        ]
+      : []),
     ["engine", b.engine],
     ["isolation", b.isolation],
     ...(b.guest ? [["guest", `${b.guest.version} (${b.guest.capabilities.join(", ")})`]] : []),

@@ -22,7 +22,24 @@ export function streamError(e: StreamError): HutchError {
   return new HutchError(code, e.message, e.hint);
 }
 
+/** States in which the daemon wakes a box before the stream reaches it (BoxService.awake). */
+const WAKES = new Set(["asleep", "sleeping", "waking"]);
+
+/**
+ * Says on stderr that the box is being woken, when it is: the stream waits
+ * for the wake, which the daemon does, so this only asks, beside the stream.
+ */
+function sayIfWaking(daemon: DaemonClient, box: string): void {
+  daemon
+    .request<{ name: string; state: string }>("GET", `/v1/boxes/${encodeURIComponent(box)}`)
+    .then((b) => {
+      if (WAKES.has(b.state)) process.stderr.write(`waking ${b.name}…\n`);
+    })
+    .catch(() => undefined);
+}
+
 export function openToolStream(daemon: DaemonClient, box: string, call: ToolOpen, query: Record<string, string> = {}): Promise<ToolStream> {
+  sayIfWaking(daemon, box);
   return new Promise((resolve, reject) => {
     const q = new URLSearchParams(query);
     // The headers name the client to the daemon.

@@ -36,6 +36,8 @@ import { dispatchAccess } from "./dispatch/access.ts";
 import { CreationGate } from "./creations.ts";
 import type { ApprovalService } from "../approval/service.ts";
 import { approvalsController } from "./approvals/index.ts";
+import type { ScheduleService } from "../schedule/service.ts";
+import { schedulesController } from "./schedules/index.ts";
 
 export interface AppDeps {
   boxes: BoxService;
@@ -59,6 +61,8 @@ export interface AppDeps {
   serve?: ServeInfo;
   /** Dispatches (host/src/dispatch); no routes when absent. */
   dispatches?: DispatchService;
+  /** Schedules (host/src/schedule); no routes when absent. */
+  schedules?: ScheduleService;
   /** Who pays for the boxes a request makes (server mode's per-token limit); one of its own when absent. */
   creations?: CreationGate;
   /** Approvals (host/src/approval); no routes when absent. */
@@ -128,7 +132,13 @@ export function buildApp(deps: AppDeps) {
             : { ok: true, version: HUTCH_VERSION, pid: process.pid, home: deps.home },
         { response: Health, detail: { summary: "Liveness and version (and, on the local socket, the daemon's pid and home)" } },
       )
-      .use(boxesController(deps.boxes, { visible: owns, owner: (req) => who(req).user, ...(access ? { snapshot: access.snapshot } : {}) }))
+      .use(
+        boxesController(
+          deps.boxes,
+          { visible: owns, owner: (req) => who(req).user, ...(access ? { snapshot: access.snapshot } : {}) },
+          deps.identify ?? localUser,
+        ),
+      )
       .use(auth ? authController(auth, deps.boxes, who, deps.serve ?? (() => ({ url: null, fingerprint: null }))) : new Elysia())
       .use(brokerController(deps.broker, deps.boxes, (req) => (principalOf(req)?.remote ? principalOf(req)!.user : null)))
       .use(streamDoc())
@@ -155,6 +165,13 @@ export function buildApp(deps: AppDeps) {
               auth && access ? dispatchAccess({ auth, boxes: deps.boxes, sessionStore: deps.sessionStore }, access) : undefined,
               (n, fn) => creations.prepaid(n, fn),
             )
+          : new Elysia(),
+      )
+      .use(
+        deps.schedules
+          ? schedulesController(deps.schedules, deps.identify ?? localUser, (req, ref) => {
+              if (auth) checkBoxRef({ auth, boxes: deps.boxes, sessionStore: deps.sessionStore }, principalOf(req), ref);
+            })
           : new Elysia(),
       ),
   );

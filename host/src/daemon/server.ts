@@ -72,7 +72,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals } = await createServices(home, db, {
+  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals, schedules, idle } = await createServices(home, db, {
     process: new ProcessEngine(home),
     qemu: new QemuEngine(home),
   });
@@ -84,6 +84,11 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   sessions.start();
   // Unfinished dispatches are torn down in the background: the API answers meanwhile, and says so.
   dispatches.recover();
+  // After the lost turns are logged: a schedule's run that was going is ended in its session, then due runs are looked at.
+  schedules.start();
+  // A box found running after a restart counts as awake, and idle, from now.
+  for (const b of boxes.list()) if (b.state === "running") idle.awake(b.id);
+  idle.start();
 
   rmSync(socketPath, { force: true });
   const oldMask = process.umask(0o177);
@@ -108,9 +113,10 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     serve: serveInfo,
     dispatches,
     approvals,
+    schedules,
   });
-  const streams = streamSocket(boxes, sessions);
-  const subscribers = subscribeSocket(sessions, sessionStore);
+  const streams = streamSocket(boxes, sessions, (boxId, kind) => idle.hold(boxId, kind));
+  const subscribers = subscribeSocket(sessions, sessionStore, (boxId) => idle.hold(boxId, "client"));
   const handle = (req: Request, srv: Server<StreamSocketData | SubscribeData>) => {
     if (upgradeStream(req, srv as Server<StreamSocketData>, localUser)) return undefined;
     const sub = upgradeSubscribe(req, srv as Server<SubscribeData>, sessions, localUser);
@@ -191,6 +197,8 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       // (clients resume from their next seq; writes carry idempotency keys).
       await Promise.race([server.stop(), Bun.sleep(1000)]);
       await server.stop(true);
+      schedules.stop();
+      idle.stop();
       sessions.stop();
       approvals.stop();
       await boxes.close();

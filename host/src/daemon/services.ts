@@ -23,8 +23,14 @@ import { daemonUser } from "./actor.ts";
 import { DispatchService } from "../dispatch/service.ts";
 import { log } from "../log.ts";
 import { ApprovalService } from "../approval/service.ts";
+import { ScheduleStore } from "../store/schedules.ts";
+import { ScheduleService } from "../schedule/service.ts";
+import { IdleTracker } from "../box/idle.ts";
 
 const logger = log.create({ service: "daemon" });
+
+/** Who puts an idle box to sleep, in its box.slept event. */
+const IDLE_ACTOR = { kind: "system", id: "hutchd/idle" } as const;
 
 /** The event each broker decision is logged as. */
 const EGRESS_EVENTS = { allowed: Events.egressAllowed, denied: Events.egressDenied, injected: Events.egressInjected } as const;
@@ -40,6 +46,9 @@ export interface Services {
   auth: AuthService;
   dispatches: DispatchService;
   approvals: ApprovalService;
+  schedules: ScheduleService;
+  /** What keeps each box awake, and the sleep of those idle past their --sleep-after. */
+  idle: IdleTracker;
 }
 
 export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
@@ -57,6 +66,7 @@ export async function createServices(home: string, db: Database, engines: Record
   boxes.channelOpened.add((boxId, dir, channel) => broker.attach(boxId, dir, channel));
   boxes.channelClosed.add((boxId) => broker.detach(boxId));
   boxes.stateChanged.add((boxId, state, reason) => sessions.boxChanged(boxId, state, reason));
+  boxes.events.add((boxId, event) => sessions.boxEvent(boxId, event));
   broker.decisions.add((boxId, decision, facts) => sessions.boxEvent(boxId, emit(EGRESS_EVENTS[decision], { box: boxId, ...facts })));
   const snapshots = new SnapshotService(home, boxes);
   snapshots.created.add((boxId, s) =>
@@ -97,5 +107,19 @@ export async function createServices(home: string, db: Database, engines: Record
   approvals.decided.add((a) => {
     if (a.kind === "egress" && a.state === "allow_always" && a.target) broker.changePolicy(a.box, { allow: [a.target] });
   });
-  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals };
+  const idle = new IdleTracker({
+    now: () => Date.now(),
+    settings: (id) => boxes.autoSleep(id),
+    sleep: (id) => boxes.sleep(id, IDLE_ACTOR),
+  });
+  boxes.stateChanged.add((boxId, state) => (state === "running" ? idle.awake(boxId) : idle.gone(boxId)));
+  sessions.holdBox = (boxId) => idle.hold(boxId, "turn");
+  const schedules = new ScheduleService({
+    store: new ScheduleStore(db),
+    boxes,
+    sessions,
+    sessionStore,
+    idle: (boxId) => idle.quiet(boxId),
+  });
+  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals, schedules, idle };
 }

@@ -78,6 +78,10 @@ export async function runDoctor(deps: DoctorDeps, report: OpReport, signal: Abor
     step(`booting a throwaway ${name} box`);
     add(await bootCheck(deps.boxes, name));
   }
+  for (const [name, engine] of Object.entries(deps.engines)) {
+    if (engine.capabilities.sleep && engine.sleepDetail)
+      add({ name: `sleep: ${name} boxes`, ok: true, detail: await engine.sleepDetail() });
+  }
   step("reading which limits this host enforces");
   for (const [name, engine] of Object.entries(deps.engines)) {
     for (const l of engine.limits?.() ?? [])

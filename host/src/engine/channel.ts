@@ -170,7 +170,7 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
             return;
           }
           sock = s;
-          mux.sendHello({ protocol: PROTOCOL_VERSION, client: "hutch", version: HUTCH_VERSION });
+          mux.sendHello({ protocol: PROTOCOL_VERSION, client: "hutch", version: HUTCH_VERSION, time: Date.now() });
         },
         data(_s, data) {
           mux.feed(data);

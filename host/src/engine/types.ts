@@ -1,7 +1,7 @@
 // The engine interface. The daemon talks to every engine
 // through this and nothing else; optional abilities are reported as
 // capabilities, never guessed from the engine's name.
-import type { EngineName } from "@hutch/shared";
+import type { EngineName, SleepKeeps } from "@hutch/shared";
 
 export interface BoxHandle {
   id: string;
@@ -23,6 +23,19 @@ export interface EngineCapabilities {
    * False where the host's agents directory is shared live (a bind mount).
    */
   agentsAtBoot: boolean;
+  /**
+   * What `sleep` keeps: "memory", the box's programs carry on after a wake
+   * (a VM's RAM and devices saved to a file); "disk", its programs end and
+   * its files stay. Null: the engine cannot sleep a box.
+   */
+  sleep: SleepKeeps | null;
+}
+
+/** A box's sleeping state on the host. */
+export interface SleepState {
+  keeps: SleepKeeps;
+  /** Bytes it takes on the host's disk. */
+  bytes: number;
 }
 
 export interface ProbeResult {
@@ -85,6 +98,26 @@ export interface Engine {
   /** Freezes and thaws the box; present when capabilities.pause is true. */
   pause?(box: BoxHandle): Promise<void>;
   resume?(box: BoxHandle): Promise<void>;
+  /**
+   * Puts a running box to sleep: its state durable on disk first, then no
+   * process of it left. Returns once both hold. Idempotent, and safe to call
+   * again after a crash part-way: a half-written state is never the one a
+   * wake finds. Present when capabilities.sleep is set.
+   */
+  sleep?(box: BoxHandle): Promise<SleepState>;
+  /**
+   * Starts an asleep box from its sleeping state; returns once it is running
+   * (the channel may not answer yet), with `cold` saying why it booted
+   * afresh from its disk instead (the state was torn or missing). Also
+   * finishes a wake a crash interrupted. The state is gone once it returns.
+   */
+  wake?(box: BoxHandle): Promise<{ cold: string | null }>;
+  /** The box's sleeping state, if it has one (whether or not it is usable). */
+  sleeping?(box: BoxHandle): SleepState | null;
+  /** What a sleep keeps on this host and why, for `hutch doctor` (present with capabilities.sleep). */
+  sleepDetail?(): Promise<string>;
+  /** Throws a stopped box's sleeping state away (a stop asked of an asleep box). Idempotent. */
+  forgetSleep?(box: BoxHandle): Promise<void>;
   inspect(box: BoxHandle): Promise<Observed>;
   channel(box: BoxHandle): ChannelEndpoint;
   /** Removes every file of the box. The box must not be running. */

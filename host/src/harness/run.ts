@@ -84,7 +84,7 @@ async function execSmall(
   argv: string[],
   stdin?: string,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const r = await execCollect(boxes.channel(boxId).channel, argv, stdin);
+  const r = await execCollect((await boxes.awake(boxId)).channel, argv, stdin);
   if (r.error) throw new HutchError("failed", `${argv[0]}: ${r.error}`);
   return r;
 }
@@ -165,7 +165,7 @@ export class AgentRunner {
    */
   async openMcp(boxId: string, h: Harness, actor: Actor, sink: RunSink): Promise<BoxMcp | null> {
     if (h.npm === null) return null;
-    return openBoxMcp(this.boxes.channel(boxId).channel, actor.id, this.emitter(h, actor, sink));
+    return openBoxMcp((await this.boxes.awake(boxId)).channel, actor.id, this.emitter(h, actor, sink));
   }
 
   /** Calls `then` once the process `pid` in the box is gone (or the box's channel closed). */
@@ -266,7 +266,7 @@ export class AgentRunner {
     let killTimer: ReturnType<typeof setTimeout> | undefined;
     // Headless agents get their prompt in argv; stdin is closed at once (an open one would make some wait for more).
     const { stream, done } = execIn(
-      this.boxes.channel(o.boxId).channel,
+      (await this.boxes.awake(o.boxId)).channel,
       { tool: "exec", argv: spec.argv, env: spec.env, cwd: spec.cwd },
       {
         onStarted: (m) =>

@@ -84,7 +84,7 @@ export class Recorder {
   }
 
   private async open(row: SessionRow, size: { cols: number; rows: number }): Promise<Live> {
-    const { channel } = this.boxes.channel(row.box_id);
+    const { channel } = await this.boxes.awake(row.box_id);
     if (row.pty) {
       try {
         return await this.follow(row.id, channel.mux.open({ tool: "pty.attach", id: row.pty, ...size }));

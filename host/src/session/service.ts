@@ -143,6 +143,8 @@ export class SessionService {
    * named in the request, if any (its owner's secrets are the ones used).
    */
   agentReady: (agent: string, bindings: readonly string[], user: string, box?: string) => void = () => {};
+  /** Holds a box awake while a headless turn runs in it (box/idle.ts); the function returned ends the hold. */
+  holdBox: (boxId: string) => () => void = () => () => {};
   /** Whom a box belongs to (server mode): a fork of a session belongs to its box's owner. */
   boxOwner: (boxId: string) => string | undefined = () => undefined;
 
@@ -199,7 +201,8 @@ export class SessionService {
     return this.list(actor, filter).map((s) => this.summaries.of(s));
   }
 
-  async create(body: SessionCreateBody, actor: Actor): Promise<Session> {
+  /** `first`: events the caller logs as the actor right after session.created, before the prompt (a schedule's run.started). */
+  async create(body: SessionCreateBody, actor: Actor, first: TypedEvent[] = []): Promise<Session> {
     const agent = harness(body.agent ?? "shell");
     if (agent.bindings.length) this.agentReady(agent.name, agent.bindings, actorUser(actor), body.box);
     // A new box for an agent gets the agent's bindings and egress; an existing box keeps its own policy.
@@ -232,6 +235,7 @@ export class SessionService {
     });
     this.append(id, [
       { ...emit(Events.sessionCreated, { box: box.id, agent: agent.name, ...(body.label ? { label: body.label } : {}) }), actor },
+      ...first.map((e) => ({ ...e, actor })),
     ]);
     if (body.prompt !== undefined) {
       this.append(id, [{ ...emit(Events.inputSent, { text: body.prompt }), actor }]);
@@ -278,9 +282,18 @@ export class SessionService {
     return this.turns.has(id);
   }
 
+  /** Stops a headless turn in flight the way its agent wants, and returns when it has ended; nothing when none runs. */
+  async stopTurn(id: string): Promise<void> {
+    const turn = this.turns.get(id);
+    if (!turn) return;
+    turn.stop.abort();
+    await turn.done;
+  }
+
   private startTurn(row: SessionRow, agent: Harness, prompt: string, resume: boolean, model?: string): void {
     const { runner, agentsDir, install } = this.agents;
     const stop = new AbortController();
+    const release = this.holdBox(row.box_id);
     const done = runner
       .run({
         boxId: row.box_id,
@@ -295,7 +308,10 @@ export class SessionService {
         signal: stop.signal,
       })
       .catch((err) => logger.error("agent turn failed", { session: row.id, err }))
-      .finally(() => this.turns.delete(row.id));
+      .finally(() => {
+        this.turns.delete(row.id);
+        release();
+      });
     this.turns.set(row.id, { done, stop });
   }
 
@@ -504,11 +520,7 @@ export class SessionService {
     const row = this.drivable(id, actor);
     if (row.state === "closed") return this.toSession(row);
     // A headless turn in flight is stopped the way its agent wants, and ends before the session does.
-    const turn = this.turns.get(id);
-    if (turn) {
-      turn.stop.abort();
-      await turn.done;
-    }
+    await this.stopTurn(id);
     await this.recorder.stop(row);
     this.append(id, [{ ...emit(Events.sessionClosed, reason ? { reason } : {}), actor }], () =>
       this.store.update(id, {

@@ -205,7 +205,13 @@ export class SnapshotService {
       }
     };
     let result: (SnapshotResult & { transfer?: Transfer }) | undefined;
-    if (box.state === "running") {
+    if (box.state === "asleep") {
+      // Its files are read through its guest, as a running box's: it wakes, and sleeps again when idle.
+      report({ type: "step", n: 1, total: 2, title: `waking ${box.name}` });
+      await this.boxes.wake(box.id);
+      report({ type: "step", n: 2, total: 2, title: `reading ${box.name} through its guest` });
+      result = await viaGuest();
+    } else if (box.state === "running") {
       report({ type: "step", n: 1, total: 1, title: `reading ${box.name} through its guest` });
       result = await viaGuest();
     } else if (box.state === "stopped") {
@@ -381,8 +387,7 @@ export class SnapshotService {
       });
       for (const p of drop) rmSync(join(local, p), { recursive: true, force: true });
       report({ type: "step", n: 2, total: 2, title: `sending it into ${body.box}` });
-      await this.boxes.ensureRunning(body.box);
-      const { box, channel } = this.boxes.channel(body.box);
+      const { box, channel } = await this.boxes.awake((await this.boxes.ensureRunning(body.box)).id);
       // A box takes a large restore slowly (a VM under tcg at a few MB/s): say how far it got, at most once a second.
       const t0 = performance.now();
       let bytesSent = 0;

@@ -18,7 +18,7 @@ interface OpRow {
 const now = () => new Date().toISOString();
 
 /** Tables whose rows belong to one box and go with it (the broker's policy and egress log among them). */
-const BOX_TABLES = ["ops", "box_policy", "egress_log", "box_owners", "box_shares"] as const;
+const BOX_TABLES = ["ops", "box_policy", "egress_log", "box_owners", "box_shares", "schedules"] as const;
 
 export function toOp(row: OpRow): Op {
   return {

@@ -137,4 +137,26 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE box_policy ADD COLUMN unlisted TEXT NOT NULL DEFAULT 'deny';
   ALTER TABLE box_policy ADD COLUMN approval_ms INTEGER;
   `,
+  `
+  CREATE TABLE schedules (
+    id TEXT PRIMARY KEY,
+    box_id TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    prompt TEXT NOT NULL,
+    cron TEXT,
+    at INTEGER,
+    max_run_ms INTEGER NOT NULL,
+    catch_up TEXT NOT NULL,
+    spread_ms INTEGER NOT NULL DEFAULT 0,
+    state TEXT NOT NULL,
+    next_at INTEGER,
+    last_run TEXT,
+    runs INTEGER NOT NULL DEFAULT 0,
+    skipped INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL
+  ) WITHOUT ROWID;
+  CREATE INDEX schedules_due ON schedules(state, next_at);
+  CREATE INDEX schedules_box ON schedules(box_id);
+  `,
 ];

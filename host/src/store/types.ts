@@ -230,7 +230,7 @@ export interface BoxRow {
   updated_at: string;
 }
 
-export type OpKind = "create" | "start" | "stop" | "pause" | "resume" | "delete";
+export type OpKind = "create" | "start" | "stop" | "pause" | "resume" | "sleep" | "wake" | "delete";
 
 /** Each box's operations: pending until the reconciler settles them, found again by their idempotency key. */
 export interface OpJournal {
@@ -364,4 +364,54 @@ export interface BrokerTables {
   logEgress(boxId: string, record: EgressRecord): void;
   /** A box's latest `limit` decisions (of one kind when given), oldest first. */
   egress(boxId: string, decision: EgressDecision | undefined, limit: number): EgressRecord[];
+}
+
+// --- Schedules --------------------------------------------------------------
+
+export interface ScheduleRow {
+  id: string;
+  box_id: string;
+  owner: string;
+  agent: string;
+  prompt: string;
+  /** The cron expression, or null for a one-off. */
+  cron: string | null;
+  /** A one-off's time, ms since the epoch. */
+  at: number | null;
+  max_run_ms: number;
+  catch_up: "once" | "skip";
+  /** Added to every cron time of this schedule (from a hash of its box's id). */
+  spread_ms: number;
+  state: "active" | "paused" | "done";
+  /** When it runs next, ms since the epoch; null when paused or done. */
+  next_at: number | null;
+  /** The latest run (a ScheduleRun as JSON), or null. */
+  last_run: string | null;
+  runs: number;
+  skipped: number;
+  created_at: string;
+}
+
+/** The fields of a schedule that change after it is made. */
+export type ScheduleFields = Partial<Pick<ScheduleRow, "state" | "next_at" | "last_run" | "runs" | "skipped">>;
+
+/** Schedules by id; a box's go with it (BoxRegistry.deleteBox). */
+export interface ScheduleTable {
+  /** Throws when the id is taken. */
+  insertSchedule(row: ScheduleRow): void;
+  schedule(id: string): ScheduleRow | null;
+  /** Schedules matching every given filter, oldest first. */
+  schedules(filter?: { owner?: string; boxId?: string }): ScheduleRow[];
+  /** Active schedules whose next run is at or before `now`, soonest first. */
+  dueSchedules(now: number): ScheduleRow[];
+  /** Changes the given fields; false when there is no such schedule. */
+  updateSchedule(id: string, fields: ScheduleFields): boolean;
+  /**
+   * Moves an active schedule's next run from `from` to `to` with its other
+   * changes, only if its next run is still `from` (compare-and-set): of two
+   * servers that saw the same due run, one fires it.
+   */
+  claimRun(id: string, from: number, to: number | null, fields: ScheduleFields): boolean;
+  /** False when there was no such schedule. */
+  removeSchedule(id: string): boolean;
 }

@@ -4,7 +4,14 @@
 // policy are written with it, and deleting it removes them all.
 import { describe, expect, test } from "bun:test";
 import type { EgressDecision, EgressRecord } from "@hutch/shared";
-import { type AuthTables, type BoxRegistry, type BrokerTables, EGRESS_KEPT } from "../../src/store/types.ts";
+import {
+  type AuthTables,
+  type BoxRegistry,
+  type BrokerTables,
+  EGRESS_KEPT,
+  type ScheduleRow,
+  type ScheduleTable,
+} from "../../src/store/types.ts";
 import { fails, type MakeStorage, type StorageTest, withStorage } from "./storage.ts";
 
 /** The registry's tables, on one storage. */
@@ -12,6 +19,29 @@ export interface Registry {
   boxes: BoxRegistry;
   auth: AuthTables;
   broker: BrokerTables;
+  schedules: ScheduleTable;
+}
+
+function schedule(id: string, boxId: string, over: Partial<ScheduleRow> = {}): ScheduleRow {
+  return {
+    id,
+    box_id: boxId,
+    owner: "alice",
+    agent: "shell",
+    prompt: "echo hi",
+    cron: "* * * * *",
+    at: null,
+    max_run_ms: 60_000,
+    catch_up: "once",
+    spread_ms: 7000,
+    state: "active",
+    next_at: 1000,
+    last_run: null,
+    runs: 0,
+    skipped: 0,
+    created_at: `2026-01-01T00:00:0${id.at(-1)}.000Z`,
+    ...over,
+  };
 }
 
 const hash = (n: number) => new Uint8Array(32).fill(n);
@@ -385,6 +415,63 @@ export function describeRegistryContract(name: string, make: MakeStorage<Registr
         expect(new Uint8Array((await again.sealed("anthropic"))!)).toEqual(new Uint8Array([7, 7]));
         expect((await again.policy("box_1")).allow).toEqual(["a.example"]);
         expect(await again.egress("box_1", undefined, 10)).toEqual([record(1)]);
+      }),
+    );
+  });
+
+  describe(`ScheduleTable contract: ${name}`, () => {
+    test(
+      "a schedule is stored whole, listed by owner and box oldest first, changed by field and removed",
+      run(async ({ schedules }) => {
+        const a = schedule("sch_1", "box_1");
+        await schedules.insertSchedule(a);
+        await schedules.insertSchedule(schedule("sch_2", "box_2", { owner: "bob", cron: null, at: 5000, next_at: 5000 }));
+        expect(await schedules.schedule("sch_1")).toEqual(a);
+        expect(await schedules.schedule("sch_missing")).toBeNull();
+        await fails(() => schedules.insertSchedule(schedule("sch_1", "box_3")));
+        expect((await schedules.schedules()).map((r) => r.id)).toEqual(["sch_1", "sch_2"]);
+        expect((await schedules.schedules({ owner: "bob" })).map((r) => r.id)).toEqual(["sch_2"]);
+        expect((await schedules.schedules({ boxId: "box_1", owner: "bob" })).map((r) => r.id)).toEqual([]);
+        expect(await schedules.updateSchedule("sch_1", { state: "paused", next_at: null, runs: 3 })).toBe(true);
+        expect(await schedules.schedule("sch_1")).toEqual({ ...a, state: "paused", next_at: null, runs: 3 });
+        expect(await schedules.updateSchedule("sch_missing", { runs: 1 })).toBe(false);
+        expect(await schedules.removeSchedule("sch_1")).toBe(true);
+        expect(await schedules.removeSchedule("sch_1")).toBe(false);
+      }),
+    );
+
+    test(
+      "due: active ones at or before now, soonest first; a claim moves the next run only from the time it was read, on any handle",
+      run(async ({ schedules }, more) => {
+        await schedules.insertSchedule(schedule("sch_1", "box_1", { next_at: 3000 }));
+        await schedules.insertSchedule(schedule("sch_2", "box_1", { next_at: 2000 }));
+        await schedules.insertSchedule(schedule("sch_3", "box_1", { next_at: 1000, state: "paused" }));
+        await schedules.insertSchedule(schedule("sch_4", "box_1", { next_at: 9000 }));
+        expect((await schedules.dueSchedules(3000)).map((r) => r.id)).toEqual(["sch_2", "sch_1"]);
+        const other = (await more()).store.schedules;
+        expect(await schedules.claimRun("sch_2", 2000, 62_000, { skipped: 1 })).toBe(true);
+        expect(await other.claimRun("sch_2", 2000, 62_000, { skipped: 5 })).toBe(false);
+        expect(await other.schedule("sch_2")).toMatchObject({ next_at: 62_000, skipped: 1 });
+        // A one-off's claim ends it; a paused one is never claimed.
+        expect(await other.claimRun("sch_1", 3000, null, { state: "done" })).toBe(true);
+        expect(await schedules.schedule("sch_1")).toMatchObject({ next_at: null, state: "done" });
+        expect(await schedules.claimRun("sch_3", 1000, 2000, {})).toBe(false);
+        expect(await schedules.dueSchedules(3000)).toEqual([]);
+      }),
+    );
+
+    test(
+      "deleting a box deletes its schedules with it, and schedules outlive a reopen",
+      run(async ({ boxes, schedules }, _more, reopen) => {
+        const { box } = await boxes.insertBox("web", "process", "stopped", null);
+        await schedules.insertSchedule(schedule("sch_1", box.id));
+        await schedules.insertSchedule(schedule("sch_2", "box_other"));
+        expect(await boxes.countRows(box.id)).toBeGreaterThan(1);
+        await boxes.deleteBox(box.id);
+        expect(await boxes.countRows(box.id)).toBe(0);
+        expect(await schedules.schedule("sch_1")).toBeNull();
+        const again = (await reopen()).schedules;
+        expect((await again.schedules()).map((r) => r.id)).toEqual(["sch_2"]);
       }),
     );
   });

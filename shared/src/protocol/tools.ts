@@ -512,7 +512,13 @@ export const DesktopWindowsResult = Type.Array(DesktopWindow, { maxItems: 256 })
 export const DesktopInputResult = Type.Object({ owner: Type.Union([Owner, Type.Null()]), stolenFrom: Type.Optional(Owner) });
 
 // The hellos.
-export const HostHello = Type.Object({ protocol: Type.Integer(), client: Type.String(), version: Type.String() });
+export const HostHello = Type.Object({
+  protocol: Type.Integer(),
+  client: Type.String(),
+  version: Type.String(),
+  /** The host's clock (ms since the epoch): a VM restored from sleep sets its clock by it. */
+  time: Type.Optional(Type.Number()),
+});
 export type HostHello = Static<typeof HostHello>;
 export const GuestHello = Type.Object({
   protocol: Type.Integer({ minimum: 1 }),

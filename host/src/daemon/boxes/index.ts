@@ -2,6 +2,7 @@
 import { Elysia } from "elysia";
 import type { BoxService } from "../../box/service.ts";
 import { idempotencyKey as idem } from "../idempotency.ts";
+import { actorFrom, localUser, type Identify } from "../actor.ts";
 import { BoxModel } from "./model.ts";
 
 /** Whose boxes a request sees, and whom a box it creates belongs to. */
@@ -12,7 +13,7 @@ export interface BoxOwnership {
   snapshot?(req: Request, ref: string): Promise<void>;
 }
 
-export function boxesController(boxes: BoxService, own: BoxOwnership) {
+export function boxesController(boxes: BoxService, own: BoxOwnership, identify: Identify = localUser) {
   return new Elysia({ prefix: "/v1/boxes", tags: ["boxes"], normalize: false })
     .get("/", ({ request }) => boxes.list().filter((b) => own.visible(request, b.id)), {
       response: BoxModel.boxes,
@@ -54,6 +55,14 @@ export function boxesController(boxes: BoxService, own: BoxOwnership) {
       params: BoxModel.ref,
       headers: BoxModel.idem,
       detail: { summary: "Thaw a paused box" },
+    })
+    .post("/:ref/sleep", ({ params, request }) => boxes.sleep(params.ref, actorFrom(request, identify)), {
+      params: BoxModel.ref,
+      detail: { summary: "Put a running box to sleep: its state to disk, no process left (idempotent)" },
+    })
+    .post("/:ref/wake", ({ params, request }) => boxes.wake(params.ref, actorFrom(request, identify)), {
+      params: BoxModel.ref,
+      detail: { summary: "Wake an asleep box (idempotent; concurrent callers share one wake)" },
     })
     .delete("/:ref", ({ params, headers, request }) => boxes.delete(params.ref, idem(headers, own.owner(request))), {
       params: BoxModel.ref,

@@ -34,6 +34,8 @@ export interface SubscribeData {
   done: boolean;
   /** The token the socket was opened with (server mode): revoking it closes the socket. */
   token?: string;
+  /** Ends this watcher's hold on the session's box (a log view keeps it awake). */
+  release?: () => void;
 }
 
 export function subscribeData(session: string, actor: Actor, from: number): SubscribeData {
@@ -70,7 +72,12 @@ export function upgradeSubscribe(
   }
 }
 
-export function subscribeSocket(sessions: SessionService, store: SessionLog): WebSocketHandler<SubscribeData> {
+/** `hold`: a watcher of a session's log holds its box awake as a client (box/idle.ts) while it is connected. */
+export function subscribeSocket(
+  sessions: SessionService,
+  store: SessionLog,
+  hold: (boxId: string) => () => void = () => () => {},
+): WebSocketHandler<SubscribeData> {
   const closeSlow = (ws: ServerWebSocket<SubscribeData>) => {
     if (ws.data.done) return;
     ws.data.done = true;
@@ -122,6 +129,8 @@ export function subscribeSocket(sessions: SessionService, store: SessionLog): We
         sendLive(ws, [{ seq, json }]);
       });
       d.ping = setInterval(() => ws.ping(), PING_MS);
+      const row = store.get(d.session);
+      if (row?.state === "open") d.release = hold(row.box_id);
       pump(ws);
     },
     drain(ws) {
@@ -133,6 +142,7 @@ export function subscribeSocket(sessions: SessionService, store: SessionLog): We
     close(ws) {
       ws.data.done = true;
       ws.data.unsubscribe?.();
+      ws.data.release?.();
       clearInterval(ws.data.ping);
     },
   };

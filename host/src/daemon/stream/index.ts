@@ -24,6 +24,7 @@ import {
   type MuxStream,
 } from "@hutch/shared";
 import type { BoxService } from "../../box/service.ts";
+import type { Activity } from "../../box/idle.ts";
 import { actorFrom, principalOf, type Identify } from "../actor.ts";
 import { relay } from "./relay.ts";
 import { log } from "../../log.ts";
@@ -59,12 +60,23 @@ const closeWith = (client: MuxStream, err: unknown) => {
   client.close({ code: e.code, message: e.message, ...(e.hint ? { hint: e.hint } : {}) });
 };
 
+/** What each tool keeps a box awake as (box/idle.ts): a person at a terminal, browser or desktop is a client. */
+function activityOf(tool: ToolOpen["tool"]): Activity {
+  if (tool.startsWith("pty.") || tool.startsWith("browser.") || tool.startsWith("desktop.")) return "client";
+  if (tool === "port.connect") return "forward";
+  return "exec";
+}
+
+/** Holds a box awake for as long as a stream lasts; the function returned ends the hold. */
+export type HoldBox = (boxId: string, kind: Activity) => () => void;
+
 async function openStream(
   boxes: BoxService,
   sessions: SessionAttacher | undefined,
   data: StreamSocketData,
   client: MuxStream,
   raw: unknown,
+  hold: HoldBox,
 ): Promise<void> {
   if (!check(ToolOpen, raw)) {
     client.close({ code: "invalid", message: `bad tool call: ${firstError(ToolOpen, raw)}` });
@@ -80,7 +92,7 @@ async function openStream(
     if (!data.actor) return closeWith(client, new HutchError("invalid", "input into a box needs a caller the daemon can name"));
     try {
       const steal = payload.tool === "desktop.input" && payload.steal === true;
-      const { driving } = sessions.boxInput(boxes.channel(data.ref).box.id, data.actor, steal);
+      const { driving } = sessions.boxInput((await boxes.awake(data.ref, data.actor)).box.id, data.actor, steal);
       // The driver's input takes the guest's slot from whoever held it.
       if (driving && payload.tool === "desktop.input") payload = { ...payload, steal: true };
     } catch (err) {
@@ -111,18 +123,24 @@ async function openStream(
     }
     ref = attached.box;
   }
-  let target: ReturnType<typeof boxes.channel>;
+  let target: Awaited<ReturnType<typeof boxes.awake>>;
   try {
-    target = boxes.channel(ref);
+    // The one place a stream (exec, cp, attach, ports, browser, desktop, MCP) reaches a box: an asleep one wakes here.
+    target = await boxes.awake(ref, data.actor);
   } catch (err) {
     attached?.end();
     return closeWith(client, err);
   }
   const { box, channel } = target;
   const guest = channel.mux.open(payload);
+  const release = hold(box.id, activityOf((payload as ToolOpen).tool));
   relay(client, guest, {
     onGuestViolation: (reason) => channel.mux.fail(new ProtocolError(reason)),
-    ...(attached ? { onInput: attached.input, onClose: attached.end } : {}),
+    ...(attached ? { onInput: attached.input } : {}),
+    onClose: () => {
+      release();
+      attached?.end();
+    },
   });
   logger.debug("stream opened", { box: box.name, tool: (payload as ToolOpen).tool });
 }
@@ -146,7 +164,11 @@ export function upgradeStream(req: Request, server: Server<StreamSocketData>, id
   });
 }
 
-export function streamSocket(boxes: BoxService, sessions?: SessionAttacher): WebSocketHandler<StreamSocketData> {
+export function streamSocket(
+  boxes: BoxService,
+  sessions?: SessionAttacher,
+  hold: HoldBox = () => () => {},
+): WebSocketHandler<StreamSocketData> {
   return {
     maxPayloadLength: 1024 * 1024,
     open(ws: ServerWebSocket<StreamSocketData>) {
@@ -175,7 +197,7 @@ export function streamSocket(boxes: BoxService, sessions?: SessionAttacher): Web
               return;
             }
             opened = true;
-            void openStream(boxes, sessions, ws.data, stream, payload);
+            void openStream(boxes, sessions, ws.data, stream, payload, hold);
           },
           onError(err) {
             logger.warn("client broke the protocol", { err: err.message });

@@ -4,11 +4,11 @@
 // When the daemon is root, each box also gets its own unprivileged host uid,
 // its own disk (a quota), cgroup limits and a seccomp filter; see README.md
 // beside this file for how they fit together.
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from "node:fs";
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, writeFileSync, writeSync } from "node:fs";
 import { totalmem } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
-import type { BoxHandle, ChannelEndpoint, Engine, EngineCapabilities, LimitReport, Observed, ProbeResult } from "../types.ts";
+import type { BoxHandle, ChannelEndpoint, Engine, EngineCapabilities, LimitReport, Observed, ProbeResult, SleepState } from "../types.ts";
 import { bwrapArgs, groupFile, hostsFile, passwdFile, SHARED_ETC, type BwrapFds } from "./bwrap-args.ts";
 import { extraHostDirs, hostLayout, SYSTEM_DIRS } from "./host-dirs.ts";
 import { boxLeftovers, childrenOf, isAlive, killBox, procStartTime, readIdentity, waitGone } from "../pidfile.ts";
@@ -37,7 +37,12 @@ import { log } from "../../log.ts";
 const logger = log.create({ service: "engine.process" });
 
 /** File names inside $HUTCH_HOME/boxes/<id>/ (listed in host/README.md); the socket's is relative to the run root (./disk.ts). */
-export const BOX_FILES = { ...ENGINE_FILES, seccomp: "seccomp.bpf" } as const;
+export const BOX_FILES = {
+  ...ENGINE_FILES,
+  seccomp: "seccomp.bpf",
+  /** Present while the box is asleep: its programs were stopped, its disk kept. */
+  asleep: "asleep.json",
+} as const;
 
 /** Defaults where `box create` names no limit (README.md beside this file says why these). */
 export const PROCESS_DEFAULTS = {
@@ -109,6 +114,8 @@ export const PROCESS_CAPABILITIES: EngineCapabilities = {
   memorySnapshot: false,
   screenshot: false,
   agentsAtBoot: false,
+  // CRIU cannot checkpoint here (see ./README.md, sleep): a sleep stops the programs and keeps the disk.
+  sleep: "disk",
 };
 
 export class ProcessEngine implements Engine {
@@ -385,6 +392,46 @@ export class ProcessEngine implements Engine {
     logger.warn("graceful stop timed out; killing", { box: box.name, timeoutMs });
     await this.kill(box);
     return { forced: true };
+  }
+
+  /**
+   * Sleep without CRIU: the box's processes end (as a kill: a sleep is not a
+   * shutdown the programs could delay), its disk stays, and a marker says it
+   * sleeps, written atomically after the processes are gone.
+   */
+  async sleep(box: BoxHandle): Promise<SleepState> {
+    await this.kill(box);
+    const marker = join(box.dir, BOX_FILES.asleep);
+    writeFileSync(`${marker}.tmp`, JSON.stringify({ keeps: "disk", at: new Date().toISOString() }));
+    renameSync(`${marker}.tmp`, marker);
+    return { keeps: "disk", bytes: 0 };
+  }
+
+  /** A process box wakes by starting again: its programs were stopped, so it is never a cold boot it did not expect. */
+  async wake(box: BoxHandle): Promise<{ cold: string | null }> {
+    if (!(await this.inspect(box)).running) await this.start(box);
+    await this.forgetSleep(box);
+    return { cold: null };
+  }
+
+  sleeping(box: BoxHandle): SleepState | null {
+    return existsSync(join(box.dir, BOX_FILES.asleep)) ? { keeps: "disk", bytes: 0 } : null;
+  }
+
+  async forgetSleep(box: BoxHandle): Promise<void> {
+    rmSync(join(box.dir, BOX_FILES.asleep), { force: true });
+  }
+
+  async sleepDetail(): Promise<string> {
+    if (!Bun.which("criu"))
+      return "stops the box's programs and keeps its disk (criu is not installed); agents resume their conversation on wake";
+    const check = Bun.spawnSync(["criu", "check"], { stdout: "pipe", stderr: "pipe" });
+    const why =
+      (check.stderr.toString() + check.stdout.toString())
+        .trim()
+        .split("\n")
+        .find((l) => /Error/.test(l)) ?? `exit ${check.exitCode}`;
+    return `stops the box's programs and keeps its disk; agents resume their conversation on wake (CRIU is not used${check.exitCode === 0 ? "" : `, and \`criu check\` fails here: ${why}`})`;
   }
 
   async kill(box: BoxHandle): Promise<void> {

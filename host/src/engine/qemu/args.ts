@@ -33,6 +33,13 @@ export interface QemuSpec {
   pidfile: string;
   /** Linux, daemon is root: QEMU drops to the box's own host uid once its files are open. */
   runAs?: { uid: number; gid: number };
+  /**
+   * The root disk handed over open, as these fds of QEMU's (read-write, then
+   * read-only), instead of by path: a QEMU that dropped to the box's uid
+   * cannot open the path again, and saving a VM's state reopens its disk
+   * read-only (and a restore read-write).
+   */
+  rootDiskFds?: [rw: number, ro: number];
   /** The agent CLI disks (read-only ext4, host/src/engine/agent-disks.ts), attached like the guest disk. */
   agentDisks?: { name: string; path: string; bytes: number }[];
 }
@@ -171,8 +178,9 @@ export function qemuArgs(s: QemuSpec): string[] {
     s.initrd,
     "-append",
     `console=${pr.console} panic=-1 quiet rdinit=/init hutch.guest=${guest.via === "pmem" ? "pmem0" : "vdb"} hutch.box=${s.name} hutch.id=${s.boxId}${agents}${s.cmdline ? ` ${s.cmdline}` : ""}`,
+    ...(s.rootDiskFds ? ["-add-fd", `fd=${s.rootDiskFds[0]},set=1,opaque=rw`, "-add-fd", `fd=${s.rootDiskFds[1]},set=1,opaque=ro`] : []),
     "-drive",
-    `if=none,id=root,file=${s.rootDisk},format=qcow2,cache=writeback,discard=unmap`,
+    `if=none,id=root,file=${s.rootDiskFds ? "/dev/fdset/1" : s.rootDisk},format=qcow2,cache=writeback,discard=unmap`,
     "-device",
     `${dev(pr.bus, "blk")},drive=root`,
     ...guest.args,

@@ -17,11 +17,12 @@ import {
 } from "node:fs";
 import { dirname, join } from "node:path";
 import { HutchError } from "@hutch/shared";
-import type { BoxHandle, ChannelEndpoint, Engine, EngineCapabilities, LimitReport, Observed, ProbeResult } from "../types.ts";
+import type { BoxHandle, ChannelEndpoint, Engine, EngineCapabilities, LimitReport, Observed, ProbeResult, SleepState } from "../types.ts";
 import { boxLeftovers, isAlive, killBox, procStartTime, readIdentity, waitGone, type ProcIdentity } from "../pidfile.ts";
 import { guestBinary } from "../guest-binary.ts";
 import { qemuArgs, type Arch, type Platform } from "./args.ts";
 import { qmp, type QmpStatus } from "./qmp.ts";
+import { commitState, migrateOut, receiveState, stateProblem, syncDir } from "./sleep.ts";
 import { chooseAccel, currentAccel, resolveAccel } from "./accel.ts";
 import { env } from "../../env.ts";
 import { ensureGuestDisk } from "../../image/guest-disk.ts";
@@ -44,6 +45,11 @@ export const VM_FILES = {
   disk: "disk.qcow2",
   qmp: "qmp.sock",
   qemuLog: "qemu.log",
+  /** The command line the VM was started with: a wake must give QEMU the very same devices. */
+  argv: "qemu.argv.json",
+  /** The VM's memory and device state while it sleeps (sleep.ts), and its parts while written. */
+  sleepState: "sleep.state",
+  sleepTmp: "sleep.state.tmp",
 } as const;
 
 export interface VmConfig {
@@ -84,6 +90,9 @@ function run(argv: string[]): { ok: boolean; out: string } {
   return { ok: p.exitCode === 0, out: (p.stderr.toString() + p.stdout.toString()).trim() };
 }
 
+/** QEMU's fds for its root disk when it gets it open (args.ts rootDiskFds): the ones after stdin, stdout and stderr. */
+const ROOT_DISK_FDS: [number, number] = [3, 4];
+
 /** How often the console logs are measured: a VM writes its serial port at most a few MB/s under KVM. */
 const CONSOLE_CHECK_MS = 1000;
 
@@ -93,6 +102,7 @@ export const QEMU_CAPABILITIES: EngineCapabilities = {
   memorySnapshot: false,
   screenshot: false,
   agentsAtBoot: true,
+  sleep: "memory",
 };
 
 export class QemuEngine implements Engine {
@@ -283,6 +293,15 @@ export class QemuEngine implements Engine {
   }
 
   async start(box: BoxHandle): Promise<void> {
+    // A start is a fresh boot: a sleeping state left from before is stale against the disk from here on.
+    await this.forgetSleep(box);
+    const argv = await this.argv(box);
+    await this.launch(box, argv);
+    writeFileSync(join(box.dir, VM_FILES.argv), JSON.stringify(argv));
+  }
+
+  /** The VM's command line for a fresh boot, with its disks prepared. */
+  private async argv(box: BoxHandle): Promise<string[]> {
     this.watchConsoles();
     await this.create(box);
     const cfg = this.config(box);
@@ -290,9 +309,8 @@ export class QemuEngine implements Engine {
     const { files: image, manifest } = this.bootImage(box);
     const guest = await guestBinary(this.home);
     const guestDisk = await ensureGuestDisk(this.home, guest.path, guest.sha);
-    const id = this.host.platform === "linux" && process.getuid?.() === 0 ? boxIdentity(join(this.home, "boxes"), box.id) : null;
+    const id = this.runAs(box);
     const accel = await resolveAccel(this.home, this.host.platform, this.host.arch);
-    for (const f of [VM_FILES.socket, VM_FILES.qmp, VM_FILES.qemuPid]) rmSync(join(box.dir, f), { force: true });
     const argv = qemuArgs({
       ...this.host,
       accel: accel.accel,
@@ -311,24 +329,32 @@ export class QemuEngine implements Engine {
       qmp: join(box.dir, VM_FILES.qmp),
       consoleLog: join(box.dir, VM_FILES.console),
       pidfile: join(box.dir, VM_FILES.qemuPid),
-      ...(id ? { runAs: { uid: id.uid, gid: id.gid } } : {}),
+      ...(id ? { runAs: { uid: id.uid, gid: id.gid }, rootDiskFds: ROOT_DISK_FDS } : {}),
       agentDisks: await agentDisks(env.agentsDir(this.home)),
     });
+    return argv;
+  }
+
+  /** Starts QEMU with `argv` (its stdin the sleeping state, when it restores one) and waits for QMP to answer. */
+  private async launch(box: BoxHandle, argv: string[], stdin?: number): Promise<void> {
+    const cfg = this.config(box);
+    const accel = await resolveAccel(this.home, this.host.platform, this.host.arch);
+    for (const f of [VM_FILES.socket, VM_FILES.qmp, VM_FILES.qemuPid]) rmSync(join(box.dir, f), { force: true });
     const cg = this.cgroup(box);
     cg?.create(qemuLimits(cfg, accel.accel));
     if (accel.accel === "tcg") logger.warn("booting under tcg (software emulation): slow", { box: box.name, reason: accel.reason });
     const logFd = openSync(join(box.dir, VM_FILES.qemuLog), "w");
+    const disk = join(box.dir, VM_FILES.disk);
+    const diskFds = argv.some((a) => a.includes("/dev/fdset/1")) ? [openSync(disk, "r+"), openSync(disk, "r")] : [];
     let proc: ReturnType<typeof Bun.spawn>;
     try {
       proc = Bun.spawn(argv, {
-        stdin: "ignore",
-        stdout: logFd,
-        stderr: logFd,
+        stdio: [stdin ?? "ignore", logFd, logFd, ...diskFds],
         detached: true,
         env: { PATH: env.path() ?? "/usr/bin:/bin", HUTCH_BOX_ID: box.id },
       });
     } finally {
-      closeSync(logFd);
+      for (const fd of [logFd, ...diskFds]) closeSync(fd);
     }
     proc.unref();
     // At once: QEMU has touched little of its memory yet, and every thread it starts later is born in the group.
@@ -362,6 +388,129 @@ export class QemuEngine implements Engine {
     const startTime = procStartTime(proc.pid);
     if (startTime) writeFileSync(join(box.dir, VM_FILES.pid), JSON.stringify({ pid: proc.pid, startTime }));
     logger.info("VM started", { box: box.name, pid: proc.pid, accel: accel.accel });
+  }
+
+  /** The box's own host identity QEMU drops to (Linux, daemon is root), or null. */
+  private runAs(box: BoxHandle): { uid: number; gid: number } | null {
+    return this.host.platform === "linux" && process.getuid?.() === 0 ? boxIdentity(join(this.home, "boxes"), box.id) : null;
+  }
+
+  sleeping(box: BoxHandle): SleepState | null {
+    try {
+      return { keeps: "memory", bytes: statSync(join(box.dir, VM_FILES.sleepState)).blocks * 512 };
+    } catch {
+      return null;
+    }
+  }
+
+  async sleepDetail(): Promise<string> {
+    return "keeps the VM's memory and devices: its programs carry on after a wake (the state is a file in the box's directory)";
+  }
+
+  async forgetSleep(box: BoxHandle): Promise<void> {
+    for (const f of [VM_FILES.sleepState, VM_FILES.sleepTmp]) rmSync(join(box.dir, f), { force: true });
+  }
+
+  /**
+   * Stop the vCPUs, stream the state to a file (sleep.ts: temporary, fsynced,
+   * renamed), then quit QEMU. A crash at any step leaves QEMU holding the
+   * paused guest or the whole state on disk, and running this again finishes
+   * the job. A failed save resumes the guest and throws: the box runs on.
+   */
+  async sleep(box: BoxHandle): Promise<SleepState> {
+    const id = this.identity(box);
+    const state = join(box.dir, VM_FILES.sleepState);
+    if (!id || !isAlive(id)) {
+      const have = this.sleeping(box);
+      if (have) return have;
+      throw new HutchError("not_ready", `box "${box.name}" is not running, so it cannot sleep`, `start it: hutch box start ${box.name}`);
+    }
+    const qmpSock = join(box.dir, VM_FILES.qmp);
+    const status = await qmp<QmpStatus>(qmpSock, "query-status");
+    // postmigrate: a save completed and the guest has not run since, so the state on disk is still its state.
+    if (status.status !== "postmigrate" || stateProblem(state)) {
+      // Stopped first, the guest touches no memory while it is saved: every page is written once, and none moves on.
+      await qmp(qmpSock, "stop");
+      const tmp = join(box.dir, VM_FILES.sleepTmp);
+      const rx = await receiveState(tmp, id.pid, this.runAs(box) ?? undefined);
+      try {
+        await migrateOut(qmpSock, `unix:${rx.sock}`, 600_000);
+        await rx.done;
+      } catch (err) {
+        rx.close();
+        rmSync(tmp, { force: true });
+        await qmp(qmpSock, "cont").catch(() => undefined);
+        throw err;
+      }
+      commitState(tmp, state);
+    }
+    await qmp(qmpSock, "quit").catch(() => undefined);
+    if (!(await waitGone(id, 10_000))) await killBox(box.id, id, join(box.dir, VM_FILES.pid));
+    for (const f of [VM_FILES.pid, VM_FILES.qemuPid, VM_FILES.qmp, VM_FILES.socket]) rmSync(join(box.dir, f), { force: true });
+    await this.release(box);
+    return this.sleeping(box)!;
+  }
+
+  /**
+   * Restores the VM from its state: QEMU started with the same command line,
+   * `-incoming fd:0` (stdin is the state) and `-S`, so the guest waits until
+   * the state is deleted: the disk moves on from then, and the state must not
+   * be loaded again. A QEMU found alive (a wake or a sleep a crash cut short)
+   * is finished the same way. A state QEMU cannot load gives a cold boot.
+   */
+  async wake(box: BoxHandle): Promise<{ cold: string | null }> {
+    const state = join(box.dir, VM_FILES.sleepState);
+    const qmpSock = join(box.dir, VM_FILES.qmp);
+    const live = this.identity(box);
+    if (!live || !isAlive(live)) {
+      // A QEMU a crash left unrecorded (killed before its pidfile was written) holds the disk: it goes first.
+      await killBox(box.id, null, join(box.dir, VM_FILES.pid));
+      const problem = stateProblem(state);
+      const saved = this.savedArgv(box);
+      if (problem || !saved) {
+        await this.start(box);
+        return { cold: problem ?? "the VM's command line from before its sleep is missing" };
+      }
+      const fd = openSync(state, "r");
+      try {
+        await this.launch(box, [...saved, "-incoming", "fd:0", "-S"], fd);
+      } catch (err) {
+        await this.start(box);
+        return { cold: `QEMU could not restore the sleeping state: ${(err as Error).message}` };
+      } finally {
+        closeSync(fd);
+      }
+    }
+    const loaded = await this.incomingDone(box, qmpSock);
+    if (loaded) {
+      await this.kill(box);
+      await this.start(box);
+      return { cold: `QEMU could not load the sleeping state: ${loaded}` };
+    }
+    await this.forgetSleep(box);
+    syncDir(box.dir);
+    await qmp(qmpSock, "cont");
+    return { cold: null };
+  }
+
+  /** Waits while QEMU loads an incoming state; null once the guest is loaded (paused), else what went wrong. */
+  private async incomingDone(box: BoxHandle, qmpSock: string): Promise<string | null> {
+    for (;;) {
+      const id = this.identity(box);
+      if (!id || !isAlive(id)) return tail(join(box.dir, VM_FILES.qemuLog), 3) || "QEMU exited";
+      const status = await qmp<QmpStatus>(qmpSock, "query-status").catch(() => null);
+      if (status && status.status !== "inmigrate") return null;
+      await Bun.sleep(20);
+    }
+  }
+
+  private savedArgv(box: BoxHandle): string[] | null {
+    try {
+      const argv = JSON.parse(readFileSync(join(box.dir, VM_FILES.argv), "utf8")) as unknown;
+      return Array.isArray(argv) && argv.every((a) => typeof a === "string") ? argv : null;
+    } catch {
+      return null;
+    }
   }
 
   /** A `box set --disk` since the overlay was made: grown with qemu-img (a qcow2 overlay cannot shrink under its guest's filesystem). */
