@@ -16,3 +16,4 @@ export * from "./mcp.ts";
 export * from "./workspace.ts";
 export * from "./handover.ts";
 export * from "./images.ts";
+export * from "./e2b.ts";
