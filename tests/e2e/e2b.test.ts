@@ -83,6 +83,23 @@ describe("the e2b SDK against hutch", () => {
     expect(r.after).not.toContain(r.pid);
   });
 
+  test("pty: a terminal that is resized, answers typed input and is killed", async () => {
+    expect(await sdk("pty", alice, id)).toEqual({ size: true, answered: true, end: -1 });
+  });
+
+  test("user root on a process box is refused, saying why and what to use", async () => {
+    const r = await sdk("as-root", alice, id);
+    expect(r.error).toBe("InvalidArgumentError");
+    expect(r.message).toContain("a process box has no root");
+  });
+
+  test("an unknown template is refused as not found, naming what hutch maps", async () => {
+    const r = await sdk("unknown-template", alice);
+    expect(r.error).toBe("SandboxError");
+    expect(r.message).toStartWith('404: template "no-such-template" not found');
+    expect(r.message).toContain('"base"');
+  });
+
   test("files: text and 10 MiB of bytes byte-exact, list, stat, make dir, rename, remove", async () => {
     const r = await sdk("files", alice, id);
     expect(r.text).toBe("text here ✓");

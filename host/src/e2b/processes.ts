@@ -109,7 +109,7 @@ export class ProcessTable {
       throw new HutchError(
         end.error?.code === "not_found" ? "not_found" : "invalid",
         `${argv[0]}: ${why}`,
-        "check the command and its working directory",
+        end.error?.hint ?? "check the command and its working directory",
       );
     }
     void done.then((e) => {

@@ -192,7 +192,15 @@ async function filesHttp(service: SandboxService, sb: Sandbox, req: Request, url
 /** Serves one in-box request; `sb` was found and its access token checked. */
 export async function serveEnvd(service: SandboxService, sb: Sandbox, req: Request): Promise<Response> {
   const url = new URL(req.url);
-  if (url.pathname === "/health") return new Response(null, { status: 204 });
+  if (url.pathname === "/health") {
+    // envd's own answer while it runs; 502 is what the SDK takes as a sandbox that is gone or asleep.
+    try {
+      service.channel(sb);
+      return new Response(null, { status: 204 });
+    } catch (err) {
+      return httpError(err);
+    }
+  }
   if (url.pathname === "/files") return filesHttp(service, sb, req, url);
   const m = /^\/(process\.Process|filesystem\.Filesystem)\/([A-Za-z]+)$/.exec(url.pathname);
   try {
