@@ -12,6 +12,8 @@ import { SandboxService } from "../src/e2b/sandboxes.ts";
 import { type ConnectError, errorResponse, serverStream, streamMessage, toConnect, unaryMessage } from "../src/daemon/e2b/connect.ts";
 import { serveControl } from "../src/daemon/e2b/control.ts";
 import { addressOf } from "../src/daemon/e2b/listener.ts";
+import { CreationGate } from "../src/daemon/creations.ts";
+import { CreateLimiter } from "../src/auth/limit.ts";
 
 const { home, services, close } = await testApp("hutch-e2b-");
 afterAll(close);
@@ -138,5 +140,24 @@ describe("the control API's refusals", () => {
     expect((await call("GET", "/v2/sandboxes?state=sleeping")).status).toBe(400);
     expect(await call("GET", "/sandboxes")).toEqual({ status: 200, body: [] as never });
     expect((await call("GET", "/templates")).status).toBe(404);
+  });
+  test("a sandbox is charged to its token's creation limit: past it, 429 and no box", async () => {
+    const gate = new CreationGate(new CreateLimiter(1, 1));
+    gate.limiter.take(alice.token!);
+    const detach = gate.attach(services.boxes);
+    try {
+      const res = await gate.as(alice, () =>
+        serveControl(
+          sandboxes,
+          alice,
+          new Request("https://h/v2/sandboxes", { method: "POST", body: JSON.stringify({ templateID: "base" }) }),
+        ),
+      );
+      expect(res.status).toBe(429);
+      expect(((await res.json()) as { message: string }).message).toContain("too many boxes created with this token");
+      expect(services.boxes.list()).toEqual([]);
+    } finally {
+      detach();
+    }
   });
 });

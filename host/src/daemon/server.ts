@@ -23,6 +23,7 @@ import { serveCert } from "../auth/cert.ts";
 import { runDoctor } from "../doctor/index.ts";
 import { listenRemote, type RemoteListener } from "./remote.ts";
 import { listenE2b, type E2bListener } from "./e2b/listener.ts";
+import { CreationGate } from "./creations.ts";
 import { SandboxService } from "../e2b/sandboxes.ts";
 import { e2bTemplates } from "../e2b/templates.ts";
 import { HutchError } from "@hutch/shared";
@@ -97,7 +98,10 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   let remote: RemoteListener | null = null;
   let e2b: E2bListener | null = null;
   const serveInfo = () => ({ url: remote?.url ?? null, fingerprint: cert?.fingerprint ?? null });
+  // One payer gate for the app and the E2B listener: a token's creations are counted wherever it makes boxes.
+  const creations = new CreationGate();
   const app = buildApp({
+    creations,
     boxes,
     sessions,
     sessionStore,
@@ -181,7 +185,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     if (serve.e2b) {
       const sandboxes = new SandboxService(boxes, { home, templates: e2bTemplates(home), domain: serve.e2b.domain ?? null });
       try {
-        e2b = listenE2b({ auth, sandboxes }, serve.e2b, cert);
+        e2b = listenE2b({ auth, sandboxes, creations }, serve.e2b, cert);
       } catch (err) {
         await remote.stop();
         await server.stop(true);

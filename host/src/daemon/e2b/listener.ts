@@ -15,6 +15,7 @@ import type { AuthService } from "../../auth/service.ts";
 import type { ServeCert } from "../../auth/cert.ts";
 import type { SandboxService } from "../../e2b/sandboxes.ts";
 import { log } from "../../log.ts";
+import type { CreationGate } from "../creations.ts";
 import { e2bError, serveControl } from "./control.ts";
 import { envdRefusal, serveEnvd } from "./envd.ts";
 
@@ -68,7 +69,7 @@ async function toPort(service: SandboxService, id: string, port: number, req: Re
 }
 
 export function listenE2b(
-  deps: { auth: AuthService; sandboxes: SandboxService },
+  deps: { auth: AuthService; sandboxes: SandboxService; creations: CreationGate },
   at: { hostname: string; port: number },
   cert: ServeCert,
 ): E2bListener {
@@ -95,7 +96,8 @@ export function listenE2b(
       const bearer = req.headers.get("authorization");
       try {
         const p = deps.auth.authenticate(key !== null ? `Bearer ${key}` : bearer);
-        return await serveControl(deps.sandboxes, p, req);
+        // A sandbox is a box: its creation is charged to the token, as `hutch box create` is.
+        return await deps.creations.as(p, () => serveControl(deps.sandboxes, p, req));
       } catch (err) {
         logger.warn("E2B API request refused", {
           from,
