@@ -4,9 +4,9 @@
 // certificate through NODE_EXTRA_CA_CERTS, as a user's program does. The key
 // is a hutch token; every sandbox is a process box of its user.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { waitFor } from "../helpers.ts";
+import { HUTCH, waitFor } from "../helpers.ts";
 import { freePort, startServer, tokenOf, type Server } from "../remote.ts";
 
 const SDK = join(import.meta.dir, "..", "fixtures", "e2b", "sdk.ts");
@@ -17,6 +17,8 @@ let cert: string;
 let alice: string;
 let bob: string;
 let id: string;
+/** The server started again by the restart test (the home's cleanup stops it, as it stops any daemon of the home). */
+let restarted: ReturnType<typeof Bun.spawn> | undefined;
 
 /** Runs one scenario of the SDK program with `key`; its JSON answer. */
 async function sdk(scenario: string, key: string, sandbox?: string): Promise<Record<string, unknown>> {
@@ -48,6 +50,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await srv?.stop();
+  restarted?.kill("SIGTERM");
+  await restarted?.exited;
 });
 
 describe("the e2b SDK against hutch", () => {
@@ -190,6 +194,24 @@ describe("the e2b SDK against hutch", () => {
       30_000,
     );
     expect((await sdk("list", alice)).ids).not.toContain(short);
+  });
+
+  test("a daemon restart keeps the sandbox: its files, and a new access token through connect", async () => {
+    const port = Number(new URL(url).port);
+    srv.proc.kill("SIGTERM");
+    await srv.proc.exited;
+    const logPath = join(srv.home.home, "restart.log");
+    const fd = openSync(logPath, "a", 0o600);
+    restarted = Bun.spawn([HUTCH, "serve", "--listen", `127.0.0.1:${srv.port}`, "--e2b", `127.0.0.1:${port}`], {
+      env: srv.home.env,
+      stdin: "ignore",
+      stdout: fd,
+      stderr: fd,
+    });
+    await waitFor("the restarted server", () => readFileSync(logPath, "utf8").includes("daemon ready"), 60_000);
+    expect(readFileSync(logPath, "utf8")).toContain("sandboxes taken back after a restart");
+    expect(await sdk("after-restart", alice, id)).toEqual({ kept: "kept", ran: "alive\n", state: "running" });
+    expect((await sdk("list", bob)).ids).toEqual([]);
   });
 
   test("kill deletes the box; the sandbox is then not found", async () => {

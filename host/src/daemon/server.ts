@@ -184,6 +184,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     logger.info("serving on TLS", { url: remote.url, fingerprint: cert.fingerprint, cert: cert.source });
     if (serve.e2b) {
       const sandboxes = new SandboxService(boxes, { home, templates: e2bTemplates(home), domain: serve.e2b.domain ?? null });
+      sandboxes.adopt((boxId) => auth.owner(boxId));
       try {
         e2b = listenE2b({ auth, sandboxes, creations }, serve.e2b, cert);
       } catch (err) {

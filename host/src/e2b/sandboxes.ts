@@ -73,6 +73,58 @@ export class SandboxService {
     return this.opts.now?.() ?? Date.now();
   }
 
+  /**
+   * Takes back the sandboxes whose boxes outlived a daemon restart (the table
+   * is the daemon's memory): same id and files, owned by the box's owner, a
+   * new access token (connect hands it out), and a fresh default end of life
+   * so none runs forever. Their metadata and env vars were not kept. A box
+   * that is stopped or paused comes back paused.
+   */
+  adopt(owner: (boxId: string) => string): number {
+    let n = 0;
+    for (const box of this.boxes.list()) {
+      const m = new RegExp(`^${BOX_PREFIX}([a-z0-9]{20})$`).exec(box.name);
+      if (!m || this.sandboxes.has(m[1]!)) continue;
+      const row = this.boxes.byId(box.id);
+      const image = row ? (JSON.parse(row.config) as { image?: string }).image : undefined;
+      const sb = this.record(m[1]!, box.id, owner(box.id), box.engine === "process" ? "base" : (image ?? "default"), {}, {});
+      sb.startedAt = new Date(box.createdAt);
+      sb.paused = box.state !== "running";
+      this.sandboxes.set(sb.id, sb);
+      this.arm(sb, E2B_DEFAULT_TIMEOUT_S);
+      n++;
+    }
+    if (n > 0) logger.info("sandboxes taken back after a restart", { count: n });
+    return n;
+  }
+
+  private record(
+    id: string,
+    boxId: string,
+    user: string,
+    template: string,
+    metadata: Record<string, string>,
+    envs: Record<string, string>,
+  ): Sandbox {
+    const name = `${BOX_PREFIX}${id}`;
+    const now = this.now();
+    return {
+      id,
+      boxId,
+      box: name,
+      user,
+      template,
+      metadata,
+      envs,
+      startedAt: new Date(now),
+      endAt: new Date(now),
+      paused: false,
+      envdToken: randomBytes(24).toString("base64url"),
+      processes: new ProcessTable(name),
+      ports: new PortBridge(join(this.opts.home, "e2b", id), () => this.boxes.channel(boxId).channel),
+    };
+  }
+
   async create(user: string, body: NewSandbox): Promise<CreatedSandbox> {
     const tpl = this.opts.templates(body.templateID);
     if (!tpl)
@@ -84,22 +136,7 @@ export class SandboxService {
     const id = newId();
     const name = `${BOX_PREFIX}${id}`;
     const box = await this.boxes.create({ name, start: true, ...tpl }, null, user);
-    const now = this.now();
-    const sb: Sandbox = {
-      id,
-      boxId: box.id,
-      box: name,
-      user,
-      template: body.templateID,
-      metadata: body.metadata ?? {},
-      envs: body.envVars ?? {},
-      startedAt: new Date(now),
-      endAt: new Date(now),
-      paused: false,
-      envdToken: randomBytes(24).toString("base64url"),
-      processes: new ProcessTable(name),
-      ports: new PortBridge(join(this.opts.home, "e2b", id), () => this.boxes.channel(box.id).channel),
-    };
+    const sb = this.record(id, box.id, user, body.templateID, body.metadata ?? {}, body.envVars ?? {});
     this.sandboxes.set(id, sb);
     this.arm(sb, body.timeout ?? E2B_DEFAULT_TIMEOUT_S);
     logger.info("sandbox created", { sandbox: id, box: name, user, template: body.templateID });
