@@ -5,13 +5,13 @@
 // need no box.
 import { afterAll, describe, expect, test } from "bun:test";
 import { Type } from "@sinclair/typebox";
-import { HutchError } from "@hutch/shared";
+import { encodeJoin, HutchError } from "@hutch/shared";
 import { testApp } from "./app-helpers.ts";
 import type { Principal } from "../src/auth/service.ts";
 import { SandboxService } from "../src/e2b/sandboxes.ts";
 import { type ConnectError, errorResponse, serverStream, streamMessage, toConnect, unaryMessage } from "../src/daemon/e2b/connect.ts";
 import { serveControl } from "../src/daemon/e2b/control.ts";
-import { addressOf } from "../src/daemon/e2b/listener.ts";
+import { addressOf, apiKey } from "../src/daemon/e2b/listener.ts";
 import { CreationGate } from "../src/daemon/creations.ts";
 import { CreateLimiter } from "../src/auth/limit.ts";
 
@@ -99,6 +99,15 @@ describe("addressing", () => {
     });
     expect(at({ host: "api.e2b.lan" })).toBeNull();
     expect(at({ host: "8000-short.e2b.lan" })).toBeNull();
+  });
+});
+
+describe("E2B_API_KEY", () => {
+  test("a token as is, or the join string that carries it; anything else is passed on to be refused", () => {
+    const token = `hutch_tok_0123456789ab_${"A".repeat(43)}`;
+    expect(apiKey(token)).toBe(token);
+    expect(apiKey(encodeJoin({ v: 1, url: "https://h:1", fingerprint: "ab".repeat(32), user: "alice", token }))).toBe(token);
+    expect(apiKey("e2b_123")).toBe("e2b_123");
   });
 });
 

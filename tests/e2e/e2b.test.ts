@@ -15,6 +15,7 @@ let url: string;
 let caPath: string;
 let cert: string;
 let alice: string;
+let aliceJoin: string;
 let bob: string;
 let id: string;
 /** The server started again by the restart test (the home's cleanup stops it, as it stops any daemon of the home). */
@@ -43,7 +44,8 @@ beforeAll(async () => {
   url = `https://127.0.0.1:${port}`;
   caPath = join(srv.home.home, "keys", "serve.crt");
   cert = readFileSync(caPath, "utf8");
-  alice = tokenOf(await srv.join("alice"));
+  aliceJoin = await srv.join("alice");
+  alice = tokenOf(aliceJoin);
   bob = tokenOf(await srv.join("bob"));
   id = (await sdk("create", alice)).id as string;
 }, 120_000);
@@ -60,7 +62,8 @@ describe("the e2b SDK against hutch", () => {
     const r = await srv.home.run(["box", "list", "--json"]);
     const boxes = JSON.parse(r.stdout) as { name: string; state: string }[];
     expect(boxes.find((b) => b.name === `e2b-${id}`)?.state).toBe("running");
-    const listed = await sdk("list", alice);
+    // The join string `hutch token create` prints works as the key too.
+    const listed = await sdk("list", aliceJoin);
     expect(listed.ids).toEqual([id]);
     expect(listed.metadata).toEqual([{ purpose: "e2e" }]);
   });

@@ -10,7 +10,7 @@
 // Failures are logged with the address and the reason, never a token.
 import { constants } from "node:crypto";
 import type { Server } from "bun";
-import { E2B_ENVD_PORT, HutchError } from "@hutch/shared";
+import { check, decodeJoin, E2B_ENVD_PORT, HutchError, JoinToken } from "@hutch/shared";
 import type { AuthService } from "../../auth/service.ts";
 import type { ServeCert } from "../../auth/cert.ts";
 import type { SandboxService } from "../../e2b/sandboxes.ts";
@@ -30,6 +30,17 @@ const HOP = ["host", "e2b-sandbox-id", "e2b-sandbox-port", "x-access-token", "co
 export interface E2bListener {
   url: string;
   stop(): Promise<void>;
+}
+
+/**
+ * The hutch token an E2B_API_KEY carries: the token itself, or the join
+ * string `hutch token create` prints (so `E2B_API_KEY=$(hutch token create
+ * --user alice)` works). The token inside is checked as any token is.
+ */
+export function apiKey(key: string): string {
+  if (key.startsWith("hutch_")) return key;
+  const join = decodeJoin(key);
+  return check(JoinToken, join) ? join.token : key;
 }
 
 /** Which sandbox and port a request addresses, or null for the control API. */
@@ -95,7 +106,7 @@ export function listenE2b(
       const key = req.headers.get("x-api-key");
       const bearer = req.headers.get("authorization");
       try {
-        const p = deps.auth.authenticate(key !== null ? `Bearer ${key}` : bearer);
+        const p = deps.auth.authenticate(key !== null ? `Bearer ${apiKey(key)}` : bearer);
         // A sandbox is a box: its creation is charged to the token, as `hutch box create` is.
         return await deps.creations.as(p, () => serveControl(deps.sandboxes, p, req));
       } catch (err) {
