@@ -183,6 +183,12 @@ describe("the e2b SDK against hutch", () => {
       body: "{}",
     });
     expect(anon.status).toBe(401);
+    // A reader that goes away in the middle of a 10 MiB file.
+    const partial = await raw(`/files?path=${encodeURIComponent("/workspace/dir/big.bin")}`, { headers: envd });
+    expect(partial.status).toBe(200);
+    const reader = partial.body!.getReader();
+    expect((await reader.read()).done).toBe(false);
+    await reader.cancel();
     expect(((await sdk("run", alice, id)).ok as { exitCode: number }).exitCode).toBe(0);
   });
 

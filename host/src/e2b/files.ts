@@ -171,7 +171,12 @@ export function read(channel: Channel, path: string): Promise<ReadableStream<Uin
       data(chan, bytes) {
         if (chan !== Chan.stdout) return;
         settle();
-        ctl.enqueue(bytes.slice());
+        try {
+          ctl.enqueue(bytes.slice());
+        } catch {
+          // The reader went away: a throw here would reach the box's channel.
+          return stream.close();
+        }
         if ((ctl.desiredSize ?? 0) > 0) stream.consumed(bytes.length);
         else owed += bytes.length;
       },
@@ -184,8 +189,12 @@ export function read(channel: Channel, path: string): Promise<ReadableStream<Uin
           return reject(refused(error));
         }
         settle();
-        if (error) ctl.error(refused(error));
-        else ctl.close();
+        try {
+          if (error) ctl.error(refused(error));
+          else ctl.close();
+        } catch {
+          // already cancelled by the reader
+        }
       },
     };
   });
