@@ -7,12 +7,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { openSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { HUTCH, waitFor } from "../helpers.ts";
-import { freePort, startServer, tokenOf, type Server } from "../remote.ts";
+import { tokenOf, type Server } from "../remote.ts";
+import { startE2b, type E2bServer } from "../e2b.ts";
 
-const SDK = join(import.meta.dir, "..", "fixtures", "e2b", "sdk.ts");
+let e2b: E2bServer;
 let srv: Server;
 let url: string;
-let caPath: string;
 let cert: string;
 let alice: string;
 let aliceJoin: string;
@@ -20,18 +20,7 @@ let bob: string;
 let id: string;
 /** The server started again by the restart test (the home's cleanup stops it, as it stops any daemon of the home). */
 let restarted: ReturnType<typeof Bun.spawn> | undefined;
-
-/** Runs one scenario of the SDK program with `key`; its JSON answer. */
-async function sdk(scenario: string, key: string, sandbox?: string): Promise<Record<string, unknown>> {
-  const proc = Bun.spawn([process.execPath, SDK, scenario, ...(sandbox ? [sandbox] : [])], {
-    env: { ...process.env, E2B_API_KEY: key, E2B_API_URL: url, E2B_SANDBOX_URL: url, NODE_EXTRA_CA_CERTS: caPath },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-  expect(code, `${scenario}: ${err}`).toBe(0);
-  return JSON.parse(out) as Record<string, unknown>;
-}
+const sdk = (scenario: string, key: string, sandbox?: string) => e2b.sdk(scenario, key, ...(sandbox ? [sandbox] : []));
 
 /** A raw request to the E2B listener, trusting its certificate. */
 function raw(path: string, init: RequestInit & { headers?: Record<string, string> } = {}): Promise<Response> {
@@ -39,11 +28,9 @@ function raw(path: string, init: RequestInit & { headers?: Record<string, string
 }
 
 beforeAll(async () => {
-  const port = freePort();
-  srv = await startServer("hutch-e2b-", { args: ["--e2b", `127.0.0.1:${port}`] });
-  url = `https://127.0.0.1:${port}`;
-  caPath = join(srv.home.home, "keys", "serve.crt");
-  cert = readFileSync(caPath, "utf8");
+  e2b = await startE2b();
+  ({ srv, url } = e2b);
+  cert = readFileSync(e2b.caPath, "utf8");
   aliceJoin = await srv.join("alice");
   alice = tokenOf(aliceJoin);
   bob = tokenOf(await srv.join("bob"));
