@@ -60,6 +60,7 @@ describe("the e2b SDK against hutch", () => {
     expect(r.ok).toEqual({ exitCode: 0, stdout: "hello from-create\n", stderr: "to-err\n" });
     expect(r.failed).toEqual({ exitCode: 3, stderr: "broken\n", stdout: "", error: "CommandExitError" });
     expect(r.cwd).toBe("/tmp\n");
+    expect(r.quick).toBe(50);
   });
 
   test("a long command's output streams before it ends", async () => {

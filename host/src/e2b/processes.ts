@@ -103,8 +103,9 @@ export class ProcessTable {
         emit({ data: o.pty ? { pty: out } : chan === 1 ? { stdout: out } : { stderr: out } });
       },
     });
+    // A command that starts and ends in one batch of frames can settle `done` first: it still ran.
     const end = await Promise.race([running.then(() => null), done]);
-    if (end) {
+    if (end && !end.started) {
       const why = end.error?.message ?? "the process did not start";
       throw new HutchError(
         end.error?.code === "not_found" ? "not_found" : "invalid",
