@@ -12,6 +12,8 @@
 //     shared/src with no runtime's types, so a global like Bun or process fails too);
 //   - a CLI verb's code never reaches an engine (the daemon runs boxes; the
 //     `hutch daemon` verb starts one in-process, so it alone is exempt);
+//   - host/src/e2b/ (the E2B API's sandboxes) speaks no HTTP: the listener,
+//     routes and Connect codec are daemon/e2b/'s, as for every noun folder;
 //   - outside store/, state is reached through store/types.ts: a SQLite class
 //     is named only where it is constructed (the daemon's wiring, and the auth
 //     service), so a second backend is a second implementation, not a fork.
@@ -133,5 +135,11 @@ describe("who may import whom", () => {
       .filter(([, t]) => t?.startsWith(store) && !open.has(t))
       .map(([f, t]) => `${rel(f)} -> ${rel(t!)}`);
     expect(bad).toEqual([]);
+  });
+  test("host/src/e2b/ speaks no HTTP: no server, no Response, no Elysia", () => {
+    const bad = sources(join(root, "host/src/e2b")).filter((f) =>
+      /Bun\.serve\(|new Response\(|Response\.json\(|from\s+["']elysia["']/.test(readFileSync(f, "utf8")),
+    );
+    expect(bad.map(rel)).toEqual([]);
   });
 });

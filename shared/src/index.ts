@@ -19,3 +19,4 @@ export * from "./handover.ts";
 export * from "./images.ts";
 export * from "./schedules.ts";
 export * from "./duration.ts";
+export * from "./e2b.ts";

@@ -3,7 +3,7 @@ import { HutchError } from "@hutch/shared/base";
 import { body, type GlobalArgs } from "./args.ts";
 import { setExitCode } from "./exit.ts";
 
-type ServeArgs = GlobalArgs & { listen: string; cert?: string; key?: string; doctor: boolean };
+type ServeArgs = GlobalArgs & { listen: string; cert?: string; key?: string; doctor: boolean; e2b?: string; "e2b-domain"?: string };
 
 /** HOST:PORT, with [v6]:PORT for IPv6. */
 export function parseListen(s: string): { hostname: string; port: number } {
@@ -23,6 +23,15 @@ export const serve = body<ServeArgs>({
     },
     cert: { type: "string", describe: "PEM certificate (chain) to present; default: a self-signed one kept in $HUTCH_HOME/keys" },
     key: { type: "string", describe: "PEM private key of --cert" },
+    e2b: {
+      type: "string",
+      describe: "also serve the E2B API (the e2b SDK's control and in-box API) on HOST:PORT, TLS with the same certificate",
+    },
+    "e2b-domain": {
+      type: "string",
+      describe:
+        "the domain sandboxes are reached under (PORT-SANDBOXID.DOMAIN, wildcard DNS to this server); default: the client's E2B_DOMAIN",
+    },
     doctor: {
       type: "boolean",
       default: false,
@@ -35,12 +44,27 @@ export const serve = body<ServeArgs>({
       "serve every interface with a self-signed certificate (its fingerprint is logged and in every join string)",
     ],
     ["hutch user add alice && hutch token create --user alice", "on the server: a user and the join string to hand them"],
+    [
+      "hutch serve --e2b 127.0.0.1:8444",
+      "the E2B API too: E2B_API_URL and E2B_SANDBOX_URL both https://127.0.0.1:8444, E2B_API_KEY a token",
+    ],
   ],
   run: async (a) => {
     const listen = parseListen(a.listen);
+    if (a["e2b-domain"] !== undefined && a.e2b === undefined)
+      throw new HutchError("invalid", "--e2b-domain goes with --e2b", "add --e2b HOST:PORT, or drop --e2b-domain");
+    if (a["e2b-domain"] !== undefined && !/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/.test(a["e2b-domain"]))
+      throw new HutchError("invalid", `--e2b-domain ${a["e2b-domain"]}: a DNS name`, "e.g. --e2b-domain e2b.lan");
+    const e2b = a.e2b === undefined ? undefined : { ...parseListen(a.e2b), ...(a["e2b-domain"] ? { domain: a["e2b-domain"] } : {}) };
     const { runDaemon } = await import("../daemon/server.ts");
     setExitCode(
-      await runDaemon(a.home, { ...listen, doctor: a.doctor, ...(a.cert ? { cert: a.cert } : {}), ...(a.key ? { key: a.key } : {}) }),
+      await runDaemon(a.home, {
+        ...listen,
+        doctor: a.doctor,
+        ...(e2b ? { e2b } : {}),
+        ...(a.cert ? { cert: a.cert } : {}),
+        ...(a.key ? { key: a.key } : {}),
+      }),
     );
   },
 });

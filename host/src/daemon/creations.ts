@@ -10,6 +10,7 @@ import { AsyncLocalStorage } from "node:async_hooks";
 import type { BoxService } from "../box/service.ts";
 import { CreateLimiter } from "../auth/limit.ts";
 import { principalOf } from "./actor.ts";
+import type { Principal } from "../auth/service.ts";
 
 type Payer = { key: string } | "paid";
 
@@ -29,11 +30,13 @@ export class CreationGate {
   /** Runs each request app handles (and whatever it starts) with its payer; returns app. */
   wrap<A extends { handle: (req: Request) => Promise<Response> }>(app: A): A {
     const handle = app.handle;
-    app.handle = (req) => {
-      const p = principalOf(req);
-      return this.payer.run(p?.remote ? { key: p.token ?? `user ${p.user}` } : null, () => handle(req));
-    };
+    app.handle = (req) => this.as(principalOf(req), () => handle(req));
     return app;
+  }
+
+  /** Runs fn (and whatever it starts) with p as its payer: what the E2B listener serves, which is not the app. */
+  as<T>(p: Principal | undefined, fn: () => T): T {
+    return this.payer.run(p?.remote ? { key: p.token ?? `user ${p.user}` } : null, fn);
   }
 
   /** Takes n creations from the current payer now, all or none, and runs fn with the boxes it makes paid for. */

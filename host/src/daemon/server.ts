@@ -22,6 +22,10 @@ import { checkHome, tightenHome } from "../home.ts";
 import { serveCert } from "../auth/cert.ts";
 import { runDoctor } from "../doctor/index.ts";
 import { listenRemote, type RemoteListener } from "./remote.ts";
+import { listenE2b, type E2bListener } from "./e2b/listener.ts";
+import { CreationGate } from "./creations.ts";
+import { SandboxService } from "../e2b/sandboxes.ts";
+import { e2bTemplates } from "../e2b/templates.ts";
 import { HutchError } from "@hutch/shared";
 
 const logger = log.create({ service: "daemon" });
@@ -54,6 +58,8 @@ export interface ServeOptions {
   port: number;
   cert?: string;
   key?: string;
+  /** `--e2b HOST:PORT`: serve the E2B API there too (TLS, the same certificate); domain: what sandboxes' hosts end in. */
+  e2b?: { hostname: string; port: number; domain?: string };
   /** Run doctor before the TCP listener opens, and refuse to serve when no engine works (the service unit asks for it). */
   doctor?: boolean;
 }
@@ -97,8 +103,12 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   // Made before the app so the join strings it hands out name this listener.
   const cert = serve ? await serveCert(home, serve, [serve.hostname]) : null;
   let remote: RemoteListener | null = null;
+  let e2b: E2bListener | null = null;
   const serveInfo = () => ({ url: remote?.url ?? null, fingerprint: cert?.fingerprint ?? null });
+  // One payer gate for the app and the E2B listener: a token's creations are counted wherever it makes boxes.
+  const creations = new CreationGate();
   const app = buildApp({
+    creations,
     boxes,
     sessions,
     sessionStore,
@@ -181,6 +191,23 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       );
     }
     logger.info("serving on TLS", { url: remote.url, fingerprint: cert.fingerprint, cert: cert.source });
+    if (serve.e2b) {
+      const sandboxes = new SandboxService(boxes, { home, templates: e2bTemplates(home), domain: serve.e2b.domain ?? null });
+      sandboxes.adopt((boxId) => auth.owner(boxId));
+      try {
+        e2b = listenE2b({ auth, sandboxes, creations }, serve.e2b, cert);
+      } catch (err) {
+        await remote.stop();
+        await server.stop(true);
+        rmSync(lockPath, { force: true });
+        throw new HutchError(
+          "config",
+          `cannot listen on ${serve.e2b.hostname}:${serve.e2b.port}: ${(err as Error).message}`,
+          "pick a free address: hutch serve --e2b 127.0.0.1:8444",
+        );
+      }
+      logger.info("serving the E2B API", { url: e2b.url, ...(serve.e2b.domain ? { domain: serve.e2b.domain } : {}) });
+    }
   }
   logger.info("daemon ready", { home, socket: socketPath, pid: process.pid, ...(remote ? { url: remote.url } : {}) });
 
@@ -192,6 +219,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       logger.info("shutting down; boxes keep running", { signal });
       changes.close();
       ops.close();
+      await e2b?.stop();
       await remote?.stop();
       // Subscribers' WebSockets never end by themselves: give in-flight requests a moment, then close what is left
       // (clients resume from their next seq; writes carry idempotency keys).
