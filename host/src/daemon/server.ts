@@ -78,10 +78,14 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals, schedules, idle } = await createServices(home, db, {
-    process: new ProcessEngine(home),
-    qemu: new QemuEngine(home),
-  });
+  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals, schedules, idle } = await createServices(
+    home,
+    db,
+    {
+      process: new ProcessEngine(home),
+      qemu: new QemuEngine(home),
+    },
+  );
   // Before any box's broker can ask again: the approvals pending when the last daemon stopped.
   approvals.recover();
   await boxes.recover();
