@@ -17,10 +17,13 @@ export const E2B_DEFAULT_TIMEOUT_S = 300;
 export const E2B_MAX_TIMEOUT_S = 24 * 3600;
 
 /** A sandbox id: the box's name without `e2b-`, random lower-case letters and digits (it is also a host-name label). */
-export const SandboxId = Type.String({ pattern: "^[a-z0-9]{20}$" });
+export const SandboxId = Type.String({ pattern: "^[a-z0-9]{20}$", rule: "a sandbox id: 20 lower-case letters and digits" });
 
 const StringMap = Type.Record(Type.String({ maxLength: 256 }), Type.String({ maxLength: 4096 }));
-const EnvMap = Type.Record(Type.String({ pattern: "^[^=\\0]{1,256}$" }), Type.String({ maxLength: 65536 }));
+const EnvMap = Type.Record(
+  Type.String({ pattern: "^[^=\\0]{1,256}$", rule: "a variable name of 1 to 256 characters, without '=' or NUL" }),
+  Type.String({ maxLength: 65536 }),
+);
 const Timeout = Type.Integer({ minimum: 0, maximum: E2B_MAX_TIMEOUT_S });
 
 // Control API requests.
@@ -96,7 +99,11 @@ export type StartRequest = Static<typeof StartRequest>;
 export const ConnectRequest = Type.Object({ process: ProcessSelector });
 export const ListRequest = Type.Object({});
 /** bytes fields arrive as base64. */
-const Base64 = Type.String({ pattern: "^[A-Za-z0-9+/_-]*={0,2}$", maxLength: 64 * 1024 * 1024 });
+const Base64 = Type.String({
+  pattern: "^[A-Za-z0-9+/_-]*={0,2}$",
+  maxLength: 64 * 1024 * 1024,
+  rule: "base64 (standard or URL-safe alphabet)",
+});
 export const ProcessInput = Type.Union([Type.Object({ stdin: Base64 }), Type.Object({ pty: Base64 })]);
 export const SendInputRequest = Type.Object({ process: ProcessSelector, input: ProcessInput });
 export const SendSignalSchema = Type.Union([
