@@ -166,11 +166,12 @@ describe("waking on demand, and crashes", () => {
     );
     expect(["asleep", "running"]).toContain(settled);
     expect(await sh(`kill -0 ${loopPid} && echo alive`)).toBe("alive");
-    await sh("rm /dev/shm/fill");
   }, 300_000);
 
   test("a SIGKILL of the daemon mid-wake ends running, with the programs kept", async () => {
     const loopPid = await sh("cat /workspace/loop.pid");
+    // The memory the mid-sleep test filled is still there: a state worth seconds of loading.
+    await sh("test -s /dev/shm/fill || yes hutch-fill | head -c 256M > /dev/shm/fill");
     expect((await h.run(["box", "sleep", "s"])).code).toBe(0);
     const waking = h.run(["box", "wake", "s"]);
     await killDaemonDuring("waking", waking);
@@ -185,6 +186,7 @@ describe("waking on demand, and crashes", () => {
     expect(["asleep", "running"]).toContain(settled);
     expect(await sh(`kill -0 ${loopPid} && echo alive`)).toBe("alive");
     expect(qemuFor(boxId).length).toBe(1);
+    await sh("rm -f /dev/shm/fill");
   }, 300_000);
 
   test("the sleeping state holds what is in the guest's memory (a marker) and never the real secret, only its stub", async () => {
