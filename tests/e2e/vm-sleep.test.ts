@@ -124,14 +124,27 @@ function daemonLog(): string {
   return readFileSync(join(h.home, "daemon.log"), "utf8");
 }
 
-/** SIGKILLs the daemon once the stored state is `during`: proof the kill landed mid-operation. */
-async function killDaemonDuring(during: string, op: Promise<unknown>): Promise<void> {
+/**
+ * SIGKILLs the daemon once the stored state is `during`, and returns what the
+ * daemon log says from then on. The waiting CLI starts a new daemon at once,
+ * so the proof the kill landed mid-operation is in that log: the operation's
+ * end (`done`) is logged only after the new daemon was ready, by it.
+ */
+async function killDaemonDuring(during: string, done: string, op: Promise<unknown>): Promise<void> {
   await waitFor(`the box to be ${during}`, () => storedState() === during, 30_000);
+  const from = daemonLog().length;
   const pid = h.daemonPid()!;
   process.kill(pid, "SIGKILL");
   await waitFor("the daemon to die", () => !pidAlive(pid));
-  expect(storedState()).toBe(during);
   await op;
+  // Any command starts a daemon if none runs.
+  await h.run(["box", "list"]);
+  await waitFor("the box to settle", () => storedState() === "asleep" || storedState() === "running", 120_000);
+  const after = daemonLog().slice(from);
+  const ready = after.indexOf("daemon ready");
+  expect(ready).toBeGreaterThanOrEqual(0);
+  const end = after.indexOf(done);
+  if (end >= 0) expect(end).toBeGreaterThan(ready);
 }
 
 describe("waking on demand, and crashes", () => {
@@ -154,7 +167,7 @@ describe("waking on demand, and crashes", () => {
     // Memory worth seconds of saving (not zero pages, which cost nothing), so the kill lands within it.
     await sh("yes hutch-fill | head -c 256M > /dev/shm/fill");
     const sleeping = h.run(["box", "sleep", "s"]);
-    await killDaemonDuring("sleeping", sleeping);
+    await killDaemonDuring("sleeping", "box asleep", sleeping);
     // The next command starts a daemon, which finishes (or undoes) what was cut short.
     const settled = await waitFor(
       "the box to settle",
@@ -166,14 +179,15 @@ describe("waking on demand, and crashes", () => {
     );
     expect(["asleep", "running"]).toContain(settled);
     expect(await sh(`kill -0 ${loopPid} && echo alive`)).toBe("alive");
-    await sh("rm /dev/shm/fill");
   }, 300_000);
 
   test("a SIGKILL of the daemon mid-wake ends running, with the programs kept", async () => {
     const loopPid = await sh("cat /workspace/loop.pid");
+    // The memory the mid-sleep test filled is still there: a state worth seconds of loading.
+    await sh("test -s /dev/shm/fill || yes hutch-fill | head -c 256M > /dev/shm/fill");
     expect((await h.run(["box", "sleep", "s"])).code).toBe(0);
     const waking = h.run(["box", "wake", "s"]);
-    await killDaemonDuring("waking", waking);
+    await killDaemonDuring("waking", "box woke", waking);
     const settled = await waitFor(
       "the box to settle",
       async () => {
@@ -185,6 +199,7 @@ describe("waking on demand, and crashes", () => {
     expect(["asleep", "running"]).toContain(settled);
     expect(await sh(`kill -0 ${loopPid} && echo alive`)).toBe("alive");
     expect(qemuFor(boxId).length).toBe(1);
+    await sh("rm -f /dev/shm/fill");
   }, 300_000);
 
   test("the sleeping state holds what is in the guest's memory (a marker) and never the real secret, only its stub", async () => {
