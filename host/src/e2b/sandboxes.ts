@@ -6,9 +6,10 @@
 // that does not exist. At endAt the sandbox is killed (its box deleted), as
 // E2B does by default; pause stops the clock.
 //
-// Pause and resume: a box whose engine can freeze it (a VM) is paused and
-// resumed with its processes; a process box cannot be frozen, so pause stops
-// it (its processes end) and resume starts it again, which the README says.
+// Pause and resume are hutch's sleep and wake: a VM box's memory goes to a
+// file and its processes carry on after the wake; a process box's programs
+// stop and its files stay (the engine's sleep capability says which), which
+// the README says. An engine that cannot sleep is paused (frozen) or stopped.
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import {
@@ -268,11 +269,11 @@ export class SandboxService {
     if (sb.paused) return false;
     if (sb.timer) clearTimeout(sb.timer);
     sb.paused = true;
-    if (this.boxes.capabilities(sb.boxId)?.pause) await this.boxes.pause(sb.boxId, null);
-    else {
-      sb.processes.close();
-      await this.boxes.stop(sb.boxId, null);
-    }
+    const can = this.boxes.capabilities(sb.boxId);
+    if (can?.sleep !== "memory") sb.processes.close();
+    if (can?.sleep) await this.boxes.sleep(sb.boxId);
+    else if (can?.pause) await this.boxes.pause(sb.boxId, null);
+    else await this.boxes.stop(sb.boxId, null);
     logger.info("sandbox paused", { sandbox: sb.id, box: sb.box });
     return true;
   }
@@ -282,7 +283,9 @@ export class SandboxService {
     const sb = this.get(user, id);
     const resumed = sb.paused;
     if (resumed) {
-      if (this.boxes.capabilities(sb.boxId)?.pause) await this.boxes.resume(sb.boxId, null);
+      const can = this.boxes.capabilities(sb.boxId);
+      if (can?.sleep) await this.boxes.wake(sb.boxId);
+      else if (can?.pause) await this.boxes.resume(sb.boxId, null);
       else await this.boxes.start(sb.boxId, null);
       sb.paused = false;
       this.arm(sb, seconds ?? E2B_DEFAULT_TIMEOUT_S);
