@@ -1,8 +1,8 @@
 // test: vm
 // The E2B API on a VM box: a template that names one of the server's images
-// makes a VM box from it, and pause puts the VM to sleep with its processes,
-// so connect wakes it with a background process still running (a process
-// box's programs stop instead: tests/e2e/e2b.test.ts).
+// makes a VM box from it, and pause freezes the VM with its processes, so
+// connect resumes it with a background process still running (a process
+// box sleeps instead, and its programs stop: tests/e2e/e2b.test.ts).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { installTestImage } from "../helpers.ts";
 import { tokenOf } from "../remote.ts";

@@ -6,10 +6,10 @@
 // that does not exist. At endAt the sandbox is killed (its box deleted), as
 // E2B does by default; pause stops the clock.
 //
-// Pause and resume are hutch's sleep and wake: a VM box's memory goes to a
-// file and its processes carry on after the wake; a process box's programs
-// stop and its files stay (the engine's sleep capability says which), which
-// the README says. An engine that cannot sleep is paused (frozen) or stopped.
+// Pause and resume: a VM box is frozen and thawed with its processes (not
+// slept to disk yet: the guest ends the exec streams of its old connection
+// on a wake, and with them the processes E2B started); a process box sleeps
+// (its programs stop, its files stay) and wakes. The README says so.
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import {
@@ -270,10 +270,12 @@ export class SandboxService {
     if (sb.timer) clearTimeout(sb.timer);
     sb.paused = true;
     const can = this.boxes.capabilities(sb.boxId);
-    if (can?.sleep !== "memory") sb.processes.close();
-    if (can?.sleep) await this.boxes.sleep(sb.boxId);
-    else if (can?.pause) await this.boxes.pause(sb.boxId, null);
-    else await this.boxes.stop(sb.boxId, null);
+    if (can?.pause) await this.boxes.pause(sb.boxId, null);
+    else {
+      sb.processes.close();
+      if (can?.sleep) await this.boxes.sleep(sb.boxId);
+      else await this.boxes.stop(sb.boxId, null);
+    }
     logger.info("sandbox paused", { sandbox: sb.id, box: sb.box });
     return true;
   }
@@ -284,8 +286,8 @@ export class SandboxService {
     const resumed = sb.paused;
     if (resumed) {
       const can = this.boxes.capabilities(sb.boxId);
-      if (can?.sleep) await this.boxes.wake(sb.boxId);
-      else if (can?.pause) await this.boxes.resume(sb.boxId, null);
+      if (can?.pause) await this.boxes.resume(sb.boxId, null);
+      else if (can?.sleep) await this.boxes.wake(sb.boxId);
       else await this.boxes.start(sb.boxId, null);
       sb.paused = false;
       this.arm(sb, seconds ?? E2B_DEFAULT_TIMEOUT_S);
