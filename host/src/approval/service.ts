@@ -22,8 +22,8 @@ import {
   type ApprovalKind,
   type ApprovalOutcome,
 } from "@hutch/shared";
-import type { SessionLog } from "../store/types.ts";
-import type { SessionService } from "../session/service.ts";
+import type { NewEvent, SessionLog, SessionRow } from "../store/types.ts";
+import type { SessionAccess } from "../session/access.ts";
 import { SYSTEM } from "../session/actors.ts";
 import { Listeners } from "../listeners.ts";
 import { log } from "../log.ts";
@@ -76,6 +76,17 @@ interface Entry {
 
 const granted = (s: Approval["state"]) => s === "allow_once" || s === "allow_always";
 
+/**
+ * What approvals need of the session layer (the SessionService): to log into
+ * a session, and who may drive it. Named here, not imported, so the session
+ * layer (which runs agents, which reach the broker, which asks approvals)
+ * and this stay out of a circle.
+ */
+export interface ApprovalSessions {
+  append(sessionId: string, events: NewEvent[]): number[];
+  accessOf(row: SessionRow, actor: Actor): SessionAccess | null;
+}
+
 export class ApprovalService {
   private readonly entries = new Map<string, Entry>();
   /** Every decision taken (allow_always is acted on by its source: egress adds the host to the policy). */
@@ -84,7 +95,7 @@ export class ApprovalService {
   ttlOf: (boxId: string) => number | undefined = () => undefined;
 
   constructor(
-    private readonly sessions: SessionService,
+    private readonly sessions: ApprovalSessions,
     private readonly store: SessionLog,
     private readonly boxName: (boxId: string) => string = (id) => id,
   ) {}
