@@ -314,9 +314,16 @@ export class BoxCgroup {
     return this.dirs().filter((d) => existsSync(d));
   }
 
-  /** Removes the groups once their processes are gone (a group with tasks cannot be removed: EBUSY). */
-  async remove(timeoutMs = 3000): Promise<string[]> {
-    const deadline = Date.now() + timeoutMs;
+  /**
+   * Removes the groups once their processes are gone (a group with tasks
+   * cannot be removed: EBUSY). Called once the box has ended: members still
+   * there half a second on (a fork bomb's children, which die one by one on a
+   * loaded host after the box's init is gone) are killed at once through
+   * cgroup v2's cgroup.kill, so a stopped box has no process left.
+   */
+  async remove(timeoutMs = 5000): Promise<string[]> {
+    const start = Date.now();
+    let killed = false;
     for (;;) {
       const left = this.existing().filter((d) => {
         try {
@@ -326,7 +333,17 @@ export class BoxCgroup {
           return (err as NodeJS.ErrnoException).code !== "ENOENT";
         }
       });
-      if (left.length === 0 || Date.now() > deadline) return left;
+      if (left.length === 0 || Date.now() > start + timeoutMs) return left;
+      if (!killed && Date.now() > start + 500) {
+        killed = true;
+        for (const d of left) {
+          try {
+            writeFileSync(join(d, "cgroup.kill"), "1");
+          } catch {
+            // cgroup v1, or a kernel before 5.14: the wait goes on.
+          }
+        }
+      }
       await Bun.sleep(25);
     }
   }
