@@ -385,7 +385,9 @@ export class ProcessEngine implements Engine {
     }
     requestShutdown();
     if (await waitGone(id, timeoutMs)) {
-      rmSync(join(box.dir, BOX_FILES.pid), { force: true });
+      // Its init gone, the box's other processes are being killed by the kernel, not yet gone on a busy
+      // host (a fork bomb's children): wait for them as a kill does, so a stopped box has none left.
+      await killBox(box.id, null, join(box.dir, BOX_FILES.pid));
       await this.release(box);
       return { forced: false };
     }
