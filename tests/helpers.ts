@@ -11,6 +11,7 @@ import {
   rmSync,
   symlinkSync,
   writeFileSync,
+  readdirSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -112,6 +113,20 @@ export function pidAlive(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** The QEMU processes running for a box (its id is on their command line: -name …,process=hutch-<id>). */
+export function qemuFor(boxId: string): number[] {
+  return readdirSync("/proc")
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`process=hutch-${boxId}`);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
 }
 
 /** Pids of live (non-zombie) processes whose environment carries HUTCH_BOX_ID=<id>. */

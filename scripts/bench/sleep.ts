@@ -8,10 +8,11 @@
 //
 //   bun scripts/bench/sleep.ts [--json] [--runs 3] [--accel tcg] [--touch-mib 256]
 import { parseArgs } from "node:util";
-import { readdirSync, readFileSync, statSync } from "node:fs";
+import { statSync } from "node:fs";
 import { join } from "node:path";
 import { HutchHome, describeFailure, log, requireHutch } from "./lib/env.ts";
 import { median, round, table } from "./lib/stats.ts";
+import { qemuFor } from "../../tests/helpers.ts";
 
 const { values: flags } = parseArgs({
   options: {
@@ -33,19 +34,6 @@ async function must(args: string[], what: string): Promise<number> {
   const r = await home.hutch(args, { timeoutMs: 300_000 });
   if (r.code !== 0) throw new Error(describeFailure(r, what));
   return r.ms;
-}
-
-function qemuOf(id: string): number[] {
-  return readdirSync("/proc")
-    .filter((p) => /^\d+$/.test(p))
-    .filter((p) => {
-      try {
-        return readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`process=hutch-${id}`);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
 }
 
 try {
@@ -75,7 +63,7 @@ try {
   }
   await must(["box", "sleep", "slb"], "box sleep");
   const idleState = statSync(state).blocks * 512;
-  const asleepProcs = qemuOf(info.id).length;
+  const asleepProcs = qemuFor(info.id).length;
   await must(["exec", "slb", "--", "true"], "exec");
 
   log(`touching ${TOUCH_MIB} MiB of guest memory`);

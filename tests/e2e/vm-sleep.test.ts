@@ -2,26 +2,12 @@
 // VM boxes that sleep to zero and wake with their programs running: one VM
 // under tcg, put to sleep and woken again and again (host/src/engine/qemu/README.md).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readdirSync, readFileSync, statSync, truncateSync } from "node:fs";
+import { readFileSync, statSync, truncateSync } from "node:fs";
 import { join } from "node:path";
-import { installTestImage, makeHome, onTerminal, waitFor, type Home } from "../helpers.ts";
+import { installTestImage, makeHome, onTerminal, qemuFor, waitFor, type Home } from "../helpers.ts";
 
 let h: Home;
 let boxId: string;
-
-/** QEMU processes running for a box (its id is on their command line). */
-function qemuFor(id: string): number[] {
-  return readdirSync("/proc")
-    .filter((p) => /^\d+$/.test(p))
-    .filter((p) => {
-      try {
-        return readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`process=hutch-${id}`);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
-}
 
 interface BoxJson {
   id: string;

@@ -9,7 +9,6 @@ import {
   mkdirSync,
   mkdtempSync,
   openSync,
-  readdirSync,
   readFileSync,
   rmSync,
   statSync,
@@ -20,24 +19,10 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { boxPids, installTestImage, makeHome, onTerminal, opOutput, pidAlive, testImage, waitFor, type Home } from "../helpers.ts";
+import { boxPids, installTestImage, qemuFor, makeHome, onTerminal, opOutput, pidAlive, testImage, waitFor, type Home } from "../helpers.ts";
 
 let h: Home;
 let kernelRelease: string;
-
-/** QEMU processes running for a box (its id is on their command line). */
-function qemuFor(boxId: string): number[] {
-  return readdirSync("/proc")
-    .filter((p) => /^\d+$/.test(p))
-    .filter((p) => {
-      try {
-        return readFileSync(`/proc/${p}/cmdline`, "utf8").includes(`process=hutch-${boxId}`);
-      } catch {
-        return false;
-      }
-    })
-    .map(Number);
-}
 
 async function info(name: string) {
   const r = await h.run(["box", "info", name, "--json"]);
