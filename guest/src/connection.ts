@@ -95,6 +95,7 @@ export class Connection {
       capabilities: [...CAPABILITIES],
       window: DEFAULT_WINDOW,
       roots: this.ctx.config.roots,
+      ...(hello.nonce !== undefined ? { answers: hello.nonce } : {}),
     };
     if (hello.time !== undefined) this.followClock(hello.time);
     this.mux.sendHello(answer);

@@ -6,6 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { encodeFrame, encodeJson } from "@hutch/shared";
 import { FrameBoundaries } from "../src/transport/frames.ts";
+import { PortSessions } from "../src/transport/port-sessions.ts";
 import { findPort, waitForPort } from "../src/transport/vport.ts";
 
 const root = mkdtempSync(join(tmpdir(), "hutch-vport-test-"));
@@ -83,5 +84,111 @@ describe("a reconnect the guest never saw as end of file", () => {
     expect(f.scan(cat(hello(0), garbage, hello(0)))).toBeUndefined();
     f.reset();
     expect(f.scan(cat(hello(0), hello(0)))).toBeDefined();
+  });
+});
+
+describe("an end of file parks the connection, and the next frame decides", () => {
+  const hello = () => encodeFrame("hello", 0, 0, 0, encodeJson({ protocol: 1, client: "hutch", version: "0" }));
+  const data = (seq: number, n: number) => encodeFrame("data", 1, 0, seq, new Uint8Array(n).fill(7));
+  const cat = (...parts: Uint8Array[]) => Buffer.concat(parts);
+
+  interface Fake {
+    n: number;
+    fed: Buffer[];
+    alive: boolean;
+    parked: boolean;
+    ended?: string;
+  }
+  function setup() {
+    const made: Fake[] = [];
+    const s = new PortSessions(
+      () => {
+        const f: Fake = { n: made.length, fed: [], alive: true, parked: false };
+        made.push(f);
+        return {
+          get alive() {
+            return f.alive;
+          },
+          feed: (b) => f.fed.push(Buffer.from(b)),
+          park: () => {
+            f.parked = true;
+          },
+          resume: () => {
+            f.parked = false;
+          },
+          end: (reason) => {
+            f.ended = reason;
+          },
+        };
+      },
+      { info: () => {} },
+    );
+    return { s, made };
+  }
+
+  test("an end of file read after the next host's hello (an earlier host's) leaves that connection running", () => {
+    const { s, made } = setup();
+    s.data(cat(hello(), data(1, 10)));
+    // The new host's hello, then the stale end of file, then its next frames.
+    s.data(hello());
+    expect(made.length).toBe(2);
+    s.endOfFile("host disconnected");
+    expect(made[1]!.parked).toBe(true);
+    expect(made[1]!.ended).toBeUndefined();
+    s.hostBack();
+    expect(made[1]!.parked).toBe(false);
+    s.data(data(1, 5));
+    expect(made.length).toBe(2);
+    expect(made[1]!.ended).toBeUndefined();
+    expect(Buffer.concat(made[1]!.fed).equals(cat(hello(), data(1, 5)))).toBe(true);
+  });
+
+  test("a real reconnect: the next host's hello ends the parked connection, at any chunking", () => {
+    const fresh = cat(hello(), data(1, 9));
+    for (const size of [1, 3, 9, 10, fresh.length]) {
+      const { s, made } = setup();
+      s.data(cat(hello(), data(1, 300)));
+      s.endOfFile("host disconnected");
+      s.hostBack();
+      for (let i = 0; i < fresh.length; i += size) s.data(fresh.subarray(i, i + size));
+      expect(made.length).toBe(2);
+      expect(made[0]!.ended).toBe("host reconnected");
+      expect(Buffer.concat(made[1]!.fed).equals(fresh)).toBe(true);
+    }
+  });
+
+  test("a host gone part way through a frame: the next host's hello is found where the frame was cut off", () => {
+    const { s, made } = setup();
+    const cut = data(1, 100).subarray(0, 40);
+    s.data(cat(hello(), cut));
+    s.endOfFile("host disconnected");
+    s.data(cat(hello(), data(1, 3)));
+    expect(made.length).toBe(2);
+    expect(made[0]!.ended).toBe("host reconnected");
+    expect(Buffer.concat(made[1]!.fed).equals(cat(hello(), data(1, 3)))).toBe(true);
+  });
+
+  test("a stale end of file part way through a frame: the rest of the frame goes to the same connection", () => {
+    const { s, made } = setup();
+    const frame = data(1, 100);
+    s.data(cat(hello(), frame.subarray(0, 40)));
+    s.endOfFile("host disconnected");
+    s.data(frame.subarray(40));
+    s.data(data(2, 4));
+    expect(made.length).toBe(1);
+    expect(Buffer.concat(made[0]!.fed).equals(cat(hello(), frame, data(2, 4)))).toBe(true);
+  });
+
+  test("a connection that failed, or framing that broke, ends at the end of file", () => {
+    const { s, made } = setup();
+    s.data(hello());
+    made[0]!.alive = false;
+    s.endOfFile("host disconnected");
+    expect(made[0]!.ended).toBe("host disconnected");
+    s.data(new Uint8Array(9)); // length 0: framing lost
+    s.endOfFile("host disconnected");
+    expect(made[1]!.ended).toBe("host disconnected");
+    s.data(hello());
+    expect(made.length).toBe(3);
   });
 });

@@ -23,6 +23,16 @@ export class FrameBoundaries {
   /** Framing broke (a length no frame can have): boundaries are unknown until reset. */
   private lostTrack = false;
 
+  /** Part way through a frame (a header or a payload not all read). */
+  get midFrame(): boolean {
+    return this.have > 0 || this.skip > 0;
+  }
+
+  /** Framing broke: no boundary can be trusted until reset. */
+  get lost(): boolean {
+    return this.lostTrack;
+  }
+
   reset(): void {
     this.have = 0;
     this.skip = 0;
@@ -68,4 +78,11 @@ export class FrameBoundaries {
     }
     return undefined;
   }
+}
+
+/** Whether bytes start with a hello header (length, seq 0, type hello): a new connection's first frame. */
+export function startsWithHello(bytes: Uint8Array): boolean {
+  if (bytes.length < PEEK) return false;
+  const view = new DataView(bytes.buffer, bytes.byteOffset, PEEK);
+  return view.getUint32(0) >= 10 && view.getUint32(4) === 0 && bytes[8] === HELLO;
 }

@@ -2,11 +2,15 @@
 // (/dev/vportNpM), one host connection at a time (QEMU's chardev socket takes
 // one client). What virtio_console does, and what follows from it:
 // - While no host is connected, read returns 0 and poll reports POLLHUP: a
-//   read of 0 ends the connection, and POLLHUP going away starts the next.
+//   read of 0 parks the connection (its output held), and POLLHUP going away
+//   lets it write again. The end of file can be an earlier host's, read
+//   after the next host's first bytes, so the next frame decides whether a
+//   new connection starts (a hello) or the parked one goes on
+//   (port-sessions.ts).
 // - A blocking write made while the host is away waits for the *next* host
 //   and would hand it the old connection's bytes, so the port is opened
-//   O_NONBLOCK: such writes fail with EAGAIN and are dropped with the
-//   connection. EAGAIN also means a full virtqueue (backpressure): the bytes
+//   O_NONBLOCK: such writes fail with EAGAIN and are dropped when the next
+//   host's hello ends the connection. EAGAIN also means a full virtqueue (backpressure): the bytes
 //   wait in the connection's SocketWriter, bounded by the streams' credit.
 // - The guest cannot hang up on the host. After a protocol error it ignores
 //   input until the host disconnects or a new hello arrives (frames.ts).
@@ -18,7 +22,7 @@ import { join } from "node:path";
 import { Connection } from "../connection.ts";
 import { EAGAIN, EINTR, pollNow, POLLHUP, POLLIN, writeFd } from "../init/ffi.ts";
 import type { Channel, ChannelDeps } from "./channel.ts";
-import { FrameBoundaries } from "./frames.ts";
+import { PortSessions, type PortSession } from "./port-sessions.ts";
 
 /** How often to look for a host while none is connected. */
 const HOST_POLL_MS = 100;
@@ -71,6 +75,8 @@ export async function waitForPort(name: string, timeoutMs: number, dirs: PortDir
 /** What SocketWriter needs of a socket, over the port's fd. */
 class PortWriter {
   open = true;
+  /** Parked: the host may be gone, so nothing is written until it is back. */
+  held = false;
   private retry: Timer | undefined;
 
   constructor(
@@ -82,6 +88,7 @@ class PortWriter {
   /** Bytes the port took now; SocketWriter keeps the rest until onWritable. */
   write(bytes: Uint8Array): number {
     if (!this.open) return bytes.length;
+    if (this.held) return 0;
     let off = 0;
     while (off < bytes.length) {
       const n = writeFd(this.fd, off === 0 ? bytes : bytes.subarray(off));
@@ -113,6 +120,18 @@ class PortWriter {
     this.retry = undefined;
   }
 
+  hold(): void {
+    this.held = true;
+    clearTimeout(this.retry);
+    this.retry = undefined;
+  }
+
+  release(): void {
+    if (!this.held) return;
+    this.held = false;
+    if (this.open) this.onWritable();
+  }
+
   private retryLater(): void {
     this.retry ??= setTimeout(() => {
       this.retry = undefined;
@@ -131,12 +150,15 @@ export async function openVport(name: string, deps: ChannelDeps, opts: { portTim
 
 class VportChannel implements Channel {
   private stopped = false;
+  private readonly sessions: PortSessions;
 
   constructor(
     readonly where: string,
     private readonly fd: number,
     private readonly deps: ChannelDeps,
-  ) {}
+  ) {
+    this.sessions = new PortSessions(() => this.session(), deps.ctx.log);
+  }
 
   stop(): void {
     this.stopped = true;
@@ -154,7 +176,8 @@ class VportChannel implements Channel {
           await Bun.sleep(HOST_POLL_MS);
           continue;
         }
-        await this.connection();
+        this.sessions.hostBack();
+        await this.read();
       } catch (err) {
         log.error("vport channel failed", { error: (err as Error).message });
         await Bun.sleep(HOST_POLL_MS);
@@ -163,37 +186,24 @@ class VportChannel implements Channel {
   }
 
   /**
-   * Host connections from POLLHUP clearing to read returning 0: usually one,
-   * more when the host reconnected before the guest read the end of file.
+   * From POLLHUP clearing to read returning 0. Which connection the bytes
+   * belong to is PortSessions' to say (port-sessions.ts): an end of file
+   * parks the connection, and the next bytes tell whether it goes on.
    */
-  private async connection(): Promise<void> {
-    const frames = new FrameBoundaries();
-    let session = this.session();
-    let reason = "host disconnected";
+  private async read(): Promise<void> {
     try {
       // Bun reads a non-blocking character device through its event loop
       // (measured: no busy loop, ~5 ms latency under tcg), and ends the
       // stream at the first read of 0 without closing the fd.
-      for await (const chunk of Bun.file(this.fd).stream()) {
-        let data: Uint8Array = chunk;
-        for (let split = frames.scan(data); split; split = frames.scan(data)) {
-          if (session.writer.open && split.old.length > 0) session.conn.feed(split.old);
-          session.end("host reconnected");
-          session = this.session();
-          frames.reset();
-          data = split.fresh;
-        }
-        if (session.writer.open) session.conn.feed(data);
-      }
+      for await (const chunk of Bun.file(this.fd).stream()) this.sessions.data(chunk);
+      this.sessions.endOfFile("host disconnected");
     } catch (err) {
-      reason = `read failed: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`;
+      this.sessions.fail(`read failed: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
       await Bun.sleep(HOST_POLL_MS);
-    } finally {
-      session.end(reason);
     }
   }
 
-  private session(): { conn: Connection; writer: PortWriter; end(reason: string): void } {
+  private session(): PortSession {
     const { ctx, shutdown } = this.deps;
     const writer: PortWriter = new PortWriter(
       this.fd,
@@ -203,8 +213,12 @@ class VportChannel implements Channel {
     // Connection takes a Bun socket but uses only write and end (through SocketWriter).
     const conn = new Connection(writer, ctx, shutdown);
     return {
-      conn,
-      writer,
+      get alive() {
+        return writer.open;
+      },
+      feed: (bytes) => conn.feed(bytes),
+      park: () => writer.hold(),
+      resume: () => writer.release(),
       end(reason) {
         writer.close();
         conn.lost(reason);

@@ -525,14 +525,6 @@ export class BoxService {
       this.events.emit(row.id, emit(Events.boxWokeCold, { box: row.id, reason: cold.slice(0, 1024) }));
     }
     await this.connect(row, engine, box);
-    if (!cold && keeps === "memory") {
-      // A restored guest may still see its port's old host leave just after our hello, and then drop the
-      // connection we think is open (seen under load: its next frame is refused). A second connection, once
-      // that has passed, starts clean, as after a daemon restart.
-      await Bun.sleep(WAKE_SETTLE_MS);
-      this.dropChannel(row.id);
-      await this.connect(row, engine, box);
-    }
     this.setState(row.id, "running");
     const ms = Date.now() - t0;
     logger.info("box woke", { box: row.name, ms, cold: cold !== null });
@@ -674,9 +666,6 @@ export class BoxService {
     ch.close();
   }
 }
-
-/** How long a restored guest is given to see its old host leave before the channel is opened again (wakeNow). */
-const WAKE_SETTLE_MS = 750;
 
 /** An operation failed and left the box as it was, running: it is not failed. */
 class KeptRunning extends Error {

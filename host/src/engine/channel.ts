@@ -83,6 +83,7 @@ export async function openChannel(
 function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: ChannelEvents, alive?: () => Promise<boolean>): Promise<Channel> {
   return new Promise<Channel>((resolve, reject) => {
     let settled = false;
+    const nonce = crypto.randomUUID();
     // Set when we close the socket ourselves (a protocol error): the error, not the close, explains it.
     let closedByUs = false;
     const pending: Uint8Array[] = [];
@@ -138,6 +139,11 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
           mux.fail(new ProtocolError(`guest hello is malformed: ${firstError(GuestHello, hello)}`));
           return;
         }
+        if (hello.answers !== undefined && hello.answers !== nonce) {
+          // An earlier connection's answer, still queued on a virtio port: a reconnect starts clean.
+          mux.fail(new ProtocolError("the guest's hello answers an earlier connection"));
+          return;
+        }
         if (hello.protocol !== PROTOCOL_VERSION) {
           mux.fail(new ProtocolError(`guest speaks protocol ${hello.protocol}, this host speaks ${PROTOCOL_VERSION}`));
           return;
@@ -170,7 +176,7 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
             return;
           }
           sock = s;
-          mux.sendHello({ protocol: PROTOCOL_VERSION, client: "hutch", version: HUTCH_VERSION, time: Date.now() });
+          mux.sendHello({ protocol: PROTOCOL_VERSION, client: "hutch", version: HUTCH_VERSION, time: Date.now(), nonce });
         },
         data(_s, data) {
           mux.feed(data);

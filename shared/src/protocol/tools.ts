@@ -518,6 +518,8 @@ export const HostHello = Type.Object({
   version: Type.String(),
   /** The host's clock (ms since the epoch): a VM restored from sleep sets its clock by it. */
   time: Type.Optional(Type.Number()),
+  /** Echoed in the guest's hello: a hello left over from an earlier connection on a virtio port names another. */
+  nonce: Type.Optional(Type.String({ maxLength: 64 })),
 });
 export type HostHello = Static<typeof HostHello>;
 export const GuestHello = Type.Object({
@@ -527,6 +529,8 @@ export const GuestHello = Type.Object({
   capabilities: Type.Array(Type.String({ maxLength: 32 }), { maxItems: 64 }),
   window: Type.Integer({ minimum: 1024 }),
   roots: Type.Array(Type.String({ maxLength: 4096 }), { maxItems: 16 }),
+  /** The host hello's nonce this answers. */
+  answers: Type.Optional(Type.String({ maxLength: 64 })),
 });
 export type GuestHello = Static<typeof GuestHello>;
 
