@@ -45,6 +45,7 @@ export class Connection {
         write: (bytes) => this.writer.write(bytes),
         writeParts: (header, payload) => this.writer.writeParts(header, payload),
         close: () => this.writer.end(),
+        backlog: () => this.writer.queued,
       },
       {
         role: "guest",

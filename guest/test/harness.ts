@@ -140,20 +140,26 @@ export function collect(stream: MuxStream): Collected {
   const wake = () => {
     for (const w of waiters.splice(0)) w();
   };
+  // stdout decoded as it arrives: joining and decoding megabytes again on
+  // every poll made the test, not the guest, the bottleneck (its reads fell
+  // seconds behind on a loaded machine, and a PTY took it for a stuck host).
+  const decoder = new TextDecoder();
+  let stdout = "";
   const c: Collected = {
     out: [],
     err: [],
     msgs: [],
     eofs: [],
     closed: new Promise((r) => (onClose = r)),
-    text: (chan = 1) => Buffer.concat(chan === 1 ? c.out : c.err).toString("utf8"),
+    text: (chan = 1) => (chan === 1 ? stdout : Buffer.concat(c.err).toString("utf8")),
     async waitFor(pattern, timeoutMs = 5000) {
       const until = Date.now() + timeoutMs;
-      // Polled, not checked per chunk: joining megabytes of output on every
-      // frame would make the test, not the guest, the bottleneck.
+      let seen = -1;
       for (;;) {
-        const text = c.text();
-        if (pattern.test(text)) return text;
+        const text = stdout;
+        // Only when something arrived: matching megabytes costs too.
+        if (text.length !== seen && pattern.test(text)) return text;
+        seen = text.length;
         if (Date.now() > until) throw new Error(`timed out waiting for ${pattern}; output ends ${JSON.stringify(text.slice(-300))}`);
         await Bun.sleep(25);
       }
@@ -174,6 +180,7 @@ export function collect(stream: MuxStream): Collected {
   stream.handlers = {
     data: (chan, bytes) => {
       (chan === 2 ? c.err : c.out).push(bytes);
+      if (chan !== 2) stdout += decoder.decode(bytes, { stream: true });
       wake();
     },
     msg: (m) => {

@@ -146,4 +146,22 @@ describe("mux: forward, split writes, batched credit", () => {
     await tick();
     expect(s.window).toBeGreaterThan(4000 - 1000);
   });
+
+  test("a sender with less than a quarter window left gets each grant at once (a slow reader still shows it is alive)", async () => {
+    const { hostMux, opened } = pair(4000);
+    const s = hostMux.open({ tool: "x" });
+    await tick();
+    const g = opened[0]!;
+    g.autoCredit = false;
+    await s.write(0, new Uint8Array(4000));
+    await tick();
+    expect(s.window).toBe(0);
+    // 100 bytes read: far below a batch, but the sender has nothing left, so it hears of them now.
+    g.consumed(100);
+    await tick();
+    expect(s.window).toBe(100);
+    g.consumed(100);
+    await tick();
+    expect(s.window).toBe(200);
+  });
 });

@@ -4,7 +4,8 @@
 // away and the attachment is "behind". Once the host grants credit again it
 // gets the current screen (as on attach) and live output from there, so a
 // burst (cat of a big file) costs a redraw, not the attachment. A host that
-// grants nothing for stallMs while behind is dropped with "failed"; it may
+// grants nothing for stallMs while behind (its output already sent, not
+// queued behind other streams) is dropped with "failed"; it may
 // attach again.
 import { Chan, type ExitMsg, type MuxStream } from "@hutch/shared/wire";
 
@@ -45,6 +46,16 @@ export class Attachment {
     this.pump();
   }
 
+  /**
+   * The host granted credit: it is reading, however slowly, whatever it
+   * dropped. Any grant counts, not a finished write: a chunk as big as the
+   * screen takes many small grants to go out.
+   */
+  credited(): void {
+    clearTimeout(this.stall);
+    this.stall = undefined;
+  }
+
   /** The process exited: send what is queued, then the exit message, then close. */
   finish(exit: ExitMsg): void {
     this.exit = exit;
@@ -80,6 +91,12 @@ export class Attachment {
   private drop(): void {
     this.stall = undefined;
     if (this.stream.closed) return;
+    // Output of this connection still queued here has not reached the host, which cannot grant for what it
+    // has not read: a busy connection is not a stuck reader. The clock starts again.
+    if (this.stream.backlog > 0) {
+      this.stall = setTimeout(() => this.drop(), this.stallMs);
+      return;
+    }
     this.stream.close({
       code: "failed",
       message: `fell more than ${MAX_QUEUED} bytes behind the terminal and granted no credit for ${this.stallMs} ms; attach again to get the screen`,
@@ -104,9 +121,6 @@ export class Attachment {
       }
       const ok = await this.stream.write(Chan.stdout, chunk);
       if (!ok) break;
-      // The host granted credit: it is alive, whatever it dropped.
-      clearTimeout(this.stall);
-      this.stall = undefined;
     }
     this.pumping = false;
     if (this.stream.closed) return clearTimeout(this.stall);

@@ -94,6 +94,7 @@ class PtySession {
           }
           this.resize(msg.cols, msg.rows);
         },
+        credit: () => a.credited(),
         close: () => this.attachments.delete(a),
       },
       true,

@@ -28,6 +28,8 @@ export interface Transport {
    */
   writeParts?(header: Uint8Array, payload: Uint8Array): void;
   close(): void;
+  /** Optional: bytes written but not yet taken by the socket (the peer cannot have read them). */
+  backlog?(): number;
 }
 
 /** consumed() grants credit once this fraction of the window (1/n) has been consumed. */
@@ -48,6 +50,8 @@ export interface StreamHandlers {
   data?(chan: number, bytes: Uint8Array): void;
   msg?(msg: unknown): void;
   eof?(chan: number): void;
+  /** The peer granted n more bytes of credit: it is reading. */
+  credit?(n: number): void;
   /** The stream ended: closed by the peer (with its error, if any), or the channel was lost. */
   close?(error?: StreamError): void;
 }
@@ -132,6 +136,11 @@ export class MuxStream {
     return this.sendWindow;
   }
 
+  /** Bytes still queued on this side of the connection (any stream's): the peer cannot have read them yet. */
+  get backlog(): number {
+    return this.mux.backlog;
+  }
+
   eof(chan: number): void {
     if (!this.closed) this.mux.send("eof", this.id, chan, new Uint8Array(0));
   }
@@ -145,11 +154,15 @@ export class MuxStream {
    * go out in batches of a quarter window: one CREDIT per DATA frame was half
    * of all the frames on a bulk stream, at every hop. The sender still holds
    * at least three quarters of a window, so it never waits on a batch.
+   * A sender left with less than a quarter window (this reader is the slow
+   * side) gets each grant at once: it is waiting on it, and a sender that
+   * hears nothing for long takes its reader for stuck (a PTY attachment
+   * drops a host that grants nothing while it is behind).
    */
   consumed(n: number): void {
     if (this.closed || n <= 0) return;
     this.uncredited += n;
-    if (this.uncredited < this.creditBatch) return;
+    if (this.uncredited < this.creditBatch && this.recvWindow >= this.creditBatch) return;
     const grant = this.uncredited;
     this.uncredited = 0;
     this.recvWindow += grant;
@@ -175,11 +188,13 @@ export class MuxStream {
         return;
       }
       case "credit": {
-        this.sendWindow += decodeU32(frame.payload);
+        const n = decodeU32(frame.payload);
+        this.sendWindow += n;
         if (this.sendWindow > 0x7fffffff) throw new ProtocolError(`stream ${this.id}: credit overflow`);
         const waiters = this.waiters;
         this.waiters = [];
         for (const wake of waiters) wake();
+        this.handlers.credit?.(n);
         return;
       }
       case "eof":
@@ -246,6 +261,11 @@ export class Mux {
 
   get openStreams(): number {
     return this.streams.size;
+  }
+
+  /** Bytes this side wrote that are still queued before the socket: 0 when the transport does not say. */
+  get backlog(): number {
+    return this.transport.backlog?.() ?? 0;
   }
 
   sendHello(hello: unknown): void {
