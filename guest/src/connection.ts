@@ -12,6 +12,7 @@ import {
   PROTOCOL_VERSION,
   ProtocolError,
   ShutdownMsg,
+  ClockMsg,
   type GuestHello,
 } from "@hutch/shared/wire";
 import { SocketWriter, type ByteSink } from "./socket-writer.ts";
@@ -122,6 +123,7 @@ export class Connection {
 
   private control(msg: unknown): void {
     if (Value.Check(ShutdownMsg, msg)) return this.shutdown(msg.graceMs, "shutdown requested by the host");
+    if (Value.Check(ClockMsg, msg)) return this.followClock(msg.time);
     this.ctx.log.warn("unknown control message ignored", { conn: this.id });
   }
 }

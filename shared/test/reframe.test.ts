@@ -164,4 +164,19 @@ describe("mux: forward, split writes, batched credit", () => {
     await tick();
     expect(s.window).toBe(200);
   });
+
+  test("roundTrip resolves at its pong, after everything sent before it was read; a lost channel rejects it", async () => {
+    const { hostMux, opened } = pair(4000);
+    const s = hostMux.open({ tool: "x" });
+    const got: number[] = [];
+    await tick();
+    opened[0]!.handlers.data = (_c, b) => got.push(b.length);
+    await s.write(0, new Uint8Array(10));
+    await s.write(0, new Uint8Array(20));
+    await hostMux.roundTrip();
+    expect(got).toEqual([10, 20]);
+    const never = hostMux.roundTrip();
+    hostMux.lost("gone");
+    await expect(never).rejects.toThrow("gone");
+  });
 });

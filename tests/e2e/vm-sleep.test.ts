@@ -41,7 +41,7 @@ beforeAll(async () => {
 afterAll(() => h.cleanup(), 120_000);
 
 describe("a VM box asleep", () => {
-  test("sleeps to no process and wakes with its loop (same pid, counter going on) and its terminal's screen, ten times", async () => {
+  test("sleeps to no process and wakes with its loop (same pid, counter going on) and its attached terminal, ten times", async () => {
     await sh("i=0; while :; do echo $i >> /workspace/c; i=$((i+1)); sleep 0.2; done > /dev/null 2>&1 & echo $! > /workspace/loop.pid");
     const loopPid = await sh("cat /workspace/loop.pid");
     const r = await h.run(["run", "s", "--detach"]);
@@ -64,10 +64,6 @@ describe("a VM box asleep", () => {
       expect(asleep.state).toBe("asleep");
       expect(asleep.sleep?.keeps).toBe("memory");
       expect(asleep.sleep!.bytes).toBeGreaterThan(0);
-      if (cycle === 1) {
-        // The attached terminal lost its box: it ends, and attaching again shows the same screen.
-        await attached.proc.exited;
-      }
       const w = await h.run(["box", "wake", "s"]);
       expect(w.code, w.stderr).toBe(0);
       expect(w.stderr).toContain("waking s");
@@ -83,9 +79,13 @@ describe("a VM box asleep", () => {
       expect(all).toEqual(all.map((_, i) => i));
       expect(after).toBeGreaterThan(before);
     }
+    // The terminal attached before the first sleep is still attached: the connection was held across each one.
+    attached.type("echo back-$((1+1))\n");
+    await attached.until("back-2", 60_000);
+    attached.type("\x01d");
+    expect(await attached.proc.exited).toBe(0);
+    // And attaching again shows the same screen.
     const again = onTerminal(h, ["session", "attach", sid]);
-    await again.until("screen-42", 60_000);
-    again.type("echo back-$((1+1))\n");
     await again.until("back-2", 60_000);
     again.type("\x01d");
     expect(await again.proc.exited).toBe(0);
@@ -112,6 +112,23 @@ describe("waking on demand, and crashes", () => {
     expect(a.stderr + b.stderr).toContain("waking s");
     expect((daemonLog().match(/box woke/g) ?? []).length).toBe(woke + 1);
     expect((await info("s")).state).toBe("running");
+  }, 300_000);
+
+  test("an exec running when the box sleeps carries on after the wake, to its own output and exit code", async () => {
+    await sh("rm -f /workspace/started");
+    const running = h.run(["exec", "s", "--", "sh", "-c", "echo before; touch /workspace/started; sleep 6; echo after-$((2+3)); exit 7"]);
+    await waitFor(
+      "the exec to start",
+      async () => ((await sh("test -e /workspace/started && echo yes || true")) === "yes" ? true : null),
+      120_000,
+    );
+    const s = await h.run(["box", "sleep", "s"]);
+    expect(s.code, s.stderr).toBe(0);
+    expect(qemuFor(boxId)).toEqual([]);
+    expect((await h.run(["box", "wake", "s"])).code).toBe(0);
+    const r = await running;
+    expect([r.code, r.stdout]).toEqual([7, "before\nafter-5\n"]);
+    expect(daemonLog()).toMatch(/box woke .*streamsKept"?[:=]true/);
   }, 300_000);
 
   test("the sleeping state holds what is in the guest's memory (a marker) and never the real secret, only its stub", async () => {

@@ -517,17 +517,25 @@ export class BoxService {
     const by = this.askedBy.get(row.id);
     this.askedBy.delete(row.id);
     const keeps = engine.sleeping?.(box)?.keeps ?? engine.capabilities.sleep;
-    this.dropChannel(row.id);
+    // The connection held across the sleep (driveAsleep), if there is one.
+    const held = this.channels.get(row.id);
+    if (!held?.reattach) this.dropChannel(row.id);
     this.setState(row.id, "waking");
     const { cold } = await engine.wake!(box);
     if (cold) {
       logger.warn("box woke cold: booted afresh from its disk", { box: row.name, reason: cold });
       this.events.emit(row.id, emit(Events.boxWokeCold, { box: row.id, reason: cold.slice(0, 1024) }));
     }
-    await this.connect(row, engine, box);
+    const carriedOn =
+      !cold && keeps === "memory" && held?.reattach ? await held.reattach(engine.channel(box), await engine.helloTimeoutMs(box)) : false;
+    if (!carriedOn) {
+      if (held?.reattach) logger.info("the held connection did not carry on after the wake; opening a new one", { box: row.name });
+      this.dropChannel(row.id);
+      await this.connect(row, engine, box);
+    }
     this.setState(row.id, "running");
     const ms = Date.now() - t0;
-    logger.info("box woke", { box: row.name, ms, cold: cold !== null });
+    logger.info("box woke", { box: row.name, ms, cold: cold !== null, streamsKept: carriedOn });
     this.events.emit(row.id, emit(Events.boxWoke, { box: row.id, ms, programsKept: !cold && keeps === "memory", ...(by ? { by } : {}) }));
   }
 
@@ -551,17 +559,31 @@ export class BoxService {
     this.askedBy.delete(row.id);
     // Not "running" any more, so the channel closing as the box's processes end is not taken for a fault.
     this.setState(row.id, "sleeping");
+    // A VM keeps its memory, so its guest keeps our connection: held across the sleep, it carries on after the
+    // wake with its streams (exec, terminals, the broker's listener). Held only once the guest has read all we sent.
+    const ch = this.channels.get(row.id);
+    const held =
+      engine.capabilities.sleep === "memory" && ch?.hold
+        ? await ch.hold(HOLD_TIMEOUT_MS).then(
+            () => true,
+            (err: Error) => {
+              logger.warn("the channel could not be held for the sleep; its streams will end", { box: row.name, error: err.message });
+              return false;
+            },
+          )
+        : false;
     let st: SleepState;
     try {
       st = await engine.sleep(box);
     } catch (err) {
+      if (held) ch?.release?.();
       // A sleep that could not save the state leaves the box running, as it was: not failed.
       if (!(await engine.inspect(box)).running) throw err;
       this.store.request(row.id, "wake", "running", null);
       this.setState(row.id, "running");
       throw new KeptRunning(`could not sleep, so it runs on: ${(err as Error).message}`);
     }
-    this.dropChannel(row.id);
+    if (!held) this.dropChannel(row.id);
     this.setState(row.id, "asleep");
     const ms = Date.now() - t0;
     logger.info("box asleep", { box: row.name, keeps: st.keeps, bytes: st.bytes, ms });
@@ -666,6 +688,9 @@ export class BoxService {
     ch.close();
   }
 }
+
+/** How long a guest has to answer the ping that proves it read everything before a sleep. */
+const HOLD_TIMEOUT_MS = 10_000;
 
 /** An operation failed and left the box as it was, running: it is not failed. */
 class KeptRunning extends Error {

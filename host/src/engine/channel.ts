@@ -21,6 +21,21 @@ export interface Channel {
   mux: Mux;
   hello: GuestHelloT;
   close(): void;
+  /**
+   * Before a VM sleeps: holds everything the host writes from now on, and
+   * resolves once the guest has read all that went before (a ping's pong),
+   * so nothing the host sent is lost with the old QEMU's socket. The socket
+   * closing meanwhile is not a lost channel. Rejects after timeoutMs.
+   */
+  hold?(timeoutMs: number): Promise<void>;
+  /** The sleep did not happen: what was held goes out on the same socket. */
+  release?(): void;
+  /**
+   * After a wake: the same connection, streams and all, on the restored
+   * guest's new socket. True once the guest answered a ping on it; false
+   * when it did not carry on (the caller opens a fresh connection).
+   */
+  reattach?(endpoint: ChannelEndpoint, timeoutMs: number): Promise<boolean>;
 }
 
 export interface ChannelEvents {
@@ -106,8 +121,10 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
         });
       });
     }, ALIVE_EVERY_MS);
+    // Sleeping: writes wait in pending, and the old socket's close is expected.
+    let holding = false;
     const flush = () => {
-      if (!sock) return;
+      if (!sock || holding) return;
       while (pending.length > 0) {
         const head = pending[0]!;
         const n = sock.write(head);
@@ -129,7 +146,9 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
       },
       close() {
         closedByUs = true;
-        sock?.end();
+        // Held across a sleep there is no socket to end: the streams end here.
+        if (sock) sock.end();
+        else mux?.lost("the channel was closed");
       },
     };
     mux = new Mux(transport, {
@@ -148,7 +167,23 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
           mux.fail(new ProtocolError(`guest speaks protocol ${hello.protocol}, this host speaks ${PROTOCOL_VERSION}`));
           return;
         }
-        settle(() => resolve({ mux, hello, close: () => transport.close() }));
+        settle(() =>
+          resolve({
+            mux,
+            hello,
+            close: () => transport.close(),
+            hold: async (timeoutMs) => {
+              const answered = mux.roundTrip();
+              holding = true;
+              await withTimeout(answered, timeoutMs, "the guest did not answer a ping before its sleep");
+            },
+            release: () => {
+              holding = false;
+              flush();
+            },
+            reattach: (to, timeoutMs) => reattach(to, timeoutMs),
+          }),
+        );
       },
       onError(err) {
         if (settled) events.onProtocolError(err);
@@ -164,6 +199,54 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
       },
       Math.max(0, deadline - Date.now()),
     );
+    // Whichever socket the connection is on (the first, or one a wake reattached it to).
+    const closed = (s: Sock) => {
+      // One a later socket replaced: nothing to do with the connection now.
+      if (sock !== undefined && s !== sock) return;
+      // The sleeping VM's QEMU went away with this socket; the connection waits for reattach.
+      if (holding && s === sock) {
+        sock = undefined;
+        return;
+      }
+      const wasAlive = mux.alive;
+      mux.lost("the guest closed the channel");
+      if (!settled && !closedByUs) settle(() => reject(new Error("connection closed before hello")));
+      // A close we made ourselves follows a protocol error, which reports it.
+      else if (wasAlive && !closedByUs) events.onLost();
+    };
+    const reattach = async (to: ChannelEndpoint, timeoutMs: number): Promise<boolean> => {
+      if (!holding || !mux.alive) return false;
+      const until = Date.now() + timeoutMs;
+      let next: Sock | undefined;
+      while (!next && Date.now() < until) {
+        next = await Bun.connect({
+          unix: to.path,
+          socket: {
+            data: (_s, data) => mux.feed(data),
+            drain: () => flush(),
+            close: (s) => closed(s),
+          },
+        }).catch(() => undefined);
+        if (!next) await Bun.sleep(25);
+      }
+      if (!next) return false;
+      const refused = wrongPeer(to, (next as unknown as { fd?: number }).fd ?? -1);
+      if (refused) {
+        next.terminate();
+        return false;
+      }
+      sock = next;
+      holding = false;
+      // The guest's clock stood still while it slept; a hello would have carried the time, this does.
+      mux.control({ type: "clock", time: Date.now() });
+      flush();
+      try {
+        await withTimeout(mux.roundTrip(), Math.max(1000, until - Date.now()), "no pong");
+        return true;
+      } catch {
+        return false;
+      }
+    };
     Bun.connect({
       unix: endpoint.path,
       socket: {
@@ -184,12 +267,8 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
         drain() {
           flush();
         },
-        close() {
-          const wasAlive = mux.alive;
-          mux.lost("the guest closed the channel");
-          if (!settled && !closedByUs) settle(() => reject(new Error("connection closed before hello")));
-          // A close we made ourselves follows a protocol error, which reports it.
-          else if (wasAlive && !closedByUs) events.onLost();
+        close(s) {
+          closed(s);
         },
         error(_s, err) {
           if (!settled) settle(() => reject(err));
@@ -200,6 +279,14 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
       },
     }).catch((err: Error) => settle(() => reject(err)));
   });
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: Timer | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(message)), ms);
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 /**

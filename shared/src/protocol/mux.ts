@@ -243,6 +243,8 @@ export class Mux {
   private lastStreamId = 0;
   private peerHello: unknown = undefined;
   private dead = false;
+  /** roundTrip() callers, in the order their pings went out. */
+  private pongs: Array<{ resolve: () => void; reject: (err: Error) => void }> = [];
 
   constructor(
     private readonly transport: Transport,
@@ -280,6 +282,18 @@ export class Mux {
     this.send("ping", 0, 0, new Uint8Array(0));
   }
 
+  /**
+   * Sends a ping and resolves at its pong: the peer has read every frame
+   * sent before it. Rejects if the channel is lost first.
+   */
+  roundTrip(): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      if (this.dead) return reject(new Error("the channel is closed"));
+      this.pongs.push({ resolve, reject });
+      this.ping();
+    });
+  }
+
   /** Host side: opens a stream for a tool call. */
   open(payload: unknown): MuxStream {
     if (this.opts.role !== "host") throw new Error("only the host opens streams");
@@ -309,6 +323,7 @@ export class Mux {
     if (this.dead) return;
     this.dead = true;
     for (const stream of [...this.streams.values()]) stream.finish({ code: "channel_lost", message: reason });
+    for (const p of this.pongs.splice(0)) p.reject(new Error(reason));
   }
 
   fail(err: ProtocolError): void {
@@ -371,6 +386,7 @@ export class Mux {
         this.send("pong", 0, 0, new Uint8Array(0));
         return;
       case "pong":
+        this.pongs.shift()?.resolve();
         return;
       case "msg":
         this.opts.onControl?.(decodeJson(frame.payload));

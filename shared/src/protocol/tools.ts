@@ -537,5 +537,8 @@ export type GuestHello = Static<typeof GuestHello>;
 // Stream-0 control messages, host → guest.
 export const ShutdownMsg = Type.Object({ type: Type.Literal("shutdown"), graceMs: Type.Integer({ minimum: 0, maximum: 600000 }) });
 export type ShutdownMsg = Static<typeof ShutdownMsg>;
+/** The host's clock (ms since the epoch), sent when a connection carries on across a VM's sleep: its clock stood still. */
+export const ClockMsg = Type.Object({ type: Type.Literal("clock"), time: Type.Number() });
+export type ClockMsg = Static<typeof ClockMsg>;
 
 export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop", "mcp", "chunks"] as const;
