@@ -2,9 +2,9 @@
 // VM boxes that sleep to zero and wake with their programs running: one VM
 // under tcg, put to sleep and woken again and again (host/src/engine/qemu/README.md).
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { readFileSync, statSync, truncateSync } from "node:fs";
+import { existsSync, readFileSync, statSync, truncateSync } from "node:fs";
 import { join } from "node:path";
-import { installTestImage, makeHome, onTerminal, qemuFor, waitFor, type Home } from "../helpers.ts";
+import { installTestImage, makeHome, onTerminal, pidAlive, qemuFor, waitFor, type Home } from "../helpers.ts";
 
 let h: Home;
 let boxId: string;
@@ -146,6 +146,69 @@ describe("waking on demand, and crashes", () => {
     expect(state.includes(Buffer.from(real))).toBe(false);
     expect((await h.run(["box", "wake", "s"])).code).toBe(0);
   }, 300_000);
+
+  test("SIGKILL of the daemon mid-sleep and mid-wake (each shown to have landed mid-operation): the box ends asleep or running, its programs kept", async () => {
+    const dir = join(h.home, "boxes", boxId);
+    const tmp = join(dir, "sleep.state.tmp");
+    const state = join(dir, "sleep.state");
+    const settled = (want: string) =>
+      waitFor(
+        `the box to settle ${want} after the daemon came back`,
+        async () => {
+          const st = (await info("s")).state;
+          if (st === "failed") throw new Error("the box failed");
+          return st === want ? st : null;
+        },
+        120_000,
+      );
+    // Touched memory makes the save long enough (~1.5 s a GiB) to be caught in the middle.
+    await sh("head -c 300M /dev/zero | tr '\\0' x > /dev/shm/fill");
+    await sh(
+      "rm -f /workspace/c2; (i=0; while :; do echo $i >> /workspace/c2; i=$((i+1)); sleep 0.2; done) > /dev/null 2>&1 & echo $! > /workspace/loop2.pid",
+    );
+    const loopPid = await sh("cat /workspace/loop2.pid");
+    const stillCounting = async () => {
+      expect(await sh(`kill -0 ${loopPid} && echo alive`)).toBe("alive");
+      const all = (await sh("cat /workspace/c2")).split("\n").map(Number);
+      expect(all).toEqual(all.map((_, i) => i));
+    };
+
+    let landedSleep = 0;
+    let landedWake = 0;
+    for (let attempt = 0; attempt < 5 && (landedSleep === 0 || landedWake === 0); attempt++) {
+      if (landedSleep === 0) {
+        const sleeping = h.spawn(["box", "sleep", "s"]);
+        const pid = h.daemonPid()!;
+        await waitFor("the save to be under way", () => existsSync(tmp) && statSync(tmp).size > 0, 60_000).catch(() => null);
+        process.kill(pid, "SIGKILL");
+        // Looked at before any next daemon: a save cut short has its temporary file and no state yet.
+        if (existsSync(tmp) && !existsSync(state)) landedSleep++;
+        await waitFor("the daemon to die", () => !pidAlive(pid));
+        // The CLI retries its keyed request on a next daemon it starts, which finishes the job: asleep, no QEMU left.
+        expect(await sleeping.exited).toBe(0);
+        await settled("asleep");
+        expect(qemuFor(boxId)).toEqual([]);
+        expect(existsSync(state)).toBe(true);
+      } else {
+        expect((await h.run(["box", "sleep", "s"])).code).toBe(0);
+      }
+      const waking = h.spawn(["box", "wake", "s"]);
+      const pid = h.daemonPid()!;
+      await waitFor("the restore to be under way", () => qemuFor(boxId).length > 0, 60_000);
+      process.kill(pid, "SIGKILL");
+      // QEMU started and the state not yet let go of: the kill landed before the wake's end.
+      if (qemuFor(boxId).length > 0 && existsSync(state)) landedWake++;
+      await waitFor("the daemon to die", () => !pidAlive(pid));
+      expect(await waking.exited).toBe(0);
+      await settled("running");
+      expect(qemuFor(boxId).length).toBe(1);
+      await stillCounting();
+    }
+    expect(landedSleep, "no kill landed mid-sleep in 5 tries").toBeGreaterThan(0);
+    expect(landedWake, "no kill landed mid-wake in 5 tries").toBeGreaterThan(0);
+    expect(daemonLog()).not.toContain("box woke cold");
+    await sh(`kill ${loopPid}; rm -f /dev/shm/fill`);
+  }, 600_000);
 
   test("a torn sleeping state gives a cold boot with the disk intact, and an event saying so", async () => {
     await sh("echo kept > /workspace/on-disk; sync");
