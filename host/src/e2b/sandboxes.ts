@@ -6,10 +6,11 @@
 // that does not exist. At endAt the sandbox is killed (its box deleted), as
 // E2B does by default; pause stops the clock.
 //
-// Pause and resume: a VM box is frozen and thawed with its processes (not
-// slept to disk yet: the guest ends the exec streams of its old connection
-// on a wake, and with them the processes E2B started); a process box sleeps
-// (its programs stop, its files stay) and wakes. The README says so.
+// Pause and resume: a VM box sleeps to disk with its memory, as E2B's pause
+// persists a sandbox's, and wakes with its processes and their streams here
+// (the daemon holds the guest's connection across the sleep); a process box
+// sleeps with its files only (its programs stop) and wakes. An engine that
+// cannot sleep freezes or stops the box. The README says so.
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import {
@@ -270,7 +271,8 @@ export class SandboxService {
     if (sb.timer) clearTimeout(sb.timer);
     sb.paused = true;
     const can = this.boxes.capabilities(sb.boxId);
-    if (can?.pause) await this.boxes.pause(sb.boxId, null);
+    if (can?.sleep === "memory") await this.boxes.sleep(sb.boxId);
+    else if (can?.pause) await this.boxes.pause(sb.boxId, null);
     else {
       sb.processes.close();
       if (can?.sleep) await this.boxes.sleep(sb.boxId);
@@ -286,7 +288,8 @@ export class SandboxService {
     const resumed = sb.paused;
     if (resumed) {
       const can = this.boxes.capabilities(sb.boxId);
-      if (can?.pause) await this.boxes.resume(sb.boxId, null);
+      if (can?.sleep === "memory") await this.boxes.wake(sb.boxId);
+      else if (can?.pause) await this.boxes.resume(sb.boxId, null);
       else if (can?.sleep) await this.boxes.wake(sb.boxId);
       else await this.boxes.start(sb.boxId, null);
       sb.paused = false;
