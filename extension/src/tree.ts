@@ -20,6 +20,10 @@ const BOX_ICONS: Record<string, [string, string?]> = {
   running: ["vm-running", "testing.iconPassed"],
   stopped: ["vm-outline"],
   paused: ["debug-pause", "editorWarning.foreground"],
+  // Asleep: no process on the host, its state on disk; anything that needs it (attach, a session) wakes it.
+  asleep: ["coffee", "descriptionForeground"],
+  sleeping: ["loading~spin"],
+  waking: ["loading~spin"],
   starting: ["loading~spin"],
   stopping: ["loading~spin"],
   creating: ["loading~spin"],
