@@ -3,10 +3,10 @@
 // the broker against the fake model API, headless and interactive, exactly as
 // in a process box.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { Events } from "../../shared/src/index.ts";
-import { installTestImage, makeHome, onTerminal, type Home } from "../helpers.ts";
+import { Events, read } from "../../shared/src/index.ts";
+import { installTestImage, makeHome, onTerminal, qemuFor, waitFor, type Home } from "../helpers.ts";
 import { at, events, expectHeadlessTurn, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 
@@ -14,6 +14,7 @@ const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
 const SECRETS = newSecrets();
 let h: Home;
 let fake: FakeModel;
+let vmId = "";
 
 beforeAll(async () => {
   h = makeHome("hutch-vma-");
@@ -38,6 +39,7 @@ beforeAll(async () => {
     "openai",
   ]);
   expect(box.code, box.stderr).toBe(0);
+  vmId = (JSON.parse((await h.run(["box", "info", "vm", "--json"])).stdout) as { id: string }).id;
 }, 900_000);
 
 afterAll(async () => {
@@ -122,4 +124,48 @@ describe("the agent CLIs in a VM", () => {
     expect(await b.proc.exited).toBe(0);
     fake.reset();
   }, 400_000);
+
+  test("a headless claude turn mid-way through a slow tool call when the box sleeps completes after the wake, every event once", async () => {
+    await h.run(["exec", "vm", "--", "rm", "-f", "/workspace/slow-started", "/workspace/slow.txt"]);
+    fake.reset();
+    const prompt =
+      "run exactly: touch /workspace/slow-started; sleep 10; echo slow-$((3*4)) > /workspace/slow.txt; cat /workspace/slow.txt";
+    const turn = h.run(["run", "vm", "--agent", "claude", "--prompt", prompt, "--json"]);
+    await waitFor(
+      "the tool call to start",
+      async () => (await h.run(["exec", "vm", "--", "test", "-e", "/workspace/slow-started"])).code === 0,
+      240_000,
+    );
+    // Mid-call: started, and its file (ten seconds on) not written yet.
+    expect((await h.run(["exec", "vm", "--", "test", "-e", "/workspace/slow.txt"])).code).toBe(1);
+    const slept = await h.run(["box", "sleep", "vm", "--json"]);
+    expect(slept.code, slept.stderr).toBe(0);
+    expect((JSON.parse(slept.stdout) as { state: string }).state).toBe("asleep");
+    // Asleep: its state on disk, and nothing of the box runs on the host.
+    expect(existsSync(join(h.home, "boxes", vmId, "sleep.state"))).toBe(true);
+    expect(qemuFor(vmId)).toEqual([]);
+    const woke = await h.run(["box", "wake", "vm"]);
+    expect(woke.code, woke.stderr).toBe(0);
+
+    const r = await turn;
+    expect(r.code, r.stderr + r.stdout).toBe(0);
+    const result = JSON.parse(r.stdout) as { session: string; state: string; ok: boolean };
+    expect(result).toMatchObject({ state: "idle", ok: true });
+    expect((await h.run(["exec", "vm", "--", "cat", "/workspace/slow.txt"])).stdout).toBe("slow-12\n");
+    const log = await events(h, result.session);
+    // Every event once: one call, its one result (the command's output), one final message, in that order.
+    const calls = log.filter((e) => read(e, Events.toolCalled) !== null);
+    const results = log.filter((e) => read(e, Events.toolCompleted) !== null);
+    expect(calls.length).toBe(1);
+    expect(results.length).toBe(1);
+    expect(read(results[0]!, Events.toolCompleted)).toMatchObject({ id: read(calls[0]!, Events.toolCalled)!.id, status: "ok" });
+    expect(JSON.stringify(read(results[0]!, Events.toolCompleted))).toContain("slow-12");
+    expect(
+      log.filter((e) => read(e, Events.messageCompleted)?.role === "assistant" && read(e, Events.messageCompleted)?.text === "Ran it.")
+        .length,
+    ).toBe(1);
+    expect(new Set(log.map((e) => e.seq)).size).toBe(log.length);
+    expect(log.map((e) => e.kind)).toEqual(expect.arrayContaining([Events.boxSlept.kind, Events.boxWoke.kind]));
+    fake.reset();
+  }, 600_000);
 });
