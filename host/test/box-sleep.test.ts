@@ -30,6 +30,7 @@ class SleepyEngine implements Engine {
   wakes = 0;
   cold: string | null = null;
   failSleep = false;
+  dieInSleep = false;
   async probe() {
     return { ok: true, engine: "qemu" as const, detail: "scripted" };
   }
@@ -45,6 +46,10 @@ class SleepyEngine implements Engine {
     this.running = false;
   }
   async sleep(): Promise<SleepState> {
+    if (this.dieInSleep) {
+      this.running = false;
+      throw new Error("QEMU exited during the save");
+    }
     if (this.failSleep) throw new Error("the disk is full");
     this.running = false;
     this.state = { keeps: "memory", bytes: 4096 };
@@ -52,6 +57,8 @@ class SleepyEngine implements Engine {
   }
   async wake() {
     this.wakes++;
+    // No state to restore (the box died while it was saved): a cold boot, as the QEMU engine does.
+    if (!this.state) this.cold ??= "the sleeping state is missing";
     // Slow enough that callers overlap.
     await Bun.sleep(50);
     this.state = null;
@@ -150,6 +157,18 @@ test("a sleep that cannot save leaves the box running, not failed", async () => 
   expect(after.state).toBe("running");
   expect(after.desired).toBe("running");
   expect(engine.running).toBe(true);
+});
+
+test("a box that dies while it is saved (QEMU killed mid-sleep) is asleep, not failed, with its programs lost; its wake boots afresh and says so", async () => {
+  const { boxes, engine, events, box } = await running();
+  engine.dieInSleep = true;
+  const slept = await boxes.sleep(box.id);
+  expect(slept.state).toBe("asleep");
+  expect(events.map((e) => e.kind)).toEqual(["box.slept"]);
+  expect(events[0]!.data).toMatchObject({ programsStopped: true, bytes: 0 });
+  expect((await boxes.wake(box.id)).state).toBe("running");
+  expect(events.map((e) => e.kind)).toEqual(["box.slept", "box.woke.cold", "box.woke"]);
+  expect(events[2]!.data).toMatchObject({ programsKept: false });
 });
 
 test("a box that is not running cannot sleep, and one not asleep cannot be woken", async () => {

@@ -577,8 +577,23 @@ export class BoxService {
       st = await engine.sleep(box);
     } catch (err) {
       if (held) ch?.release?.();
+      if (!(await engine.inspect(box)).running) {
+        // Its processes died during the save (QEMU killed): nothing of it runs and its disk is intact, so it is
+        // asleep, with its programs lost; its wake boots afresh and says so (box.woke.cold).
+        logger.warn("the box died while it was put to sleep: asleep with its disk, and its next wake boots afresh", {
+          box: row.name,
+          error: (err as Error).message,
+        });
+        this.dropChannel(row.id);
+        this.setState(row.id, "asleep");
+        const keeps = engine.capabilities.sleep ?? "disk";
+        this.events.emit(
+          row.id,
+          emit(Events.boxSlept, { box: row.id, keeps, programsStopped: true, bytes: 0, ms: Date.now() - t0, ...(by ? { by } : {}) }),
+        );
+        return;
+      }
       // A sleep that could not save the state leaves the box running, as it was: not failed.
-      if (!(await engine.inspect(box)).running) throw err;
       this.store.request(row.id, "wake", "running", null);
       this.setState(row.id, "running");
       throw new KeptRunning(`could not sleep, so it runs on: ${(err as Error).message}`);
