@@ -125,20 +125,23 @@ describe("through --remote, as locally", () => {
     expect(await b.proc.exited).toBe(3);
   }, 60_000);
 
-  test("sleep, and wake on demand: box sleep, listed asleep; an exec wakes it with a progress line, its own code and bytes", async () => {
-    expect((await alice.run(["box", "create", "nap", "--start"])).code).toBe(0);
+  test("sleep, by itself and asked, and wake on demand: --sleep-after, listed asleep; an exec wakes it with a progress line, its own code and bytes", async () => {
+    expect((await alice.run(["box", "create", "nap", "--start", "--sleep-after", "3s"])).code).toBe(0);
     expect((await alice.run(["exec", "nap", "--", "sh", "-c", "echo kept > /workspace/f"])).code).toBe(0);
+    const state = async () => (JSON.parse((await alice.run(["box", "info", "nap", "--json"])).stdout) as { state: string }).state;
+    await waitFor("the idle box to sleep by itself", async () => (await state()) === "asleep", 30_000);
+    const r = await alice.run(["exec", "nap", "--", "sh", "-c", "cat /workspace/f; exit 3"]);
+    expect([r.code, r.stdout]).toEqual([3, "kept\n"]);
+    expect(r.stderr).toContain("waking nap");
     const s = await alice.run(["box", "sleep", "nap", "--json"]);
     expect(s.code, s.stderr).toBe(0);
     expect((JSON.parse(s.stdout) as { state: string }).state).toBe("asleep");
     const listed = JSON.parse((await alice.run(["box", "list", "--json"])).stdout) as { name: string; state: string }[];
     expect(listed.find((b) => b.name === "nap")?.state).toBe("asleep");
-    const r = await alice.run(["exec", "nap", "--", "sh", "-c", "cat /workspace/f; exit 3"]);
-    expect([r.code, r.stdout]).toEqual([3, "kept\n"]);
-    expect(r.stderr).toContain("waking nap");
-    expect((JSON.parse((await alice.run(["box", "info", "nap", "--json"])).stdout) as { state: string }).state).toBe("running");
+    expect((await alice.run(["box", "wake", "nap"])).code).toBe(0);
+    expect(await state()).toBe("running");
     expect((await alice.run(["box", "delete", "nap"])).code).toBe(0);
-  });
+  }, 60_000);
 
   test("session watch and annotate; the actor is stamped from the token", async () => {
     const run = await alice.run(["run", "web", "--detach", "--label", "remote"]);
