@@ -4,7 +4,7 @@
 // certificate through NODE_EXTRA_CA_CERTS, as a user's program does. The key
 // is a hutch token; every sandbox is a process box of its user.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { openSync, readFileSync } from "node:fs";
+import { openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { HUTCH, waitFor } from "../helpers.ts";
 import { tokenOf, type Server } from "../remote.ts";
@@ -44,6 +44,35 @@ afterAll(async () => {
 });
 
 describe("the e2b SDK against hutch", () => {
+  test("the README's example runs unchanged, with the key `hutch token create` printed and the environment the README sets", async () => {
+    const readme = readFileSync(join(import.meta.dir, "..", "..", "README.md"), "utf8");
+    const section = readme.slice(readme.indexOf("## Using the E2B SDK with hutch"));
+    const example = /```ts\n([\s\S]*?)```/.exec(section)![1]!;
+    expect(example).toContain('from "e2b"');
+    // Beside the SDK program, so `e2b` resolves from the repository's own dependencies.
+    const file = join(import.meta.dir, "..", "fixtures", "e2b", `readme-example-${process.pid}.ts`);
+    writeFileSync(file, example);
+    const boxes = async () =>
+      (JSON.parse((await srv.home.run(["box", "list", "--json"])).stdout) as { name: string }[]).filter((b) => b.name.startsWith("e2b-"))
+        .length;
+    const before = await boxes();
+    try {
+      const proc = Bun.spawn([process.execPath, file], {
+        env: { ...process.env, E2B_API_URL: url, E2B_SANDBOX_URL: url, E2B_API_KEY: aliceJoin, NODE_EXTRA_CA_CERTS: e2b.caPath },
+        stdout: "pipe",
+        stderr: "pipe",
+      });
+      const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+      expect(code, err).toBe(0);
+      expect(out).toMatch(/^Linux \S+ /);
+    } finally {
+      rmSync(file, { force: true });
+    }
+    // Its sandbox was made, and killed by the example's last line.
+    expect(await boxes()).toBe(before);
+    expect(srv.log()).toMatch(/sandbox created/);
+  }, 60_000);
+
   test("a sandbox is a box of the token's user, in hutch box list", async () => {
     expect(id).toMatch(/^[a-z0-9]{20}$/);
     const r = await srv.home.run(["box", "list", "--json"]);
