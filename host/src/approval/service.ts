@@ -63,6 +63,22 @@ export interface ApprovalAnswer {
   reason?: string;
 }
 
+/** An approval's outcome as its source acts on it: go ahead, or refuse with this status and message. */
+export type Verdict = { allow: true; id: string } | { allow: false; status: number; message: string };
+
+function verdictOf(a: ApprovalAnswer): Verdict {
+  if (a.decision === "allow_once" || a.decision === "allow_always") return { allow: true, id: a.id };
+  if (a.decision === "expired")
+    return {
+      allow: false,
+      status: 403,
+      message: `approval ${a.id} expired: nobody answered in time; ask the user to watch hutch approvals, then retry`,
+    };
+  return { allow: false, status: 403, message: `denied by ${a.by.id}${a.reason ? `: ${a.reason}` : ""} (approval ${a.id})` };
+}
+
+export const hintOf = (err: unknown) => (err instanceof HutchError && err.hint ? `; ${err.hint}` : "");
+
 /** Where a decision came from: a client of the daemon's API, or the box itself (its broker listener, its guest channel). */
 export type DecisionOrigin = { via: "api" } | { via: "box"; boxId: string };
 
@@ -261,6 +277,30 @@ export class ApprovalService {
   use(id: string): void {
     const e = this.entries.get(id);
     if (e) e.used = true;
+  }
+
+  /**
+   * A source's whole round: a standing grant or refusal for the digest if
+   * there is one, else a person's answer, waited for (a grant is then used).
+   * Null when `gone` settles first (the request that waited went away).
+   */
+  async round(req: ApprovalAsk, named?: string, gone?: Promise<unknown>): Promise<Verdict | null> {
+    let asked: { id: string; answer: Promise<ApprovalAnswer> };
+    try {
+      const taken = this.take(req.boxId, req.digest, named);
+      if (taken)
+        return taken.allow
+          ? { allow: true, id: taken.id }
+          : { allow: false, status: 403, message: `refused without asking: approval ${taken.id} rejects this always` };
+      asked = this.ask(req);
+    } catch (err) {
+      const status = err instanceof HutchError && err.code === "limited" ? 429 : 403;
+      return { allow: false, status, message: `${(err as Error).message}${hintOf(err)}` };
+    }
+    const answer = await (gone ? Promise.race([asked.answer, gone.then(() => null)]) : asked.answer);
+    if (!answer) return null;
+    if (answer.decision === "allow_once" || answer.decision === "allow_always") this.use(answer.id);
+    return verdictOf(answer);
   }
 
   /**

@@ -20,6 +20,7 @@ import { allowedBy } from "./policy.ts";
 import { parseRoute, requestUrl, type Route } from "./route.ts";
 import { approvalRule } from "./approve.ts";
 import { digestOf } from "../approval/digest.ts";
+import type { Verdict } from "../approval/service.ts";
 
 /** How long a box may take to send a request head before the connection is dropped (a total, not an idle time). */
 const HEAD_TIMEOUT_MS = 30_000;
@@ -70,8 +71,6 @@ export interface GateContext {
   approvals?: GateApprovals;
 }
 
-/** An approval's outcome as the gate acts on it: go ahead, or refuse with this status and message. */
-export type Verdict = { allow: true; id: string } | { allow: false; status: number; message: string };
 
 /** The approval service as one box's gate sees it (wired in service.ts). */
 export interface GateApprovals {

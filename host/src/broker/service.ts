@@ -30,8 +30,8 @@ import type { Sealer } from "./seal.ts";
 import { loadConfig } from "../config.ts";
 import { allBindings, bindingEnv } from "./bindings.ts";
 import { findSecrets } from "./find.ts";
-import { Gate, type EgressFacts, type GateApprovals, type GateLimits, type Verdict } from "./gate.ts";
-import type { ApprovalAnswer, ApprovalService } from "../approval/service.ts";
+import { Gate, type EgressFacts, type GateApprovals, type GateLimits } from "./gate.ts";
+import { hintOf, type ApprovalService } from "../approval/service.ts";
 import { changePolicy } from "./policy.ts";
 import { splicer } from "./splice.ts";
 import { ConnCap, MAX_BOX_CONNS } from "./cap.ts";
@@ -326,24 +326,8 @@ export class BrokerService {
   /** The approval service as this box's gate uses it: a grant for the digest, else a person's answer, waited for. */
   private gateApprovals(boxId: string, approvals: ApprovalService): GateApprovals {
     return {
-      ask: async (kind, summary, digest, named, gone, target) => {
-        let asked: { id: string; answer: Promise<ApprovalAnswer> };
-        try {
-          const taken = approvals.take(boxId, digest, named);
-          if (taken)
-            return taken.allow
-              ? { allow: true, id: taken.id }
-              : { allow: false, status: 403, message: `refused without asking: approval ${taken.id} rejects this always` };
-          asked = approvals.ask({ kind, boxId, summary, digest, ...(target ? { target } : {}) });
-        } catch (err) {
-          const status = err instanceof HutchError && err.code === "limited" ? 429 : 403;
-          return { allow: false, status, message: `${(err as Error).message}${hintOf(err)}` };
-        }
-        const answer = await Promise.race([asked.answer, gone.then(() => null)]);
-        if (!answer) return null;
-        if (answer.decision === "allow_once" || answer.decision === "allow_always") approvals.use(answer.id);
-        return verdictOf(answer);
-      },
+      ask: (kind, summary, digest, named, gone, target) =>
+        approvals.round({ kind, boxId, summary, digest, ...(target ? { target } : {}) }, named, gone),
       fromBox: (id, decision) => {
         try {
           approvals.decide(id, decision as ApprovalChoice, this.boxActor(boxId), { via: "box", boxId });
@@ -444,19 +428,6 @@ export class BrokerService {
 }
 
 /** How the box hears an approval's answer. */
-function verdictOf(a: ApprovalAnswer): Verdict {
-  if (a.decision === "allow_once" || a.decision === "allow_always") return { allow: true, id: a.id };
-  if (a.decision === "expired")
-    return {
-      allow: false,
-      status: 403,
-      message: `approval ${a.id} expired: nobody answered in time; ask the user to watch hutch approvals, then retry`,
-    };
-  return { allow: false, status: 403, message: `denied by ${a.by.id}${a.reason ? `: ${a.reason}` : ""} (approval ${a.id})` };
-}
-
-const hintOf = (err: unknown) => (err instanceof HutchError && err.hint ? `; ${err.hint}` : "");
-
 /** Facts within the egress events' bounds: a long upstream error must not make a session log refuse the record. */
 export function clipEgress(raw: EgressFacts): EgressFacts {
   return {
