@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { BoxMcpTools, McpServeResult } from "@hutch/shared";
+import { BoxMcpTools, MCP_APPROVAL_TOOL, McpServeResult } from "@hutch/shared";
 import { collect, result, useGuest, type Collected, type Host } from "./harness.ts";
 
 const PAGES = join(import.meta.dir, "../../tests/fixtures/pages");
@@ -157,6 +157,43 @@ describe("the server's life", () => {
     await c.closed;
     const ports = (c.msgs.find((m) => m.type === "result")?.value ?? []) as { port: number }[];
     expect(ports.map((p) => p.port)).not.toContain(mcp.port);
+  });
+
+  test("with approvals: the permission prompt is listed, each ask goes to the host, and its answer is what the agent gets", async () => {
+    const stream = host.mux.open({ tool: "mcp.serve", approvals: true });
+    const asked = collect(stream);
+    await asked.waitMsg("result");
+    const { port, token } = result(asked, McpServeResult);
+    const call = (id: number, method: string, params: unknown) =>
+      fetch(`http://127.0.0.1:${port}/mcp`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+        body: JSON.stringify({ jsonrpc: "2.0", id, method, params }),
+      }).then((r) => r.json() as Promise<{ result: { tools?: { name: string }[]; content?: { text: string }[]; isError?: boolean } }>);
+    const listed = await call(1, "tools/list", {});
+    expect(listed.result.tools!.map((t) => t.name)).toContain(MCP_APPROVAL_TOOL);
+    const input = { command: "rm -rf data", description: "x".repeat(500) };
+    const answer = async (allow: boolean, message: string) => {
+      const pending = call(2, "tools/call", { name: MCP_APPROVAL_TOOL, arguments: { tool_name: "Bash", input } });
+      const askOf = () => asked.msgs.filter((m) => m.type === "mcp.approval").at(-1);
+      for (const deadline = Date.now() + 5000; !askOf() && Date.now() < deadline; ) await Bun.sleep(5);
+      const ask = askOf()!;
+      // Whole, not cut as a logged call is: a person approves exactly what runs.
+      expect(ask).toMatchObject({ tool: "Bash", input });
+      stream.msg({ type: "mcp.approval.answer", id: ask.id, allow, message });
+      const r = await pending;
+      asked.msgs.length = 0;
+      return JSON.parse(r.result.content![0]!.text) as unknown;
+    };
+    expect(await answer(true, "")).toEqual({ behavior: "allow", updatedInput: input });
+    expect(await answer(false, "keep the data")).toEqual({ behavior: "deny", message: "keep the data" });
+    // Bad arguments are a tool error; the server goes on.
+    const bad = await call(3, "tools/call", { name: MCP_APPROVAL_TOOL, arguments: { input: {} } });
+    expect(bad.result.isError).toBe(true);
+    // A server without approvals neither lists nor takes it.
+    const plain = await post({ jsonrpc: "2.0", id: 4, method: "tools/call", params: { name: MCP_APPROVAL_TOOL, arguments: {} } });
+    expect(JSON.stringify(await plain.json())).toContain("unknown tool");
+    stream.close();
   });
 
   test("closing the host's stream stops the server", async () => {

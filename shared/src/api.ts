@@ -288,6 +288,12 @@ export const SessionCreateBody = Type.Object(
     prompt: Type.Optional(Type.String({ minLength: 1, maxLength: 65536 })),
     /** Headless with no turn yet: the first prompt comes with the first input (an editor's session/new; implied by prompt). */
     headless: Type.Optional(Type.Boolean()),
+    /**
+     * "ask": a headless agent asks a person (hutch approvals) before each tool
+     * call its own permission check holds, instead of running with its prompts
+     * off (the default: the box is the sandbox).
+     */
+    permissions: Type.Optional(Type.Union([Type.Literal("ask"), Type.Literal("bypass")])),
     model: Type.Optional(
       Type.String({
         minLength: 1,

@@ -12,8 +12,12 @@ export const ApprovalId = Type.String({
   rule: "an approval id: apr_ and 20 lower-case letters or digits",
 });
 
-/** What is asked about: a request sent with the user's credential, or a connection to a host the box's policy does not list. */
-export const ApprovalKind = Type.Union([Type.Literal("credential"), Type.Literal("egress")]);
+/**
+ * What is asked about: a request sent with the user's credential, a
+ * connection to a host the box's policy does not list, or a tool call the
+ * agent's own permission check holds (`hutch run --permissions ask`).
+ */
+export const ApprovalKind = Type.Union([Type.Literal("credential"), Type.Literal("egress"), Type.Literal("tool")]);
 export type ApprovalKind = Static<typeof ApprovalKind>;
 
 /** A person's answer (the Agent Client Protocol's permission options). */

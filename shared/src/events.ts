@@ -81,7 +81,14 @@ const TokenCount = Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]);
 export const Events = {
   sessionCreated: defineEvent(
     "session.created",
-    Type.Object({ box: Type.String(), agent: Type.String(), label: Type.Optional(Text(256)), pty: Type.Optional(Type.String()) }),
+    Type.Object({
+      box: Type.String(),
+      agent: Type.String(),
+      label: Type.Optional(Text(256)),
+      pty: Type.Optional(Type.String()),
+      /** The agent asks a person (hutch approvals) before each tool call its own permission check holds. */
+      permissions: Type.Optional(Type.Literal("ask")),
+    }),
   ),
   sessionClosed: defineEvent("session.closed", Type.Object({ reason: Type.Optional(Text(1024)) })),
   boxStateChanged: defineEvent(

@@ -10,7 +10,16 @@
 // these tools), and answers are plain JSON (no server-sent events: the server
 // sends no requests or notifications of its own, so GET is 405).
 import type { Server } from "bun";
-import { MCP_OUTPUT_MAX, MCP_PROTOCOL_VERSIONS, loggedInput, type BoxMcpToolName, type MuxStream } from "@hutch/shared/wire";
+import { Value } from "@sinclair/typebox/value";
+import {
+  MCP_OUTPUT_MAX,
+  MCP_PROTOCOL_VERSIONS,
+  McpApprovalAnswerMsg,
+  loggedInput,
+  type BoxMcpToolName,
+  type McpApprovalInput,
+  type MuxStream,
+} from "@hutch/shared/wire";
 import type { Logger } from "../log.ts";
 import type { Req } from "../tools/base.ts";
 import { takeFrames } from "../tools/inbox.ts";
@@ -23,6 +32,8 @@ import { callBoxTool, type CallToolResult } from "./tools.ts";
 const MAX_SERVERS = 16;
 const BODY_MAX = 4 * 1024 * 1024;
 const DEFAULT_OWNER = "mcp";
+/** The largest tool input (as JSON) the agent may ask a person about. */
+const APPROVAL_INPUT_MAX = 64 * 1024;
 
 /** What the log keeps of a result: its text, cut; an image by its size. */
 function summary(r: CallToolResult): string {
@@ -86,6 +97,9 @@ export class McpTable {
         stream.msg({ type: "mcp.client", ...(client ?? { name: "client", version: "" }) });
       },
     };
+    // The agent's permission prompt: each ask goes to the host, which answers once a person (or the expiry) has.
+    const asks = new Map<string, (answer: McpApprovalAnswerMsg) => void>();
+    if (req.approvals) caller.approve = (input) => this.ask(stream, asks, input);
     let server: Server<undefined>;
     try {
       server = Bun.serve({
@@ -100,9 +114,55 @@ export class McpTable {
     }
     const served: Served = { server, stream };
     this.servers.push(served);
-    takeFrames(stream, { close: () => this.stop(served) }, true);
+    takeFrames(
+      stream,
+      {
+        msg: (m) => {
+          if (!Value.Check(McpApprovalAnswerMsg, m)) return;
+          const answer = asks.get(m.id);
+          asks.delete(m.id);
+          answer?.(m);
+        },
+        close: () => {
+          this.stop(served);
+          // Nobody left to answer: what waits is denied.
+          for (const answer of asks.values())
+            answer({ type: "mcp.approval.answer", id: "ask_0", allow: false, message: "hutch stopped serving this agent" });
+          asks.clear();
+        },
+      },
+      true,
+    );
     stream.msg({ type: "result", value: { port: server.port, token } });
     this.log.debug("mcp: serving", { port: server.port, owner: tables.owner });
+  }
+
+  /**
+   * Asks the host whether the agent may use a tool, and answers as Claude
+   * Code's permission prompt tool must: JSON text, `{behavior: "allow",
+   * updatedInput}` (the input as asked) or `{behavior: "deny", message}`.
+   */
+  private ask(stream: MuxStream, asks: Map<string, (a: McpApprovalAnswerMsg) => void>, input: McpApprovalInput): Promise<CallToolResult> {
+    const deny = (message: string): CallToolResult => ({
+      content: [{ type: "text", text: JSON.stringify({ behavior: "deny", message }) }],
+    });
+    if (stream.closed) return Promise.resolve(deny("hutch stopped serving this agent"));
+    // Sent whole (a person approves exactly what runs), so bounded: a frame's worth.
+    if (JSON.stringify(input.input).length > APPROVAL_INPUT_MAX)
+      return Promise.resolve(
+        deny(`this ${input.tool_name} call is over ${APPROVAL_INPUT_MAX} bytes, too large to ask a person about; make it smaller`),
+      );
+    const id = `ask_${this.nextCall++}`;
+    return new Promise((resolve) => {
+      asks.set(id, (a) =>
+        resolve(
+          a.allow
+            ? { content: [{ type: "text", text: JSON.stringify({ behavior: "allow", updatedInput: input.input }) }] }
+            : deny(a.message),
+        ),
+      );
+      stream.msg({ type: "mcp.approval", id, tool: input.tool_name, input: input.input });
+    });
   }
 
   private async call(

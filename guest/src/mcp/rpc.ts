@@ -10,7 +10,14 @@
 // tool -32602. Arguments that do not fit a tool's schema are a tool error
 // (isError), as a tool that fails is, so the model reads why and can retry.
 import { Value } from "@sinclair/typebox/value";
-import { BoxMcpTools, HUTCH_VERSION, MCP_PROTOCOL_VERSIONS, type BoxMcpToolName } from "@hutch/shared/wire";
+import {
+  BoxMcpTools,
+  HUTCH_VERSION,
+  MCP_APPROVAL_TOOL,
+  MCP_PROTOCOL_VERSIONS,
+  McpApprovalInput,
+  type BoxMcpToolName,
+} from "@hutch/shared/wire";
 import type { CallToolResult } from "./tools.ts";
 
 export const PARSE_ERROR = -32700;
@@ -28,6 +35,11 @@ export interface ToolCaller {
   initialized?(client: { name: string; version: string }): void;
   /** A client listed the tools (it can call them from now on). */
   listed?(): void;
+  /**
+   * Present when the server serves the agent's permission prompt
+   * (MCP_APPROVAL_TOOL): asks the host whether the agent may use a tool.
+   */
+  approve?(input: McpApprovalInput): Promise<CallToolResult>;
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -35,6 +47,12 @@ const isId = (v: unknown): v is Id => typeof v === "string" || (typeof v === "nu
 const fail = (id: Id | null, code: number, message: string): RpcResponse => ({ jsonrpc: "2.0", id, error: { code, message } });
 
 export const TOOL_LIST = Object.entries(BoxMcpTools).map(([name, t]) => ({ name, description: t.description, inputSchema: t.input }));
+const APPROVAL_TOOL = {
+  name: MCP_APPROVAL_TOOL,
+  description:
+    "The agent's permission prompt: asks the person running the box (hutch approvals) whether a tool call may go ahead. Called by the agent's CLI, not the model.",
+  inputSchema: McpApprovalInput,
+};
 
 /** The answer to one message, or undefined for a notification (or a response, which this server never asked for). */
 export async function handleMessage(msg: unknown, tools: ToolCaller): Promise<RpcResponse | undefined> {
@@ -70,10 +88,22 @@ export async function handleMessage(msg: unknown, tools: ToolCaller): Promise<Rp
       return { jsonrpc: "2.0", id, result: {} };
     case "tools/list":
       tools.listed?.();
-      return { jsonrpc: "2.0", id, result: { tools: TOOL_LIST } };
+      return { jsonrpc: "2.0", id, result: { tools: tools.approve ? [...TOOL_LIST, APPROVAL_TOOL] : TOOL_LIST } };
     case "tools/call": {
       const name = params.name;
       if (typeof name !== "string") return fail(id, INVALID_PARAMS, "params.name: expected a string");
+      if (name === MCP_APPROVAL_TOOL && tools.approve) {
+        const args = params.arguments ?? {};
+        if (!Value.Check(McpApprovalInput, args)) {
+          const first = Value.Errors(McpApprovalInput, args).First();
+          return {
+            jsonrpc: "2.0",
+            id,
+            result: toolError(`${name}: ${first?.path || "arguments"}: ${first?.message ?? "expected an object"}`),
+          };
+        }
+        return { jsonrpc: "2.0", id, result: await tools.approve(args) };
+      }
       if (!Object.hasOwn(BoxMcpTools, name)) return fail(id, INVALID_PARAMS, `unknown tool ${JSON.stringify(name)}; tools/list names them`);
       const args = params.arguments ?? {};
       const schema = BoxMcpTools[name as BoxMcpToolName].input;

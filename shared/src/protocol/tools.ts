@@ -296,8 +296,31 @@ export const DesktopRelease = Type.Object(
 // `result {port, token}` once it listens, then tells the host of every call
 // (McpCallMsg, McpDoneMsg) so the host can log it; closing the stream stops
 // the listener. `owner` is who desktop input from this server is held by (the
-// daemon sets it to the agent's actor id).
-export const McpServe = Type.Object({ tool: Type.Literal("mcp.serve"), owner: Type.Optional(Owner) }, { additionalProperties: false });
+// daemon sets it to the agent's actor id). With `approvals`, it also serves
+// MCP_APPROVAL_TOOL, the agent's permission prompt: each call is sent to the
+// host as McpApprovalMsg and answered with what the host's
+// McpApprovalAnswerMsg says (the agent runs with `--permissions ask`).
+export const McpServe = Type.Object(
+  { tool: Type.Literal("mcp.serve"), owner: Type.Optional(Owner), approvals: Type.Optional(Type.Boolean()) },
+  { additionalProperties: false },
+);
+/** The permission prompt tool (Claude Code's `--permission-prompt-tool mcp__hutch__approval_prompt`). */
+export const MCP_APPROVAL_TOOL = "approval_prompt";
+/** Its input, as Claude Code calls it: the tool it wants to use and that tool's input. */
+export const McpApprovalInput = Type.Object({
+  tool_name: Type.String({ minLength: 1, maxLength: 200 }),
+  input: Type.Record(Type.String(), Type.Unknown()),
+  tool_use_id: Type.Optional(Type.String({ maxLength: 200 })),
+});
+export type McpApprovalInput = Static<typeof McpApprovalInput>;
+/** Host → guest on mcp.serve: the answer to an approval the agent asked for. */
+export const McpApprovalAnswerMsg = Type.Object({
+  type: Type.Literal("mcp.approval.answer"),
+  id: Type.String({ pattern: "^ask_[0-9]{1,12}$", rule: "an ask id: ask_ and digits" }),
+  allow: Type.Boolean(),
+  message: Type.String({ maxLength: 2048 }),
+});
+export type McpApprovalAnswerMsg = Static<typeof McpApprovalAnswerMsg>;
 export const McpServeResult = Type.Object({
   port: Type.Integer({ minimum: 1, maximum: 65535 }),
   token: Type.String({ pattern: "^[A-Za-z0-9_-]{32,128}$", rule: "32-128 letters, digits, '_' or '-'" }),
@@ -390,7 +413,24 @@ export const McpDoneMsg = Type.Object({
   output: Type.String({ maxLength: MCP_OUTPUT_MAX }),
   ms: Type.Integer({ minimum: 0 }),
 });
-export const GuestMsg = Type.Union([StartedMsg, ExitMsg, ResultMsg, ScreenMsg, ConnMsg, McpCallMsg, McpDoneMsg, McpClientMsg]);
+/** mcp.serve with approvals: the agent asks to use a tool (its name and input, long strings cut by the guest). */
+export const McpApprovalMsg = Type.Object({
+  type: Type.Literal("mcp.approval"),
+  id: Type.String({ pattern: "^ask_[0-9]{1,12}$", rule: "an ask id: ask_ and digits" }),
+  tool: Type.String({ minLength: 1, maxLength: 200 }),
+  input: Type.Unknown(),
+});
+export const GuestMsg = Type.Union([
+  StartedMsg,
+  ExitMsg,
+  ResultMsg,
+  ScreenMsg,
+  ConnMsg,
+  McpCallMsg,
+  McpDoneMsg,
+  McpClientMsg,
+  McpApprovalMsg,
+]);
 export type GuestMsg = Static<typeof GuestMsg>;
 export type ExitMsg = Static<typeof ExitMsg>;
 
