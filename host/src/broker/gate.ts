@@ -71,7 +71,6 @@ export interface GateContext {
   approvals?: GateApprovals;
 }
 
-
 /** The approval service as one box's gate sees it (wired in service.ts). */
 export interface GateApprovals {
   /**

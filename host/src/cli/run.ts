@@ -8,7 +8,15 @@ import { body, type GlobalArgs } from "./args.ts";
 import { setExitCode } from "./exit.ts";
 import { cell, printJson } from "./output.ts";
 
-type RunArgs = GlobalArgs & { box?: string; agent: string; prompt?: string; model?: string; detach: boolean; label?: string };
+type RunArgs = GlobalArgs & {
+  box?: string;
+  agent: string;
+  prompt?: string;
+  model?: string;
+  detach: boolean;
+  label?: string;
+  permissions?: "ask" | "bypass";
+};
 
 export const run = body<RunArgs>({
   positionals: { box: { describe: "box name or id (default: a new box)" } },
@@ -20,6 +28,12 @@ export const run = body<RunArgs>({
       describe: "run the agent headless with this prompt; its messages, tool calls and usage become events",
     },
     model: { type: "string", describe: "model name passed to the agent" },
+    permissions: {
+      type: "string",
+      choices: ["ask", "bypass"] as const,
+      describe:
+        "ask: the headless agent asks you (hutch approvals) before each tool call its own check holds; bypass (default): its prompts are off, the box is the sandbox",
+    },
     detach: { alias: "d", type: "boolean", default: false, describe: "do not attach or wait; print the session id" },
     label: { type: "string" },
   },
@@ -33,6 +47,7 @@ export const run = body<RunArgs>({
       ...(a.label ? { label: a.label } : {}),
       ...(a.prompt !== undefined ? { prompt: a.prompt } : {}),
       ...(a.model ? { model: a.model } : {}),
+      ...(a.permissions ? { permissions: a.permissions } : {}),
       cols: process.stdout.columns || 80,
       rows: process.stdout.rows || 24,
     });

@@ -4,6 +4,7 @@
 // assistant and user messages (tool calls and results), and a final result
 // with the turn's usage. Flags checked against `claude --help` of the pinned version.
 import { AGENT_BINDINGS } from "@hutch/shared/base";
+import { MCP_APPROVAL_TOOL } from "@hutch/shared";
 import { Emitter } from "./emit.ts";
 import { jsonLines, obj, raw, str } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent, Mapper } from "./types.ts";
@@ -156,6 +157,17 @@ function mcpArgs(ctx: AgentContext): string[] {
 
 const MCP_TOKEN_ENV = "HUTCH_MCP_TOKEN";
 
+/**
+ * Its prompts off (the box is the sandbox), or, asked to (`--permissions
+ * ask`), its own permission check with the box's MCP server as the prompt:
+ * what that check holds goes to a person through hutch approvals.
+ */
+function permissionArgs(ctx: AgentContext): string[] {
+  if (ctx.permissions === "ask" && ctx.mcp)
+    return ["--permission-mode", "default", "--permission-prompt-tool", `mcp__${ctx.mcp.name}__${MCP_APPROVAL_TOOL}`];
+  return ["--dangerously-skip-permissions"];
+}
+
 export const claude: Harness = {
   name: "claude",
   npm: { name: "@anthropic-ai/claude-code", version: "2.1.332", bin: "claude" },
@@ -188,7 +200,7 @@ export const claude: Harness = {
     "stream-json",
     "--verbose",
     "--include-partial-messages",
-    "--dangerously-skip-permissions",
+    ...permissionArgs(ctx),
     ...(typeof resume === "string" ? ["--resume", resume] : resume ? ["--continue"] : []),
     ...(ctx.model ? ["--model", ctx.model] : []),
     ...mcpArgs(ctx),
@@ -197,6 +209,7 @@ export const claude: Harness = {
   ],
   interactive: (ctx) => ["--dangerously-skip-permissions", ...(ctx.model ? ["--model", ctx.model] : []), ...mcpArgs(ctx)],
   mapper: () => claudeMapper(),
+  asksPermission: true,
   transcript: {
     args: (agentSession, resume) => (resume ? ["--resume", agentSession] : ["--session-id", agentSession]),
     path: (ctx, agentSession) => `${ctx.home}/.claude/projects/${ctx.workdir.replace(/[^A-Za-z0-9]/g, "-")}/${agentSession}.jsonl`,

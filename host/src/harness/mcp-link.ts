@@ -5,7 +5,18 @@
 // and mcp.tool.completed in the run's session, attributed to the agent. What the guest reports is untrusted: each message
 // is checked against its schema, and one that does not fit is dropped.
 // An agent whose box cannot serve MCP runs without it (logged).
-import { check, emit, Events, McpCallMsg, McpClientMsg, McpDoneMsg, McpServeResult, type Static } from "@hutch/shared";
+import {
+  check,
+  emit,
+  Events,
+  McpApprovalMsg,
+  McpCallMsg,
+  McpClientMsg,
+  McpDoneMsg,
+  McpServeResult,
+  type McpApprovalAnswerMsg,
+  type Static,
+} from "@hutch/shared";
 import type { Channel } from "../engine/channel.ts";
 import { log } from "../log.ts";
 import type { MappedEvent } from "./types.ts";
@@ -25,13 +36,22 @@ export interface BoxMcp {
   close(): void;
 }
 
+/** Whether the agent may use a tool, as a person answered (or the expiry); what the agent is told when not. */
+export type ToolApproval = (tool: string, input: unknown) => Promise<{ allow: boolean; message: string }>;
+
 /**
  * Opens the box's MCP server for `owner` (who its desktop input is held by)
  * and hands each call it reports to `record`; null when the box cannot serve
- * one (an error from the guest, or no answer in time).
+ * one (an error from the guest, or no answer in time). With `approve`, it
+ * also serves the agent's permission prompt, each ask answered by it.
  */
-export function openBoxMcp(channel: Channel, owner: string, record: (events: MappedEvent[]) => void): Promise<BoxMcp | null> {
-  const stream = channel.mux.open({ tool: "mcp.serve", owner: owner.slice(0, 300) });
+export function openBoxMcp(
+  channel: Channel,
+  owner: string,
+  record: (events: MappedEvent[]) => void,
+  approve?: ToolApproval,
+): Promise<BoxMcp | null> {
+  const stream = channel.mux.open({ tool: "mcp.serve", owner: owner.slice(0, 300), ...(approve ? { approvals: true } : {}) });
   return new Promise((resolve) => {
     let answered = false;
     const answer = (v: BoxMcp | null) => {
@@ -57,6 +77,12 @@ export function openBoxMcp(channel: Channel, owner: string, record: (events: Map
           answer({ url: `http://127.0.0.1:${value.port}/mcp`, token: value.token, close: () => stream.close() });
         } else if (type === "mcp.call" && check(McpCallMsg, m)) {
           record([emit(Events.mcpToolCalled, { id: m.id, name: m.name, input: m.input })]);
+        } else if (type === "mcp.approval" && approve && check(McpApprovalMsg, m)) {
+          const answer = (a: { allow: boolean; message: string }) => {
+            const msg: McpApprovalAnswerMsg = { type: "mcp.approval.answer", id: m.id, allow: a.allow, message: a.message.slice(0, 2048) };
+            if (!stream.closed) stream.msg(msg);
+          };
+          approve(m.tool, m.input).then(answer, (err: Error) => answer({ allow: false, message: err.message }));
         } else if (type === "mcp.client" && check(McpClientMsg, m)) {
           record([emit(Events.mcpClientConnected, { name: m.name, version: m.version })]);
         } else if (type === "mcp.done" && check(McpDoneMsg, m)) {

@@ -15,7 +15,7 @@ import { parseHandover, shapeTurn } from "./handover.ts";
 import { LineSplitter } from "./lines.ts";
 import { raw } from "./limits.ts";
 import type { AgentContext, Harness, MappedEvent } from "./types.ts";
-import { MCP_SERVER_NAME, openBoxMcp, type BoxMcp } from "./mcp-link.ts";
+import { MCP_SERVER_NAME, openBoxMcp, type BoxMcp, type ToolApproval } from "./mcp-link.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "harness" });
@@ -61,6 +61,8 @@ export interface RunOptions {
   install: boolean;
   /** Aborting stops the agent: its harness's stop signal, then SIGKILL after the grace period. */
   signal?: AbortSignal;
+  /** "ask": the agent asks a person (hutch approvals) before each tool call its permission check holds. */
+  permissions?: "ask";
 }
 
 export interface Prepared {
@@ -90,6 +92,9 @@ async function execSmall(
 }
 
 export class AgentRunner {
+  /** Asks a person whether an agent in a box may use a tool (the daemon wires the approval service in). */
+  toolApprovals?: (boxId: string, tool: string, input: unknown) => Promise<{ allow: boolean; message: string }>;
+
   constructor(
     private readonly boxes: BoxService,
     private readonly link: BrokerLink,
@@ -135,7 +140,10 @@ export class AgentRunner {
     });
     const link = await this.link.forBox(o.boxId, h.bindings);
     const mcp = o.mcp ? { name: MCP_SERVER_NAME, url: o.mcp.url, token: o.mcp.token } : undefined;
-    const ctx: AgentContext = agentContext(link, home || "/home/hutch", turn.workdir, o.model, mcp);
+    const ctx: AgentContext = {
+      ...agentContext(link, home || "/home/hutch", turn.workdir, o.model, mcp),
+      ...(o.permissions === "ask" ? { permissions: "ask" as const } : {}),
+    };
     for (const [rel, text] of Object.entries(h.files(ctx))) {
       const r = await execSmall(
         this.boxes,
@@ -163,9 +171,11 @@ export class AgentRunner {
    * The box's MCP server for one agent run, its calls logged as the agent;
    * null when the box cannot serve one (the agent then runs without it).
    */
-  async openMcp(boxId: string, h: Harness, actor: Actor, sink: RunSink): Promise<BoxMcp | null> {
+  async openMcp(boxId: string, h: Harness, actor: Actor, sink: RunSink, ask = false): Promise<BoxMcp | null> {
     if (h.npm === null) return null;
-    return openBoxMcp((await this.boxes.awake(boxId)).channel, actor.id, this.emitter(h, actor, sink));
+    const approvals = this.toolApprovals;
+    const approve: ToolApproval | undefined = ask && approvals ? (tool, input) => approvals(boxId, tool, input) : undefined;
+    return openBoxMcp((await this.boxes.awake(boxId)).channel, actor.id, this.emitter(h, actor, sink), approve);
   }
 
   /** Calls `then` once the process `pid` in the box is gone (or the box's channel closed). */
@@ -236,7 +246,15 @@ export class AgentRunner {
     };
 
     record([emit(Events.agentState, { state: "busy", reason: `starting ${h.name}` })]);
-    const mcp = await this.openMcp(o.boxId, h, o.actor, o.sink).catch(() => null);
+    const ask = o.permissions === "ask";
+    if (ask && !h.asksPermission)
+      return fail(`${h.name} cannot ask a person before its tool calls through hutch yet; run it without --permissions ask`);
+    const mcp = await this.openMcp(o.boxId, h, o.actor, o.sink, ask).catch(() => null);
+    // Asking is what was wanted: with no prompt to ask through, the agent must not run with its checks off.
+    if (ask && (!mcp || !this.toolApprovals)) {
+      mcp?.close();
+      return fail(`${h.name} cannot ask before its tool calls: the box could not serve its permission prompt (its MCP server)`);
+    }
     try {
       return await this.turn(o, mcp, record, fail);
     } finally {

@@ -28,6 +28,12 @@ export interface AgentContext {
    * could not serve one. Adapters whose CLI speaks MCP over HTTP point it here.
    */
   mcp?: { name: string; url: string; token: string };
+  /**
+   * "ask": the agent keeps its own permission check and asks through the MCP
+   * server's permission prompt tool (a person answers in hutch approvals);
+   * absent: it runs with its prompts off (the box is the sandbox).
+   */
+  permissions?: "ask";
 }
 
 /** A session event as a harness maps it (data typed by its kind); the daemon stamps seq, time and actor. */
@@ -96,4 +102,6 @@ export interface Harness {
   };
   /** Signal that asks it to stop cleanly; forced with SIGKILL after graceMs. */
   stop: { signal: "INT" | "TERM"; graceMs: number };
+  /** Its headless turn can ask a person before a tool call (ctx.permissions "ask", through the box's MCP server). */
+  asksPermission?: boolean;
 }

@@ -9,6 +9,7 @@ import {
   HutchError,
   isEvent,
   newId,
+  read,
   type Actor,
   type Anchor,
   type EventInput,
@@ -204,6 +205,20 @@ export class SessionService {
   /** `first`: events the caller logs as the actor right after session.created, before the prompt (a schedule's run.started). */
   async create(body: SessionCreateBody, actor: Actor, first: TypedEvent[] = []): Promise<Session> {
     const agent = harness(body.agent ?? "shell");
+    const headless = body.prompt !== undefined || body.headless === true;
+    const ask = body.permissions === "ask";
+    if (ask && !headless)
+      throw new HutchError(
+        "invalid",
+        "--permissions ask is for headless turns: in a terminal the agent runs with its prompts off (the box is the sandbox)",
+        "give it a prompt (hutch run --agent claude --permissions ask --prompt TEXT)",
+      );
+    if (ask && !agent.asksPermission)
+      throw new HutchError(
+        "invalid",
+        `${agent.name} cannot ask a person before its tool calls through hutch yet (claude can)`,
+        `run ${agent.name} without --permissions ask, or use --agent claude`,
+      );
     if (agent.bindings.length) this.agentReady(agent.name, agent.bindings, actorUser(actor), body.box);
     // A new box for an agent gets the agent's bindings and egress; an existing box keeps its own policy.
     const box = body.box
@@ -218,7 +233,6 @@ export class SessionService {
           null,
           actorUser(actor),
         );
-    const headless = body.prompt !== undefined || body.headless === true;
     // A headless session has no terminal (argv []); an agent's terminal argv is settled when it opens (Recorder's spawn hook).
     const argv = headless ? [] : (body.argv ?? (agent.name === "shell" ? ["bash", "-l"] : [agent.name]));
     const id = newId("ses");
@@ -234,12 +248,20 @@ export class SessionService {
       created_at: new Date().toISOString(),
     });
     this.append(id, [
-      { ...emit(Events.sessionCreated, { box: box.id, agent: agent.name, ...(body.label ? { label: body.label } : {}) }), actor },
+      {
+        ...emit(Events.sessionCreated, {
+          box: box.id,
+          agent: agent.name,
+          ...(body.label ? { label: body.label } : {}),
+          ...(ask ? { permissions: "ask" as const } : {}),
+        }),
+        actor,
+      },
       ...first.map((e) => ({ ...e, actor })),
     ]);
     if (body.prompt !== undefined) {
       this.append(id, [{ ...emit(Events.inputSent, { text: body.prompt }), actor }]);
-      this.startTurn(this.store.get(id)!, agent, body.prompt, false, body.model);
+      this.startTurn(this.store.get(id)!, agent, body.prompt, false, body.model, ask);
     } else if (!headless) {
       await this.recorder.ensurePty(this.store.get(id)!, { cols: body.cols ?? 80, rows: body.rows ?? 24 });
     }
@@ -290,7 +312,13 @@ export class SessionService {
     await turn.done;
   }
 
-  private startTurn(row: SessionRow, agent: Harness, prompt: string, resume: boolean, model?: string): void {
+  /** Whether the session was made to ask before its agent's tool calls (its session.created says so, for every turn). */
+  private asks(id: string): boolean {
+    const created = this.store.summaries.eventsOf(id, [Events.sessionCreated.kind])[0];
+    return !!created && read(created, Events.sessionCreated)?.permissions === "ask";
+  }
+
+  private startTurn(row: SessionRow, agent: Harness, prompt: string, resume: boolean, model?: string, ask = false): void {
     const { runner, agentsDir, install } = this.agents;
     const stop = new AbortController();
     const release = this.holdBox(row.box_id);
@@ -301,6 +329,7 @@ export class SessionService {
         prompt,
         resume,
         ...(model ? { model } : {}),
+        ...(ask ? { permissions: "ask" as const } : {}),
         actor: { kind: "agent", id: `${row.owner}/agent:${agent.name}` },
         sink: { append: (events) => void this.append(row.id, events) },
         agentsDir,
@@ -382,7 +411,7 @@ export class SessionService {
     const [seq] = this.commit(id, [{ ...emit(Events.inputSent, { text }), actor, ...(key ? { idempotencyKey: key } : {}) }]);
     if (seq!.fresh) {
       // A follow-up prompt continues the conversation the session's earlier turns had.
-      if (headless) this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""), resume);
+      if (headless) this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""), resume, undefined, this.asks(row.id));
       else await this.recorder.write(row, new TextEncoder().encode(text));
     }
     return seq!.seq;

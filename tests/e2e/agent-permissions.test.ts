@@ -1,0 +1,95 @@
+// `hutch run --permissions ask`: the real Claude Code CLI in a process box
+// keeps its own permission check, and what that check holds (the fake model
+// API asks it to run `rm -rf data`) goes to a person through the box's MCP
+// server (its permission prompt tool) and hutch approvals. Denied, the data
+// stays and the agent is told why; allowed, the command runs.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Events, read, type Approval } from "../../shared/src/index.ts";
+import { makeHome, waitFor, type Home } from "../helpers.ts";
+import { events, fakeBindings, newSecrets } from "../agent-turns.ts";
+import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
+
+const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
+const SECRETS = newSecrets();
+const PROMPT = "run exactly: rm -rf data";
+let h: Home;
+let fake: FakeModel;
+
+beforeAll(async () => {
+  h = makeHome("hutch-perm-");
+  h.env.HUTCH_AGENTS_DIR = AGENTS_DIR;
+  fake = await startFakeModel();
+  writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
+  expect((await h.run(["secret", "set", "anthropic"], { stdin: SECRETS.anthropic })).code).toBe(0);
+  const box = await h.run(["box", "create", "pa", "--start", "--secret", "anthropic"]);
+  expect(box.code, box.stderr).toBe(0);
+  const install = await h.run(["agent", "install", "claude"]);
+  expect(install.code, install.stderr).toBe(0);
+}, 600_000);
+
+afterAll(async () => {
+  await h.cleanup();
+  await fake.stop();
+});
+
+async function pending(): Promise<Approval[]> {
+  const r = await h.run(["approvals", "--json"]);
+  expect(r.code, r.stderr).toBe(0);
+  return JSON.parse(r.stdout) as Approval[];
+}
+
+const dataThere = async () => (await h.run(["exec", "pa", "--", "test", "-e", "/workspace/data/keep.txt"])).code === 0;
+
+/** Starts the turn, waits for its one approval, answers it with `verb`, and returns the turn's result and its session's log. */
+async function turnAnswered(verb: string[]) {
+  fake.reset();
+  const turn = h.run(["run", "pa", "--agent", "claude", "--permissions", "ask", "--prompt", PROMPT, "--json"]);
+  const asked = await waitFor("the agent's approval to be asked", async () => (await pending()).find((a) => a.kind === "tool"), 120_000);
+  expect(asked).toMatchObject({ kind: "tool", boxName: "pa", target: "Bash", state: "pending" });
+  expect(asked.summary).toContain("rm -rf data");
+  // Still asking: nothing ran yet.
+  expect(await dataThere()).toBe(true);
+  const answered = await h.run([...verb, asked.id]);
+  expect(answered.code, answered.stderr).toBe(0);
+  const r = await turn;
+  expect(r.code, r.stderr + r.stdout).toBe(0);
+  const result = JSON.parse(r.stdout) as { session: string; state: string; ok: boolean };
+  expect(result).toMatchObject({ state: "idle", ok: true });
+  return { asked, log: await events(h, result.session) };
+}
+
+test("denied: the directory is still there, the agent was told why, and the request and the decision are logged once each", async () => {
+  expect((await h.run(["exec", "pa", "--", "sh", "-c", "mkdir -p /workspace/data && echo k > /workspace/data/keep.txt"])).code).toBe(0);
+  const { asked, log } = await turnAnswered(["deny", "--reason", "keep the data"]);
+  expect(await dataThere()).toBe(true);
+  const requested = log.filter((e) => read(e, Events.approvalRequested)?.id === asked.id);
+  const decided = log.filter((e) => read(e, Events.approvalDecided)?.id === asked.id);
+  expect(requested.length).toBe(1);
+  expect(decided.map((e) => read(e, Events.approvalDecided)!.decision)).toEqual(["reject_once"]);
+  expect(decided[0]!.actor.kind).toBe("user");
+  // The agent's tool call ended refused, with the person's reason, and the model was told it.
+  const done = log.map((e) => read(e, Events.toolCompleted)).filter((d) => d !== null);
+  expect(done.length).toBe(1);
+  expect(JSON.stringify(done[0])).toContain("keep the data");
+  expect(JSON.stringify(fake.modelCalls().at(-1)!.body)).toContain("keep the data");
+}, 240_000);
+
+test("allowed: the command runs and the directory is gone", async () => {
+  expect(await dataThere()).toBe(true);
+  const { log } = await turnAnswered(["approve"]);
+  expect(await dataThere()).toBe(false);
+  expect((await h.run(["exec", "pa", "--", "test", "-e", "/workspace/data"])).code).toBe(1);
+  expect(log.map((e) => read(e, Events.approvalDecided)?.decision).filter(Boolean)).toEqual(["allow_once"]);
+}, 240_000);
+
+test("bad input: ask for an agent that cannot, or without a prompt, is refused naming what works", async () => {
+  const codex = await h.run(["run", "pa", "--agent", "codex", "--permissions", "ask", "--prompt", "hi"]);
+  expect(codex.code).not.toBe(0);
+  expect(codex.stderr).toContain("cannot ask a person before its tool calls");
+  expect(codex.stderr).toContain("--agent claude");
+  const tui = await h.run(["run", "pa", "--agent", "claude", "--permissions", "ask", "--detach"]);
+  expect(tui.code).not.toBe(0);
+  expect(tui.stderr).toContain("--permissions ask is for headless turns");
+});
