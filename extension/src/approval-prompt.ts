@@ -25,5 +25,6 @@ export function watchLine(line: string): ApprovalWatchLine | null {
 
 /** What the notification says: the box and the summary, as one line of plain text (it came from the daemon, not from here). */
 export function notificationText(a: Approval): string {
-  return terminalText(`hutch: box ${a.boxName} asks to ${a.kind === "egress" ? "connect" : "send"}: ${a.summary}`, { oneLine: true });
+  const asks = a.kind === "egress" ? "asks to connect" : a.kind === "tool" ? "asks" : "asks to send";
+  return terminalText(`hutch: box ${a.boxName} ${asks}: ${a.summary}`, { oneLine: true });
 }

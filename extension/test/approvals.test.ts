@@ -39,4 +39,9 @@ describe("approval notifications", () => {
     expect(text).not.toContain("\u001b");
     expect(text).not.toContain("\n");
   });
+
+  test("an agent's tool call says what the agent wants to run", () => {
+    const tool: Approval = { ...approval, kind: "tool", summary: "the agent wants to use Bash to run: rm -rf data", target: "Bash" };
+    expect(notificationText(tool)).toBe("hutch: box web asks: the agent wants to use Bash to run: rm -rf data");
+  });
 });

@@ -8,20 +8,32 @@ import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { HUTCH, ROOT, makeHome, type Home } from "../helpers.ts";
 import { drive, startCodeServer, type Rig } from "../vscode-rig.ts";
+import { fakeBindings, newSecrets } from "../agent-turns.ts";
+import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 
 const SHOT = join(ROOT, "artifacts/vscode.png");
 
 let h: Home;
 let rig: Rig;
+let fake: FakeModel;
 
 beforeAll(async () => {
   h = makeHome("hutch-vsc-");
+  // Claude Code against the fake model API in a box of its own, for the approval a person answers in VS Code.
+  h.env.HUTCH_AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
+  fake = await startFakeModel();
+  writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
+  expect((await h.run(["secret", "set", "anthropic"], { stdin: newSecrets().anthropic })).code).toBe(0);
+  expect((await h.run(["box", "create", "perm-box", "--start", "--secret", "anthropic"])).code).toBe(0);
+  const install = await h.run(["agent", "install", "claude"]);
+  expect(install.code, install.stderr).toBe(0);
   rig = await startCodeServer(h.env);
-}, 120_000);
+}, 300_000);
 
 afterAll(async () => {
   await rig?.stop();
   await h?.cleanup();
+  await fake?.stop();
 });
 
 test("the extension in VS Code: sidebar, live log, annotations, attach, and bad input", async () => {
@@ -51,6 +63,7 @@ test("the extension in VS Code: sidebar, live log, annotations, attach, and bad 
     "100,000 events: loaded in",
     "anchor in the log opens its file at its line",
     "closes its log view with a message",
+    "the agent's approval, denied in VS Code",
     "shows the welcome view",
     "recovers when the daemon is back",
     "a missing hutch binary is named with the fix",

@@ -242,6 +242,29 @@ await drive(browser, page, async () => {
   if (jumps[jumps.length - 1] > 5000) throw new Error(`a scroll jump took ${jumps[jumps.length - 1]} ms to render`);
   ok(`100,000 events: loaded in ${loaded} ms; 21 scroll jumps rendered in median ${jumps[10]} ms, max ${jumps[20]} ms`);
 
+  // Claude Code asks (run --permissions ask) before the fake model's rm -rf; the notification's Deny answers it.
+  await hutch("exec", "perm-box", "--", "sh", "-c", "mkdir -p /workspace/data && echo k > /workspace/data/keep.txt");
+  const turn = hutch("run", "perm-box", "--agent", "claude", "--permissions", "ask", "--prompt", "run exactly: rm -rf data", "--json");
+  const toast = page.locator(".notifications-toasts .notification-list-item", {
+    hasText: /box perm-box asks: the agent wants to use Bash to run: rm -rf data/,
+  });
+  await toast.first().waitFor({ timeout: 120_000 });
+  await toast
+    .first()
+    .locator(".monaco-button", { hasText: /^Deny$/ })
+    .click();
+  const result = JSON.parse(await turn);
+  if (!result.ok) throw new Error(`the denied turn did not end well: ${JSON.stringify(result)}`);
+  // Still there (exec exits 1, and execFile throws, when it is not).
+  await hutch("exec", "perm-box", "--", "test", "-e", "/workspace/data/keep.txt");
+  const decided = (await hutch("session", "log", result.session, "--json"))
+    .split("\n")
+    .map((l) => JSON.parse(l))
+    .filter((e) => e.kind === "approval.decided");
+  if (decided.length !== 1 || decided[0].data.decision !== "reject_once" || decided[0].data.reason !== "denied in VS Code")
+    throw new Error(`the decision logged: ${JSON.stringify(decided)}`);
+  ok("the agent's approval, denied in VS Code: the data is kept and the decision logged once");
+
   await command("hutch: Show Log");
   await quickInput("Another session id");
   const idInput = page.locator('.quick-input-widget .quick-input-box input[placeholder="ses_…"]');
