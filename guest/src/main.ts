@@ -32,6 +32,11 @@ for (const fd of (process.env.HUTCH_GUEST_INHERITED_FDS ?? "").split(",")) {
 // daemon runs with (077, for its own files).
 process.umask(0o022);
 
+// The engine options a process box's sandbox sets for the guest alone (it makes no threads after it starts, so
+// a box at its pid limit cannot take it down: host/src/engine/process/bwrap-args.ts). Read at start; its
+// programs do not get them.
+for (const k of Object.keys(process.env)) if (k.startsWith("BUN_JSC_")) delete process.env[k];
+
 const role = initRole(process.pid, process.env);
 const pid1 = role === "vm";
 const initLog = createLogger("init");

@@ -20,6 +20,20 @@
 // have: the guest binds it through a descriptor of that directory, so no box
 // process can rename or replace it (README.md beside this file).
 
+/**
+ * The guest's JavaScript engine makes no threads after it starts: no
+ * concurrent JIT, no concurrent or parallel GC marking. pids.max counts
+ * threads, and Bun aborts when it cannot create one, so a box whose programs
+ * take every pid of its limit (a fork bomb) took its guest down with it;
+ * with these the guest serves on, and a spawn at the limit fails with
+ * EAGAIN. The guest removes them from the environment its programs get.
+ */
+export const GUEST_RUNTIME_ENV: [string, string][] = [
+  ["BUN_JSC_useConcurrentJIT", "0"],
+  ["BUN_JSC_useConcurrentGC", "0"],
+  ["BUN_JSC_numberOfGCMarkers", "1"],
+];
+
 /** How a top-level host directory appears: a symlink (merged /usr) or a real directory. */
 export type HostEntry = { path: string; symlink?: string };
 
@@ -183,6 +197,7 @@ export function bwrapArgs(s: BwrapSpec): string[] {
     "--setenv",
     "TERM",
     "xterm-256color",
+    ...GUEST_RUNTIME_ENV.flatMap(([k, v]) => ["--setenv", k, v]),
     "--setenv",
     "HUTCH_BOX_ID",
     s.boxId,
