@@ -3,13 +3,38 @@
 // VM box.
 import { expect } from "bun:test";
 import { Events, read, type EventDef, type SessionEvent, type Static } from "../shared/src/index.ts";
-import type { FakeModel } from "./fixtures/fake-model/index.ts";
-import type { Home } from "./helpers.ts";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { startFakeModel, type FakeModel } from "./fixtures/fake-model/index.ts";
+import { makeHome, type Home } from "./helpers.ts";
+
+/** The agent CLIs' cache, shared by every test home (scripts/setup-tests fills it). */
+export const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
 
 export const PROMPT = "create hello.txt containing hi";
 
 export function newSecrets() {
   return { anthropic: `sk-ant-api03-${crypto.randomUUID()}`, openai: `sk-proj-${crypto.randomUUID()}` };
+}
+
+/**
+ * A home whose agents reach the fake model API (started here; the caller
+ * stops it): the shared agent cache, the fake's bindings, these secrets
+ * stored, and these agents installed (all of them when none is named).
+ */
+export async function agentHome(
+  prefix: string,
+  secrets: Partial<Record<"anthropic" | "openai", string>>,
+  agents: string[] = [],
+): Promise<{ h: Home; fake: FakeModel }> {
+  const h = makeHome(prefix);
+  h.env.HUTCH_AGENTS_DIR = AGENTS_DIR;
+  const fake = await startFakeModel();
+  writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
+  for (const [name, value] of Object.entries(secrets)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
+  const install = await h.run(["agent", "install", ...agents]);
+  expect(install.code, install.stderr).toBe(0);
+  return { h, fake };
 }
 
 /** config.json for a home whose model API is the fake: the broker pins it on loopback and trusts its test CA. */

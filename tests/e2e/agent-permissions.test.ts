@@ -4,29 +4,20 @@
 // server (its permission prompt tool) and hutch approvals. Denied, the data
 // stays and the agent is told why; allowed, the command runs.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { Events, read, type Approval } from "../../shared/src/index.ts";
-import { makeHome, waitFor, type Home } from "../helpers.ts";
-import { events, fakeBindings, newSecrets } from "../agent-turns.ts";
-import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
+import { waitFor, type Home } from "../helpers.ts";
+import { agentHome, events, newSecrets } from "../agent-turns.ts";
+import type { FakeModel } from "../fixtures/fake-model/index.ts";
 
-const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
 const SECRETS = newSecrets();
 const PROMPT = "run exactly: rm -rf data";
 let h: Home;
 let fake: FakeModel;
 
 beforeAll(async () => {
-  h = makeHome("hutch-perm-");
-  h.env.HUTCH_AGENTS_DIR = AGENTS_DIR;
-  fake = await startFakeModel();
-  writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
-  expect((await h.run(["secret", "set", "anthropic"], { stdin: SECRETS.anthropic })).code).toBe(0);
+  ({ h, fake } = await agentHome("hutch-perm-", { anthropic: SECRETS.anthropic }, ["claude"]));
   const box = await h.run(["box", "create", "pa", "--start", "--secret", "anthropic"]);
   expect(box.code, box.stderr).toBe(0);
-  const install = await h.run(["agent", "install", "claude"]);
-  expect(install.code, install.stderr).toBe(0);
 }, 600_000);
 
 afterAll(async () => {

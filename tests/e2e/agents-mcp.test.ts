@@ -4,14 +4,12 @@
 // page's ref list back from hutch-guest's MCP server; the call is in the
 // session log as mcp.tool.called / mcp.tool.completed, attributed to the agent.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Events, read } from "../../shared/src/index.ts";
-import { at, events, fakeBindings, newSecrets } from "../agent-turns.ts";
-import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
-import { makeHome, onTerminal, ROOT, waitFor, type Home } from "../helpers.ts";
+import { agentHome, at, events, newSecrets } from "../agent-turns.ts";
+import type { FakeModel } from "../fixtures/fake-model/index.ts";
+import { onTerminal, ROOT, waitFor, type Home } from "../helpers.ts";
 
-const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
 const SECRETS = newSecrets();
 const PAGE = "http://127.0.0.1:8000";
 const PROMPT = "Take a browser snapshot of the open page and tell me its refs.";
@@ -19,15 +17,9 @@ let h: Home;
 let fake: FakeModel;
 
 beforeAll(async () => {
-  h = makeHome("hutch-amcp-");
-  h.env.HUTCH_AGENTS_DIR = AGENTS_DIR;
-  fake = await startFakeModel();
-  writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
-  for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
+  ({ h, fake } = await agentHome("hutch-amcp-", SECRETS, ["claude", "codex", "opencode"]));
   const box = await h.run(["box", "create", "am", "--start", "--secret", "anthropic", "--secret", "openai"]);
   expect(box.code, box.stderr).toBe(0);
-  const install = await h.run(["agent", "install", "claude", "codex", "opencode"]);
-  expect(install.code, install.stderr).toBe(0);
   expect((await h.run(["cp", join(ROOT, "tests/fixtures/pages"), "am:/workspace/pages"])).code).toBe(0);
   const serve = "cd /workspace/pages && (setsid python3 -m http.server 8000 --bind 127.0.0.1 >/tmp/http.log 2>&1 &)";
   expect((await h.run(["exec", "am", "--", "sh", "-c", serve])).code).toBe(0);

@@ -3,30 +3,23 @@
 // through the broker against the fake model API (the one fake allowed), and
 // what they do lands in the session log in order.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Events, read, type SessionEvent } from "../../shared/src/index.ts";
 import { makeHome, onTerminal, waitFor, type Home } from "../helpers.ts";
-import { at, events, expectHeadlessTurn, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
-import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
+import { agentHome, at, events, expectHeadlessTurn, newSecrets, PROMPT } from "../agent-turns.ts";
+import type { FakeModel } from "../fixtures/fake-model/index.ts";
 
-const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
 const SECRETS = newSecrets();
 let h: Home;
 let fake: FakeModel;
 
 beforeAll(async () => {
-  h = makeHome("hutch-agt-");
-  h.env.HUTCH_AGENTS_DIR = AGENTS_DIR;
-  fake = await startFakeModel();
-  writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
-  for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
+  // Installs what scripts/setup-tests has not (a no-op when the cache is warm).
+  ({ h, fake } = await agentHome("hutch-agt-", SECRETS));
   const box = await h.run(["box", "create", "ag", "--start", "--secret", "anthropic", "--secret", "openai"]);
   expect(box.code, box.stderr).toBe(0);
-  // Installs what scripts/setup-tests has not (a no-op when the cache is warm).
-  const install = await h.run(["agent", "install"]);
-  expect(install.code, install.stderr).toBe(0);
 }, 600_000);
 
 afterAll(async () => {

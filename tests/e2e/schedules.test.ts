@@ -4,31 +4,22 @@
 // lets the box sleep again; and a daemon that was down across one-off runs catches
 // up the one that asks for it, once, and skips the other.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
 import { Events, read, type Schedule } from "../../shared/src/index.ts";
-import { makeHome, pidAlive, waitFor, type Home } from "../helpers.ts";
-import { events, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
+import { pidAlive, waitFor, type Home } from "../helpers.ts";
+import { agentHome, events, newSecrets, PROMPT } from "../agent-turns.ts";
 import { joinClient, startServer } from "../remote.ts";
-import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
+import type { FakeModel } from "../fixtures/fake-model/index.ts";
 
-const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
 const SECRETS = newSecrets();
 let h: Home;
 let fake: FakeModel;
 
 beforeAll(async () => {
-  h = makeHome("hutch-sch-");
-  h.env.HUTCH_AGENTS_DIR = AGENTS_DIR;
-  fake = await startFakeModel();
-  writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
-  expect((await h.run(["secret", "set", "anthropic"], { stdin: SECRETS.anthropic })).code).toBe(0);
+  ({ h, fake } = await agentHome("hutch-sch-", { anthropic: SECRETS.anthropic }, ["claude"]));
   const box = await h.run(["box", "create", "sc", "--start", "--secret", "anthropic"]);
   expect(box.code, box.stderr).toBe(0);
   const slept = await h.run(["box", "sleep", "sc"]);
   expect(slept.code, slept.stderr).toBe(0);
-  const install = await h.run(["agent", "install", "claude"]);
-  expect(install.code, install.stderr).toBe(0);
 }, 600_000);
 
 afterAll(async () => {

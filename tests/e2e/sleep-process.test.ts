@@ -2,27 +2,18 @@
 // so a sleep stops the box's programs and keeps its disk, the sessions hear so, and
 // on wake an agent's conversation goes on through its harness's resume.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
-import { boxPids, makeHome, type Home } from "../helpers.ts";
-import { fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
-import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
+import { boxPids, type Home } from "../helpers.ts";
+import { agentHome, newSecrets, PROMPT } from "../agent-turns.ts";
+import type { FakeModel } from "../fixtures/fake-model/index.ts";
 
-const AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
 const SECRETS = newSecrets();
 let h: Home;
 let fake: FakeModel;
 
 beforeAll(async () => {
-  h = makeHome("hutch-psleep-");
-  h.env.HUTCH_AGENTS_DIR = AGENTS_DIR;
-  fake = await startFakeModel();
-  writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
-  for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
+  ({ h, fake } = await agentHome("hutch-psleep-", SECRETS));
   const box = await h.run(["box", "create", "ps", "--start", "--secret", "anthropic", "--secret", "openai"]);
   expect(box.code, box.stderr).toBe(0);
-  const install = await h.run(["agent", "install"]);
-  expect(install.code, install.stderr).toBe(0);
 }, 600_000);
 
 afterAll(async () => {

@@ -6,10 +6,10 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { chmodSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { HUTCH, ROOT, makeHome, type Home } from "../helpers.ts";
+import { HUTCH, ROOT, type Home } from "../helpers.ts";
 import { drive, startCodeServer, type Rig } from "../vscode-rig.ts";
-import { fakeBindings, newSecrets } from "../agent-turns.ts";
-import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
+import { agentHome, newSecrets } from "../agent-turns.ts";
+import type { FakeModel } from "../fixtures/fake-model/index.ts";
 
 const SHOT = join(ROOT, "artifacts/vscode.png");
 
@@ -18,15 +18,9 @@ let rig: Rig;
 let fake: FakeModel;
 
 beforeAll(async () => {
-  h = makeHome("hutch-vsc-");
   // Claude Code against the fake model API in a box of its own, for the approval a person answers in VS Code.
-  h.env.HUTCH_AGENTS_DIR = process.env.HUTCH_AGENTS_DIR || "/var/tmp/hutch-agents";
-  fake = await startFakeModel();
-  writeFileSync(join(h.home, "config.json"), JSON.stringify(fakeBindings(fake)));
-  expect((await h.run(["secret", "set", "anthropic"], { stdin: newSecrets().anthropic })).code).toBe(0);
+  ({ h, fake } = await agentHome("hutch-vsc-", { anthropic: newSecrets().anthropic }, ["claude"]));
   expect((await h.run(["box", "create", "perm-box", "--start", "--secret", "anthropic"])).code).toBe(0);
-  const install = await h.run(["agent", "install", "claude"]);
-  expect(install.code, install.stderr).toBe(0);
   rig = await startCodeServer(h.env);
 }, 300_000);
 
