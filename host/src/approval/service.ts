@@ -25,6 +25,9 @@ import {
 import type { NewEvent, SessionLog, SessionRow } from "../store/types.ts";
 import type { SessionAccess } from "../session/access.ts";
 import { SYSTEM } from "../session/actors.ts";
+import { hintOf, verdictOf, type ApprovalAnswer, type Verdict } from "./verdict.ts";
+
+export type { ApprovalAnswer, Verdict } from "./verdict.ts";
 import { Listeners } from "../listeners.ts";
 import { log } from "../log.ts";
 
@@ -54,30 +57,6 @@ export interface ApprovalAsk {
   /** What it is about, for the source to act on later (egress: host:port). */
   target?: string;
 }
-
-export interface ApprovalAnswer {
-  id: string;
-  decision: ApprovalOutcome;
-  /** Who decided (the daemon for an expiry). */
-  by: Actor;
-  reason?: string;
-}
-
-/** An approval's outcome as its source acts on it: go ahead, or refuse with this status and message. */
-export type Verdict = { allow: true; id: string } | { allow: false; status: number; message: string };
-
-function verdictOf(a: ApprovalAnswer): Verdict {
-  if (a.decision === "allow_once" || a.decision === "allow_always") return { allow: true, id: a.id };
-  if (a.decision === "expired")
-    return {
-      allow: false,
-      status: 403,
-      message: `approval ${a.id} expired: nobody answered in time; ask the user to watch hutch approvals, then retry`,
-    };
-  return { allow: false, status: 403, message: `denied by ${a.by.id}${a.reason ? `: ${a.reason}` : ""} (approval ${a.id})` };
-}
-
-export const hintOf = (err: unknown) => (err instanceof HutchError && err.hint ? `; ${err.hint}` : "");
 
 /** Where a decision came from: a client of the daemon's API, or the box itself (its broker listener, its guest channel). */
 export type DecisionOrigin = { via: "api" } | { via: "box"; boxId: string };

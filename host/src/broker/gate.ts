@@ -20,7 +20,7 @@ import { allowedBy } from "./policy.ts";
 import { parseRoute, requestUrl, type Route } from "./route.ts";
 import { approvalRule } from "./approve.ts";
 import { digestOf } from "../approval/digest.ts";
-import type { Verdict } from "../approval/service.ts";
+import type { Verdict } from "../approval/verdict.ts";
 
 /** How long a box may take to send a request head before the connection is dropped (a total, not an idle time). */
 const HEAD_TIMEOUT_MS = 30_000;
