@@ -216,8 +216,8 @@ export class SessionService {
     if (ask && !agent.asksPermission)
       throw new HutchError(
         "invalid",
-        `${agent.name} cannot ask a person before its tool calls through hutch yet (claude can)`,
-        `run ${agent.name} without --permissions ask, or use --agent claude`,
+        `${agent.name} cannot ask a person before its tool calls through hutch yet (claude and codex can)`,
+        `run ${agent.name} without --permissions ask, or use --agent claude or --agent codex`,
       );
     if (agent.bindings.length) this.agentReady(agent.name, agent.bindings, actorUser(actor), body.box);
     // A new box for an agent gets the agent's bindings and egress; an existing box keeps its own policy.
