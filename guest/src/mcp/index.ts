@@ -98,7 +98,7 @@ export class McpTable {
       },
     };
     // The agent's permission prompt: each ask goes to the host, which answers once a person (or the expiry) has.
-    const asks = new Map<string, (answer: McpApprovalAnswerMsg) => void>();
+    const asks = new Map<string, (allow: boolean, message: string) => void>();
     if (req.approvals) caller.approve = (input) => this.ask(stream, asks, input);
     let server: Server<undefined>;
     try {
@@ -121,13 +121,12 @@ export class McpTable {
           if (!Value.Check(McpApprovalAnswerMsg, m)) return;
           const answer = asks.get(m.id);
           asks.delete(m.id);
-          answer?.(m);
+          answer?.(m.allow, m.message);
         },
         close: () => {
           this.stop(served);
           // Nobody left to answer: what waits is denied.
-          for (const answer of asks.values())
-            answer({ type: "mcp.approval.answer", id: "ask_0", allow: false, message: "hutch stopped serving this agent" });
+          for (const answer of asks.values()) answer(false, "hutch stopped serving this agent");
           asks.clear();
         },
       },
@@ -142,7 +141,11 @@ export class McpTable {
    * Code's permission prompt tool must: JSON text, `{behavior: "allow",
    * updatedInput}` (the input as asked) or `{behavior: "deny", message}`.
    */
-  private ask(stream: MuxStream, asks: Map<string, (a: McpApprovalAnswerMsg) => void>, input: McpApprovalInput): Promise<CallToolResult> {
+  private ask(
+    stream: MuxStream,
+    asks: Map<string, (allow: boolean, message: string) => void>,
+    input: McpApprovalInput,
+  ): Promise<CallToolResult> {
     const deny = (message: string): CallToolResult => ({
       content: [{ type: "text", text: JSON.stringify({ behavior: "deny", message }) }],
     });
@@ -154,11 +157,9 @@ export class McpTable {
       );
     const id = `ask_${this.nextCall++}`;
     return new Promise((resolve) => {
-      asks.set(id, (a) =>
+      asks.set(id, (allow, message) =>
         resolve(
-          a.allow
-            ? { content: [{ type: "text", text: JSON.stringify({ behavior: "allow", updatedInput: input.input }) }] }
-            : deny(a.message),
+          allow ? { content: [{ type: "text", text: JSON.stringify({ behavior: "allow", updatedInput: input.input }) }] } : deny(message),
         ),
       );
       stream.msg({ type: "mcp.approval", id, tool: input.tool_name, input: input.input });

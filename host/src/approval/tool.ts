@@ -7,7 +7,7 @@
 // cut with its size; the digest binds the decision to the exact input.
 import { APPROVAL_SUMMARY_MAX } from "@hutch/shared";
 import { digestOf } from "./digest.ts";
-import type { ApprovalAsk } from "./service.ts";
+import type { ApprovalAsk, ApprovalService } from "./service.ts";
 
 /** Shell tools whose `command` is what runs (Claude Code's Bash). */
 const SHELL_TOOLS = new Set(["Bash", "bash", "shell"]);
@@ -30,4 +30,17 @@ export function toolAsk(boxId: string, tool: string, input: unknown): ApprovalAs
       shown.length > APPROVAL_SUMMARY_MAX ? `${shown.slice(0, APPROVAL_SUMMARY_MAX - 40)}… (${json.length} bytes of input in all)` : shown;
   }
   return { kind: "tool", boxId, summary, digest: digestOf(["tool", tool, json]), target: tool.slice(0, 300) };
+}
+
+/** Asks a person about a tool call (the round every source takes) and answers as the agent's prompt wants it. */
+export async function askTool(
+  approvals: ApprovalService,
+  boxId: string,
+  tool: string,
+  input: unknown,
+): Promise<{ allow: boolean; message: string }> {
+  const ask = toolAsk(boxId, tool, input);
+  if ("refused" in ask) return { allow: false, message: ask.refused };
+  const v = await approvals.round(ask);
+  return v?.allow ? { allow: true, message: "" } : { allow: false, message: v?.message ?? "not approved" };
 }

@@ -573,32 +573,27 @@ export class BoxService {
           )
         : false;
     let st: SleepState;
+    // Its processes died during the save (QEMU killed): nothing of it runs and its disk is intact, so it is asleep,
+    // with its programs lost, and its wake boots afresh and says so (box.woke.cold).
+    let lost = false;
     try {
       st = await engine.sleep(box);
     } catch (err) {
       if (held) ch?.release?.();
-      if (!(await engine.inspect(box)).running) {
-        // Its processes died during the save (QEMU killed): nothing of it runs and its disk is intact, so it is
-        // asleep, with its programs lost; its wake boots afresh and says so (box.woke.cold).
-        logger.warn("the box died while it was put to sleep: asleep with its disk, and its next wake boots afresh", {
-          box: row.name,
-          error: (err as Error).message,
-        });
-        this.dropChannel(row.id);
-        this.setState(row.id, "asleep");
-        const keeps = engine.capabilities.sleep ?? "disk";
-        this.events.emit(
-          row.id,
-          emit(Events.boxSlept, { box: row.id, keeps, programsStopped: true, bytes: 0, ms: Date.now() - t0, ...(by ? { by } : {}) }),
-        );
-        return;
+      if ((await engine.inspect(box)).running) {
+        // A sleep that could not save the state leaves the box running, as it was: not failed.
+        this.store.request(row.id, "wake", "running", null);
+        this.setState(row.id, "running");
+        throw new KeptRunning(`could not sleep, so it runs on: ${(err as Error).message}`);
       }
-      // A sleep that could not save the state leaves the box running, as it was: not failed.
-      this.store.request(row.id, "wake", "running", null);
-      this.setState(row.id, "running");
-      throw new KeptRunning(`could not sleep, so it runs on: ${(err as Error).message}`);
+      logger.warn("the box died while it was put to sleep: asleep with its disk, and its next wake boots afresh", {
+        box: row.name,
+        error: (err as Error).message,
+      });
+      st = { keeps: engine.capabilities.sleep ?? "disk", bytes: 0 };
+      lost = true;
     }
-    if (!held) this.dropChannel(row.id);
+    if (!held || lost) this.dropChannel(row.id);
     this.setState(row.id, "asleep");
     const ms = Date.now() - t0;
     logger.info("box asleep", { box: row.name, keeps: st.keeps, bytes: st.bytes, ms });
@@ -607,7 +602,7 @@ export class BoxService {
       emit(Events.boxSlept, {
         box: row.id,
         keeps: st.keeps,
-        programsStopped: st.keeps !== "memory",
+        programsStopped: lost || st.keeps !== "memory",
         bytes: st.bytes,
         ms,
         ...(by ? { by } : {}),

@@ -23,7 +23,7 @@ import { daemonUser } from "./actor.ts";
 import { DispatchService } from "../dispatch/service.ts";
 import { log } from "../log.ts";
 import { ApprovalService } from "../approval/service.ts";
-import { toolAsk } from "../approval/tool.ts";
+import { askTool } from "../approval/tool.ts";
 import { ScheduleStore } from "../store/schedules.ts";
 import { ScheduleService } from "../schedule/service.ts";
 import { IdleTracker } from "../box/idle.ts";
@@ -102,12 +102,7 @@ export async function createServices(home: string, db: Database, engines: Record
   const dispatches = new DispatchService({ home, boxes, sessions, store: sessionStore, snapshots });
   const approvals = new ApprovalService(sessions, sessionStore, (id) => boxes.byId(id)?.name ?? id);
   approvals.ttlOf = (boxId) => broker.policy(boxId).approvalTimeoutMs;
-  runner.toolApprovals = async (boxId, tool, input) => {
-    const ask = toolAsk(boxId, tool, input);
-    if ("refused" in ask) return { allow: false, message: ask.refused };
-    const v = await approvals.round(ask);
-    return v?.allow ? { allow: true, message: "" } : { allow: false, message: v?.message ?? "not approved" };
-  };
+  runner.toolApprovals = (boxId, tool, input) => askTool(approvals, boxId, tool, input);
   broker.approvals = approvals;
   broker.boxActor = (boxId) => ({ kind: "agent", id: `${auth.owner(boxId)}/box:${boxes.byId(boxId)?.name ?? boxId}`.slice(0, 128) });
   // allow_always on a host the policy did not list adds it, so it holds for every later connection (and after a restart).

@@ -181,7 +181,7 @@ function connectOnce(endpoint: ChannelEndpoint, deadline: number, events: Channe
               holding = false;
               flush();
             },
-            reattach: (to, timeoutMs) => reattach(to, timeoutMs),
+            reattach,
           }),
         );
       },

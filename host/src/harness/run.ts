@@ -246,9 +246,8 @@ export class AgentRunner {
     };
 
     record([emit(Events.agentState, { state: "busy", reason: `starting ${h.name}` })]);
+    // Which agents can ask is checked where a session is made (SessionService.create); follow-ups inherit it.
     const ask = o.permissions === "ask";
-    if (ask && !h.asksPermission)
-      return fail(`${h.name} cannot ask a person before its tool calls through hutch yet; run it without --permissions ask`);
     const mcp = await this.openMcp(o.boxId, h, o.actor, o.sink, ask).catch(() => null);
     // Asking is what was wanted: with no prompt to ask through, the agent must not run with its checks off.
     if (ask && (!mcp || !this.toolApprovals)) {
