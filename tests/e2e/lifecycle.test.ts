@@ -97,11 +97,16 @@ describe("box lifecycle", () => {
       db.close();
       expect(pending).toEqual([{ kind: "create", status: "pending" }]);
       // The next daemon finishes the op: the box ends up running.
-      const state = await waitFor("the resumed op", async () => {
-        const r = await slow.run(["box", "info", "bad-slowhello", "--json"]);
-        const b = JSON.parse(r.stdout);
-        return b.state === "running" ? b : null;
-      });
+      // Given time: a CI run beside VM files under tcg took over the default 15 s (2026-12-04).
+      const state = await waitFor(
+        "the resumed op",
+        async () => {
+          const r = await slow.run(["box", "info", "bad-slowhello", "--json"]);
+          const b = JSON.parse(r.stdout);
+          return b.state === "running" ? b : null;
+        },
+        60_000,
+      );
       expect(state.desired).toBe("running");
       const db2 = new Database(join(slow.home, "hutch.db"), { readonly: true });
       expect(db2.query("SELECT count(*) AS n FROM ops WHERE status = 'pending'").get()).toEqual({ n: 0 });
@@ -110,7 +115,7 @@ describe("box lifecycle", () => {
       await slow.cleanup();
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  }, 120_000);
 
   test("delete removes files, processes and rows, and verifies it", async () => {
     const b = await box("life");
