@@ -4,10 +4,10 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { emit, Events, type Actor, type SessionEvent, type TypedEvent } from "@hutch/shared";
+import { emit, Events, planOf, toolKind, toolTitle, type Actor, type SessionEvent, type TypedEvent } from "@hutch/shared";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import { harness } from "../src/harness/index.ts";
-import { newMapState, planOf, toolDiffs, toolKind, toolTitle, updatesOf, type MapOptions } from "../src/acp/map.ts";
+import { newMapState, toolDiffs, updatesOf, type MapOptions } from "../src/acp/map.ts";
 import { actorName, promptText, requestError } from "../src/acp/agent.ts";
 import { pathMapper } from "../src/acp/workspace.ts";
 import { HutchError } from "@hutch/shared/base";
@@ -210,8 +210,8 @@ describe("tools", () => {
         ],
       }),
     ).toEqual([
-      { content: "a", priority: "medium", status: "completed" },
-      { content: "b", priority: "medium", status: "pending" },
+      { content: "a", status: "completed" },
+      { content: "b", status: "pending" },
     ]);
     expect(planOf("Bash", { command: "x" })).toBeNull();
   });

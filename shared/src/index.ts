@@ -20,3 +20,4 @@ export * from "./images.ts";
 export * from "./schedules.ts";
 export * from "./duration.ts";
 export * from "./e2b.ts";
+export * from "./agent-tools.ts";
