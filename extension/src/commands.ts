@@ -15,7 +15,8 @@ import {
 } from "@hutch/shared";
 import type { LanguageClient } from "vscode-languageclient/node";
 import type { HutchBinary } from "./binary.ts";
-import type { LogPanels } from "./log/panel.ts";
+import { showLog } from "./log/panel.ts";
+import type { SessionPanels } from "./panels.ts";
 import type { HutchTree, Node } from "./tree.ts";
 import { cliEnv } from "./bridge.ts";
 import { terminalText } from "@hutch/shared/text";
@@ -44,7 +45,7 @@ const BOX_NAME_RE = new RegExp(`^${BOX_NAME}$`);
 /** What the commands need from the running extension (extension.ts makes it at activation). */
 export interface Ctx {
   tree: HutchTree;
-  logs: LogPanels;
+  panels: SessionPanels;
   client(): LanguageClient | undefined;
   bin(): HutchBinary | undefined;
   config(): vscode.WorkspaceConfiguration;
@@ -157,7 +158,7 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       if (s) terminal(`hutch: ${shown(sessionTitle(s))}`, ["session", "attach", s.id]);
     }),
     vscode.commands.registerCommand("hutch.session.log", async (node?: Node | string) => {
-      if (typeof node === "string") return ctx.logs.show(node, titleOf(ctx.tree.session(node)) ?? node);
+      if (typeof node === "string") return showLog(ctx.panels, node, titleOf(ctx.tree.session(node)) ?? node);
       const s: SessionView | undefined = node?.type === "session" ? node.session : undefined;
       if (!s) {
         const pick = await vscode.window.showQuickPick(
@@ -170,15 +171,15 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
         if (!pick) return;
         const id = pick.id || (await vscode.window.showInputBox({ prompt: "Session id", placeHolder: "ses_…", ignoreFocusOut: true }));
         if (!id) return;
-        return ctx.logs.show(id, titleOf(ctx.tree.session(id)) ?? id);
+        return showLog(ctx.panels, id, titleOf(ctx.tree.session(id)) ?? id);
       }
-      ctx.logs.show(s.id, sessionTitle(s));
+      showLog(ctx.panels, s.id, sessionTitle(s));
     }),
     // A row's own buttons and click: that row's session, or nothing when the click landed while the sidebar was
     // redrawing (a refresh of the root makes VS Code forget every row until it has fetched them again, and a click
     // then reaches the command with no row). Never a picker nobody asked for; the palette's commands ask.
     vscode.commands.registerCommand("hutch.session.log.row", (node?: Node) => {
-      if (node?.type === "session") ctx.logs.show(node.session.id, sessionTitle(node.session));
+      if (node?.type === "session") showLog(ctx.panels, node.session.id, sessionTitle(node.session));
     }),
     vscode.commands.registerCommand("hutch.session.attach.row", (node?: Node) => {
       if (node?.type === "session") terminal(`hutch: ${shown(sessionTitle(node.session))}`, ["session", "attach", node.session.id]);

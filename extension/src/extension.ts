@@ -15,7 +15,7 @@ import {
 import { BinaryError, resolveHutch, type HutchBinary } from "./binary.ts";
 import { bridgeClient, cliEnv } from "./bridge.ts";
 import { HutchTree, type Node } from "./tree.ts";
-import { LogPanels } from "./log/panel.ts";
+import { SessionPanels } from "./panels.ts";
 import { type Ctx, registerCommands } from "./commands.ts";
 import { registerOffload, WorkspacesTree } from "./offload.ts";
 import { registerPorts } from "./ports.ts";
@@ -28,7 +28,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
   const tree = new HutchTree();
   let bin: HutchBinary | undefined;
   const config = () => vscode.workspace.getConfiguration("hutch");
-  const logs = new LogPanels(context.extensionUri, () => client);
+  const panels = new SessionPanels(context.extensionUri, () => client);
   // Names the daemon the sidebar shows: the remote's name (server mode) or "local", and whether it answers.
   const status = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 10);
   status.show();
@@ -64,8 +64,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     const c = bridgeClient(bin, config());
     client = c;
     c.onNotification(IdeNotifications.changed, (ch: Change) => tree.apply(ch));
-    c.onNotification(IdeNotifications.events, (n: EventsNotification) => logs.events(n));
-    c.onNotification(IdeNotifications.subscriptionEnded, (n: SubscriptionEnded) => logs.ended(n));
+    c.onNotification(IdeNotifications.events, (n: EventsNotification) => panels.events(n));
+    c.onNotification(IdeNotifications.subscriptionEnded, (n: SubscriptionEnded) => panels.ended(n));
     c.onNotification(IdeNotifications.daemon, (s: DaemonStatus) => {
       // Subscriptions survive a daemon restart inside the bridge; only the tree needs a fresh list.
       if (s.connected) void refresh();
@@ -76,7 +76,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     });
     c.onDidChangeState((e) => {
       // A restarted bridge (after a crash) starts with no subscriptions: the views ask again.
-      if (e.newState === State.Running) void refresh().then(() => logs.resubscribeAll());
+      if (e.newState === State.Running) void refresh().then(() => panels.resubscribeAll());
       if (e.newState === State.Stopped) {
         tree.disconnect();
         setConnected(false);
@@ -92,7 +92,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }
   };
 
-  const ctx: Ctx = { tree, logs, client: () => client, bin: () => bin, config, refresh };
+  const ctx: Ctx = { tree, panels, client: () => client, bin: () => bin, config, refresh };
   // Verbs the extension runs as the CLI (offload, bring-back, ports): the bridge's binary, home and remote.
   const quietInvocation = (args: string[], cwd?: string): Invocation | undefined =>
     bin ? { bin: bin.path, args, cwd, env: { ...process.env, ...cliEnv(config()) } } : undefined;

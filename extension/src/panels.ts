@@ -1,0 +1,135 @@
+// Webviews that follow one session's log: the live log (src/log/) and the
+// conversation (src/conversation/). The bridge streams a subscription's events
+// (replay, then live) as hutch/events; SessionPanels routes each to its panel,
+// holding those that beat the subscribe answer, and closes a panel whose
+// subscription cannot go on. A panel resubscribes from the next seq it has not
+// got after the bridge restarted.
+import * as vscode from "vscode";
+import { IdeMethods, type EventsNotification, type SubscriptionEnded } from "@hutch/shared";
+import type { LanguageClient } from "vscode-languageclient/node";
+import { terminalText } from "@hutch/shared/text";
+
+export class SessionPanels {
+  private readonly panels = new Map<string, SessionPanel>();
+  /** Subscription id → panel; events that beat the subscribe answer wait in `early`. */
+  private readonly bySub = new Map<string, SessionPanel>();
+  private readonly early = new Map<string, EventsNotification[]>();
+  private readonly earlyEnd = new Map<string, SubscriptionEnded>();
+
+  constructor(
+    readonly extensionUri: vscode.Uri,
+    private readonly client: () => LanguageClient | undefined,
+  ) {}
+
+  /** The open panel under `key` brought forward, or a new one from `make`. */
+  open(key: string, make: () => SessionPanel): SessionPanel {
+    const open = this.panels.get(key);
+    if (open) {
+      open.panel.reveal();
+      return open;
+    }
+    const p = make();
+    this.panels.set(key, p);
+    return p;
+  }
+
+  /** A panel VS Code restored after a reload (a serializer made it), kept under its key. */
+  adopt(key: string, p: SessionPanel): void {
+    this.panels.get(key)?.panel.dispose();
+    this.panels.set(key, p);
+  }
+
+  events(n: EventsNotification): void {
+    const p = this.bySub.get(n.subscription);
+    if (p) return p.post(n);
+    const list = this.early.get(n.subscription) ?? [];
+    list.push(n);
+    this.early.set(n.subscription, list);
+  }
+
+  ended(n: SubscriptionEnded): void {
+    const p = this.bySub.get(n.subscription);
+    if (!p) return void this.earlyEnd.set(n.subscription, n);
+    void vscode.window.showErrorMessage(
+      `hutch: the log of ${n.session} closed: ${terminalText(`${n.message}${n.hint ? ` (next: ${n.hint})` : ""}`, { oneLine: true })}`,
+    );
+    p.panel.dispose();
+  }
+
+  /** After the bridge restarted or the daemon came back, views resubscribe from where they are. */
+  resubscribeAll(): void {
+    for (const p of this.panels.values()) void p.subscribe();
+  }
+
+  /** @internal */
+  bind(sub: string, panel: SessionPanel): void {
+    this.bySub.set(sub, panel);
+    for (const n of this.early.get(sub) ?? []) panel.post(n);
+    this.early.delete(sub);
+    const end = this.earlyEnd.get(sub);
+    this.earlyEnd.delete(sub);
+    if (end) this.ended(end);
+  }
+
+  /** @internal */
+  unbind(panel: SessionPanel): void {
+    for (const [sub, p] of this.bySub) if (p === panel) this.bySub.delete(sub);
+  }
+
+  /** @internal */
+  forget(panel: SessionPanel): void {
+    this.unbind(panel);
+    for (const [key, p] of this.panels) if (p === panel) this.panels.delete(key);
+  }
+
+  get rpc(): LanguageClient | undefined {
+    return this.client();
+  }
+}
+
+/** A webview following one session: subscribes when its view says ready, forwards each batch, unsubscribes when closed. */
+export abstract class SessionPanel {
+  private subscription: string | null = null;
+  /** The next seq the view has not got: a resubscribe continues from here. */
+  private next = 1;
+
+  constructor(
+    protected readonly owner: SessionPanels,
+    readonly session: string,
+    readonly panel: vscode.WebviewPanel,
+  ) {
+    panel.onDidDispose(() => {
+      void this.unsubscribe();
+      this.owner.forget(this);
+    });
+  }
+
+  /** Sends a batch to the webview. */
+  protected abstract deliver(n: EventsNotification): void;
+
+  post(n: EventsNotification): void {
+    const last = n.events[n.events.length - 1];
+    if (last) this.next = last.seq + 1;
+    this.deliver(n);
+  }
+
+  async subscribe(): Promise<void> {
+    const rpc = this.owner.rpc;
+    if (!rpc) return;
+    await this.unsubscribe();
+    const r = await rpc.sendRequest<{ subscription: string }>(IdeMethods.subscribe, { session: this.session, from: this.next });
+    this.subscription = r.subscription;
+    this.owner.bind(r.subscription, this);
+  }
+
+  private async unsubscribe(): Promise<void> {
+    const sub = this.subscription;
+    this.subscription = null;
+    this.owner.unbind(this);
+    if (sub) await this.owner.rpc?.sendRequest(IdeMethods.unsubscribe, { subscription: sub }).catch(() => undefined);
+  }
+}
+
+/** Text from anyone (a session id typed into a picker, a remote's) as HTML text, not markup. */
+export const escapeHtml = (s: string) =>
+  s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
