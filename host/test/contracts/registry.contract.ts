@@ -1,26 +1,13 @@
 // The registry's contract: what every backend of BoxRegistry (with its
-// OpJournal), AuthTables and BrokerTables (store/types.ts) must do. They are
-// one suite because they are one registry: a box's create op, owner and
-// policy are written with it, and deleting it removes them all.
+// OpJournal), AuthTables, BrokerTables and ScheduleTable (store/types.ts)
+// must do, in their async form (RegistryAsync: the SQLite tables through
+// asyncRegistry, JetStream KV as it is). They are one suite because they are
+// one registry: a box's create op, owner and policy are written with it, and
+// deleting it removes them all.
 import { describe, expect, test } from "bun:test";
 import type { EgressDecision, EgressRecord } from "@hutch/shared";
-import {
-  type AuthTables,
-  type BoxRegistry,
-  type BrokerTables,
-  EGRESS_KEPT,
-  type ScheduleRow,
-  type ScheduleTable,
-} from "../../src/store/types.ts";
+import { EGRESS_KEPT, type RegistryAsync, type ScheduleRow } from "../../src/store/types.ts";
 import { fails, type MakeStorage, type StorageTest, withStorage } from "./storage.ts";
-
-/** The registry's tables, on one storage. */
-export interface Registry {
-  boxes: BoxRegistry;
-  auth: AuthTables;
-  broker: BrokerTables;
-  schedules: ScheduleTable;
-}
 
 function schedule(id: string, boxId: string, over: Partial<ScheduleRow> = {}): ScheduleRow {
   return {
@@ -58,8 +45,8 @@ function record(n: number, decision: EgressDecision = "allowed"): EgressRecord {
   };
 }
 
-export function describeRegistryContract(name: string, make: MakeStorage<Registry>): void {
-  const run = (fn: StorageTest<Registry>) => () => withStorage(make, fn);
+export function describeRegistryContract(name: string, make: MakeStorage<RegistryAsync>): void {
+  const run = (fn: StorageTest<RegistryAsync>) => () => withStorage(make, fn);
 
   describe(`BoxRegistry and OpJournal contract: ${name}`, () => {
     test(
