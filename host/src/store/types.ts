@@ -9,7 +9,9 @@
 //
 // SessionLog is synchronous because bun:sqlite is and the daemon calls it so;
 // SessionLogAsync is its form for a backend over the network (JetStream),
-// which the SQLite log also takes through a thin wrapper. See README.md.
+// which the SQLite log also takes through a thin wrapper. The registry's
+// tables have theirs the same way: RegistryAsync, every method Async<…>.
+// See README.md.
 import type {
   Actor,
   BoxPolicy,
@@ -415,3 +417,29 @@ export interface ScheduleTable {
   /** False when there was no such schedule. */
   removeSchedule(id: string): boolean;
 }
+
+// --- The registry, and its async form ---------------------------------------
+
+/** The registry: boxes and their ops, auth, the broker's rows and schedules, on one storage (a box's rows go with it). */
+export interface Registry {
+  boxes: BoxRegistry;
+  auth: AuthTables;
+  broker: BrokerTables;
+  schedules: ScheduleTable;
+}
+
+/**
+ * An interface's form for a backend over the network: every method takes the
+ * same arguments and returns a promise of what it returned (a throw becomes a
+ * rejection). The promises are the same as the sync method's doc says.
+ */
+export type Async<T> = {
+  [K in keyof T]: T[K] extends (...args: infer A) => infer R ? (...args: A) => Promise<Awaited<R>> : T[K];
+};
+
+/**
+ * The registry on a backend over the network (JetStream KV,
+ * jetstream/registry.ts): each table Async. The SQLite tables take this form
+ * through `asyncRegistry` (registry-async.ts).
+ */
+export type RegistryAsync = { [K in keyof Registry]: Async<Registry[K]> };

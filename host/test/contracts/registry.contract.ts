@@ -1,26 +1,13 @@
 // The registry's contract: what every backend of BoxRegistry (with its
-// OpJournal), AuthTables and BrokerTables (store/types.ts) must do. They are
-// one suite because they are one registry: a box's create op, owner and
-// policy are written with it, and deleting it removes them all.
+// OpJournal), AuthTables, BrokerTables and ScheduleTable (store/types.ts)
+// must do, in their async form (RegistryAsync: the SQLite tables through
+// asyncRegistry, JetStream KV as it is). They are one suite because they are
+// one registry: a box's create op, owner and policy are written with it, and
+// deleting it removes them all.
 import { describe, expect, test } from "bun:test";
 import type { EgressDecision, EgressRecord } from "@hutch/shared";
-import {
-  type AuthTables,
-  type BoxRegistry,
-  type BrokerTables,
-  EGRESS_KEPT,
-  type ScheduleRow,
-  type ScheduleTable,
-} from "../../src/store/types.ts";
+import { EGRESS_KEPT, type RegistryAsync, type ScheduleRow } from "../../src/store/types.ts";
 import { fails, type MakeStorage, type StorageTest, withStorage } from "./storage.ts";
-
-/** The registry's tables, on one storage. */
-export interface Registry {
-  boxes: BoxRegistry;
-  auth: AuthTables;
-  broker: BrokerTables;
-  schedules: ScheduleTable;
-}
 
 function schedule(id: string, boxId: string, over: Partial<ScheduleRow> = {}): ScheduleRow {
   return {
@@ -58,8 +45,8 @@ function record(n: number, decision: EgressDecision = "allowed"): EgressRecord {
   };
 }
 
-export function describeRegistryContract(name: string, make: MakeStorage<Registry>): void {
-  const run = (fn: StorageTest<Registry>) => () => withStorage(make, fn);
+export function describeRegistryContract(name: string, make: MakeStorage<RegistryAsync>): void {
+  const run = (fn: StorageTest<RegistryAsync>) => () => withStorage(make, fn);
 
   describe(`BoxRegistry and OpJournal contract: ${name}`, () => {
     test(
@@ -200,6 +187,46 @@ export function describeRegistryContract(name: string, make: MakeStorage<Registr
         expect(await b.opByKey("key-1")).toEqual(op);
         await b.settleOps(box.id, null);
         expect(await a.pendingOps(box.id)).toEqual([]);
+      }),
+    );
+
+    test(
+      "two handles racing for one name: one box is made, the other is refused and no second box shows",
+      run(async ({ boxes: a }, more) => {
+        const b = (await more()).store.boxes;
+        for (let round = 0; round < 5; round++) {
+          const name = `race-${round}`;
+          const results = await Promise.allSettled([
+            a.insertBox(name, "process", "running", null),
+            b.insertBox(name, "process", "running", null),
+          ]);
+          const won = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+          expect(won).toHaveLength(1);
+          expect(await b.byName(name)).toEqual(won[0]!.box);
+          expect(await a.pendingOps(won[0]!.box.id)).toEqual([won[0]!.op]);
+        }
+        expect((await a.list()).map((x) => x.name)).toEqual(["race-0", "race-1", "race-2", "race-3", "race-4"]);
+      }),
+    );
+
+    test(
+      "two handles racing with one idempotency key: one op is recorded, for one box or one request",
+      run(async ({ boxes: a }, more) => {
+        const b = (await more()).store.boxes;
+        const results = await Promise.allSettled([
+          a.insertBox("one", "process", "running", "create-1"),
+          b.insertBox("two", "process", "running", "create-1"),
+        ]);
+        const won = results.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+        expect(won).toHaveLength(1);
+        expect(await a.opByKey("create-1")).toEqual(won[0]!.op);
+        expect((await b.list()).map((x) => x.id)).toEqual([won[0]!.box.id]);
+        const box = won[0]!.box.id;
+        const asked = await Promise.allSettled([a.request(box, "stop", "stopped", "stop-1"), b.request(box, "stop", "stopped", "stop-1")]);
+        const ops = asked.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+        expect(ops).toHaveLength(1);
+        expect(await b.opByKey("stop-1")).toEqual(ops[0]!);
+        expect((await a.pendingOps(box)).map((o) => o.kind)).toEqual(["create", "stop"]);
       }),
     );
 
@@ -457,6 +484,23 @@ export function describeRegistryContract(name: string, make: MakeStorage<Registr
         expect(await schedules.schedule("sch_1")).toMatchObject({ next_at: null, state: "done" });
         expect(await schedules.claimRun("sch_3", 1000, 2000, {})).toBe(false);
         expect(await schedules.dueSchedules(3000)).toEqual([]);
+      }),
+    );
+
+    test(
+      "two handles claiming the same due run at once: exactly one wins, and its change is the one stored",
+      run(async ({ schedules: a }, more) => {
+        const b = (await more()).store.schedules;
+        for (let round = 0; round < 5; round++) {
+          const id = `sch_${round}`;
+          await a.insertSchedule(schedule(id, "box_1", { next_at: 1000 }));
+          const won = await Promise.all([
+            a.claimRun(id, 1000, 61_000, { runs: 1, skipped: 1 }),
+            b.claimRun(id, 1000, 61_000, { runs: 1, skipped: 2 }),
+          ]);
+          expect(won.filter(Boolean)).toHaveLength(1);
+          expect(await b.schedule(id)).toMatchObject({ next_at: 61_000, runs: 1, skipped: won[0] ? 1 : 2 });
+        }
       }),
     );
 

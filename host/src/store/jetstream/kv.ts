@@ -1,0 +1,221 @@
+// One KV bucket of JSON values, written by compare-and-set on each key's
+// revision. kv.update alone is not enough on nats-server 2.9: its clustered
+// streams check the expected last subject sequence against what is applied,
+// not what is in flight, so two writers racing from one revision can both
+// pass it (see store/README.md). So every conditional write also names its
+// slot in its Nats-Msg-Id (`<subject>@<revision it follows>`): of two racers
+// the leader stores one and answers the other "duplicate". A write whose
+// answer is unclear reports LOST, and callers read again and find out; each
+// caller's re-read recognises its own write, so a lost acknowledgement never
+// applies a change twice.
+//
+// The bucket is made without direct get, so every read goes to its stream's
+// leader and sees every write acknowledged before it began.
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager, type MsgRequest } from "@nats-io/jetstream";
+import { type KV, Kvm } from "@nats-io/kv";
+import { headers, type NatsConnection } from "@nats-io/transport-node";
+import { ApiCodes, clusterName, isApiError, retrying } from "./cluster.ts";
+
+/** A write's answer when another writer took the slot first (or the answer was unclear): read again. */
+export const LOST = "lost" as const;
+
+/** The writer's id for one write, the same on every retry of it. */
+const WRITE = "Hutch-Write";
+const KV_OPERATION = "KV-Operation";
+
+/** A key's live value and the revision a compare-and-set on it names. */
+export interface Entry<T> {
+  value: T;
+  revision: number;
+  created: Date;
+}
+
+/** A key's state: its live entry (or null), and the revision a write on top names (0 when never written, else its last: a value or a delete marker). */
+export interface Slot<T> {
+  live: Entry<T> | null;
+  after: number;
+}
+
+/**
+ * Key tokens: ids and names that are already safe stay as they are (so
+ * `nats kv ls` reads well); anything else is `=` and its base64url, which no
+ * safe token contains, so the two never collide.
+ */
+export function token(s: string): string {
+  return /^[A-Za-z0-9_-]+$/.test(s) ? s : `=${Buffer.from(s).toString("base64url")}`;
+}
+
+export class Bucket {
+  private readonly cluster: string;
+
+  private constructor(
+    private readonly kv: KV,
+    private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
+    readonly name: string,
+    private readonly writeTimeoutMs: number,
+    nc: NatsConnection,
+  ) {
+    this.cluster = clusterName(nc);
+  }
+
+  /** The bucket `name`, made with `replicas` when missing. */
+  static async open(nc: NatsConnection, name: string, replicas: number, writeTimeoutMs: number): Promise<Bucket> {
+    const kv = await retrying(
+      () => clusterName(nc),
+      `the opening of KV bucket ${name}`,
+      writeTimeoutMs,
+      () => new Kvm(nc).create(name, { replicas, history: 1, allow_direct: false }),
+    );
+    return new Bucket(kv, jetstream(nc), await jetstreamManager(nc), name, writeTimeoutMs, nc);
+  }
+
+  get stream(): string {
+    return `KV_${this.name}`;
+  }
+
+  /** Runs a call on the cluster, retried while it does not answer; an `unavailable` HutchError naming the cluster after the write timeout. */
+  retry<T>(what: string, attempt: () => Promise<T>): Promise<T> {
+    return retrying(() => this.cluster, what, this.writeTimeoutMs, attempt);
+  }
+
+  async slot<T>(key: string): Promise<Slot<T>> {
+    const e = await this.retry(`a read of ${key} in ${this.name}`, () => this.kv.get(key));
+    if (!e) return { live: null, after: 0 };
+    if (e.operation !== "PUT") return { live: null, after: e.revision };
+    return { live: { value: e.json<T>(), revision: e.revision, created: e.created }, after: e.revision };
+  }
+
+  /** The key's live entry, or null (never written, or deleted). */
+  async get<T>(key: string): Promise<Entry<T> | null> {
+    return (await this.slot<T>(key)).live;
+  }
+
+  /**
+   * Every key under `filter` (NATS wildcards) with its message count, as the
+   * stream's leader knows them; a deleted key is there too (its marker). A
+   * consumer (kv.keys) could run on a replica behind the leader and miss a
+   * write acknowledged a moment ago.
+   */
+  private async subjects(filter: string): Promise<Record<string, number>> {
+    const prefix = `$KV.${this.name}.`;
+    const info = await this.retry(`a listing of ${filter} in ${this.name}`, () =>
+      this.jsm.streams.info(this.stream, { subjects_filter: `${prefix}${filter}` }),
+    );
+    const out: Record<string, number> = {};
+    for (const [subject, n] of Object.entries(info.state.subjects ?? {})) out[subject.slice(prefix.length)] = n;
+    return out;
+  }
+
+  /** Every live entry under `filter`, by key. */
+  async all<T>(filter: string): Promise<Map<string, Entry<T>>> {
+    const keys = Object.keys(await this.subjects(filter));
+    const entries = await Promise.all(keys.map((k) => this.get<T>(k)));
+    const out = new Map<string, Entry<T>>();
+    keys.forEach((k, i) => {
+      const e = entries[i];
+      if (e) out.set(k, e);
+    });
+    return out;
+  }
+
+  /** Every live key under `filter`. */
+  async keys(filter: string): Promise<string[]> {
+    return [...(await this.all(filter)).keys()];
+  }
+
+  /** Messages stored under `filter`: a log's length (a log is trimmed by purges, which leave no markers). */
+  async count(filter: string): Promise<number> {
+    return Object.values(await this.subjects(filter)).reduce((a, n) => a + n, 0);
+  }
+
+  /** Stores a new key: LOST when it is live (or another create won the race). */
+  async create<T>(key: string, value: T): Promise<number | typeof LOST> {
+    const s = await this.slot<T>(key);
+    if (s.live) return LOST;
+    return this.write(key, value, s.after);
+  }
+
+  /**
+   * Compare-and-set: stores `value` (null: deletes the key) only if the key's
+   * revision is still `after` (0: never written). The new revision, or LOST.
+   */
+  async write<T>(key: string, value: T | null, after: number): Promise<number | typeof LOST> {
+    const subject = `$KV.${this.name}.${key}`;
+    const h = headers();
+    const mine = crypto.randomUUID();
+    h.set(WRITE, mine);
+    if (value === null) h.set(KV_OPERATION, "DEL");
+    const payload = value === null ? "" : JSON.stringify(value);
+    const what = `a write of ${key} in ${this.name}`;
+    let ack: { seq: number; duplicate: boolean };
+    try {
+      ack = await this.retry(what, () =>
+        this.js.publish(subject, payload, {
+          msgID: `${subject}@${after}`,
+          headers: h,
+          expect: { lastSubjectSequence: after },
+          timeout: Math.min(5000, this.writeTimeoutMs),
+        }),
+      );
+    } catch (err) {
+      if (isApiError(err, ApiCodes.wrongLastSequence)) return LOST;
+      throw err;
+    }
+    if (!ack.duplicate) return ack.seq;
+    // A racer for the same slot, or a retry of ours whose first answer was lost: the slot's record says which.
+    const slot = await this.retry(what, async () => {
+      const m = await this.jsm.streams.getMessage(this.stream, { seq: after + 1, next_by_subj: subject } as unknown as MsgRequest);
+      if (!m) throw new Error(`the record after ${after} on ${subject} is not stored yet`);
+      return m;
+    });
+    return slot.header.get(WRITE) === mine ? slot.seq : LOST;
+  }
+
+  /** Stores `value` whatever is there (a whole-value replace nobody reads before writing). */
+  async put<T>(key: string, value: T): Promise<void> {
+    await this.retry(`a write of ${key} in ${this.name}`, () => this.kv.put(key, JSON.stringify(value)));
+  }
+
+  /** Deletes the key whatever it holds (it leaves a delete marker, whose revision the next create names). */
+  async delete(key: string): Promise<void> {
+    await this.retry(`the removal of ${key} in ${this.name}`, () => this.kv.delete(key));
+  }
+
+  /** Removes every message under `filter` but the latest `keep` (0: all): a log's bound, leaving no markers. */
+  async trim(filter: string, keep: number): Promise<void> {
+    const subject = `$KV.${this.name}.${filter}`;
+    await this.retry(`a trim of ${filter} in ${this.name}`, () =>
+      this.jsm.streams.purge(this.stream, keep > 0 ? { filter: subject, keep } : { filter: subject }),
+    );
+  }
+
+  /**
+   * The values under `filter` in the order they were stored (a log read
+   * through a consumer, not key by key). A consumer may run on a replica
+   * behind the leader: a read that got fewer messages than the leader counted
+   * is read again.
+   */
+  async log<T>(filter: string): Promise<T[]> {
+    const subject = `$KV.${this.name}.${filter}`;
+    return this.retry(`a read of ${filter} in ${this.name}`, async () => {
+      const total = await this.count(filter);
+      const out: T[] = [];
+      if (total === 0) return out;
+      const consumer = await this.js.consumers.get(this.stream, { filter_subjects: subject });
+      let seen = 0;
+      for (let done = false; !done; ) {
+        const batch = await consumer.fetch({ max_messages: Math.max(1, Math.min(total - seen, 1000)), expires: 2000 });
+        done = true;
+        for await (const m of batch) {
+          seen++;
+          if (!m.headers?.get(KV_OPERATION)) out.push(m.json<T>());
+          done = m.info.pending === 0;
+          if (done) break;
+        }
+      }
+      if (seen < total) throw new Error(`${filter}: read ${seen} of the ${total} stored; a replica was behind`);
+      return out;
+    });
+  }
+}
