@@ -4,12 +4,11 @@
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { emit, Events, planOf, toolKind, toolTitle, type Actor, type SessionEvent, type TypedEvent } from "@hutch/shared";
+import { emit, Events, pathMapper, planOf, toolKind, toolTitle, type Actor, type SessionEvent, type TypedEvent } from "@hutch/shared";
 import type { SessionUpdate } from "@agentclientprotocol/sdk";
 import { harness } from "../src/harness/index.ts";
 import { newMapState, toolDiffs, updatesOf, type MapOptions } from "../src/acp/map.ts";
 import { actorName, promptText, requestError } from "../src/acp/agent.ts";
-import { pathMapper } from "../src/acp/workspace.ts";
 import { HutchError } from "@hutch/shared/base";
 
 const FIXTURES = join(import.meta.dir, "..", "..", "tests", "fixtures", "agents");
@@ -224,6 +223,9 @@ describe("the agent's edges", () => {
     expect(m("/workspace/app")).toBe("/home/me/app");
     expect(m("/workspace/apple/x")).toBeNull();
     expect(m("/etc/passwd")).toBeNull();
+    expect(m("/workspace/app/../../etc/passwd")).toBeNull();
+    expect(m("/workspace/app/./x")).toBeNull();
+    expect(m("/workspace/app//src//x.ts")).toBe("/home/me/app/src/x.ts");
   });
 
   test("an editor's name becomes an actor name the daemon accepts", () => {

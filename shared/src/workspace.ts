@@ -170,3 +170,24 @@ export type PortForwardLine = Static<typeof PortForwardLine>;
 export const RemoteListRow = Type.Object({ name: Type.String(), url: Type.String() });
 export const RemoteList = Type.Array(RemoteListRow);
 export type RemoteListRow = Static<typeof RemoteListRow>;
+
+/**
+ * Maps paths under guestDir (the box's copy of an offloaded repository) to the
+ * same path under root (the user's), else null: a path outside guestDir, or
+ * one whose `..` or `.` segments could step out of it (box paths are the
+ * box's word, not trusted). Runtime-neutral: POSIX paths, no file system.
+ */
+export function pathMapper(guestDir: string, root: string): (p: string) => string | null {
+  const base = guestDir.replace(/\/+$/, "");
+  const top = root.replace(/\/+$/, "");
+  return (p) => {
+    if (p === base) return top;
+    if (!p.startsWith(`${base}/`)) return null;
+    const parts = p
+      .slice(base.length + 1)
+      .split("/")
+      .filter((x) => x !== "");
+    if (parts.length === 0 || parts.some((x) => x === ".." || x === ".")) return null;
+    return `${top}/${parts.join("/")}`;
+  };
+}

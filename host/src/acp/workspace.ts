@@ -8,17 +8,12 @@ import type { DaemonClient } from "../client/daemon.ts";
 import { findBox } from "../workspace/box.ts";
 import { git } from "../workspace/git.ts";
 import { readRecord } from "../workspace/record.ts";
+import { pathMapper } from "@hutch/shared";
 
 export interface Offloaded {
   box: string;
   /** A path in the box's copy of the repository as the same path in the editor's, else null. */
   localPath(boxPath: string): string | null;
-}
-
-/** Maps paths under guestDir (the box's repository) to the same path under root (the user's). */
-export function pathMapper(guestDir: string, root: string): (p: string) => string | null {
-  const base = guestDir.replace(/\/+$/, "");
-  return (p) => (p === base ? root : p.startsWith(`${base}/`) ? join(root, p.slice(base.length + 1)) : null);
 }
 
 /**
