@@ -97,10 +97,14 @@ export type SeqResult = Static<typeof SeqResult>;
 
 export const DriverParams = Type.Object({
   session: Type.String(),
-  action: Type.Union([Type.Literal("acquire"), Type.Literal("release"), Type.Literal("steal")]),
+  action: Type.Union([Type.Literal("acquire"), Type.Literal("release"), Type.Literal("steal"), Type.Literal("heartbeat")]),
   leaseMs: Type.Optional(Type.Integer({ minimum: 1 })),
 });
 export type DriverParams = Static<typeof DriverParams>;
+
+/** The driver stops the agent's turn (the conversation view's Stop). */
+export const InterruptParams = Type.Object({ session: Type.String() });
+export type InterruptParams = Static<typeof InterruptParams>;
 
 export const BoxParams = Type.Union([
   Type.Object({ action: Type.Literal("create"), name: BoxName, engine: Type.Optional(EngineName), start: Type.Optional(Type.Boolean()) }),
@@ -126,6 +130,7 @@ export const IdeMethods = {
   send: "hutch/send",
   annotate: "hutch/annotate",
   driver: "hutch/driver",
+  interrupt: "hutch/interrupt",
   box: "hutch/box",
   sessionCreate: "hutch/session/create",
 } as const;

@@ -20,6 +20,7 @@ import {
   type Change,
   type DriverBody,
   type DriverParams,
+  type InterruptParams,
   type ListResult,
   type SendParams,
   type Session,
@@ -173,9 +174,10 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
     daemon.request(
       "POST",
       sessionPath(p.session, `/driver/${p.action}`),
-      p.action === "release" ? undefined : ((p.leaseMs ? { leaseMs: p.leaseMs } : {}) satisfies DriverBody),
+      p.action === "release" || p.action === "heartbeat" ? undefined : ((p.leaseMs ? { leaseMs: p.leaseMs } : {}) satisfies DriverBody),
     ),
   );
+  handle<InterruptParams, unknown>(conn, IdeMethods.interrupt, (p) => daemon.request("POST", sessionPath(p.session, "/interrupt")));
   handle<BoxParams, unknown>(conn, IdeMethods.box, (p) => {
     const key = crypto.randomUUID();
     const ref = encodeURIComponent(p.name);
