@@ -28,11 +28,20 @@ export async function buildExtension(hutch: string, vsix: string): Promise<void>
       format: "iife",
       minify: true,
     }),
+    Bun.build({
+      entrypoints: [join(here, "src/conversation/view.ts")],
+      outdir: out,
+      naming: "conversation.js",
+      target: "browser",
+      format: "iife",
+      minify: true,
+    }),
   ];
   for (const r of await Promise.all(bundles)) {
     if (!r.success) throw new Error(`extension bundle failed:\n${r.logs.map(String).join("\n")}`);
   }
   copyFileSync(join(here, "src/log/log.css"), join(out, "log.css"));
+  copyFileSync(join(here, "src/conversation/conversation.css"), join(out, "conversation.css"));
   const binDir = join(here, "bin", `${process.platform}-${process.arch}`);
   rmSync(join(here, "bin"), { recursive: true, force: true });
   mkdirSync(binDir, { recursive: true });

@@ -12,22 +12,25 @@ import { CHOICES, decisionArgs, notificationText, watchLine, type Choice } from 
 /** How long to wait before starting the watch again after it ended (no binary yet, a daemon restart). */
 const RESTART_MS = 3000;
 
+/** Answers an approval as a person would (`hutch approve` / `hutch deny`), saying how it ended. */
+export async function answerApproval(invocation: (args: string[]) => Invocation | undefined, id: string, choice: Choice): Promise<void> {
+  const inv = invocation(decisionArgs(id, choice));
+  if (!inv) return;
+  try {
+    const done = await runJson(inv, Approval);
+    void vscode.window.showInformationMessage(`hutch: ${id} ${done.state.replace("_", " ")}`);
+  } catch (err) {
+    void vscode.window.showErrorMessage(`hutch: ${(err as Error).message}`);
+  }
+}
+
 export function registerApprovals(deps: { invocation: (args: string[]) => Invocation | undefined }): vscode.Disposable[] {
   let child: ChildProcess | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let stopped = false;
   const shown = new Set<string>();
 
-  const answer = async (a: Approval, choice: Choice) => {
-    const inv = deps.invocation(decisionArgs(a.id, choice));
-    if (!inv) return;
-    try {
-      const done = await runJson(inv, Approval);
-      void vscode.window.showInformationMessage(`hutch: ${a.id} ${done.state.replace("_", " ")}`);
-    } catch (err) {
-      void vscode.window.showErrorMessage(`hutch: ${(err as Error).message}`);
-    }
-  };
+  const answer = (a: Approval, choice: Choice) => answerApproval(deps.invocation, a.id, choice);
 
   const notify = (a: Approval) => {
     if (shown.has(a.id)) return;

@@ -17,6 +17,7 @@ import type { LanguageClient } from "vscode-languageclient/node";
 import type { HutchBinary } from "./binary.ts";
 import { showLog } from "./log/panel.ts";
 import type { SessionPanels } from "./panels.ts";
+import type { ConversationTarget } from "./conversation/panel.ts";
 import type { HutchTree, Node } from "./tree.ts";
 import { cliEnv } from "./bridge.ts";
 import { terminalText } from "@hutch/shared/text";
@@ -24,7 +25,7 @@ import { terminalText } from "@hutch/shared/text";
 /** A session's label or a box's name, written by whoever made it: one line, escaped. */
 const shown = (s: string) => terminalText(s, { oneLine: true });
 import { showFailure } from "./errors.ts";
-import { sessionTitle } from "./session-name.ts";
+import { age, sessionTitle } from "./session-name.ts";
 
 const titleOf = (s: Parameters<typeof sessionTitle>[0] | undefined) => (s ? sessionTitle(s) : undefined);
 
@@ -46,6 +47,8 @@ const BOX_NAME_RE = new RegExp(`^${BOX_NAME}$`);
 export interface Ctx {
   tree: HutchTree;
   panels: SessionPanels;
+  /** Opens a session's conversation view. */
+  conversation(t: ConversationTarget): void;
   client(): LanguageClient | undefined;
   bin(): HutchBinary | undefined;
   config(): vscode.WorkspaceConfiguration;
@@ -180,6 +183,46 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
     // then reaches the command with no row). Never a picker nobody asked for; the palette's commands ask.
     vscode.commands.registerCommand("hutch.session.log.row", (node?: Node) => {
       if (node?.type === "session") showLog(ctx.panels, node.session.id, sessionTitle(node.session));
+    }),
+    vscode.commands.registerCommand("hutch.conversation.open", async (node?: Node | string) => {
+      const target = (s: SessionView): ConversationTarget => ({
+        session: s.id,
+        title: sessionTitle(s),
+        headless: s.headless === true,
+        box: s.boxName,
+      });
+      if (node && typeof node !== "string" && node.type === "session") return ctx.conversation(target(node.session));
+      let id = typeof node === "string" ? node : undefined;
+      if (!id) {
+        // The history: every session of every box, agents' first, newest first.
+        const sessions = ctx.tree.allSessions().sort((a, b) => Number(a.agent === "shell") - Number(b.agent === "shell"));
+        const now = Date.now();
+        const pick = await vscode.window.showQuickPick(
+          [
+            ...sessions.map((x) => ({
+              label: shown(sessionTitle(x)),
+              description: `${shown(x.agent)} · ${shown(x.boxName)} · ${x.state === "open" ? x.activity : "closed"} · ${age(x.createdAt, now)}`,
+              id: x.id,
+            })),
+            { label: "Another session id…", description: "", id: "" },
+          ],
+          { placeHolder: "Which session's conversation?", ignoreFocusOut: true, matchOnDescription: true },
+        );
+        if (!pick) return;
+        id = pick.id || (await vscode.window.showInputBox({ prompt: "Session id", placeHolder: "ses_…", ignoreFocusOut: true }));
+        if (!id) return;
+      }
+      const s = ctx.tree.session(id);
+      ctx.conversation(s ? target(s) : { session: id, title: id, headless: true });
+    }),
+    vscode.commands.registerCommand("hutch.conversation.open.row", (node?: Node) => {
+      if (node?.type === "session")
+        ctx.conversation({
+          session: node.session.id,
+          title: sessionTitle(node.session),
+          headless: node.session.headless === true,
+          box: node.session.boxName,
+        });
     }),
     vscode.commands.registerCommand("hutch.session.attach.row", (node?: Node) => {
       if (node?.type === "session") terminal(`hutch: ${shown(sessionTitle(node.session))}`, ["session", "attach", node.session.id]);

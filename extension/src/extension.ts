@@ -16,6 +16,14 @@ import { BinaryError, resolveHutch, type HutchBinary } from "./binary.ts";
 import { bridgeClient, cliEnv } from "./bridge.ts";
 import { HutchTree, type Node } from "./tree.ts";
 import { SessionPanels } from "./panels.ts";
+import {
+  CONVERSATION_VIEW,
+  conversationSerializer,
+  EDIT_SCHEME,
+  EditDocuments,
+  showConversation,
+  type ConversationDeps,
+} from "./conversation/panel.ts";
 import { type Ctx, registerCommands } from "./commands.ts";
 import { registerOffload, WorkspacesTree } from "./offload.ts";
 import { registerPorts } from "./ports.ts";
@@ -76,7 +84,10 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     });
     c.onDidChangeState((e) => {
       // A restarted bridge (after a crash) starts with no subscriptions: the views ask again.
-      if (e.newState === State.Running) void refresh().then(() => panels.resubscribeAll());
+      if (e.newState === State.Running)
+        void refresh()
+          .finally(() => panels.resubscribeAll())
+          .catch(() => undefined);
       if (e.newState === State.Stopped) {
         tree.disconnect();
         setConnected(false);
@@ -92,7 +103,16 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }
   };
 
-  const ctx: Ctx = { tree, panels, client: () => client, bin: () => bin, config, refresh };
+  const conversations: ConversationDeps = { panels, invocation: (args) => quietInvocation(args), edits: new EditDocuments() };
+  const ctx: Ctx = {
+    tree,
+    panels,
+    conversation: (t) => showConversation(conversations, t),
+    client: () => client,
+    bin: () => bin,
+    config,
+    refresh,
+  };
   // Verbs the extension runs as the CLI (offload, bring-back, ports): the bridge's binary, home and remote.
   const quietInvocation = (args: string[], cwd?: string): Invocation | undefined =>
     bin ? { bin: bin.path, args, cwd, env: { ...process.env, ...cliEnv(config()) } } : undefined;
@@ -105,6 +125,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     ...registerOffload({ invocation, state: context.workspaceState }, new WorkspacesTree()),
     ...registerPorts({ invocation: quietInvocation, boxes: () => tree.allBoxes(), onBoxesChanged: tree.onDidChangeTreeData }),
     ...registerApprovals({ invocation: quietInvocation }),
+    vscode.window.registerWebviewPanelSerializer(CONVERSATION_VIEW, conversationSerializer(conversations)),
+    vscode.workspace.registerTextDocumentContentProvider(EDIT_SCHEME, conversations.edits),
     vscode.window.createTreeView<Node>("hutch.boxes", { treeDataProvider: tree, showCollapseAll: true }),
     status,
     ...registerCommands(ctx, () => void start()),

@@ -17,6 +17,7 @@ import {
   check,
   OffloadOutput,
   OffloadRecordFile,
+  pathMapper,
   RemoteList,
   Session,
   type AgentName,
@@ -80,6 +81,12 @@ async function readRecords(lastBack: Map<string, BringBackOutput>): Promise<Work
     }
   }
   return out;
+}
+
+/** Where the box's copy of an open folder's repository is, as a map from box paths to local ones; null when none was offloaded to it. */
+export async function offloadPaths(box: string): Promise<((boxPath: string) => string | null) | null> {
+  const n = (await readRecords(new Map())).find((w) => w.record.box === box);
+  return n ? pathMapper(n.record.guestDir, n.root) : null;
 }
 
 const STATE_ICONS: Record<WorkspaceNode["state"], [string, string?]> = {

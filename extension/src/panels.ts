@@ -6,7 +6,7 @@
 // got after the bridge restarted.
 import * as vscode from "vscode";
 import { IdeMethods, type EventsNotification, type SubscriptionEnded } from "@hutch/shared";
-import type { LanguageClient } from "vscode-languageclient/node";
+import { State, type LanguageClient } from "vscode-languageclient/node";
 import { terminalText } from "@hutch/shared/text";
 
 export class SessionPanels {
@@ -115,11 +115,23 @@ export abstract class SessionPanel {
 
   async subscribe(): Promise<void> {
     const rpc = this.owner.rpc;
-    if (!rpc) return;
+    // Not up yet (a window reload restores views while the bridge starts): its start subscribes every view (resubscribeAll).
+    if (!rpc || rpc.state !== State.Running) return;
     await this.unsubscribe();
-    const r = await rpc.sendRequest<{ subscription: string }>(IdeMethods.subscribe, { session: this.session, from: this.next });
-    this.subscription = r.subscription;
-    this.owner.bind(r.subscription, this);
+    try {
+      const r = await rpc.sendRequest<{ subscription: string }>(IdeMethods.subscribe, { session: this.session, from: this.next });
+      this.subscription = r.subscription;
+      this.owner.bind(r.subscription, this);
+    } catch (err) {
+      this.failed(err as Error);
+    }
+  }
+
+  /** The subscription could not be made (the bridge went away meanwhile): said; the bridge's restart tries again. */
+  protected failed(err: Error): void {
+    void vscode.window.showWarningMessage(
+      `hutch: could not follow session ${this.session}: ${terminalText(err.message, { oneLine: true })}`,
+    );
   }
 
   private async unsubscribe(): Promise<void> {

@@ -97,6 +97,11 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
     return [...this.sessions.values()].map((n) => n.session).filter((s) => s.state === "open");
   }
 
+  /** Every session the sidebar knows (open and closed, every box), newest first: the conversation history. */
+  allSessions(): SessionView[] {
+    return [...this.sessions.values()].map((n) => n.session).sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  }
+
   allBoxes(): Box[] {
     return [...this.boxes.values()].map((n) => n.box);
   }
@@ -168,7 +173,7 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
         )
       : `${shown(sessionDescription(s, Date.now()))} · ${s.activity}${s.driver ? ` · driven by ${shown(s.driver.actor.id)}` : ""}`;
     item.iconPath = icon(ACTIVITY_ICONS[s.activity] ?? ["question"]);
-    item.contextValue = `session.${s.state}`;
+    item.contextValue = `session.${s.state}.${s.agent === "shell" ? "shell" : "agent"}`;
     item.tooltip = tooltip(
       sessionTitle(s),
       s.id,
