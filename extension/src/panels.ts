@@ -145,3 +145,32 @@ export abstract class SessionPanel {
 /** Text from anyone (a session id typed into a picker, a remote's) as HTML text, not markup. */
 export const escapeHtml = (s: string) =>
   s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+
+/**
+ * A session webview's page: its script (out/NAME.js, by nonce) and style
+ * (out/NAME.css), nothing else loads (no remote image: what a box wrote must
+ * not make this machine fetch a URL), the body's data attributes (escaped)
+ * and its markup.
+ */
+export function webviewPage(
+  webview: vscode.Webview,
+  media: vscode.Uri,
+  page: { name: string; title: string; data: Record<string, string>; body: string },
+): string {
+  const nonce = crypto.randomUUID().replaceAll("-", "");
+  const script = webview.asWebviewUri(vscode.Uri.joinPath(media, `${page.name}.js`));
+  const style = webview.asWebviewUri(vscode.Uri.joinPath(media, `${page.name}.css`));
+  const data = Object.entries(page.data)
+    .map(([k, v]) => ` data-${k}="${escapeHtml(v)}"`)
+    .join("");
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src ${webview.cspSource}; script-src 'nonce-${nonce}';">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<link rel="stylesheet" href="${style}">
+<title>${escapeHtml(page.title)}</title></head>
+<body${data}>
+${page.body}
+<script nonce="${nonce}" src="${script}"></script>
+</body></html>`;
+}

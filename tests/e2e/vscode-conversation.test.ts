@@ -5,9 +5,9 @@
 // acp`) and from the CLI in turn; Stop; Open Diff against the local file; a
 // window reload. Keeps a screenshot at artifacts/vscode-conversation.png.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { HUTCH, ROOT, type Home } from "../helpers.ts";
+import { HUTCH, newRepo, ROOT, type Home } from "../helpers.ts";
 import { drive, startCodeServer, type Rig } from "../vscode-rig.ts";
 import { agentHome, newSecrets } from "../agent-turns.ts";
 import type { FakeModel } from "../fixtures/fake-model/index.ts";
@@ -21,19 +21,11 @@ let sid: string;
 /** Where the box holds its copy of the folder. */
 let guestDir: string;
 
-const git = (cwd: string, ...args: string[]) => {
-  const r = Bun.spawnSync(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", ...args], { cwd, stdout: "pipe", stderr: "pipe" });
-  if (r.exitCode !== 0) throw new Error(`git ${args.join(" ")}: ${r.stderr}`);
-};
-
 beforeAll(async () => {
   ({ h, fake } = await agentHome("hutch-vsc-conv-", { anthropic: newSecrets().anthropic }, ["claude"]));
   rig = await startCodeServer(h.env);
   // The open folder is a repository offloaded to the agent's box: its edits open as diffs against the local files.
-  writeFileSync(join(rig.ws, "notes.md"), "# notes\n\nold\n");
-  git(rig.ws, "init", "-q", "-b", "main");
-  git(rig.ws, "add", ".");
-  git(rig.ws, "commit", "-q", "-m", "start");
+  newRepo(rig.ws, { "notes.md": "# notes\n\nold\n" });
   expect((await h.run(["box", "create", "conv-box", "--start", "--secret", "anthropic"])).code).toBe(0);
   const off = await h.run(["offload", "--box", "conv-box"], { cwd: rig.ws });
   expect(off.code, off.stderr).toBe(0);

@@ -13,7 +13,7 @@ import * as vscode from "vscode";
 import { IdeMethods, type EventsNotification, type Session } from "@hutch/shared";
 import type { ToolEdit } from "@hutch/shared/agent-tools";
 import { terminalText } from "@hutch/shared/text";
-import { escapeHtml, SessionPanel, type SessionPanels } from "../panels.ts";
+import { escapeHtml, SessionPanel, webviewPage, type SessionPanels } from "../panels.ts";
 import { answerApproval } from "../approvals.ts";
 import type { Choice } from "../approval-prompt.ts";
 import type { Invocation } from "../cli.ts";
@@ -230,24 +230,17 @@ export class EditDocuments implements vscode.TextDocumentContentProvider {
 }
 
 function html(webview: vscode.Webview, media: vscode.Uri, t: ConversationTarget): string {
-  const nonce = crypto.randomUUID().replaceAll("-", "");
-  const script = webview.asWebviewUri(vscode.Uri.joinPath(media, "conversation.js"));
-  const style = webview.asWebviewUri(vscode.Uri.joinPath(media, "conversation.css"));
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src ${webview.cspSource}; img-src ${webview.cspSource} https:; script-src 'nonce-${nonce}';">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="stylesheet" href="${style}">
-<title>hutch conversation</title></head>
-<body data-session="${escapeHtml(t.session)}" data-headless="${t.headless}" data-title="${escapeHtml(t.title)}" data-box="${escapeHtml(t.box ?? "")}">
-<div id="head"><span id="title">${escapeHtml(terminalText(t.title, { oneLine: true }))}</span><span id="state"></span><span id="usage"></span></div>
+  return webviewPage(webview, media, {
+    name: "conversation",
+    title: "hutch conversation",
+    data: { session: t.session, headless: String(t.headless), title: t.title, box: t.box ?? "" },
+    body: `<div id="head"><span id="title">${escapeHtml(terminalText(t.title, { oneLine: true }))}</span><span id="state"></span><span id="usage"></span></div>
 <div id="items"></div>
 <div id="status"></div>
 <div id="compose">
   <textarea id="prompt" placeholder="Ask the agent (Enter sends, Shift+Enter: new line)"></textarea>
   <button id="send">Send</button>
   <button id="stop" disabled>Stop</button>
-</div>
-<script nonce="${nonce}" src="${script}"></script>
-</body></html>`;
+</div>`,
+  });
 }

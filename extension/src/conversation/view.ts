@@ -24,8 +24,10 @@ const headless = document.body.dataset.headless !== "false";
 vscode.setState({ session, headless, title: document.body.dataset.title ?? session, box: document.body.dataset.box || undefined });
 
 const md = new MarkdownIt({ html: false, linkify: true, breaks: false });
-// Links the agent wrote open in the browser through VS Code, and only web links.
+// Links the agent wrote open in the browser through VS Code, and only web links; no image loads (the page's
+// policy refuses them too): a URL in what the box wrote must not make this machine fetch it.
 md.validateLink = (url) => /^https?:\/\//i.test(url);
+md.disable("image");
 
 const list = document.getElementById("items")!;
 const stateEl = document.getElementById("state")!;

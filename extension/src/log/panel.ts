@@ -3,7 +3,7 @@
 // them (src/log/view.ts), and opens the files annotations are anchored to.
 import * as vscode from "vscode";
 import { anchorInWorkspace, type EventsNotification } from "@hutch/shared";
-import { escapeHtml, SessionPanel, type SessionPanels } from "../panels.ts";
+import { escapeHtml, SessionPanel, webviewPage, type SessionPanels } from "../panels.ts";
 import { terminalText } from "@hutch/shared/text";
 
 type FromView = { type: "ready" } | { type: "open"; path: string; line?: number };
@@ -50,24 +50,16 @@ class LogPanel extends SessionPanel {
 }
 
 function html(webview: vscode.Webview, media: vscode.Uri, id: string): string {
-  const session = escapeHtml(id);
-  const nonce = crypto.randomUUID().replaceAll("-", "");
-  const script = webview.asWebviewUri(vscode.Uri.joinPath(media, "log.js"));
-  const style = webview.asWebviewUri(vscode.Uri.joinPath(media, "log.css"));
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src ${webview.cspSource}; script-src 'nonce-${nonce}';">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<link rel="stylesheet" href="${style}">
-<title>hutch log</title></head>
-<body data-session="${session}">
-<div id="toolbar">
-  <span id="title">${session}</span>
+  return webviewPage(webview, media, {
+    name: "log",
+    title: "hutch log",
+    data: { session: id },
+    body: `<div id="toolbar">
+  <span id="title">${escapeHtml(id)}</span>
   <label>kind <select id="kind"><option value="">all</option></select></label>
   <label>actor <select id="actor"><option value="">all</option></select></label>
   <span id="count"></span>
 </div>
-<div id="scroller"><div id="spacer"></div></div>
-<script nonce="${nonce}" src="${script}"></script>
-</body></html>`;
+<div id="scroller"><div id="spacer"></div></div>`,
+  });
 }
