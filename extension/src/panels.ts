@@ -113,7 +113,25 @@ export abstract class SessionPanel {
     this.deliver(n);
   }
 
-  async subscribe(): Promise<void> {
+  /** The subscribe in flight: one at a time, so a view's ready and a bridge restart cannot both subscribe it. */
+  private subscribing: Promise<void> = Promise.resolve();
+
+  /**
+   * The webview (re)loaded its page and holds nothing: it gets the whole log
+   * again. A reload of the window can keep this panel (code-server's
+   * extension host outlives the page) while its page starts afresh.
+   */
+  viewReady(): Promise<void> {
+    this.next = 1;
+    return this.subscribe();
+  }
+
+  subscribe(): Promise<void> {
+    this.subscribing = this.subscribing.then(() => this.resubscribe());
+    return this.subscribing;
+  }
+
+  private async resubscribe(): Promise<void> {
     const rpc = this.owner.rpc;
     // Not up yet (a window reload restores views while the bridge starts): its start subscribes every view (resubscribeAll).
     if (!rpc || rpc.state !== State.Running) return;

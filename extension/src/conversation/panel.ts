@@ -111,7 +111,7 @@ class ConversationPanel extends SessionPanel {
   }
 
   private async fromView(m: FromView): Promise<void> {
-    if (m.type === "ready") return this.subscribe();
+    if (m.type === "ready") return this.viewReady();
     if (m.type === "send") return this.send(m.text);
     if (m.type === "stop") return this.stop();
     if (m.type === "approve") return answerApproval(this.deps.invocation, m.id, m.choice);

@@ -41,6 +41,8 @@ const conv: Conversation = newConversation(headless);
 /** Each item's element and the signature it was drawn with. */
 const drawn = new Map<Item, { el: HTMLElement; sig: string }>();
 let sending = false;
+/** Events received since the view opened (on the body as data-received, for a test to read). */
+let received = 0;
 
 const el = <K extends keyof HTMLElementTagNameMap>(tag: K, cls?: string, text?: string): HTMLElementTagNameMap[K] => {
   const e = document.createElement(tag);
@@ -221,7 +223,9 @@ list.addEventListener("click", (e) => {
 window.addEventListener("message", (m: MessageEvent<FromHost>) => {
   const msg = m.data;
   if (msg.type === "events") {
-    if (statusEl.dataset.tone === "loading") statusEl.textContent = statusEl.dataset.tone = "";
+    received += msg.events.length;
+    document.body.dataset.received = String(received);
+    if (statusEl.dataset.tone === "loading" && msg.events.length) statusEl.textContent = statusEl.dataset.tone = "";
     let changed = false;
     for (const e of msg.events) changed = fold(conv, e) || changed;
     if (changed) render();

@@ -36,7 +36,7 @@ class LogPanel extends SessionPanel {
   }
 
   private async fromView(m: FromView): Promise<void> {
-    if (m.type === "ready") return this.subscribe();
+    if (m.type === "ready") return this.viewReady();
     const root = vscode.workspace.workspaceFolders?.[0]?.uri;
     if (!root) return void vscode.window.showWarningMessage(`hutch: open a folder to follow anchors (${terminalText(m.path)})`);
     // Anchors are whoever annotated the session's words: only files in the workspace are opened.

@@ -172,7 +172,14 @@ await drive(browser, page, async () => {
         .locator(".item")
         .count()
         .catch(() => -1);
-      throw new Error(`after the reload the conversation shows ${items} items, status "${status}": ${e.message}`);
+      const got = await frame()
+        .locator("body")
+        .getAttribute("data-received")
+        .catch(() => "?");
+      const tabs = await page.locator(".tab").allTextContents();
+      throw new Error(
+        `after the reload the conversation shows ${items} items from ${got} events, status "${status}", tabs ${JSON.stringify(tabs)}: ${e.message}`,
+      );
     });
   const after = await shownPrompts();
   if (JSON.stringify(after) !== JSON.stringify(vsc)) throw new Error(`after the reload the conversation shows ${JSON.stringify(after)}`);
