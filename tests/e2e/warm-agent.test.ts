@@ -84,7 +84,7 @@ test("two prompts are answered by one warm process; the second turn's events are
   expect(JSON.stringify(fake.modelCalls().at(-1)!.body)).toContain("create one.txt containing 1");
 }, 180_000);
 
-test("an interrupt mid-turn ends the turn and keeps the process; the next prompt is answered by it", async () => {
+test("an interrupt mid-turn ends the turn as a stopped run's ends, and keeps the process; the next prompt is answered by it", async () => {
   fake.reset();
   fake.latencyMs = 60_000;
   const slow = "create slow.txt containing z";
@@ -96,9 +96,11 @@ test("an interrupt mid-turn ends the turn and keeps the process; the next prompt
   expect(fake.modelCalls().filter((c) => c.reply !== undefined)).toEqual([]);
   const log = await events(h, id);
   const input = at(log, Events.inputSent, (d) => d.text.trim() === slow);
-  const end = log.slice(input).filter((e) => e.kind === Events.agentState.kind || e.kind === Events.attentionRequired.kind);
-  expect(end.map((e) => e.kind).slice(-2)).toEqual([Events.agentState.kind, Events.attentionRequired.kind]);
-  expect(read(end.at(-2)!, Events.agentState)?.state).toBe("idle");
+  // As a stopped per-prompt run ends (an error, the agent in error, attention), but the process stays: no exec.exited.
+  const ending: string[] = [Events.errorRaised.kind, Events.agentState.kind, Events.attentionRequired.kind, Events.execExited.kind];
+  const end = log.slice(input).filter((e) => ending.includes(e.kind));
+  expect(end.map((e) => e.kind).slice(-3)).toEqual([Events.errorRaised.kind, Events.agentState.kind, Events.attentionRequired.kind]);
+  expect(read(end.at(-2)!, Events.agentState)?.state).toBe("error");
 
   const next = await turn("create three.txt containing 3");
   expect(next.log.slice(next.input).some((e) => e.kind === Events.toolCompleted.kind)).toBe(true);

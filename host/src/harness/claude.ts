@@ -22,7 +22,7 @@ const INTERRUPTED = "[Request interrupted by user]";
 export function claudeMapper(e = new Emitter()): Mapper {
   /** The API message id the current stream_event deltas belong to. */
   let streaming: string | null = null;
-  /** Claude Code said the turn was interrupted (the user's stop): its failed result is that stop, not an error. */
+  /** Claude Code said the turn was interrupted (the user's stop): its failed result is that stop. */
   let interrupted = false;
 
   const streamEvent = (ev: Record<string, unknown>): MappedEvent[] | null => {
@@ -86,8 +86,8 @@ export function claudeMapper(e = new Emitter()): Mapper {
           const u = obj(rec.usage);
           const out = u ? e.usage(u.input_tokens, u.output_tokens, u.cache_read_input_tokens) : e.usage(null, null, null);
           const failed = rec.is_error === true || (typeof rec.subtype === "string" && rec.subtype !== "success");
-          // Stopped on request (a warm agent's interrupt): the turn ends as a stopped process's does.
-          if (failed && interrupted) return e.idle("the turn was interrupted");
+          // Stopped on request (a warm agent's interrupt): the turn ends as a stopped per-prompt run's does (an error, no usage).
+          if (failed && interrupted) return e.failed("claude: the turn was interrupted");
           if (failed) {
             return [...out, ...e.failed(`claude: ${str(rec.result) ?? str(rec.subtype) ?? "the turn failed"}`)];
           }
