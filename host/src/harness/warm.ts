@@ -57,7 +57,12 @@ export class WarmAgent {
       res();
     };
   });
-  isGone = false;
+  private isGone = false;
+
+  /** It can take a prompt: not gone, and not being ended (an idle limit reached just now closes its stdin). */
+  get usable(): boolean {
+    return !this.isGone && !this.ending;
+  }
 
   constructor(
     private readonly runner: AgentRunner,

@@ -362,7 +362,7 @@ export class SessionService {
   /** The session's warm agent: the one running, or a new one that starts its process with the next prompt. */
   private warmAgent(id: string, o: WarmOptions): WarmAgent {
     const live = this.warm.get(id);
-    if (live && !live.isGone) return live;
+    if (live?.usable) return live;
     const w = new WarmAgent(this.agents.runner, o);
     this.warm.set(id, w);
     void w.gone.then(() => {
