@@ -247,7 +247,7 @@ export const Session = Type.Object({
   state: SessionState,
   owner: Type.String(),
   pty: Type.Optional(Type.String()),
-  /** The agent runs headless, one process per prompt, with no terminal. */
+  /** The agent runs headless, with no terminal: one process per prompt, or, for a session made with no prompt, one kept between prompts where its harness can. */
   headless: Type.Optional(Type.Boolean()),
   driver: Type.Optional(
     Type.Object({

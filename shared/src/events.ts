@@ -88,6 +88,8 @@ export const Events = {
       pty: Type.Optional(Type.String()),
       /** The agent asks a person (hutch approvals) before each tool call its own permission check holds. */
       permissions: Type.Optional(Type.Literal("ask")),
+      /** A headless session prompted turn after turn (an editor's): its agent's process is kept between prompts where its harness can. */
+      warm: Type.Optional(Type.Literal(true)),
     }),
   ),
   sessionClosed: defineEvent("session.closed", Type.Object({ reason: Type.Optional(Text(1024)) })),
@@ -144,7 +146,15 @@ export const Events = {
       limit: Type.Integer({ minimum: 0 }),
     }),
   ),
-  execStarted: defineEvent("exec.started", Type.Object({ argv: Type.Array(Type.String()), pid: Type.Optional(Type.Integer()) })),
+  execStarted: defineEvent(
+    "exec.started",
+    Type.Object({
+      argv: Type.Array(Type.String()),
+      pid: Type.Optional(Type.Integer()),
+      /** A headless agent kept running between the session's prompts: its turns end at attention.required, not at its exit. */
+      warm: Type.Optional(Type.Literal(true)),
+    }),
+  ),
   execExited: defineEvent(
     "exec.exited",
     Type.Object({ code: Type.Union([Type.Integer(), Type.Null()]), signal: Type.Union([Type.String(), Type.Null()]) }),

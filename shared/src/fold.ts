@@ -36,7 +36,8 @@ export function foldTurn(t: TurnState, e: Folded): TurnState {
     case "attention.required":
       return e.seq > t.attention ? { ...t, attention: e.seq } : t;
     case "exec.started":
-      return e.seq > t.started ? { ...t, started: e.seq } : t;
+      if (e.seq <= t.started) return t;
+      return e.data.warm ? { ...t, started: e.seq, warm: e.seq } : { ...t, started: e.seq };
     case "session.closed":
       return t.closed ? t : { ...t, closed: e.seq };
     case "exec.exited":
@@ -104,17 +105,18 @@ export function activityOf(t: TurnState): SessionActivity {
 
 /**
  * Whether the latest turn has settled: attention was asked after the last
- * input, and, for a headless agent, the process that turn started exited.
+ * input, and, for a headless agent, the process that turn started exited
+ * (unless it was started warm, to stay for the next prompts).
  */
 export function settled(t: TurnState, headless: boolean): boolean {
   if (t.closed) return true;
   if (t.attention <= t.input || t.agent?.state === "busy") return false;
-  return !headless || t.started < t.input || t.exited > t.started;
+  return !headless || t.started < t.input || t.exited > t.started || t.warm === t.started;
 }
 
-/** The turn ended well: the agent is not in error and its process, if it exited, exited 0. */
+/** The turn ended well: the agent is not in error and its process, if it exited (not one before it), exited 0. */
 export function turnOk(t: TurnState): boolean {
-  return t.agent?.state !== "error" && (t.exit === undefined || t.exit.code === 0);
+  return t.agent?.state !== "error" && (t.exit === undefined || t.exited < t.started || t.exit.code === 0);
 }
 
 /** The annotation an event adds when it is anchored to a file and line, else null. */

@@ -27,6 +27,8 @@ export const TurnState = Type.Object({
   started: SeqOrNone,
   exited: SeqOrNone,
   closed: SeqOrNone,
+  /** The latest exec.started of a warm agent (one kept between prompts), absent when there was none. */
+  warm: Type.Optional(SeqOrNone),
   /** The latest agent.state. */
   agent: Type.Optional(
     Type.Object({

@@ -7,7 +7,7 @@ import { AGENT_BINDINGS } from "@hutch/shared/base";
 import { MCP_APPROVAL_TOOL } from "@hutch/shared";
 import { Emitter } from "./emit.ts";
 import { jsonLines, obj, raw, str } from "./limits.ts";
-import type { AgentContext, Harness, MappedEvent, Mapper } from "./types.ts";
+import type { AgentContext, Harness, MappedEvent, Mapper, Resume } from "./types.ts";
 
 function textOf(content: unknown): string {
   if (typeof content === "string") return content;
@@ -15,10 +15,15 @@ function textOf(content: unknown): string {
   return content.map((b) => (obj(b)?.type === "text" ? (str(obj(b)!.text) ?? "") : JSON.stringify(b))).join("\n");
 }
 
+/** The user message Claude Code adds when a turn is stopped (SIGINT, or an interrupt control request). */
+const INTERRUPTED = "[Request interrupted by user]";
+
 /** `e` is shared when the transcript mapper wraps this one, so a turn's state is kept once. */
 export function claudeMapper(e = new Emitter()): Mapper {
   /** The API message id the current stream_event deltas belong to. */
   let streaming: string | null = null;
+  /** Claude Code said the turn was interrupted (the user's stop): its failed result is that stop. */
+  let interrupted = false;
 
   const streamEvent = (ev: Record<string, unknown>): MappedEvent[] | null => {
     if (ev.type === "message_start") {
@@ -72,14 +77,18 @@ export function claudeMapper(e = new Emitter()): Mapper {
           for (const b of content.map(obj)) {
             if (b?.type === "tool_result") out.push(...e.toolCompleted(str(b.tool_use_id) ?? "", textOf(b.content), b.is_error !== true));
             // The prompt itself is logged by hutch as input.sent, attributed to whoever sent it.
-            else if (b?.type !== "text") out.push(raw(JSON.stringify(b), "unknown"));
+            else if (b?.type === "text") interrupted ||= b.text === INTERRUPTED;
+            else out.push(raw(JSON.stringify(b), "unknown"));
           }
           return out;
         }
         case "result": {
           const u = obj(rec.usage);
           const out = u ? e.usage(u.input_tokens, u.output_tokens, u.cache_read_input_tokens) : e.usage(null, null, null);
-          if (rec.is_error === true || (typeof rec.subtype === "string" && rec.subtype !== "success")) {
+          const failed = rec.is_error === true || (typeof rec.subtype === "string" && rec.subtype !== "success");
+          // Stopped on request (a warm agent's interrupt): the turn ends as a stopped per-prompt run's does (an error, no usage).
+          if (failed && interrupted) return e.failed("claude: the turn was interrupted");
+          if (failed) {
             return [...out, ...e.failed(`claude: ${str(rec.result) ?? str(rec.subtype) ?? "the turn failed"}`)];
           }
           return [...out, ...e.idle()];
@@ -168,6 +177,21 @@ function permissionArgs(ctx: AgentContext): string[] {
   return ["--dangerously-skip-permissions"];
 }
 
+/** A headless turn's flags, the prompt aside (in argv, or on stdin for a warm agent). */
+function headlessArgs(ctx: AgentContext, resume: Resume): string[] {
+  return [
+    "-p",
+    "--output-format",
+    "stream-json",
+    "--verbose",
+    "--include-partial-messages",
+    ...permissionArgs(ctx),
+    ...(typeof resume === "string" ? ["--resume", resume] : resume ? ["--continue"] : []),
+    ...(ctx.model ? ["--model", ctx.model] : []),
+    ...mcpArgs(ctx),
+  ];
+}
+
 export const claude: Harness = {
   name: "claude",
   npm: { name: "@anthropic-ai/claude-code", version: "2.1.332", bin: "claude" },
@@ -194,19 +218,15 @@ export const claude: Harness = {
     }),
     ".claude/settings.json": JSON.stringify({ skipDangerousModePermissionPrompt: true }),
   }),
-  headless: (prompt, ctx, resume) => [
-    "-p",
-    "--output-format",
-    "stream-json",
-    "--verbose",
-    "--include-partial-messages",
-    ...permissionArgs(ctx),
-    ...(typeof resume === "string" ? ["--resume", resume] : resume ? ["--continue"] : []),
-    ...(ctx.model ? ["--model", ctx.model] : []),
-    ...mcpArgs(ctx),
-    "--",
-    prompt,
-  ],
+  headless: (prompt, ctx, resume) => [...headlessArgs(ctx, resume), "--", prompt],
+  // The Agent SDK's streaming input: one user message a line on stdin, a result record ends each turn.
+  warm: {
+    args: (ctx, resume) => ["--input-format", "stream-json", ...headlessArgs(ctx, resume)],
+    message: (prompt) =>
+      `${JSON.stringify({ type: "user", message: { role: "user", content: prompt }, parent_tool_use_id: null, session_id: "" })}\n`,
+    interrupt: (requestId) => `${JSON.stringify({ type: "control_request", request_id: requestId, request: { subtype: "interrupt" } })}\n`,
+    control: (line) => line.startsWith('{"type":"control_response"'),
+  },
   interactive: (ctx) => ["--dangerously-skip-permissions", ...(ctx.model ? ["--model", ctx.model] : []), ...mcpArgs(ctx)],
   mapper: () => claudeMapper(),
   asksPermission: true,

@@ -38,7 +38,7 @@ export function missingAgentHint(
 }
 
 export const AGENT_WORKDIR = "/workspace";
-const STDERR_TAIL = 4096;
+export const STDERR_TAIL = 4096;
 
 export interface RunSink {
   /** Appends events to the session log (the daemon stamps seq and time). */
@@ -73,6 +73,8 @@ export interface Prepared {
   transcript?: string;
   /** It holds a resumed conversation already: tail only what is added (the old turns are not this session's). */
   transcriptResumed?: boolean;
+  /** A warm agent's first prompt, as the hand-over shaped it, to write on its stdin. */
+  prompt?: string;
 }
 
 export interface RunResult {
@@ -106,7 +108,7 @@ export class AgentRunner {
    */
   async prepare(
     o: Omit<RunOptions, "prompt" | "sink" | "actor" | "resume"> & { mcp?: BoxMcp | null },
-    mode: { prompt: string; resume: boolean } | "interactive",
+    mode: { prompt: string; resume: boolean; warm?: boolean } | "interactive",
   ): Promise<Prepared> {
     const h = o.harness;
     if (h.npm && o.install) await installAgent(h, o.agentsDir);
@@ -154,6 +156,9 @@ export class AgentRunner {
       if (r.code !== 0)
         throw new HutchError("failed", `${h.name}: could not write ${rel} in the box: ${r.stderr.trim()}`, "check the box: hutch box info");
     }
+    // A warm agent gets its (shaped) prompt on stdin once it runs.
+    if (mode !== "interactive" && mode.warm && h.warm)
+      return { argv: [...launch, ...h.warm.args(ctx, turn.resume)], env: h.env(ctx), cwd: ctx.workdir, prompt: turn.prompt };
     if (mode !== "interactive")
       return { argv: [...launch, ...h.headless(turn.prompt, ctx, turn.resume)], env: h.env(ctx), cwd: ctx.workdir };
     // The TUI resumes a carried conversation when its harness can name one (its transcript is then tailed from its end).
@@ -178,6 +183,11 @@ export class AgentRunner {
     return openBoxMcp((await this.boxes.awake(boxId)).channel, actor.id, this.emitter(h, actor, sink), approve);
   }
 
+  /** The box's channel, woken if it sleeps. */
+  async channelOf(boxId: string) {
+    return (await this.boxes.awake(boxId)).channel;
+  }
+
   /** Calls `then` once the process `pid` in the box is gone (or the box's channel closed). */
   whileRuns(boxId: string, pid: number, then: () => void): void {
     try {
@@ -192,7 +202,7 @@ export class AgentRunner {
   }
 
   /** Checks mapped events against the registry and logs them as the agent; one that does not fit is kept raw. */
-  private emitter(h: Harness, actor: Actor, sink: RunSink) {
+  emitter(h: Harness, actor: Actor, sink: RunSink) {
     return (events: MappedEvent[]) => {
       if (events.length === 0) return;
       sink.append(

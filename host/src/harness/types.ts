@@ -85,6 +85,18 @@ export interface Harness {
    * `hutch offload` carried in).
    */
   headless(prompt: string, ctx: AgentContext, resume: Resume): string[];
+  /**
+   * Its headless agent can stay running between a session's prompts (./warm.ts): started once with
+   * `args` (a structured stream on stdout, prompts on stdin), each prompt written as `message`, the
+   * turn ended early by writing `interrupt`; `control` says a stdout line answers such a request
+   * (the protocol's, not the agent's doing: not logged).
+   */
+  warm?: {
+    args(ctx: AgentContext, resume: Resume): string[];
+    message(prompt: string): string;
+    interrupt(requestId: string): string;
+    control(line: string): boolean;
+  };
   /** argv after the binary for the interactive TUI (run in a box terminal). */
   interactive(ctx: AgentContext): string[];
   /** A new mapper for one run of the headless stream. */

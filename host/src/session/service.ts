@@ -31,9 +31,12 @@ import { sessionAccess, type SessionAccess } from "./access.ts";
 import { describeActor, DriverSlot, sameActor } from "./driver.ts";
 import { harness, type Harness } from "../harness/index.ts";
 import type { AgentRunner } from "../harness/run.ts";
+import { WarmAgent, type WarmOptions } from "../harness/warm.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "sessions" });
+/** Box states in which a box's processes end (or are about to): a warm agent in it is ended first. */
+const LEAVING = new Set(["stopping", "stopped", "sleeping", "asleep", "failed", "deleted"]);
 /** Checkpoints looked at, newest first, when forking a session (a log can hold any number a client appended). */
 const FORK_SCAN = 1000;
 
@@ -68,6 +71,8 @@ export class SessionService {
   readonly driver: DriverSlot;
   /** Headless turns in flight, by session (one at a time), and how to stop each. */
   private readonly turns = new Map<string, { done: Promise<unknown>; stop: AbortController }>();
+  /** Headless agents kept between prompts, by session (../harness/warm.ts). */
+  private readonly warm = new Map<string, WarmAgent>();
   private lapseTimer?: ReturnType<typeof setInterval>;
 
   constructor(
@@ -118,6 +123,7 @@ export class SessionService {
 
   /** Logs a box's state change in every open session bound to it. */
   boxChanged(boxId: string, state: string, reason: string | null): void {
+    if (LEAVING.has(state)) for (const row of this.store.list({ boxId, state: "open" })) void this.warm.get(row.id)?.end();
     // A failed box's reason carries its console's last lines, which may be longer than an event holds.
     this.boxEvent(
       boxId,
@@ -207,6 +213,9 @@ export class SessionService {
     const agent = harness(body.agent ?? "shell");
     const headless = body.prompt !== undefined || body.headless === true;
     const ask = body.permissions === "ask";
+    // Made headless with no prompt, a session is prompted turn after turn (an editor's): its agent is kept between
+    // prompts where its harness can. A run made with its prompt is waited on to its process's exit, so it keeps one per prompt.
+    const warm = headless && body.prompt === undefined && !ask && agent.warm !== undefined;
     if (ask && !headless)
       throw new HutchError(
         "invalid",
@@ -254,6 +263,7 @@ export class SessionService {
           agent: agent.name,
           ...(body.label ? { label: body.label } : {}),
           ...(ask ? { permissions: "ask" as const } : {}),
+          ...(warm ? { warm: true as const } : {}),
         }),
         actor,
       },
@@ -283,7 +293,12 @@ export class SessionService {
     for (const row of this.store.list({ state: "open" })) {
       if (!this.isHeadless(row) || this.turns.has(row.id)) continue;
       const turn = this.summaries.turn(row.id);
-      if (turn.input <= turn.attention) continue;
+      if (turn.input <= turn.attention) {
+        // A warm agent waiting for its next prompt went with the daemon too; the next prompt starts another.
+        if (turn.warm !== undefined && turn.warm === turn.started && turn.started > turn.exited)
+          this.append(row.id, [{ ...emit(Events.execExited, { code: null, signal: "lost" }), actor: SYSTEM }]);
+        continue;
+      }
       const reason = "the daemon stopped during this turn, and the agent with it; send the prompt again to retry";
       const lost = [
         ...(turn.started > turn.exited ? [emit(Events.execExited, { code: null, signal: "lost" })] : []),
@@ -312,36 +327,48 @@ export class SessionService {
     await turn.done;
   }
 
-  /** Whether the session was made to ask before its agent's tool calls (its session.created says so, for every turn). */
-  private asks(id: string): boolean {
+  /** How the session was made to run its turns (its session.created says so, for every turn): asking before tool calls, warm. */
+  private mode(id: string): { ask: boolean; warm: boolean } {
     const created = this.store.summaries.eventsOf(id, [Events.sessionCreated.kind])[0];
-    return !!created && read(created, Events.sessionCreated)?.permissions === "ask";
+    const d = created ? read(created, Events.sessionCreated) : null;
+    return { ask: d?.permissions === "ask", warm: d?.warm === true };
   }
 
-  private startTurn(row: SessionRow, agent: Harness, prompt: string, resume: boolean, model?: string, ask = false): void {
+  private startTurn(row: SessionRow, agent: Harness, prompt: string, resume: boolean, model?: string, ask = false, warm = false): void {
     const { runner, agentsDir, install } = this.agents;
     const stop = new AbortController();
     const release = this.holdBox(row.box_id);
-    const done = runner
-      .run({
-        boxId: row.box_id,
-        harness: agent,
-        prompt,
-        resume,
-        ...(model ? { model } : {}),
-        ...(ask ? { permissions: "ask" as const } : {}),
-        actor: { kind: "agent", id: `${row.owner}/agent:${agent.name}` },
-        sink: { append: (events) => void this.append(row.id, events) },
-        agentsDir,
-        install,
-        signal: stop.signal,
-      })
+    const o = {
+      boxId: row.box_id,
+      harness: agent,
+      ...(model ? { model } : {}),
+      actor: { kind: "agent" as const, id: `${row.owner}/agent:${agent.name}` },
+      sink: { append: (events: NewEvent[]) => void this.append(row.id, events) },
+      agentsDir,
+      install,
+    };
+    const turn = warm
+      ? this.warmAgent(row.id, o).prompt(prompt, resume, stop.signal)
+      : runner.run({ ...o, prompt, resume, ...(ask ? { permissions: "ask" as const } : {}), signal: stop.signal });
+    const done = turn
       .catch((err) => logger.error("agent turn failed", { session: row.id, err }))
       .finally(() => {
         this.turns.delete(row.id);
         release();
       });
     this.turns.set(row.id, { done, stop });
+  }
+
+  /** The session's warm agent: the one running, or a new one that starts its process with the next prompt. */
+  private warmAgent(id: string, o: WarmOptions): WarmAgent {
+    const live = this.warm.get(id);
+    if (live?.usable) return live;
+    const w = new WarmAgent(this.agents.runner, o);
+    this.warm.set(id, w);
+    void w.gone.then(() => {
+      if (this.warm.get(id) === w) this.warm.delete(id);
+    });
+    return w;
   }
 
   /**
@@ -411,8 +438,10 @@ export class SessionService {
     const [seq] = this.commit(id, [{ ...emit(Events.inputSent, { text }), actor, ...(key ? { idempotencyKey: key } : {}) }]);
     if (seq!.fresh) {
       // A follow-up prompt continues the conversation the session's earlier turns had.
-      if (headless) this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""), resume, undefined, this.asks(row.id));
-      else await this.recorder.write(row, new TextEncoder().encode(text));
+      if (headless) {
+        const { ask, warm } = this.mode(row.id);
+        this.startTurn(row, harness(row.agent), text.replace(/\n$/, ""), resume, undefined, ask, warm);
+      } else await this.recorder.write(row, new TextEncoder().encode(text));
     }
     return seq!.seq;
   }
@@ -550,6 +579,7 @@ export class SessionService {
     if (row.state === "closed") return this.toSession(row);
     // A headless turn in flight is stopped the way its agent wants, and ends before the session does.
     await this.stopTurn(id);
+    await this.warm.get(id)?.end();
     await this.recorder.stop(row);
     this.append(id, [{ ...emit(Events.sessionClosed, reason ? { reason } : {}), actor }], () =>
       this.store.update(id, {
