@@ -16,10 +16,6 @@ const sid = env.SID;
 const notes = `${env.GUEST_DIR}/notes.md`;
 const editAsk = `in ${notes} replace old with new`;
 const { browser, page } = await openPage({ timeoutMs: T });
-// The webviews' and the workbench's errors go to stderr, to see why a step failed.
-page.on("console", (m) => {
-  if (m.type() === "error" || /hutch/i.test(m.text())) process.stderr.write(`console ${m.type()}: ${m.text().slice(0, 400)}\n`);
-});
 const { command, logFrame: frame, pane, openHutch } = workbench(page);
 const view = pane(/Boxes and sessions/i);
 const row = (text) => view.locator('.monaco-list-row[role="treeitem"]', { hasText: text }).first();
