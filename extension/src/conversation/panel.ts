@@ -140,8 +140,13 @@ class ConversationPanel extends SessionPanel {
   }
 
   private async send(text: string): Promise<void> {
+    // Whether this prompt took the slot: a prompt refused gives back only what it took (a turn still running keeps it).
+    let took = false;
     try {
-      if (!this.turn && !(await this.drive())) return this.status("not sent: another client drives this session", "error");
+      if (!this.turn) {
+        if (!(await this.drive())) return this.status("not sent: another client drives this session", "error");
+        took = true;
+      }
       // A headless agent takes the prompt whole; an agent's terminal (its TUI) gets it typed, then Enter.
       const { seq } = await this.rpc<{ seq: number }>(IdeMethods.send, {
         session: this.session,
@@ -159,7 +164,7 @@ class ConversationPanel extends SessionPanel {
       this.status("");
     } catch (err) {
       this.status(`not sent: ${(err as Error).message}`, "error");
-      await this.endTurn();
+      if (took) await this.release();
     } finally {
       void this.panel.webview.postMessage({ type: "busy", sending: false });
     }
