@@ -225,7 +225,17 @@ export const claude: Harness = {
     message: (prompt) =>
       `${JSON.stringify({ type: "user", message: { role: "user", content: prompt }, parent_tool_use_id: null, session_id: "" })}\n`,
     interrupt: (requestId) => `${JSON.stringify({ type: "control_request", request_id: requestId, request: { subtype: "interrupt" } })}\n`,
-    control: (line) => line.startsWith('{"type":"control_response"'),
+    // The Agent SDK's first request: answered once Claude Code has started and reads its input (~0.4 s on the host).
+    ready: (requestId) => `${JSON.stringify({ type: "control_request", request_id: requestId, request: { subtype: "initialize" } })}\n`,
+    control: (line) => {
+      if (!line.startsWith('{"type":"control_response"')) return null;
+      try {
+        const id = (JSON.parse(line) as { response?: { request_id?: unknown } }).response?.request_id;
+        return typeof id === "string" ? id : "";
+      } catch {
+        return "";
+      }
+    },
   },
   interactive: (ctx) => ["--dangerously-skip-permissions", ...(ctx.model ? ["--model", ctx.model] : []), ...mcpArgs(ctx)],
   mapper: () => claudeMapper(),

@@ -88,14 +88,17 @@ export interface Harness {
   /**
    * Its headless agent can stay running between a session's prompts (./warm.ts): started once with
    * `args` (a structured stream on stdout, prompts on stdin), each prompt written as `message`, the
-   * turn ended early by writing `interrupt`; `control` says a stdout line answers such a request
-   * (the protocol's, not the agent's doing: not logged).
+   * turn ended early by writing `interrupt`; `ready` asks it to answer once it can take a prompt
+   * (started before the first one); `control` says a stdout line answers such a request (the
+   * protocol's, not the agent's doing: not logged) and, for a request, which.
    */
   warm?: {
     args(ctx: AgentContext, resume: Resume): string[];
     message(prompt: string): string;
     interrupt(requestId: string): string;
-    control(line: string): boolean;
+    ready(requestId: string): string;
+    /** Null: not a control line; else the request it answers ("" when it names none). */
+    control(line: string): string | null;
   };
   /** argv after the binary for the interactive TUI (run in a box terminal). */
   interactive(ctx: AgentContext): string[];

@@ -58,6 +58,12 @@ export class WarmAgent {
     };
   });
   private isGone = false;
+  /** A start before the first prompt (warmUp) under way: resolves once the agent answered, or could not start. */
+  private starting: Promise<void> | null = null;
+  private readyId: string | null = null;
+  private readyNow?: () => void;
+  /** What a start before the first prompt shaped from an empty one (a hand-over note), written before that prompt. */
+  private prefix = "";
 
   /** It can take a prompt: not gone, and not being ended (an idle limit reached just now closes its stdin). */
   get usable(): boolean {
@@ -78,6 +84,30 @@ export class WarmAgent {
    * harness's interrupt request; the process is stopped if that does not end
    * it within the harness's grace period).
    */
+  /**
+   * Starts the process before the first prompt (an editor's new session, as
+   * the Agent SDK does) and resolves once it answers a request, so that
+   * prompt meets a ready agent; or once it could not start, which is only
+   * logged here: the first prompt then starts it and logs why it fails.
+   */
+  warmUp(timeoutMs = 30_000): Promise<void> {
+    if (this.stream || this.starting || !this.usable) return this.starting ?? Promise.resolve();
+    this.starting = (async () => {
+      const ready = new Promise<void>((res) => {
+        this.readyNow = res;
+      });
+      const started = await this.launch(null, false);
+      if (!started) return this.readyNow?.();
+      const timer = setTimeout(() => this.readyNow?.(), timeoutMs);
+      await ready;
+      clearTimeout(timer);
+    })().finally(() => {
+      this.starting = null;
+      this.readyId = null;
+    });
+    return this.starting;
+  }
+
   async prompt(text: string, resume: boolean, signal?: AbortSignal): Promise<RunResult> {
     if (this.turn) throw new HutchError("conflict", `${this.o.harness.name} is still working on its turn`);
     clearTimeout(this.idle);
@@ -88,9 +118,13 @@ export class WarmAgent {
     const stop = () => this.interrupt();
     if (signal?.aborted) this.stopAsked = true;
     else signal?.addEventListener("abort", stop, { once: true });
-    if (this.stream) {
+    if (this.starting) await this.starting;
+    if (this.isGone) this.fail(`${h.name} ended before the prompt reached it; send the prompt again`);
+    else if (this.stream) {
       this.record([emit(Events.agentState, { state: "busy", reason: `sending the prompt to ${h.name}` })]);
-      void this.stream.write(0, new TextEncoder().encode(h.warm!.message(text)));
+      void this.stream.write(0, new TextEncoder().encode(h.warm!.message(this.prefix + text)));
+      this.prefix = "";
+      if (this.stopAsked) this.interrupt();
     } else {
       this.record([emit(Events.agentState, { state: "busy", reason: `starting ${h.name}` })]);
       await this.launch(text, resume);
@@ -155,7 +189,11 @@ export class WarmAgent {
   private line(line: string, truncated: boolean): void {
     if (truncated) return this.record([raw(line, "unparsed")]);
     const h = this.o.harness;
-    if (h.warm!.control(line)) return;
+    const answered = h.warm!.control(line);
+    if (answered !== null) {
+      if (answered === this.readyId) this.readyNow?.();
+      return;
+    }
     // Between turns nothing should come; what does is still logged, through a mapper of its own.
     const t = this.turn ?? { mapper: h.mapper(), end: () => {} };
     const events = t.mapper.line(line);
@@ -163,16 +201,21 @@ export class WarmAgent {
     if (this.turn && ended(events)) this.endTurn({ exit: null });
   }
 
-  private async launch(text: string, resume: boolean): Promise<void> {
+  /** Starts the process; with a prompt, writes it once it runs; with none (warmUp), asks it to say when it is ready. False: it could not start. */
+  private async launch(text: string | null, resume: boolean): Promise<boolean> {
     const o = this.o;
     const h = o.harness;
     const mcp = await this.runner.openMcp(o.boxId, h, o.actor, o.sink).catch(() => null);
     let stream: MuxStream;
     let done: Promise<StreamEnd>;
     let stderr = "";
+    let startedNow: (ok: boolean) => void = () => {};
+    const started = new Promise<boolean>((res) => {
+      startedNow = res;
+    });
     const splitter = new LineSplitter((line, truncated) => this.line(line, truncated));
     try {
-      const spec = await this.runner.prepare({ ...o, mcp }, { prompt: text, resume, warm: true });
+      const spec = await this.runner.prepare({ ...o, mcp }, { prompt: text ?? "", resume, warm: true });
       ({ stream, done } = execIn(
         await this.runner.channelOf(o.boxId),
         { tool: "exec", argv: spec.argv, env: spec.env, cwd: spec.cwd },
@@ -187,8 +230,13 @@ export class WarmAgent {
                 warm: true,
               }),
             ]);
-            void stream.write(0, new TextEncoder().encode(h.warm!.message(spec.prompt ?? text)));
+            if (text === null) {
+              this.prefix = spec.prompt ?? "";
+              this.readyId = crypto.randomUUID();
+              void stream.write(0, new TextEncoder().encode(h.warm!.ready(this.readyId)));
+            } else void stream.write(0, new TextEncoder().encode(h.warm!.message(spec.prompt ?? text)));
             if (this.stopAsked || this.ending) this.kill();
+            startedNow(true);
           },
           onData: (chan, bytes) => {
             if (chan === 1) splitter.push(bytes);
@@ -203,9 +251,19 @@ export class WarmAgent {
     } catch (err) {
       mcp?.close();
       const e = err instanceof HutchError ? err : new HutchError("failed", (err as Error).message);
-      return this.fail(`${e.message}${e.hint ? ` (next: ${e.hint})` : ""}`);
+      if (text === null) {
+        logger.warn("a warm agent could not start before its first prompt", { box: o.boxId, error: e.message });
+        return false;
+      }
+      this.fail(`${e.message}${e.hint ? ` (next: ${e.hint})` : ""}`);
+      return false;
     }
-    void done.then((end) => this.exited(end, splitter, () => stderr, mcp));
+    void done.then((end) => {
+      startedNow(false);
+      this.exited(end, splitter, () => stderr, mcp);
+      this.readyNow?.();
+    });
+    return started;
   }
 
   /** The process ended: a turn it left open ends as a per-prompt run's does, then exec.exited. */

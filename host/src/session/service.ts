@@ -272,6 +272,9 @@ export class SessionService {
     if (body.prompt !== undefined) {
       this.append(id, [{ ...emit(Events.inputSent, { text: body.prompt }), actor }]);
       this.startTurn(this.store.get(id)!, agent, body.prompt, false, body.model, ask);
+    } else if (warm) {
+      // Started now and ready when this answers, as the Agent SDK's session is: the first prompt meets a warm agent.
+      await this.warmAgent(id, this.turnOptions(this.store.get(id)!, agent, body.model)).warmUp();
     } else if (!headless) {
       await this.recorder.ensurePty(this.store.get(id)!, { cols: body.cols ?? 80, rows: body.rows ?? 24 });
     }
@@ -335,18 +338,10 @@ export class SessionService {
   }
 
   private startTurn(row: SessionRow, agent: Harness, prompt: string, resume: boolean, model?: string, ask = false, warm = false): void {
-    const { runner, agentsDir, install } = this.agents;
+    const { runner } = this.agents;
     const stop = new AbortController();
     const release = this.holdBox(row.box_id);
-    const o = {
-      boxId: row.box_id,
-      harness: agent,
-      ...(model ? { model } : {}),
-      actor: { kind: "agent" as const, id: `${row.owner}/agent:${agent.name}` },
-      sink: { append: (events: NewEvent[]) => void this.append(row.id, events) },
-      agentsDir,
-      install,
-    };
+    const o = this.turnOptions(row, agent, model);
     const turn = warm
       ? this.warmAgent(row.id, o).prompt(prompt, resume, stop.signal)
       : runner.run({ ...o, prompt, resume, ...(ask ? { permissions: "ask" as const } : {}), signal: stop.signal });
@@ -357,6 +352,20 @@ export class SessionService {
         release();
       });
     this.turns.set(row.id, { done, stop });
+  }
+
+  /** What running the session's agent needs: its box, harness, actor, log and the agent CLIs. */
+  private turnOptions(row: SessionRow, agent: Harness, model?: string): WarmOptions {
+    const { agentsDir, install } = this.agents;
+    return {
+      boxId: row.box_id,
+      harness: agent,
+      ...(model ? { model } : {}),
+      actor: { kind: "agent" as const, id: `${row.owner}/agent:${agent.name}` },
+      sink: { append: (events: NewEvent[]) => void this.append(row.id, events) },
+      agentsDir,
+      install,
+    };
   }
 
   /** The session's warm agent: the one running, or a new one that starts its process with the next prompt. */
