@@ -25,14 +25,18 @@ export function freePort(): number {
   return port;
 }
 
-/** Starts `hutch serve` in a new home; config is its config.json (read at start), env added to its environment. */
+/**
+ * Starts `hutch serve` in a new home; config is its config.json (read at start), env added to its environment,
+ * before run in the home first (a fleet key put in place).
+ */
 export async function startServer(
   prefix = "hutch-srv-",
-  opts: { config?: unknown; env?: Record<string, string>; args?: string[] } = {},
+  opts: { config?: unknown; env?: Record<string, string>; args?: string[]; before?: (home: Home) => Promise<void> | void } = {},
 ): Promise<Server> {
   const home = makeHome(prefix);
   Object.assign(home.env, opts.env);
   if (opts.config) writeFileSync(join(home.home, "config.json"), JSON.stringify(opts.config));
+  await opts.before?.(home);
   const port = freePort();
   const logPath = join(home.home, "serve.log");
   const fd = openSync(logPath, "a", 0o600);

@@ -185,6 +185,7 @@ describe("completion", () => {
         "doctor",
         "serve",
         "service",
+        "cluster",
         "user",
         "token",
         "remote",

@@ -14,6 +14,9 @@
 //     `hutch daemon` verb starts one in-process, so it alone is exempt);
 //   - host/src/e2b/ (the E2B API's sandboxes) speaks no HTTP: the listener,
 //     routes and Connect codec are daemon/e2b/'s, as for every noun folder;
+//   - the NATS client (@nats-io/*) is imported only by the JetStream backends
+//     (store/jetstream/, snapshot/jetstream.ts) and fleet/, which the daemon
+//     loads only with --cluster: a server on its own never loads it;
 //   - outside store/, state is reached through store/types.ts: a SQLite class
 //     is named only where it is constructed (the daemon's wiring, and the auth
 //     service), so a second backend is a second implementation, not a fork.
@@ -136,6 +139,31 @@ describe("who may import whom", () => {
       .map(([f, t]) => `${rel(f)} -> ${rel(t!)}`);
     expect(bad).toEqual([]);
   });
+  test("only the JetStream backends and fleet/ import the NATS client", () => {
+    const allowed = [join(root, "host/src/store/jetstream/"), join(root, "host/src/fleet/")];
+    const bad = sources(join(root, "host/src"))
+      .filter((f) => !allowed.some((d) => f.startsWith(d)) && f !== join(root, "host/src/snapshot/jetstream.ts"))
+      .filter((f) => specifiers(f).some((s) => s.startsWith("@nats-io/")))
+      .map(rel);
+    expect(bad).toEqual([]);
+    // What the daemon and `hutch serve` load before they know of --cluster: static imports only (fleet/ is import()ed).
+    const STATIC_IMPORT = /(?:^|\n)\s*(?:import|export)\s(?!type\s)[^;]*?from\s+["']([^"']+)["']|(?:^|\n)\s*import\s+["']([^"']+)["']/g;
+    const stack = [join(root, "host/src/daemon/server.ts"), join(root, "host/src/cli/serve.ts")];
+    const seen = new Set(stack);
+    const loaded: string[] = [];
+    while (stack.length > 0) {
+      const f = stack.pop()!;
+      for (const s of specifiers(f, STATIC_IMPORT)) {
+        if (s.startsWith("@nats-io/")) loaded.push(rel(f));
+        const t = target(f, s);
+        if (!t || seen.has(t) || !existsSync(t)) continue;
+        seen.add(t);
+        stack.push(t);
+      }
+    }
+    expect(loaded).toEqual([]);
+  });
+
   test("host/src/e2b/ speaks no HTTP: no server, no Response, no Elysia", () => {
     const bad = sources(join(root, "host/src/e2b")).filter((f) =>
       /Bun\.serve\(|new Response\(|Response\.json\(|from\s+["']elysia["']/.test(readFileSync(f, "utf8")),

@@ -21,3 +21,4 @@ export * from "./schedules.ts";
 export * from "./duration.ts";
 export * from "./e2b.ts";
 export * from "./agent-tools.ts";
+export * from "./fleet.ts";

@@ -100,6 +100,11 @@ export const ROOT: Command = {
       load: () => import("./service.ts").then((m) => m.service),
     },
     {
+      command: "cluster <command>",
+      describe: "a fleet of servers on one NATS JetStream cluster: init (its snapshot store and key), nodes (the live servers)",
+      load: () => import("./cluster.ts").then((m) => m.cluster),
+    },
+    {
       command: "user <command>",
       describe: "server mode's users: add, list (on the server, or with an admin token)",
       load: () => import("./user.ts").then((m) => m.user),

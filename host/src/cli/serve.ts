@@ -1,9 +1,24 @@
 // `hutch serve`: the daemon, also on TLS TCP. Loads the daemon's code in-process, as `hutch daemon` does.
+import { hostname } from "node:os";
+import { resolve } from "node:path";
 import { HutchError } from "@hutch/shared/base";
+import { FLEET_NODE_NAME } from "@hutch/shared";
+import { parseClusterUrls } from "../fleet/urls.ts";
+import { defaultFleetKey } from "../fleet/key.ts";
 import { body, type GlobalArgs } from "./args.ts";
 import { setExitCode } from "./exit.ts";
 
-type ServeArgs = GlobalArgs & { listen: string; cert?: string; key?: string; doctor: boolean; e2b?: string; "e2b-domain"?: string };
+type ServeArgs = GlobalArgs & {
+  listen: string;
+  cert?: string;
+  key?: string;
+  doctor: boolean;
+  e2b?: string;
+  "e2b-domain"?: string;
+  cluster?: string;
+  node?: string;
+  "fleet-key"?: string;
+};
 
 /** HOST:PORT, with [v6]:PORT for IPv6. */
 export function parseListen(s: string): { hostname: string; port: number } {
@@ -12,6 +27,19 @@ export function parseListen(s: string): { hostname: string; port: number } {
   if (!m || port < 1 || port > 65535)
     throw new HutchError("invalid", `--listen ${s}: expected HOST:PORT`, "e.g. --listen 127.0.0.1:8443 or --listen [::]:8443");
   return { hostname: (m[1] ?? m[2])!, port };
+}
+
+/** --cluster, --node and --fleet-key as the daemon's fleet options; none without --cluster. */
+function fleetOptions(a: ServeArgs): { urls: string[]; node: string; keyFile: string } | undefined {
+  if (a.cluster === undefined) {
+    const stray = a.node !== undefined ? "--node" : a["fleet-key"] !== undefined ? "--fleet-key" : null;
+    if (stray) throw new HutchError("invalid", `${stray} goes with --cluster`, "add --cluster nats://HOST:PORT[,...], or drop it");
+    return undefined;
+  }
+  const node = a.node ?? hostname().split(".")[0]!;
+  if (!FLEET_NODE_NAME.test(node))
+    throw new HutchError("invalid", `--node ${node}: letters, digits, - and _ (at most 64)`, "e.g. --node server-a");
+  return { urls: parseClusterUrls(a.cluster), node, keyFile: resolve(a["fleet-key"] ?? defaultFleetKey(a.home)) };
 }
 
 export const serve = body<ServeArgs>({
@@ -37,6 +65,13 @@ export const serve = body<ServeArgs>({
       default: false,
       describe: "prove the host first (hutch doctor, in-process); refuse to serve when no engine works",
     },
+    cluster: {
+      type: "string",
+      describe:
+        "join a fleet on this NATS JetStream cluster (nats://HOST:PORT, comma-separated): snapshots go to the fleet's store (made once: hutch cluster init)",
+    },
+    node: { type: "string", describe: "this server's name in the fleet (with --cluster; default: the host name)" },
+    "fleet-key": { type: "string", describe: "the fleet's snapshot key (with --cluster; default: $HUTCH_HOME/keys/fleet.key)" },
   },
   examples: [
     [
@@ -44,6 +79,10 @@ export const serve = body<ServeArgs>({
       "serve every interface with a self-signed certificate (its fingerprint is logged and in every join string)",
     ],
     ["hutch user add alice && hutch token create --user alice", "on the server: a user and the join string to hand them"],
+    [
+      "hutch serve --listen 0.0.0.0:8443 --cluster nats://10.0.0.1:4222,nats://10.0.0.2:4222 --node a",
+      "one server of a fleet: snapshots taken here restore on every other (README: a fleet of servers)",
+    ],
     [
       "hutch serve --e2b 127.0.0.1:8444",
       "the E2B API too: E2B_API_URL and E2B_SANDBOX_URL both https://127.0.0.1:8444, E2B_API_KEY a token",
@@ -56,6 +95,7 @@ export const serve = body<ServeArgs>({
     if (a["e2b-domain"] !== undefined && !/^[a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?$/.test(a["e2b-domain"]))
       throw new HutchError("invalid", `--e2b-domain ${a["e2b-domain"]}: a DNS name`, "e.g. --e2b-domain e2b.lan");
     const e2b = a.e2b === undefined ? undefined : { ...parseListen(a.e2b), ...(a["e2b-domain"] ? { domain: a["e2b-domain"] } : {}) };
+    const fleet = fleetOptions(a);
     const { runDaemon } = await import("../daemon/server.ts");
     setExitCode(
       await runDaemon(a.home, {
@@ -64,6 +104,7 @@ export const serve = body<ServeArgs>({
         ...(e2b ? { e2b } : {}),
         ...(a.cert ? { cert: a.cert } : {}),
         ...(a.key ? { key: a.key } : {}),
+        ...(fleet ? { fleet } : {}),
       }),
     );
   },

@@ -27,6 +27,7 @@ import { CreationGate } from "./creations.ts";
 import { SandboxService } from "../e2b/sandboxes.ts";
 import { e2bTemplates } from "../e2b/templates.ts";
 import { HutchError } from "@hutch/shared";
+import type { Fleet, FleetOptions } from "../fleet/index.ts";
 
 const logger = log.create({ service: "daemon" });
 /** How long `serve --doctor` may take to prove the host (a first tcg boot is the slow part). */
@@ -62,6 +63,8 @@ export interface ServeOptions {
   e2b?: { hostname: string; port: number; domain?: string };
   /** Run doctor before the TCP listener opens, and refuse to serve when no engine works (the service unit asks for it). */
   doctor?: boolean;
+  /** `--cluster URLS --node NAME`: join this fleet (its snapshot store, its node list) before serving anything. */
+  fleet?: FleetOptions;
 }
 
 export async function runDaemon(home: string, serve?: ServeOptions): Promise<number> {
@@ -76,6 +79,17 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     logger.info("another daemon already serves this home; exiting", { home });
     return 0;
   }
+  // Loaded only for a fleet: a daemon on its own never loads the NATS client.
+  let fleet: Fleet | null = null;
+  if (serve?.fleet) {
+    const { joinFleet } = await import("../fleet/index.ts");
+    try {
+      fleet = await joinFleet(home, serve.fleet);
+    } catch (err) {
+      rmSync(lockPath, { force: true });
+      throw err;
+    }
+  }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
   const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals, schedules, idle } = await createServices(
@@ -85,6 +99,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       process: new ProcessEngine(home),
       qemu: new QemuEngine(home),
     },
+    fleet ? { snapshotStore: fleet.store } : {},
   );
   // Before any box's broker can ask again: the approvals pending when the last daemon stopped.
   approvals.recover();
@@ -213,6 +228,20 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       logger.info("serving the E2B API", { url: e2b.url, ...(serve.e2b.domain ? { domain: serve.e2b.domain } : {}) });
     }
   }
+  // Listed as live only once it serves.
+  if (fleet && remote) {
+    try {
+      await fleet.register(remote.url);
+    } catch (err) {
+      await e2b?.stop();
+      await remote.stop();
+      await server.stop(true);
+      await snapshots.close();
+      await fleet.close();
+      rmSync(lockPath, { force: true });
+      throw err;
+    }
+  }
   logger.info("daemon ready", { home, socket: socketPath, pid: process.pid, ...(remote ? { url: remote.url } : {}) });
 
   return await new Promise<number>((resolve) => {
@@ -235,6 +264,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       approvals.stop();
       await boxes.close();
       await snapshots.close();
+      await fleet?.close();
       broker.close();
       db.close();
       if (existsSync(socketPath)) rmSync(socketPath, { force: true });

@@ -18,6 +18,7 @@ import { AgentRunner } from "../harness/run.ts";
 import { env } from "../env.ts";
 import { brokerLink } from "../harness/broker-link.ts";
 import { SnapshotService } from "../snapshot/service.ts";
+import type { Store } from "../snapshot/index.ts";
 import { AuthService } from "../auth/service.ts";
 import { daemonUser } from "./actor.ts";
 import { DispatchService } from "../dispatch/service.ts";
@@ -52,7 +53,13 @@ export interface Services {
   idle: IdleTracker;
 }
 
-export async function createServices(home: string, db: Database, engines: Record<string, Engine>): Promise<Services> {
+/** `snapshotStore`: the store snapshots go to when it is not the home's own (a fleet's, opened by `hutch serve --cluster`). */
+export async function createServices(
+  home: string,
+  db: Database,
+  engines: Record<string, Engine>,
+  opts: { snapshotStore?: Store } = {},
+): Promise<Services> {
   const boxes = new BoxService(new BoxStore(db), engines, home);
   const broker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, HOME_FILES.secretsKey)), join(home, HOME_FILES.config));
   const sessionStore = new SessionStore(db);
@@ -69,7 +76,7 @@ export async function createServices(home: string, db: Database, engines: Record
   boxes.stateChanged.add((boxId, state, reason) => sessions.boxChanged(boxId, state, reason));
   boxes.events.add((boxId, event) => sessions.boxEvent(boxId, event));
   broker.decisions.add((boxId, decision, facts) => sessions.boxEvent(boxId, emit(EGRESS_EVENTS[decision], { box: boxId, ...facts })));
-  const snapshots = new SnapshotService(home, boxes);
+  const snapshots = new SnapshotService(home, boxes, opts.snapshotStore);
   snapshots.created.add((boxId, s) =>
     sessions.boxEvent(boxId, emit(Events.checkpointCreated, { name: (s.label ?? s.id).slice(0, 256), ref: s.id, snapshot: s.id })),
   );

@@ -33,6 +33,7 @@ export { check, type CheckOptions, type CheckResult, type Problem } from "./chec
 export { type KeepPolicy, keptByPolicy } from "./policy.ts";
 export type { Progress, ProgressFn } from "./progress.ts";
 export { LocalBackend } from "./local.ts";
+export type { MasterKeys } from "./keys.ts";
 export type { Backend, ObjectInfo, ObjectKind, Range } from "./backend.ts";
 export { StoreError } from "./errors.ts";
 export type { SnapshotStats } from "./objects.ts";

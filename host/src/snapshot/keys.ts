@@ -14,11 +14,23 @@ const KEK_FILE = "snapshots.key";
 const MAGIC = new TextEncoder().encode("HSK1");
 const STORE_ID = /^[0-9a-f]{32}$/;
 
+/**
+ * Where a store's master key comes from: the home's key files (SnapshotKeys),
+ * or one file shared by a fleet's servers (fleet/key.ts). Both throw a
+ * HutchError naming the file and the fix when they have no key for the store.
+ */
+export interface MasterKeys {
+  /** Makes, keeps and returns a new master key for a store that is being created. */
+  createMaster(storeId: string): Uint8Array;
+  /** The master key of an existing store. */
+  master(storeId: string): Uint8Array;
+}
+
 export function masterKeyFile(keysDir: string, storeId: string): string {
   return join(keysDir, `snapshot-${storeId}.key`);
 }
 
-function checkPrivate(path: string): void {
+export function checkPrivate(path: string): void {
   const mode = statSync(path).mode & 0o777;
   if (mode & 0o077) {
     throw new HutchError("config", `${path} is readable by other users (mode ${mode.toString(8)})`, `restrict it: chmod 600 ${path}`);
@@ -26,7 +38,7 @@ function checkPrivate(path: string): void {
 }
 
 /** Writes a new file with mode 0600, durably, failing if it exists. */
-function createPrivate(path: string, data: Uint8Array): void {
+export function createPrivate(path: string, data: Uint8Array): void {
   const tmp = `${path}.${process.pid}.tmp`;
   const fd = openSync(tmp, "wx", 0o600);
   try {
@@ -39,7 +51,7 @@ function createPrivate(path: string, data: Uint8Array): void {
   renameSync(tmp, path);
 }
 
-export class SnapshotKeys {
+export class SnapshotKeys implements MasterKeys {
   private constructor(
     private readonly dir: string,
     private readonly kek: Uint8Array,

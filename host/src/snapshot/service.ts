@@ -136,10 +136,14 @@ export class SnapshotService {
   /** A snapshot of a box was taken (sessions log it as checkpoint.created). */
   readonly created = new Listeners<[boxId: string, snapshot: SnapshotInfo]>("snapshot created");
 
+  /** `store`: one opened already (a fleet's, on its cluster); without it the home's own, opened on first use. */
   constructor(
     private readonly home: string,
     private readonly boxes: BoxService,
-  ) {}
+    store?: Store,
+  ) {
+    if (store) this.storePromise = Promise.resolve(store);
+  }
 
   /** The store, opened (and created) on first use. */
   store(): Promise<Store> {

@@ -19,7 +19,7 @@ import { type StoreKeys, deriveKeys, fromHex, hex, keyedId, mac } from "./crypto
 import { decompress } from "./compress.ts";
 import { StoreError, corrupt } from "./errors.ts";
 import { IndexCache, type Located } from "./index-cache.ts";
-import { SnapshotKeys } from "./keys.ts";
+import { type MasterKeys, SnapshotKeys } from "./keys.ts";
 import { LocalBackend } from "./local.ts";
 import { MemoryGuard } from "./memory.ts";
 import { MarkBody, SnapshotBody, getJson, openObject } from "./objects.ts";
@@ -68,6 +68,8 @@ export interface StoreLocation {
   backend?: Backend;
   /** Where key files live: $HUTCH_HOME/keys. */
   keysDir: string;
+  /** Where the master key comes from instead of keysDir's files (a fleet's shared key file). */
+  keys?: MasterKeys;
   /** The local cache root ($HUTCH_HOME/cache/snapshots); each store gets a subdirectory by id. */
   cacheDir: string;
   /** ms since the epoch; a test seam for grace periods. */
@@ -143,7 +145,7 @@ export class Store {
       graceMs: opts.graceMs ?? DEFAULT_GRACE_MS,
     };
     if (!checkSchema(ConfigBody, body)) throw new StoreError("invalid", `bad store settings: ${firstError(ConfigBody, body)}`);
-    const master = SnapshotKeys.load(opts.keysDir).createMaster(id);
+    const master = keysOf(opts).createMaster(id);
     const keys = deriveKeys(master, id);
     const file = { body, mac: hex(mac(keys.check, JSON.stringify(body))) };
     if (!(await backend.put("config", "config", new TextEncoder().encode(JSON.stringify(file))))) {
@@ -173,7 +175,7 @@ export class Store {
     }
     if (!checkSchema(ConfigFile, file)) throw corrupt("config", `is malformed: ${firstError(ConfigFile, file)}`);
     const body = file.body;
-    const keys = deriveKeys(SnapshotKeys.load(opts.keysDir).master(body.id), body.id);
+    const keys = deriveKeys(keysOf(opts).master(body.id), body.id);
     if (hex(mac(keys.check, JSON.stringify(body))) !== file.mac) {
       throw new StoreError(
         "config",
@@ -348,6 +350,10 @@ async function gone<T>(read: Promise<T>): Promise<T | undefined> {
     if (err instanceof StoreError && err.code === "not_found") return undefined;
     throw err;
   }
+}
+
+function keysOf(opts: StoreLocation): MasterKeys {
+  return opts.keys ?? SnapshotKeys.load(opts.keysDir);
 }
 
 function backendOf(opts: StoreLocation): Backend {

@@ -1,0 +1,84 @@
+// A server joining its fleet (`hutch serve --cluster URLS --node NAME`):
+// connect to the NATS cluster, open the fleet's snapshot store with the fleet
+// key, and once it serves, register the node. Each step fails the start with
+// an error naming the cluster and the fix.
+// Only snapshots live in the fleet so far: sessions, boxes and tokens stay in
+// the server's own home.
+import { hostname } from "node:os";
+import type { FleetNode } from "@hutch/shared";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { clusterName } from "../store/jetstream/cluster.ts";
+import type { Store } from "../snapshot/index.ts";
+import { log } from "../log.ts";
+import { connectCluster } from "./connect.ts";
+import { listNodes, type Registration, registerNode } from "./nodes.ts";
+import { initFleetStore, openFleetStore } from "./store.ts";
+
+const logger = log.create({ service: "fleet" });
+
+export interface FleetOptions {
+  /** The cluster's client URLs. */
+  urls: string[];
+  /** This server's name in the fleet. */
+  node: string;
+  /** The fleet key file. */
+  keyFile: string;
+}
+
+export interface Fleet {
+  /** The fleet's snapshot store, open; the daemon's snapshot service owns it from here (and closes it). */
+  store: Store;
+  /** Lists this server as live, serving `listen`; once it serves. */
+  register(listen: string): Promise<void>;
+  /** Deregisters the node and closes the connection; after the store is closed. */
+  close(): Promise<void>;
+}
+
+export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet> {
+  const nc: NatsConnection = await connectCluster(opts.urls, `hutch ${opts.node}`);
+  let store: Store;
+  try {
+    store = await openFleetStore(nc, home, opts.keyFile);
+  } catch (err) {
+    await nc.close();
+    throw err;
+  }
+  logger.info("opened the fleet's snapshot store", { cluster: opts.urls.join(","), store: store.info.id });
+  let node: Registration | null = null;
+  return {
+    store,
+    async register(listen) {
+      node = await registerNode(nc, { name: opts.node, listen, server: serverId(home) });
+      logger.info("joined the fleet", { node: opts.node, cluster: opts.urls.join(",") });
+    },
+    async close() {
+      await node?.stop();
+      await nc.close();
+    },
+  };
+}
+
+/** This server: its host and home, so a restart is told from another server under the same name. */
+function serverId(home: string): string {
+  return new Bun.CryptoHasher("sha256").update(`${hostname()}\0${home}`).digest("hex").slice(0, 32);
+}
+
+/** `hutch cluster init`: makes the fleet's snapshot store and writes its key to keyFile. */
+export async function initFleet(home: string, urls: string[], keyFile: string): Promise<{ store: string; cluster: string }> {
+  const nc = await connectCluster(urls, "hutch cluster init");
+  try {
+    return { store: await initFleetStore(nc, home, keyFile), cluster: clusterName(nc) };
+  } finally {
+    await nc.close();
+  }
+}
+
+/** `hutch cluster nodes`: the fleet's live servers. */
+export async function fleetNodes(urls: string[]): Promise<FleetNode[]> {
+  const nc = await connectCluster(urls, "hutch cluster nodes");
+  try {
+    return await listNodes(nc);
+  } finally {
+    await nc.close();
+  }
+}

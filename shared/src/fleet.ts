@@ -1,0 +1,24 @@
+// A fleet's servers (host/src/fleet): each registers itself in the cluster's
+// KV bucket and refreshes the entry while it runs. An entry is a node's
+// heartbeat and what `hutch cluster nodes --json` prints, one per live node.
+import { type Static, Type } from "@sinclair/typebox";
+
+/** A node's name: `--node`, unique in its fleet. */
+export const FLEET_NODE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+export const FleetNode = Type.Object(
+  {
+    name: Type.String({ pattern: FLEET_NODE_NAME.source }),
+    /** The hutch version the server runs. */
+    version: Type.String({ maxLength: 64 }),
+    /** Where it serves TLS (`--listen`), as clients dial it. */
+    listen: Type.String({ maxLength: 300 }),
+    /** The server (a hash of its host and home), so a restarted server is told from a second one under the same name. */
+    instance: Type.String({ maxLength: 64 }),
+    /** ms since the epoch: when it started, and when it last refreshed its entry. */
+    started: Type.Integer({ minimum: 0 }),
+    seen: Type.Integer({ minimum: 0 }),
+  },
+  { additionalProperties: false },
+);
+export type FleetNode = Static<typeof FleetNode>;
