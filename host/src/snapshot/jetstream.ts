@@ -18,7 +18,7 @@ import { jetstream } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { type ObjectStore, Objm } from "@nats-io/obj";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
-import { ApiCodes, type ClusterOptions, clusterName, defaultReplicas, isApiError, retrying } from "../store/jetstream/cluster.ts";
+import { claimSlot, type ClusterOptions, clusterName, defaultReplicas, LOST, retrying } from "../store/jetstream/cluster.ts";
 import { type Backend, checkName, type ObjectInfo, type ObjectKind, type Range } from "./backend.ts";
 import { corrupt, StoreError } from "./errors.ts";
 
@@ -166,19 +166,17 @@ export class JetStreamBackend implements Backend {
       const after = raw?.revision ?? 0;
       const h = headers();
       h.set("Hutch-Append", mine);
-      try {
-        const ack = await this.retry(`the naming of ${object}`, () =>
-          this.js.publish(subject, JSON.stringify(pointer), {
-            msgID: `${subject}@${after}`,
-            headers: h,
-            expect: { lastSubjectSequence: after },
-            timeout: Math.min(5000, this.writeTimeoutMs),
-          }),
-        );
-        if (!ack.duplicate) return true;
-      } catch (err) {
-        if (!isApiError(err, ApiCodes.wrongLastSequence)) throw err;
-      }
+      const won = await claimSlot({
+        js: this.js,
+        subject,
+        payload: JSON.stringify(pointer),
+        headers: h,
+        idHeader: "Hutch-Append",
+        after,
+        timeoutMs: this.writeTimeoutMs,
+        retry: (attempt) => this.retry(`the naming of ${object}`, attempt),
+      });
+      if (won !== LOST) return true;
       // Someone else wrote the key since (or a retry of ours was stored): read it again.
     }
   }

@@ -4,8 +4,8 @@
 // same Nats-Msg-Id, so it lands once however many times it is sent; it is
 // given up only after `writeTimeoutMs`, with an error naming the cluster.
 import { HutchError } from "@hutch/shared";
-import { JetStreamApiError } from "@nats-io/jetstream";
-import type { NatsConnection } from "@nats-io/transport-node";
+import { type JetStreamClient, JetStreamApiError, type JetStreamManager, type MsgRequest } from "@nats-io/jetstream";
+import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 
 /** JetStream's API error codes this package acts on. */
 export const ApiCodes = {
@@ -77,4 +77,72 @@ export async function retrying<T>(cluster: () => string, what: string, timeoutMs
       wait = Math.min(wait * 2, 500);
     }
   }
+}
+
+/** A slot claim's answer when another record took the slot (or, where the caller reads again, when it cannot tell). */
+export const LOST = "lost" as const;
+
+/** Where a claim reads the record that took its slot: the stream, through its leader. */
+export interface SlotReader {
+  jsm: JetStreamManager;
+  stream: string;
+}
+
+/**
+ * Stores one record in the slot right after stream sequence `after` on
+ * `subject` (a KV key's revision, a session's last record), or finds that
+ * another record took it; the record's stream sequence, or LOST. Two guards,
+ * because 2.9's clustered streams check expected-last-subject-sequence
+ * against what is applied, not what is in flight (two racing writers can
+ * both pass it): the Nats-Msg-Id names the slot (`<subject>@<after>`), and a
+ * leader keeps in-flight ids, so of two racers one is stored and the other
+ * is answered "duplicate"; the expectation refuses a writer whose view is
+ * older than the duplicate window. A retry of this same record is answered
+ * "duplicate" too: the slot's record, read through `reader`, then carries
+ * this write's id in header `idHeader`. Without a reader a duplicate is
+ * LOST, and the caller reads again to know.
+ */
+export async function claimSlot(o: {
+  js: JetStreamClient;
+  subject: string;
+  payload: string;
+  headers: MsgHdrs;
+  idHeader: string;
+  after: number;
+  timeoutMs: number;
+  retry: <T>(attempt: () => Promise<T>) => Promise<T>;
+  reader?: SlotReader;
+}): Promise<number | typeof LOST> {
+  const { subject, after } = o;
+  try {
+    const ack = await o.retry(() =>
+      o.js.publish(subject, o.payload, {
+        msgID: `${subject}@${after}`,
+        headers: o.headers,
+        expect: { lastSubjectSequence: after },
+        timeout: Math.min(5000, o.timeoutMs),
+      }),
+    );
+    if (!ack.duplicate) return ack.seq;
+  } catch (err) {
+    if (isApiError(err, ApiCodes.wrongLastSequence)) return LOST;
+    throw err;
+  }
+  const reader = o.reader;
+  if (!reader) return LOST;
+  return o.retry(async () => {
+    const winner = await reader.jsm.streams.getMessage(reader.stream, nextBySubject(after + 1, subject));
+    if (!winner) throw new Error(`the record after ${after} on ${subject} is not stored yet`);
+    return winner.header.get(o.idHeader) === o.headers.get(o.idHeader) ? winner.seq : LOST;
+  });
+}
+
+/**
+ * The first message on `subject` at or after stream sequence `seq`, from the
+ * stream's leader. nats-server answers `next_by_subj` on the leader's API as on
+ * direct get (2.9 does); the client's type only admits it for direct get,
+ * which any replica answers, possibly behind the leader.
+ */
+export function nextBySubject(seq: number, subject: string): MsgRequest {
+  return { seq, next_by_subj: subject } as unknown as MsgRequest;
 }

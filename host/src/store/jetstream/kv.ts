@@ -11,13 +11,13 @@
 //
 // The bucket is made without direct get, so every read goes to its stream's
 // leader and sees every write acknowledged before it began.
-import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager, type MsgRequest } from "@nats-io/jetstream";
+import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
-import { ApiCodes, clusterName, isApiError, retrying } from "./cluster.ts";
+import { claimSlot, clusterName, LOST, retrying } from "./cluster.ts";
 
 /** A write's answer when another writer took the slot first (or the answer was unclear): read again. */
-export const LOST = "lost" as const;
+export { LOST };
 
 /** The writer's id for one write, the same on every retry of it. */
 const WRITE = "Hutch-Write";
@@ -148,28 +148,17 @@ export class Bucket {
     if (value === null) h.set(KV_OPERATION, "DEL");
     const payload = value === null ? "" : JSON.stringify(value);
     const what = `a write of ${key} in ${this.name}`;
-    let ack: { seq: number; duplicate: boolean };
-    try {
-      ack = await this.retry(what, () =>
-        this.js.publish(subject, payload, {
-          msgID: `${subject}@${after}`,
-          headers: h,
-          expect: { lastSubjectSequence: after },
-          timeout: Math.min(5000, this.writeTimeoutMs),
-        }),
-      );
-    } catch (err) {
-      if (isApiError(err, ApiCodes.wrongLastSequence)) return LOST;
-      throw err;
-    }
-    if (!ack.duplicate) return ack.seq;
-    // A racer for the same slot, or a retry of ours whose first answer was lost: the slot's record says which.
-    const slot = await this.retry(what, async () => {
-      const m = await this.jsm.streams.getMessage(this.stream, { seq: after + 1, next_by_subj: subject } as unknown as MsgRequest);
-      if (!m) throw new Error(`the record after ${after} on ${subject} is not stored yet`);
-      return m;
+    return claimSlot({
+      js: this.js,
+      subject,
+      payload,
+      headers: h,
+      idHeader: WRITE,
+      after,
+      timeoutMs: this.writeTimeoutMs,
+      retry: (attempt) => this.retry(what, attempt),
+      reader: { jsm: this.jsm, stream: this.stream },
     });
-    return slot.header.get(WRITE) === mine ? slot.seq : LOST;
   }
 
   /** Stores `value` whatever is there (a whole-value replace nobody reads before writing). */

@@ -18,8 +18,6 @@ import {
   type JetStreamManager,
   jetstream,
   jetstreamManager,
-  type MsgRequest,
-  type NextMsgRequest,
   RetentionPolicy,
   StorageType,
 } from "@nats-io/jetstream";
@@ -27,7 +25,17 @@ import { headers, type MsgHdrs, type NatsConnection, nanos } from "@nats-io/tran
 import { staleLast } from "../session-log-async.ts";
 import { eventHead, eventLine } from "../sessions.ts";
 import type { AppendOptions, Appended, NewEvent, NewSessionRow, SessionFields, SessionLogAsync, SessionRow, StoredLine } from "../types.ts";
-import { ApiCodes, type ClusterOptions, clusterName, defaultReplicas, isApiError, retrying } from "./cluster.ts";
+import {
+  ApiCodes,
+  claimSlot,
+  type ClusterOptions,
+  clusterName,
+  defaultReplicas,
+  isApiError,
+  LOST,
+  nextBySubject,
+  retrying,
+} from "./cluster.ts";
 import { type Batch, batchOf, type Folded, fold, H } from "./records.ts";
 
 export const SESSIONS_STREAM = "HUTCH_SESSIONS";
@@ -47,9 +55,6 @@ const DUPLICATE_WINDOW_MS = 120_000;
 const TOKEN = /^[A-Za-z0-9_-]+$/;
 
 const copy = (row: SessionRow): SessionRow => ({ ...row });
-
-/** A claim's answer when another record took the slot. */
-const LOST = "lost" as const;
 
 /** A new record's headers: its kind, and an id its writer knows it again by. */
 function record(kind: "row" | "events" | "fields"): MsgHdrs {
@@ -268,32 +273,18 @@ export class JetStreamSessionLog implements SessionLogAsync {
     return retrying(() => clusterName(this.nc) || this.cluster, what, this.writeTimeoutMs, attempt);
   }
 
-  /**
-   * Stores one record in the slot right after stream sequence `after` on the
-   * subject, or finds that another record took it. Two guards, because 2.9's
-   * clustered streams check expected-last-subject-sequence against what is
-   * applied, not what is in flight (two racing writers can both pass it):
-   * the Nats-Msg-Id names the slot (`<subject>@<after>`), and a leader keeps
-   * in-flight ids, so of two racers one is stored and the other is answered
-   * "duplicate"; the expectation refuses a writer whose view is older than
-   * the duplicate window. A retry of this same record is also answered
-   * "duplicate": the slot's record carries this write's Hutch-Append id.
-   */
-  private async claim(what: string, subject: string, h: MsgHdrs, payload: string, after: number): Promise<number | typeof LOST> {
-    const timeout = Math.min(5000, this.writeTimeoutMs);
-    try {
-      const ack = await this.retry(what, () =>
-        this.js.publish(subject, payload, { msgID: `${subject}@${after}`, headers: h, expect: { lastSubjectSequence: after }, timeout }),
-      );
-      if (!ack.duplicate) return ack.seq;
-    } catch (err) {
-      if (isApiError(err, ApiCodes.wrongLastSequence)) return LOST;
-      throw err;
-    }
-    return this.retry(what, async () => {
-      const winner = await this.jsm.streams.getMessage(SESSIONS_STREAM, nextBySubject(after + 1, subject));
-      if (!winner) throw new Error(`the record after ${after} on ${subject} is not stored yet`);
-      return winner.header.get(H.append) === h.get(H.append) ? winner.seq : LOST;
+  /** Stores one record in the slot right after `after` on the subject, or finds another took it (cluster.ts claimSlot). */
+  private claim(what: string, subject: string, h: MsgHdrs, payload: string, after: number): Promise<number | typeof LOST> {
+    return claimSlot({
+      js: this.js,
+      subject,
+      payload,
+      headers: h,
+      idHeader: H.append,
+      after,
+      timeoutMs: this.writeTimeoutMs,
+      retry: (attempt) => this.retry(what, attempt),
+      reader: { jsm: this.jsm, stream: SESSIONS_STREAM },
     });
   }
 
@@ -395,17 +386,6 @@ export class JetStreamSessionLog implements SessionLogAsync {
     });
     return out;
   }
-}
-
-/**
- * The first message on `subject` at or after stream sequence `seq`, from the
- * stream's leader. nats-server answers `next_by_subj` on the leader's API as on
- * direct get (2.9 does); the client's type only admits it for direct get,
- * which any replica answers, possibly behind the leader.
- */
-function nextBySubject(seq: number, subject: string): MsgRequest {
-  const request: NextMsgRequest = { seq, next_by_subj: subject };
-  return request as unknown as MsgRequest;
 }
 
 function linesOf(h: MsgHdrs | undefined, payload: string): string[] {
