@@ -215,6 +215,23 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       const s = ctx.tree.session(id);
       ctx.conversation(s ? target(s) : { session: id, title: id, headless: true });
     }),
+    // An agent prompted from the conversation view, not a terminal: a headless session (kept warm between prompts).
+    vscode.commands.registerCommand("hutch.conversation.new", async (node?: Node) => {
+      const box = await pickBox(node);
+      const agent = await vscode.window.showQuickPick(
+        AGENT_NAMES.filter((n) => n !== "shell").map((name) => ({ label: name, description: AGENT_DESCRIPTIONS[name], name })),
+        { placeHolder: "Agent" },
+      );
+      if (!agent) return;
+      const params: SessionCreateParams = { ...(box ? { box: box.name } : {}), agent: agent.name, headless: true };
+      const s = await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title: `hutch: starting ${agent.name}${box ? ` in ${box.name}` : ""}` },
+        () => rpc<Session>("new conversation", IdeMethods.sessionCreate, params),
+      );
+      if (!s) return;
+      void ctx.refresh();
+      ctx.conversation({ session: s.id, title: `${s.agent}, no prompt yet`, headless: true, box: s.boxName });
+    }),
     vscode.commands.registerCommand("hutch.conversation.open.row", (node?: Node) => {
       if (node?.type === "session")
         ctx.conversation({

@@ -119,6 +119,8 @@ export const SessionCreateParams = Type.Object({
   box: Type.Optional(Type.String({ minLength: 1 })),
   agent: Type.Optional(AgentName),
   label: Type.Optional(Type.String({ maxLength: 256 })),
+  /** The agent runs headless, prompted from the editor's conversation view (no terminal). */
+  headless: Type.Optional(Type.Boolean()),
 });
 export type SessionCreateParams = Static<typeof SessionCreateParams>;
 

@@ -64,6 +64,7 @@ test("the conversation view: VS Code, ACP and CLI turns in one log; Markdown, to
     "Stop during a slow turn",
     "show the same 5 turns in the same order",
     "after a window reload the whole conversation is back",
+    "New Conversation starts a headless Claude Code",
   ])
     expect(out).toContain(step);
   expect(code).toBe(0);

@@ -196,6 +196,7 @@ export function runBridge(opts: BridgeOptions): Promise<number> {
       ...(p.box ? { box: p.box } : {}),
       ...(p.agent ? { agent: p.agent } : {}),
       ...(p.label ? { label: p.label } : {}),
+      ...(p.headless ? { headless: true } : {}),
     } satisfies SessionCreateBody),
   );
 

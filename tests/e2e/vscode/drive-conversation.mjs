@@ -16,7 +16,7 @@ const sid = env.SID;
 const notes = `${env.GUEST_DIR}/notes.md`;
 const editAsk = `in ${notes} replace old with new`;
 const { browser, page } = await openPage({ timeoutMs: T });
-const { command, logFrame: frame, pane, openHutch } = workbench(page);
+const { command, logFrame: frame, pane, openHutch, quickInput } = workbench(page);
 const view = pane(/Boxes and sessions/i);
 const row = (text) => view.locator('.monaco-list-row[role="treeitem"]', { hasText: text }).first();
 
@@ -182,4 +182,20 @@ await drive(browser, page, async () => {
   await frame().locator('.item.tool[data-kind="edit"] .diff .add', { hasText: "+ new" }).first().waitFor();
   await frame().locator(".item.message strong", { hasText: "new" }).first().waitFor();
   ok("after a window reload the whole conversation is back: every prompt, sender, tool call, diff and answer");
+
+  // A new conversation from the palette: a headless Claude Code in the box, prompted from the view (no terminal).
+  await command("hutch: New Conversation…");
+  await quickInput("conv-box");
+  await quickInput("claude");
+  await page.locator(".tab", { hasText: "chat: claude, no prompt yet" }).first().waitFor({ timeout: 90_000 });
+  await page.locator(".tab", { hasText: "chat: claude, no prompt yet" }).first().click();
+  const turns2 = await frame().locator(".item.turn").count();
+  await ask("create fresh.txt containing f");
+  await turnEnds(turns2);
+  await frame().locator(".item.message", { hasText: 'Created fresh.txt containing "f".' }).waitFor();
+  const fresh = await hutch("exec", "conv-box", "--", "cat", `${env.GUEST_DIR}/fresh.txt`);
+  if (fresh !== "f") throw new Error(`fresh.txt in the box holds "${fresh}"`);
+  const made = JSON.parse(await hutch("session", "list", "--json")).filter((x) => x.agent === "claude" && x.id !== sid);
+  if (made.length !== 1 || made[0].headless !== true) throw new Error(`the new conversation's session: ${JSON.stringify(made)}`);
+  ok("New Conversation starts a headless Claude Code in the chosen box, prompted from the view; the file is written");
 });
