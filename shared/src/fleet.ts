@@ -8,7 +8,7 @@ export const FLEET_NODE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 export const FleetNode = Type.Object(
   {
-    name: Type.String({ pattern: FLEET_NODE_NAME.source }),
+    name: Type.String({ pattern: FLEET_NODE_NAME.source, rule: "a node name: 1 to 64 letters, digits, _ or -" }),
     /** The hutch version the server runs. */
     version: Type.String({ maxLength: 64 }),
     /** Where it serves TLS (`--listen`), as clients dial it. */
