@@ -146,6 +146,26 @@ describe("approvals, notes and errors", () => {
     ]);
   });
 
+  test("a stopped turn says who stopped it, not the agent's error as it stops", () => {
+    seq = 0;
+    const c = run(true, [
+      ev("input.sent", { text: "take your time" }, ide),
+      ev("agent.state", { state: "busy" }),
+      ev("turn.interrupted", {}, ide),
+      ev("error.raised", { message: "claude: error_during_execution", code: "agent" }),
+      ev("agent.state", { state: "error", reason: "claude: error_during_execution" }),
+      ev("input.sent", { text: "again" }, ide),
+      ev("agent.state", { state: "busy" }),
+      ev("error.raised", { message: "the model is overloaded" }),
+      ev("agent.state", { state: "error", reason: "the model is overloaded" }),
+    ]);
+    expect(c.items.map((i) => i.type)).toEqual(["prompt", "stop", "turn", "prompt", "error", "turn"]);
+    expect(c.items[1]).toMatchObject({ actor: ide });
+    expect(c.items[2]).toMatchObject({ stoppedBy: ide });
+    // The next turn's error is its own: shown, and its end is not a stop.
+    expect(c.items[5]).toMatchObject({ stoppedBy: null, reason: "the model is overloaded" });
+  });
+
   test("an event whose data does not fit its kind is left out", () => {
     seq = 0;
     const c = run(true, [

@@ -245,6 +245,8 @@ export const Events = {
     }),
   ),
   attentionRequired: defineEvent("attention.required", Type.Object({ reason: Text(1024) }), { byClients: true }),
+  /** The driver stopped the agent's turn (an editor's Stop, ACP's session/cancel, POST …/interrupt); its actor is who. How the turn ended follows. */
+  turnInterrupted: defineEvent("turn.interrupted", Type.Object({})),
   // A log continued elsewhere (`hutch bring-back --session`): each event of a
   // session on the box's daemon, appended here with who wrote it and when, and
   // where it came from; then one marker naming what came back. Written by the

@@ -53,7 +53,9 @@ export type Item =
     })
   | (Base & { type: "note"; text: string; anchor: { path: string; line?: number } | null })
   | (Base & { type: "error"; text: string })
-  | (Base & { type: "turn"; state: "idle" | "needs-input" | "error"; reason: string | null });
+  /** Someone (the actor) stopped the turn; the agent's own error at that end is not shown beside it. */
+  | (Base & { type: "stop" })
+  | (Base & { type: "turn"; state: "idle" | "needs-input" | "error"; reason: string | null; stoppedBy: Actor | null });
 
 export type AgentState = "busy" | "idle" | "needs-input" | "error" | "unknown";
 
@@ -63,6 +65,8 @@ export interface Conversation {
   state: AgentState;
   /** Token counts summed over every usage report. */
   usage: { input: number; output: number; cached: number; reports: number };
+  /** Who stopped the running turn, until it has ended. */
+  stopping: Actor | null;
   /** The last seq folded (0: none). */
   last: number;
   /** Items by what they are keyed on (a message's or tool call's id, an approval's id). */
@@ -76,6 +80,7 @@ export interface Conversation {
 export const newConversation = (headless: boolean): Conversation => ({
   items: [],
   state: "unknown",
+  stopping: null,
   usage: { input: 0, output: 0, cached: 0, reports: 0 },
   last: 0,
   byKey: new Map(),
@@ -225,8 +230,13 @@ function apply(c: Conversation, e: Ev): boolean {
     const anchor = note.anchor ? { path: note.anchor.path, ...(note.anchor.line ? { line: note.anchor.line } : {}) } : null;
     return add(c, null, { ...base(e), type: "note", text: note.text, anchor });
   }
+  if (read(e, Events.turnInterrupted)) {
+    c.stopping = e.actor;
+    return add(c, null, { ...base(e), type: "stop" });
+  }
   const error = read(e, Events.errorRaised);
-  if (error) return add(c, null, { ...base(e), type: "error", text: error.message });
+  // The agent's error as it is stopped is how it says so: the stop line says it better.
+  if (error) return c.stopping ? false : add(c, null, { ...base(e), type: "error", text: error.message });
   const usage = read(e, Events.usageReported);
   if (usage) {
     if (!usage.available) return false;
@@ -241,8 +251,10 @@ function apply(c: Conversation, e: Ev): boolean {
     const was = c.state;
     c.state = state.state;
     // A turn's end is a line in the conversation; busy is only the header's state.
-    if (state.state !== "busy" && was === "busy")
-      add(c, null, { ...base(e), type: "turn", state: state.state, reason: state.reason ?? null });
+    if (state.state !== "busy" && was === "busy") {
+      add(c, null, { ...base(e), type: "turn", state: state.state, reason: state.reason ?? null, stoppedBy: c.stopping });
+      c.stopping = null;
+    }
     return true;
   }
   return false;

@@ -158,8 +158,11 @@ function draw(i: Item): HTMLElement {
     case "error":
       row.append(el("div", "text", i.text));
       break;
+    case "stop":
+      row.append(el("div", "text", `■ stopped by ${who(i.actor)}`));
+      break;
     case "turn":
-      row.append(el("div", "dim", `turn ended: ${i.state}${i.reason ? ` (${i.reason})` : ""}`));
+      row.append(el("div", "dim", i.stoppedBy ? "turn stopped" : `turn ended: ${i.state}${i.reason ? ` (${i.reason})` : ""}`));
       break;
   }
   return row;

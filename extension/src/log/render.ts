@@ -61,6 +61,7 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     summary: `agent is ${d.state}${d.reason ? `: ${d.reason}` : ""}`,
     tone: d.state === "error" ? "error" : d.state === "needs-input" ? "warn" : "dim",
   }),
+  "turn.interrupted": () => ({ summary: "the turn was stopped", tone: "warn" }),
   "agent.raw": (d) => ({ summary: `agent output (raw, ${d.reason}${d.truncated ? ", cut" : ""})`, detail: d.line, tone: "dim" }),
   "exec.started": (d) => ({ summary: `exec ${d.argv.join(" ")}${d.pid !== undefined ? ` (pid ${d.pid})` : ""}` }),
   "exec.exited": (d) => ({

@@ -469,6 +469,8 @@ export class SessionService {
     const turn = this.turns.get(id);
     if (!turn) return { interrupted: false };
     logger.info("turn interrupted", { session: id, by: actor.id });
+    // Who stopped it, before how it ended: readers show a stopped turn, not only the agent's error.
+    this.append(id, [{ ...emit(Events.turnInterrupted, {}), actor }]);
     turn.stop.abort();
     await turn.done;
     return { interrupted: true };

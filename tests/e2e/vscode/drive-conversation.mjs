@@ -109,7 +109,14 @@ await drive(browser, page, async () => {
   if (stopped > 60_000) throw new Error(`the turn ended ${stopped} ms after Stop`);
   const state = norm(await frame().locator("#state").textContent());
   if (state === "busy") throw new Error("the header still says busy after Stop");
-  ok(`Stop during a slow turn (a model taking 300 s) ends it ${stopped} ms later; the agent is ${state}`);
+  // Said as a stop by this editor, not as the agent's error.
+  await frame()
+    .locator(".item.stop", { hasText: /stopped by .*\(ide\)/ })
+    .last()
+    .waitFor();
+  await frame().locator(".item.turn", { hasText: "turn stopped" }).last().waitFor();
+  if (await frame().locator(".item.error").count()) throw new Error("the stopped turn shows the agent's error");
+  ok(`Stop during a slow turn (a model taking 300 s) ends it ${stopped} ms later, shown as stopped by this editor; the agent is ${state}`);
 
   // An ACP editor's turn, then the CLI's: VS Code shows them as they happen, each with its sender.
   const acp = JSON.parse((await run(env.BUN, [env.ACP_TURN, sid, "create acp.txt containing a"], { env })).stdout.trim().split("\n").pop());
