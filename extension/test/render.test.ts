@@ -44,6 +44,7 @@ const cases: [
     ev(Events.usageReported, { available: false, input: null, output: null, cached: null }),
     { summary: "usage: not reported", tone: "dim" },
   ],
+  [ev(Events.turnInterrupted, {}), { summary: "the turn was stopped", tone: "warn" }],
   [ev(Events.agentState, { state: "busy" }), { summary: "agent is busy", tone: "dim" }],
   [
     ev(Events.agentState, { state: "idle", reason: "the agent finished its turn" }),
