@@ -16,7 +16,7 @@ const sid = env.SID;
 const notes = `${env.GUEST_DIR}/notes.md`;
 const editAsk = `in ${notes} replace old with new`;
 const { browser, page } = await openPage({ timeoutMs: T });
-const { command, logFrame: frame, pane, openHutch, quickInput } = workbench(page);
+const { command, logFrame: frame, pane, openHutch } = workbench(page);
 const view = pane(/Boxes and sessions/i);
 const row = (text) => view.locator('.monaco-list-row[role="treeitem"]', { hasText: text }).first();
 
@@ -27,6 +27,15 @@ const shownPrompts = async () =>
       .locator(".item.prompt")
       .evaluateAll((els) => els.map((e) => [e.querySelector(".text")?.textContent ?? "", e.querySelector(".who")?.textContent ?? ""]))
   ).map(([t, w]) => [norm(t).trim(), norm(w).trim()]);
+
+/** Picks the row of the open quick pick that `text` filters to: Enter only once that row is the focused one (the filter applied). */
+const pick = async (text) => {
+  const input = page.locator(".quick-input-widget .quick-input-box input");
+  await input.waitFor({ state: "visible" });
+  await input.fill(text);
+  await page.locator(".quick-input-widget .monaco-list-row.focused", { hasText: text }).first().waitFor();
+  await page.keyboard.press("Enter");
+};
 
 /** Types a prompt into the conversation's box and sends it with Enter. */
 const ask = async (text) => {
@@ -192,8 +201,8 @@ await drive(browser, page, async () => {
 
   // A new conversation from the palette: a headless Claude Code in the box, prompted from the view (no terminal).
   await command("hutch: New Conversation…");
-  await quickInput("conv-box");
-  await quickInput("claude");
+  await pick("conv-box");
+  await pick("claude");
   await page.locator(".tab", { hasText: "chat: claude, no prompt yet" }).first().waitFor({ timeout: 90_000 });
   await page.locator(".tab", { hasText: "chat: claude, no prompt yet" }).first().click();
   const turns2 = await frame().locator(".item.turn").count();
