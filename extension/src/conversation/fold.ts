@@ -90,6 +90,17 @@ export const newConversation = (headless: boolean): Conversation => ({
 
 const base = (e: Ev): Base => ({ seq: e.seq, at: e.at, actor: e.actor });
 
+type Message = Extract<Item, { type: "message" }>;
+
+/** The message with this id: the one shown, or a new one (empty, still streaming) added at this event. */
+function messageOf(c: Conversation, e: Ev, id: string, role: Message["role"]): Message {
+  const shown = find(c, `m:${id}`, "message");
+  if (shown) return shown;
+  const m: Message = { ...base(e), type: "message", id, role, text: "", done: false, truncated: false };
+  add(c, `m:${id}`, m);
+  return m;
+}
+
 /** Adds an item (under its key); true, as the view changed. */
 function add(c: Conversation, key: string | null, item: Item): true {
   c.items.push(item);
@@ -126,26 +137,13 @@ function apply(c: Conversation, e: Ev): boolean {
       c.users.add(started.id);
       return false;
     }
-    if (!find(c, `m:${started.id}`, "message"))
-      add(c, `m:${started.id}`, {
-        ...base(e),
-        type: "message",
-        id: started.id,
-        role: started.role,
-        text: "",
-        done: false,
-        truncated: false,
-      });
+    messageOf(c, e, started.id, started.role);
     return true;
   }
   const delta = read(e, Events.messageDelta);
   if (delta) {
-    let m = find(c, `m:${delta.id}`, "message");
-    if (!m && c.users.has(delta.id)) return false;
-    if (!m) {
-      m = { ...base(e), type: "message", id: delta.id, role: "assistant", text: "", done: false, truncated: false };
-      add(c, `m:${delta.id}`, m);
-    }
+    if (c.users.has(delta.id)) return false;
+    const m = messageOf(c, e, delta.id, "assistant");
     if (m.done) return false;
     m.text += delta.text;
     return true;
@@ -158,21 +156,12 @@ function apply(c: Conversation, e: Ev): boolean {
       if (c.byKey.has(`u:${completed.id}`)) return false;
       return add(c, `u:${completed.id}`, { ...base(e), type: "prompt", text: completed.text });
     }
-    const m = find(c, `m:${completed.id}`, "message");
-    if (m) {
-      m.text = completed.text;
-      m.done = true;
-      m.truncated = completed.truncated === true;
-    } else if (completed.text)
-      add(c, `m:${completed.id}`, {
-        ...base(e),
-        type: "message",
-        id: completed.id,
-        role: completed.role,
-        text: completed.text,
-        done: true,
-        truncated: completed.truncated === true,
-      });
+    // A message that never streamed is shown whole; an empty one is nothing to show.
+    if (!completed.text && !find(c, `m:${completed.id}`, "message")) return false;
+    const m = messageOf(c, e, completed.id, completed.role);
+    m.text = completed.text;
+    m.done = true;
+    m.truncated = completed.truncated === true;
     return true;
   }
   const called = read(e, Events.toolCalled);

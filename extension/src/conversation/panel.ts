@@ -10,7 +10,7 @@
 // against the local file when this folder was offloaded to the session's box.
 import { readFile } from "node:fs/promises";
 import * as vscode from "vscode";
-import { IdeMethods, type EventsNotification, type Session } from "@hutch/shared";
+import { Events, IdeMethods, read, type EventsNotification, type Session } from "@hutch/shared";
 import type { ToolEdit } from "@hutch/shared/agent-tools";
 import { terminalText } from "@hutch/shared/text";
 import { escapeHtml, SessionPanel, webviewPage, type SessionPanels } from "../panels.ts";
@@ -102,8 +102,7 @@ class ConversationPanel extends SessionPanel {
     void this.panel.webview.postMessage({ type: "events", events: n.events });
     // The prompt's turn ended (the agent is no longer busy after it): the slot goes back.
     const t = this.turn;
-    if (t && n.events.some((e) => e.seq > t.seq && e.kind === "agent.state" && (e.data as { state?: string })?.state !== "busy"))
-      void this.endTurn();
+    if (t && n.events.some((e) => e.seq > t.seq && (read(e, Events.agentState)?.state ?? "busy") !== "busy")) void this.endTurn();
   }
 
   private status(text: string, tone?: "error" | "ok"): void {
