@@ -123,27 +123,23 @@ describe("who may see and drive", () => {
 });
 
 describe("every event is checked when it is written", () => {
-  test("a malformed event the daemon writes is refused by the service, and its whole batch with it", () => {
+  test("a malformed event the daemon writes is refused by the service, and its whole batch with it", async () => {
     const s = seed("alice");
     // `as never`: the compiler refuses these shapes; a bug that slipped one past it is what this guards.
-    const refused = (() => {
-      try {
-        sessions.append(s, [{ kind: "box.state.changed", data: { box: "box_none" } as never, actor: SYSTEM }]);
-      } catch (err) {
-        return err;
-      }
-    })();
+    const refused = await sessions
+      .append(s, [{ kind: "box.state.changed", data: { box: "box_none" } as never, actor: SYSTEM }])
+      .catch((err) => err);
     // A daemon that writes what its own registry refuses is broken, not its client: a 500, not a 400.
     expect(refused).toMatchObject({ code: "failed", message: "box.state.changed: data.state: Expected required property" });
     const fine = { ...fixtureEvent(Events.boxStateChanged, { box: "box_none", state: "running" }), actor: SYSTEM };
-    expect(() =>
+    await expect(
       sessions.append(s, [
         fine,
         { kind: "egress.allowed", data: { box: "box_none", host: "h", port: 443, bytes: 1 } as never, actor: SYSTEM },
       ]),
-    ).toThrow(/^events\.1\.egress\.allowed: data\.bytesUp/);
+    ).rejects.toThrow(/^events\.1\.egress\.allowed: data\.bytesUp/);
     expect(store.last(s)).toBe(0);
-    expect(sessions.append(s, [fine])).toEqual([1]);
+    expect(await sessions.append(s, [fine])).toEqual([1]);
   });
 
   test("a box reason longer than an event holds is cut, not refused", () => {
@@ -166,7 +162,7 @@ describe("every event is checked when it is written", () => {
 test("a page of events is the EventsPage shared/src/api.ts defines (the daemon assembles it as text)", async () => {
   const s = seed("alice");
   const actor = { kind: "user" as const, id: "alice" };
-  sessions.append(
+  await sessions.append(
     s,
     ["a", "b", "c"].map((t) => ({ ...note(t), actor })),
   );
@@ -180,22 +176,22 @@ describe("box input follows the driver slot", () => {
   const alice = { kind: "user" as const, id: "alice" };
   const agent = { kind: "agent" as const, id: "alice/agent:claude" };
 
-  test("nobody drives: anyone may send input, and nobody is said to drive", () => {
+  test("nobody drives: anyone may send input, and nobody is said to drive", async () => {
     const boxId = "box_inputfree";
     seed("alice", boxId);
-    expect(sessions.boxInput(boxId, agent, false)).toEqual({ driving: false });
+    expect(await sessions.boxInput(boxId, agent, false)).toEqual({ driving: false });
   });
 
-  test("the driver may; another actor is refused naming the steal, and a steal takes the slot, logged", () => {
+  test("the driver may; another actor is refused naming the steal, and a steal takes the slot, logged", async () => {
     const boxId = "box_inputdriven";
     const id = seed("alice", boxId);
-    sessions.acquire(id, alice);
-    expect(sessions.boxInput(boxId, alice, false)).toEqual({ driving: true });
-    expect(() => sessions.boxInput(boxId, agent, false)).toThrow(`session ${id} is driven by`);
-    expect(sessions.boxInput(boxId, agent, true)).toEqual({ driving: true });
+    await sessions.acquire(id, alice);
+    expect(await sessions.boxInput(boxId, alice, false)).toEqual({ driving: true });
+    await expect(sessions.boxInput(boxId, agent, false)).rejects.toThrow(`session ${id} is driven by`);
+    expect(await sessions.boxInput(boxId, agent, true)).toEqual({ driving: true });
     expect(sessions.get(id, alice).driver?.actor).toEqual(agent);
     expect(read(id, 1, 100).map((e) => e.kind)).toContain("session.driver.stolen");
-    expect(() => sessions.boxInput(boxId, alice, false)).toThrow("is driven by");
+    await expect(sessions.boxInput(boxId, alice, false)).rejects.toThrow("is driven by");
   });
 });
 

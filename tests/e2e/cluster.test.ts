@@ -5,18 +5,27 @@
 // does not open the fleet's store, or whose cluster does not answer, refuses
 // to start and names the fix; a snapshot while the cluster has lost its
 // quorum fails naming the cluster, and the next one after it is back works.
+// Session logs are the fleet's: a Claude Code turn (against the fake model)
+// in a box on A, annotated through A, B and C, reads the same, event for
+// event, through each server's log and live watch; writes through two
+// servers at once land once each, gapless.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
+import type { SessionEvent } from "../../shared/src/index.ts";
 import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
-import { HUTCH, makeHome, sha256, type Home } from "../helpers.ts";
+import { AGENTS_DIR, events, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
+import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
+import { HUTCH, makeHome, sha256, waitFor, type Home } from "../helpers.ts";
 import { freePort, startServer, type Server } from "../remote.ts";
 
 let nats: NatsCluster;
 let urls: string;
 const servers: Server[] = [];
 let a: Server;
+let b: Server;
 let c: Server;
+let fake: FakeModel;
 const extra: Home[] = [];
 
 async function ok(h: Home, args: string[]): Promise<string> {
@@ -39,6 +48,25 @@ function copyKey(to: Home): void {
   chmodSync(join(to.home, "keys", "fleet.key"), 0o600);
 }
 
+/** `session subscribe` on a server: the events it has printed so far, and a stop. */
+function watch(h: Home, id: string): { lines(): SessionEvent[]; stop(): void } {
+  const proc = h.spawn(["session", "subscribe", id]);
+  let text = "";
+  void (async () => {
+    const dec = new TextDecoder();
+    for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) text += dec.decode(chunk, { stream: true });
+  })();
+  return {
+    lines: () =>
+      text
+        .slice(0, text.lastIndexOf("\n") + 1)
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as SessionEvent),
+    stop: () => proc.kill(),
+  };
+}
+
 /** `hutch serve --cluster` that is expected to refuse: its exit code and stderr. */
 async function refusedServe(h: Home, args: string[]): Promise<{ code: number; stderr: string }> {
   const proc = Bun.spawn([HUTCH, "serve", "--listen", `127.0.0.1:${freePort()}`, ...args], {
@@ -56,9 +84,12 @@ async function refusedServe(h: Home, args: string[]): Promise<{ code: number; st
 beforeAll(async () => {
   nats = await startNatsCluster(3);
   urls = nats.urls.join(",");
+  fake = await startFakeModel();
   const fleet = (node: string) => ["--cluster", urls, "--node", node];
   a = await startServer("hutch-fa-", {
     args: fleet("a"),
+    config: fakeBindings(fake),
+    env: { HUTCH_AGENTS_DIR: AGENTS_DIR },
     before: async (h) => {
       const init = await h.run(["cluster", "init", "--cluster", urls]);
       expect(init.code, init.stderr).toBe(0);
@@ -66,7 +97,8 @@ beforeAll(async () => {
     },
   });
   servers.push(a);
-  servers.push(await startServer("hutch-fb-", { args: fleet("b"), before: copyKey }));
+  b = await startServer("hutch-fb-", { args: fleet("b"), before: copyKey });
+  servers.push(b);
   c = await startServer("hutch-fc-", { args: fleet("c"), before: copyKey });
   servers.push(c);
 }, 180_000);
@@ -75,6 +107,7 @@ afterAll(async () => {
   for (const s of servers) await s.stop();
   for (const h of extra) await h.cleanup();
   await nats?.stop();
+  fake?.stop();
 });
 
 describe("a fleet of hutch servers on NATS JetStream", () => {
@@ -134,6 +167,79 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     expect(human).toContain("NODE");
     expect(human).toContain(c.url);
   });
+
+  test("a session on A, its agent turn and annotations through A, B and C: each server's log and live watch show the same events in the same order", async () => {
+    expect((await a.home.run(["secret", "set", "anthropic"], { stdin: newSecrets().anthropic })).code).toBe(0);
+    const install = await a.home.run(["agent", "install", "claude"]);
+    expect(install.code, install.stderr).toBe(0);
+    const run = await a.home.run(["run", "--agent", "claude", "--prompt", PROMPT, "--detach", "--json"]);
+    expect(run.code, run.stderr).toBe(0);
+    const id = (JSON.parse(run.stdout) as { id: string }).id;
+    // Live watchers on B and C from the start: everything A's box logs reaches them through the fleet's log.
+    const watchers = [b, c].map((s) => watch(s.home, id));
+    const idle = await a.home.run(["session", "wait", id, "--idle", "--json"]);
+    expect(idle.code, idle.stdout + idle.stderr).toBe(0);
+    for (const [s, text] of [
+      [a, "from a"],
+      [b, "from b"],
+      [c, "from c"],
+    ] as const) {
+      const r = await s.home.run(["session", "annotate", id, text]);
+      expect(r.code, r.stderr).toBe(0);
+    }
+    const logged = await events(a.home, id);
+    const key = (list: SessionEvent[]) => list.map((e) => JSON.stringify([e.seq, e.at, e.actor, e.kind, e.data]));
+    expect(key(await events(b.home, id))).toEqual(key(logged));
+    expect(key(await events(c.home, id))).toEqual(key(logged));
+    expect(logged.map((e) => e.seq)).toEqual(logged.map((_, i) => i + 1));
+    expect(logged.some((e) => e.kind === "tool.called")).toBe(true);
+    expect(logged.filter((e) => e.kind === "annotation.added").map((e) => (e.data as { text: string }).text)).toEqual([
+      "from a",
+      "from b",
+      "from c",
+    ]);
+    for (const w of watchers) {
+      await waitFor(`a watcher to show the ${logged.length} events`, () => w.lines().length >= logged.length, 30_000);
+      w.stop();
+      expect(key(w.lines())).toEqual(key(logged));
+    }
+    // The box's terminal and turns are A's: B names where to drive it, and writes nothing.
+    const send = await b.home.run(["session", "send", id, "hello"]);
+    expect(send.code).not.toBe(0);
+    expect(send.stderr).toContain("runs on another server of this fleet");
+    expect((await events(a.home, id)).length).toBe(logged.length);
+    // B and C list it, with its summary folded from the same log.
+    const listed = JSON.parse(await ok(c.home, ["session", "list", "--json"])) as { id: string; lastSeq: number }[];
+    expect(listed.find((s) => s.id === id)?.lastSeq).toBe(logged.length);
+  }, 300_000);
+
+  test("annotations written through B and C at once land once each, seqs gapless, the same on every server", async () => {
+    // A shell session in A's box: its terminal's few events and the annotations share one log.
+    const made = JSON.parse(await ok(a.home, ["run", "w", "--detach", "--json"])) as { id: string };
+    const id = made.id;
+    const each = 15;
+    const writes = [b, c].flatMap((s, k) =>
+      Array.from({ length: each }, (_, i) => s.home.run(["session", "annotate", id, `s${k}-${i}`, "--json"])),
+    );
+    const answers = await Promise.all(writes);
+    for (const r of answers) expect(r.code, r.stderr).toBe(0);
+    const seqs = answers.map((r) => (JSON.parse(r.stdout) as { seq: number }).seq).sort((x, y) => x - y);
+    const logged = await events(c.home, id);
+    // Every write answered with its own seq, and each is the annotation it wrote.
+    expect(new Set(seqs).size).toBe(2 * each);
+    expect(logged.filter((e) => e.kind === "annotation.added").map((e) => e.seq)).toEqual(seqs);
+    const texts = logged.filter((e) => e.kind === "annotation.added").map((e) => (e.data as { text: string }).text);
+    expect(texts.length).toBe(2 * each);
+    expect(new Set(texts).size).toBe(2 * each);
+    expect(logged.map((e) => e.seq)).toEqual(logged.map((_, i) => i + 1));
+    const notes = (list: SessionEvent[]) =>
+      list.filter((e) => e.kind === "annotation.added").map((e) => `${e.seq}:${e.actor.id}:${JSON.stringify(e.data)}`);
+    for (const s of [a, b]) {
+      const there = await events(s.home, id);
+      expect(there.map((e) => e.seq)).toEqual(there.map((_, i) => i + 1));
+      expect(notes(there)).toEqual(notes(logged));
+    }
+  }, 120_000);
 
   test("a server whose key does not open the fleet's store refuses to start, naming the fix", async () => {
     const wrong = makeHome("hutch-fw-");

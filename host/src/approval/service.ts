@@ -78,7 +78,8 @@ const granted = (s: Approval["state"]) => s === "allow_once" || s === "allow_alw
  * and this stay out of a circle.
  */
 export interface ApprovalSessions {
-  append(sessionId: string, events: NewEvent[]): number[];
+  /** Logs events into a session without waiting (SessionService.log): in call order, a failure logged. */
+  log(sessionId: string, events: NewEvent[]): void;
   accessOf(row: SessionRow, actor: Actor): SessionAccess | null;
 }
 
@@ -132,7 +133,7 @@ export class ApprovalService {
       state: "pending",
     };
     const entry: Entry = { approval, waiters: [], used: false };
-    this.sessions.append(session.id, [
+    this.sessions.log(session.id, [
       {
         ...emit(Events.approvalRequested, {
           id,
@@ -195,7 +196,7 @@ export class ApprovalService {
         origin.boxId === approval.box
           ? "a box cannot decide its own approvals"
           : `box ${this.boxName(origin.boxId)} cannot decide another box's approvals`;
-      this.sessions.append(approval.session, [{ ...emit(Events.approvalRefused, { id, reason: why }), actor }]);
+      this.sessions.log(approval.session, [{ ...emit(Events.approvalRefused, { id, reason: why }), actor }]);
       logger.warn("refused a decision from inside a box", { id, box: origin.boxId });
       throw new HutchError("denied", `${why} (${id})`, `a person decides it outside the box: hutch approve ${id} or hutch deny ${id}`);
     }
@@ -343,7 +344,7 @@ export class ApprovalService {
     const a = entry.approval;
     clearTimeout(entry.timer);
     const why = reason?.slice(0, APPROVAL_REASON_MAX);
-    this.sessions.append(a.session, [
+    this.sessions.log(a.session, [
       { ...emit(Events.approvalDecided, { id: a.id, decision, digest: a.digest, ...(why ? { reason: why } : {}) }), actor },
     ]);
     a.state = decision;

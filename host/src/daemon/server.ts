@@ -99,7 +99,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       process: new ProcessEngine(home),
       qemu: new QemuEngine(home),
     },
-    fleet ? { snapshotStore: fleet.store } : {},
+    fleet ? { snapshotStore: fleet.store, sessionWriter: (store) => fleet.sessions(store, db) } : {},
   );
   // Before any box's broker can ask again: the approvals pending when the last daemon stopped.
   approvals.recover();
@@ -146,9 +146,9 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   });
   const streams = streamSocket(boxes, sessions, (boxId, kind) => idle.hold(boxId, kind));
   const subscribers = subscribeSocket(sessions, sessionStore, (boxId) => idle.hold(boxId, "client"));
-  const handle = (req: Request, srv: Server<StreamSocketData | SubscribeData>) => {
+  const handle = async (req: Request, srv: Server<StreamSocketData | SubscribeData>) => {
     if (upgradeStream(req, srv as Server<StreamSocketData>, localUser)) return undefined;
-    const sub = upgradeSubscribe(req, srv as Server<SubscribeData>, sessions, localUser);
+    const sub = await upgradeSubscribe(req, srv as Server<SubscribeData>, sessions, localUser);
     if (sub === true) return undefined;
     if (sub) return sub;
     return app.handle(req);

@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { emit, Events } from "@hutch/shared";
 import { BoxStore } from "../store/boxes.ts";
 import { SessionStore } from "../store/sessions.ts";
-import type { SessionLog } from "../store/types.ts";
+import type { PublishFn, SessionLog, SessionWriter } from "../store/types.ts";
+import { LocalWriter } from "../store/session-log-async.ts";
 import { BrokerStore } from "../store/broker.ts";
 import { BoxService } from "../box/service.ts";
 import { SessionService } from "../session/service.ts";
@@ -53,12 +54,16 @@ export interface Services {
   idle: IdleTracker;
 }
 
-/** `snapshotStore`: the store snapshots go to when it is not the home's own (a fleet's, opened by `hutch serve --cluster`). */
+/**
+ * `snapshotStore`: the store snapshots go to when it is not the home's own;
+ * `sessionWriter`: how sessions are written when the log is not the home's
+ * own file alone. Both a fleet's, opened by `hutch serve --cluster`.
+ */
 export async function createServices(
   home: string,
   db: Database,
   engines: Record<string, Engine>,
-  opts: { snapshotStore?: Store } = {},
+  opts: { snapshotStore?: Store; sessionWriter?: (store: SessionStore) => Promise<(publish: PublishFn) => SessionWriter> } = {},
 ): Promise<Services> {
   const boxes = new BoxService(new BoxStore(db), engines, home);
   const broker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, HOME_FILES.secretsKey)), join(home, HOME_FILES.config));
@@ -68,7 +73,8 @@ export async function createServices(
     brokerLink(broker, (id) => boxes.byId(id)?.name ?? id),
   );
   const terminals = new AgentTerminals(runner, env.agentsDir(home), env.agentInstall());
-  const sessions = new SessionService(sessionStore, boxes, terminals);
+  const writer = (await opts.sessionWriter?.(sessionStore)) ?? ((publish: PublishFn) => new LocalWriter(sessionStore, publish));
+  const sessions = new SessionService(sessionStore, boxes, terminals, writer);
   sessions.recorder.started.add((row, pid) => terminals.started(row, pid, sessions));
   boxes.policyChecks.add((p) => broker.checkPolicy(p));
   boxes.channelOpened.add((boxId, dir, channel) => broker.attach(boxId, dir, channel));

@@ -109,7 +109,7 @@ export class DispatchService {
     const j: Journal = { version: 1, dispatch, body, owner, boxes: [] };
     writeJournal(this.d.home, j);
     // The orchestration session belongs to no box: its box column holds the dispatch's id.
-    this.d.store.insert({
+    await this.d.sessions.writer.insert({
       id: session,
       box_id: id,
       agent: "dispatch",
@@ -198,14 +198,10 @@ export class DispatchService {
   }
 
   private log(j: Journal, events: TypedEvent[]): void {
-    try {
-      this.d.sessions.append(
-        j.dispatch.session,
-        events.map((e) => ({ ...e, actor: SYSTEM })),
-      );
-    } catch (err) {
-      logger.warn("could not log to the orchestration session", { dispatch: j.dispatch.id, err });
-    }
+    this.d.sessions.log(
+      j.dispatch.session,
+      events.map((e) => ({ ...e, actor: SYSTEM })),
+    );
   }
 
   private async run(j: Journal, signal: AbortSignal): Promise<void> {
@@ -398,11 +394,7 @@ export class DispatchService {
     });
     this.log(j, [event]);
     if (w.session) {
-      try {
-        this.d.sessions.append(w.session, [{ ...event, actor: SYSTEM }]);
-      } catch (err) {
-        logger.warn("could not log the verdict in the worker's session", { err });
-      }
+      this.d.sessions.log(w.session, [{ ...event, actor: SYSTEM }]);
     }
   }
 

@@ -2,11 +2,15 @@
 // connect to the NATS cluster, open the fleet's snapshot store with the fleet
 // key, and once it serves, register the node. Each step fails the start with
 // an error naming the cluster and the fix.
-// Only snapshots live in the fleet so far: sessions, boxes and tokens stay in
-// the server's own home.
+// Snapshots and session logs live in the fleet; boxes, users and tokens stay
+// in the server's own home so far.
 import { hostname } from "node:os";
 import type { FleetNode } from "@hutch/shared";
 import type { NatsConnection } from "@nats-io/transport-node";
+import type { Database } from "bun:sqlite";
+import { openSessionReplica } from "../store/jetstream/replica.ts";
+import type { SessionStore } from "../store/sessions.ts";
+import type { PublishFn, SessionWriter } from "../store/types.ts";
 import { clusterName } from "../store/jetstream/cluster.ts";
 import type { Store } from "../snapshot/index.ts";
 import { log } from "../log.ts";
@@ -28,6 +32,11 @@ export interface FleetOptions {
 export interface Fleet {
   /** The fleet's snapshot store, open; the daemon's snapshot service owns it from here (and closes it). */
   store: Store;
+  /**
+   * The fleet's session log with `store` (this server's file) as its replica,
+   * caught up: the session service's writer, made with its bus (store/jetstream/replica.ts).
+   */
+  sessions(store: SessionStore, db: Database): Promise<(publish: PublishFn) => SessionWriter>;
   /** Lists this server as live, serving `listen`; once it serves. */
   register(listen: string): Promise<void>;
   /** Deregisters the node and closes the connection; after the store is closed. */
@@ -45,14 +54,22 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
   }
   logger.info("opened the fleet's snapshot store", { cluster: opts.urls.join(","), store: store.info.id });
   let node: Registration | null = null;
+  let replica: { close(): Promise<void> } | null = null;
   return {
     store,
+    async sessions(sessionStore, db) {
+      const opened = await openSessionReplica(nc, sessionStore, db);
+      replica = opened;
+      logger.info("the session log is the fleet's: this server's file is its replica, caught up", { cluster: clusterName(nc) });
+      return opened.writer;
+    },
     async register(listen) {
       node = await registerNode(nc, { name: opts.node, listen, server: serverId(home) });
       logger.info("joined the fleet", { node: opts.node, cluster: opts.urls.join(",") });
     },
     async close() {
       await node?.stop();
+      await replica?.close();
       await nc.close();
     },
   };

@@ -345,7 +345,7 @@ export class ScheduleService {
     try {
       // Whatever the agent logs as its turn stops comes before the run's end.
       await this.d.sessions.stopTurn(session);
-      this.d.sessions.append(session, [
+      await this.d.sessions.append(session, [
         {
           ...emit(Events.scheduleRunFinished, {
             schedule: row.id,

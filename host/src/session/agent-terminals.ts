@@ -49,11 +49,11 @@ export class AgentTerminals implements SessionAgents {
   };
 
   /** The terminal's process started: tail its transcript (if its harness keeps one) into the log. */
-  started(row: SessionRow, pid: number, log: { append(sessionId: string, events: NewEvent[]): unknown }): void {
+  started(row: SessionRow, pid: number, log: { log(sessionId: string, events: NewEvent[]): void }): void {
     const pending = this.mcps.get(row.id);
     this.mcps.delete(row.id);
     if (pending) {
-      pending.log = (events) => void log.append(row.id, events);
+      pending.log = (events) => log.log(row.id, events);
       if (pending.held.length > 0) pending.log(pending.held.splice(0));
       // The agent's MCP server lives as long as its process.
       if (pending.mcp) this.runner.whileRuns(row.box_id, pid, pending.mcp.close);
@@ -69,7 +69,7 @@ export class AgentTerminals implements SessionAgents {
       fromEnd: t.fromEnd,
       pid,
       actor: agentActor(row),
-      sink: { append: (events) => void log.append(row.id, events) },
+      sink: { append: (events) => log.log(row.id, events) },
     });
   }
 }

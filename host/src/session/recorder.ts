@@ -23,7 +23,8 @@ export type TerminalSpawner = (row: SessionRow) => Promise<{ argv: string[]; env
 
 /** What the recorder needs of the session log. */
 export interface SessionSink {
-  append(sessionId: string, events: NewEvent[]): unknown;
+  /** Logs events without waiting (SessionService.log). */
+  log(sessionId: string, events: NewEvent[]): void;
   close(sessionId: string, actor: Actor, reason: string): Promise<unknown>;
   isHeadless(row: SessionRow): boolean;
 }
@@ -116,7 +117,7 @@ export class Recorder {
           const live = { stream, pty: m.pty };
           this.live.set(sessionId, live);
           if (argv) {
-            this.sessions.append(sessionId, [{ ...emit(Events.execStarted, { argv, pid: m.pid }), actor: SYSTEM }]);
+            this.sessions.log(sessionId, [{ ...emit(Events.execStarted, { argv, pid: m.pid }), actor: SYSTEM }]);
             const row = this.store.get(sessionId);
             if (row) this.started.emit(row, m.pid);
           }
@@ -146,21 +147,21 @@ export class Recorder {
   private record(sessionId: string, bytes: Uint8Array, snapshot: boolean): void {
     this.store.transaction(() => {
       const chunk = this.store.addChunk(sessionId, bytes);
-      this.sessions.append(sessionId, [
+      this.sessions.log(sessionId, [
         {
           ...emit(Events.outputAppended, { chunk, offset: 0, length: bytes.length, ...(snapshot ? { snapshot: true } : {}) }),
           actor: SYSTEM,
         },
       ]);
       for (const { sessionId: cut, ...d } of this.store.trimChunks(sessionId, this.caps)) {
-        this.sessions.append(cut, [{ ...emit(Events.outputDropped, d), actor: SYSTEM }]);
+        this.sessions.log(cut, [{ ...emit(Events.outputDropped, d), actor: SYSTEM }]);
       }
     });
   }
 
   private async exited(sessionId: string, m: ExitMsg): Promise<void> {
     this.live.delete(sessionId);
-    this.sessions.append(sessionId, [{ ...emit(Events.execExited, { code: m.code, signal: m.signal }), actor: SYSTEM }]);
+    this.sessions.log(sessionId, [{ ...emit(Events.execExited, { code: m.code, signal: m.signal }), actor: SYSTEM }]);
     const row = this.store.get(sessionId);
     if (row?.state === "open") {
       await this.sessions.close(sessionId, SYSTEM, `the terminal's process exited (${m.signal ? `signal ${m.signal}` : `code ${m.code}`})`);

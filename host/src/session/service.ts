@@ -21,14 +21,14 @@ import {
   type SessionSummary,
   type TypedEvent,
 } from "@hutch/shared";
-import type { SessionRow, SessionLog, NewEvent } from "../store/types.ts";
+import type { AppendOptions, SessionRow, SessionLog, NewEvent, SessionFields, PublishFn, SessionWriter } from "../store/types.ts";
 import type { BoxService } from "../box/service.ts";
 import { SessionBus } from "./bus.ts";
 import { Recorder, type TerminalSpawner } from "./recorder.ts";
 import { SessionSummaries } from "./summaries.ts";
 import { SYSTEM, actorUser } from "./actors.ts";
 import { sessionAccess, type SessionAccess } from "./access.ts";
-import { describeActor, DriverSlot, sameActor } from "./driver.ts";
+import { describeActor, DriverSlot, isStale, sameActor } from "./driver.ts";
 import { harness, type Harness } from "../harness/index.ts";
 import type { AgentRunner } from "../harness/run.ts";
 import { WarmAgent, type WarmOptions } from "../harness/warm.ts";
@@ -39,6 +39,8 @@ const logger = log.create({ service: "sessions" });
 const LEAVING = new Set(["stopping", "stopped", "sleeping", "asleep", "failed", "deleted"]);
 /** Checkpoints looked at, newest first, when forking a session (a log can hold any number a client appended). */
 const FORK_SCAN = 1000;
+/** Times a read-then-write (the driver slot) reads again after another server's write made what it read stale. */
+const STALE_RETRIES = 8;
 
 /** A text cut into pieces of at most `max` characters (a pasted block can be longer than one event holds), never inside a surrogate pair. */
 export function pieces(text: string, max: number): string[] {
@@ -74,20 +76,45 @@ export class SessionService {
   /** Headless agents kept between prompts, by session (../harness/warm.ts). */
   private readonly warm = new Map<string, WarmAgent>();
   private lapseTimer?: ReturnType<typeof setInterval>;
+  /** How writes are stored (SessionWriter in store/types.ts): the SQLite file alone, or a fleet's log with the file its replica. */
+  readonly writer: SessionWriter;
 
+  /** `writer`: made with where it publishes what it stores (this service's bus). */
   constructor(
     private readonly store: SessionLog,
     private readonly boxes: BoxService,
     private readonly agents: SessionAgents,
+    writer: (publish: PublishFn) => SessionWriter,
   ) {
+    this.writer = writer((id, seq, json, kind) => this.bus.publish(id, seq, json, kind));
     this.recorder = new Recorder(store, this, boxes, agents.spawn);
     this.summaries = new SessionSummaries(store);
-    this.driver = new DriverSlot(store, (id, events, also) => this.append(id, events, also));
+    this.driver = new DriverSlot(
+      (id, events, options) => this.append(id, events, options),
+      (id, fields) => this.writer.update(id, fields),
+    );
   }
 
   /** Starts the lease checker. */
   start(): void {
-    this.lapseTimer = setInterval(() => this.driver.lapse(), 250);
+    let lapsing = false;
+    this.lapseTimer = setInterval(() => {
+      if (lapsing) return;
+      lapsing = true;
+      void this.driver
+        .lapse(this.store.expiredLeases(Date.now()).filter((r) => this.mine(r)))
+        .catch((err) => logger.warn("a lapsed driver slot was not freed", { err }))
+        .finally(() => (lapsing = false));
+    }, 250);
+  }
+
+  /**
+   * Whether this server runs the session's box (and so its terminal, its
+   * turns and its driver's lapses). Every session is this server's on one
+   * machine; in a fleet, those of boxes in this server's registry.
+   */
+  mine(row: SessionRow): boolean {
+    return !this.writer.shared || this.boxes.byId(row.box_id) !== null;
   }
 
   stop(): void {
@@ -133,9 +160,7 @@ export class SessionService {
 
   /** Logs a daemon event about a box into every open session bound to it. */
   boxEvent(boxId: string, event: TypedEvent): void {
-    for (const row of this.store.list({ boxId, state: "open" })) {
-      this.append(row.id, [{ ...event, actor: SYSTEM }]);
-    }
+    for (const row of this.store.list({ boxId, state: "open" })) this.log(row.id, [{ ...event, actor: SYSTEM }]);
   }
 
   /**
@@ -245,7 +270,7 @@ export class SessionService {
     // A headless session has no terminal (argv []); an agent's terminal argv is settled when it opens (Recorder's spawn hook).
     const argv = headless ? [] : (body.argv ?? (agent.name === "shell" ? ["bash", "-l"] : [agent.name]));
     const id = newId("ses");
-    this.store.insert({
+    await this.writer.insert({
       id,
       box_id: box.id,
       agent: agent.name,
@@ -256,7 +281,7 @@ export class SessionService {
       pty: null,
       created_at: new Date().toISOString(),
     });
-    this.append(id, [
+    await this.append(id, [
       {
         ...emit(Events.sessionCreated, {
           box: box.id,
@@ -270,7 +295,7 @@ export class SessionService {
       ...first.map((e) => ({ ...e, actor })),
     ]);
     if (body.prompt !== undefined) {
-      this.append(id, [{ ...emit(Events.inputSent, { text: body.prompt }), actor }]);
+      await this.append(id, [{ ...emit(Events.inputSent, { text: body.prompt }), actor }]);
       this.startTurn(this.store.get(id)!, agent, body.prompt, false, body.model, ask);
     } else if (warm) {
       // Started now and ready when this answers, as the Agent SDK's session is: the first prompt meets a warm agent.
@@ -294,12 +319,12 @@ export class SessionService {
    */
   recoverTurns(): void {
     for (const row of this.store.list({ state: "open" })) {
-      if (!this.isHeadless(row) || this.turns.has(row.id)) continue;
+      if (!this.isHeadless(row) || this.turns.has(row.id) || !this.mine(row)) continue;
       const turn = this.summaries.turn(row.id);
       if (turn.input <= turn.attention) {
         // A warm agent waiting for its next prompt went with the daemon too; the next prompt starts another.
         if (turn.warm !== undefined && turn.warm === turn.started && turn.started > turn.exited)
-          this.append(row.id, [{ ...emit(Events.execExited, { code: null, signal: "lost" }), actor: SYSTEM }]);
+          this.log(row.id, [{ ...emit(Events.execExited, { code: null, signal: "lost" }), actor: SYSTEM }]);
         continue;
       }
       const reason = "the daemon stopped during this turn, and the agent with it; send the prompt again to retry";
@@ -309,7 +334,7 @@ export class SessionService {
         emit(Events.agentState, { state: "error", reason }),
         emit(Events.attentionRequired, { reason }),
       ];
-      this.append(
+      this.log(
         row.id,
         lost.map((e) => ({ ...e, actor: SYSTEM })),
       );
@@ -362,7 +387,7 @@ export class SessionService {
       harness: agent,
       ...(model ? { model } : {}),
       actor: { kind: "agent" as const, id: `${row.owner}/agent:${agent.name}` },
-      sink: { append: (events: NewEvent[]) => void this.append(row.id, events) },
+      sink: { append: (events: NewEvent[]) => this.log(row.id, events) },
       agentsDir,
       install,
     };
@@ -385,31 +410,57 @@ export class SessionService {
    * log, so every event is checked against the registry here, the daemon's
    * own as much as clients': one that does not fit refuses the whole batch.
    */
-  append(sessionId: string, events: NewEvent[], also?: () => void): number[] {
-    return this.commit(sessionId, events, also).map((r) => r.seq);
+  async append(sessionId: string, events: NewEvent[], options?: AppendOptions): Promise<number[]> {
+    return (await this.commit(sessionId, events, options)).map((r) => r.seq);
   }
 
-  private commit(sessionId: string, events: NewEvent[], also?: () => void): { seq: number; fresh: boolean }[] {
-    events.forEach((e, i) => {
+  /**
+   * Appends without waiting, for the daemon's own events (a box's state, a
+   * terminal's output): the write is made in call order, and a failure is
+   * logged here rather than thrown at a caller that is not waiting.
+   */
+  log(sessionId: string, events: NewEvent[]): void {
+    this.commit(sessionId, events).catch((err) =>
+      logger.error("an event was not logged", { session: sessionId, kinds: events.map((e) => e.kind).join(","), err }),
+    );
+  }
+
+  /** The one way to the writer: checks every event first (the whole batch is refused, nothing written, when one does not fit). */
+  private commit(sessionId: string, events: NewEvent[], options?: AppendOptions): Promise<{ seq: number; fresh: boolean }[]> {
+    for (const [i, e] of events.entries()) {
       const problem = checkEvent(e.kind, e.data);
       if (problem) {
         logger.error("refused an event the daemon wrote", { session: sessionId, kind: e.kind, problem });
-        throw new HutchError(
-          "failed",
-          `${events.length > 1 ? `events.${i}.` : ""}${e.kind}: ${problem}`,
-          "this is a bug in hutch; the event was not logged",
+        return Promise.reject(
+          new HutchError(
+            "failed",
+            `${events.length > 1 ? `events.${i}.` : ""}${e.kind}: ${problem}`,
+            "this is a bug in hutch; the event was not logged",
+          ),
         );
       }
-    });
-    const results = this.store.append(sessionId, events, also);
-    results.forEach((r, i) => {
-      if (r.fresh) this.bus.publish(sessionId, r.seq, r.json, events[i]!.kind);
-    });
-    return results;
+    }
+    return this.writer.append(sessionId, events, options);
+  }
+
+  /**
+   * Runs a read-then-write again, from a fresh read, while another server's
+   * write made what it read stale (its `ifLast` refused): the driver slot is
+   * decided on the row as the log has it, never on a copy behind it.
+   */
+  private async reread<T>(sessionId: string, attempt: () => Promise<T>): Promise<T> {
+    for (let i = 0; ; i++) {
+      try {
+        return await attempt();
+      } catch (err) {
+        if (!isStale(err) || i >= STALE_RETRIES) throw err;
+        await this.writer.fresh(sessionId);
+      }
+    }
   }
 
   /** Client-written events: checked against the registry, actor stamped here. */
-  appendFromClient(id: string, actor: Actor, inputs: EventInput[]): number[] {
+  async appendFromClient(id: string, actor: Actor, inputs: EventInput[]): Promise<number[]> {
     // Whoever may see a session may annotate it; anything else is the drivers'.
     const row = inputs.every((e) => e.kind === Events.annotationAdded.kind) ? this.row(id, actor) : this.drivable(id, actor);
     this.requireOpen(row);
@@ -423,16 +474,18 @@ export class SessionService {
     return this.append(id, events);
   }
 
-  annotate(id: string, actor: Actor, text: string, anchor: Anchor | undefined, key?: string): number {
-    return this.appendFromClient(id, actor, [
+  async annotate(id: string, actor: Actor, text: string, anchor: Anchor | undefined, key?: string): Promise<number> {
+    const [seq] = await this.appendFromClient(id, actor, [
       { ...emit(Events.annotationAdded, { text, ...(anchor ? { anchor } : {}) }), ...(key ? { idempotencyKey: key } : {}) },
-    ])[0]!;
+    ]);
+    return seq!;
   }
 
   /** Input from the driver: logged, then typed into the session's terminal. */
   async input(id: string, actor: Actor, text: string, key?: string): Promise<number> {
     const row = this.drivable(id, actor);
     this.requireOpen(row);
+    this.requireMine(row);
     this.driver.require(row, actor);
     const headless = this.isHeadless(row);
     if (headless && this.turns.has(id)) {
@@ -444,7 +497,7 @@ export class SessionService {
     }
     // A session made headless with no prompt (an editor's) has had no turn before its first input.
     const resume = this.summaries.turn(id).input > 0;
-    const [seq] = this.commit(id, [{ ...emit(Events.inputSent, { text }), actor, ...(key ? { idempotencyKey: key } : {}) }]);
+    const [seq] = await this.commit(id, [{ ...emit(Events.inputSent, { text }), actor, ...(key ? { idempotencyKey: key } : {}) }]);
     if (seq!.fresh) {
       // A follow-up prompt continues the conversation the session's earlier turns had.
       if (headless) {
@@ -470,7 +523,7 @@ export class SessionService {
     if (!turn) return { interrupted: false };
     logger.info("turn interrupted", { session: id, by: actor.id });
     // Who stopped it, before how it ended: readers show a stopped turn, not only the agent's error.
-    this.append(id, [{ ...emit(Events.turnInterrupted, {}), actor }]);
+    await this.append(id, [{ ...emit(Events.turnInterrupted, {}), actor }]);
     turn.stop.abort();
     await turn.done;
     return { interrupted: true };
@@ -485,6 +538,7 @@ export class SessionService {
   async attach(id: string, actor: Actor, steal: boolean) {
     const row = this.drivable(id, actor);
     this.requireOpen(row);
+    this.requireMine(row);
     if (this.isHeadless(row)) {
       throw new HutchError(
         "conflict",
@@ -492,48 +546,56 @@ export class SessionService {
         `watch it: hutch session watch ${id}, or send the next prompt: hutch session send ${id} TEXT`,
       );
     }
-    if (steal) this.steal(id, actor);
-    else this.acquire(id, actor);
+    if (steal) await this.steal(id, actor);
+    else await this.acquire(id, actor);
     const live = await this.recorder.ensurePty(this.store.get(id)!, { cols: 80, rows: 24 });
     const decoder = new TextDecoder();
     return {
       box: row.box_id,
       pty: live.pty,
       input: (bytes: Uint8Array) =>
-        this.append(
+        this.log(
           id,
           pieces(decoder.decode(bytes, { stream: true }), EVENT_TEXT_MAX).map((text) => ({ ...emit(Events.inputSent, { text }), actor })),
         ),
       end: () => {
         const now = this.store.get(id);
-        if (now?.state === "open" && now.driver && sameActor(JSON.parse(now.driver) as Actor, actor)) this.release(id, actor);
+        if (now?.state === "open" && now.driver && sameActor(JSON.parse(now.driver) as Actor, actor))
+          this.release(id, actor).catch((err) =>
+            logger.warn("a detached terminal's driver slot was not handed back", { session: id, err }),
+          );
       },
     };
   }
 
-  acquire(id: string, actor: Actor, leaseMs?: number): Session {
-    const row = this.drivable(id, actor);
-    this.requireOpen(row);
-    this.driver.acquire(row, actor, leaseMs);
+  async acquire(id: string, actor: Actor, leaseMs?: number): Promise<Session> {
+    await this.reread(id, () => {
+      const row = this.drivable(id, actor);
+      this.requireOpen(row);
+      return this.driver.acquire(row, actor, leaseMs);
+    });
     return this.get(id, actor);
   }
 
-  release(id: string, actor: Actor): Session {
-    const row = this.row(id, actor);
-    if (!this.driver.of(row)) return this.toSession(row);
-    this.driver.release(row, actor);
+  async release(id: string, actor: Actor): Promise<Session> {
+    await this.reread(id, async () => {
+      const row = this.row(id, actor);
+      if (this.driver.of(row)) await this.driver.release(row, actor);
+    });
     return this.get(id, actor);
   }
 
-  steal(id: string, actor: Actor, leaseMs?: number): Session {
-    const row = this.drivable(id, actor);
-    this.requireOpen(row);
-    this.driver.steal(row, actor, leaseMs);
+  async steal(id: string, actor: Actor, leaseMs?: number): Promise<Session> {
+    await this.reread(id, () => {
+      const row = this.drivable(id, actor);
+      this.requireOpen(row);
+      return this.driver.steal(row, actor, leaseMs);
+    });
     return this.get(id, actor);
   }
 
-  heartbeat(id: string, actor: Actor): Session {
-    this.driver.heartbeat(this.drivable(id, actor), actor);
+  async heartbeat(id: string, actor: Actor): Promise<Session> {
+    await this.driver.heartbeat(this.drivable(id, actor), actor);
     return this.get(id, actor);
   }
 
@@ -592,15 +654,14 @@ export class SessionService {
     await this.stopTurn(id);
     await this.warm.get(id)?.end();
     await this.recorder.stop(row);
-    this.append(id, [{ ...emit(Events.sessionClosed, reason ? { reason } : {}), actor }], () =>
-      this.store.update(id, {
-        state: "closed",
-        closed_at: new Date().toISOString(),
-        driver: null,
-        driver_lease_ms: null,
-        driver_expires_at: null,
-      }),
-    );
+    const closed: SessionFields = {
+      state: "closed",
+      closed_at: new Date().toISOString(),
+      driver: null,
+      driver_lease_ms: null,
+      driver_expires_at: null,
+    };
+    await this.append(id, [{ ...emit(Events.sessionClosed, reason ? { reason } : {}), actor }], { fields: closed });
     return this.get(id, actor);
   }
 
@@ -615,7 +676,7 @@ export class SessionService {
   async accessNarrowed(boxId: string, user: string, now: SessionAccess | null): Promise<void> {
     for (const row of this.store.list({ boxId, state: "open" })) {
       const driver = this.driver.of(row);
-      if (driver && actorUser(driver) === user) this.driver.revoke(row, driver);
+      if (driver && actorUser(driver) === user) await this.driver.revoke(row, driver);
       if (now === null && row.owner === user) await this.close(row.id, SYSTEM, `${user}'s access to the box was withdrawn`);
     }
   }
@@ -628,7 +689,7 @@ export class SessionService {
    * takes the guest's own input slot from whoever held it (the session's
    * agent, from inside the box).
    */
-  boxInput(boxId: string, actor: Actor, steal: boolean): { driving: boolean } {
+  async boxInput(boxId: string, actor: Actor, steal: boolean): Promise<{ driving: boolean }> {
     let driving = false;
     for (const row of this.store.list({ boxId, state: "open" })) {
       const current = this.driver.of(row);
@@ -641,11 +702,21 @@ export class SessionService {
             `take it over: hutch session driver steal ${row.id} (or pass --steal)`,
             { driver: current },
           );
-        this.steal(row.id, actor);
+        await this.steal(row.id, actor);
       }
       driving = true;
     }
     return { driving };
+  }
+
+  /** Refuses what only the server running the session's box can do (its terminal, its turns), naming where to go. */
+  private requireMine(row: SessionRow): void {
+    if (!this.mine(row))
+      throw new HutchError(
+        "conflict",
+        `session ${row.id}'s box runs on another server of this fleet`,
+        "drive it through the server that runs its box (watching and annotating work from any server)",
+      );
   }
 
   private requireOpen(row: SessionRow): void {

@@ -159,4 +159,11 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX schedules_due ON schedules(state, next_at);
   CREATE INDEX schedules_box ON schedules(box_id);
   `,
+  `
+  CREATE TABLE replicas (
+    stream TEXT PRIMARY KEY,
+    created TEXT NOT NULL,
+    applied INTEGER NOT NULL
+  ) WITHOUT ROWID;
+  `,
 ];

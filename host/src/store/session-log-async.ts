@@ -4,8 +4,23 @@
 // in the transaction that stores the events. `follow` replays pages, then
 // waits for this wrapper's own appends or polls (another process may write
 // the same file).
+//
+// `LocalWriter` is the session service's writer on one machine (SessionWriter
+// in types.ts): the same sync calls, made at the call, each fresh event
+// published once its transaction commits.
 import { HutchError } from "@hutch/shared";
-import type { AppendOptions, Appended, NewEvent, SessionLog, SessionLogAsync, StoredLine } from "./types.ts";
+import type {
+  AppendOptions,
+  Appended,
+  NewEvent,
+  NewSessionRow,
+  PublishFn,
+  SessionFields,
+  SessionLog,
+  SessionLogAsync,
+  SessionWriter,
+  StoredLine,
+} from "./types.ts";
 
 /** How long a tail waits for an append it was not told about (another process's) before it reads again. */
 const POLL_MS = 200;
@@ -76,4 +91,53 @@ export function asyncSessionLog(log: SessionLog): SessionLogAsync {
       }
     },
   };
+}
+
+/** The writer on one machine: the SQLite SessionLog, written at the call, each fresh event published when its transaction commits. */
+export class LocalWriter implements SessionWriter {
+  readonly shared = false;
+
+  constructor(
+    private readonly store: SessionLog,
+    private readonly publish: PublishFn,
+  ) {}
+
+  insert(row: NewSessionRow): Promise<void> {
+    return settle(() => this.store.insert(row));
+  }
+
+  append(sessionId: string, events: NewEvent[], options: AppendOptions = {}): Promise<Appended[]> {
+    return settle(() => {
+      const { store } = this;
+      const results = store.transaction(() => {
+        if (options.ifLast !== undefined) {
+          const last = store.last(sessionId);
+          if (last !== options.ifLast && store.get(sessionId)) throw staleLast(sessionId, options.ifLast, last);
+        }
+        const { fields } = options;
+        return store.append(sessionId, events, fields ? () => store.update(sessionId, fields) : undefined);
+      });
+      results.forEach((r, i) => {
+        if (r.fresh) this.publish(sessionId, r.seq, r.json, events[i]!.kind);
+      });
+      return results;
+    });
+  }
+
+  update(id: string, fields: SessionFields): Promise<void> {
+    return settle(() => this.store.update(id, fields));
+  }
+
+  fresh(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+/** Runs fn now; its result or its throw as a settled promise. */
+function settle<T>(fn: () => T): Promise<T> {
+  try {
+    return Promise.resolve(fn());
+  } catch (err) {
+    return Promise.reject(err);
+  }
 }

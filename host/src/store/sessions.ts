@@ -111,6 +111,43 @@ export class SessionStore implements SessionLog {
   }
 
   /**
+   * Stores a batch another writer already numbered (a fleet's log, applied
+   * here as its replica): the events as their wire JSON lines, seqs from
+   * `first`, with their idempotency keys ([offset in batch, key]). A batch at
+   * or before the session's last seq was applied before and is skipped
+   * (returns []); one that would leave a gap throws. Runs the stored hooks as
+   * append does; returns each stored event's seq, wire JSON and kind.
+   */
+  applyBatch(
+    sessionId: string,
+    first: number,
+    lines: string[],
+    keys: [number, string][] = [],
+  ): { seq: number; json: string; kind: string }[] {
+    return this.db
+      .transaction(() => {
+        const last = (this.lastSeq.get(sessionId) as { last_seq: number } | null)?.last_seq;
+        if (last === undefined) throw new Error(`session ${sessionId} does not exist`);
+        if (first <= last) return [];
+        if (first !== last + 1) throw new Error(`session ${sessionId}: a batch from seq ${first} after seq ${last}`);
+        const keyAt = new Map(keys);
+        const out: { seq: number; json: string; kind: string }[] = [];
+        lines.forEach((json, i) => {
+          const e = JSON.parse(json) as { seq: number; at: string; actor: NewEvent["actor"]; kind: string; data: unknown };
+          if (e.seq !== first + i) throw new Error(`session ${sessionId}: event ${i} of a batch from ${first} has seq ${e.seq}`);
+          const key = keyAt.get(i);
+          this.insertEvent.run(sessionId, e.seq, e.at, JSON.stringify(e.actor), e.kind, JSON.stringify(e.data), key ?? null);
+          const event = { kind: e.kind, data: e.data, actor: e.actor, ...(key ? { idempotencyKey: key } : {}) } as NewEvent;
+          for (const hook of this.storedHooks) hook(sessionId, e.seq, e.at, event);
+          out.push({ seq: e.seq, json, kind: e.kind });
+        });
+        this.bumpSeq.run(first + lines.length - 1, sessionId);
+        return out;
+      })
+      .immediate();
+  }
+
+  /**
    * Events with seq >= from, at most limit, in order, as their wire JSON
    * joined by `separator`: newlines for a subscription's NDJSON, commas for a
    * JSON page. One string, no object per event: replay runs through here.

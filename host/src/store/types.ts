@@ -218,6 +218,34 @@ export interface SessionLogAsync {
   follow(sessionId: string, from: number, signal: AbortSignal): AsyncIterable<StoredLine>;
 }
 
+/**
+ * How the session service writes a session: its row, its events with the
+ * row change they commit with, and a row change alone. Reads stay on the
+ * synchronous SessionLog (this server's SQLite file); a write's promise
+ * resolves once the write is durable, readable through that SessionLog and
+ * published to the session's live listeners. On one machine it is
+ * `LocalWriter` (session-log-async.ts), whose SQLite write runs at the call,
+ * before the promise is even returned, so callers that do not wait still see
+ * their writes in call order; in a fleet it is `ClusterWriter`
+ * (jetstream/replica.ts): JetStream stores the write, and this server's file,
+ * its replica, has applied it before the promise resolves.
+ */
+export interface SessionWriter {
+  /** Whether other servers write this log too (a fleet's): then this server runs only its own boxes' sessions. */
+  readonly shared: boolean;
+  /** Stores a new session's row. Rejects when the id is taken. */
+  insert(row: NewSessionRow): Promise<void>;
+  /** Appends events, all or none, with `options.fields`; `options.ifLast` as SessionLogAsync's (a stale one rejects, see isStale). */
+  append(sessionId: string, events: NewEvent[], options?: AppendOptions): Promise<Appended[]>;
+  /** Changes fields of a session's row; an empty change writes nothing. */
+  update(id: string, fields: SessionFields): Promise<void>;
+  /** Resolves once this server's SessionLog has every write the log had acknowledged when it was called. */
+  fresh(sessionId?: string): Promise<void>;
+}
+
+/** Where a writer publishes each stored event to the session's live listeners (the session bus). */
+export type PublishFn = (sessionId: string, seq: number, json: string, kind: string) => void;
+
 // --- Box registry and op journal ------------------------------------------
 
 export interface BoxRow {

@@ -47,17 +47,20 @@ const SUBSCRIBE_PATH = new RegExp(`^/v1/sessions/(ses_${ID_BODY})/subscribe$`);
 /**
  * Upgrades a subscribe request. Returns undefined when the request is not one,
  * true when upgraded, or an error Response (unknown session, not allowed).
+ * In a fleet, this server's replica first catches up with the session as the
+ * fleet's log has it (one made through another server a moment ago is found).
  */
-export function upgradeSubscribe(
+export async function upgradeSubscribe(
   req: Request,
   server: Server<SubscribeData>,
   sessions: SessionService,
   identify: Identify,
-): true | Response | undefined {
+): Promise<true | Response | undefined> {
   const url = new URL(req.url);
   const m = SUBSCRIBE_PATH.exec(url.pathname);
   if (!m || req.headers.get("upgrade")?.toLowerCase() !== "websocket") return undefined;
   try {
+    if (sessions.writer.shared) await sessions.writer.fresh(m[1]!);
     const actor = actorFrom(req, identify);
     sessions.row(m[1]!, actor);
     const from = Number(url.searchParams.get("from") ?? "1");
@@ -131,7 +134,13 @@ export function subscribeSocket(
       d.ping = setInterval(() => ws.ping(), PING_MS);
       const row = store.get(d.session);
       if (row?.state === "open") d.release = hold(row.box_id);
-      pump(ws);
+      // In a fleet, the replay starts once this server's replica has what the fleet's log acknowledged; events applied meanwhile wait in pending.
+      if (!sessions.writer.shared) pump(ws);
+      else
+        void sessions.writer.fresh(d.session).then(
+          () => pump(ws),
+          () => pump(ws),
+        );
     },
     drain(ws) {
       pump(ws);

@@ -52,7 +52,7 @@ export interface SessionAttacher {
    */
   attach(id: string, actor: Actor, steal: boolean): Promise<{ box: string; pty: string; input(bytes: Uint8Array): void; end(): void }>;
   /** Desktop or browser input into a box: refused unless the actor drives the box's sessions (or none has a driver); see SessionService.boxInput. */
-  boxInput?(boxId: string, actor: Actor, steal: boolean): { driving: boolean };
+  boxInput?(boxId: string, actor: Actor, steal: boolean): Promise<{ driving: boolean }>;
 }
 
 const closeWith = (client: MuxStream, err: unknown) => {
@@ -92,7 +92,7 @@ async function openStream(
     if (!data.actor) return closeWith(client, new HutchError("invalid", "input into a box needs a caller the daemon can name"));
     try {
       const steal = payload.tool === "desktop.input" && payload.steal === true;
-      const { driving } = sessions.boxInput((await boxes.awake(data.ref, data.actor)).box.id, data.actor, steal);
+      const { driving } = await sessions.boxInput((await boxes.awake(data.ref, data.actor)).box.id, data.actor, steal);
       // The driver's input takes the guest's slot from whoever held it.
       if (driving && payload.tool === "desktop.input") payload = { ...payload, steal: true };
     } catch (err) {

@@ -185,6 +185,11 @@ export class JetStreamSessionLog implements SessionLogAsync {
     });
   }
 
+  /** The stream sequence of the last record of the session this handle wrote or read (0 when none): what a replica must reach to show it. */
+  streamSeqOf(sessionId: string): number {
+    return this.cache.get(sessionId)?.streamSeq ?? 0;
+  }
+
   async readText(sessionId: string, from: number, limit: number, separator = "\n"): Promise<{ text: string; count: number; last: number }> {
     const f = await this.sync(sessionId);
     const start = Math.max(from, 1);

@@ -1,0 +1,218 @@
+// A fleet server's session log: JetStream holds it (store/jetstream/
+// session-log.ts: gapless seqs by expected-last-sequence, retried appends
+// landing once), and this server's SQLite file is its replica. Every server
+// follows the whole stream in order and applies each record to its file in
+// the transaction that also moves its bookmark, so a server serves replay,
+// tail, listings and summaries of every session of the fleet from its own
+// file, whichever server wrote them, and its reads stay synchronous.
+//
+// A write goes to JetStream first; its promise resolves once this server's
+// replica has applied it (and the bus has published its events), so a caller
+// reads its own write here at once. A read that must see every write the
+// fleet acknowledged (a log or a watch opened through any server) first asks
+// the stream for its last sequence and waits for the replica to reach it.
+import { HutchError } from "@hutch/shared";
+import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import type { Database } from "bun:sqlite";
+import { log } from "../../log.ts";
+import type { SessionStore } from "../sessions.ts";
+import type { AppendOptions, Appended, NewEvent, NewSessionRow, PublishFn, SessionFields, SessionWriter } from "../types.ts";
+import { clusterName, retrying } from "./cluster.ts";
+import { H } from "./records.ts";
+import { JetStreamSessionLog, SESSIONS_STREAM } from "./session-log.ts";
+
+const logger = log.create({ service: "fleet" });
+/** Pull requests that expire every 2 s with heartbeats: a replica whose node died notices within seconds. */
+const PULL = { expires: 2000, idle_heartbeat: 1000 };
+
+/** This server's file as a replica of the fleet's session stream. */
+export class SessionReplica {
+  private applied = 0;
+  private readonly waiting = new Map<number, (() => void)[]>();
+  private stop?: () => void;
+  private running?: Promise<void>;
+  /** Where applied events are published (the session bus), once the session service exists. */
+  publish?: PublishFn;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly jsm: JetStreamManager,
+    private readonly store: SessionStore,
+    private readonly db: Database,
+    private readonly created: string,
+    private readonly writeTimeoutMs: number,
+  ) {}
+
+  /**
+   * The replica, caught up with every record the stream held when it was
+   * opened (so a server serves a complete listing from its first request).
+   * A bookmark of another stream (the cluster's stream was made again) starts
+   * the replica from the stream's first record.
+   */
+  static async open(nc: NatsConnection, store: SessionStore, db: Database, writeTimeoutMs = 30_000): Promise<SessionReplica> {
+    const jsm = await jetstreamManager(nc);
+    const info = await retrying(
+      () => clusterName(nc),
+      "a read of the session stream",
+      writeTimeoutMs,
+      () => jsm.streams.info(SESSIONS_STREAM),
+    );
+    const r = new SessionReplica(nc, jsm, store, db, info.created, writeTimeoutMs);
+    const mark = db.query("SELECT created, applied FROM replicas WHERE stream = ?").get(SESSIONS_STREAM) as {
+      created: string;
+      applied: number;
+    } | null;
+    if (mark && mark.created === info.created) r.applied = mark.applied;
+    else if (mark) logger.warn("the fleet's session stream was made again: its records are applied from the first", { was: mark.created });
+    r.running = r.follow();
+    await r.reach(info.state.last_seq);
+    return r;
+  }
+
+  /** Resolves once the replica has applied the stream's record `seq`. */
+  reach(seq: number): Promise<void> {
+    if (seq <= this.applied) return Promise.resolve();
+    return new Promise((resolve) => {
+      const list = this.waiting.get(seq) ?? [];
+      list.push(resolve);
+      this.waiting.set(seq, list);
+    });
+  }
+
+  /** Resolves once the replica has every record the stream had (of one session, when named) when this was called. */
+  async fresh(sessionId?: string): Promise<void> {
+    const what = "a read of the session stream";
+    const last = await retrying(
+      () => clusterName(this.nc),
+      what,
+      this.writeTimeoutMs,
+      async () =>
+        sessionId
+          ? ((await this.jsm.streams.getMessage(SESSIONS_STREAM, { last_by_subj: `hutch.session.${sessionId}` }))?.seq ?? 0)
+          : (await this.jsm.streams.info(SESSIONS_STREAM)).state.last_seq,
+    );
+    await this.reach(last);
+  }
+
+  async close(): Promise<void> {
+    this.stop?.();
+    await this.running?.catch(() => {});
+    for (const list of this.waiting.values()) for (const w of list) w();
+    this.waiting.clear();
+  }
+
+  /** Applies the stream's records in order, for as long as the replica is open; an ordered consumer is made again after any loss. */
+  private async follow(): Promise<void> {
+    let stopped = false;
+    let current: { stop(): unknown } | undefined;
+    this.stop = () => {
+      stopped = true;
+      void current?.stop();
+    };
+    const js = jetstream(this.nc);
+    while (!stopped) {
+      try {
+        const consumer = await js.consumers.get(SESSIONS_STREAM, {
+          deliver_policy: DeliverPolicy.StartSequence,
+          opt_start_seq: this.applied + 1,
+        });
+        const messages = await consumer.consume(PULL);
+        current = messages;
+        if (stopped) await messages.stop();
+        for await (const m of messages) {
+          if (m.seq <= this.applied) continue;
+          this.apply(m.seq, m.subject, m.headers, m.string());
+        }
+      } catch (err) {
+        if (stopped) return;
+        logger.warn("the session replica lost its place in the stream; following again", { err: String(err) });
+        await Bun.sleep(500);
+      }
+    }
+  }
+
+  /** One record, applied with the bookmark in one transaction; then its events published and its waiters woken. */
+  private apply(seq: number, subject: string, h: { get(k: string): string } | undefined, payload: string): void {
+    const id = subject.slice(subject.lastIndexOf(".") + 1);
+    const kind = h?.get(H.record);
+    let published: { seq: number; json: string; kind: string }[] = [];
+    this.db
+      .transaction(() => {
+        if (kind === "row") {
+          if (!this.store.get(id)) this.store.insert(JSON.parse(h!.get(H.row)) as NewSessionRow);
+        } else if (this.store.get(id)) {
+          if (kind === "events") {
+            const keys = h!.get(H.keys);
+            published = this.store.applyBatch(id, Number(h!.get(H.seq)), payload.split("\n"), keys ? JSON.parse(keys) : []);
+          }
+          const fields = h?.get(H.fields);
+          if (fields) this.store.update(id, JSON.parse(fields) as SessionFields);
+        }
+        this.db
+          .query(
+            "INSERT INTO replicas (stream, created, applied) VALUES (?, ?, ?) ON CONFLICT (stream) DO UPDATE SET created = ?2, applied = ?3",
+          )
+          .run(SESSIONS_STREAM, this.created, seq);
+      })
+      .immediate();
+    this.applied = seq;
+    for (const e of published) this.publish?.(id, e.seq, e.json, e.kind);
+    for (const [at, list] of this.waiting) {
+      if (at > seq) continue;
+      this.waiting.delete(at);
+      for (const w of list) w();
+    }
+  }
+}
+
+/** The session writer of a fleet server: JetStream's log, each write resolved once this server's replica shows it. */
+export class ClusterWriter implements SessionWriter {
+  readonly shared = true;
+
+  constructor(
+    private readonly log: JetStreamSessionLog,
+    private readonly replica: SessionReplica,
+  ) {}
+
+  async insert(row: NewSessionRow): Promise<void> {
+    await this.log.insert(row);
+    await this.replica.reach(this.log.streamSeqOf(row.id));
+  }
+
+  async append(sessionId: string, events: NewEvent[], options?: AppendOptions): Promise<Appended[]> {
+    const out = await this.log.append(sessionId, events, options).catch((err) => {
+      throw err instanceof Error && err.message === `session ${sessionId} does not exist`
+        ? new HutchError("not_found", `no session "${sessionId}" in the fleet's log`, "list sessions: hutch session list")
+        : err;
+    });
+    await this.replica.reach(this.log.streamSeqOf(sessionId));
+    return out;
+  }
+
+  async update(id: string, fields: SessionFields): Promise<void> {
+    await this.log.update(id, fields);
+    await this.replica.reach(this.log.streamSeqOf(id));
+  }
+
+  fresh(sessionId?: string): Promise<void> {
+    return this.replica.fresh(sessionId);
+  }
+}
+
+/** Opens the fleet's session log on `nc` and this server's replica of it, caught up; the writer is made once its listeners exist. */
+export async function openSessionReplica(
+  nc: NatsConnection,
+  store: SessionStore,
+  db: Database,
+): Promise<{ writer: (publish: PublishFn) => SessionWriter; close(): Promise<void> }> {
+  const jsLog = await JetStreamSessionLog.open(nc);
+  const replica = await SessionReplica.open(nc, store, db);
+  return {
+    writer: (publish) => {
+      replica.publish = publish;
+      return new ClusterWriter(jsLog, replica);
+    },
+    close: () => replica.close(),
+  };
+}
