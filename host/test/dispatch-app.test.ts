@@ -63,8 +63,8 @@ describe("server mode: a dispatch is held to the rule of a fork, and is its star
     expect(JSON.stringify(a).replaceAll(aId, "ID")).toBe(JSON.stringify(b).replaceAll(bId, "ID"));
 
   test("bob dispatching from alice's snapshot or her box is answered as if neither existed; nothing is recorded", async () => {
-    services.auth.addUser("alice");
-    services.auth.addUser("bob");
+    await services.auth.addUser("alice");
+    await services.auth.addUser("bob");
     expect((await call("POST", "/v1/boxes", { name: "aweb" }, as("alice"))).status).toBe(201);
     const snap = (await services.snapshots.create("aweb", "alice's", () => undefined, new AbortController().signal)).snapshot.id;
 
@@ -81,7 +81,7 @@ describe("server mode: a dispatch is held to the rule of a fork, and is its star
     same(herBox.body, "aweb", noBox.body, "nope");
 
     // Shared to drive is not enough: a dispatch copies the box (and deletes it when it owns the offload).
-    services.auth.share(services.boxes.get("aweb").id, "bob", "drive");
+    await services.auth.share(services.boxes.get("aweb").id, "bob", "drive");
     const driven = await call("POST", "/v1/dispatches", { ...good, box: "aweb", ownBox: true }, as("bob"));
     expect(driven.status).toBe(403);
     expect(driven.body.error?.hint).toContain("ask its owner");

@@ -90,8 +90,8 @@ describe("routes", () => {
   });
 
   test("server mode: a schedule is its adder's, and is added only on a box the caller may drive", async () => {
-    t.services.auth.addUser("alice");
-    t.services.auth.addUser("bob");
+    await t.services.auth.addUser("alice");
+    await t.services.auth.addUser("bob");
     const as = (user: string): Principal => ({ user, scopes: ["read", "write"], remote: true, token: "tok_000000000000" });
     expect((await call("POST", "/v1/boxes", { name: "ab" }, as("alice"))).status).toBe(201);
     const mine = await call("POST", "/v1/schedules", { box: "ab", agent: "shell", prompt: "x", at: "+1h" }, as("alice"));

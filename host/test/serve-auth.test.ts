@@ -49,8 +49,8 @@ describe("tokens", () => {
     expect(auth.stillValid(made.body.token.id)).toBe(false);
   });
 
-  test("a wrong secret, a malformed header or none are refused, saying why without the token", () => {
-    const { join } = auth.createToken({ user: "alice" }, { url: "https://h:1", fingerprint: FP });
+  test("a wrong secret, a malformed header or none are refused, saying why without the token", async () => {
+    const { join } = await auth.createToken({ user: "alice" }, { url: "https://h:1", fingerprint: FP });
     const token = parseJoin(join).token;
     const forged = `${token.slice(0, -1)}${token.endsWith("A") ? "B" : "A"}`;
     for (const [header, why] of [
@@ -70,11 +70,11 @@ describe("tokens", () => {
     }
   });
 
-  test("an expired token is refused, naming when it expired", () => {
+  test("an expired token is refused, naming when it expired", async () => {
     // The same store on a clock the test moves: expiry is judged by the service's clock, not by waiting.
     let now = Date.parse("2026-01-01T00:00:00Z");
     const timed = new AuthService(db, auth.localUser, () => now);
-    const { join, token } = timed.createToken({ user: "alice", expiresIn: 1 }, { url: "https://h:1", fingerprint: FP });
+    const { join, token } = await timed.createToken({ user: "alice", expiresIn: 1 }, { url: "https://h:1", fingerprint: FP });
     const header = `Bearer ${parseJoin(join).token}`;
     now += 999;
     expect(timed.authenticate(header).user).toBe("alice");

@@ -12,12 +12,12 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { SessionEvent } from "../../shared/src/index.ts";
+import { decodeJoin, encodeJoin, type JoinToken, type SessionEvent } from "../../shared/src/index.ts";
 import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
 import { AGENTS_DIR, events, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 import { HUTCH, makeHome, sha256, waitFor, type Home } from "../helpers.ts";
-import { freePort, startServer, type Server } from "../remote.ts";
+import { freePort, joinClient, startServer, tokenOf, type Server } from "../remote.ts";
 
 let nats: NatsCluster;
 let urls: string;
@@ -49,8 +49,8 @@ function copyKey(to: Home): void {
 }
 
 /** `session subscribe` on a server: the events it has printed so far, and a stop. */
-function watch(h: Home, id: string): { lines(): SessionEvent[]; stop(): void } {
-  const proc = h.spawn(["session", "subscribe", id]);
+function watch(h: Home, id: string, remote?: string): { lines(): SessionEvent[]; stop(): void } {
+  const proc = h.spawn(["session", "subscribe", id], remote ? { env: { HUTCH_REMOTE: remote } } : {});
   let text = "";
   void (async () => {
     const dec = new TextDecoder();
@@ -240,6 +240,60 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
       expect(notes(there)).toEqual(notes(logged));
     }
   }, 120_000);
+
+  test("one user, one token for the fleet: a box and an agent turn through A, its log and watch through B and C; a revocation on C holds on A", async () => {
+    // alice is made on A, her token through A; B knows both through the fleet's registry.
+    const client = await joinClient(a, "alice");
+    const token = tokenOf(client.join);
+    // A remote per server, each with alice's one token (a join string carries its server's URL and certificate).
+    for (const s of [b, c]) {
+      const minted = await s.home.run(["token", "create", "--user", "alice", "--json"]);
+      expect(minted.code, minted.stderr).toBe(0);
+      const there = decodeJoin((JSON.parse(minted.stdout) as { join: string }).join) as JoinToken;
+      const join = encodeJoin({ ...there, token });
+      const added = await client.run(["remote", "add", s === b ? "b" : "c", "-"], { stdin: join });
+      expect(added.code, added.stderr).toBe(0);
+    }
+    const via = (remote: string) => ({ env: { HUTCH_REMOTE: remote } });
+    expect((await client.run(["secret", "set", "anthropic"], { stdin: newSecrets().anthropic })).code).toBe(0);
+    const run = await client.run(["run", "--agent", "claude", "--prompt", PROMPT, "--detach", "--json"]);
+    expect(run.code, run.stderr).toBe(0);
+    const id = (JSON.parse(run.stdout) as { id: string }).id;
+    const idle = await client.run(["session", "wait", id, "--idle", "--json"]);
+    expect(idle.code, idle.stdout + idle.stderr).toBe(0);
+    const watcher = watch(client, id, "c");
+    for (const remote of ["b", "c"]) {
+      const r = await client.run(["session", "annotate", id, `alice via ${remote}`], via(remote));
+      expect(r.code, r.stderr).toBe(0);
+    }
+    const logOf = async (remote: string) => {
+      const r = await client.run(["session", "log", id, "--json"], via(remote));
+      expect(r.code, r.stderr).toBe(0);
+      return r.stdout
+        .trim()
+        .split("\n")
+        .map((l) => JSON.parse(l) as SessionEvent);
+    };
+    const logs = await Promise.all(["srv", "b", "c"].map(logOf));
+    const key = (list: SessionEvent[]) => list.map((e) => JSON.stringify([e.seq, e.at, e.actor, e.kind, e.data]));
+    expect(key(logs[1]!)).toEqual(key(logs[0]!));
+    expect(key(logs[2]!)).toEqual(key(logs[0]!));
+    expect(logs[0]!.some((e) => e.kind === "tool.called")).toBe(true);
+    expect(logs[0]!.filter((e) => e.kind === "annotation.added").map((e) => e.actor)).toEqual([
+      { kind: "user", id: "alice" },
+      { kind: "user", id: "alice" },
+    ]);
+    await waitFor("the watch through C to show every event", () => watcher.lines().length >= logs[0]!.length, 30_000);
+    watcher.stop();
+    expect(key(watcher.lines())).toEqual(key(logs[0]!));
+    // Revoked through C's admin socket: A refuses it at once.
+    const tokenId = /^hutch_(tok_[0-9a-z]{12})_/.exec(token)![1]!;
+    expect((await c.home.run(["token", "revoke", tokenId])).code).toBe(0);
+    await waitFor("A to refuse the revoked token", async () => {
+      const r = await client.run(["session", "list"]);
+      return r.code !== 0 && r.stderr.includes("was revoked");
+    });
+  }, 300_000);
 
   test("a server whose key does not open the fleet's store refuses to start, naming the fix", async () => {
     const wrong = makeHome("hutch-fw-");

@@ -15,8 +15,8 @@ import {
   type TokenScope,
   type UserInfo,
 } from "@hutch/shared";
-import { AuthStore } from "../store/auth.ts";
-import type { AuthTables, ShareMode, TokenRow } from "../store/types.ts";
+import { AuthStore, LocalAuthWriter } from "../store/auth.ts";
+import type { AuthTables, AuthWriter, ShareMode, TokenRow } from "../store/types.ts";
 import type { Database } from "bun:sqlite";
 
 /** Who a connection is: a user, what its token lets it do, and the token (remote connections). */
@@ -61,6 +61,8 @@ export type AccessChanged = (boxId: string, user: string, now: ShareMode | null)
 
 export class AuthService {
   readonly store: AuthTables;
+  /** How users, tokens, snapshot owners and shares are written (AuthWriter in store/types.ts): this file, or a fleet's registry with this file its replica. */
+  readonly writer: AuthWriter;
   private revoked = new Set<(tokenId: string) => void>();
   private narrowed = new Set<AccessChanged>();
 
@@ -70,8 +72,12 @@ export class AuthService {
     readonly localUser: string,
     /** The clock expiry is judged by, in ms since the epoch: a test passes its own to expire a token without waiting. */
     private readonly now: () => number = Date.now,
+    /** A fleet's writer, made on this server's file (which becomes its replica); this file alone when none. */
+    writer?: (store: AuthStore) => AuthWriter,
   ) {
-    this.store = new AuthStore(db);
+    const store = new AuthStore(db);
+    this.store = store;
+    this.writer = writer ? writer(store) : new LocalAuthWriter(store);
   }
 
   /** The unix socket's principal: the daemon's own OS user, with every scope. */
@@ -79,11 +85,11 @@ export class AuthService {
     return { user: this.localUser, scopes: ["read", "write", "admin"], remote: false };
   }
 
-  addUser(name: string): UserInfo {
+  async addUser(name: string): Promise<UserInfo> {
     // Its boxes and secrets would be the local user's: one name, one owner.
     if (name === this.localUser)
       throw new HutchError("conflict", `"${name}" is this server's own user (the unix socket's)`, "pick another name");
-    if (!this.store.addUser(name))
+    if (!(await this.writer.addUser(name)))
       throw new HutchError("conflict", `user "${name}" exists`, `make a token for it: hutch token create --user ${name}`);
     return this.store.users().find((u) => u.name === name)!;
   }
@@ -93,7 +99,7 @@ export class AuthService {
   }
 
   /** A new token and the join string that carries it; the secret is in the answer only. */
-  createToken(body: TokenCreateBody, server: { url: string | null; fingerprint: string | null }): TokenCreated {
+  async createToken(body: TokenCreateBody, server: { url: string | null; fingerprint: string | null }): Promise<TokenCreated> {
     if (!this.store.hasUser(body.user))
       throw new HutchError("not_found", `no user "${body.user}"`, `add it first: hutch user add ${body.user}`);
     const url = body.url ?? server.url;
@@ -103,7 +109,7 @@ export class AuthService {
     const secret = randomBytes(32).toString("base64url");
     const token = `hutch_${id}_${secret}`;
     const expiresAt = body.expiresIn ? this.now() + body.expiresIn * 1000 : null;
-    const row = this.store.insertToken(id, body.user, sha256(secret), body.scopes ?? ["read", "write"], expiresAt);
+    const row = await this.writer.insertToken(id, body.user, sha256(secret), body.scopes ?? ["read", "write"], expiresAt);
     const join: JoinToken = { v: 1, url, fingerprint: server.fingerprint, user: body.user, token };
     return { token: toTokenInfo(row), join: encodeJoin(join) };
   }
@@ -112,11 +118,17 @@ export class AuthService {
     return this.store.tokens(user).map(toTokenInfo);
   }
 
-  revoke(id: string): TokenInfo {
+  async revoke(id: string): Promise<TokenInfo> {
     const row = this.store.token(id);
     if (!row) throw new HutchError("not_found", `no token "${id}"`, "list them: hutch token list");
-    if (this.store.revoke(id)) for (const fn of this.revoked) fn(id);
+    // In a fleet, the replica tells (tokenRevoked) as it applies the revocation, wherever it was made.
+    if ((await this.writer.revoke(id)) && !this.writer.shared) this.tokenRevoked(id);
     return toTokenInfo(this.store.token(id)!);
+  }
+
+  /** Tells every listener a token was revoked (its open sockets close). */
+  tokenRevoked(id: string): void {
+    for (const fn of this.revoked) fn(id);
   }
 
   /** Calls fn with a token's id when it is revoked; returns the unsubscribe. */
@@ -164,17 +176,17 @@ export class AuthService {
     return this.store.shareMode(boxId, user);
   }
 
-  share(boxId: string, user: string, mode: ShareMode): ShareInfo {
+  async share(boxId: string, user: string, mode: ShareMode): Promise<ShareInfo> {
     if (!this.store.hasUser(user) && user !== this.localUser)
       throw new HutchError("not_found", `no user "${user}"`, "list users: hutch user list");
     const before = this.store.shareMode(boxId, user);
-    this.store.share(boxId, user, mode);
+    await this.writer.share(boxId, user, mode);
     if (before === "drive" && mode === "read") this.tellNarrowed(boxId, user, mode);
     return { box: boxId, user, mode };
   }
 
-  unshare(boxId: string, user: string): { box: string; user: string; removed: boolean } {
-    const removed = this.store.unshare(boxId, user);
+  async unshare(boxId: string, user: string): Promise<{ box: string; user: string; removed: boolean }> {
+    const removed = await this.writer.unshare(boxId, user);
     if (removed) this.tellNarrowed(boxId, user, null);
     return { box: boxId, user, removed };
   }

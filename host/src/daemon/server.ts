@@ -99,7 +99,9 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       process: new ProcessEngine(home),
       qemu: new QemuEngine(home),
     },
-    fleet ? { snapshotStore: fleet.store, sessionWriter: (store) => fleet.sessions(store, db) } : {},
+    fleet
+      ? { snapshotStore: fleet.store, sessionWriter: (store) => fleet.sessions(store, db), authWriter: (store) => fleet.auth(store, db) }
+      : {},
   );
   // Before any box's broker can ask again: the approvals pending when the last daemon stopped.
   approvals.recover();

@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { emit, Events } from "@hutch/shared";
 import { BoxStore } from "../store/boxes.ts";
 import { SessionStore } from "../store/sessions.ts";
-import type { PublishFn, SessionLog, SessionWriter } from "../store/types.ts";
+import { AuthStore } from "../store/auth.ts";
+import type { FleetAuth, PublishFn, SessionLog, SessionWriter } from "../store/types.ts";
 import { LocalWriter } from "../store/session-log-async.ts";
 import { BrokerStore } from "../store/broker.ts";
 import { BoxService } from "../box/service.ts";
@@ -57,13 +58,18 @@ export interface Services {
 /**
  * `snapshotStore`: the store snapshots go to when it is not the home's own;
  * `sessionWriter`: how sessions are written when the log is not the home's
- * own file alone. Both a fleet's, opened by `hutch serve --cluster`.
+ * own file alone; `authWriter`: users, tokens and shares, likewise. Each a
+ * fleet's, opened by `hutch serve --cluster`.
  */
 export async function createServices(
   home: string,
   db: Database,
   engines: Record<string, Engine>,
-  opts: { snapshotStore?: Store; sessionWriter?: (store: SessionStore) => Promise<(publish: PublishFn) => SessionWriter> } = {},
+  opts: {
+    snapshotStore?: Store;
+    sessionWriter?: (store: SessionStore) => Promise<(publish: PublishFn) => SessionWriter>;
+    authWriter?: (store: AuthStore) => Promise<FleetAuth>;
+  } = {},
 ): Promise<Services> {
   const boxes = new BoxService(new BoxStore(db), engines, home);
   const broker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, HOME_FILES.secretsKey)), join(home, HOME_FILES.config));
@@ -86,7 +92,9 @@ export async function createServices(
   snapshots.created.add((boxId, s) =>
     sessions.boxEvent(boxId, emit(Events.checkpointCreated, { name: (s.label ?? s.id).slice(0, 256), ref: s.id, snapshot: s.id })),
   );
-  const auth = new AuthService(db, daemonUser);
+  const fleetAuth = await opts.authWriter?.(new AuthStore(db));
+  const auth = new AuthService(db, daemonUser, Date.now, fleetAuth ? () => fleetAuth.writer : undefined);
+  fleetAuth?.onRevoked((id) => auth.tokenRevoked(id));
   sessions.boxAccess = (boxId, user) => auth.userAccess(user, boxId);
   sessions.boxOwner = (boxId) => auth.owner(boxId);
   auth.onNarrowed((boxId, user, now) => {
@@ -95,7 +103,7 @@ export async function createServices(
       .catch((err) => logger.warn("ending a withdrawn share's sessions failed", { box: boxId, user, err: String(err) }));
   });
   // A snapshot is its box's owner's, kept past the box: the row is written as the snapshot is announced.
-  snapshots.created.add((boxId, s) => auth.store.setSnapshotOwner(s.id, auth.owner(boxId)));
+  snapshots.created.add((boxId, s) => auth.writer.setSnapshotOwner(s.id, auth.owner(boxId)));
   broker.secretOwner = (boxId) => {
     const owner = auth.owner(boxId);
     return owner === daemonUser ? null : owner;

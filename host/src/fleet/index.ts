@@ -9,8 +9,10 @@ import type { FleetNode } from "@hutch/shared";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Database } from "bun:sqlite";
 import { openSessionReplica } from "../store/jetstream/replica.ts";
+import { openAuthReplica } from "../store/jetstream/auth-replica.ts";
+import type { AuthStore } from "../store/auth.ts";
 import type { SessionStore } from "../store/sessions.ts";
-import type { PublishFn, SessionWriter } from "../store/types.ts";
+import type { FleetAuth, PublishFn, SessionWriter } from "../store/types.ts";
 import { clusterName } from "../store/jetstream/cluster.ts";
 import type { Store } from "../snapshot/index.ts";
 import { log } from "../log.ts";
@@ -37,6 +39,8 @@ export interface Fleet {
    * caught up: the session service's writer, made with its bus (store/jetstream/replica.ts).
    */
   sessions(store: SessionStore, db: Database): Promise<(publish: PublishFn) => SessionWriter>;
+  /** The fleet's users, tokens and shares with `store` (this server's file) as their replica, caught up (store/jetstream/auth-replica.ts). */
+  auth(store: AuthStore, db: Database): Promise<FleetAuth>;
   /** Lists this server as live, serving `listen`; once it serves. */
   register(listen: string): Promise<void>;
   /** Deregisters the node and closes the connection; after the store is closed. */
@@ -54,12 +58,12 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
   }
   logger.info("opened the fleet's snapshot store", { cluster: opts.urls.join(","), store: store.info.id });
   let node: Registration | null = null;
-  let replica: { close(): Promise<void> } | null = null;
+  const replicas: { close(): Promise<void> }[] = [];
   return {
     store,
     async sessions(sessionStore, db) {
       const opened = await openSessionReplica(nc, sessionStore, db);
-      replica = opened;
+      replicas.push(opened);
       logger.info("the session log is the fleet's: this server's file is its replica, caught up", { cluster: clusterName(nc) });
       return opened.writer;
     },
@@ -67,9 +71,20 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
       node = await registerNode(nc, { name: opts.node, listen, server: serverId(home) });
       logger.info("joined the fleet", { node: opts.node, cluster: opts.urls.join(",") });
     },
+    async auth(authStore, db) {
+      const opened = await openAuthReplica(nc, authStore, db);
+      replicas.push(opened);
+      logger.info("users, tokens and shares are the fleet's: this server's file is their replica, caught up", { cluster: clusterName(nc) });
+      return {
+        writer: opened.writer,
+        onRevoked: (fn) => {
+          opened.replica.revoked = fn;
+        },
+      };
+    },
     async close() {
       await node?.stop();
-      await replica?.close();
+      for (const r of replicas) await r.close();
       await nc.close();
     },
   };

@@ -2,9 +2,10 @@
 // owns each box and with whom it is shared, and whose each snapshot is (it
 // outlives its box). A box or snapshot with no owner row is the local user's
 // (everything made before server mode).
+import { settle } from "./settle.ts";
 import type { Database } from "bun:sqlite";
 import type { ShareInfo, TokenScope, UserInfo } from "@hutch/shared";
-import type { AuthTables, ShareMode, TokenRow } from "./types.ts";
+import type { AuthTables, AuthWriter, ShareMode, TokenRow } from "./types.ts";
 
 const now = () => new Date().toISOString();
 
@@ -84,6 +85,44 @@ export class AuthStore implements AuthTables {
     );
   }
 
+  // --- a fleet's records, applied as this file is their replica (jetstream/auth-replica.ts) ---
+
+  applyUser(name: string, createdAt: string): void {
+    this.db.query("INSERT OR IGNORE INTO users (name, created_at) VALUES (?, ?)").run(name, createdAt);
+  }
+
+  /**
+   * A token as the fleet stores it; its last use here is kept when the
+   * record has none newer. True when this record revoked it (it was live here).
+   */
+  applyToken(t: TokenRow): boolean {
+    const before = this.token(t.id);
+    this.applyUser(t.user, t.created_at);
+    this.db
+      .query(
+        `INSERT INTO tokens (id, user, hash, scopes, created_at, expires_at, last_used_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET scopes = excluded.scopes, expires_at = excluded.expires_at, revoked_at = excluded.revoked_at,
+           last_used_at = nullif(max(coalesce(last_used_at, ''), coalesce(excluded.last_used_at, '')), '')`,
+      )
+      .run(t.id, t.user, t.hash, t.scopes, t.created_at, t.expires_at, t.last_used_at, t.revoked_at);
+    return !!before && before.revoked_at === null && t.revoked_at !== null;
+  }
+
+  applyOwner(boxId: string, owner: string | null): void {
+    if (owner === null) this.db.query("DELETE FROM box_owners WHERE box_id = ?").run(boxId);
+    else this.db.query("INSERT OR REPLACE INTO box_owners (box_id, owner) VALUES (?, ?)").run(boxId, owner);
+  }
+
+  applySnapshotOwner(snapId: string, owner: string | null): void {
+    if (owner === null) this.db.query("DELETE FROM snapshot_owners WHERE snap_id = ?").run(snapId);
+    else this.setSnapshotOwner(snapId, owner);
+  }
+
+  applyShare(boxId: string, user: string, mode: ShareMode | null): void {
+    if (mode === null) this.unshare(boxId, user);
+    else this.share(boxId, user, mode);
+  }
+
   shares(boxId: string): ShareInfo[] {
     return (
       this.db.query("SELECT box_id, user, mode FROM box_shares WHERE box_id = ? ORDER BY user").all(boxId) as {
@@ -92,5 +131,36 @@ export class AuthStore implements AuthTables {
         mode: ShareMode;
       }[]
     ).map((r) => ({ box: r.box_id, user: r.user, mode: r.mode }));
+  }
+}
+
+/** The auth service's writer on one machine: this file, written at the call. */
+export class LocalAuthWriter implements AuthWriter {
+  readonly shared = false;
+
+  constructor(private readonly store: AuthStore) {}
+
+  addUser(name: string): Promise<boolean> {
+    return settle(() => this.store.addUser(name));
+  }
+
+  insertToken(id: string, user: string, hash: Uint8Array, scopes: TokenScope[], expiresAt: number | null): Promise<TokenRow> {
+    return settle(() => this.store.insertToken(id, user, hash, scopes, expiresAt));
+  }
+
+  revoke(id: string): Promise<boolean> {
+    return settle(() => this.store.revoke(id));
+  }
+
+  setSnapshotOwner(snapId: string, owner: string): Promise<void> {
+    return settle(() => this.store.setSnapshotOwner(snapId, owner));
+  }
+
+  share(boxId: string, user: string, mode: ShareMode): Promise<void> {
+    return settle(() => this.store.share(boxId, user, mode));
+  }
+
+  unshare(boxId: string, user: string): Promise<boolean> {
+    return settle(() => this.store.unshare(boxId, user));
   }
 }

@@ -9,6 +9,7 @@
 // in types.ts): the same sync calls, made at the call, each fresh event
 // published once its transaction commits.
 import { HutchError } from "@hutch/shared";
+import { settle } from "./settle.ts";
 import type {
   AppendOptions,
   Appended,
@@ -130,14 +131,5 @@ export class LocalWriter implements SessionWriter {
 
   fresh(): Promise<void> {
     return Promise.resolve();
-  }
-}
-
-/** Runs fn now; its result or its throw as a settled promise. */
-function settle<T>(fn: () => T): Promise<T> {
-  try {
-    return Promise.resolve(fn());
-  } catch (err) {
-    return Promise.reject(err);
   }
 }

@@ -363,6 +363,31 @@ export interface ShareTable {
 /** What the auth service keeps. */
 export interface AuthTables extends UserTable, TokenTable, OwnerTable, ShareTable {}
 
+/**
+ * How the auth service writes users, tokens, snapshot owners and shares;
+ * reads stay on the synchronous AuthTables (this server's file). On one
+ * machine, `LocalAuthWriter` (auth.ts) writes the file at the call; in a
+ * fleet, `FleetAuthWriter` (jetstream/auth-replica.ts) writes the registry's
+ * bucket and resolves once this server's file, its replica, shows the write.
+ * A token's last use (`touch`) is not here: it stays on the server that saw it.
+ */
+export interface AuthWriter {
+  /** Whether other servers write these rows too (a fleet's). */
+  readonly shared: boolean;
+  addUser(name: string): Promise<boolean>;
+  insertToken(id: string, user: string, hash: Uint8Array, scopes: TokenScope[], expiresAt: number | null): Promise<TokenRow>;
+  revoke(id: string): Promise<boolean>;
+  setSnapshotOwner(snapId: string, owner: string): Promise<void>;
+  share(boxId: string, user: string, mode: ShareMode): Promise<void>;
+  unshare(boxId: string, user: string): Promise<boolean>;
+}
+
+/** A fleet's users, tokens and shares: their writer, and who is told of each revocation the replica applies. */
+export interface FleetAuth {
+  writer: AuthWriter;
+  onRevoked(fn: (tokenId: string) => void): void;
+}
+
 // --- The broker's rows ------------------------------------------------------
 
 /** Decisions kept per box for `hutch box egress`; older ones are dropped as new ones arrive. */
