@@ -147,6 +147,8 @@ export const Box = Type.Object({
   ),
   createdAt: Type.String(),
   updatedAt: Type.String(),
+  /** In a fleet (`hutch serve --cluster`): the node that runs it. */
+  server: Type.Optional(Type.String({ maxLength: 64 })),
 });
 export type Box = Static<typeof Box>;
 

@@ -2,6 +2,7 @@
 // KV bucket and refreshes the entry while it runs. An entry is a node's
 // heartbeat and what `hutch cluster nodes --json` prints, one per live node.
 import { type Static, Type } from "@sinclair/typebox";
+import { Box } from "./api.ts";
 
 /** A node's name: `--node`, unique in its fleet. */
 export const FLEET_NODE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -22,3 +23,19 @@ export const FleetNode = Type.Object(
   { additionalProperties: false },
 );
 export type FleetNode = Static<typeof FleetNode>;
+
+/**
+ * A box in the fleet's directory (KV bucket hutch-boxes, key: its id): the
+ * node that runs it puts the box as it shows it, and its owner, whenever it
+ * changes, and deletes the entry when the box goes. Every server reads the
+ * directory to list the fleet's boxes and to find where one runs.
+ */
+export const FleetBox = Type.Object(
+  {
+    node: Type.String({ pattern: FLEET_NODE_NAME.source, rule: "a node name: 1 to 64 letters, digits, _ or -" }),
+    owner: Type.String({ maxLength: 128 }),
+    box: Box,
+  },
+  { additionalProperties: false },
+);
+export type FleetBox = Static<typeof FleetBox>;

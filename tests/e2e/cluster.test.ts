@@ -26,6 +26,9 @@ let a: Server;
 let b: Server;
 let c: Server;
 let fake: FakeModel;
+/** alice's client: one token, a remote per server (srv: A, b, c). */
+let alice: Home | undefined;
+let aliceToken = "";
 const extra: Home[] = [];
 
 async function ok(h: Home, args: string[]): Promise<string> {
@@ -241,10 +244,12 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     }
   }, 120_000);
 
-  test("one user, one token for the fleet: a box and an agent turn through A, its log and watch through B and C; a revocation on C holds on A", async () => {
+  test("one user, one token for the fleet: a box and an agent turn through A, its log and watch through B and C", async () => {
     // alice is made on A, her token through A; B knows both through the fleet's registry.
     const client = await joinClient(a, "alice");
+    alice = client;
     const token = tokenOf(client.join);
+    aliceToken = token;
     // A remote per server, each with alice's one token (a join string carries its server's URL and certificate).
     for (const s of [b, c]) {
       const minted = await s.home.run(["token", "create", "--user", "alice", "--json"]);
@@ -286,14 +291,41 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     await waitFor("the watch through C to show every event", () => watcher.lines().length >= logs[0]!.length, 30_000);
     watcher.stop();
     expect(key(watcher.lines())).toEqual(key(logs[0]!));
+  }, 300_000);
+
+  test("box list through any server shows the fleet's boxes and the server each runs on; a remote user sees hers only; her token revoked on C is refused on A", async () => {
+    const lists = await Promise.all(
+      servers.map(async (s) =>
+        (JSON.parse(await ok(s.home, ["box", "list", "--json"])) as { name: string; server?: string; id: string }[])
+          .map((x) => `${x.name}@${x.server}`)
+          .sort(),
+      ),
+    );
+    expect(lists[1]).toEqual(lists[0]!);
+    expect(lists[2]).toEqual(lists[0]!);
+    for (const name of ["w@a", "r@c", "f@c"]) expect(lists[0]).toContain(name);
+    const human = await ok(b.home, ["box", "list"]);
+    expect(human).toContain("SERVER");
+    // alice's remote through B: only her box (made through A by her run), with its server.
+    const her = alice;
+    if (!her) throw new Error("the test before makes alice's client");
+    const hers = JSON.parse((await her.run(["box", "list", "--json"], { env: { HUTCH_REMOTE: "b" } })).stdout) as {
+      server?: string;
+      name: string;
+    }[];
+    expect(hers.length).toBe(1);
+    expect(hers[0]!.server).toBe("a");
+    // A box deleted on C leaves every server's list.
+    await ok(c.home, ["box", "delete", "f"]);
+    await waitFor("B's list to lose f", async () => !(await ok(b.home, ["box", "list", "--json"])).includes('"name":"f"'));
     // Revoked through C's admin socket: A refuses it at once.
-    const tokenId = /^hutch_(tok_[0-9a-z]{12})_/.exec(token)![1]!;
+    const tokenId = /^hutch_(tok_[0-9a-z]{12})_/.exec(aliceToken)![1]!;
     expect((await c.home.run(["token", "revoke", tokenId])).code).toBe(0);
     await waitFor("A to refuse the revoked token", async () => {
-      const r = await client.run(["session", "list"]);
+      const r = await her.run(["session", "list"]);
       return r.code !== 0 && r.stderr.includes("was revoked");
     });
-  }, 300_000);
+  }, 120_000);
 
   test("a server whose key does not open the fleet's store refuses to start, naming the fix", async () => {
     const wrong = makeHome("hutch-fw-");

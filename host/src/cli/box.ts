@@ -214,7 +214,13 @@ export const box = body<GlobalArgs>({
         await print(
           boxes.length === 0
             ? "no boxes; create one: hutch box create NAME --start\n"
-            : table([["NAME", "STATE", "ENGINE", "ISOLATION", "ID"], ...boxes.map(boxLine)]),
+            : boxes.some((b) => b.server)
+              ? // A fleet's server lists every server's boxes: which one runs each.
+                table([
+                  ["NAME", "STATE", "ENGINE", "ISOLATION", "SERVER", "ID"],
+                  ...boxes.map((b) => boxLine(b).toSpliced(4, 0, b.server ?? "-")),
+                ])
+              : table([["NAME", "STATE", "ENGINE", "ISOLATION", "ID"], ...boxes.map(boxLine)]),
         );
       },
     }),

@@ -3,7 +3,7 @@
 import { join } from "node:path";
 import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
-import { describeError, Health, HUTCH_VERSION, HutchError, type TSchema } from "@hutch/shared";
+import { type Box, describeError, type FleetBox, Health, HUTCH_VERSION, HutchError, type TSchema } from "@hutch/shared";
 import type { BoxService } from "../box/service.ts";
 import { boxesController } from "./boxes/index.ts";
 import { streamDoc } from "./stream/index.ts";
@@ -67,6 +67,8 @@ export interface AppDeps {
   creations?: CreationGate;
   /** Approvals (host/src/approval); no routes when absent. */
   approvals?: ApprovalService;
+  /** In a fleet: the boxes other servers run (fleet/boxes.ts), listed beside this server's own. */
+  fleetBoxes?: { node: string; fresh(): Promise<void>; others(): FleetBox[] };
 }
 
 export function buildApp(deps: AppDeps) {
@@ -135,7 +137,14 @@ export function buildApp(deps: AppDeps) {
       .use(
         boxesController(
           deps.boxes,
-          { visible: owns, owner: (req) => who(req).user, ...(access ? { snapshot: access.snapshot } : {}) },
+          {
+            visible: owns,
+            owner: (req) => who(req).user,
+            ...(access ? { snapshot: access.snapshot } : {}),
+            ...(deps.fleetBoxes
+              ? { fleet: { node: deps.fleetBoxes.node, elsewhere: (req: Request) => elsewhere(deps.fleetBoxes!, who(req), auth) } }
+              : {}),
+          },
           deps.identify ?? localUser,
         ),
       )
@@ -178,6 +187,15 @@ export function buildApp(deps: AppDeps) {
 }
 
 /** Server mode's rules for snapshots: a remote user's own, taken from and restored into boxes it may drive. */
+/** The boxes other servers of the fleet run that p may see (its own, or shared with it), each with its server; all of them on the local socket. */
+async function elsewhere(dir: NonNullable<AppDeps["fleetBoxes"]>, p: Principal, auth: AuthService | undefined): Promise<Box[]> {
+  await dir.fresh();
+  return dir
+    .others()
+    .filter((e) => !p.remote || e.owner === p.user || auth?.store.shareMode(e.box.id, p.user))
+    .map((e) => e.box);
+}
+
 function snapshotAccess(auth: AuthService, snapshots: SnapshotService, deps: AppDeps): SnapshotAccess {
   const gate = { auth, boxes: deps.boxes, sessionStore: deps.sessionStore };
   return {

@@ -145,6 +145,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     dispatches,
     approvals,
     schedules,
+    ...(fleet ? { fleetBoxes: fleet.directory } : {}),
   });
   const streams = streamSocket(boxes, sessions, (boxId, kind) => idle.hold(boxId, kind));
   const subscribers = subscribeSocket(sessions, sessionStore, (boxId) => idle.hold(boxId, "client"));
@@ -234,6 +235,12 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   if (fleet && remote) {
     try {
       await fleet.register(remote.url);
+      await fleet.directory.serve({
+        list: () => boxes.list(),
+        byId: (id) => (boxes.byId(id) ? boxes.get(id) : null),
+        owner: (id) => auth.owner(id),
+        onChange: (fn) => boxes.changes.add(fn),
+      });
     } catch (err) {
       await e2b?.stop();
       await remote.stop();

@@ -19,6 +19,7 @@ import { log } from "../log.ts";
 import { connectCluster } from "./connect.ts";
 import { listNodes, type Registration, registerNode } from "./nodes.ts";
 import { initFleetStore, openFleetStore } from "./store.ts";
+import { BoxDirectory } from "./boxes.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -32,6 +33,10 @@ export interface FleetOptions {
 }
 
 export interface Fleet {
+  /** This server's node name. */
+  node: string;
+  /** The fleet's box directory (./boxes.ts), caught up; this server puts its own boxes in once it serves (directory.serve). */
+  directory: BoxDirectory;
   /** The fleet's snapshot store, open; the daemon's snapshot service owns it from here (and closes it). */
   store: Store;
   /**
@@ -57,9 +62,19 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
     throw err;
   }
   logger.info("opened the fleet's snapshot store", { cluster: opts.urls.join(","), store: store.info.id });
+  let directory: BoxDirectory;
+  try {
+    directory = await BoxDirectory.open(nc, opts.node);
+  } catch (err) {
+    await store.close();
+    await nc.close();
+    throw err;
+  }
   let node: Registration | null = null;
   const replicas: { close(): Promise<void> }[] = [];
   return {
+    node: opts.node,
+    directory,
     store,
     async sessions(sessionStore, db) {
       const opened = await openSessionReplica(nc, sessionStore, db);
@@ -84,6 +99,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
     },
     async close() {
       await node?.stop();
+      directory.close();
       for (const r of replicas) await r.close();
       await nc.close();
     },

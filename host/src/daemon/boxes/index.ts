@@ -1,5 +1,6 @@
 // HTTP for boxes: parse, validate, call the service. No logic here.
 import { Elysia } from "elysia";
+import type { Box } from "@hutch/shared";
 import type { BoxService } from "../../box/service.ts";
 import { idempotencyKey as idem } from "../idempotency.ts";
 import { actorFrom, localUser, type Identify } from "../actor.ts";
@@ -8,6 +9,8 @@ import { BoxModel } from "./model.ts";
 /** Whose boxes a request sees, and whom a box it creates belongs to. */
 export interface BoxOwnership {
   visible(req: Request, boxId: string): boolean;
+  /** In a fleet: this server's node name, and the boxes other servers run that the request may see, each with its server. */
+  fleet?: { node: string; elsewhere(req: Request): Promise<Box[]> };
   owner(req: Request): string;
   /** Refuses a snapshot the caller may not see as the source of a fork (server mode), as if it did not exist. */
   snapshot?(req: Request, ref: string): Promise<void>;
@@ -15,10 +18,18 @@ export interface BoxOwnership {
 
 export function boxesController(boxes: BoxService, own: BoxOwnership, identify: Identify = localUser) {
   return new Elysia({ prefix: "/v1/boxes", tags: ["boxes"], normalize: false })
-    .get("/", ({ request }) => boxes.list().filter((b) => own.visible(request, b.id)), {
-      response: BoxModel.boxes,
-      detail: { summary: "List the boxes this caller may see" },
-    })
+    .get(
+      "/",
+      async ({ request }) => {
+        const here = boxes.list().filter((b) => own.visible(request, b.id));
+        if (!own.fleet) return here;
+        return [...here.map((b) => ({ ...b, server: own.fleet!.node })), ...(await own.fleet.elsewhere(request))];
+      },
+      {
+        response: BoxModel.boxes,
+        detail: { summary: "List the boxes this caller may see" },
+      },
+    )
     .post(
       "/",
       async ({ body, headers, set, request }) => {

@@ -1,0 +1,152 @@
+// The fleet's box directory: which node runs each box. A box runs on the
+// server that made it (its registry row, its engine, its terminal are that
+// server's); that server puts the box as it shows it, with its owner, in the
+// KV bucket hutch-boxes whenever the box changes, and deletes the entry when
+// the box goes. Every server follows the bucket (a KV watch: each key's
+// latest value, then every change) and keeps it in memory, so a server lists
+// the whole fleet's boxes and finds where one runs without a round trip.
+//
+// The directory is what the node that runs a box says; nothing else writes a
+// node's entries. A server that stops leaves its entries (its boxes are still
+// its own when it comes back); one that starts removes its entries for boxes
+// it no longer has.
+import { check, type Box, FleetBox } from "@hutch/shared";
+import { type KV, Kvm } from "@nats-io/kv";
+import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import type { NatsConnection } from "@nats-io/transport-node";
+import { log } from "../log.ts";
+import { clusterName, defaultReplicas, retrying } from "../store/jetstream/cluster.ts";
+
+const logger = log.create({ service: "fleet" });
+
+export const BOXES_BUCKET = "hutch-boxes";
+const TIMEOUT_MS = 30_000;
+
+/** What the directory needs of this server's boxes. */
+export interface LocalBoxes {
+  list(): Box[];
+  byId(id: string): Box | null;
+  owner(id: string): string;
+  /** Calls fn with a box's id whenever it appears, changes or goes. */
+  onChange(fn: (id: string) => void): void;
+}
+
+export class BoxDirectory {
+  private readonly entries = new Map<string, FleetBox>();
+  private seen = 0;
+  private readonly waiting: { at: number; done: () => void }[] = [];
+  private stopWatch?: () => void;
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly kv: KV,
+    private readonly jsm: JetStreamManager,
+    /** This server's node name. */
+    readonly node: string,
+  ) {}
+
+  /** The directory, caught up with the bucket as it was when opened. */
+  static async open(nc: NatsConnection, node: string): Promise<BoxDirectory> {
+    const kv = await retrying(
+      () => clusterName(nc),
+      `the opening of KV bucket ${BOXES_BUCKET}`,
+      TIMEOUT_MS,
+      () => new Kvm(nc).create(BOXES_BUCKET, { replicas: defaultReplicas(nc), history: 1 }),
+    );
+    const d = new BoxDirectory(nc, kv, await jetstreamManager(nc), node);
+    await d.watch();
+    await d.fresh();
+    return d;
+  }
+
+  /** Resolves once the directory has every entry the bucket held when this was called. */
+  async fresh(): Promise<void> {
+    const last = await retrying(
+      () => clusterName(this.nc),
+      "a read of the box directory",
+      TIMEOUT_MS,
+      async () => (await this.jsm.streams.info(`KV_${BOXES_BUCKET}`)).state.last_seq,
+    );
+    if (last <= this.seen) return;
+    await new Promise<void>((done) => this.waiting.push({ at: last, done }));
+  }
+
+  /** Boxes other nodes run. */
+  others(): FleetBox[] {
+    return [...this.entries.values()].filter((e) => e.node !== this.node);
+  }
+
+  /** A box another node runs, by id or name. */
+  find(ref: string): FleetBox | undefined {
+    const byId = this.entries.get(ref);
+    if (byId) return byId.node === this.node ? undefined : byId;
+    return this.others().find((e) => e.box.name === ref);
+  }
+
+  /**
+   * Puts this server's boxes in the directory, removes its entries for boxes
+   * it no longer has, and keeps the directory told of every change.
+   */
+  async serve(local: LocalBoxes): Promise<void> {
+    for (const box of local.list()) await this.put(local, box);
+    for (const e of [...this.entries.values()]) if (e.node === this.node && !local.byId(e.box.id)) await this.kv.delete(e.box.id);
+    // One write at a time per box, in change order: a box deleted right after a change never comes back.
+    const chains = new Map<string, Promise<void>>();
+    local.onChange((id) => {
+      const next = (chains.get(id) ?? Promise.resolve())
+        .then(async () => {
+          const box = local.byId(id);
+          if (box) await this.put(local, box);
+          else await this.kv.delete(id);
+        })
+        .catch((err) => logger.warn("the fleet's box directory was not told of a change", { box: id, err: String(err) }));
+      chains.set(id, next);
+      void next.then(() => {
+        if (chains.get(id) === next) chains.delete(id);
+      });
+    });
+  }
+
+  close(): void {
+    this.stopWatch?.();
+    for (const w of this.waiting.splice(0)) w.done();
+  }
+
+  private async put(local: LocalBoxes, box: Box): Promise<void> {
+    const entry: FleetBox = { node: this.node, owner: local.owner(box.id), box: { ...box, server: this.node } };
+    await retrying(
+      () => clusterName(this.nc),
+      `the directory entry of box ${box.name}`,
+      TIMEOUT_MS,
+      () => this.kv.put(box.id, JSON.stringify(entry)),
+    );
+  }
+
+  /** Follows the bucket: each key's latest value, then every change; an entry that does not check is skipped. */
+  private async watch(): Promise<void> {
+    const iter = await this.kv.watch();
+    this.stopWatch = () => iter.stop();
+    void (async () => {
+      for await (const e of iter) {
+        if (e.operation === "PUT") {
+          let value: unknown;
+          try {
+            value = e.json();
+          } catch {
+            value = null;
+          }
+          if (check(FleetBox, value) && value.box.id === e.key) this.entries.set(e.key, value);
+          else logger.warn("skipped a box directory entry that does not check", { key: e.key });
+        } else this.entries.delete(e.key);
+        this.seen = Math.max(this.seen, e.revision);
+        for (let i = this.waiting.length - 1; i >= 0; i--) {
+          const w = this.waiting[i]!;
+          if (w.at <= this.seen) {
+            this.waiting.splice(i, 1);
+            w.done();
+          }
+        }
+      }
+    })();
+  }
+}
