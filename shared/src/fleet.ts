@@ -14,6 +14,8 @@ export const FleetNode = Type.Object(
     version: Type.String({ maxLength: 64 }),
     /** Where it serves TLS (`--listen`), as clients dial it. */
     listen: Type.String({ maxLength: 300 }),
+    /** Its TLS certificate (PEM): what another server of the fleet pins when it forwards a request there. */
+    cert: Type.Optional(Type.String({ maxLength: 16384 })),
     /** The server (a hash of its host and home), so a restarted server is told from a second one under the same name. */
     instance: Type.String({ maxLength: 64 }),
     /** ms since the epoch: when it started, and when it last refreshed its entry. */

@@ -206,10 +206,10 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
       w.stop();
       expect(key(w.lines())).toEqual(key(logged));
     }
-    // The box's terminal and turns are A's: B names where to drive it, and writes nothing.
+    // Driving is the box's server's: B forwards the input to A, which answers as it would itself (nobody drives it).
     const send = await b.home.run(["session", "send", id, "hello"]);
     expect(send.code).not.toBe(0);
-    expect(send.stderr).toContain("runs on another server of this fleet");
+    expect(send.stderr).toContain(`nobody drives session ${id}`);
     expect((await events(a.home, id)).length).toBe(logged.length);
     // B and C list it, with its summary folded from the same log.
     const listed = JSON.parse(await ok(c.home, ["session", "list", "--json"])) as { id: string; lastSeq: number }[];
@@ -292,6 +292,31 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     watcher.stop();
     expect(key(watcher.lines())).toEqual(key(logs[0]!));
   }, 300_000);
+
+  test("through a server that does not run the box: exec with its exit code, 64 MiB byte for byte, stdin, box info; alice's exec through C", async () => {
+    expect((await b.home.run(["exec", "w", "--", "sh", "-c", "exit 7"])).code).toBe(7);
+    await ok(a.home, ["exec", "w", "--", "sh", "-c", "head -c 67108864 /dev/urandom > /workspace/big"]);
+    const sum = (await ok(a.home, ["exec", "w", "--", "sha256sum", "/workspace/big"])).split(" ")[0]!;
+    const big = await b.home.run(["exec", "w", "--", "cat", "/workspace/big"]);
+    expect(big.code, big.stderr).toBe(0);
+    expect(big.out.length).toBe(67108864);
+    expect(sha256(big.out)).toBe(sum);
+    const info = JSON.parse(await ok(c.home, ["box", "info", "w", "--json"])) as { name: string; state: string };
+    expect(info).toMatchObject({ name: "w", state: "running" });
+    // stdin goes through too.
+    const echoed = await b.home.run(["exec", "w", "--", "cat"], { stdin: "through b\n" });
+    expect(echoed.stdout).toBe("through b\n");
+    const her = alice;
+    if (!her) throw new Error("the test before makes alice's client");
+    const boxes = JSON.parse((await her.run(["box", "list", "--json"])).stdout) as { name: string }[];
+    const mine = await her.run(["exec", boxes[0]!.name, "--", "cat", "/workspace/hello.txt"], { env: { HUTCH_REMOTE: "c" } });
+    expect(mine.code, mine.stderr).toBe(0);
+    expect(mine.stdout).toContain("hi");
+    // Another user's box through C is answered as missing, as on A.
+    const theirs = await her.run(["exec", "w", "--", "true"], { env: { HUTCH_REMOTE: "c" } });
+    expect(theirs.code).not.toBe(0);
+    expect(theirs.stderr).toContain('no box named "w"');
+  }, 180_000);
 
   test("box list through any server shows the fleet's boxes and the server each runs on; a remote user sees hers only; her token revoked on C is refused on A", async () => {
     const lists = await Promise.all(

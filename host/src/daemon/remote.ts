@@ -14,6 +14,7 @@ import type { ServeCert } from "../auth/cert.ts";
 import { log } from "../log.ts";
 import { checkAccess, type AccessDeps } from "./access.ts";
 import { setPrincipal } from "./actor.ts";
+import { FORWARD_HEADER } from "../fleet/forward.ts";
 import type { Data } from "./sockets.ts";
 import type { StreamSocketData } from "./stream/index.ts";
 
@@ -39,6 +40,12 @@ export interface RemoteDeps extends AccessDeps {
   websocket: (tracker: { open(ws: ServerWebSocket<Data>): void; close(ws: ServerWebSocket<Data>): void }) => WebSocketHandler<Data>;
   /** Ends the long HTTP responses (the change feed) a token holds open, when it is revoked or expires. */
   endStreams?: (tokenId: string) => void;
+  /**
+   * In a fleet: the caller of a request another server forwarded here (its
+   * signature checked; fleet/forward.ts), and whether a request is one this
+   * server forwards on (the box's own server checks its access then).
+   */
+  fleet?: { verify(method: string, pathAndQuery: string, headers: Headers): Principal; routes(url: URL): boolean };
 }
 
 export function listenRemote(deps: RemoteDeps, at: { hostname: string; port: number }, cert: ServeCert): RemoteListener {
@@ -99,7 +106,15 @@ export function listenRemote(deps: RemoteDeps, at: { hostname: string; port: num
       const url = new URL(req.url);
       let p: Principal;
       try {
-        p = deps.auth.authenticate(req.headers.get("authorization"));
+        if (deps.fleet && req.headers.has(FORWARD_HEADER)) {
+          p = deps.fleet.verify(req.method, url.pathname + url.search, req.headers);
+          if (p.token && !deps.auth.stillValid(p.token))
+            throw new HutchError(
+              "unauthorized",
+              `not authenticated: token ${p.token} was revoked or expired`,
+              "ask the server's admin for a new one",
+            );
+        } else p = deps.auth.authenticate(req.headers.get("authorization"));
       } catch (err) {
         const e = err instanceof HutchError ? err : new HutchError("unauthorized", "not authenticated");
         logger.warn("authentication failed", {
@@ -114,7 +129,7 @@ export function listenRemote(deps: RemoteDeps, at: { hostname: string; port: num
       if (p.token) seen.add(p.token);
       try {
         // The app checks again for everything it serves; the upgrades are answered before it.
-        if (req.headers.get("upgrade")?.toLowerCase() === "websocket") checkAccess(deps, p, req.method, url);
+        if (req.headers.get("upgrade")?.toLowerCase() === "websocket" && !deps.fleet?.routes(url)) checkAccess(deps, p, req.method, url);
       } catch (err) {
         if (err instanceof HutchError) return refuse(err);
         throw err;

@@ -10,9 +10,10 @@ import { createServices } from "./services.ts";
 import { ChangeService } from "./changes/service.ts";
 import { streamSocket, upgradeStream, type StreamSocketData } from "./stream/index.ts";
 import { subscribeSocket, upgradeSubscribe, type SubscribeData } from "./sessions/subscribe.ts";
-import { socketHandlers } from "./sockets.ts";
+import { type Data, socketHandlers } from "./sockets.ts";
+import { forwardElsewhere, routeOf } from "./fleet-route.ts";
 import { RunningOps } from "./ops.ts";
-import { localUser } from "./actor.ts";
+import { localUser, principalOf } from "./actor.ts";
 import type { Server } from "bun";
 import { API_LIMITS } from "@hutch/shared";
 import { log } from "../log.ts";
@@ -149,14 +150,26 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   });
   const streams = streamSocket(boxes, sessions, (boxId, kind) => idle.hold(boxId, kind));
   const subscribers = subscribeSocket(sessions, sessionStore, (boxId) => idle.hold(boxId, "client"));
-  const handle = async (req: Request, srv: Server<StreamSocketData | SubscribeData>) => {
+  const routing = fleet ? { boxes, sessions: sessionStore, fleet: { directory: fleet.directory, forwarder: fleet.forwarder } } : null;
+  const handle = async (req: Request, srv: Server<Data>) => {
+    // In a fleet, what belongs on the server that runs its box goes there (fleet-route.ts).
+    if (routing) {
+      try {
+        const forwarded = await forwardElsewhere(req, srv, principalOf(req) ?? auth.local(), routing);
+        if (forwarded === "upgraded") return undefined;
+        if (forwarded) return forwarded;
+      } catch (err) {
+        const e = err instanceof HutchError ? err : new HutchError("failed", String(err));
+        return Response.json(e.toBody(), { status: e.status });
+      }
+    }
     if (upgradeStream(req, srv as Server<StreamSocketData>, localUser)) return undefined;
     const sub = await upgradeSubscribe(req, srv as Server<SubscribeData>, sessions, localUser);
     if (sub === true) return undefined;
     if (sub) return sub;
     return app.handle(req);
   };
-  const server = Bun.serve<StreamSocketData | SubscribeData>({
+  const server = Bun.serve<Data>({
     unix: socketPath,
     // Bun closes a request that sends nothing for 10 s by default, and a
     // `box start` under tcg (boot plus a first accelerator probe) takes longer.
@@ -199,6 +212,14 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
           handle,
           websocket: (tracker) => socketHandlers(streams, subscribers, tracker),
           endStreams: (id) => changes.closeToken(id),
+          ...(fleet && routing
+            ? {
+                fleet: {
+                  verify: (method: string, path: string, headers: Headers) => fleet.forwarder.verify(method, path, headers),
+                  routes: (url: URL) => !!routeOf(url, boxes, sessionStore, routing.fleet),
+                },
+              }
+            : {}),
         },
         serve,
         cert,
@@ -234,7 +255,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   // Listed as live only once it serves.
   if (fleet && remote) {
     try {
-      await fleet.register(remote.url);
+      await fleet.register(remote.url, cert!.cert);
       await fleet.directory.serve({
         list: () => boxes.list(),
         byId: (id) => (boxes.byId(id) ? boxes.get(id) : null),

@@ -20,6 +20,8 @@ import { connectCluster } from "./connect.ts";
 import { listNodes, type Registration, registerNode } from "./nodes.ts";
 import { initFleetStore, openFleetStore } from "./store.ts";
 import { BoxDirectory } from "./boxes.ts";
+import { Forwarder, forwardKey } from "./forward.ts";
+import { FleetKey } from "./key.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -47,7 +49,9 @@ export interface Fleet {
   /** The fleet's users, tokens and shares with `store` (this server's file) as their replica, caught up (store/jetstream/auth-replica.ts). */
   auth(store: AuthStore, db: Database): Promise<FleetAuth>;
   /** Lists this server as live, serving `listen`; once it serves. */
-  register(listen: string): Promise<void>;
+  register(listen: string, cert: string): Promise<void>;
+  /** Forwards requests for boxes other servers run (./forward.ts). */
+  forwarder: Forwarder;
   /** Deregisters the node and closes the connection; after the store is closed. */
   close(): Promise<void>;
 }
@@ -63,8 +67,12 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
   }
   logger.info("opened the fleet's snapshot store", { cluster: opts.urls.join(","), store: store.info.id });
   let directory: BoxDirectory;
+  let forwarder: Forwarder;
   try {
     directory = await BoxDirectory.open(nc, opts.node);
+    forwarder = new Forwarder(forwardKey(new FleetKey(opts.keyFile, clusterName(nc)).master(store.info.id)), opts.node, () =>
+      listNodes(nc),
+    );
   } catch (err) {
     await store.close();
     await nc.close();
@@ -82,8 +90,9 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
       logger.info("the session log is the fleet's: this server's file is its replica, caught up", { cluster: clusterName(nc) });
       return opened.writer;
     },
-    async register(listen) {
-      node = await registerNode(nc, { name: opts.node, listen, server: serverId(home) });
+    forwarder,
+    async register(listen, cert) {
+      node = await registerNode(nc, { name: opts.node, listen, server: serverId(home), cert });
       logger.info("joined the fleet", { node: opts.node, cluster: opts.urls.join(",") });
     },
     async auth(authStore, db) {

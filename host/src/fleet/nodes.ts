@@ -37,11 +37,22 @@ export interface Registration {
  * another live server holds; the same server (`server`: its host and home)
  * restarted takes its entry back.
  */
-export async function registerNode(nc: NatsConnection, opts: { name: string; listen: string; server: string }): Promise<Registration> {
+export async function registerNode(
+  nc: NatsConnection,
+  opts: { name: string; listen: string; server: string; cert?: string },
+): Promise<Registration> {
   const { name } = opts;
   const kv = await bucket(nc);
   const now = Date.now();
-  const me: FleetNode = { name, version: HUTCH_VERSION, listen: opts.listen, instance: opts.server, started: now, seen: now };
+  const me: FleetNode = {
+    name,
+    version: HUTCH_VERSION,
+    listen: opts.listen,
+    ...(opts.cert ? { cert: opts.cert } : {}),
+    instance: opts.server,
+    started: now,
+    seen: now,
+  };
   const held = (await readNodes(kv)).find((n) => n.name === name);
   if (held && held.instance !== opts.server)
     throw new HutchError(
