@@ -16,7 +16,7 @@ import { decodeJoin, encodeJoin, type JoinToken, type SessionEvent } from "../..
 import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
 import { AGENTS_DIR, events, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
-import { HUTCH, makeHome, sha256, waitFor, type Home } from "../helpers.ts";
+import { HUTCH, makeHome, onTerminal, sha256, waitFor, type Home } from "../helpers.ts";
 import { freePort, joinClient, startServer, tokenOf, type Server } from "../remote.ts";
 
 let nats: NatsCluster;
@@ -293,7 +293,7 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     expect(key(watcher.lines())).toEqual(key(logs[0]!));
   }, 300_000);
 
-  test("through a server that does not run the box: exec with its exit code, 64 MiB byte for byte, stdin, box info; alice's exec through C", async () => {
+  test("through a server that does not run the box: exec with its exit code, 64 MiB byte for byte, stdin, box info, a terminal reattached through another server, cp; alice's exec through C", async () => {
     expect((await b.home.run(["exec", "w", "--", "sh", "-c", "exit 7"])).code).toBe(7);
     await ok(a.home, ["exec", "w", "--", "sh", "-c", "head -c 67108864 /dev/urandom > /workspace/big"]);
     const sum = (await ok(a.home, ["exec", "w", "--", "sha256sum", "/workspace/big"])).split(" ")[0]!;
@@ -312,6 +312,31 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     const mine = await her.run(["exec", boxes[0]!.name, "--", "cat", "/workspace/hello.txt"], { env: { HUTCH_REMOTE: "c" } });
     expect(mine.code, mine.stderr).toBe(0);
     expect(mine.stdout).toContain("hi");
+    // A terminal through B: type, drop the client, reattach through C, the loop still running.
+    const t1 = onTerminal(b.home, ["exec", "--tty", "w", "--", "sh"]);
+    await t1.until("$ ");
+    t1.type("i=0; while true; do i=$((i+1)); echo tick-$i; sleep 0.3; done\n");
+    await t1.until("tick-3");
+    t1.proc.kill("SIGKILL");
+    await t1.proc.exited;
+    // The box's terminals as C lists them (A's: a shell session's is there too); ours is the `sh`.
+    const ptys = (JSON.parse(await ok(c.home, ["pty", "list", "w", "--json"])) as { id: string; argv: string[] }[]).filter(
+      (p) => p.argv.join(" ") === "sh",
+    );
+    expect(ptys.length).toBe(1);
+    const seen = Math.max(...[...t1.text().matchAll(/tick-(\d+)/g)].map((m) => Number(m[1])));
+    const t2 = onTerminal(c.home, ["pty", "attach", "w", ptys[0]!.id]);
+    await t2.until(new RegExp(`tick-(${seen + 4}|${seen + 5}|${seen + 6})`));
+    t2.type("\x03");
+    t2.type("exit\n");
+    await t2.proc.exited;
+    // cp both ways through C.
+    const local = join(c.home.home, "up.txt");
+    writeFileSync(local, "copied through c\n");
+    await ok(c.home, ["cp", local, "w:/workspace/up.txt"]);
+    expect(await ok(a.home, ["exec", "w", "--", "cat", "/workspace/up.txt"])).toBe("copied through c\n");
+    await ok(c.home, ["cp", "w:/workspace/up.txt", join(c.home.home, "down.txt")]);
+    expect(readFileSync(join(c.home.home, "down.txt"), "utf8")).toBe("copied through c\n");
     // Another user's box through C is answered as missing, as on A.
     const theirs = await her.run(["exec", "w", "--", "true"], { env: { HUTCH_REMOTE: "c" } });
     expect(theirs.code).not.toBe(0);
