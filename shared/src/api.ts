@@ -198,6 +198,11 @@ export const BoxCreateBody = Type.Object(
     start: Type.Optional(Type.Boolean()),
     ...BoxLimitFields,
     ...AutoSleepFields,
+    /** In a fleet: run it on this node, or on one whose labels (`hutch serve --label`) include all of these. */
+    node: Type.Optional(Type.String({ pattern: "^[A-Za-z0-9_-]{1,64}$", rule: "a node name: 1 to 64 letters, digits, _ or -" })),
+    on: Type.Optional(
+      Type.Record(Type.String({ pattern: "^[a-z0-9][a-z0-9._-]{0,62}$" }), Type.String({ maxLength: 128 }), { maxProperties: 16 }),
+    ),
     /** VM settings (qemu engine). */
     image: Type.Optional(
       Type.String({

@@ -16,6 +16,11 @@ export const FleetNode = Type.Object(
     listen: Type.String({ maxLength: 300 }),
     /** Its TLS certificate (PEM): what another server of the fleet pins when it forwards a request there. */
     cert: Type.Optional(Type.String({ maxLength: 16384 })),
+    /** What placement weighs: its CPUs and memory, the engines it runs, its labels (`hutch serve --label KEY=VALUE`). */
+    cpus: Type.Optional(Type.Integer({ minimum: 0 })),
+    memoryMiB: Type.Optional(Type.Integer({ minimum: 0 })),
+    engines: Type.Optional(Type.Array(Type.String({ maxLength: 32 }), { maxItems: 8 })),
+    labels: Type.Optional(Type.Record(Type.String({ maxLength: 63 }), Type.String({ maxLength: 128 }), { maxProperties: 32 })),
     /** The server (a hash of its host and home), so a restarted server is told from a second one under the same name. */
     instance: Type.String({ maxLength: 64 }),
     /** ms since the epoch: when it started, and when it last refreshed its entry. */
@@ -36,6 +41,9 @@ export const FleetBox = Type.Object(
   {
     node: Type.String({ pattern: FLEET_NODE_NAME.source, rule: "a node name: 1 to 64 letters, digits, _ or -" }),
     owner: Type.String({ maxLength: 128 }),
+    /** What it is given, as quotas and placement count it (no CPU limit: 1; no memory limit: 512 MiB). */
+    cpus: Type.Integer({ minimum: 0 }),
+    memoryMiB: Type.Integer({ minimum: 0 }),
     box: Box,
   },
   { additionalProperties: false },

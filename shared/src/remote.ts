@@ -29,7 +29,27 @@ export type TokenScope = Static<typeof TokenScope>;
 export const UserAddBody = Type.Object({ name: UserName }, { additionalProperties: false });
 export type UserAddBody = Static<typeof UserAddBody>;
 
-export const UserInfo = Type.Object({ name: UserName, createdAt: Type.String(), tokens: Type.Integer({ minimum: 0 }) });
+/**
+ * What a user may hold at once, across the server (or the whole fleet): boxes,
+ * and the vCPUs and memory those boxes are given (a box without a CPU limit
+ * counts as 1 vCPU; without a memory limit, as 512 MiB). No field: no limit.
+ */
+export const UserQuota = Type.Object(
+  {
+    boxes: Type.Optional(Type.Integer({ minimum: 0, maximum: 100000 })),
+    cpus: Type.Optional(Type.Integer({ minimum: 0, maximum: 1000000 })),
+    memoryMiB: Type.Optional(Type.Integer({ minimum: 0, maximum: 1073741824 })),
+  },
+  { additionalProperties: false },
+);
+export type UserQuota = Static<typeof UserQuota>;
+
+export const UserInfo = Type.Object({
+  name: UserName,
+  createdAt: Type.String(),
+  tokens: Type.Integer({ minimum: 0 }),
+  quota: Type.Optional(UserQuota),
+});
 export type UserInfo = Static<typeof UserInfo>;
 
 /** A token's public id; the secret part is never stored or shown again. */

@@ -88,7 +88,9 @@ beforeAll(async () => {
   nats = await startNatsCluster(3);
   urls = nats.urls.join(",");
   fake = await startFakeModel();
-  const fleet = (node: string) => ["--cluster", urls, "--node", node];
+  // Labels placement reads: A in the east, B and C in the west, C with a GPU.
+  const labels: Record<string, string[]> = { a: ["zone=east"], b: ["zone=west"], c: ["zone=west", "gpu=yes"] };
+  const fleet = (node: string) => ["--cluster", urls, "--node", node, ...labels[node]!.flatMap((l) => ["--label", l])];
   a = await startServer("hutch-fa-", {
     args: fleet("a"),
     config: fakeBindings(fake),
@@ -343,6 +345,48 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     expect(theirs.stderr).toContain('no box named "w"');
   }, 180_000);
 
+  test("boxes made through one server spread by free memory; --on and --node place them; a quota stops a user's fourth box", async () => {
+    const made: string[] = [];
+    for (const name of ["p1", "p2", "p3"]) {
+      const box = JSON.parse(await ok(b.home, ["box", "create", name, "--memory", "4G", "--json"])) as { server?: string };
+      made.push(box.server ?? "?");
+    }
+    // Every server has the same memory here: each 4 GiB box goes where the least is given out, so one on each.
+    expect(made.toSorted()).toEqual(["a", "b", "c"]);
+    const gpu = JSON.parse(await ok(a.home, ["box", "create", "g1", "--on", "gpu=yes", "--json"])) as { server?: string };
+    expect(gpu.server).toBe("c");
+    const pinned = JSON.parse(await ok(c.home, ["box", "create", "n1", "--node", "a", "--json"])) as { server?: string };
+    expect(pinned.server).toBe("a");
+    const none = await b.home.run(["box", "create", "x1", "--on", "zone=north"]);
+    expect(none.code).not.toBe(0);
+    expect(none.stderr).toContain("no live server of the fleet takes this box (--on zone=north, engine process)");
+    expect(none.stderr).toContain("a [zone=east]");
+    // Deleted through B wherever they run.
+    for (const name of ["p1", "p2", "p3", "g1", "n1"]) await ok(b.home, ["box", "delete", name]);
+
+    // bob may hold three boxes, counted over the whole fleet.
+    const bob = await joinClient(a, "bob");
+    extra.push(bob);
+    await ok(c.home, ["user", "quota", "bob", "--boxes", "3"]);
+    const users = JSON.parse(await ok(a.home, ["user", "list", "--json"])) as { name: string; quota?: { boxes?: number } }[];
+    expect(users.find((u) => u.name === "bob")?.quota).toEqual({ boxes: 3 });
+    const where: string[] = [];
+    for (const name of ["q1", "q2", "q3"]) {
+      const r = await bob.run(["box", "create", name, "--memory", "4G", "--json"]);
+      expect(r.code, r.stderr).toBe(0);
+      where.push((JSON.parse(r.stdout) as { server?: string }).server ?? "?");
+    }
+    expect(new Set(where).size).toBeGreaterThan(1);
+    const fourth = await bob.run(["box", "create", "q4"]);
+    expect(fourth.code).not.toBe(0);
+    expect(fourth.stderr).toContain("user bob's quota is 3 boxes, and they hold 3");
+    expect(fourth.stderr).toContain("hutch user quota bob --boxes N");
+    await ok(bob, ["box", "delete", "q1"]);
+    const again = await bob.run(["box", "create", "q4"]);
+    expect(again.code, again.stderr).toBe(0);
+    for (const name of ["q2", "q3", "q4"]) await ok(bob, ["box", "delete", name]);
+  }, 180_000);
+
   test("box list through any server shows the fleet's boxes and the server each runs on; a remote user sees hers only; her token revoked on C is refused on A", async () => {
     const lists = await Promise.all(
       servers.map(async (s) =>
@@ -353,7 +397,9 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     );
     expect(lists[1]).toEqual(lists[0]!);
     expect(lists[2]).toEqual(lists[0]!);
-    for (const name of ["w@a", "r@c", "f@c"]) expect(lists[0]).toContain(name);
+    // w was the fleet's first box (placed by name among equals); r and f went where placement put them.
+    expect(lists[0]).toContain("w@a");
+    for (const name of ["r", "f"]) expect(lists[0]!.some((x) => x.startsWith(`${name}@`))).toBe(true);
     const human = await ok(b.home, ["box", "list"]);
     expect(human).toContain("SERVER");
     // alice's remote through B: only her box (made through A by her run), with its server.

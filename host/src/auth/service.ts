@@ -14,6 +14,7 @@ import {
   type TokenInfo,
   type TokenScope,
   type UserInfo,
+  type UserQuota,
 } from "@hutch/shared";
 import { AuthStore, LocalAuthWriter } from "../store/auth.ts";
 import type { AuthTables, AuthWriter, ShareMode, TokenRow } from "../store/types.ts";
@@ -96,6 +97,13 @@ export class AuthService {
 
   users(): UserInfo[] {
     return this.store.users();
+  }
+
+  /** Sets a user's quota; an empty one removes it. */
+  async setQuota(name: string, quota: UserQuota): Promise<UserInfo> {
+    if (!this.store.hasUser(name)) throw new HutchError("not_found", `no user "${name}"`, "list users: hutch user list");
+    await this.writer.setQuota(name, Object.keys(quota).length ? quota : null);
+    return this.store.users().find((u) => u.name === name)!;
   }
 
   /** A new token and the join string that carries it; the secret is in the answer only. */

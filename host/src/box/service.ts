@@ -53,6 +53,19 @@ function checkSettings(engine: string, name: string, config: Record<string, unkn
   }
 }
 
+/** What a box is given, as quotas and placement count it: its CPU and memory limits (none: 1 vCPU, 512 MiB). */
+export interface BoxGiven {
+  cpus: number;
+  memoryMiB: number;
+}
+
+export function givenOf(config: Record<string, unknown>): BoxGiven {
+  return {
+    cpus: typeof config.cpus === "number" ? config.cpus : 1,
+    memoryMiB: typeof config.memoryMiB === "number" ? config.memoryMiB : 512,
+  };
+}
+
 export class BoxService {
   private readonly channels = new Map<string, Channel>();
   /** One reconcile at a time per box; requests queue behind it. */
@@ -76,8 +89,11 @@ export class BoxService {
   readonly changes = new Listeners<[boxId: string]>("box change");
   /** A box's rows are about to go (its owner and shares with them): who could see it is still known. */
   readonly removing = new Listeners<[boxId: string]>("box removal");
-  /** Vetoes on making a box at all, after it was found valid (server mode's per-token creation limit): a listener throws to refuse. */
-  readonly creating = new Listeners<[name: string]>("box create");
+  /**
+   * Vetoes on making a box at all, after it was found valid (server mode's
+   * per-token creation limit, a user's quota): a listener throws to refuse.
+   */
+  readonly creating = new Listeners<[name: string, owner: string | undefined, given: BoxGiven]>("box create");
 
   /** Fills a new box from a snapshot (`create` with `from`); wired to the snapshot service in daemon/services.ts. */
   seeder?: {
@@ -198,7 +214,7 @@ export class BoxService {
     }
     // A fork is filled through its guest, so it starts; it stops again unless asked to run.
     const desired = body.start || seeder ? "running" : "stopped";
-    this.creating.check(body.name);
+    this.creating.check(body.name, owner, givenOf(config));
     const { box, op } = this.store.insertBox(body.name, engine, desired, idemKey, config, policy, owner);
     logger.info("box created", { box: box.name, id: box.id, engine, ...(body.from ? { from: body.from } : {}) });
     this.changes.emit(box.id);
@@ -377,6 +393,12 @@ export class BoxService {
 
   private handle(row: BoxRow): BoxHandle {
     return { id: row.id, name: row.name, dir: join(this.home, "boxes", row.id), config: JSON.parse(row.config) as Record<string, unknown> };
+  }
+
+  /** What a box is given, as quotas and placement count it. */
+  given(id: string): BoxGiven {
+    const row = this.store.byId(id);
+    return givenOf(row ? (JSON.parse(row.config) as Record<string, unknown>) : {});
   }
 
   toBox(row: BoxRow): Box {

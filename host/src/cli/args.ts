@@ -384,3 +384,14 @@ complete -o bashdefault -o default -F _${name}_completions ${name}
 ###-end-${name}-completions-###
 `;
 }
+
+/** KEY=VALUE labels (`box create --on`, `serve --label`). */
+export function parseLabels(items: string[], flag: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const item of items) {
+    const m = /^([a-z0-9][a-z0-9._-]{0,62})=(.{0,128})$/.exec(item);
+    if (!m) throw new HutchError("invalid", `${flag} ${item}: expected KEY=VALUE (a lower-case key)`, `e.g. ${flag} gpu=yes`);
+    out[m[1]!] = m[2]!;
+  }
+  return out;
+}

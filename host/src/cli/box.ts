@@ -1,7 +1,7 @@
 import { ENGINE_NAMES, HutchError } from "@hutch/shared/base";
 import type { Box, BoxPolicy, EgressRecord } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
-import { body, command, type GlobalArgs, type OptionSpec } from "./args.ts";
+import { body, command, type GlobalArgs, type OptionSpec, parseLabels } from "./args.ts";
 import { report, setExitCode } from "./exit.ts";
 import { boxDetails, boxLine, print, printJson, table } from "./output.ts";
 
@@ -76,6 +76,8 @@ type Create = GlobalArgs &
     "kernel-args"?: string;
     allow?: string[];
     secret?: string[];
+    on?: string[];
+    node?: string;
   };
 type Policy = GlobalArgs & {
   name: string;
@@ -149,9 +151,16 @@ export const box = body<GlobalArgs>({
           array: true,
           describe: "egress: a binding whose credential the broker injects (anthropic, openai, github, or one from config.json)",
         },
+        on: {
+          type: "string",
+          array: true,
+          describe: "fleet: run it on a server with this label (KEY=VALUE, repeatable; hutch serve --label)",
+        },
+        node: { type: "string", describe: "fleet: run it on this server (hutch cluster nodes lists them)" },
       },
       run: async (a) => {
         const d = await connectDaemon(a.home);
+        const place = { ...(a.on?.length ? { on: parseLabels(a.on, "--on") } : {}), ...(a.node ? { node: a.node } : {}) };
         const vm = {
           ...limitsOf(a),
           ...(a.image ? { image: a.image } : {}),
@@ -161,7 +170,7 @@ export const box = body<GlobalArgs>({
         const box = await d.request<Box>(
           "POST",
           "/v1/boxes",
-          { name: a.name, engine: a.engine, start: a.start, ...(a.from ? { from: a.from } : {}), ...vm, ...egress },
+          { name: a.name, engine: a.engine, start: a.start, ...(a.from ? { from: a.from } : {}), ...vm, ...egress, ...place },
           { idempotencyKey: crypto.randomUUID() },
         );
         if (a.json) printJson(box);

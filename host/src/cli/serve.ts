@@ -5,7 +5,7 @@ import { HutchError } from "@hutch/shared/base";
 import { FLEET_NODE_NAME } from "@hutch/shared";
 import { parseClusterUrls } from "../fleet/urls.ts";
 import { defaultFleetKey } from "../fleet/key.ts";
-import { body, type GlobalArgs } from "./args.ts";
+import { body, type GlobalArgs, parseLabels } from "./args.ts";
 import { setExitCode } from "./exit.ts";
 
 type ServeArgs = GlobalArgs & {
@@ -18,6 +18,7 @@ type ServeArgs = GlobalArgs & {
   cluster?: string;
   node?: string;
   "fleet-key"?: string;
+  label?: string[];
 };
 
 /** HOST:PORT, with [v6]:PORT for IPv6. */
@@ -30,16 +31,21 @@ export function parseListen(s: string): { hostname: string; port: number } {
 }
 
 /** --cluster, --node and --fleet-key as the daemon's fleet options; none without --cluster. */
-function fleetOptions(a: ServeArgs): { urls: string[]; node: string; keyFile: string } | undefined {
+function fleetOptions(a: ServeArgs): { urls: string[]; node: string; keyFile: string; labels: Record<string, string> } | undefined {
   if (a.cluster === undefined) {
-    const stray = a.node !== undefined ? "--node" : a["fleet-key"] !== undefined ? "--fleet-key" : null;
+    const stray = a.node !== undefined ? "--node" : a["fleet-key"] !== undefined ? "--fleet-key" : a.label?.length ? "--label" : null;
     if (stray) throw new HutchError("invalid", `${stray} goes with --cluster`, "add --cluster nats://HOST:PORT[,...], or drop it");
     return undefined;
   }
   const node = a.node ?? hostname().split(".")[0]!;
   if (!FLEET_NODE_NAME.test(node))
     throw new HutchError("invalid", `--node ${node}: letters, digits, - and _ (at most 64)`, "e.g. --node server-a");
-  return { urls: parseClusterUrls(a.cluster), node, keyFile: resolve(a["fleet-key"] ?? defaultFleetKey(a.home)) };
+  return {
+    urls: parseClusterUrls(a.cluster),
+    node,
+    keyFile: resolve(a["fleet-key"] ?? defaultFleetKey(a.home)),
+    labels: parseLabels(a.label ?? [], "--label"),
+  };
 }
 
 export const serve = body<ServeArgs>({
@@ -72,6 +78,11 @@ export const serve = body<ServeArgs>({
     },
     node: { type: "string", describe: "this server's name in the fleet (with --cluster; default: the host name)" },
     "fleet-key": { type: "string", describe: "the fleet's snapshot key (with --cluster; default: $HUTCH_HOME/keys/fleet.key)" },
+    label: {
+      type: "string",
+      array: true,
+      describe: "a label of this server, KEY=VALUE (with --cluster; repeatable): box create --on KEY=VALUE places boxes here",
+    },
   },
   examples: [
     [

@@ -1,11 +1,15 @@
 // Which requests this server hands to another server of its fleet: those for
-// a box another server runs (every box route, its tool stream included), and
-// those that drive a session of such a box (input, attach, interrupt, the
-// driver slot, close, fork), which only the box's server can carry out.
+// a box another server runs (every box route, its tool stream included, and
+// the routes whose body names the box: a session, a snapshot or a restore of
+// it, a dispatch from it, a schedule on it), those that drive a session of
+// such a box (input, attach, interrupt, the driver slot, close, fork), which
+// only the box's server can carry out, and a new box that placement puts on
+// another server.
 // Reading and annotating a session need no forward: every server has the
 // fleet's session log (fleet/README.md). A request another server forwarded
 // here is never forwarded again.
-import type { FleetBox } from "@hutch/shared";
+import type { FleetBox, FleetNode } from "@hutch/shared";
+import { place } from "../fleet/place.ts";
 import type { Server } from "bun";
 import type { Principal } from "../auth/service.ts";
 import type { BoxService } from "../box/service.ts";
@@ -15,10 +19,14 @@ import type { ProxySocketData } from "./proxy-socket.ts";
 
 const BOX = /^\/v1\/boxes\/([^/]+)(\/.*)?$/;
 const DRIVE = /^\/v1\/sessions\/(ses_[0-9a-z]{20})\/(input|interrupt|attach|close|fork|driver\/[a-z]+)$/;
+/** Routes whose JSON body names the box they act on (`box`): a session, a snapshot or a restore, a dispatch, a schedule. */
+const BODY_BOX = /^\/v1\/(sessions|snapshots|snapshots\/restore|dispatches|schedules)\/?$/;
 
 export interface FleetRouting {
-  directory: { find(ref: string): FleetBox | undefined };
+  directory: { find(ref: string): FleetBox | undefined; all(): FleetBox[]; fresh(): Promise<void> };
   forwarder: Forwarder;
+  /** The live servers, with what placement weighs. */
+  nodes(): Promise<FleetNode[]>;
 }
 
 /** The server a request belongs on, when it is another one. */
@@ -52,6 +60,13 @@ export async function forwardElsewhere(
 ): Promise<Response | "upgraded" | undefined> {
   if (req.headers.has(FORWARD_HEADER)) return undefined;
   const url = new URL(req.url);
+  if (req.method === "POST" && (url.pathname === "/v1/boxes" || url.pathname === "/v1/boxes/")) return placeNew(req, url, p, deps.fleet);
+  if (req.method === "POST" && BODY_BOX.test(url.pathname)) {
+    const ref = await boxOfBody(req);
+    const e = ref && !deps.boxes.find(ref) ? deps.fleet.directory.find(ref) : undefined;
+    if (e) return deps.fleet.forwarder.http(req, url, p, { node: e.node, what: `box "${ref}"` });
+    return undefined;
+  }
   const route = routeOf(url, deps.boxes, deps.sessions, deps.fleet);
   if (!route) return undefined;
   if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
@@ -60,4 +75,34 @@ export async function forwardElsewhere(
     return (srv as Server<ProxySocketData>).upgrade(req, { data }) ? "upgraded" : undefined;
   }
   return deps.fleet.forwarder.http(req, url, p, route);
+}
+
+/** A new box: made here, or forwarded to the server placement picks (fleet/place.ts). A body that does not parse is left to the handler to refuse. */
+async function placeNew(req: Request, url: URL, p: Principal, fleet: FleetRouting): Promise<Response | undefined> {
+  let body: { name?: unknown; engine?: unknown; memoryMiB?: unknown; node?: unknown; on?: unknown };
+  try {
+    body = JSON.parse(await req.clone().text()) as typeof body;
+  } catch {
+    return undefined;
+  }
+  if (typeof body !== "object" || body === null) return undefined;
+  await fleet.directory.fresh();
+  const node = place(await fleet.nodes(), fleet.directory.all(), {
+    engine: typeof body.engine === "string" ? body.engine : "process",
+    memoryMiB: typeof body.memoryMiB === "number" ? body.memoryMiB : 512,
+    ...(typeof body.node === "string" ? { node: body.node } : {}),
+    ...(body.on && typeof body.on === "object" ? { on: body.on as Record<string, string> } : {}),
+  });
+  if (node === fleet.forwarder.node) return undefined;
+  return fleet.forwarder.http(req, url, p, { node, what: `box "${String(body.name)}"` });
+}
+
+/** The box a JSON body names (`box`), if it names one. */
+async function boxOfBody(req: Request): Promise<string | undefined> {
+  try {
+    const body = JSON.parse(await req.clone().text()) as { box?: unknown } | null;
+    return typeof body?.box === "string" ? body.box : undefined;
+  } catch {
+    return undefined;
+  }
 }

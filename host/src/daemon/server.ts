@@ -101,7 +101,12 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       qemu: new QemuEngine(home),
     },
     fleet
-      ? { snapshotStore: fleet.store, sessionWriter: (store) => fleet.sessions(store, db), authWriter: (store) => fleet.auth(store, db) }
+      ? {
+          snapshotStore: fleet.store,
+          sessionWriter: (store) => fleet.sessions(store, db),
+          authWriter: (store) => fleet.auth(store, db),
+          boxesElsewhere: () => fleet.directory.others(),
+        }
       : {},
   );
   // Before any box's broker can ask again: the approvals pending when the last daemon stopped.
@@ -150,7 +155,14 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   });
   const streams = streamSocket(boxes, sessions, (boxId, kind) => idle.hold(boxId, kind));
   const subscribers = subscribeSocket(sessions, sessionStore, (boxId) => idle.hold(boxId, "client"));
-  const routing = fleet ? { boxes, sessions: sessionStore, fleet: { directory: fleet.directory, forwarder: fleet.forwarder } } : null;
+  if (fleet)
+    sessions.elsewhere = (ref) => {
+      const e = fleet.directory.find(ref);
+      return e ? { id: e.box.id, name: e.box.name } : undefined;
+    };
+  const routing = fleet
+    ? { boxes, sessions: sessionStore, fleet: { directory: fleet.directory, forwarder: fleet.forwarder, nodes: () => fleet.nodes() } }
+    : null;
   const handle = async (req: Request, srv: Server<Data>) => {
     // In a fleet, what belongs on the server that runs its box goes there (fleet-route.ts).
     if (routing) {
@@ -255,11 +267,12 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   // Listed as live only once it serves.
   if (fleet && remote) {
     try {
-      await fleet.register(remote.url, cert!.cert);
+      await fleet.register(remote.url, cert!.cert, Object.keys(engines));
       await fleet.directory.serve({
         list: () => boxes.list(),
         byId: (id) => (boxes.byId(id) ? boxes.get(id) : null),
         owner: (id) => auth.owner(id),
+        given: (id) => boxes.given(id),
         onChange: (fn) => boxes.changes.add(fn),
       });
     } catch (err) {

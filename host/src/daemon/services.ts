@@ -22,6 +22,8 @@ import { brokerLink } from "../harness/broker-link.ts";
 import { SnapshotService } from "../snapshot/service.ts";
 import type { Store } from "../snapshot/index.ts";
 import { AuthService } from "../auth/service.ts";
+import { checkQuota } from "../auth/quota.ts";
+import type { FleetBox } from "@hutch/shared";
 import { daemonUser } from "./actor.ts";
 import { DispatchService } from "../dispatch/service.ts";
 import { log } from "../log.ts";
@@ -69,6 +71,8 @@ export async function createServices(
     snapshotStore?: Store;
     sessionWriter?: (store: SessionStore) => Promise<(publish: PublishFn) => SessionWriter>;
     authWriter?: (store: AuthStore) => Promise<FleetAuth>;
+    /** The boxes other servers of the fleet run (fleet/boxes.ts): a user's quota counts them too. */
+    boxesElsewhere?: () => FleetBox[];
   } = {},
 ): Promise<Services> {
   const boxes = new BoxService(new BoxStore(db), engines, home);
@@ -95,6 +99,18 @@ export async function createServices(
   const fleetAuth = await opts.authWriter?.(new AuthStore(db));
   const auth = new AuthService(db, daemonUser, Date.now, fleetAuth ? () => fleetAuth.writer : undefined);
   fleetAuth?.onRevoked((id) => auth.tokenRevoked(id));
+  // A user's quota, counted over what they hold here and (in a fleet) on every other server.
+  boxes.creating.add((_name, owner, given) => {
+    const user = owner ?? auth.localUser;
+    const quota = auth.store.quota(user);
+    if (!quota) return;
+    const here = boxes
+      .list()
+      .filter((b) => auth.owner(b.id) === user)
+      .map((b) => boxes.given(b.id));
+    const elsewhere = (opts.boxesElsewhere?.() ?? []).filter((e) => e.owner === user);
+    checkQuota(user, quota, [...here, ...elsewhere], given);
+  });
   sessions.boxAccess = (boxId, user) => auth.userAccess(user, boxId);
   sessions.boxOwner = (boxId) => auth.owner(boxId);
   auth.onNarrowed((boxId, user, now) => {

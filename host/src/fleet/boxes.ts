@@ -27,6 +27,8 @@ export interface LocalBoxes {
   list(): Box[];
   byId(id: string): Box | null;
   owner(id: string): string;
+  /** What the box is given (quotas and placement count it). */
+  given(id: string): { cpus: number; memoryMiB: number };
   /** Calls fn with a box's id whenever it appears, changes or goes. */
   onChange(fn: (id: string) => void): void;
 }
@@ -71,6 +73,11 @@ export class BoxDirectory {
     await new Promise<void>((done) => this.waiting.push({ at: last, done }));
   }
 
+  /** Every box of the fleet, this server's own included. */
+  all(): FleetBox[] {
+    return [...this.entries.values()];
+  }
+
   /** Boxes other nodes run. */
   others(): FleetBox[] {
     return [...this.entries.values()].filter((e) => e.node !== this.node);
@@ -113,7 +120,7 @@ export class BoxDirectory {
   }
 
   private async put(local: LocalBoxes, box: Box): Promise<void> {
-    const entry: FleetBox = { node: this.node, owner: local.owner(box.id), box: { ...box, server: this.node } };
+    const entry: FleetBox = { node: this.node, owner: local.owner(box.id), ...local.given(box.id), box: { ...box, server: this.node } };
     await retrying(
       () => clusterName(this.nc),
       `the directory entry of box ${box.name}`,

@@ -4,7 +4,7 @@
 // an error naming the cluster and the fix.
 // Snapshots and session logs live in the fleet; boxes, users and tokens stay
 // in the server's own home so far.
-import { hostname } from "node:os";
+import { cpus, hostname, totalmem } from "node:os";
 import type { FleetNode } from "@hutch/shared";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Database } from "bun:sqlite";
@@ -32,6 +32,8 @@ export interface FleetOptions {
   node: string;
   /** The fleet key file. */
   keyFile: string;
+  /** This server's labels (`--label KEY=VALUE`), which `box create --on` asks for. */
+  labels?: Record<string, string>;
 }
 
 export interface Fleet {
@@ -49,7 +51,9 @@ export interface Fleet {
   /** The fleet's users, tokens and shares with `store` (this server's file) as their replica, caught up (store/jetstream/auth-replica.ts). */
   auth(store: AuthStore, db: Database): Promise<FleetAuth>;
   /** Lists this server as live, serving `listen`; once it serves. */
-  register(listen: string, cert: string): Promise<void>;
+  register(listen: string, cert: string, engines: string[]): Promise<void>;
+  /** The live servers (./nodes.ts). */
+  nodes(): Promise<FleetNode[]>;
   /** Forwards requests for boxes other servers run (./forward.ts). */
   forwarder: Forwarder;
   /** Deregisters the node and closes the connection; after the store is closed. */
@@ -91,8 +95,18 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
       return opened.writer;
     },
     forwarder,
-    async register(listen, cert) {
-      node = await registerNode(nc, { name: opts.node, listen, server: serverId(home), cert });
+    nodes: () => listNodes(nc),
+    async register(listen, cert, engines) {
+      node = await registerNode(nc, {
+        name: opts.node,
+        listen,
+        server: serverId(home),
+        cert,
+        cpus: cpus().length,
+        memoryMiB: Math.floor(totalmem() / 1024 / 1024),
+        engines,
+        labels: opts.labels ?? {},
+      });
       logger.info("joined the fleet", { node: opts.node, cluster: opts.urls.join(",") });
     },
     async auth(authStore, db) {

@@ -39,7 +39,16 @@ export interface Registration {
  */
 export async function registerNode(
   nc: NatsConnection,
-  opts: { name: string; listen: string; server: string; cert?: string },
+  opts: {
+    name: string;
+    listen: string;
+    server: string;
+    cert?: string;
+    cpus?: number;
+    memoryMiB?: number;
+    engines?: string[];
+    labels?: Record<string, string>;
+  },
 ): Promise<Registration> {
   const { name } = opts;
   const kv = await bucket(nc);
@@ -49,6 +58,10 @@ export async function registerNode(
     version: HUTCH_VERSION,
     listen: opts.listen,
     ...(opts.cert ? { cert: opts.cert } : {}),
+    ...(opts.cpus !== undefined ? { cpus: opts.cpus } : {}),
+    ...(opts.memoryMiB !== undefined ? { memoryMiB: opts.memoryMiB } : {}),
+    ...(opts.engines ? { engines: opts.engines } : {}),
+    ...(opts.labels ? { labels: opts.labels } : {}),
     instance: opts.server,
     started: now,
     seen: now,

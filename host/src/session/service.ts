@@ -122,7 +122,7 @@ export class SessionService {
   }
 
   toSession(row: SessionRow): Session {
-    const box = this.boxes.byId(row.box_id);
+    const box = this.boxes.byId(row.box_id) ?? this.elsewhere(row.box_id);
     return {
       id: row.id,
       box: row.box_id,
@@ -177,6 +177,8 @@ export class SessionService {
   agentReady: (agent: string, bindings: readonly string[], user: string, box?: string) => void = () => {};
   /** Holds a box awake while a headless turn runs in it (box/idle.ts); the function returned ends the hold. */
   holdBox: (boxId: string) => () => void = () => () => {};
+  /** In a fleet: a box another server runs, by id or name (fleet/boxes.ts), for its name and for filters. */
+  elsewhere: (ref: string) => { id: string; name: string } | undefined = () => undefined;
   /** Whom a box belongs to (server mode): a fork of a session belongs to its box's owner. */
   boxOwner: (boxId: string) => string | undefined = () => undefined;
 
@@ -218,7 +220,9 @@ export class SessionService {
   }
 
   list(actor: Actor, filter: { box?: string; state?: string } = {}): Session[] {
-    const boxId = filter.box ? this.boxes.get(filter.box).id : undefined;
+    const boxId = filter.box
+      ? (this.boxes.find(filter.box)?.id ?? this.elsewhere(filter.box)?.id ?? this.boxes.get(filter.box).id)
+      : undefined;
     return this.store
       .list({ boxId, state: filter.state })
       .filter((r) => this.accessOf(r, actor) !== null)

@@ -4,7 +4,7 @@
 // (everything made before server mode).
 import { settle } from "./settle.ts";
 import type { Database } from "bun:sqlite";
-import type { ShareInfo, TokenScope, UserInfo } from "@hutch/shared";
+import type { ShareInfo, TokenScope, UserInfo, UserQuota } from "@hutch/shared";
 import type { AuthTables, AuthWriter, ShareMode, TokenRow } from "./types.ts";
 
 const now = () => new Date().toISOString();
@@ -23,10 +23,24 @@ export class AuthStore implements AuthTables {
   users(): UserInfo[] {
     const rows = this.db
       .query(
-        "SELECT u.name, u.created_at, (SELECT count(*) FROM tokens t WHERE t.user = u.name AND t.revoked_at IS NULL) AS n FROM users u ORDER BY u.name",
+        "SELECT u.name, u.created_at, u.quota, (SELECT count(*) FROM tokens t WHERE t.user = u.name AND t.revoked_at IS NULL) AS n FROM users u ORDER BY u.name",
       )
-      .all() as { name: string; created_at: string; n: number }[];
-    return rows.map((r) => ({ name: r.name, createdAt: r.created_at, tokens: r.n }));
+      .all() as { name: string; created_at: string; quota: string | null; n: number }[];
+    return rows.map((r) => ({
+      name: r.name,
+      createdAt: r.created_at,
+      tokens: r.n,
+      ...(r.quota ? { quota: JSON.parse(r.quota) as UserQuota } : {}),
+    }));
+  }
+
+  quota(name: string): UserQuota | null {
+    const row = this.db.query("SELECT quota FROM users WHERE name = ?").get(name) as { quota: string | null } | null;
+    return row?.quota ? (JSON.parse(row.quota) as UserQuota) : null;
+  }
+
+  setQuota(name: string, quota: UserQuota | null): boolean {
+    return this.db.query("UPDATE users SET quota = ? WHERE name = ?").run(quota ? JSON.stringify(quota) : null, name).changes === 1;
   }
 
   insertToken(id: string, user: string, hash: Uint8Array, scopes: TokenScope[], expiresAt: number | null): TokenRow {
@@ -87,8 +101,9 @@ export class AuthStore implements AuthTables {
 
   // --- a fleet's records, applied as this file is their replica (jetstream/auth-replica.ts) ---
 
-  applyUser(name: string, createdAt: string): void {
+  applyUser(name: string, createdAt: string, quota?: UserQuota | null): void {
     this.db.query("INSERT OR IGNORE INTO users (name, created_at) VALUES (?, ?)").run(name, createdAt);
+    if (quota !== undefined) this.setQuota(name, quota);
   }
 
   /**
@@ -142,6 +157,10 @@ export class LocalAuthWriter implements AuthWriter {
 
   addUser(name: string): Promise<boolean> {
     return settle(() => this.store.addUser(name));
+  }
+
+  setQuota(name: string, quota: UserQuota | null): Promise<boolean> {
+    return settle(() => this.store.setQuota(name, quota));
   }
 
   insertToken(id: string, user: string, hash: Uint8Array, scopes: TokenScope[], expiresAt: number | null): Promise<TokenRow> {

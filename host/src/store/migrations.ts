@@ -165,5 +165,6 @@ export const MIGRATIONS: readonly string[] = [
     created TEXT NOT NULL,
     applied INTEGER NOT NULL
   ) WITHOUT ROWID;
+  ALTER TABLE users ADD COLUMN quota TEXT;
   `,
 ];

@@ -23,6 +23,7 @@ import type {
   Op,
   ShareInfo,
   TokenScope,
+  UserQuota,
   TurnState,
   TypedEvent,
   UserInfo,
@@ -325,8 +326,12 @@ export interface UserTable {
   /** Adds a user; false (nothing written) when the name is taken. */
   addUser(name: string): boolean;
   hasUser(name: string): boolean;
-  /** Every user by name, with their count of unrevoked tokens. */
+  /** Every user by name, with their count of unrevoked tokens and their quota. */
   users(): UserInfo[];
+  /** A user's quota; null when they have none (or do not exist). */
+  quota(name: string): UserQuota | null;
+  /** Sets a user's quota (null: none); false when the user does not exist. */
+  setQuota(name: string, quota: UserQuota | null): boolean;
 }
 
 /** API tokens: only a hash of each secret is kept. */
@@ -375,6 +380,7 @@ export interface AuthWriter {
   /** Whether other servers write these rows too (a fleet's). */
   readonly shared: boolean;
   addUser(name: string): Promise<boolean>;
+  setQuota(name: string, quota: UserQuota | null): Promise<boolean>;
   insertToken(id: string, user: string, hash: Uint8Array, scopes: TokenScope[], expiresAt: number | null): Promise<TokenRow>;
   revoke(id: string): Promise<boolean>;
   setSnapshotOwner(snapId: string, owner: string): Promise<void>;

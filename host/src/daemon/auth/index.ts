@@ -27,6 +27,12 @@ export function authController(auth: AuthService, boxes: BoxService, who: (req: 
       },
       { body: AuthModel.userAdd, response: AuthModel.user, detail: { summary: "Add a user (admin)" } },
     )
+    .put("/users/:name/quota", ({ params, body }) => auth.setQuota(params.name, body), {
+      params: AuthModel.userName,
+      body: AuthModel.quota,
+      response: AuthModel.user,
+      detail: { summary: "Set a user's quota of boxes, vCPUs and memory; an empty body removes it (admin)" },
+    })
     .get("/tokens", ({ query }) => auth.tokens(query.user), {
       query: AuthModel.tokenQuery,
       response: AuthModel.tokens,

@@ -10,6 +10,7 @@ import {
   UserAddBody,
   UserInfo,
   UserName,
+  UserQuota,
   WhoAmI,
 } from "@hutch/shared";
 
@@ -18,6 +19,8 @@ export const AuthModel = {
   userAdd: UserAddBody,
   user: UserInfo,
   users: t.Array(UserInfo),
+  userName: t.Object({ name: UserName }),
+  quota: UserQuota,
   tokenCreate: TokenCreateBody,
   tokenCreated: TokenCreated,
   token: TokenInfo,

@@ -1,6 +1,6 @@
 // HTTP for boxes: parse, validate, call the service. No logic here.
 import { Elysia } from "elysia";
-import type { Box } from "@hutch/shared";
+import { type Box, HutchError } from "@hutch/shared";
 import type { BoxService } from "../../box/service.ts";
 import { idempotencyKey as idem } from "../idempotency.ts";
 import { actorFrom, localUser, type Identify } from "../actor.ts";
@@ -17,13 +17,15 @@ export interface BoxOwnership {
 }
 
 export function boxesController(boxes: BoxService, own: BoxOwnership, identify: Identify = localUser) {
+  /** A box of this server as the API shows it: in a fleet, with this server's name. */
+  const here = (b: Box): Box => (own.fleet ? { ...b, server: own.fleet.node } : b);
   return new Elysia({ prefix: "/v1/boxes", tags: ["boxes"], normalize: false })
     .get(
       "/",
       async ({ request }) => {
-        const here = boxes.list().filter((b) => own.visible(request, b.id));
-        if (!own.fleet) return here;
-        return [...here.map((b) => ({ ...b, server: own.fleet!.node })), ...(await own.fleet.elsewhere(request))];
+        const mine = boxes.list().filter((b) => own.visible(request, b.id));
+        if (!own.fleet) return mine;
+        return [...mine.map(here), ...(await own.fleet.elsewhere(request))];
       },
       {
         response: BoxModel.boxes,
@@ -33,14 +35,20 @@ export function boxesController(boxes: BoxService, own: BoxOwnership, identify: 
     .post(
       "/",
       async ({ body, headers, set, request }) => {
+        if (!own.fleet && (body.node !== undefined || body.on !== undefined))
+          throw new HutchError(
+            "invalid",
+            `${body.node !== undefined ? "node" : "on"}: places a box in a fleet, and this server is not one`,
+            "drop --node/--on, or start servers with hutch serve --cluster",
+          );
         if (body.from !== undefined) await own.snapshot?.(request, body.from);
         set.status = 201;
         const owner = own.owner(request);
-        return boxes.create(body, idem(headers, owner), owner);
+        return here(await boxes.create(body, idem(headers, owner), owner));
       },
       { body: BoxModel.create, headers: BoxModel.idem, detail: { summary: "Create a box (and start it when start is true)" } },
     )
-    .get("/:ref", ({ params }) => boxes.get(params.ref), { params: BoxModel.ref, detail: { summary: "One box, by name or id" } })
+    .get("/:ref", ({ params }) => here(boxes.get(params.ref)), { params: BoxModel.ref, detail: { summary: "One box, by name or id" } })
     .patch("/:ref", ({ params, body }) => boxes.set(params.ref, body), {
       params: BoxModel.ref,
       body: BoxModel.set,

@@ -10,7 +10,7 @@
 // resolves once this server's replica has applied everything the bucket held
 // then. `touch` (a token's last use) stays on the server that saw the use: a
 // bucket write per request would cost every request a round trip.
-import type { TokenScope } from "@hutch/shared";
+import type { TokenScope, UserQuota } from "@hutch/shared";
 import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Database } from "bun:sqlite";
@@ -126,7 +126,8 @@ export class AuthReplica {
     const value = json ? (JSON.parse(json) as Record<string, unknown>) : null;
     this.db
       .transaction(() => {
-        if (kind === "user" && value) this.store.applyUser(String(value.name), String(value.created_at));
+        if (kind === "user" && value)
+          this.store.applyUser(String(value.name), String(value.created_at), (value.quota as UserQuota | undefined) ?? null);
         else if (kind === "token" && value) {
           const t = value as unknown as TokenRecord;
           const row: TokenRow = { ...t, hash: new Uint8Array(Buffer.from(t.hash, "base64")) };
@@ -156,6 +157,10 @@ export class FleetAuthWriter implements AuthWriter {
 
   addUser(name: string): Promise<boolean> {
     return this.shown(this.kv.addUser(name));
+  }
+
+  setQuota(name: string, quota: UserQuota | null): Promise<boolean> {
+    return this.shown(this.kv.setQuota(name, quota));
   }
 
   insertToken(id: string, user: string, hash: Uint8Array, scopes: TokenScope[], expiresAt: number | null): Promise<TokenRow> {

@@ -3,9 +3,12 @@
 // `owner.<box>`, `snapowner.<snap>`, `share.<box>.<user>`. A token's
 // revocation and use are compare-and-set on its revision, so a touch never
 // undoes a revocation stored meanwhile.
-import { HutchError, type ShareInfo, type TokenScope, type UserInfo } from "@hutch/shared";
+import { HutchError, type ShareInfo, type TokenScope, type UserInfo, type UserQuota } from "@hutch/shared";
 import type { AuthTables, Async, ShareMode, TokenRow } from "../types.ts";
 import { type Bucket, LOST, token } from "./kv.ts";
+
+/** A user as stored. */
+type UserRecord = { name: string; created_at: string; quota?: UserQuota };
 
 /** A token as stored: its row with the hash in base64. */
 type TokenRecord = Omit<TokenRow, "hash"> & { hash: string };
@@ -29,19 +32,34 @@ export class KvAuthTables implements Async<AuthTables> {
     return (await this.kv.create(userKey(name), { name, created_at: now() })) !== LOST;
   }
 
+  async quota(name: string): Promise<UserQuota | null> {
+    return (await this.kv.get<UserRecord>(userKey(name)))?.value.quota ?? null;
+  }
+
+  async setQuota(name: string, quota: UserQuota | null): Promise<boolean> {
+    for (;;) {
+      const e = await this.kv.get<UserRecord>(userKey(name));
+      if (!e) return false;
+      const { quota: _, ...rest } = e.value;
+      if ((await this.kv.write(userKey(name), quota ? { ...rest, quota } : rest, e.revision)) !== LOST) return true;
+    }
+  }
+
   async hasUser(name: string): Promise<boolean> {
     return (await this.kv.get(userKey(name))) !== null;
   }
 
   async users(): Promise<UserInfo[]> {
-    const [users, tokens] = await Promise.all([
-      this.kv.all<{ name: string; created_at: string }>("user.*"),
-      this.kv.all<TokenRecord>("token.*"),
-    ]);
+    const [users, tokens] = await Promise.all([this.kv.all<UserRecord>("user.*"), this.kv.all<TokenRecord>("token.*")]);
     const live = new Map<string, number>();
     for (const t of tokens.values()) if (t.value.revoked_at === null) live.set(t.value.user, (live.get(t.value.user) ?? 0) + 1);
     return [...users.values()]
-      .map((u) => ({ name: u.value.name, createdAt: u.value.created_at, tokens: live.get(u.value.name) ?? 0 }))
+      .map((u) => ({
+        name: u.value.name,
+        createdAt: u.value.created_at,
+        tokens: live.get(u.value.name) ?? 0,
+        ...(u.value.quota ? { quota: u.value.quota } : {}),
+      }))
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
