@@ -49,3 +49,28 @@ export const FleetBox = Type.Object(
   { additionalProperties: false },
 );
 export type FleetBox = Static<typeof FleetBox>;
+
+/**
+ * A fleet transition (`hutch fleet events`): a box made, changing state or
+ * deleted on a node; a node joining or leaving. `seq` is the event's place in
+ * the fleet's event stream: `--from SEQ` resumes there.
+ */
+export const FleetEvent = Type.Object(
+  {
+    seq: Type.Integer({ minimum: 1 }),
+    at: Type.String(),
+    kind: Type.Union([
+      Type.Literal("box.created"),
+      Type.Literal("box.state"),
+      Type.Literal("box.deleted"),
+      Type.Literal("node.joined"),
+      Type.Literal("node.left"),
+    ]),
+    node: Type.String({ pattern: FLEET_NODE_NAME.source, rule: "a node name: 1 to 64 letters, digits, _ or -" }),
+    box: Type.Optional(
+      Type.Object({ id: Type.String({ maxLength: 64 }), name: Type.String({ maxLength: 64 }), state: Type.String({ maxLength: 32 }) }),
+    ),
+  },
+  { additionalProperties: false },
+);
+export type FleetEvent = Static<typeof FleetEvent>;

@@ -105,6 +105,11 @@ export const ROOT: Command = {
       load: () => import("./cluster.ts").then((m) => m.cluster),
     },
     {
+      command: "fleet <command>",
+      describe: "the fleet this server belongs to: events (boxes and servers, from a seq, following)",
+      load: () => import("./fleet.ts").then((m) => m.fleet),
+    },
+    {
       command: "user <command>",
       describe: "server mode's users: add, list (on the server, or with an admin token)",
       load: () => import("./user.ts").then((m) => m.user),

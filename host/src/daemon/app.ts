@@ -3,11 +3,12 @@
 import { join } from "node:path";
 import { Elysia } from "elysia";
 import { openapi } from "@elysiajs/openapi";
-import { type Box, describeError, type FleetBox, Health, HUTCH_VERSION, HutchError, type TSchema } from "@hutch/shared";
+import { type Box, describeError, type FleetBox, type FleetEvent, Health, HUTCH_VERSION, HutchError, type TSchema } from "@hutch/shared";
 import type { BoxService } from "../box/service.ts";
 import { boxesController } from "./boxes/index.ts";
 import { streamDoc } from "./stream/index.ts";
 import { sessionsController } from "./sessions/index.ts";
+import { fleetEventsController } from "./fleet-events.ts";
 import { changesController } from "./changes/index.ts";
 import { ChangeService } from "./changes/service.ts";
 import { localUser, principalOf, type Identify } from "./actor.ts";
@@ -69,6 +70,8 @@ export interface AppDeps {
   approvals?: ApprovalService;
   /** In a fleet: the boxes other servers run (fleet/boxes.ts), listed beside this server's own. */
   fleetBoxes?: { node: string; fresh(): Promise<void>; others(): FleetBox[] };
+  /** In a fleet: its events (fleet/events.ts), served at GET /v1/fleet/events. */
+  fleetEvents?: { read(from: number, follow: boolean, signal: AbortSignal): AsyncIterable<FleetEvent> };
 }
 
 export function buildApp(deps: AppDeps) {
@@ -157,6 +160,7 @@ export function buildApp(deps: AppDeps) {
         }),
       )
       .use(deps.approvals ? approvalsController(deps.approvals, deps.identify ?? localUser) : new Elysia())
+      .use(deps.fleetEvents ? fleetEventsController(deps.fleetEvents) : new Elysia())
       .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))
       .use(
         doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops, (n, fn) =>

@@ -151,7 +151,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     dispatches,
     approvals,
     schedules,
-    ...(fleet ? { fleetBoxes: fleet.directory } : {}),
+    ...(fleet ? { fleetBoxes: fleet.directory, fleetEvents: fleet.events } : {}),
   });
   const streams = streamSocket(boxes, sessions, (boxId, kind) => idle.hold(boxId, kind));
   const subscribers = subscribeSocket(sessions, sessionStore, (boxId) => idle.hold(boxId, "client"));
@@ -268,13 +268,16 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   if (fleet && remote) {
     try {
       await fleet.register(remote.url, cert!.cert, Object.keys(engines));
-      await fleet.directory.serve({
-        list: () => boxes.list(),
-        byId: (id) => (boxes.byId(id) ? boxes.get(id) : null),
-        owner: (id) => auth.owner(id),
-        given: (id) => boxes.given(id),
-        onChange: (fn) => boxes.changes.add(fn),
-      });
+      await fleet.directory.serve(
+        {
+          list: () => boxes.list(),
+          byId: (id) => (boxes.byId(id) ? boxes.get(id) : null),
+          owner: (id) => auth.owner(id),
+          given: (id) => boxes.given(id),
+          onChange: (fn) => boxes.changes.add(fn),
+        },
+        fleet.events,
+      );
     } catch (err) {
       await e2b?.stop();
       await remote.stop();

@@ -10,7 +10,7 @@
 // node's entries. A server that stops leaves its entries (its boxes are still
 // its own when it comes back); one that starts removes its entries for boxes
 // it no longer has.
-import { check, type Box, FleetBox } from "@hutch/shared";
+import { check, type Box, FleetBox, type FleetEvent } from "@hutch/shared";
 import { type KV, Kvm } from "@nats-io/kv";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -94,8 +94,15 @@ export class BoxDirectory {
    * Puts this server's boxes in the directory, removes its entries for boxes
    * it no longer has, and keeps the directory told of every change.
    */
-  async serve(local: LocalBoxes): Promise<void> {
-    for (const box of local.list()) await this.put(local, box);
+  async serve(local: LocalBoxes, events?: { publish(e: Omit<FleetEvent, "seq">): Promise<void> }): Promise<void> {
+    // What the fleet's events last said of each box: a change is told when the box appears, changes state or goes.
+    const told = new Map<string, string>();
+    const tell = (kind: FleetEvent["kind"], box: { id: string; name: string; state: string }) =>
+      events?.publish({ at: new Date().toISOString(), kind, node: this.node, box: { id: box.id, name: box.name, state: box.state } });
+    for (const box of local.list()) {
+      told.set(box.id, box.state);
+      await this.put(local, box);
+    }
     for (const e of [...this.entries.values()]) if (e.node === this.node && !local.byId(e.box.id)) await this.kv.delete(e.box.id);
     // One write at a time per box, in change order: a box deleted right after a change never comes back.
     const chains = new Map<string, Promise<void>>();
@@ -105,6 +112,13 @@ export class BoxDirectory {
           const box = local.byId(id);
           if (box) await this.put(local, box);
           else await this.kv.delete(id);
+          const was = told.get(id);
+          if (box && was === undefined) await tell("box.created", box);
+          else if (box && was !== box.state) await tell("box.state", box);
+          else if (!box && was !== undefined)
+            await tell("box.deleted", { id, name: this.entries.get(id)?.box.name ?? id, state: "deleted" });
+          if (box) told.set(id, box.state);
+          else told.delete(id);
         })
         .catch((err) => logger.warn("the fleet's box directory was not told of a change", { box: id, err: String(err) }));
       chains.set(id, next);

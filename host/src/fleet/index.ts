@@ -20,6 +20,7 @@ import { connectCluster } from "./connect.ts";
 import { listNodes, type Registration, registerNode } from "./nodes.ts";
 import { initFleetStore, openFleetStore } from "./store.ts";
 import { BoxDirectory } from "./boxes.ts";
+import { FleetEvents } from "./events.ts";
 import { Forwarder, forwardKey } from "./forward.ts";
 import { FleetKey } from "./key.ts";
 
@@ -54,6 +55,8 @@ export interface Fleet {
   register(listen: string, cert: string, engines: string[]): Promise<void>;
   /** The live servers (./nodes.ts). */
   nodes(): Promise<FleetNode[]>;
+  /** The fleet's events (./events.ts): what servers and boxes did. */
+  events: FleetEvents;
   /** Forwards requests for boxes other servers run (./forward.ts). */
   forwarder: Forwarder;
   /** Deregisters the node and closes the connection; after the store is closed. */
@@ -72,8 +75,10 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
   logger.info("opened the fleet's snapshot store", { cluster: opts.urls.join(","), store: store.info.id });
   let directory: BoxDirectory;
   let forwarder: Forwarder;
+  let events: FleetEvents;
   try {
     directory = await BoxDirectory.open(nc, opts.node);
+    events = await FleetEvents.open(nc);
     forwarder = new Forwarder(forwardKey(new FleetKey(opts.keyFile, clusterName(nc)).master(store.info.id)), opts.node, () =>
       listNodes(nc),
     );
@@ -96,6 +101,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
     },
     forwarder,
     nodes: () => listNodes(nc),
+    events,
     async register(listen, cert, engines) {
       node = await registerNode(nc, {
         name: opts.node,
@@ -107,6 +113,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
         engines,
         labels: opts.labels ?? {},
       });
+      await events.publish({ at: new Date().toISOString(), kind: "node.joined", node: opts.node });
       logger.info("joined the fleet", { node: opts.node, cluster: opts.urls.join(",") });
     },
     async auth(authStore, db) {
@@ -121,6 +128,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
       };
     },
     async close() {
+      if (node) await events.publish({ at: new Date().toISOString(), kind: "node.left", node: opts.node });
       await node?.stop();
       directory.close();
       for (const r of replicas) await r.close();
