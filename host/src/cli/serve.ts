@@ -5,6 +5,8 @@ import { HutchError } from "@hutch/shared/base";
 import { FLEET_NODE_NAME } from "@hutch/shared";
 import { parseClusterUrls } from "../fleet/urls.ts";
 import { defaultFleetKey } from "../fleet/key.ts";
+import type { FleetOptions } from "../fleet/index.ts";
+import { env } from "../env.ts";
 import { body, type GlobalArgs } from "./args.ts";
 import { setExitCode } from "./exit.ts";
 
@@ -30,7 +32,7 @@ export function parseListen(s: string): { hostname: string; port: number } {
 }
 
 /** --cluster, --node and --fleet-key as the daemon's fleet options; none without --cluster. */
-function fleetOptions(a: ServeArgs): { urls: string[]; node: string; keyFile: string } | undefined {
+function fleetOptions(a: ServeArgs): FleetOptions | undefined {
   if (a.cluster === undefined) {
     const stray = a.node !== undefined ? "--node" : a["fleet-key"] !== undefined ? "--fleet-key" : null;
     if (stray) throw new HutchError("invalid", `${stray} goes with --cluster`, "add --cluster nats://HOST:PORT[,...], or drop it");
@@ -39,7 +41,12 @@ function fleetOptions(a: ServeArgs): { urls: string[]; node: string; keyFile: st
   const node = a.node ?? hostname().split(".")[0]!;
   if (!FLEET_NODE_NAME.test(node))
     throw new HutchError("invalid", `--node ${node}: letters, digits, - and _ (at most 64)`, "e.g. --node server-a");
-  return { urls: parseClusterUrls(a.cluster), node, keyFile: resolve(a["fleet-key"] ?? defaultFleetKey(a.home)) };
+  return {
+    urls: parseClusterUrls(a.cluster),
+    node,
+    keyFile: resolve(a["fleet-key"] ?? defaultFleetKey(a.home)),
+    writeTimeoutMs: env.clusterWriteTimeoutMs(),
+  };
 }
 
 export const serve = body<ServeArgs>({

@@ -27,6 +27,8 @@ export interface FleetOptions {
   node: string;
   /** The fleet key file. */
   keyFile: string;
+  /** How long a write keeps retrying while the cluster does not answer before it fails naming the cluster (default 30 s). */
+  writeTimeoutMs?: number;
 }
 
 export interface Fleet {
@@ -47,7 +49,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
   const nc: NatsConnection = await connectCluster(opts.urls, `hutch ${opts.node}`);
   let store: Store;
   try {
-    store = await openFleetStore(nc, home, opts.keyFile);
+    store = await openFleetStore(nc, home, opts.keyFile, opts.writeTimeoutMs);
   } catch (err) {
     await nc.close();
     throw err;
@@ -58,7 +60,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
   return {
     store,
     async sessions(sessionStore, db) {
-      const opened = await openSessionReplica(nc, sessionStore, db);
+      const opened = await openSessionReplica(nc, sessionStore, db, opts.writeTimeoutMs);
       replica = opened;
       logger.info("the session log is the fleet's: this server's file is its replica, caught up", { cluster: clusterName(nc) });
       return opened.writer;

@@ -200,14 +200,20 @@ export class ClusterWriter implements SessionWriter {
   }
 }
 
-/** Opens the fleet's session log on `nc` and this server's replica of it, caught up; the writer is made once its listeners exist. */
+/**
+ * Opens the fleet's session log on `nc` and this server's replica of it,
+ * caught up; the writer is made once its listeners exist. A write (or a read
+ * that must be fresh) fails naming the cluster after `writeTimeoutMs` without
+ * an answer (30 s by default).
+ */
 export async function openSessionReplica(
   nc: NatsConnection,
   store: SessionStore,
   db: Database,
+  writeTimeoutMs?: number,
 ): Promise<{ writer: (publish: PublishFn) => SessionWriter; close(): Promise<void> }> {
-  const jsLog = await JetStreamSessionLog.open(nc);
-  const replica = await SessionReplica.open(nc, store, db);
+  const jsLog = await JetStreamSessionLog.open(nc, writeTimeoutMs ? { writeTimeoutMs } : {});
+  const replica = await SessionReplica.open(nc, store, db, writeTimeoutMs);
   return {
     writer: (publish) => {
       replica.publish = publish;
