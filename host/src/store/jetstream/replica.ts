@@ -11,6 +11,11 @@
 // reads its own write here at once. A read that must see every write the
 // fleet acknowledged (a log or a watch opened through any server) first asks
 // the stream for its last sequence and waits for the replica to reach it.
+//
+// The replica must keep following while any majority of the cluster runs:
+// a consumer whose node died is given up and made again (on a live node)
+// once a record known to be stored goes undelivered for a whole check, as
+// the client's own recovery would wait for the dead node to return.
 import { HutchError } from "@hutch/shared";
 import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -25,6 +30,14 @@ import { JetStreamSessionLog, SESSIONS_STREAM } from "./session-log.ts";
 const logger = log.create({ service: "fleet" });
 /** Pull requests that expire every 2 s with heartbeats: a replica whose node died notices within seconds. */
 const PULL = { expires: 2000, idle_heartbeat: 1000 };
+/**
+ * How often a replica that applied nothing checks that it is not stalled.
+ * The client makes an ordered consumer again only once it has asked the old
+ * one's state, and while the node holding it is down that question gets no
+ * answer: the replica would wait for that node's return, though the other
+ * nodes keep the quorum and the fleet writes on.
+ */
+const STALL_CHECK_MS = 3000;
 
 /** This server's file as a replica of the fleet's session stream. */
 export class SessionReplica {
@@ -106,8 +119,11 @@ export class SessionReplica {
   private async follow(): Promise<void> {
     let stopped = false;
     let current: { stop(): unknown } | undefined;
+    // Stopping the messages ends the loop below, which makes a new consumer from the last record applied.
+    const watchdog = this.watchStalls(() => void current?.stop());
     this.stop = () => {
       stopped = true;
+      watchdog();
       void current?.stop();
     };
     const js = jetstream(this.nc);
@@ -130,6 +146,39 @@ export class SessionReplica {
         await Bun.sleep(500);
       }
     }
+  }
+
+  /**
+   * Calls `restart` when a record known to be stored (the stream's last, or
+   * one a write through this server waits for) is still not applied a whole
+   * check later, and nothing else was applied meanwhile; returns a stop.
+   */
+  private watchStalls(restart: () => void): () => void {
+    let seen = this.applied;
+    let due = 0;
+    let asking = false;
+    const timer = setInterval(async () => {
+      if (asking) return;
+      if (this.applied !== seen) {
+        seen = this.applied;
+        due = 0;
+        return;
+      }
+      if (due > this.applied) {
+        logger.warn("the session replica stalled; following again from a new consumer", { applied: this.applied, stored: due });
+        due = 0;
+        restart();
+        return;
+      }
+      asking = true;
+      const last = await this.jsm.streams.info(SESSIONS_STREAM).then(
+        (info) => info.state.last_seq,
+        () => 0,
+      );
+      asking = false;
+      due = Math.max(last, ...this.waiting.keys());
+    }, STALL_CHECK_MS);
+    return () => clearInterval(timer);
   }
 
   /** One record, applied with the bookmark in one transaction; then its events published and its waiters woken. */
