@@ -38,6 +38,8 @@ export interface NatsCluster {
   restart(i: number): Promise<void>;
   /** Waits until every running node is healthy and JetStream answers. */
   ready(timeoutMs?: number): Promise<void>;
+  /** The index of the node leading `stream` now (asked again while the cluster elects one, up to 30 s). */
+  leaderOf(stream: string): Promise<number>;
   /** Stops every node (SIGTERM, then SIGKILL after 3 s) and removes the temp dir. Idempotent. */
   stop(): Promise<void>;
 }
@@ -161,6 +163,25 @@ export async function startNatsCluster(size = 3, options: { advertise?: boolean 
     await waitJetStream(deadline);
   };
 
+  const leaderOf = async (stream: string) => {
+    const nc = await connect({ servers: nodes.filter((n) => n.running).map((n) => n.url), timeout: 2000 });
+    try {
+      const jsm = await jetstreamManager(nc, { timeout: 2000 });
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const info = await jsm.streams.info(stream).catch((err) => {
+          if (Date.now() > deadline) throw err;
+        });
+        const at = nodes.findIndex((n) => n.name === info?.cluster?.leader);
+        if (at >= 0) return at;
+        if (Date.now() > deadline) throw new Error(`stream ${stream} has no leader in time; logs in ${dir}`);
+        await Bun.sleep(100);
+      }
+    } finally {
+      await nc.close();
+    }
+  };
+
   const halt = async (i: number, signal: NodeJS.Signals) => {
     const p = procs[i];
     if (!p) return;
@@ -185,6 +206,7 @@ export async function startNatsCluster(size = 3, options: { advertise?: boolean 
       await waitHealthy([i], Date.now() + 30_000);
     },
     ready,
+    leaderOf,
     stop: async () => {
       if (stopped) return;
       stopped = true;
