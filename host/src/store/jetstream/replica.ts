@@ -15,7 +15,8 @@
 // The replica must keep following while any majority of the cluster runs:
 // a consumer whose node died is given up and made again (on a live node)
 // once a record known to be stored goes undelivered for a whole check, as
-// the client's own recovery would wait for the dead node to return.
+// the client's own recovery would wait for the dead node to return; until
+// the new one delivers, the replica reads the gap from the stream's leader.
 import { HutchError } from "@hutch/shared";
 import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -38,6 +39,8 @@ const PULL = { expires: 2000, idle_heartbeat: 1000 };
  * nodes keep the quorum and the fleet writes on.
  */
 const STALL_CHECK_MS = 3000;
+/** Records a stalled replica reads one request each per check, while its new consumer is made. */
+const FILL_MAX = 1000;
 
 /** This server's file as a replica of the fleet's session stream. */
 export class SessionReplica {
@@ -45,6 +48,7 @@ export class SessionReplica {
   private readonly waiting = new Map<number, (() => void)[]>();
   private stop?: () => void;
   private running?: Promise<void>;
+  private closed = false;
   /** Where applied events are published (the session bus), once the session service exists. */
   publish?: PublishFn;
 
@@ -109,6 +113,7 @@ export class SessionReplica {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.stop?.();
     await this.running?.catch(() => {});
     for (const list of this.waiting.values()) for (const w of list) w();
@@ -151,34 +156,53 @@ export class SessionReplica {
   /**
    * Calls `restart` when a record known to be stored (the stream's last, or
    * one a write through this server waits for) is still not applied a whole
-   * check later, and nothing else was applied meanwhile; returns a stop.
+   * check later, and nothing else was applied meanwhile, and reads the gap
+   * itself meanwhile; returns a stop.
    */
   private watchStalls(restart: () => void): () => void {
     let seen = this.applied;
     let due = 0;
-    let asking = false;
+    let busy = false;
     const timer = setInterval(async () => {
-      if (asking) return;
+      if (busy) return;
       if (this.applied !== seen) {
         seen = this.applied;
         due = 0;
         return;
       }
-      if (due > this.applied) {
-        logger.warn("the session replica stalled; following again from a new consumer", { applied: this.applied, stored: due });
-        due = 0;
-        restart();
-        return;
+      busy = true;
+      try {
+        if (due > this.applied) {
+          logger.warn("the session replica stalled; following again from a new consumer", { applied: this.applied, stored: due });
+          restart();
+          // A new consumer can land on the dead node too (its creation then times out); the stream's leader answers reads meanwhile.
+          await this.fill(due);
+          seen = this.applied;
+          due = 0;
+          return;
+        }
+        const last = await this.jsm.streams.info(SESSIONS_STREAM).then(
+          (info) => info.state.last_seq,
+          () => 0,
+        );
+        due = Math.max(last, ...this.waiting.keys());
+      } finally {
+        busy = false;
       }
-      asking = true;
-      const last = await this.jsm.streams.info(SESSIONS_STREAM).then(
-        (info) => info.state.last_seq,
-        () => 0,
-      );
-      asking = false;
-      due = Math.max(last, ...this.waiting.keys());
     }, STALL_CHECK_MS);
     return () => clearInterval(timer);
+  }
+
+  /** Applies the records after the last applied, up to `to` (at most FILL_MAX), one read each, for as long as the stream answers. */
+  private async fill(to: number): Promise<void> {
+    const end = Math.min(to, this.applied + FILL_MAX);
+    while (!this.closed && this.applied < end) {
+      const seq = this.applied + 1;
+      const m = await this.jsm.streams.getMessage(SESSIONS_STREAM, { seq }).catch(() => null);
+      if (!m) return;
+      // The consumer may have applied it while this read was on its way.
+      if (!this.closed && m.seq === this.applied + 1) this.apply(m.seq, m.subject, m.header, m.string());
+    }
   }
 
   /** One record, applied with the bookmark in one transaction; then its events published and its waiters woken. */
