@@ -51,6 +51,16 @@ export const env = {
     box: intFromEnv("HUTCH_PTY_BOX_MAX_BYTES", 256 * 1024 * 1024),
     user: intFromEnv("HUTCH_PTY_USER_MAX_BYTES", 1024 * 1024 * 1024),
   }),
+  /**
+   * How long a fleet server's write to its NATS cluster (a snapshot's
+   * objects, a session's records) keeps retrying while the cluster does not
+   * answer before it fails naming the cluster (host/src/fleet/README.md).
+   */
+  clusterWriteTimeoutMs: () => {
+    const ms = intFromEnv("HUTCH_CLUSTER_WRITE_TIMEOUT_MS", 30_000);
+    if (ms < 100) throw new Error(`HUTCH_CLUSTER_WRITE_TIMEOUT_MS=${ms}: at least 100 (milliseconds)`);
+    return ms;
+  },
   /** How long a graceful stop waits before killing. */
   stopTimeoutMs: () => intFromEnv("HUTCH_STOP_TIMEOUT_MS", 10_000),
   logLevel: () => process.env.HUTCH_LOG_LEVEL || undefined,

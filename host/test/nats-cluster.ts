@@ -6,7 +6,9 @@
 // JetStream meta group has a leader (a stream can be created).
 //
 // Also a loopback TCP proxy a test can cut and restore: a client dialled
-// through it loses its link to the cluster while the cluster stays up.
+// through it loses its link to the cluster while the cluster stays up (on a
+// cluster started with advertise: false, or the client dials the nodes it
+// learnt of).
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -36,6 +38,8 @@ export interface NatsCluster {
   restart(i: number): Promise<void>;
   /** Waits until every running node is healthy and JetStream answers. */
   ready(timeoutMs?: number): Promise<void>;
+  /** The index of the node leading `stream` now (asked again while the cluster elects one, up to 30 s). */
+  leaderOf(stream: string): Promise<number>;
   /** Stops every node (SIGTERM, then SIGKILL after 3 s) and removes the temp dir. Idempotent. */
   stop(): Promise<void>;
 }
@@ -60,10 +64,12 @@ interface Ports {
   http: number;
 }
 
-function config(name: string, dir: string, clusterName: string, ports: Ports, all: Ports[]): string {
+function config(name: string, dir: string, clusterName: string, ports: Ports, all: Ports[], advertise: boolean): string {
   const routes = all.filter((p) => p !== ports).map((p) => `nats-route://127.0.0.1:${p.cluster}`);
   const cluster =
-    all.length > 1 ? `cluster {\n  name: ${clusterName}\n  listen: 127.0.0.1:${ports.cluster}\n  routes: [${routes.join(", ")}]\n}\n` : "";
+    all.length > 1
+      ? `cluster {\n  name: ${clusterName}\n  listen: 127.0.0.1:${ports.cluster}\n  routes: [${routes.join(", ")}]\n  no_advertise: ${!advertise}\n}\n`
+      : "";
   return [
     `server_name: ${name}`,
     `listen: 127.0.0.1:${ports.client}`,
@@ -82,8 +88,14 @@ async function healthy(port: number): Promise<boolean> {
   }
 }
 
-/** Starts `size` nodes (3 for a cluster, 1 for a single JetStream server) and waits until they are ready. */
-export async function startNatsCluster(size = 3): Promise<NatsCluster> {
+/**
+ * Starts `size` nodes (3 for a cluster, 1 for a single JetStream server) and
+ * waits until they are ready. Nodes tell their clients every node's URL, as
+ * a cluster does by default; with `advertise: false` they do not, so a client
+ * knows only the URLs it dialled (a client behind a cutProxy stays cut off
+ * instead of dialling the nodes it learnt of).
+ */
+export async function startNatsCluster(size = 3, options: { advertise?: boolean } = {}): Promise<NatsCluster> {
   const dir = mkdtempSync(join(tmpdir(), "hutch-nats-"));
   const clusterName = `hutch-test-${size}`;
   const ports: Ports[] = Array.from({ length: size }, () => ({ client: freePort(), cluster: freePort(), http: freePort() }));
@@ -96,7 +108,7 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
   }));
   ports.forEach((p, i) => {
     mkdirSync(join(dir, nodes[i]!.name), { recursive: true });
-    writeFileSync(join(dir, `${nodes[i]!.name}.conf`), config(nodes[i]!.name, dir, clusterName, p, ports));
+    writeFileSync(join(dir, `${nodes[i]!.name}.conf`), config(nodes[i]!.name, dir, clusterName, p, ports, options.advertise ?? true));
   });
 
   const spawn = (i: number) => {
@@ -151,6 +163,25 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
     await waitJetStream(deadline);
   };
 
+  const leaderOf = async (stream: string) => {
+    const nc = await connect({ servers: nodes.filter((n) => n.running).map((n) => n.url), timeout: 2000 });
+    try {
+      const jsm = await jetstreamManager(nc, { timeout: 2000 });
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        const info = await jsm.streams.info(stream).catch((err) => {
+          if (Date.now() > deadline) throw err;
+        });
+        const at = nodes.findIndex((n) => n.name === info?.cluster?.leader);
+        if (at >= 0) return at;
+        if (Date.now() > deadline) throw new Error(`stream ${stream} has no leader in time; logs in ${dir}`);
+        await Bun.sleep(100);
+      }
+    } finally {
+      await nc.close();
+    }
+  };
+
   const halt = async (i: number, signal: NodeJS.Signals) => {
     const p = procs[i];
     if (!p) return;
@@ -175,6 +206,7 @@ export async function startNatsCluster(size = 3): Promise<NatsCluster> {
       await waitHealthy([i], Date.now() + 30_000);
     },
     ready,
+    leaderOf,
     stop: async () => {
       if (stopped) return;
       stopped = true;

@@ -14,7 +14,8 @@ import { cutProxy, type NatsCluster, startNatsCluster } from "./nats-cluster.ts"
 let cluster: NatsCluster;
 const conns: NatsConnection[] = [];
 beforeAll(async () => {
-  cluster = await startNatsCluster(3);
+  // Nodes do not tell clients of each other: a handle dialled through a cutProxy cannot go around the cut.
+  cluster = await startNatsCluster(3, { advertise: false });
 }, 60_000);
 afterAll(async () => {
   for (const nc of conns) await nc.close().catch(() => {});

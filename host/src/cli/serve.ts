@@ -5,6 +5,8 @@ import { HutchError } from "@hutch/shared/base";
 import { FLEET_NODE_NAME } from "@hutch/shared";
 import { parseClusterUrls } from "../fleet/urls.ts";
 import { defaultFleetKey } from "../fleet/key.ts";
+import type { FleetOptions } from "../fleet/index.ts";
+import { env } from "../env.ts";
 import { body, type GlobalArgs, parseLabels } from "./args.ts";
 import { setExitCode } from "./exit.ts";
 
@@ -31,7 +33,7 @@ export function parseListen(s: string): { hostname: string; port: number } {
 }
 
 /** --cluster, --node and --fleet-key as the daemon's fleet options; none without --cluster. */
-function fleetOptions(a: ServeArgs): { urls: string[]; node: string; keyFile: string; labels: Record<string, string> } | undefined {
+function fleetOptions(a: ServeArgs): FleetOptions | undefined {
   if (a.cluster === undefined) {
     const stray = a.node !== undefined ? "--node" : a["fleet-key"] !== undefined ? "--fleet-key" : a.label?.length ? "--label" : null;
     if (stray) throw new HutchError("invalid", `${stray} goes with --cluster`, "add --cluster nats://HOST:PORT[,...], or drop it");
@@ -45,6 +47,7 @@ function fleetOptions(a: ServeArgs): { urls: string[]; node: string; keyFile: st
     node,
     keyFile: resolve(a["fleet-key"] ?? defaultFleetKey(a.home)),
     labels: parseLabels(a.label ?? [], "--label"),
+    writeTimeoutMs: env.clusterWriteTimeoutMs(),
   };
 }
 

@@ -35,6 +35,8 @@ export interface FleetOptions {
   keyFile: string;
   /** This server's labels (`--label KEY=VALUE`), which `box create --on` asks for. */
   labels?: Record<string, string>;
+  /** How long a write keeps retrying while the cluster does not answer before it fails naming the cluster (default 30 s). */
+  writeTimeoutMs?: number;
 }
 
 export interface Fleet {
@@ -67,7 +69,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
   const nc: NatsConnection = await connectCluster(opts.urls, `hutch ${opts.node}`);
   let store: Store;
   try {
-    store = await openFleetStore(nc, home, opts.keyFile);
+    store = await openFleetStore(nc, home, opts.keyFile, opts.writeTimeoutMs);
   } catch (err) {
     await nc.close();
     throw err;
@@ -94,7 +96,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
     directory,
     store,
     async sessions(sessionStore, db) {
-      const opened = await openSessionReplica(nc, sessionStore, db);
+      const opened = await openSessionReplica(nc, sessionStore, db, opts.writeTimeoutMs);
       replicas.push(opened);
       logger.info("the session log is the fleet's: this server's file is its replica, caught up", { cluster: clusterName(nc) });
       return opened.writer;
@@ -117,7 +119,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
       logger.info("joined the fleet", { node: opts.node, cluster: opts.urls.join(",") });
     },
     async auth(authStore, db) {
-      const opened = await openAuthReplica(nc, authStore, db);
+      const opened = await openAuthReplica(nc, authStore, db, opts.writeTimeoutMs);
       replicas.push(opened);
       logger.info("users, tokens and shares are the fleet's: this server's file is their replica, caught up", { cluster: clusterName(nc) });
       return {

@@ -14,10 +14,10 @@ import { FleetKey } from "./key.ts";
 const SNAPSHOT_BUCKET = "hutch-snapshots";
 
 /** Where the fleet store is, for this home: the bucket, the fleet key, and the home's own index cache. */
-async function location(nc: NatsConnection, home: string, keyFile: string): Promise<StoreLocation> {
+async function location(nc: NatsConnection, home: string, keyFile: string, writeTimeoutMs?: number): Promise<StoreLocation> {
   const local = storeLocation(home);
   return {
-    backend: await JetStreamBackend.open(nc, SNAPSHOT_BUCKET),
+    backend: await JetStreamBackend.open(nc, SNAPSHOT_BUCKET, writeTimeoutMs ? { writeTimeoutMs } : {}),
     keysDir: local.keysDir,
     cacheDir: local.cacheDir,
     keys: new FleetKey(keyFile, clusterName(nc)),
@@ -51,9 +51,9 @@ export async function initFleetStore(nc: NatsConnection, home: string, keyFile: 
   return id;
 }
 
-/** Opens the fleet store; a missing store or a key that does not open it is a config error naming the fix. */
-export async function openFleetStore(nc: NatsConnection, home: string, keyFile: string): Promise<Store> {
-  const where = await location(nc, home, keyFile);
+/** Opens the fleet store (its writes retried for writeTimeoutMs); a missing store or a key that does not open it is a config error naming the fix. */
+export async function openFleetStore(nc: NatsConnection, home: string, keyFile: string, writeTimeoutMs?: number): Promise<Store> {
+  const where = await location(nc, home, keyFile, writeTimeoutMs);
   const cluster = clusterName(nc);
   try {
     return await Store.open(where);

@@ -189,8 +189,9 @@ export async function openAuthReplica(
   nc: NatsConnection,
   store: AuthStore,
   db: Database,
+  writeTimeoutMs = 30_000,
 ): Promise<{ writer: FleetAuthWriter; replica: AuthReplica; close(): Promise<void> }> {
-  const bucket = await Bucket.open(nc, REGISTRY_BUCKET, defaultReplicas(nc), 30_000);
-  const replica = await AuthReplica.open(nc, store, db, bucket.stream);
+  const bucket = await Bucket.open(nc, REGISTRY_BUCKET, defaultReplicas(nc), writeTimeoutMs);
+  const replica = await AuthReplica.open(nc, store, db, bucket.stream, writeTimeoutMs);
   return { writer: new FleetAuthWriter(new KvAuthTables(bucket), replica), replica, close: () => replica.close() };
 }

@@ -23,10 +23,21 @@ export interface ClusterOptions {
   writeTimeoutMs?: number;
 }
 
-/** The cluster's name as its servers announce it, or the servers' URLs for a single server. */
+/** Each connection's cluster name as its servers last announced it. */
+const announced = new WeakMap<NatsConnection, string>();
+
+/**
+ * The cluster's name as its servers announce it, or the server's URL for a
+ * single server. A connection that lost its server has no INFO until it
+ * reconnects: it is named as it was last announced, so the error a write
+ * gets while cut off names the cluster, not the URL it last dialled.
+ */
 export function clusterName(nc: NatsConnection): string {
   const info = nc.info;
-  return info?.cluster ?? `nats at ${nc.getServer()}`;
+  if (!info) return announced.get(nc) ?? `nats at ${nc.getServer()}`;
+  const name = info.cluster ?? `nats at ${nc.getServer()}`;
+  announced.set(nc, name);
+  return name;
 }
 
 /** 3 on a JetStream cluster, 1 on a single server. */

@@ -11,6 +11,12 @@
 // reads its own write here at once. A read that must see every write the
 // fleet acknowledged (a log or a watch opened through any server) first asks
 // the stream for its last sequence and waits for the replica to reach it.
+//
+// The replica must keep following while any majority of the cluster runs:
+// a consumer whose node died is given up and made again (on a live node)
+// once a record known to be stored goes undelivered for a whole check, as
+// the client's own recovery would wait for the dead node to return; until
+// the new one delivers, the replica reads the gap from the stream's leader.
 import { HutchError } from "@hutch/shared";
 import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
@@ -25,6 +31,16 @@ import { JetStreamSessionLog, SESSIONS_STREAM } from "./session-log.ts";
 const logger = log.create({ service: "fleet" });
 /** Pull requests that expire every 2 s with heartbeats: a replica whose node died notices within seconds. */
 const PULL = { expires: 2000, idle_heartbeat: 1000 };
+/**
+ * How often a replica that applied nothing checks that it is not stalled.
+ * The client makes an ordered consumer again only once it has asked the old
+ * one's state, and while the node holding it is down that question gets no
+ * answer: the replica would wait for that node's return, though the other
+ * nodes keep the quorum and the fleet writes on.
+ */
+const STALL_CHECK_MS = 3000;
+/** Records a stalled replica reads one request each per check, while its new consumer is made. */
+const FILL_MAX = 1000;
 
 /** This server's file as a replica of the fleet's session stream. */
 export class SessionReplica {
@@ -32,6 +48,7 @@ export class SessionReplica {
   private readonly waiting = new Map<number, (() => void)[]>();
   private stop?: () => void;
   private running?: Promise<void>;
+  private closed = false;
   /** Where applied events are published (the session bus), once the session service exists. */
   publish?: PublishFn;
 
@@ -96,6 +113,7 @@ export class SessionReplica {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.stop?.();
     await this.running?.catch(() => {});
     for (const list of this.waiting.values()) for (const w of list) w();
@@ -106,8 +124,11 @@ export class SessionReplica {
   private async follow(): Promise<void> {
     let stopped = false;
     let current: { stop(): unknown } | undefined;
+    // Stopping the messages ends the loop below, which makes a new consumer from the last record applied.
+    const watchdog = this.watchStalls(() => void current?.stop());
     this.stop = () => {
       stopped = true;
+      watchdog();
       void current?.stop();
     };
     const js = jetstream(this.nc);
@@ -129,6 +150,58 @@ export class SessionReplica {
         logger.warn("the session replica lost its place in the stream; following again", { err: String(err) });
         await Bun.sleep(500);
       }
+    }
+  }
+
+  /**
+   * Calls `restart` when a record known to be stored (the stream's last, or
+   * one a write through this server waits for) is still not applied a whole
+   * check later, and nothing else was applied meanwhile, and reads the gap
+   * itself meanwhile; returns a stop.
+   */
+  private watchStalls(restart: () => void): () => void {
+    let seen = this.applied;
+    let due = 0;
+    let busy = false;
+    const timer = setInterval(async () => {
+      if (busy) return;
+      if (this.applied !== seen) {
+        seen = this.applied;
+        due = 0;
+        return;
+      }
+      busy = true;
+      try {
+        if (due > this.applied) {
+          logger.warn("the session replica stalled; following again from a new consumer", { applied: this.applied, stored: due });
+          restart();
+          // A new consumer can land on the dead node too (its creation then times out); the stream's leader answers reads meanwhile.
+          await this.fill(due);
+          seen = this.applied;
+          due = 0;
+          return;
+        }
+        const last = await this.jsm.streams.info(SESSIONS_STREAM).then(
+          (info) => info.state.last_seq,
+          () => 0,
+        );
+        due = Math.max(last, ...this.waiting.keys());
+      } finally {
+        busy = false;
+      }
+    }, STALL_CHECK_MS);
+    return () => clearInterval(timer);
+  }
+
+  /** Applies the records after the last applied, up to `to` (at most FILL_MAX), one read each, for as long as the stream answers. */
+  private async fill(to: number): Promise<void> {
+    const end = Math.min(to, this.applied + FILL_MAX);
+    while (!this.closed && this.applied < end) {
+      const seq = this.applied + 1;
+      const m = await this.jsm.streams.getMessage(SESSIONS_STREAM, { seq }).catch(() => null);
+      if (!m) return;
+      // The consumer may have applied it while this read was on its way.
+      if (!this.closed && m.seq === this.applied + 1) this.apply(m.seq, m.subject, m.header, m.string());
     }
   }
 
@@ -200,14 +273,20 @@ export class ClusterWriter implements SessionWriter {
   }
 }
 
-/** Opens the fleet's session log on `nc` and this server's replica of it, caught up; the writer is made once its listeners exist. */
+/**
+ * Opens the fleet's session log on `nc` and this server's replica of it,
+ * caught up; the writer is made once its listeners exist. A write (or a read
+ * that must be fresh) fails naming the cluster after `writeTimeoutMs` without
+ * an answer (30 s by default).
+ */
 export async function openSessionReplica(
   nc: NatsConnection,
   store: SessionStore,
   db: Database,
+  writeTimeoutMs?: number,
 ): Promise<{ writer: (publish: PublishFn) => SessionWriter; close(): Promise<void> }> {
-  const jsLog = await JetStreamSessionLog.open(nc);
-  const replica = await SessionReplica.open(nc, store, db);
+  const jsLog = await JetStreamSessionLog.open(nc, writeTimeoutMs ? { writeTimeoutMs } : {});
+  const replica = await SessionReplica.open(nc, store, db, writeTimeoutMs);
   return {
     writer: (publish) => {
       replica.publish = publish;

@@ -69,7 +69,6 @@ export class JetStreamSessionLog implements SessionLogAsync {
   readonly stats = { conflicts: 0 };
   private readonly cache = new Map<string, Folded>();
   private readonly locks = new Map<string, Promise<void>>();
-  private readonly cluster: string;
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -77,7 +76,8 @@ export class JetStreamSessionLog implements SessionLogAsync {
     private readonly jsm: JetStreamManager,
     private readonly writeTimeoutMs: number,
   ) {
-    this.cluster = clusterName(nc);
+    // Named once while connected: an error while cut off names the cluster it was (cluster.ts).
+    clusterName(nc);
   }
 
   /** A log on this connection; makes the stream when the cluster has none (replicas as `options` say). */
@@ -275,7 +275,7 @@ export class JetStreamSessionLog implements SessionLogAsync {
   }
 
   private retry<T>(what: string, attempt: () => Promise<T>): Promise<T> {
-    return retrying(() => clusterName(this.nc) || this.cluster, what, this.writeTimeoutMs, attempt);
+    return retrying(() => clusterName(this.nc), what, this.writeTimeoutMs, attempt);
   }
 
   /** Stores one record in the slot right after `after` on the subject, or finds another took it (cluster.ts claimSlot). */
