@@ -387,6 +387,62 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     for (const name of ["q2", "q3", "q4"]) await ok(bob, ["box", "delete", name]);
   }, 180_000);
 
+  test("fleet events: every server's joins and its boxes' transitions, in one order through any server; --from resumes, --follow follows", async () => {
+    type Ev = { seq: number; kind: string; node: string; box?: { name: string; state: string } };
+    const read = async (h: Home) =>
+      (await ok(h, ["fleet", "events", "--json"]))
+        .trim()
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Ev);
+    // The deletes of the test before are told as their servers finish them.
+    const all = await waitFor("p1's deletion to be told", async () => {
+      const got = await read(c.home);
+      return got.filter((e) => e.box?.name === "p1").at(-1)?.kind === "box.deleted" ? got : null;
+    });
+    expect(all.map((e) => e.seq)).toEqual(all.map((e) => e.seq).toSorted((x, y) => x - y));
+    for (const n of ["a", "b", "c"]) expect(all.some((e) => e.kind === "node.joined" && e.node === n)).toBe(true);
+    const p1 = all.filter((e) => e.box?.name === "p1").map((e) => e.kind);
+    expect(p1[0]).toBe("box.created");
+    expect(p1.at(-1)).toBe("box.deleted");
+    // The same events through another server.
+    const viaA = (await ok(a.home, ["fleet", "events", "--json"]))
+      .trim()
+      .split("\n")
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Ev);
+    expect(viaA.slice(0, all.length).map((e) => e.seq)).toEqual(all.map((e) => e.seq));
+    // Follow from after the last one: a box made now is told.
+    const next = all.at(-1)!.seq + 1;
+    const follow = b.home.spawn(["fleet", "events", "--from", String(next), "--follow", "--json"]);
+    let out = "";
+    void (async () => {
+      for await (const chunk of follow.stdout as ReadableStream<Uint8Array>) out += new TextDecoder().decode(chunk);
+    })();
+    await ok(a.home, ["box", "create", "ev1"]);
+    const lines = () =>
+      out
+        .slice(0, out.lastIndexOf("\n") + 1)
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Ev);
+    await waitFor(
+      "the follower to tell ev1's creation",
+      () => lines().some((e) => e.kind === "box.created" && e.box?.name === "ev1"),
+      20_000,
+    );
+    follow.kill();
+    // It started where it was told to: nothing before `next`.
+    expect(Math.min(...lines().map((e) => e.seq))).toBeGreaterThanOrEqual(next);
+    await ok(a.home, ["box", "delete", "ev1"]);
+    // A remote user without an admin token may not read the fleet's events.
+    const her = alice;
+    if (!her) throw new Error("the test before makes alice's client");
+    const refused = await her.run(["fleet", "events"]);
+    expect(refused.code).not.toBe(0);
+    expect(refused.stderr).toContain("/v1/fleet/events is the server admin's");
+  }, 120_000);
+
   test("box list through any server shows the fleet's boxes and the server each runs on; a remote user sees hers only; her token revoked on C is refused on A", async () => {
     const lists = await Promise.all(
       servers.map(async (s) =>

@@ -4,7 +4,6 @@ import { HutchError } from "@hutch/shared/base";
 import type { FleetEvent } from "@hutch/shared";
 import { connectDaemon } from "../client/daemon.ts";
 import { body, command, type GlobalArgs } from "./args.ts";
-import { printJson } from "./output.ts";
 
 type EventsArgs = GlobalArgs & { from: number; follow: boolean };
 
@@ -43,7 +42,8 @@ export const fleet = body<GlobalArgs>({
           for (let nl = rest.indexOf("\n"); nl >= 0; nl = rest.indexOf("\n")) {
             const e = JSON.parse(rest.slice(0, nl)) as FleetEvent;
             rest = rest.slice(nl + 1);
-            if (a.json) printJson(e);
+            // NDJSON: one event a line, as session log --json.
+            if (a.json) process.stdout.write(`${JSON.stringify(e)}\n`);
             else process.stdout.write(line(e));
           }
         }

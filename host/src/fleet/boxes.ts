@@ -96,11 +96,11 @@ export class BoxDirectory {
    */
   async serve(local: LocalBoxes, events?: { publish(e: Omit<FleetEvent, "seq">): Promise<void> }): Promise<void> {
     // What the fleet's events last said of each box: a change is told when the box appears, changes state or goes.
-    const told = new Map<string, string>();
+    const told = new Map<string, { name: string; state: string }>();
     const tell = (kind: FleetEvent["kind"], box: { id: string; name: string; state: string }) =>
       events?.publish({ at: new Date().toISOString(), kind, node: this.node, box: { id: box.id, name: box.name, state: box.state } });
     for (const box of local.list()) {
-      told.set(box.id, box.state);
+      told.set(box.id, { name: box.name, state: box.state });
       await this.put(local, box);
     }
     for (const e of [...this.entries.values()]) if (e.node === this.node && !local.byId(e.box.id)) await this.kv.delete(e.box.id);
@@ -114,10 +114,9 @@ export class BoxDirectory {
           else await this.kv.delete(id);
           const was = told.get(id);
           if (box && was === undefined) await tell("box.created", box);
-          else if (box && was !== box.state) await tell("box.state", box);
-          else if (!box && was !== undefined)
-            await tell("box.deleted", { id, name: this.entries.get(id)?.box.name ?? id, state: "deleted" });
-          if (box) told.set(id, box.state);
+          else if (box && was?.state !== box.state) await tell("box.state", box);
+          else if (!box && was !== undefined) await tell("box.deleted", { id, name: was.name, state: "deleted" });
+          if (box) told.set(id, { name: box.name, state: box.state });
           else told.delete(id);
         })
         .catch((err) => logger.warn("the fleet's box directory was not told of a change", { box: id, err: String(err) }));
