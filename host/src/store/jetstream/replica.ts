@@ -12,7 +12,7 @@
 // fleet acknowledged (a log or a watch opened through any server) first asks
 // the stream for its last sequence and waits for the replica to reach it.
 import { HutchError } from "@hutch/shared";
-import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { type ConsumerMessages, DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Database } from "bun:sqlite";
 import { log } from "../../log.ts";
@@ -25,6 +25,16 @@ import { JetStreamSessionLog, SESSIONS_STREAM } from "./session-log.ts";
 const logger = log.create({ service: "fleet" });
 /** Pull requests that expire every 2 s with heartbeats: a replica whose node died notices within seconds. */
 const PULL = { expires: 2000, idle_heartbeat: 1000 };
+/** At most this many records in one transaction of the replica. */
+const APPLY_BATCH = 256;
+
+/** One message of the session stream, as the replica applies it. */
+interface StreamRecord {
+  seq: number;
+  subject: string;
+  h: { get(k: string): string } | undefined;
+  payload: string;
+}
 
 /** This server's file as a replica of the fleet's session stream. */
 export class SessionReplica {
@@ -117,13 +127,35 @@ export class SessionReplica {
           deliver_policy: DeliverPolicy.StartSequence,
           opt_start_seq: this.applied + 1,
         });
-        const messages = await consumer.consume(PULL);
+        // The client hands each message over as it reads it off the socket; those of one read are applied
+        // together once it is done (a microtask later): a burst costs one commit, a lone record no wait.
+        let batch: StreamRecord[] = [];
+        let failed = false;
+        let messages: ConsumerMessages | undefined;
+        const flush = () => {
+          const records = batch;
+          batch = [];
+          if (records.length === 0 || failed || stopped) return;
+          try {
+            this.apply(records);
+          } catch (err) {
+            // Nothing after the record that failed is applied: the next consumer starts from the bookmark.
+            failed = true;
+            messages?.stop(err instanceof Error ? err : new Error(String(err)));
+          }
+        };
+        messages = await consumer.consume({
+          ...PULL,
+          callback: (m) => {
+            if (failed || m.seq <= (batch.at(-1)?.seq ?? this.applied)) return;
+            if (batch.push({ seq: m.seq, subject: m.subject, h: m.headers, payload: m.string() }) === 1) queueMicrotask(flush);
+            else if (batch.length >= APPLY_BATCH) flush();
+          },
+        });
         current = messages;
         if (stopped) await messages.stop();
-        for await (const m of messages) {
-          if (m.seq <= this.applied) continue;
-          this.apply(m.seq, m.subject, m.headers, m.string());
-        }
+        const err = await messages.closed();
+        if (err) throw err;
       } catch (err) {
         if (stopped) return;
         logger.warn("the session replica lost its place in the stream; following again", { err: String(err) });
@@ -132,37 +164,57 @@ export class SessionReplica {
     }
   }
 
-  /** One record, applied with the bookmark in one transaction; then its events published and its waiters woken. */
-  private apply(seq: number, subject: string, h: { get(k: string): string } | undefined, payload: string): void {
-    const id = subject.slice(subject.lastIndexOf(".") + 1);
-    const kind = h?.get(H.record);
-    let published: { seq: number; json: string; kind: string }[] = [];
-    this.db
-      .transaction(() => {
-        if (kind === "row") {
-          if (!this.store.get(id)) this.store.insert(JSON.parse(h!.get(H.row)) as NewSessionRow);
-        } else if (this.store.get(id)) {
-          if (kind === "events") {
-            const keys = h!.get(H.keys);
-            published = this.store.applyBatch(id, Number(h!.get(H.seq)), payload.split("\n"), keys ? JSON.parse(keys) : []);
-          }
-          const fields = h?.get(H.fields);
-          if (fields) this.store.update(id, JSON.parse(fields) as SessionFields);
-        }
-        this.db
-          .query(
-            "INSERT INTO replicas (stream, created, applied) VALUES (?, ?, ?) ON CONFLICT (stream) DO UPDATE SET created = ?2, applied = ?3",
-          )
-          .run(SESSIONS_STREAM, this.created, seq);
-      })
-      .immediate();
-    this.applied = seq;
-    for (const e of published) this.publish?.(id, e.seq, e.json, e.kind);
+  /**
+   * Records in stream order, applied with the bookmark in one transaction;
+   * then their events published and their waiters woken. When one of several
+   * fails, they are applied one at a time, so those before it land and the
+   * replica stops at the one that failed.
+   */
+  private apply(records: StreamRecord[]): void {
+    const published: { id: string; seq: number; json: string; kind: string }[] = [];
+    const last = records.at(-1)!.seq;
+    try {
+      this.db
+        .transaction(() => {
+          for (const r of records) this.applyOne(r, published);
+          this.db
+            .query(
+              "INSERT INTO replicas (stream, created, applied) VALUES (?, ?, ?) ON CONFLICT (stream) DO UPDATE SET created = ?2, applied = ?3",
+            )
+            .run(SESSIONS_STREAM, this.created, last);
+        })
+        .immediate();
+    } catch (err) {
+      if (records.length === 1) throw err;
+      for (const r of records) this.apply([r]);
+      return;
+    }
+    this.applied = last;
+    for (const e of published) this.publish?.(e.id, e.seq, e.json, e.kind);
     for (const [at, list] of this.waiting) {
-      if (at > seq) continue;
+      if (at > last) continue;
       this.waiting.delete(at);
       for (const w of list) w();
     }
+  }
+
+  /** One record's change to the file, inside apply's transaction; the events it stored are added to `published`. */
+  private applyOne(r: StreamRecord, published: { id: string; seq: number; json: string; kind: string }[]): void {
+    const id = r.subject.slice(r.subject.lastIndexOf(".") + 1);
+    const h = r.h;
+    const kind = h?.get(H.record);
+    if (kind === "row") {
+      if (!this.store.get(id)) this.store.insert(JSON.parse(h!.get(H.row)) as NewSessionRow);
+      return;
+    }
+    if (!this.store.get(id)) return;
+    if (kind === "events") {
+      const keys = h!.get(H.keys);
+      for (const e of this.store.applyBatch(id, Number(h!.get(H.seq)), r.payload.split("\n"), keys ? JSON.parse(keys) : []))
+        published.push({ id, ...e });
+    }
+    const fields = h?.get(H.fields);
+    if (fields) this.store.update(id, JSON.parse(fields) as SessionFields);
   }
 }
 
