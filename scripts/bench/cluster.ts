@@ -14,7 +14,10 @@
 //
 //   bun scripts/bench/cluster.ts [--json] [--appends 1000] [--rounds 5]
 //        [--concurrent 2000] [--in-flight 16] [--sessions 4] [--events 100000]
-//        [--replays 3] [--no-fresh]
+//        [--replays 3] [--no-fresh] [--hutch PATH]
+//
+// --hutch measures another build (one kept from before a change), so two
+// builds can be compared back to back.
 //
 // Exit 0 when every run worked, goals met or not; 1 when a run broke.
 import { parseArgs } from "node:util";
@@ -35,7 +38,7 @@ import { connect, type NatsConnection, nanos } from "@nats-io/transport-node";
 import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
 import { H } from "../../host/src/store/jetstream/records.ts";
 import { SESSIONS_STREAM } from "../../host/src/store/jetstream/session-log.ts";
-import { describeFailure, HutchHome, log, positiveInt, requireHutch, run, runBench } from "./lib/env.ts";
+import { describeFailure, HutchHome, hutchBin, log, positiveInt, requireHutch, run, runBench } from "./lib/env.ts";
 import { alternate, median, met, percentile, round, table } from "./lib/stats.ts";
 
 const { values: f } = parseArgs({
@@ -49,6 +52,7 @@ const { values: f } = parseArgs({
     events: { type: "string", default: "100000" },
     replays: { type: "string", default: "3" },
     "no-fresh": { type: "boolean", default: false },
+    hutch: { type: "string" },
   },
 });
 const APPENDS = positiveInt("appends", f.appends!);
@@ -71,7 +75,8 @@ const HEADERS = { "content-type": "application/json", "x-hutch-client": "cli" };
 type Side = "hutch" | "peer";
 const SIDES: Side[] = ["hutch", "peer"];
 
-requireHutch();
+const BINARY = f.hutch ?? hutchBin;
+requireHutch(BINARY);
 let nats: NatsCluster | undefined;
 let nc: NatsConnection | undefined;
 const homes: HutchHome[] = [];
@@ -97,7 +102,7 @@ async function call(home: HutchHome, method: string, path: string, body?: unknow
 
 /** A home for a server of the fleet, with the fleet key copied from `keyFrom` (none: this home makes the fleet). */
 async function fleetHome(urls: string, keyFrom?: HutchHome): Promise<HutchHome> {
-  const h = new HutchHome();
+  const h = new HutchHome(BINARY);
   homes.push(h);
   if (keyFrom) {
     mkdirSync(join(h.dir, "keys"), { recursive: true, mode: 0o700 });
