@@ -6,7 +6,9 @@
 //   append, N in flight     the same over a few sessions (subjects): appends/s
 //   replay                  a session of 100,000 events paged as `hutch session log`
 //                           pages it, on another server than the writer's, vs an
-//                           ordered consumer reading the session's subject
+//                           ordered consumer reading the session's subject (shown
+//                           beside it, no goal: the API's largest pages, and the
+//                           subscribe WebSocket until it is caught up)
 //   a fresh server          a 4th server started after them, until it serves the
 //                           whole log, vs an ordered consumer reading the stream
 // and, for the appends in flight, the CPU each side cost per append: the
@@ -65,8 +67,9 @@ const REPLAYS = positiveInt("replays", f.replays!);
 const WARMUP = 50;
 /** Events per POST when filling the replay's session: what `hutch session log` pages by, and well under NATS's 1 MB payload. */
 const FILL_BATCH = 1000;
-/** `hutch session log`'s page. */
+/** `hutch session log`'s page, and the API's largest. */
 const PAGE = 1000;
+const LARGEST_PAGE = 10_000;
 const GOALS = { appendsRatio: 0.8, p50Ratio: 1.5, replayRatio: 0.8 };
 const PEER_STREAM = "BENCH_PEER";
 const BOX = "bench-fleet";
@@ -74,6 +77,11 @@ const HEADERS = { "content-type": "application/json", "x-hutch-client": "cli" };
 
 type Side = "hutch" | "peer";
 const SIDES: Side[] = ["hutch", "peer"];
+/** The replay's readers: the CLI's pages (the goal's side), the API's largest pages, the subscribe WebSocket, the stream. */
+type ReplaySide = "hutch" | "largest" | "subscribe" | "direct";
+const REPLAY_SIDES: ReplaySide[] = ["hutch", "largest", "subscribe", "direct"];
+/** The sides in turn, starting one further each round, so none always reads first. */
+const rotate = <T>(sides: T[], round: number): T[] => sides.map((_, i) => sides[(i + round) % sides.length]!);
 
 const BINARY = f.hutch ?? hutchBin;
 requireHutch(BINARY);
@@ -213,16 +221,40 @@ async function readLog(home: HutchHome, id: string): Promise<Page["events"]> {
   }
 }
 
-/** `hutch session log`'s read of a whole log: pages of PAGE from seq 1, each parsed. The events read, checked gapless. */
-async function replayHutch(home: HutchHome, id: string): Promise<number> {
+/** `hutch session log`'s read of a whole log: pages of `page` from seq 1, each parsed. The events read, checked gapless. */
+async function replayPaged(home: HutchHome, id: string, page: number): Promise<number> {
   let from = 1;
   let count = 0;
   for (;;) {
-    const page = (await call(home, "GET", `/v1/sessions/${id}/events?from=${from}&limit=${PAGE}`)) as Page;
-    for (const e of page.events) if (e.seq !== ++count) throw new Error(`replay through hutch: seq ${e.seq} where ${count} was due`);
-    if (page.events.length === 0 || page.next > page.last) return count;
-    from = page.next;
+    const got = (await call(home, "GET", `/v1/sessions/${id}/events?from=${from}&limit=${page}`)) as Page;
+    for (const e of got.events) if (e.seq !== ++count) throw new Error(`replay through hutch: seq ${e.seq} where ${count} was due`);
+    if (got.events.length === 0 || got.next > got.last) return count;
+    from = got.next;
   }
+}
+
+/** The whole log over the subscribe WebSocket (`hutch session subscribe`), until its caught-up line, each event parsed. */
+function replaySubscribe(home: HutchHome, id: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws+unix://${join(home.dir, "hutch.sock")}:/v1/sessions/${id}/subscribe?from=1`);
+    let count = 0;
+    const fail = (err: Error) => {
+      ws.close();
+      reject(err);
+    };
+    ws.onmessage = (m) => {
+      for (const line of String(m.data).split("\n")) {
+        if (!line) continue;
+        const e = JSON.parse(line) as { seq: number; type?: string };
+        if (e.type === "caught-up") {
+          ws.close();
+          return resolve(count);
+        }
+        if (e.seq !== ++count) return fail(new Error(`replay over subscribe: seq ${e.seq} where ${count} was due`));
+      }
+    };
+    ws.onclose = (e) => reject(new Error(`subscribe closed before it caught up: ${e.code} ${e.reason}`));
+  });
 }
 
 /** The same read straight from the stream: an ordered consumer on the session's subject, each event line parsed. */
@@ -373,12 +405,18 @@ async function main(): Promise<number> {
   if (total < EVENTS || atB.last !== total)
     throw new Error(`b's log of ${big} ends at ${atB.last}, a's at ${total}; ${EVENTS} were written`);
 
-  log(`replay: ${REPLAYS} reads of the ${EVENTS} events each, through b and from the stream, interleaved`);
-  const replay: Record<Side, number[]> = { hutch: [], peer: [] };
+  log(`replay: ${REPLAYS} reads of the ${total} events each way, through b and from the stream, in turn`);
+  const readers: Record<ReplaySide, () => Promise<number>> = {
+    hutch: () => replayPaged(b, big, PAGE),
+    largest: () => replayPaged(b, big, LARGEST_PAGE),
+    subscribe: () => replaySubscribe(b, big),
+    direct: () => replayDirect(js, big),
+  };
+  const replay: Record<ReplaySide, number[]> = { hutch: [], largest: [], subscribe: [], direct: [] };
   for (let r = 0; r < REPLAYS; r++)
-    for (const side of alternate(SIDES, r)) {
+    for (const side of rotate(REPLAY_SIDES, r)) {
       const t0 = performance.now();
-      const n = side === "hutch" ? await replayHutch(b, big) : await replayDirect(js, big);
+      const n = await readers[side]();
       const ms = performance.now() - t0;
       if (n !== total) throw new Error(`replay (${side}) read ${n} events, not ${total}`);
       replay[side].push(n / (ms / 1000));
@@ -442,15 +480,17 @@ function report(r: Result): void {
     `ratio hutch/publish: ${conc.ratio}   goal ≥ ${GOALS.appendsRatio}: ${met(conc)}`,
     `CPU per append, µs (median of rounds): hutch side: hutch servers ${conc.cpuUsPerAppend.hutch.hutch}, nats-servers ${conc.cpuUsPerAppend.hutch.nats}, bench ${conc.cpuUsPerAppend.hutch.bench}; publish side: nats-servers ${conc.cpuUsPerAppend.peer.nats}, bench ${conc.cpuUsPerAppend.peer.bench}`,
     "",
-    `replay of ${rep.events} events written through a (${FILL_BATCH} a request, ${rep.fillMs} ms), read ${REPLAYS} times each (events/s)`,
+    `replay of ${rep.events} events written through a (${FILL_BATCH} a request, ${rep.fillMs} ms), read ${REPLAYS} times each way, in turn (events/s)`,
     table(
       ["", "median", "runs"],
       [
-        [`hutch via b (pages of ${PAGE})`, String(rep.hutchPerSecond), rep.hutchRuns.join(" ")],
+        [`hutch via b, pages of ${PAGE} (session log)`, String(rep.hutchPerSecond), rep.hutchRuns.join(" ")],
         ["ordered consumer on the subject", String(rep.directPerSecond), rep.directRuns.join(" ")],
+        [`hutch via b, pages of ${LARGEST_PAGE}`, String(rep.largestPagesPerSecond), rep.largestPagesRuns.join(" ")],
+        ["hutch via b, subscribe WebSocket", String(rep.subscribePerSecond), rep.subscribeRuns.join(" ")],
       ],
     ),
-    `ratio hutch/direct: ${rep.ratio}   goal ≥ ${GOALS.replayRatio}: ${met(rep)}`,
+    `ratio hutch/direct (pages of ${PAGE}): ${rep.ratio}   goal ≥ ${GOALS.replayRatio}: ${met(rep)}   (pages of ${LARGEST_PAGE}: ${round(rep.largestPagesPerSecond / rep.directPerSecond, 3)}, subscribe: ${round(rep.subscribePerSecond / rep.directPerSecond, 3)}; no goal)`,
   );
   if (r.freshServer)
     out.push(
@@ -473,7 +513,7 @@ function summarise(m: {
   cpu: Record<Side, Cpu[]>;
   total: number;
   fillMs: number;
-  replay: Record<Side, number[]>;
+  replay: Record<ReplaySide, number[]>;
   fresh: { serverMs: number; streamMs: number; records: number } | null;
 }) {
   const lh = stats(m.lat.hutch);
@@ -481,7 +521,7 @@ function summarise(m: {
   const appendsHutch = median(m.rate.hutch);
   const appendsPeer = median(m.rate.peer);
   const replayRate = median(m.replay.hutch);
-  const directRate = median(m.replay.peer);
+  const directRate = median(m.replay.direct);
   const cpuMedian = (l: Cpu[]): Cpu => ({
     hutch: median(l.map((x) => x.hutch)),
     nats: median(l.map((x) => x.nats)),
@@ -522,10 +562,15 @@ function summarise(m: {
       hutchPerSecond: round(replayRate, 0),
       directPerSecond: round(directRate, 0),
       hutchRuns: m.replay.hutch.map((x) => round(x, 0)),
-      directRuns: m.replay.peer.map((x) => round(x, 0)),
+      directRuns: m.replay.direct.map((x) => round(x, 0)),
       ratio: round(replayRate / directRate, 3),
       goal: GOALS.replayRatio,
       met: replayRate / directRate >= GOALS.replayRatio,
+      /** The same log through b's other read paths, no goal: pages of 10,000 and the subscribe WebSocket. */
+      largestPagesPerSecond: round(median(m.replay.largest), 0),
+      largestPagesRuns: m.replay.largest.map((x) => round(x, 0)),
+      subscribePerSecond: round(median(m.replay.subscribe), 0),
+      subscribeRuns: m.replay.subscribe.map((x) => round(x, 0)),
     },
     freshServer: m.fresh && {
       serverMs: round(m.fresh.serverMs, 0),
