@@ -2,9 +2,10 @@
 // session-log.ts: gapless seqs by expected-last-sequence, retried appends
 // landing once), and this server's SQLite file is its replica. Every server
 // follows the whole stream in order and applies each record to its file in
-// the transaction that also moves its bookmark, so a server serves replay,
-// tail, listings and summaries of every session of the fleet from its own
-// file, whichever server wrote them, and its reads stay synchronous.
+// a transaction that also moves its bookmark (records read together share
+// one), so a server serves replay, tail, listings and summaries of every
+// session of the fleet from its own file, whichever server wrote them, and
+// its reads stay synchronous.
 //
 // A write goes to JetStream first; its promise resolves once this server's
 // replica has applied it (and the bus has published its events), so a caller
