@@ -2,7 +2,20 @@
 // throwaway HUTCH_HOME with one running box, the ssh peer, and child processes
 // that cannot outlive a timeout.
 import { parseArgs } from "node:util";
-import { copyFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, statSync, symlinkSync } from "node:fs";
+import {
+  closeSync,
+  copyFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 
@@ -198,6 +211,12 @@ export class HutchHome {
   readonly bin = join(this.binDir, "hutch");
   readonly env: Record<string, string | undefined> = { ...process.env, HUTCH_HOME: this.dir };
   private boxes: string[] = [];
+  private serving?: Bun.Subprocess;
+
+  /** The pid of the `hutch serve` that serve() started, while it runs. */
+  get servePid(): number | undefined {
+    return this.serving?.exitCode === null ? this.serving.pid : undefined;
+  }
 
   /** `binary`: the build under test (default dist/hutch), e.g. an older build kept to compare against. */
   constructor(readonly binary = hutchBin) {
@@ -225,6 +244,36 @@ export class HutchHome {
     });
     if (!res.ok) throw new Error(`${path}: ${res.status} ${await res.text()}`);
     return res.json();
+  }
+
+  /**
+   * Starts `hutch serve` in this home on a free loopback port (`args` after
+   * --listen: --cluster, --node, ...), its output in serve.log, and resolves
+   * once the daemon is ready: the TLS URL. dispose() stops it.
+   */
+  async serve(args: string[] = [], timeoutMs = 120_000): Promise<string> {
+    const probe = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    const port = probe.port;
+    probe.stop(true);
+    const logPath = join(this.dir, "serve.log");
+    const fd = openSync(logPath, "a", 0o600);
+    const proc = Bun.spawn([this.bin, "serve", "--listen", `127.0.0.1:${port}`, ...args], {
+      env: this.env,
+      stdin: "ignore",
+      stdout: fd,
+      stderr: fd,
+    });
+    closeSync(fd);
+    this.serving = proc;
+    const deadline = Date.now() + timeoutMs;
+    while (!readFileSync(logPath, "utf8").includes("daemon ready")) {
+      if (proc.exitCode !== null || Date.now() > deadline)
+        throw new Error(
+          `hutch serve ${args.join(" ")} did not start (${proc.exitCode === null ? "timed out" : `exited ${proc.exitCode}`}):\n${readFileSync(logPath, "utf8").slice(-2000)}`,
+        );
+      await Bun.sleep(20);
+    }
+    return `https://127.0.0.1:${port}`;
   }
 
   async createBox(name: string, extra: string[] = []): Promise<void> {
@@ -264,6 +313,13 @@ export class HutchHome {
     }
     this.boxes = [];
     await this.stopDaemon();
+    if (this.serving) {
+      // A serve that never took the daemon lock (it failed at start) is stopped here.
+      this.serving.kill("SIGTERM");
+      const forced = setTimeout(() => this.serving?.kill("SIGKILL"), 5000);
+      await this.serving.exited;
+      clearTimeout(forced);
+    }
     rmSync(this.dir, { recursive: true, force: true });
     rmSync(this.binDir, { recursive: true, force: true });
   }

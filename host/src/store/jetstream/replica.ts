@@ -2,9 +2,10 @@
 // session-log.ts: gapless seqs by expected-last-sequence, retried appends
 // landing once), and this server's SQLite file is its replica. Every server
 // follows the whole stream in order and applies each record to its file in
-// the transaction that also moves its bookmark, so a server serves replay,
-// tail, listings and summaries of every session of the fleet from its own
-// file, whichever server wrote them, and its reads stay synchronous.
+// a transaction that also moves its bookmark (records read together share
+// one), so a server serves replay, tail, listings and summaries of every
+// session of the fleet from its own file, whichever server wrote them, and
+// its reads stay synchronous.
 //
 // A write goes to JetStream first; its promise resolves once this server's
 // replica has applied it (and the bus has published its events), so a caller
@@ -18,7 +19,7 @@
 // the client's own recovery would wait for the dead node to return; until
 // the new one delivers, the replica reads the gap from the stream's leader.
 import { HutchError } from "@hutch/shared";
-import { DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { type ConsumerMessages, DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Database } from "bun:sqlite";
 import { log } from "../../log.ts";
@@ -41,14 +42,24 @@ const PULL = { expires: 2000, idle_heartbeat: 1000 };
 const STALL_CHECK_MS = 3000;
 /** Records a stalled replica reads one request each per check, while its new consumer is made. */
 const FILL_MAX = 1000;
+/** At most this many records in one transaction of the replica. */
+const APPLY_BATCH = 256;
+
+/** One message of the session stream, as the replica applies it. */
+interface StreamRecord {
+  seq: number;
+  subject: string;
+  h: { get(k: string): string } | undefined;
+  payload: string;
+}
 
 /** This server's file as a replica of the fleet's session stream. */
 export class SessionReplica {
   private applied = 0;
+  private closed = false;
   private readonly waiting = new Map<number, (() => void)[]>();
   private stop?: () => void;
   private running?: Promise<void>;
-  private closed = false;
   /** Where applied events are published (the session bus), once the session service exists. */
   publish?: PublishFn;
 
@@ -97,17 +108,22 @@ export class SessionReplica {
     });
   }
 
-  /** Resolves once the replica has every record the stream had (of one session, when named) when this was called. */
-  async fresh(sessionId?: string): Promise<void> {
-    const what = "a read of the session stream";
+  /**
+   * Resolves once the replica has every record the stream had when this was
+   * called. A read of one session waits for the stream's last record too,
+   * not the session's: the stream leader answers "the session's last" with
+   * the whole record (a batch of 1,000 events is ~270 KB of base64 in
+   * JSON), and a paged replay asks once a page, where the stream's state is
+   * a small answer. The replica applies every session's records in stream
+   * order, so waiting for the stream's last is waiting for the session's
+   * and for what other sessions wrote since, which it applies anyway.
+   */
+  async fresh(): Promise<void> {
     const last = await retrying(
       () => clusterName(this.nc),
-      what,
+      "a read of the session stream",
       this.writeTimeoutMs,
-      async () =>
-        sessionId
-          ? ((await this.jsm.streams.getMessage(SESSIONS_STREAM, { last_by_subj: `hutch.session.${sessionId}` }))?.seq ?? 0)
-          : (await this.jsm.streams.info(SESSIONS_STREAM)).state.last_seq,
+      async () => (await this.jsm.streams.info(SESSIONS_STREAM)).state.last_seq,
     );
     await this.reach(last);
   }
@@ -124,7 +140,7 @@ export class SessionReplica {
   private async follow(): Promise<void> {
     let stopped = false;
     let current: { stop(): unknown } | undefined;
-    // Stopping the messages ends the loop below, which makes a new consumer from the last record applied.
+    // Stopping the messages ends the wait below, which makes a new consumer from the last record applied.
     const watchdog = this.watchStalls(() => void current?.stop());
     this.stop = () => {
       stopped = true;
@@ -138,13 +154,35 @@ export class SessionReplica {
           deliver_policy: DeliverPolicy.StartSequence,
           opt_start_seq: this.applied + 1,
         });
-        const messages = await consumer.consume(PULL);
+        // The client hands each message over as it reads it off the socket; those of one read are applied
+        // together once it is done (a microtask later): a burst costs one commit, a lone record no wait.
+        let batch: StreamRecord[] = [];
+        let failed = false;
+        let messages: ConsumerMessages | undefined;
+        const flush = () => {
+          const records = batch;
+          batch = [];
+          if (records.length === 0 || failed || stopped) return;
+          try {
+            this.apply(records);
+          } catch (err) {
+            // Nothing after the record that failed is applied: the next consumer starts from the bookmark.
+            failed = true;
+            messages?.stop(err instanceof Error ? err : new Error(String(err)));
+          }
+        };
+        messages = await consumer.consume({
+          ...PULL,
+          callback: (m) => {
+            if (failed || m.seq <= (batch.at(-1)?.seq ?? this.applied)) return;
+            if (batch.push({ seq: m.seq, subject: m.subject, h: m.headers, payload: m.string() }) === 1) queueMicrotask(flush);
+            else if (batch.length >= APPLY_BATCH) flush();
+          },
+        });
         current = messages;
         if (stopped) await messages.stop();
-        for await (const m of messages) {
-          if (m.seq <= this.applied) continue;
-          this.apply(m.seq, m.subject, m.headers, m.string());
-        }
+        const err = await messages.closed();
+        if (err) throw err;
       } catch (err) {
         if (stopped) return;
         logger.warn("the session replica lost its place in the stream; following again", { err: String(err) });
@@ -201,41 +239,61 @@ export class SessionReplica {
       const m = await this.jsm.streams.getMessage(SESSIONS_STREAM, { seq }).catch(() => null);
       if (!m) return;
       // The consumer may have applied it while this read was on its way.
-      if (!this.closed && m.seq === this.applied + 1) this.apply(m.seq, m.subject, m.header, m.string());
+      if (!this.closed && m.seq === this.applied + 1) this.apply([{ seq: m.seq, subject: m.subject, h: m.header, payload: m.string() }]);
     }
   }
 
-  /** One record, applied with the bookmark in one transaction; then its events published and its waiters woken. */
-  private apply(seq: number, subject: string, h: { get(k: string): string } | undefined, payload: string): void {
-    const id = subject.slice(subject.lastIndexOf(".") + 1);
-    const kind = h?.get(H.record);
-    let published: { seq: number; json: string; kind: string }[] = [];
-    this.db
-      .transaction(() => {
-        if (kind === "row") {
-          if (!this.store.get(id)) this.store.insert(JSON.parse(h!.get(H.row)) as NewSessionRow);
-        } else if (this.store.get(id)) {
-          if (kind === "events") {
-            const keys = h!.get(H.keys);
-            published = this.store.applyBatch(id, Number(h!.get(H.seq)), payload.split("\n"), keys ? JSON.parse(keys) : []);
-          }
-          const fields = h?.get(H.fields);
-          if (fields) this.store.update(id, JSON.parse(fields) as SessionFields);
-        }
-        this.db
-          .query(
-            "INSERT INTO replicas (stream, created, applied) VALUES (?, ?, ?) ON CONFLICT (stream) DO UPDATE SET created = ?2, applied = ?3",
-          )
-          .run(SESSIONS_STREAM, this.created, seq);
-      })
-      .immediate();
-    this.applied = seq;
-    for (const e of published) this.publish?.(id, e.seq, e.json, e.kind);
+  /**
+   * Records in stream order, applied with the bookmark in one transaction;
+   * then their events published and their waiters woken. When one of several
+   * fails, they are applied one at a time, so those before it land and the
+   * replica stops at the one that failed.
+   */
+  private apply(records: StreamRecord[]): void {
+    const published: { id: string; seq: number; json: string; kind: string }[] = [];
+    const last = records.at(-1)!.seq;
+    try {
+      this.db
+        .transaction(() => {
+          for (const r of records) this.applyOne(r, published);
+          this.db
+            .query(
+              "INSERT INTO replicas (stream, created, applied) VALUES (?, ?, ?) ON CONFLICT (stream) DO UPDATE SET created = ?2, applied = ?3",
+            )
+            .run(SESSIONS_STREAM, this.created, last);
+        })
+        .immediate();
+    } catch (err) {
+      if (records.length === 1) throw err;
+      for (const r of records) this.apply([r]);
+      return;
+    }
+    this.applied = last;
+    for (const e of published) this.publish?.(e.id, e.seq, e.json, e.kind);
     for (const [at, list] of this.waiting) {
-      if (at > seq) continue;
+      if (at > last) continue;
       this.waiting.delete(at);
       for (const w of list) w();
     }
+  }
+
+  /** One record's change to the file, inside apply's transaction; the events it stored are added to `published`. */
+  private applyOne(r: StreamRecord, published: { id: string; seq: number; json: string; kind: string }[]): void {
+    const id = r.subject.slice(r.subject.lastIndexOf(".") + 1);
+    const h = r.h;
+    const kind = h?.get(H.record);
+    if (kind === "row") {
+      if (!this.store.get(id)) this.store.insert(JSON.parse(h!.get(H.row)) as NewSessionRow);
+      return;
+    }
+    if (!this.store.get(id)) return;
+    if (kind === "events") {
+      const keys = h!.get(H.keys);
+      for (const e of this.store.applyBatch(id, Number(h!.get(H.seq)), r.payload.split("\n"), keys ? JSON.parse(keys) : []))
+        published.push({ id, ...e });
+    }
+    const fields = h?.get(H.fields);
+    if (fields) this.store.update(id, JSON.parse(fields) as SessionFields);
   }
 }
 
@@ -268,17 +326,12 @@ export class ClusterWriter implements SessionWriter {
     await this.replica.reach(this.log.streamSeqOf(id));
   }
 
-  fresh(sessionId?: string): Promise<void> {
-    return this.replica.fresh(sessionId);
+  fresh(): Promise<void> {
+    return this.replica.fresh();
   }
 }
 
-/**
- * Opens the fleet's session log on `nc` and this server's replica of it,
- * caught up; the writer is made once its listeners exist. A write (or a read
- * that must be fresh) fails naming the cluster after `writeTimeoutMs` without
- * an answer (30 s by default).
- */
+/** Opens the fleet's session log on `nc` and this server's replica of it, caught up; the writer is made once its listeners exist. */
 export async function openSessionReplica(
   nc: NatsConnection,
   store: SessionStore,

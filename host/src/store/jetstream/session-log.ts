@@ -54,6 +54,22 @@ const PARALLEL_GETS = 32;
 const DUPLICATE_WINDOW_MS = 120_000;
 const TOKEN = /^[A-Za-z0-9_-]+$/;
 
+/**
+ * A gathering stops taking appends at this many bytes of event lines (a
+ * quarter of NATS's default 1 MiB message), so appends that each fit a
+ * message never make one too large together; a larger append is a record
+ * of its own, as it would be alone.
+ */
+const GATHER_BYTES = 256 * 1024;
+/** An event line's bytes besides its data: session, seq, time, actor, kind. */
+const LINE_OVERHEAD = 160;
+
+/** Appends waiting to be stored together, each with its resolution. */
+interface Gathering {
+  calls: { events: NewEvent[]; data: string[]; resolve(r: Appended[]): void; reject(err: unknown): void }[];
+  bytes: number;
+}
+
 const copy = (row: SessionRow): SessionRow => ({ ...row });
 
 /** A new record's headers: its kind, and an id its writer knows it again by. */
@@ -69,6 +85,8 @@ export class JetStreamSessionLog implements SessionLogAsync {
   readonly stats = { conflicts: 0 };
   private readonly cache = new Map<string, Folded>();
   private readonly locks = new Map<string, Promise<void>>();
+  /** Each session's appends still gathering for the record after the one being written (see append). */
+  private readonly gathering = new Map<string, Gathering>();
 
   private constructor(
     private readonly nc: NatsConnection,
@@ -156,33 +174,84 @@ export class JetStreamSessionLog implements SessionLogAsync {
     });
   }
 
-  async append(sessionId: string, events: NewEvent[], options: AppendOptions = {}): Promise<Appended[]> {
-    const subject = this.subject(sessionId);
-    return this.locked(sessionId, async () => {
-      let synced = !this.cache.has(sessionId);
-      let f = this.cache.get(sessionId) ?? (await this.sync(sessionId));
-      for (;;) {
-        if (!f) throw new Error(`session ${sessionId} does not exist`);
-        if (options.ifLast !== undefined && f.row.last_seq !== options.ifLast) {
-          if (synced) throw staleLast(sessionId, options.ifLast, f.row.last_seq);
-          f = await this.sync(sessionId);
-          synced = true;
-          continue;
-        }
-        const first = f.row.last_seq + 1;
-        const { h, lines } = plan(sessionId, f, events, options.fields);
-        if (!h) return resultsOf(f, events, first, []);
-        const seq = await this.claim(`an append to session ${sessionId}`, subject, h, lines.join("\n"), f.streamSeq);
-        if (seq !== LOST) {
-          fold(f, h, seq);
-          return resultsOf(f, events, first, lines);
-        }
-        // Another writer stored first: fold what it stored and plan again on top of it.
-        this.stats.conflicts++;
+  /**
+   * Appends with no options that arrive while an earlier write to their
+   * session holds its lock are gathered, in call order, into the next
+   * record (group commit): one claim, one message and one apply on every
+   * replica for all of them, each answered with its own events' seqs. A
+   * write that is not an append (or an append with options) closes the
+   * gathering, so every write still lands in call order.
+   */
+  append(sessionId: string, events: NewEvent[], options: AppendOptions = {}): Promise<Appended[]> {
+    let subject: string;
+    try {
+      subject = this.subject(sessionId);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    const data = events.map((e) => JSON.stringify(e.data));
+    if (options.ifLast !== undefined || options.fields)
+      return this.locked(sessionId, () => this.store(sessionId, subject, events, data, options));
+    const bytes = data.reduce((n, d) => n + d.length + LINE_OVERHEAD, 0);
+    let g = this.gathering.get(sessionId);
+    if (!g || g.bytes + bytes > GATHER_BYTES) {
+      const next: Gathering = { calls: [], bytes: 0 };
+      void this.locked(sessionId, () => this.storeGathered(sessionId, subject, next));
+      this.gathering.set(sessionId, next);
+      g = next;
+    }
+    g.bytes += bytes;
+    const { promise, resolve, reject } = Promise.withResolvers<Appended[]>();
+    g.calls.push({ events, data, resolve, reject });
+    return promise;
+  }
+
+  /** Stores a gathering's appends as one record and answers each with its own events' results. */
+  private async storeGathered(sessionId: string, subject: string, g: Gathering): Promise<void> {
+    if (this.gathering.get(sessionId) === g) this.gathering.delete(sessionId);
+    try {
+      const out = await this.store(
+        sessionId,
+        subject,
+        g.calls.flatMap((c) => c.events),
+        g.calls.flatMap((c) => c.data),
+        {},
+      );
+      let at = 0;
+      for (const c of g.calls) {
+        c.resolve(out.slice(at, at + c.events.length));
+        at += c.events.length;
+      }
+    } catch (err) {
+      for (const c of g.calls) c.reject(err);
+    }
+  }
+
+  /** One record of `events` (`data`: each one's data as JSON), under the session's lock. */
+  private async store(sessionId: string, subject: string, events: NewEvent[], data: string[], options: AppendOptions): Promise<Appended[]> {
+    let synced = !this.cache.has(sessionId);
+    let f = this.cache.get(sessionId) ?? (await this.sync(sessionId));
+    for (;;) {
+      if (!f) throw new Error(`session ${sessionId} does not exist`);
+      if (options.ifLast !== undefined && f.row.last_seq !== options.ifLast) {
+        if (synced) throw staleLast(sessionId, options.ifLast, f.row.last_seq);
         f = await this.sync(sessionId);
         synced = true;
+        continue;
       }
-    });
+      const first = f.row.last_seq + 1;
+      const { h, lines } = plan(sessionId, f, events, data, options.fields);
+      if (!h) return resultsOf(f, events, first, []);
+      const seq = await this.claim(`an append to session ${sessionId}`, subject, h, lines.join("\n"), f.streamSeq);
+      if (seq !== LOST) {
+        fold(f, h, seq);
+        return resultsOf(f, events, first, lines);
+      }
+      // Another writer stored first: fold what it stored and plan again on top of it.
+      this.stats.conflicts++;
+      f = await this.sync(sessionId);
+      synced = true;
+    }
   }
 
   /** The stream sequence of the last record of the session this handle wrote or read (0 when none): what a replica must reach to show it. */
@@ -301,6 +370,8 @@ export class JetStreamSessionLog implements SessionLogAsync {
 
   /** Serialises one handle's writes to a session, so it never races itself. */
   private locked<T>(sessionId: string, fn: () => Promise<T>): Promise<T> {
+    // What is locked after a gathering is stored after it: later appends gather behind it, not into the earlier record.
+    this.gathering.delete(sessionId);
     const prev = this.locks.get(sessionId) ?? Promise.resolve();
     const run = prev.then(fn);
     const tail = run.then(
@@ -398,14 +469,20 @@ function linesOf(h: MsgHdrs | undefined, payload: string): string[] {
 }
 
 /** The record an append publishes: its new events' lines (seqs after f's last) and headers; no headers when there is nothing to store. */
-function plan(sessionId: string, f: Folded, events: NewEvent[], fields: SessionFields | undefined): { h?: MsgHdrs; lines: string[] } {
+function plan(
+  sessionId: string,
+  f: Folded,
+  events: NewEvent[],
+  data: string[],
+  fields: SessionFields | undefined,
+): { h?: MsgHdrs; lines: string[] } {
   const first = f.row.last_seq + 1;
   const head = eventHead(sessionId);
   const lines: string[] = [];
   const keys: [number, string][] = [];
   const kinds: string[] = [];
   const seen = new Set<string>();
-  for (const e of events) {
+  for (const [i, e] of events.entries()) {
     const key = e.idempotencyKey;
     if (key && (f.keys.has(key) || seen.has(key))) continue;
     if (key) {
@@ -413,7 +490,7 @@ function plan(sessionId: string, f: Folded, events: NewEvent[], fields: SessionF
       keys.push([lines.length, key]);
     }
     kinds.push(e.kind);
-    lines.push(eventLine(head, first + lines.length, new Date().toISOString(), JSON.stringify(e.actor), e.kind, JSON.stringify(e.data)));
+    lines.push(eventLine(head, first + lines.length, new Date().toISOString(), JSON.stringify(e.actor), e.kind, data[i]!));
   }
   const hasFields = fields && Object.keys(fields).length > 0;
   if (lines.length === 0 && !hasFields) return { lines };
