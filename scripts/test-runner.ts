@@ -22,7 +22,7 @@ import { join, relative } from "node:path";
 
 const ROOT = join(import.meta.dir, "..");
 const DURATIONS = join(ROOT, "tests", "durations.json");
-const ROOTS = ["shared/test", "host/test", "guest/test", "extension/test", "tests/e2e"];
+const ROOTS = ["shared/test", "host/test", "guest/test", "extension/test", "tests"];
 const TIMEOUT_MS = "60000";
 /** How long the longest VM file may keep the VM slot while its image is prepared. */
 const HOLD_MS = 30_000;
