@@ -21,6 +21,7 @@ type ServeArgs = GlobalArgs & {
   node?: string;
   "fleet-key"?: string;
   label?: string[];
+  advertise?: string;
 };
 
 /** HOST:PORT, with [v6]:PORT for IPv6. */
@@ -35,7 +36,16 @@ export function parseListen(s: string): { hostname: string; port: number } {
 /** --cluster, --node and --fleet-key as the daemon's fleet options; none without --cluster. */
 function fleetOptions(a: ServeArgs): FleetOptions | undefined {
   if (a.cluster === undefined) {
-    const stray = a.node !== undefined ? "--node" : a["fleet-key"] !== undefined ? "--fleet-key" : a.label?.length ? "--label" : null;
+    const stray =
+      a.node !== undefined
+        ? "--node"
+        : a["fleet-key"] !== undefined
+          ? "--fleet-key"
+          : a.label?.length
+            ? "--label"
+            : a.advertise !== undefined
+              ? "--advertise"
+              : null;
     if (stray) throw new HutchError("invalid", `${stray} goes with --cluster`, "add --cluster nats://HOST:PORT[,...], or drop it");
     return undefined;
   }
@@ -43,12 +53,39 @@ function fleetOptions(a: ServeArgs): FleetOptions | undefined {
   if (!FLEET_NODE_NAME.test(node))
     throw new HutchError("invalid", `--node ${node}: letters, digits, - and _ (at most 64)`, "e.g. --node server-a");
   return {
+    advertise: advertised(a),
     urls: parseClusterUrls(a.cluster),
     node,
     keyFile: resolve(a["fleet-key"] ?? defaultFleetKey(a.home)),
     labels: parseLabels(a.label ?? [], "--label"),
     writeTimeoutMs: env.clusterWriteTimeoutMs(),
   };
+}
+
+/**
+ * Where the fleet's other servers reach this one (they forward requests for
+ * its boxes there): --advertise, or the --listen address when it is one a
+ * peer can dial; a wildcard (0.0.0.0, ::) is not, and is refused without it.
+ */
+function advertised(a: ServeArgs): string | undefined {
+  const { hostname: host, port } = parseListen(a.listen);
+  if (a.advertise !== undefined) {
+    const m = /^https:\/\/(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(:\d{1,5})?$/.exec(a.advertise);
+    if (!m)
+      throw new HutchError(
+        "invalid",
+        `--advertise ${a.advertise}: expected https://HOST[:PORT]`,
+        `e.g. --advertise https://10.0.0.1:${port}`,
+      );
+    return m[2] ? a.advertise : `${a.advertise}:${port}`;
+  }
+  if (host === "0.0.0.0" || host === "::")
+    throw new HutchError(
+      "invalid",
+      `--listen ${a.listen} is every interface, which the fleet's other servers cannot dial to forward requests here`,
+      `add --advertise https://THIS-SERVER'S-ADDRESS:${port}`,
+    );
+  return undefined;
 }
 
 export const serve = body<ServeArgs>({
@@ -81,6 +118,11 @@ export const serve = body<ServeArgs>({
     },
     node: { type: "string", describe: "this server's name in the fleet (with --cluster; default: the host name)" },
     "fleet-key": { type: "string", describe: "the fleet's snapshot key (with --cluster; default: $HUTCH_HOME/keys/fleet.key)" },
+    advertise: {
+      type: "string",
+      describe:
+        "with --cluster: the https://HOST[:PORT] the fleet's other servers reach this one at (needed when --listen is 0.0.0.0 or [::])",
+    },
     label: {
       type: "string",
       array: true,

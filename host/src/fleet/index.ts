@@ -33,6 +33,8 @@ export interface FleetOptions {
   node: string;
   /** The fleet key file. */
   keyFile: string;
+  /** Where the fleet's other servers reach this one (`--advertise`); the listener's URL when absent. */
+  advertise?: string;
   /** This server's labels (`--label KEY=VALUE`), which `box create --on` asks for. */
   labels?: Record<string, string>;
   /** How long a write keeps retrying while the cluster does not answer before it fails naming the cluster (default 30 s). */
@@ -107,7 +109,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
     async register(listen, cert, engines) {
       node = await registerNode(nc, {
         name: opts.node,
-        listen,
+        listen: opts.advertise ?? listen,
         server: serverId(home),
         cert,
         cpus: cpus().length,
