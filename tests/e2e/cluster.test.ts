@@ -505,6 +505,13 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     expect(r.code).toBe(4);
     expect(r.stderr).toContain("cannot reach the NATS cluster at nats://127.0.0.1:1");
     expect(r.stderr).toContain("next: start its nats-server nodes");
+    // Every interface is no address for the other servers to forward to: refused without --advertise, before anything starts.
+    const wild = Bun.spawnSync([HUTCH, "serve", "--listen", "0.0.0.0:1", "--cluster", "nats://127.0.0.1:1", "--node", "u"], {
+      env: lost.env,
+    });
+    expect(wild.exitCode).not.toBe(0);
+    expect(wild.stderr.toString()).toContain("--listen 0.0.0.0:1 is every interface");
+    expect(wild.stderr.toString()).toContain("add --advertise https://");
   }, 60_000);
 
   test("without a quorum a snapshot fails naming the cluster; with it back the store is whole", async () => {
