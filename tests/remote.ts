@@ -3,6 +3,7 @@
 import { mkdirSync, openSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { expect } from "bun:test";
+import type { SessionEvent } from "../shared/src/index.ts";
 import { HUTCH, makeHome, waitFor, type Home } from "./helpers.ts";
 
 export interface Server {
@@ -93,4 +94,36 @@ export async function joinClient(
 /** The token inside a join string (to look for it where it must not be). */
 export function tokenOf(join: string): string {
   return (JSON.parse(atob(join.replaceAll("-", "+").replaceAll("_", "/"))) as { token: string }).token;
+}
+
+/** A `hutch session subscribe` running against a home: the events it printed so far, what went wrong, and a stop. */
+export interface Watcher {
+  lines(): SessionEvent[];
+  /** What it said on stderr, and its exit code once it exited. */
+  trouble(): string;
+  stop(): void;
+}
+
+/** `hutch session subscribe ID` through a home (and the remote named, when one is). */
+export function watchSession(h: Home, id: string, remote?: string): Watcher {
+  const proc = h.spawn(["session", "subscribe", id], remote ? { env: { HUTCH_REMOTE: remote } } : {});
+  let text = "";
+  let err = "";
+  const dec = new TextDecoder();
+  void (async () => {
+    for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) text += dec.decode(chunk, { stream: true });
+  })();
+  void (async () => {
+    for await (const chunk of proc.stderr as ReadableStream<Uint8Array>) err += new TextDecoder().decode(chunk);
+  })();
+  return {
+    trouble: () => `exit ${proc.exitCode ?? "none yet"}; stderr: ${err}`,
+    lines: () =>
+      text
+        .slice(0, text.lastIndexOf("\n") + 1)
+        .split("\n")
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as SessionEvent),
+    stop: () => proc.kill(),
+  };
 }

@@ -11,6 +11,7 @@ import { openDb } from "../src/store/db.ts";
 import { AuthStore } from "../src/store/auth.ts";
 import { eventHead, eventLine, SessionStore } from "../src/store/sessions.ts";
 import type { TokenRow } from "../src/store/types.ts";
+import { sessionRow } from "./session-rows.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "hutch-replica-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -29,17 +30,7 @@ const line = (id: string, seq: number, text: string) =>
   );
 
 function session(id: string): void {
-  sessions.insert({
-    id,
-    box_id: "box_elsewhere",
-    agent: "shell",
-    label: null,
-    state: "open",
-    owner: "alice",
-    argv: "[]",
-    pty: null,
-    created_at: "2026-12-05T00:00:00.000Z",
-  });
+  sessions.insert(sessionRow(id, { box_id: "box_elsewhere", created_at: "2026-12-05T00:00:00.000Z" }));
 }
 
 describe("a session log's replica", () => {

@@ -8,7 +8,8 @@ import { type Actor, emit, Events, HutchError } from "@hutch/shared";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { JetStreamSessionLog, SESSIONS_STREAM } from "../src/store/jetstream/session-log.ts";
-import type { NewEvent, NewSessionRow } from "../src/store/types.ts";
+import type { NewEvent } from "../src/store/types.ts";
+import { sessionRow } from "./session-rows.ts";
 import { cutProxy, type NatsCluster, startNatsCluster } from "./nats-cluster.ts";
 
 let cluster: NatsCluster;
@@ -36,17 +37,7 @@ const note = (who: string, text: string, idempotencyKey?: string): NewEvent => (
   actor: actor(who),
   ...(idempotencyKey ? { idempotencyKey } : {}),
 });
-const row = (id: string): NewSessionRow => ({
-  id,
-  box_id: "box_a",
-  agent: "shell",
-  label: null,
-  state: "open",
-  owner: "alice",
-  argv: "[]",
-  pty: null,
-  created_at: new Date().toISOString(),
-});
+const row = (id: string) => sessionRow(id);
 
 async function lines(log: JetStreamSessionLog, id: string): Promise<{ seq: number; text: string }[]> {
   const { text } = await log.readText(id, 1, 1_000_000);

@@ -16,6 +16,7 @@ import { JetStreamSessionLog, SESSIONS_STREAM } from "../src/store/jetstream/ses
 import { SessionStore } from "../src/store/sessions.ts";
 import type { NewEvent } from "../src/store/types.ts";
 import { type NatsCluster, startNatsCluster } from "./nats-cluster.ts";
+import { sessionRow } from "./session-rows.ts";
 
 let cluster: NatsCluster;
 const dir = mkdtempSync(join(tmpdir(), "hutch-replica-"));
@@ -84,17 +85,7 @@ describe("the session replica under faults", () => {
       const log = await JetStreamSessionLog.open(writerNc, { writeTimeoutMs: 20_000 });
       const { replica, store, nc } = await replicaOn(cluster.urls);
       const id = `ses_rf${sessions++}`;
-      await log.insert({
-        id,
-        box_id: "box_a",
-        agent: "shell",
-        label: null,
-        state: "open",
-        owner: "alice",
-        argv: "[]",
-        pty: null,
-        created_at: new Date().toISOString(),
-      });
+      await log.insert(sessionRow(id));
       await log.append(id, [note("before")]);
       expect(await reachedWithin(replica, log.streamSeqOf(id), 10_000)).toBe(true);
 

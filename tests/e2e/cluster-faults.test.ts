@@ -19,7 +19,7 @@ import type { SessionEvent } from "../../shared/src/index.ts";
 import { SESSIONS_STREAM } from "../../host/src/store/jetstream/session-log.ts";
 import { type CutProxy, cutProxy, type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
 import { type Home, waitFor } from "../helpers.ts";
-import { startServer, type Server } from "../remote.ts";
+import { startServer, type Server, type Watcher, watchSession } from "../remote.ts";
 
 let nats: NatsCluster;
 let urls: string;
@@ -80,36 +80,9 @@ async function logOf(s: Server, id: string): Promise<SessionEvent[]> {
   }
 }
 
-interface Watcher {
-  /** The events it has printed so far. */
-  lines(): SessionEvent[];
-  /** What it said on stderr, and its exit code once it exited. */
-  trouble(): string;
-  stop(): void;
-}
-
-/** `hutch session subscribe` on a server. */
+/** `hutch session subscribe` on a server, stopped after the test. */
 function watch(s: Server, id: string): Watcher {
-  const proc = s.home.spawn(["session", "subscribe", id]);
-  let text = "";
-  let err = "";
-  const dec = new TextDecoder();
-  void (async () => {
-    for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) text += dec.decode(chunk, { stream: true });
-  })();
-  void (async () => {
-    for await (const chunk of proc.stderr as ReadableStream<Uint8Array>) err += new TextDecoder().decode(chunk);
-  })();
-  const w: Watcher = {
-    trouble: () => `exit ${proc.exitCode ?? "none yet"}; stderr: ${err}`,
-    lines: () =>
-      text
-        .slice(0, text.lastIndexOf("\n") + 1)
-        .split("\n")
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as SessionEvent),
-    stop: () => proc.kill(),
-  };
+  const w = watchSession(s.home, id);
   watchers.push(w);
   return w;
 }

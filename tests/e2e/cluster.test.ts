@@ -17,7 +17,7 @@ import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster
 import { AGENTS_DIR, events, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 import { HUTCH, makeHome, onTerminal, sha256, waitFor, type Home } from "../helpers.ts";
-import { freePort, joinClient, startServer, tokenOf, type Server } from "../remote.ts";
+import { freePort, joinClient, startServer, tokenOf, type Server, watchSession } from "../remote.ts";
 
 let nats: NatsCluster;
 let urls: string;
@@ -49,25 +49,6 @@ function copyKey(to: Home): void {
   mkdirSync(join(to.home, "keys"), { recursive: true, mode: 0o700 });
   copyFileSync(join(a.home.home, "keys", "fleet.key"), join(to.home, "keys", "fleet.key"));
   chmodSync(join(to.home, "keys", "fleet.key"), 0o600);
-}
-
-/** `session subscribe` on a server: the events it has printed so far, and a stop. */
-function watch(h: Home, id: string, remote?: string): { lines(): SessionEvent[]; stop(): void } {
-  const proc = h.spawn(["session", "subscribe", id], remote ? { env: { HUTCH_REMOTE: remote } } : {});
-  let text = "";
-  void (async () => {
-    const dec = new TextDecoder();
-    for await (const chunk of proc.stdout as ReadableStream<Uint8Array>) text += dec.decode(chunk, { stream: true });
-  })();
-  return {
-    lines: () =>
-      text
-        .slice(0, text.lastIndexOf("\n") + 1)
-        .split("\n")
-        .filter(Boolean)
-        .map((l) => JSON.parse(l) as SessionEvent),
-    stop: () => proc.kill(),
-  };
 }
 
 /** `hutch serve --cluster` that is expected to refuse: its exit code and stderr. */
@@ -181,7 +162,7 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     expect(run.code, run.stderr).toBe(0);
     const id = (JSON.parse(run.stdout) as { id: string }).id;
     // Live watchers on B and C from the start: everything A's box logs reaches them through the fleet's log.
-    const watchers = [b, c].map((s) => watch(s.home, id));
+    const watchers = [b, c].map((s) => watchSession(s.home, id));
     const idle = await a.home.run(["session", "wait", id, "--idle", "--json"]);
     expect(idle.code, idle.stdout + idle.stderr).toBe(0);
     for (const [s, text] of [
@@ -268,7 +249,7 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     const id = (JSON.parse(run.stdout) as { id: string }).id;
     const idle = await client.run(["session", "wait", id, "--idle", "--json"]);
     expect(idle.code, idle.stdout + idle.stderr).toBe(0);
-    const watcher = watch(client, id, "c");
+    const watcher = watchSession(client, id, "c");
     for (const remote of ["b", "c"]) {
       const r = await client.run(["session", "annotate", id, `alice via ${remote}`], via(remote));
       expect(r.code, r.stderr).toBe(0);
