@@ -186,6 +186,7 @@ describe("completion", () => {
         "serve",
         "service",
         "cluster",
+        "fleet",
         "user",
         "token",
         "remote",

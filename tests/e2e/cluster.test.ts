@@ -72,10 +72,12 @@ beforeAll(async () => {
   // Labels placement reads: A in the east, B and C in the west, C with a GPU.
   const labels: Record<string, string[]> = { a: ["zone=east"], b: ["zone=west"], c: ["zone=west", "gpu=yes"] };
   const fleet = (node: string) => ["--cluster", urls, "--node", node, ...labels[node]!.flatMap((l) => ["--label", l])];
+  // A write without a quorum fails after 5 s here, not the default 30: the quorum test waits that long.
+  const timeout = { HUTCH_CLUSTER_WRITE_TIMEOUT_MS: "5000" };
   a = await startServer("hutch-fa-", {
     args: fleet("a"),
     config: fakeBindings(fake),
-    env: { HUTCH_AGENTS_DIR: AGENTS_DIR },
+    env: { HUTCH_AGENTS_DIR: AGENTS_DIR, ...timeout },
     before: async (h) => {
       const init = await h.run(["cluster", "init", "--cluster", urls]);
       expect(init.code, init.stderr).toBe(0);
@@ -83,9 +85,9 @@ beforeAll(async () => {
     },
   });
   servers.push(a);
-  b = await startServer("hutch-fb-", { args: fleet("b"), before: copyKey });
+  b = await startServer("hutch-fb-", { args: fleet("b"), env: timeout, before: copyKey });
   servers.push(b);
-  c = await startServer("hutch-fc-", { args: fleet("c"), before: copyKey });
+  c = await startServer("hutch-fc-", { args: fleet("c"), env: timeout, before: copyKey });
   servers.push(c);
 }, 180_000);
 
