@@ -222,6 +222,17 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     expect(logged.map((e) => e.seq)).toEqual(logged.map((_, i) => i + 1));
     const notes = (list: SessionEvent[]) =>
       list.filter((e) => e.kind === "annotation.added").map((e) => `${e.seq}:${e.actor.id}:${JSON.stringify(e.data)}`);
+    // A batch bigger than one NATS message is refused at once, naming the limit, and stores nothing.
+    const big = await fetch(`http://localhost/v1/sessions/${id}/events`, {
+      unix: join(b.home.home, "hutch.sock"),
+      method: "POST",
+      headers: { "x-hutch-client": "cli", "content-type": "application/json" },
+      body: JSON.stringify({
+        events: Array.from({ length: 6000 }, (_, i) => ({ kind: "annotation.added", data: { text: `${i} ${"x".repeat(200)}` } })),
+      }),
+    });
+    expect(big.status).toBe(400);
+    expect(((await big.json()) as { error: { message: string } }).error.message).toContain("-byte message the fleet's NATS cluster takes");
     for (const s of [a, b]) {
       const there = await events(s.home, id);
       expect(there.map((e) => e.seq)).toEqual(there.map((_, i) => i + 1));

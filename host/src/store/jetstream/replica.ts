@@ -42,6 +42,10 @@ const PULL = { expires: 2000, idle_heartbeat: 1000 };
 const STALL_CHECK_MS = 3000;
 /** Records a stalled replica reads one request each per check, while its new consumer is made. */
 const FILL_MAX = 1000;
+/** An event line's bytes besides its actor and data (session id, seq, time, kind, JSON punctuation), at most. */
+const EVENT_LINE_OVERHEAD = 160;
+/** Room left in a record for its headers (kinds, keys, the row change). */
+const RECORD_HEADROOM = 64 * 1024;
 /** At most this many records in one transaction of the replica. */
 const APPLY_BATCH = 256;
 
@@ -304,6 +308,8 @@ export class ClusterWriter implements SessionWriter {
   constructor(
     private readonly log: JetStreamSessionLog,
     private readonly replica: SessionReplica,
+    /** The largest message the cluster takes (its max_payload): an append is one record, so its events must fit in one. */
+    private readonly maxPayload = 1024 * 1024,
   ) {}
 
   async insert(row: NewSessionRow): Promise<void> {
@@ -312,6 +318,14 @@ export class ClusterWriter implements SessionWriter {
   }
 
   async append(sessionId: string, events: NewEvent[], options?: AppendOptions): Promise<Appended[]> {
+    // Refused at once, naming the limit: a record the cluster cannot take would be retried until the write timeout.
+    const size = events.reduce((n, e) => n + EVENT_LINE_OVERHEAD + JSON.stringify(e.data).length + JSON.stringify(e.actor).length, 0);
+    if (size > this.maxPayload - RECORD_HEADROOM)
+      throw new HutchError(
+        "invalid",
+        `these ${events.length} events take about ${size} bytes, more than the ${this.maxPayload}-byte message the fleet's NATS cluster takes`,
+        "send them in several requests, fewer events each",
+      );
     const out = await this.log.append(sessionId, events, options).catch((err) => {
       throw err instanceof Error && err.message === `session ${sessionId} does not exist`
         ? new HutchError("not_found", `no session "${sessionId}" in the fleet's log`, "list sessions: hutch session list")
@@ -343,7 +357,7 @@ export async function openSessionReplica(
   return {
     writer: (publish) => {
       replica.publish = publish;
-      return new ClusterWriter(jsLog, replica);
+      return new ClusterWriter(jsLog, replica, nc.info?.max_payload);
     },
     close: () => replica.close(),
   };
