@@ -452,13 +452,13 @@ export class SessionService {
    * write made what it read stale (its `ifLast` refused): the driver slot is
    * decided on the row as the log has it, never on a copy behind it.
    */
-  private async reread<T>(sessionId: string, attempt: () => Promise<T>): Promise<T> {
+  private async reread<T>(attempt: () => Promise<T>): Promise<T> {
     for (let i = 0; ; i++) {
       try {
         return await attempt();
       } catch (err) {
         if (!isStale(err) || i >= STALE_RETRIES) throw err;
-        await this.writer.fresh(sessionId);
+        await this.writer.fresh();
       }
     }
   }
@@ -573,7 +573,7 @@ export class SessionService {
   }
 
   async acquire(id: string, actor: Actor, leaseMs?: number): Promise<Session> {
-    await this.reread(id, () => {
+    await this.reread(() => {
       const row = this.drivable(id, actor);
       this.requireOpen(row);
       return this.driver.acquire(row, actor, leaseMs);
@@ -582,7 +582,7 @@ export class SessionService {
   }
 
   async release(id: string, actor: Actor): Promise<Session> {
-    await this.reread(id, async () => {
+    await this.reread(async () => {
       const row = this.row(id, actor);
       if (this.driver.of(row)) await this.driver.release(row, actor);
     });
@@ -590,7 +590,7 @@ export class SessionService {
   }
 
   async steal(id: string, actor: Actor, leaseMs?: number): Promise<Session> {
-    await this.reread(id, () => {
+    await this.reread(() => {
       const row = this.drivable(id, actor);
       this.requireOpen(row);
       return this.driver.steal(row, actor, leaseMs);

@@ -241,7 +241,7 @@ export interface SessionWriter {
   /** Changes fields of a session's row; an empty change writes nothing. */
   update(id: string, fields: SessionFields): Promise<void>;
   /** Resolves once this server's SessionLog has every write the log had acknowledged when it was called. */
-  fresh(sessionId?: string): Promise<void>;
+  fresh(): Promise<void>;
 }
 
 /** Where a writer publishes each stored event to the session's live listeners (the session bus). */

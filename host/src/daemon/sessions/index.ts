@@ -43,7 +43,7 @@ export function sessionsController(
       .get(
         "/sessions/:id",
         async ({ params, actor }) => {
-          await sessions.writer.fresh(params.id);
+          await sessions.writer.fresh();
           return sessions.get(params.id, actor);
         },
         {
@@ -53,7 +53,7 @@ export function sessionsController(
       .get(
         "/sessions/:id/summary",
         async ({ params, actor }) => {
-          await sessions.writer.fresh(params.id);
+          await sessions.writer.fresh();
           return sessions.summary(params.id, actor);
         },
         {
@@ -68,7 +68,7 @@ export function sessionsController(
       .get(
         "/sessions/:id/events",
         async ({ params, query, actor }) => {
-          await sessions.writer.fresh(params.id);
+          await sessions.writer.fresh();
           sessions.row(params.id, actor);
           const page = store.readText(params.id, query.from ?? 1, query.limit ?? 1000, ",");
           // An EventsPage: events are stored as JSON, so the page is assembled without re-parsing them.

@@ -60,7 +60,7 @@ export async function upgradeSubscribe(
   const m = SUBSCRIBE_PATH.exec(url.pathname);
   if (!m || req.headers.get("upgrade")?.toLowerCase() !== "websocket") return undefined;
   try {
-    if (sessions.writer.shared) await sessions.writer.fresh(m[1]!);
+    if (sessions.writer.shared) await sessions.writer.fresh();
     const actor = actorFrom(req, identify);
     sessions.row(m[1]!, actor);
     const from = Number(url.searchParams.get("from") ?? "1");
@@ -134,13 +134,8 @@ export function subscribeSocket(
       d.ping = setInterval(() => ws.ping(), PING_MS);
       const row = store.get(d.session);
       if (row?.state === "open") d.release = hold(row.box_id);
-      // In a fleet, the replay starts once this server's replica has what the fleet's log acknowledged; events applied meanwhile wait in pending.
-      if (!sessions.writer.shared) pump(ws);
-      else
-        void sessions.writer.fresh(d.session).then(
-          () => pump(ws),
-          () => pump(ws),
-        );
+      // In a fleet, the upgrade waited for this server's replica to have what the fleet's log acknowledged (upgradeSubscribe).
+      pump(ws);
     },
     drain(ws) {
       pump(ws);
