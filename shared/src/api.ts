@@ -127,6 +127,10 @@ export type DesiredState = Static<typeof DesiredState>;
 export const SleepKeeps = Type.Union([Type.Literal("memory"), Type.Literal("disk")]);
 export type SleepKeeps = Static<typeof SleepKeeps>;
 
+/** What a fleet does when a box's server dies: "always", made again elsewhere from its latest checkpoint; "never" (the default). */
+export const RestartPolicy = Type.Union([Type.Literal("always"), Type.Literal("never")]);
+export type RestartPolicy = Static<typeof RestartPolicy>;
+
 export const Box = Type.Object({
   id: Type.String(),
   name: Type.String(),
@@ -149,6 +153,15 @@ export const Box = Type.Object({
   updatedAt: Type.String(),
   /** In a fleet (`hutch serve --cluster`): the node that runs it. */
   server: Type.Optional(Type.String({ maxLength: 64 })),
+  /** `--restart always`: in a fleet, made again on another server from its latest checkpoint when its server dies. */
+  restart: Type.Optional(RestartPolicy),
+  /** `--checkpoint-every`: a snapshot of it every so many seconds, and the latest one taken. */
+  checkpoint: Type.Optional(
+    Type.Object({
+      everyS: Type.Integer({ minimum: 1 }),
+      last: Type.Optional(Type.Object({ snapshot: Type.String({ maxLength: 64 }), at: Type.String({ maxLength: 64 }) })),
+    }),
+  ),
 });
 export type Box = Static<typeof Box>;
 
@@ -203,6 +216,10 @@ export const BoxCreateBody = Type.Object(
     on: Type.Optional(
       Type.Record(Type.String({ pattern: "^[a-z0-9][a-z0-9._-]{0,62}$" }), Type.String({ maxLength: 128 }), { maxProperties: 16 }),
     ),
+    /** In a fleet: made again on another server from its latest checkpoint when its server dies ("always"). */
+    restart: Type.Optional(RestartPolicy),
+    /** A snapshot of the box every so long (a duration: 30s, 10m, 1h), kept as its checkpoint. */
+    checkpointEvery: Type.Optional(Type.String({ minLength: 1, maxLength: 32 })),
     /** VM settings (qemu engine). */
     image: Type.Optional(
       Type.String({

@@ -114,6 +114,25 @@ export const Events = {
     "box.woke",
     Type.Object({ box: Type.String(), ms: Type.Integer({ minimum: 0 }), programsKept: Type.Boolean(), by: Type.Optional(Actor) }),
   ),
+  /**
+   * The box runs on another server of the fleet now: moved there (`box move`,
+   * `node drain`) or made again there when its server died (failover), from
+   * the snapshot named; `programsKept`: its processes carried on (a VM's
+   * sleeping state carried), or they were started afresh from its files.
+   */
+  boxMoved: defineEvent(
+    "box.moved",
+    Type.Object({
+      box: Type.String(),
+      from: Type.String({ maxLength: 64 }),
+      to: Type.String({ maxLength: 64 }),
+      reason: Type.Union([Type.Literal("move"), Type.Literal("drain"), Type.Literal("failover")]),
+      snapshot: Type.Optional(Type.String({ maxLength: 64 })),
+      programsKept: Type.Boolean(),
+      epoch: Type.Integer({ minimum: 1 }),
+      by: Type.Optional(Actor),
+    }),
+  ),
   /** A wake found its sleeping state torn or missing and booted the box afresh from its disk: its programs are gone. */
   boxWokeCold: defineEvent("box.woke.cold", Type.Object({ box: Type.String(), reason: Text(1024) })),
   inputSent: defineEvent("input.sent", Type.Object({ text: Text() })),

@@ -3,6 +3,7 @@
 // heartbeat and what `hutch cluster nodes --json` prints, one per live node.
 import { type Static, Type } from "@sinclair/typebox";
 import { Box } from "./api.ts";
+import { Actor } from "./actor.ts";
 
 /** A node's name: `--node`, unique in its fleet. */
 export const FLEET_NODE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -31,6 +32,22 @@ export const FleetNode = Type.Object(
 );
 export type FleetNode = Static<typeof FleetNode>;
 
+/** A box's settings as another server of the fleet makes it again (a failover, a move). */
+export const BoxSpec = Type.Object(
+  {
+    engine: Type.String({ maxLength: 32 }),
+    config: Type.Record(
+      Type.String({ maxLength: 64 }),
+      Type.Union([Type.String({ maxLength: 1024 }), Type.Number(), Type.Boolean(), Type.Null()]),
+      { maxProperties: 32 },
+    ),
+    allow: Type.Array(Type.String({ maxLength: 256 }), { maxItems: 256 }),
+    bindings: Type.Array(Type.String({ maxLength: 64 }), { maxItems: 32 }),
+  },
+  { additionalProperties: false },
+);
+export type BoxSpec = Static<typeof BoxSpec>;
+
 /**
  * A box in the fleet's directory (KV bucket hutch-boxes, key: its id): the
  * node that runs it puts the box as it shows it, and its owner, whenever it
@@ -45,6 +62,32 @@ export const FleetBox = Type.Object(
     cpus: Type.Integer({ minimum: 0 }),
     memoryMiB: Type.Integer({ minimum: 0 }),
     box: Box,
+    /**
+     * Which placement of the box this is: 1 when made, one more at each move
+     * or failover. A server whose copy of a box carries an older epoch than
+     * the directory's has been superseded: it stops that copy and writes
+     * nothing for it.
+     */
+    epoch: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** What another server needs to make the box again: its engine, settings and egress policy. */
+    spec: Type.Optional(BoxSpec),
+    /**
+     * Set while the box is being taken to `node` (it runs nowhere until that
+     * server has made it): from where, why, and from what (a checkpoint, or a
+     * VM's carried sleeping state).
+     */
+    moving: Type.Optional(
+      Type.Object(
+        {
+          from: Type.String({ pattern: FLEET_NODE_NAME.source }),
+          reason: Type.Union([Type.Literal("move"), Type.Literal("drain"), Type.Literal("failover")]),
+          snapshot: Type.Optional(Type.String({ maxLength: 64 })),
+          carried: Type.Optional(Type.String({ maxLength: 256 })),
+          by: Type.Optional(Actor),
+        },
+        { additionalProperties: false },
+      ),
+    ),
   },
   { additionalProperties: false },
 );
@@ -63,6 +106,10 @@ export const FleetEvent = Type.Object(
       Type.Literal("box.created"),
       Type.Literal("box.state"),
       Type.Literal("box.deleted"),
+      Type.Literal("box.moved"),
+      Type.Literal("node.cordoned"),
+      Type.Literal("node.uncordoned"),
+      Type.Literal("lease.taken"),
       Type.Literal("node.joined"),
       Type.Literal("node.left"),
     ]),
@@ -70,7 +117,55 @@ export const FleetEvent = Type.Object(
     box: Type.Optional(
       Type.Object({ id: Type.String({ maxLength: 64 }), name: Type.String({ maxLength: 64 }), state: Type.String({ maxLength: 32 }) }),
     ),
+    /** What else there is to say: a move's from and to, a lease's epoch. */
+    detail: Type.Optional(Type.String({ maxLength: 512 })),
   },
   { additionalProperties: false },
 );
 export type FleetEvent = Static<typeof FleetEvent>;
+
+/** `hutch node list`: a live server, whether it is cordoned, how many boxes it runs, and whether it leads the reconcile loop. */
+export const FleetNodeRow = Type.Object(
+  {
+    node: FleetNode,
+    cordoned: Type.Boolean(),
+    boxes: Type.Integer({ minimum: 0 }),
+    leader: Type.Boolean(),
+  },
+  { additionalProperties: false },
+);
+export type FleetNodeRow = Static<typeof FleetNodeRow>;
+
+/** POST /v1/fleet/boxes/:ref/move (`hutch box move BOX [--to NODE]`): no `to`, placement picks. */
+export const BoxMoveBody = Type.Object(
+  { to: Type.Optional(Type.String({ pattern: FLEET_NODE_NAME.source, rule: "a node name: 1 to 64 letters, digits, _ or -" })) },
+  { additionalProperties: false },
+);
+export type BoxMoveBody = Static<typeof BoxMoveBody>;
+
+/** A box moved: from where to where, under which epoch, what carried it, how long it took. */
+export const BoxMoveResult = Type.Object(
+  {
+    box: Type.String(),
+    id: Type.String(),
+    from: Type.String(),
+    to: Type.String(),
+    epoch: Type.Integer({ minimum: 1 }),
+    snapshot: Type.Optional(Type.String()),
+    programsKept: Type.Boolean(),
+    ms: Type.Integer({ minimum: 0 }),
+  },
+  { additionalProperties: false },
+);
+export type BoxMoveResult = Static<typeof BoxMoveResult>;
+
+/** `hutch node drain NODE`: each box moved off it, and those that could not be (with why). */
+export const NodeDrainResult = Type.Object(
+  {
+    node: Type.String(),
+    moved: Type.Array(BoxMoveResult),
+    failed: Type.Array(Type.Object({ box: Type.String(), error: Type.String() })),
+  },
+  { additionalProperties: false },
+);
+export type NodeDrainResult = Static<typeof NodeDrainResult>;

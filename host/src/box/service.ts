@@ -11,6 +11,7 @@ import {
   type BoxCreateBody,
   type BoxPolicy,
   type BoxSetBody,
+  type BoxSpec,
   type BoxState,
   type DesiredState,
   type EngineName,
@@ -23,6 +24,7 @@ import { env } from "../env.ts";
 import { log } from "../log.ts";
 import { Listeners } from "../listeners.ts";
 import { type AutoSleep, parseAutoSleep } from "./idle.ts";
+import { restartConfig, restartInfo } from "./restart.ts";
 
 const logger = log.create({ service: "boxes" });
 
@@ -204,7 +206,7 @@ export class BoxService {
       kernelArgs: body.kernelArgs,
     });
     checkSettings(engine, body.name, config);
-    Object.assign(config, this.autoSleepConfig(engine, body.name, body, true));
+    Object.assign(config, this.autoSleepConfig(engine, body.name, body, true), restartConfig(body));
     const policy: BoxPolicy = { allow: [...new Set(body.allow ?? [])], bindings: [...new Set(body.secrets ?? [])] };
     this.policyChecks.check(policy);
     const seeder = body.from === undefined ? undefined : this.seeder;
@@ -228,6 +230,102 @@ export class BoxService {
       throw err;
     }
     return body.start ? this.get(box.id) : this.stop(box.id, null);
+  }
+
+  /**
+   * Makes here, under its own id and name, a box another server of the fleet
+   * ran (a move or a failover: fleet/reconcile.ts), with the settings and
+   * policy it had, and starts it. Its files come after, from a checkpoint.
+   * The quota was counted when the box was first made; it is the same box.
+   */
+  async adopt(a: { id: string; name: string; owner: string | undefined; spec: BoxSpec; epoch: number }): Promise<Box> {
+    const have = this.store.byId(a.id);
+    if (have && this.epoch(a.id) >= a.epoch) return this.toBox(have);
+    // An older copy of the box left here (it went away and came back): it is not the box any more.
+    if (have) await this.discard(a.id);
+    this.engine(a.spec.engine);
+    if (this.store.byName(a.name))
+      throw new HutchError(
+        "conflict",
+        `box "${a.name}" cannot come here: this server has another box of that name`,
+        `rename or delete this server's box "${a.name}", and the fleet moves it on its next round`,
+      );
+    const config: Record<string, unknown> = { ...a.spec.config, fleetEpoch: a.epoch };
+    checkSettings(a.spec.engine, a.name, config);
+    const policy: BoxPolicy = { allow: [...a.spec.allow], bindings: [...a.spec.bindings] };
+    this.policyChecks.check(policy);
+    const { box, op } = this.store.insertBox(a.name, a.spec.engine as EngineName, "running", null, config, policy, a.owner, a.id);
+    logger.info("box made here from another server of the fleet", { box: box.name, id: box.id, engine: a.spec.engine });
+    this.changes.emit(box.id);
+    return this.finish(box.id, op.id);
+  }
+
+  /** Which placement of a box in its fleet this server's copy is (fleet/boxes.ts): 1 unless it came from another server. */
+  epoch(boxId: string): number {
+    const row = this.store.byId(boxId);
+    const e = row ? (JSON.parse(row.config) as { fleetEpoch?: unknown }).fleetEpoch : undefined;
+    return typeof e === "number" ? e : 1;
+  }
+
+  /** Records a new placement of this server's copy (a move that did not happen takes the box back under a later epoch). */
+  setEpoch(boxId: string, epoch: number): void {
+    const row = this.store.byId(boxId);
+    if (row) this.store.setConfig(boxId, { ...(JSON.parse(row.config) as Record<string, unknown>), fleetEpoch: epoch });
+  }
+
+  /** A box's settings and policy as another server would make it again (BoxSpec). */
+  spec(boxId: string, policy: { allow: string[]; bindings: string[] }): BoxSpec | null {
+    const row = this.store.byId(boxId);
+    if (!row) return null;
+    const config = Object.fromEntries(
+      Object.entries(JSON.parse(row.config) as Record<string, unknown>).filter(
+        ([k, v]) => k !== "fleetEpoch" && (v === null || ["string", "number", "boolean"].includes(typeof v)),
+      ),
+    ) as BoxSpec["config"];
+    return { engine: row.engine, config, allow: policy.allow, bindings: policy.bindings };
+  }
+
+  /** Records the latest checkpoint of a box (box/checkpoint.ts): its snapshot and when. */
+  checkpointed(boxId: string, snapshot: string, at: string): void {
+    const row = this.store.byId(boxId);
+    if (!row) return;
+    this.store.setConfig(boxId, { ...(JSON.parse(row.config) as Record<string, unknown>), checkpointSnapshot: snapshot, checkpointAt: at });
+    this.changes.emit(boxId);
+  }
+
+  /**
+   * Removes this server's copy of a box without a word to its sessions: the
+   * fleet runs the box elsewhere now (a newer placement superseded this one),
+   * so nothing here may speak for it. Its processes are killed, its files and
+   * rows go; no state change is told.
+   */
+  async discard(boxId: string): Promise<void> {
+    const row = this.store.byId(boxId);
+    if (!row) return;
+    const prev = this.locks.get(boxId) ?? Promise.resolve();
+    const next = prev.then(async () => {
+      const now = this.store.byId(boxId);
+      if (!now) return;
+      const engine = this.engines[now.engine];
+      const box = this.handle(now);
+      this.dropChannel(boxId);
+      if (engine) {
+        await engine.kill(box, { own: true }).catch(() => undefined);
+        await engine.forgetSleep?.(box).catch(() => undefined);
+        await engine
+          .destroy(box, { own: true })
+          .catch((err) => logger.warn("a superseded box's files were not all removed", { box: now.name, err: String(err) }));
+      }
+      this.removing.emit(boxId);
+      this.store.deleteBox(boxId);
+      this.changes.emit(boxId);
+      logger.info("removed this server's superseded copy of a box", { box: now.name, id: boxId });
+    });
+    this.locks.set(
+      boxId,
+      next.catch(() => undefined),
+    );
+    await next;
   }
 
   /** New limits for a stopped box, applied at its next start; the sleep settings, in any state, from now. */
@@ -416,6 +514,7 @@ export class BoxService {
       ...(engine?.describe ? { engineInfo: engine.describe(this.handle(row)) } : {}),
       ...this.sleepInfo(row, engine),
       ...this.autoSleepInfo(row.id),
+      ...restartInfo(JSON.parse(row.config) as Record<string, unknown>),
       createdAt: row.created_at,
       updatedAt: row.updated_at,
     };

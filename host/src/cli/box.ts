@@ -78,6 +78,8 @@ type Create = GlobalArgs &
     secret?: string[];
     on?: string[];
     node?: string;
+    restart?: "always" | "never";
+    "checkpoint-every"?: string;
   };
 type Policy = GlobalArgs & {
   name: string;
@@ -157,6 +159,12 @@ export const box = body<GlobalArgs>({
           describe: "fleet: run it on a server with this label (KEY=VALUE, repeatable; hutch serve --label)",
         },
         node: { type: "string", describe: "fleet: run it on this server (hutch cluster nodes lists them)" },
+        restart: {
+          type: "string",
+          choices: ["always", "never"],
+          describe: "fleet: always: when its server dies, make it again on another from its latest checkpoint (default never)",
+        },
+        "checkpoint-every": { type: "string", describe: "take a snapshot of it this often while it runs (30s, 10m, 1h): its checkpoint" },
       },
       run: async (a) => {
         const d = await connectDaemon(a.home);
@@ -167,10 +175,14 @@ export const box = body<GlobalArgs>({
           ...(a["kernel-args"] ? { kernelArgs: a["kernel-args"] } : {}),
         };
         const egress = { ...(a.allow?.length ? { allow: a.allow } : {}), ...(a.secret?.length ? { secrets: a.secret } : {}) };
+        const keep = {
+          ...(a.restart ? { restart: a.restart } : {}),
+          ...(a["checkpoint-every"] ? { checkpointEvery: a["checkpoint-every"] } : {}),
+        };
         const box = await d.request<Box>(
           "POST",
           "/v1/boxes",
-          { name: a.name, engine: a.engine, start: a.start, ...(a.from ? { from: a.from } : {}), ...vm, ...egress, ...place },
+          { name: a.name, engine: a.engine, start: a.start, ...(a.from ? { from: a.from } : {}), ...vm, ...egress, ...place, ...keep },
           { idempotencyKey: crypto.randomUUID() },
         );
         if (a.json) printJson(box);
@@ -195,6 +207,18 @@ export const box = body<GlobalArgs>({
               ? `${box.name}: sleep settings changed\n`
               : `${box.name}: limits changed; they apply when it next starts\n`,
           );
+      },
+    }),
+    command<GlobalArgs & { name: string; to?: string }>({
+      command: "move <name>",
+      describe: "fleet: move a box to another server (a snapshot carries its files; admin)",
+      options: { to: { type: "string", describe: "the server to move it to (default: the one placement picks)" } },
+      examples: [["$0 box move web --to b", "web runs on server b afterwards"]],
+      run: async (a) => {
+        const { op } = await import("./op.ts");
+        const { BoxMoveResult } = await import("@hutch/shared");
+        const r = await op(a, `/v1/fleet/boxes/${encodeURIComponent(a.name)}/move`, a.to ? { to: a.to } : {}, BoxMoveResult);
+        if (!a.json) process.stdout.write(`moved ${r.box} from ${r.from} to ${r.to} in ${(r.ms / 1000).toFixed(1)} s (epoch ${r.epoch})\n`);
       },
     }),
     lifecycle("start", [], "start boxes", "started", "POST", "/start"),

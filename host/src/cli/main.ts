@@ -110,6 +110,11 @@ export const ROOT: Command = {
       load: () => import("./fleet.ts").then((m) => m.fleet),
     },
     {
+      command: "node <command>",
+      describe: "the fleet's servers: list, cordon, uncordon, drain (admin)",
+      load: () => import("./node.ts").then((m) => m.node),
+    },
+    {
       command: "user <command>",
       describe: "server mode's users: add, list (on the server, or with an admin token)",
       load: () => import("./user.ts").then((m) => m.user),

@@ -84,6 +84,16 @@ export function boxDetails(b: Box): string {
           ],
         ]
       : []),
+    ...(b.server ? [["server", b.server]] : []),
+    ...(b.restart ? [["restart", b.restart]] : []),
+    ...(b.checkpoint
+      ? [
+          [
+            "checkpoint",
+            `every ${b.checkpoint.everyS}s${b.checkpoint.last ? `; latest ${b.checkpoint.last.snapshot} at ${b.checkpoint.last.at}` : "; none yet"}`,
+          ],
+        ]
+      : []),
     ["engine", b.engine],
     ["isolation", b.isolation],
     ...(b.guest ? [["guest", `${b.guest.version} (${b.guest.capabilities.join(", ")})`]] : []),

@@ -9,13 +9,11 @@ import {
   type SnapshotInfo,
 } from "@hutch/shared";
 import { connectDaemon, type DaemonClient } from "../client/daemon.ts";
-import { runOp } from "../client/ops.ts";
-import { progressDisplay } from "../client/progress.ts";
+import { op } from "./op.ts";
 import { body, command, type GlobalArgs } from "./args.ts";
 import { setExitCode } from "./exit.ts";
 import { count, terminalText } from "@hutch/shared/text";
 import { cell, printJson, table } from "./output.ts";
-import type { TSchema, Static } from "@hutch/shared";
 
 function size(n: number): string {
   if (n >= 1024 ** 3) return `${(n / 1024 ** 3).toFixed(1)} GiB`;
@@ -24,20 +22,6 @@ function size(n: number): string {
 }
 
 const when = (ms: number) => new Date(ms).toISOString().slice(0, 19).replace("T", " ");
-
-/** Runs an operation: counts redrawn on a terminal; with --json its NDJSON lines on stdout, the result last. */
-async function op<S extends TSchema>(a: GlobalArgs, path: string, req: unknown, result: S): Promise<Static<S>> {
-  const d = await connectDaemon(a.home);
-  const display = a.json ? null : progressDisplay();
-  try {
-    return await runOp(d, path, req, result, {
-      line: (l) => a.json && process.stdout.write(`${JSON.stringify(l)}\n`),
-      progress: (p) => (a.json ? p.type === "note" && process.stderr.write(`hutch: ${p.text}\n`) : display!.show(p)),
-    });
-  } finally {
-    display?.stop();
-  }
-}
 
 const q = (d: DaemonClient, path: string) => d.request<unknown>("GET", path);
 

@@ -72,6 +72,8 @@ export interface AppDeps {
   fleetBoxes?: { node: string; fresh(): Promise<void>; others(): FleetBox[] };
   /** In a fleet: its events (fleet/events.ts), served at GET /v1/fleet/events. */
   fleetEvents?: { read(from: number, follow: boolean, signal: AbortSignal): AsyncIterable<FleetEvent> };
+  /** In a fleet: box moves and the node verbs (daemon/fleet-plane.ts). */
+  fleetPlane?: { controller(ops: RunningOps, identify: Identify): Elysia };
 }
 
 export function buildApp(deps: AppDeps) {
@@ -161,6 +163,7 @@ export function buildApp(deps: AppDeps) {
       )
       .use(deps.approvals ? approvalsController(deps.approvals, deps.identify ?? localUser) : new Elysia())
       .use(deps.fleetEvents ? fleetEventsController(deps.fleetEvents) : new Elysia())
+      .use(deps.fleetPlane ? deps.fleetPlane.controller(ops, deps.identify ?? localUser) : new Elysia())
       .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))
       .use(
         doctorController({ boxes: deps.boxes, engines: deps.engines ?? {}, where: join(deps.home, HOME_FILES.socket) }, ops, (n, fn) =>

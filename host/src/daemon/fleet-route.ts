@@ -13,7 +13,7 @@ import { place } from "../fleet/place.ts";
 import type { Server } from "bun";
 import type { Principal } from "../auth/service.ts";
 import type { BoxService } from "../box/service.ts";
-import { FORWARD_HEADER, type Forwarder, type Route } from "../fleet/forward.ts";
+import { FORWARD_HEADER, HOP_HEADER, type Forwarder, type Route } from "../fleet/forward.ts";
 import type { SessionLog } from "../store/types.ts";
 import type { ProxySocketData } from "./proxy-socket.ts";
 
@@ -22,16 +22,29 @@ const DRIVE = /^\/v1\/sessions\/(ses_[0-9a-z]{20})\/(input|interrupt|attach|clos
 /** Routes whose JSON body names the box they act on (`box`): a session, a snapshot or a restore, a dispatch, a schedule. */
 const BODY_BOX = /^\/v1\/(sessions|snapshots|snapshots\/restore|dispatches|schedules)\/?$/;
 
+/** The fleet's routes that act on a box (its move) or on a server (its drain): they run on that box's or that server's server. */
+const FLEET_BOX = /^\/v1\/fleet\/boxes\/([^/]+)\/move$/;
+const FLEET_NODE = /^\/v1\/fleet\/nodes\/([^/]+)\/drain$/;
+
 export interface FleetRouting {
   directory: { find(ref: string): FleetBox | undefined; all(): FleetBox[]; fresh(): Promise<void> };
   forwarder: Forwarder;
   /** The live servers, with what placement weighs. */
   nodes(): Promise<FleetNode[]>;
+  /** The cordoned servers: placement skips them. */
+  cordoned?(): Promise<string[]>;
+  /** While a box is moving away from here or being made here: resolves when a request for it may be routed. */
+  settled?(ref: string): Promise<void> | undefined;
 }
 
 /** The server a request belongs on, when it is another one. */
 export function routeOf(url: URL, boxes: BoxService, sessions: SessionLog, fleet: FleetRouting): Route | undefined {
-  const box = BOX.exec(url.pathname);
+  const node = FLEET_NODE.exec(url.pathname);
+  if (node) {
+    const name = decodeURIComponent(node[1]!);
+    return name === fleet.forwarder.node ? undefined : { node: name, what: `server ${name}` };
+  }
+  const box = BOX.exec(url.pathname) ?? FLEET_BOX.exec(url.pathname);
   if (box) {
     const ref = decodeURIComponent(box[1]!);
     if (boxes.find(ref)) return undefined;
@@ -58,8 +71,17 @@ export async function forwardElsewhere(
   p: Principal,
   deps: { boxes: BoxService; sessions: SessionLog; fleet: FleetRouting },
 ): Promise<Response | "upgraded" | undefined> {
-  if (req.headers.has(FORWARD_HEADER)) return undefined;
+  // A request another server forwarded here goes on once more at most: its box moved on meanwhile.
+  if (req.headers.has(HOP_HEADER)) return undefined;
+  const forwarded = req.headers.has(FORWARD_HEADER);
   const url = new URL(req.url);
+  const ref = boxRef(url);
+  if (ref !== undefined) await deps.fleet.settled?.(ref);
+  if (forwarded) {
+    const route = ref !== undefined ? routeOf(url, deps.boxes, deps.sessions, deps.fleet) : undefined;
+    if (!route) return undefined;
+    return hop(req, srv, p, deps, url, route);
+  }
   if (req.method === "POST" && (url.pathname === "/v1/boxes" || url.pathname === "/v1/boxes/")) return placeNew(req, url, p, deps.fleet);
   if (req.method === "POST" && BODY_BOX.test(url.pathname)) {
     const ref = await boxOfBody(req);
@@ -69,12 +91,36 @@ export async function forwardElsewhere(
   }
   const route = routeOf(url, deps.boxes, deps.sessions, deps.fleet);
   if (!route) return undefined;
+  return hop(req, srv, p, deps, url, route);
+}
+
+/** Sends a request on to `route`'s server: HTTP with its answer streamed back, or a WebSocket proxied. */
+async function hop(
+  req: Request,
+  srv: Server<unknown>,
+  p: Principal,
+  deps: { fleet: FleetRouting },
+  url: URL,
+  route: Route,
+): Promise<Response | "upgraded" | undefined> {
+  const again: Record<string, string> = req.headers.has(FORWARD_HEADER) ? { [HOP_HEADER]: "1" } : {};
   if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
     const target = await deps.fleet.forwarder.socket(url, p, route);
-    const data: ProxySocketData = { kind: "proxy", target, queue: [], ...(p.token ? { token: p.token } : {}) };
+    const data: ProxySocketData = {
+      kind: "proxy",
+      target: { ...target, headers: { ...target.headers, ...again } },
+      queue: [],
+      ...(p.token ? { token: p.token } : {}),
+    };
     return (srv as Server<ProxySocketData>).upgrade(req, { data }) ? "upgraded" : undefined;
   }
-  return deps.fleet.forwarder.http(req, url, p, route);
+  return deps.fleet.forwarder.http(req, url, p, route, again);
+}
+
+/** The box a box route (or a move) names. */
+function boxRef(url: URL): string | undefined {
+  const m = BOX.exec(url.pathname) ?? FLEET_BOX.exec(url.pathname);
+  return m ? decodeURIComponent(m[1]!) : undefined;
 }
 
 /** A new box: made here, or forwarded to the server placement picks (fleet/place.ts). A body that does not parse is left to the handler to refuse. */
@@ -87,7 +133,9 @@ async function placeNew(req: Request, url: URL, p: Principal, fleet: FleetRoutin
   }
   if (typeof body !== "object" || body === null) return undefined;
   await fleet.directory.fresh();
-  const node = place(await fleet.nodes(), fleet.directory.all(), {
+  const cordoned = new Set((await fleet.cordoned?.()) ?? []);
+  const open = (await fleet.nodes()).filter((n) => !cordoned.has(n.name));
+  const node = place(open, fleet.directory.all(), {
     engine: typeof body.engine === "string" ? body.engine : "process",
     memoryMiB: typeof body.memoryMiB === "number" ? body.memoryMiB : 512,
     ...(typeof body.node === "string" ? { node: body.node } : {}),

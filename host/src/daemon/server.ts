@@ -29,6 +29,7 @@ import { SandboxService } from "../e2b/sandboxes.ts";
 import { e2bTemplates } from "../e2b/templates.ts";
 import { HutchError } from "@hutch/shared";
 import type { Fleet, FleetOptions } from "../fleet/index.ts";
+import { Checkpointer } from "../box/checkpoint.ts";
 
 const logger = log.create({ service: "daemon" });
 /** How long `serve --doctor` may take to prove the host (a first tcg boot is the slow part). */
@@ -109,6 +110,13 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
         }
       : {},
   );
+  // In a fleet: the reconcile loop and box moves. Before this server's boxes are looked at, the copies the
+  // fleet placed elsewhere while it was away are removed, so nothing starts them or speaks for them.
+  const plane = fleet ? (await import("./fleet-plane.ts")).fleetPlane({ fleet, boxes, sessions, snapshots }) : null;
+  if (plane) {
+    const gone = await plane.reconciler.fence();
+    if (gone > 0) logger.info("removed boxes the fleet runs elsewhere now", { boxes: gone });
+  }
   // Before any box's broker can ask again: the approvals pending when the last daemon stopped.
   approvals.recover();
   await boxes.recover();
@@ -122,6 +130,12 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   // A box found running after a restart counts as awake, and idle, from now.
   for (const b of boxes.list()) if (b.state === "running") idle.awake(b.id);
   idle.start();
+  // Boxes made with --checkpoint-every: a snapshot of each, every so often, while it runs (box/checkpoint.ts).
+  const checkpoints = new Checkpointer({
+    boxes,
+    snapshot: async (id, signal) => (await snapshots.create(id, "checkpoint", () => undefined, signal)).snapshot.id,
+  });
+  checkpoints.start();
 
   rmSync(socketPath, { force: true });
   const oldMask = process.umask(0o177);
@@ -152,6 +166,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     approvals,
     schedules,
     ...(fleet ? { fleetBoxes: fleet.directory, fleetEvents: fleet.events } : {}),
+    ...(plane ? { fleetPlane: plane } : {}),
   });
   const streams = streamSocket(boxes, sessions, (boxId, kind) => idle.hold(boxId, kind));
   const subscribers = subscribeSocket(sessions, sessionStore, (boxId) => idle.hold(boxId, "client"));
@@ -161,7 +176,17 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       return e ? { id: e.box.id, name: e.box.name } : undefined;
     };
   const routing = fleet
-    ? { boxes, sessions: sessionStore, fleet: { directory: fleet.directory, forwarder: fleet.forwarder, nodes: () => fleet.nodes() } }
+    ? {
+        boxes,
+        sessions: sessionStore,
+        fleet: {
+          directory: fleet.directory,
+          forwarder: fleet.forwarder,
+          nodes: () => fleet.nodes(),
+          cordoned: () => fleet.cordons.list(),
+          settled: (ref: string) => plane?.settled(ref),
+        },
+      }
     : null;
   const handle = async (req: Request, srv: Server<Data>) => {
     // In a fleet, what belongs on the server that runs its box goes there (fleet-route.ts).
@@ -275,9 +300,13 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
           owner: (id) => auth.owner(id),
           given: (id) => boxes.given(id),
           onChange: (fn) => boxes.changes.add(fn),
+          epoch: (id) => boxes.epoch(id),
+          spec: (id) => boxes.spec(id, broker.policy(id)),
+          adopting: (id) => plane?.reconciler.adopting(id) !== undefined,
         },
         fleet.events,
       );
+      plane?.reconciler.start();
     } catch (err) {
       await e2b?.stop();
       await remote.stop();
@@ -306,6 +335,8 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       await server.stop(true);
       schedules.stop();
       idle.stop();
+      await checkpoints.stop();
+      await plane?.stop();
       sessions.stop();
       approvals.stop();
       await boxes.close();

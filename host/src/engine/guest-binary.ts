@@ -40,7 +40,8 @@ export async function guestBinaryPath(home: string): Promise<string> {
   const want = Bun.file(source).size;
   if (existsSync(target) && statSync(target).size === want) return target;
   mkdirSync(dir, { recursive: true });
-  const tmp = `${target}.tmp-${process.pid}`;
+  // Two boxes starting at once in one daemon each write their own copy; the last rename wins, both whole.
+  const tmp = `${target}.tmp-${process.pid}-${crypto.randomUUID().slice(0, 8)}`;
   await Bun.write(tmp, Bun.file(source));
   // Every box's own host uid must read and run it; nobody may change it. It
   // holds nothing private (it is inside dist/hutch), and every directory on

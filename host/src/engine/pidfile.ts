@@ -90,7 +90,14 @@ function killQuietly(pid: number): void {
  * Kills a box's main process (and the pids given with it), waits for it,
  * then kills anything else still carrying the box's id, and removes the pidfile.
  */
-export async function killBox(boxId: string, id: ProcIdentity | null, pidfile: string, first: number[] = []): Promise<void> {
+export async function killBox(
+  boxId: string,
+  id: ProcIdentity | null,
+  pidfile: string,
+  first: number[] = [],
+  /** Also every process of the host carrying the box's id (false: only the pidfile's and `first`). */
+  sweep = true,
+): Promise<void> {
   if (id && isAlive(id)) {
     for (const pid of first) killQuietly(pid);
     killQuietly(id.pid);
@@ -98,7 +105,7 @@ export async function killBox(boxId: string, id: ProcIdentity | null, pidfile: s
   }
   // SIGKILL is not instant: a process on a busy host can still be exiting when kill(2)
   // returns. Wait for the box's processes to be gone, so "left behind" means left behind.
-  const deadline = Date.now() + 5000;
+  const deadline = sweep ? Date.now() + 5000 : 0;
   for (let left = pidsOfBox(boxId); left.length > 0 && Date.now() < deadline; left = pidsOfBox(boxId)) {
     for (const pid of left) killQuietly(pid);
     await Bun.sleep(20);

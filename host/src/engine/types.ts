@@ -94,7 +94,13 @@ export interface Engine {
   start(box: BoxHandle): Promise<void>;
   /** Graceful stop through `requestShutdown`, then forced after timeoutMs. */
   stop(box: BoxHandle, timeoutMs: number, requestShutdown: () => void): Promise<{ forced: boolean }>;
-  kill(box: BoxHandle): Promise<void>;
+  /**
+   * Kills the box's processes. `own`: only those this home started (its
+   * pidfile's), not every process of the host that carries the box's id: a
+   * superseded copy is removed while another server (on the same host, in
+   * tests) may run the box under the same id.
+   */
+  kill(box: BoxHandle, opts?: { own?: boolean }): Promise<void>;
   /** Freezes and thaws the box; present when capabilities.pause is true. */
   pause?(box: BoxHandle): Promise<void>;
   resume?(box: BoxHandle): Promise<void>;
@@ -121,7 +127,8 @@ export interface Engine {
   inspect(box: BoxHandle): Promise<Observed>;
   channel(box: BoxHandle): ChannelEndpoint;
   /** Removes every file of the box. The box must not be running. */
-  destroy(box: BoxHandle): Promise<void>;
+  /** Removes the box's files and what it holds on the host; `own`: not what the host's other copies of the box id share (its cgroups). */
+  destroy(box: BoxHandle, opts?: { own?: boolean }): Promise<void>;
   /** Lists what of the box is left: files, processes. Empty means fully gone. */
   leftovers(box: BoxHandle): Promise<string[]>;
   /** Tail of the box's console log, for error messages. */

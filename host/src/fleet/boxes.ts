@@ -10,12 +10,12 @@
 // node's entries. A server that stops leaves its entries (its boxes are still
 // its own when it comes back); one that starts removes its entries for boxes
 // it no longer has.
-import { check, type Box, FleetBox, type FleetEvent } from "@hutch/shared";
+import { check, type Box, type BoxSpec, FleetBox, type FleetEvent } from "@hutch/shared";
 import { type KV, Kvm } from "@nats-io/kv";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { log } from "../log.ts";
-import { clusterName, defaultReplicas, retrying } from "../store/jetstream/cluster.ts";
+import { ApiCodes, clusterName, defaultReplicas, isApiError, retrying } from "../store/jetstream/cluster.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -31,6 +31,29 @@ export interface LocalBoxes {
   given(id: string): { cpus: number; memoryMiB: number };
   /** Calls fn with a box's id whenever it appears, changes or goes. */
   onChange(fn: (id: string) => void): void;
+  /** The placement of this server's copy (1: made here; a move or failover's epoch when it came from another server). */
+  epoch(id: string): number;
+  /** What another server needs to make the box again. */
+  spec(id: string): BoxSpec | null;
+  /** Whether the box is being made here now (a move or failover's target): its entry keeps `moving` until it is. */
+  adopting?(id: string): boolean;
+}
+
+/** A compare-and-set that found the key moved on (JetStream's wrong-last-sequence). */
+function lostRace(err: unknown): boolean {
+  return isApiError(err, ApiCodes.wrongLastSequence) || /wrong last sequence|key exists/i.test(String(err));
+}
+
+/**
+ * Whether the directory's entry says this server's copy of a box is no longer
+ * the box: it names another node, or a later placement of it. A copy this
+ * server is moving away itself (`box move`, `node drain`) is not superseded
+ * until the move's target has the box: the mover removes it then.
+ */
+export function superseded(e: FleetBox | undefined, node: string, localEpoch: number): boolean {
+  if (!e) return false;
+  if (e.moving && e.moving.from === node && e.moving.reason !== "failover") return false;
+  return e.node !== node || (e.epoch ?? 1) > localEpoch;
 }
 
 export class BoxDirectory {
@@ -83,6 +106,11 @@ export class BoxDirectory {
     return [...this.entries.values()].filter((e) => e.node !== this.node);
   }
 
+  /** A box's entry as this server last saw it, whichever node runs it. */
+  entry(id: string): FleetBox | undefined {
+    return this.entries.get(id);
+  }
+
   /** A box another node runs, by id or name. */
   find(ref: string): FleetBox | undefined {
     const byId = this.entries.get(ref);
@@ -103,7 +131,7 @@ export class BoxDirectory {
       told.set(box.id, { name: box.name, state: box.state });
       await this.put(local, box);
     }
-    for (const e of [...this.entries.values()]) if (e.node === this.node && !local.byId(e.box.id)) await this.kv.delete(e.box.id);
+    for (const e of [...this.entries.values()]) if (e.node === this.node && !local.byId(e.box.id)) await this.remove(e.box.id);
     // One write at a time per box, in change order: a box deleted right after a change never comes back.
     const chains = new Map<string, Promise<void>>();
     local.onChange((id) => {
@@ -111,7 +139,7 @@ export class BoxDirectory {
         .then(async () => {
           const box = local.byId(id);
           if (box) await this.put(local, box);
-          else await this.kv.delete(id);
+          else await this.remove(id);
           const was = told.get(id);
           if (box && was === undefined) await tell("box.created", box);
           else if (box && was?.state !== box.state) await tell("box.state", box);
@@ -132,14 +160,76 @@ export class BoxDirectory {
     for (const w of this.waiting.splice(0)) w.done();
   }
 
+  /** The entry of a box, as the bucket holds it now (not as this server last saw it), with its revision. */
+  async read(id: string): Promise<{ entry: FleetBox | undefined; revision: number } | null> {
+    const e = await this.kv.get(id);
+    if (!e || e.operation !== "PUT") return null;
+    let v: unknown;
+    try {
+      v = e.json();
+    } catch {
+      v = null;
+    }
+    return { entry: check(FleetBox, v) ? v : undefined, revision: e.revision };
+  }
+
+  /**
+   * Writes an entry only if the bucket still holds what was read (revision;
+   * 0: no entry), so a decision made on a stale read is not written over a
+   * newer one. False when it did not hold.
+   */
+  async swap(entry: FleetBox, revision: number): Promise<boolean> {
+    try {
+      if (revision === 0) await this.kv.create(entry.box.id, JSON.stringify(entry));
+      else await this.kv.update(entry.box.id, JSON.stringify(entry), revision);
+      return true;
+    } catch (err) {
+      if (lostRace(err)) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Puts this server's copy of a box, unless the entry says it is superseded
+   * (another node runs the box now, or a later placement of it): a server
+   * never writes over the fleet's decision about where a box runs.
+   */
   private async put(local: LocalBoxes, box: Box): Promise<void> {
-    const entry: FleetBox = { node: this.node, owner: local.owner(box.id), ...local.given(box.id), box: { ...box, server: this.node } };
+    const epoch = local.epoch(box.id);
+    const spec = local.spec(box.id);
+    const entry: FleetBox = {
+      node: this.node,
+      owner: local.owner(box.id),
+      ...local.given(box.id),
+      box: { ...box, server: this.node },
+      epoch,
+      ...(spec ? { spec } : {}),
+    };
     await retrying(
       () => clusterName(this.nc),
       `the directory entry of box ${box.name}`,
       TIMEOUT_MS,
-      () => this.kv.put(box.id, JSON.stringify(entry)),
+      async () => {
+        for (;;) {
+          const cur = await this.read(box.id);
+          if (cur?.entry && (cur.entry.node !== this.node || (cur.entry.epoch ?? 1) > epoch)) return;
+          // Until it is made and filled, the box is still on its way here: a server that dies meanwhile leaves it to the leader.
+          const keep = cur?.entry?.moving && local.adopting?.(box.id) ? { moving: cur.entry.moving } : {};
+          if (await this.swap({ ...entry, ...keep }, cur?.revision ?? 0)) return;
+        }
+      },
     );
+  }
+
+  /** Removes a box's entry if it is still this server's: a box that went elsewhere keeps the entry its new server wrote. */
+  private async remove(id: string): Promise<void> {
+    const cur = await this.read(id);
+    if (!cur || (cur.entry && cur.entry.node !== this.node)) return;
+    try {
+      await this.kv.delete(id, { previousSeq: cur.revision });
+    } catch (err) {
+      if (!lostRace(err)) throw err;
+    }
   }
 
   /** Follows the bucket: each key's latest value, then every change; an entry that does not check is skipped. */

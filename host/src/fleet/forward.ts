@@ -16,6 +16,8 @@ const logger = log.create({ service: "fleet" });
 
 export const FORWARD_HEADER = "x-hutch-fleet";
 export const PRINCIPAL_HEADER = "x-hutch-fleet-principal";
+/** On a request forwarded a second time (its box moved on): the server it reaches serves it or refuses it, never forwards it. */
+export const HOP_HEADER = "x-hutch-fleet-hop";
 const SKEW_MS = 60_000;
 /** How long a node's entry (its URL and certificate) is used before it is read again. */
 const NODE_CACHE_MS = 2_000;
@@ -84,12 +86,13 @@ export class Forwarder {
   }
 
   /** Sends the request on to the server `route` names, as `p`; its answer, streamed back as it comes. */
-  async http(req: Request, url: URL, p: Principal, route: Route): Promise<Response> {
+  async http(req: Request, url: URL, p: Principal, route: Route, extra: Record<string, string> = {}): Promise<Response> {
     const to = await this.entry(route);
     const headers = new Headers(req.headers);
     headers.delete("authorization");
     headers.delete("host");
     headers.delete("content-length");
+    for (const [k, v] of Object.entries(extra)) headers.set(k, v);
     for (const [k, v] of Object.entries(this.sign(req.method, url.pathname + url.search, p))) headers.set(k, v);
     const body = req.method === "GET" || req.method === "HEAD" ? undefined : await req.arrayBuffer();
     try {

@@ -23,6 +23,7 @@ import { BoxDirectory } from "./boxes.ts";
 import { FleetEvents } from "./events.ts";
 import { Forwarder, forwardKey } from "./forward.ts";
 import { FleetKey } from "./key.ts";
+import { Cordons, fleetBucket, Lease } from "./lease.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -63,6 +64,10 @@ export interface Fleet {
   events: FleetEvents;
   /** Forwards requests for boxes other servers run (./forward.ts). */
   forwarder: Forwarder;
+  /** The reconcile loop's lease (./lease.ts): tried once this server is registered. */
+  lease: Lease;
+  /** Which nodes take no new boxes (./lease.ts). */
+  cordons: Cordons;
   /** Deregisters the node and closes the connection; after the store is closed. */
   close(): Promise<void>;
 }
@@ -80,8 +85,13 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
   let directory: BoxDirectory;
   let forwarder: Forwarder;
   let events: FleetEvents;
+  let lease: Lease;
+  let cordons: Cordons;
   try {
     directory = await BoxDirectory.open(nc, opts.node);
+    const kv = await fleetBucket(nc);
+    lease = new Lease(kv, opts.node);
+    cordons = new Cordons(kv);
     events = await FleetEvents.open(nc);
     forwarder = new Forwarder(forwardKey(new FleetKey(opts.keyFile, clusterName(nc)).master(store.info.id)), opts.node, () =>
       listNodes(nc),
@@ -104,6 +114,8 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
       return opened.writer;
     },
     forwarder,
+    lease,
+    cordons,
     nodes: () => listNodes(nc),
     events,
     async register(listen, cert, engines) {
@@ -118,6 +130,11 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
         labels: opts.labels ?? {},
       });
       await events.publish({ at: new Date().toISOString(), kind: "node.joined", node: opts.node });
+      lease.onChange = (epoch) => {
+        if (epoch !== null)
+          void events.publish({ at: new Date().toISOString(), kind: "lease.taken", node: opts.node, detail: `epoch ${epoch}` });
+      };
+      lease.start();
       logger.info("joined the fleet", { node: opts.node, cluster: opts.urls.join(",") });
     },
     async auth(authStore, db) {
@@ -132,6 +149,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
       };
     },
     async close() {
+      await lease.stop();
       if (node) await events.publish({ at: new Date().toISOString(), kind: "node.left", node: opts.node });
       await node?.stop();
       directory.close();

@@ -77,10 +77,12 @@ export class BoxStore implements BoxRegistry {
     config: Record<string, unknown> = {},
     policy: BoxPolicy = { allow: [], bindings: [] },
     owner?: string,
+    /** The box's id when it exists already elsewhere (a fleet's move or failover makes it again here under its own id). */
+    givenId?: string,
   ): { box: BoxRow; op: Op } {
     return this.db.transaction(() => {
       const at = now();
-      const id = newId("box");
+      const id = givenId ?? newId("box");
       this.db
         .query(
           "INSERT INTO boxes (id, name, engine, state, desired, config, created_at, updated_at) VALUES (?, ?, ?, 'creating', ?, ?, ?, ?)",

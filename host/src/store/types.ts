@@ -295,6 +295,8 @@ export interface BoxRegistry extends OpJournal {
     config?: Record<string, unknown>,
     policy?: BoxPolicy,
     owner?: string,
+    /** The box's own id when another server of the fleet made it first. */
+    givenId?: string,
   ): { box: BoxRow; op: Op };
   /** Sets a box's desired state and records the op asking for it, all or none. */
   request(boxId: string, kind: OpKind, desired: DesiredState, idemKey: string | null): Op;

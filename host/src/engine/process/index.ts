@@ -436,11 +436,12 @@ export class ProcessEngine implements Engine {
     return `stops the box's programs and keeps its disk; agents resume their conversation on wake (CRIU is not used${check.exitCode === 0 ? "" : `, and \`criu check\` fails here: ${why}`})`;
   }
 
-  async kill(box: BoxHandle): Promise<void> {
+  async kill(box: BoxHandle, opts: { own?: boolean } = {}): Promise<void> {
     const id = readPid(box);
     // Killing the sandbox's pid-namespace init takes every process in the box with it.
-    await killBox(box.id, id, join(box.dir, BOX_FILES.pid), id ? childrenOf(id.pid) : []);
-    await this.release(box);
+    await killBox(box.id, id, join(box.dir, BOX_FILES.pid), id ? childrenOf(id.pid) : [], !opts.own);
+    if (!opts.own) await this.release(box);
+    else await unmountDisk(box.dir);
   }
 
   /** What a stopped box no longer needs on the host: its cgroups and its mounted disk. */
@@ -471,8 +472,9 @@ export class ProcessEngine implements Engine {
     return { kind: "unix", path: join(boxRoots(box.dir).run, BOX_FILES.socket), peerPid: guestPid(box) ?? 0 };
   }
 
-  async destroy(box: BoxHandle): Promise<void> {
-    await this.release(box);
+  async destroy(box: BoxHandle, opts: { own?: boolean } = {}): Promise<void> {
+    if (opts.own) await unmountDisk(box.dir);
+    else await this.release(box);
     // Never through a mounted disk: rm would empty the box's filesystem and then fail on its mount point.
     if (isMountPoint(join(box.dir, DISK_FILES.mount)))
       throw new HutchError(

@@ -546,9 +546,9 @@ export class QemuEngine implements Engine {
     return { forced: true };
   }
 
-  async kill(box: BoxHandle): Promise<void> {
-    await killBox(box.id, this.identity(box), join(box.dir, VM_FILES.pid));
-    await this.release(box);
+  async kill(box: BoxHandle, opts: { own?: boolean } = {}): Promise<void> {
+    await killBox(box.id, this.identity(box), join(box.dir, VM_FILES.pid), [], !opts.own);
+    if (!opts.own) await this.release(box);
   }
 
   private cgroup(box: BoxHandle): BoxCgroup | null {

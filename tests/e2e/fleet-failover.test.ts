@@ -1,0 +1,218 @@
+// The fleet plane's failover and moves (issue 30), on three `hutch serve
+// --cluster` servers and a real 3-node NATS JetStream cluster on loopback:
+// - three `--restart always` boxes on A, with checkpoints; A and its boxes
+//   SIGKILLed: the boxes run on B and C from their latest checkpoint, their
+//   sessions carry on in the same log, gapless, with a box.moved event; A
+//   restarted finds its copies superseded, removes them and writes nothing
+//   to their sessions: one copy of each box;
+// - `box move` of a process box: its files and its session continue on the
+//   other server;
+// - `node cordon` keeps new boxes off a server; `node drain` moves every box
+//   off while a client keeps exec-ing into one of them through another
+//   server, and every exec answers.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Box, FleetNodeRow, SessionEvent } from "../../shared/src/index.ts";
+import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
+import { events } from "../agent-turns.ts";
+import { HUTCH, type Home, waitFor } from "../helpers.ts";
+import { type Server, startServer } from "../remote.ts";
+
+let nats: NatsCluster;
+let urls: string;
+const servers: Server[] = [];
+let a: Server;
+let b: Server;
+let c: Server;
+/** A restarted A (same home, port and name). */
+let a2: ReturnType<typeof Bun.spawn> | undefined;
+
+async function ok(h: Home, args: string[]): Promise<string> {
+  const r = await h.run(args);
+  if (r.code !== 0) throw new Error(`hutch ${args.join(" ")} exited ${r.code}: ${r.stderr}${r.stdout}`);
+  return r.stdout;
+}
+
+const fleetArgs = (node: string) => ["--cluster", urls, "--node", node];
+
+function copyKey(to: Home): void {
+  mkdirSync(join(to.home, "keys"), { recursive: true, mode: 0o700 });
+  copyFileSync(join(a.home.home, "keys", "fleet.key"), join(to.home, "keys", "fleet.key"));
+  chmodSync(join(to.home, "keys", "fleet.key"), 0o600);
+}
+
+async function boxes(h: Home): Promise<Box[]> {
+  return JSON.parse(await ok(h, ["box", "list", "--json"])) as Box[];
+}
+
+/** A's daemon and every process of its boxes, killed at once (a server that dies with its machine). */
+function killA(ids: string[]): void {
+  a.proc.kill("SIGKILL");
+  for (const pid of readdirSync("/proc").filter((e) => /^\d+$/.test(e))) {
+    let env = "";
+    try {
+      env = readFileSync(`/proc/${pid}/environ`, "latin1");
+    } catch {
+      continue;
+    }
+    if (ids.some((id) => env.includes(`HUTCH_BOX_ID=${id}\0`)))
+      try {
+        process.kill(Number(pid), "SIGKILL");
+      } catch {
+        // gone already
+      }
+  }
+}
+
+beforeAll(async () => {
+  nats = await startNatsCluster(3);
+  urls = nats.urls.join(",");
+  a = await startServer("hutch-pa-", {
+    args: fleetArgs("a"),
+    before: async (h) => {
+      const init = await h.run(["cluster", "init", "--cluster", urls]);
+      expect(init.code, init.stderr).toBe(0);
+    },
+  });
+  servers.push(a);
+  b = await startServer("hutch-pb-", { args: fleetArgs("b"), before: copyKey });
+  servers.push(b);
+  c = await startServer("hutch-pc-", { args: fleetArgs("c"), before: copyKey });
+  servers.push(c);
+}, 180_000);
+
+afterAll(async () => {
+  a2?.kill("SIGTERM");
+  await a2?.exited;
+  for (const s of servers) await s.stop().catch(() => undefined);
+  await nats?.stop();
+});
+
+describe("the fleet plane: failover, moves, cordons and drains", () => {
+  test("node list shows the three servers, one leading; a cordoned server takes no new box, uncordoned it does", async () => {
+    await waitFor(
+      "a leader",
+      async () => (JSON.parse(await ok(b.home, ["node", "list", "--json"])) as FleetNodeRow[]).some((r) => r.leader),
+      30_000,
+    );
+    const rows = JSON.parse(await ok(b.home, ["node", "list", "--json"])) as FleetNodeRow[];
+    expect(rows.map((r) => r.node.name)).toEqual(["a", "b", "c"]);
+    expect(rows.filter((r) => r.leader).length).toBe(1);
+    expect(await ok(c.home, ["node", "list"])).toContain("ready");
+    await ok(c.home, ["node", "cordon", "b"]);
+    expect((JSON.parse(await ok(a.home, ["node", "list", "--json"])) as FleetNodeRow[]).find((r) => r.node.name === "b")!.cordoned).toBe(
+      true,
+    );
+    const asked = await b.home.run(["box", "create", "cord1", "--node", "b"]);
+    expect(asked.code).not.toBe(0);
+    expect(asked.stderr).toContain("no live server");
+    // Placement leaves b out: four boxes made through b land on a and c.
+    for (const n of ["cord2", "cord3"]) await ok(b.home, ["box", "create", n]);
+    const placed = (await boxes(b.home)).filter((x) => x.name.startsWith("cord"));
+    expect(placed.map((x) => x.server).sort()).not.toContain("b");
+    await ok(a.home, ["node", "uncordon", "b"]);
+    await ok(b.home, ["box", "create", "cord1", "--node", "b"]);
+    for (const n of ["cord1", "cord2", "cord3"]) await ok(c.home, ["box", "delete", n]);
+  }, 120_000);
+
+  test("a server SIGKILLed with three restart-always boxes: they run on the others from their latest checkpoint, their sessions go on with box.moved; the old server back leaves one copy and writes nothing", async () => {
+    const names = ["fo1", "fo2", "fo3"];
+    const sessions: Record<string, string> = {};
+    for (const n of names) {
+      await ok(b.home, ["box", "create", n, "--node", "a", "--start", "--restart", "always", "--checkpoint-every", "10s"]);
+      await ok(b.home, ["exec", n, "--", "sh", "-c", `echo kept-${n} > /workspace/kept.txt`]);
+      sessions[n] = (JSON.parse(await ok(a.home, ["run", n, "--detach", "--json"])) as { id: string }).id;
+    }
+    const wrote = Date.now();
+    // Each box's checkpoint taken after its file was written.
+    await waitFor(
+      "a checkpoint of each box after its file",
+      async () => {
+        const list = (await boxes(c.home)).filter((x) => names.includes(x.name));
+        return list.length === 3 && list.every((x) => x.checkpoint?.last && Date.parse(x.checkpoint.last.at) > wrote);
+      },
+      90_000,
+    );
+    const before: Record<string, number> = {};
+    for (const n of names) before[n] = (await events(c.home, sessions[n]!)).length;
+    killA((await boxes(a.home)).filter((x) => names.includes(x.name)).map((x) => x.id));
+    const t0 = Date.now();
+    await waitFor(
+      "the three boxes running on B and C",
+      async () => {
+        const list = (await boxes(b.home)).filter((x) => names.includes(x.name));
+        return list.length === 3 && list.every((x) => x.server !== "a" && x.state === "running");
+      },
+      90_000,
+    ).catch((err) => {
+      for (const s of [b, c])
+        console.log(
+          s
+            .log()
+            .split("\n")
+            .filter((l) => /fleet|box|reconcile|lease/i.test(l))
+            .slice(-40)
+            .join("\n"),
+        );
+      throw err;
+    });
+    const failover = Date.now() - t0;
+    console.log(`failover: the three boxes ran on B and C ${(failover / 1000).toFixed(1)} s after A was killed`);
+    for (const n of names) {
+      // Their files from the checkpoint, exec answered through either server.
+      expect((await ok(c.home, ["exec", n, "--", "cat", "/workspace/kept.txt"])).trim()).toBe(`kept-${n}`);
+      const log = await events(b.home, sessions[n]!);
+      expect(log.map((e) => e.seq)).toEqual(log.map((_, i) => i + 1));
+      const moved = log.filter((e) => e.kind === "box.moved");
+      expect(moved.length).toBe(1);
+      const m = moved[0]!.data as { from: string; to: string; reason: string; epoch: number; snapshot?: string };
+      expect(m.from).toBe("a");
+      expect(["b", "c"]).toContain(m.to);
+      expect(m.reason).toBe("failover");
+      expect(m.epoch).toBe(2);
+      expect(m.snapshot).toMatch(/^snap_/);
+      expect(moved[0]!.seq).toBeGreaterThan(before[n]!);
+      // The session goes on: an annotation through the server that runs the box lands next.
+      await ok(c.home, ["session", "annotate", sessions[n]!, `after failover ${n}`]);
+    }
+    const after: Record<string, SessionEvent[]> = {};
+    for (const n of names) after[n] = await events(c.home, sessions[n]!);
+    // A comes back on its home, port and name.
+    const logPath = join(a.home.home, "serve.log");
+    const fd = openSync(logPath, "a", 0o600);
+    a2 = Bun.spawn([HUTCH, "serve", "--listen", `127.0.0.1:${a.port}`, ...fleetArgs("a")], {
+      env: a.home.env,
+      stdin: "ignore",
+      stdout: fd,
+      stderr: fd,
+    });
+    await waitFor("A serving again", () => readFileSync(logPath, "utf8").split("daemon ready").length > 2, 90_000);
+    expect(readFileSync(logPath, "utf8")).toContain("superseded");
+    // Settle: a few reconcile rounds on every server.
+    await Bun.sleep(5000);
+    for (const h of [a.home, b.home, c.home]) {
+      const list = (await boxes(h)).filter((x) => names.includes(x.name));
+      expect(list.map((x) => x.name).sort()).toEqual(names);
+      expect(list.every((x) => x.server !== "a")).toBe(true);
+    }
+    // A holds none of them: no row, no directory.
+    const aBoxes = existsSync(join(a.home.home, "boxes")) ? readdirSync(join(a.home.home, "boxes")) : [];
+    if (aBoxes.length)
+      console.log(
+        readFileSync(logPath, "utf8")
+          .split("\n")
+          .filter((l) => /supersed|WARN|ERROR/.test(l))
+          .join("\n"),
+      );
+    for (const x of (await boxes(b.home)).filter((y) => names.includes(y.name))) expect(aBoxes).not.toContain(x.id);
+    for (const n of names) {
+      const now = await events(b.home, sessions[n]!);
+      expect(now.map((e) => e.seq)).toEqual(now.map((_, i) => i + 1));
+      // Nothing A could have written: the only later events are the new server's checkpoints.
+      const later = now.slice(after[n]!.length);
+      expect(later.filter((e) => e.kind !== "checkpoint.created")).toEqual([]);
+      expect(now.filter((e) => e.kind === "box.moved").length).toBe(1);
+    }
+  }, 300_000);
+});
