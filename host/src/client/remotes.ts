@@ -111,6 +111,12 @@ function existing(f: RemotesFile, name: string): RemoteEntry {
  */
 export async function addServer(name: string, join: JoinToken): Promise<{ entry: RemoteEntry; server: RemoteServer; extraToken: boolean }> {
   const r = existing(readRemotes(), name);
+  if (join.user !== r.user)
+    throw new HutchError(
+      "invalid",
+      `the join string is for user ${join.user}; remote "${name}" is ${r.user}'s`,
+      `ask for a join string for ${r.user} from that server: hutch token create --user ${r.user}`,
+    );
   if (r.servers.some((s) => s.url === join.url))
     throw new HutchError("conflict", `remote "${name}" already lists ${join.url}`, `see its servers: hutch remote list`);
   if (r.servers.length >= REMOTE_SERVERS_MAX)
@@ -118,12 +124,6 @@ export async function addServer(name: string, join: JoinToken): Promise<{ entry:
       "invalid",
       `remote "${name}" lists ${r.servers.length} servers, the most one remote holds`,
       `remove one first: hutch remote rm-server ${name} URL`,
-    );
-  if (join.user !== r.user)
-    throw new HutchError(
-      "invalid",
-      `the join string is for user ${join.user}; remote "${name}" is ${r.user}'s`,
-      `ask for a join string for ${r.user} from that server: hutch token create --user ${r.user}`,
     );
   const server = await pinned(name, join);
   await sameFleet(name, r, server);
