@@ -4,9 +4,10 @@
 // request: anything goes to the next. A server that broke the connection
 // after the request went out may have acted on it: only a read or a write
 // with an idempotency key goes on. A server that answered with an HTTP error
-// answered. WebSockets open on the first server that answers.
+// answered. WebSockets open on the first server that answers. A remotes
+// file from before reads as remotes of one server.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { IDEMPOTENCY_HEADER } from "@hutch/shared/base";
@@ -263,5 +264,39 @@ describe("a WebSocket over two servers", () => {
     expect(closed).not.toBe(1000);
     expect(errored).toBe(true);
     expect(b.seen).toEqual([]);
+  });
+});
+
+describe("remotes.json from before a remote listed several servers", () => {
+  test("a remote of one server's fields reads as a remote of one server, tried first", async () => {
+    const config = mkdtempSync(join(tmpdir(), "hutch-remotes-"));
+    const saved = process.env.XDG_CONFIG_HOME;
+    process.env.XDG_CONFIG_HOME = config;
+    try {
+      const { activeServer, readRemotes } = await import("../src/client/remotes.ts");
+      mkdirSync(join(config, "hutch"), { mode: 0o700 });
+      const old = {
+        url: "https://127.0.0.1:8443",
+        fingerprint: certA.fingerprint,
+        cert: certA.cert,
+        user: "alice",
+        token: `hutch_tok_abcdefghijkl_${"x".repeat(43)}`,
+        addedAt: "2026-12-01T00:00:00.000Z",
+      };
+      writeFileSync(join(config, "hutch", "remotes.json"), JSON.stringify({ default: "work", remotes: { work: old } }), { mode: 0o600 });
+      const f = readRemotes();
+      expect(f.default).toBe("work");
+      expect(f.remotes.work).toEqual({
+        servers: [{ url: old.url, fingerprint: old.fingerprint, cert: old.cert, addedAt: old.addedAt }],
+        user: "alice",
+        token: old.token,
+        addedAt: old.addedAt,
+      });
+      expect(activeServer(f.remotes.work!)).toBe(0);
+    } finally {
+      if (saved === undefined) delete process.env.XDG_CONFIG_HOME;
+      else process.env.XDG_CONFIG_HOME = saved;
+      rmSync(config, { recursive: true, force: true });
+    }
   });
 });
