@@ -245,7 +245,7 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       if (node?.type === "session") terminal(`hutch: ${shown(sessionTitle(node.session))}`, ["session", "attach", node.session.id]);
     }),
     vscode.commands.registerCommand("hutch.copyId", async (node?: Node) => {
-      if (!node) return;
+      if (!node || node.type === "server") return;
       const id = node.type === "box" ? node.box.id : node.session.id;
       await vscode.env.clipboard.writeText(id);
       vscode.window.setStatusBarMessage(`copied ${id}`, 3000);

@@ -1,5 +1,6 @@
-// The sidebar: boxes, and under each its sessions. Kept current by the
-// bridge's hutch/changed notifications; a full list only on (re)connect.
+// The sidebar: boxes, and under each its sessions. In a fleet (boxes that
+// name their server) the boxes sit under one row per server. Kept current by
+// the bridge's hutch/changed notifications; a full list only on (re)connect.
 //
 // Each box and session has one node object for as long as it is listed,
 // updated in place, and a change fires only the nodes it touched: VS Code
@@ -10,11 +11,14 @@ import * as vscode from "vscode";
 import type { Box, Change, ListResult, SessionActivity, SessionView } from "@hutch/shared";
 import { count, terminalText } from "@hutch/shared/text";
 import { dispatchDescription, dispatchOf, workerOf, workersOf } from "./dispatch-group.ts";
+import { groupByServer, keepServer } from "./server-group.ts";
 import { sessionDescription, sessionTitle } from "./session-name.ts";
 
 export type BoxNode = { type: "box"; box: Box };
 export type SessionNode = { type: "session"; session: SessionView };
-export type Node = BoxNode | SessionNode;
+/** A fleet's server, its boxes under it (./server-group.ts). */
+export type ServerNode = { type: "server"; name: string };
+export type Node = BoxNode | SessionNode | ServerNode;
 
 const BOX_ICONS: Record<string, [string, string?]> = {
   running: ["vm-running", "testing.iconPassed"],
@@ -55,6 +59,8 @@ class Touched {
 export class HutchTree implements vscode.TreeDataProvider<Node> {
   private readonly boxes = new Map<string, BoxNode>();
   private readonly sessions = new Map<string, SessionNode>();
+  /** One node per server for as long as a box names it (VS Code finds a fired element by identity). */
+  private readonly servers = new Map<string, ServerNode>();
   private readonly emitter = new vscode.EventEmitter<Node | Node[] | undefined>();
   readonly onDidChangeTreeData = this.emitter.event;
   connected = false;
@@ -78,6 +84,7 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
     this.connected = false;
     this.boxes.clear();
     this.sessions.clear();
+    this.servers.clear();
     if (had) this.emitter.fire(undefined);
   }
 
@@ -115,7 +122,12 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
       const orphans = [...this.sessions.values()]
         .filter((n) => this.parentOf(n.session) === undefined)
         .sort((a, b) => byCreated(a.session, b.session));
-      return [...boxes, ...orphans];
+      // In a fleet the boxes sit under their servers; boxes naming none (every box outside a fleet) stay at the top.
+      const { servers, rest } = groupByServer(boxes.map((n) => n.box));
+      return [...servers.map((s) => this.serverNode(s.name)), ...rest.map((b) => this.boxes.get(b.id)!), ...orphans];
+    }
+    if (node.type === "server") {
+      return [...this.boxes.values()].filter((n) => n.box.server === node.name).sort((a, b) => byCreated(a.box, b.box));
     }
     if (node.type === "box") {
       return [...this.sessions.values()].filter((n) => this.parentOf(n.session) === node).sort((a, b) => byCreated(a.session, b.session));
@@ -130,7 +142,18 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
   }
 
   getParent(node: Node): Node | undefined {
+    if (node.type === "box") return node.box.server ? this.serverNode(node.box.server) : undefined;
     return node.type === "session" ? this.parentOf(node.session) : undefined;
+  }
+
+  /** The server's node, the same object while any box names it. */
+  private serverNode(name: string): ServerNode {
+    let n = this.servers.get(name);
+    if (!n) {
+      n = { type: "server", name };
+      this.servers.set(name, n);
+    }
+    return n;
   }
 
   /** A dispatch worker's session sits under its dispatch when that is listed, any other under its box (if listed). */
@@ -141,6 +164,16 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
   }
 
   getTreeItem(node: Node): vscode.TreeItem {
+    if (node.type === "server") {
+      const boxes = [...this.boxes.values()].filter((n) => n.box.server === node.name).length;
+      const item = new vscode.TreeItem(shown(node.name), vscode.TreeItemCollapsibleState.Expanded);
+      item.id = `server:${node.name}`;
+      item.description = count(boxes, "box", "boxes");
+      item.iconPath = new vscode.ThemeIcon("server");
+      item.contextValue = "server";
+      item.tooltip = tooltip(node.name, "", `the fleet's server ${shown(node.name)}: ${count(boxes, "box", "boxes")} run there`);
+      return item;
+    }
     if (node.type === "box") {
       const b = node.box;
       // Always expandable: VS Code keeps a leaf a leaf when the same id later gains children.
@@ -183,20 +216,27 @@ export class HutchTree implements vscode.TreeDataProvider<Node> {
     return item;
   }
 
-  private setBox(box: Box, t: Touched): void {
-    const known = this.boxes.get(box.id);
+  private setBox(update: Box, t: Touched): void {
+    const known = this.boxes.get(update.id);
+    const box = keepServer(known?.box, update);
     if (!known) {
       this.boxes.set(box.id, { type: "box", box });
       t.root = true;
       return;
     }
     if (same(known.box, box)) return;
+    // A box that starts naming its server moves under it: the top level is drawn again.
+    if (known.box.server !== box.server) t.root = true;
     known.box = box;
     t.nodes.add(known);
   }
 
   private removeBox(id: string, t: Touched): void {
-    if (!this.boxes.delete(id)) return;
+    const known = this.boxes.get(id);
+    if (!known) return;
+    this.boxes.delete(id);
+    const server = known.box.server;
+    if (server && ![...this.boxes.values()].some((n) => n.box.server === server)) this.servers.delete(server);
     t.root = true;
   }
 

@@ -135,12 +135,31 @@ export function decodeJoin(s: string): unknown {
   }
 }
 
-/** One remote a client keeps: where, the pinned certificate (PEM) and its fingerprint, and the token. */
-export const RemoteEntry = Type.Object(
+/** One server of a remote: where it listens and its pinned certificate (PEM) with its fingerprint. */
+export const RemoteServer = Type.Object(
   {
     url: JoinToken.properties.url,
     fingerprint: JoinToken.properties.fingerprint,
     cert: Type.String({ maxLength: 65_536 }),
+    addedAt: Type.String(),
+  },
+  { additionalProperties: false },
+);
+export type RemoteServer = Static<typeof RemoteServer>;
+
+/** How many servers one remote may list. */
+export const REMOTE_SERVERS_MAX = 16;
+
+/**
+ * One remote a client keeps: its servers (one, or several of one fleet, each
+ * with its own pinned certificate), the user and the token (a fleet's token
+ * works on every server of it), and the server that answered last (`active`:
+ * its URL), which the client tries first.
+ */
+export const RemoteEntry = Type.Object(
+  {
+    servers: Type.Array(RemoteServer, { minItems: 1, maxItems: REMOTE_SERVERS_MAX }),
+    active: Type.Optional(JoinToken.properties.url),
     user: UserName,
     token: JoinToken.properties.token,
     addedAt: Type.String(),
@@ -148,6 +167,27 @@ export const RemoteEntry = Type.Object(
   { additionalProperties: false },
 );
 export type RemoteEntry = Static<typeof RemoteEntry>;
+
+/**
+ * A remote as files before a remote could list several servers kept it: its
+ * one server's fields beside the token. `readRemotes` reads it as a remote of
+ * one server.
+ */
+export interface LegacyRemoteEntry {
+  url: string;
+  fingerprint: string;
+  cert: string;
+  user: string;
+  token: string;
+  addedAt: string;
+}
+
+/** A legacy entry as a remote of one server; anything else as it was (checked after). */
+export function upgradeRemoteEntry(e: unknown): unknown {
+  if (typeof e !== "object" || e === null || "servers" in e || !("url" in e)) return e;
+  const { url, fingerprint, cert, user, token, addedAt, ...rest } = e as LegacyRemoteEntry;
+  return { servers: [{ url, fingerprint, cert, addedAt }], user, token, addedAt, ...rest };
+}
 
 /** A remote's name: what `--remote NAME` says. `local` is the home's own daemon. */
 export const RemoteName = Type.String({

@@ -166,8 +166,19 @@ export const PortForwardLine = Type.Object({
 });
 export type PortForwardLine = Static<typeof PortForwardLine>;
 
-/** One row of `hutch remote list --json`. */
-export const RemoteListRow = Type.Object({ name: Type.String(), url: Type.String() });
+/**
+ * One row of `hutch remote list --json`: `url` is the server the client tries
+ * first (the one that answered last), `servers` every server of the remote in
+ * the order they are tried after it.
+ */
+export const RemoteListRow = Type.Object({
+  name: Type.String(),
+  url: Type.String(),
+  user: Type.String(),
+  fingerprint: Type.String(),
+  default: Type.Boolean(),
+  servers: Type.Array(Type.Object({ url: Type.String(), fingerprint: Type.String(), active: Type.Boolean() })),
+});
 export const RemoteList = Type.Array(RemoteListRow);
 export type RemoteListRow = Static<typeof RemoteListRow>;
 

@@ -397,7 +397,7 @@ describe("auth", () => {
     try {
       const path = join(alice.env.XDG_CONFIG_HOME!, "hutch", "remotes.json");
       const f = JSON.parse(readFileSync(path, "utf8"));
-      f.remotes.evil = { ...f.remotes.srv, url: other.url };
+      f.remotes.evil = { ...f.remotes.srv, servers: [{ ...f.remotes.srv.servers[0], url: other.url }] };
       writeFileSync(path, JSON.stringify(f));
       const r = await alice.run(["box", "list"], { env: { HUTCH_REMOTE: "evil" } });
       expect(r.code).toBe(3);
@@ -498,7 +498,7 @@ describe("dropped connections", () => {
     try {
       const path = join(alice.env.XDG_CONFIG_HOME!, "hutch", "remotes.json");
       const f = JSON.parse(readFileSync(path, "utf8"));
-      f.remotes.flaky = { ...f.remotes.srv, url: `https://127.0.0.1:${proxy.port}` };
+      f.remotes.flaky = { ...f.remotes.srv, servers: [{ ...f.remotes.srv.servers[0], url: `https://127.0.0.1:${proxy.port}` }] };
       writeFileSync(path, JSON.stringify(f));
       const sid = (await alice.run(["run", "web", "--detach", "--label", "drop"])).stdout.trim();
       const sub = alice.spawn(["session", "subscribe", sid, "--json"], { env: { HUTCH_REMOTE: "flaky" } });
@@ -555,7 +555,7 @@ describe("dropped connections, terminals", () => {
     try {
       const path = join(alice.env.XDG_CONFIG_HOME!, "hutch", "remotes.json");
       const f = JSON.parse(readFileSync(path, "utf8"));
-      f.remotes.flaky = { ...f.remotes.srv, url: `https://127.0.0.1:${proxy.port}` };
+      f.remotes.flaky = { ...f.remotes.srv, servers: [{ ...f.remotes.srv.servers[0], url: `https://127.0.0.1:${proxy.port}` }] };
       writeFileSync(path, JSON.stringify(f));
       const t = onTerminal({ ...alice, env: { ...alice.env, HUTCH_REMOTE: "flaky" } }, ["exec", "--tty", "web", "--", "sh"]);
       await t.until("$ ");

@@ -34,32 +34,73 @@ export const remote = body<GlobalArgs>({
         const { addRemote, parseJoin } = await import("../client/remotes.ts");
         const join = parseJoin(await readJoin(a.join));
         const r = await addRemote(a.name, join, { force: a.force });
-        if (a.json) return printJson({ name: a.name, url: r.url, user: r.user, fingerprint: r.fingerprint });
+        const s = r.servers[0]!;
+        if (a.json) return printJson({ name: a.name, url: s.url, user: r.user, fingerprint: s.fingerprint });
         process.stdout.write(
-          `added ${a.name}: ${r.url} as ${r.user}, certificate sha256 ${r.fingerprint} pinned\nuse it: hutch --remote ${a.name} box list (or: hutch remote default ${a.name})\n`,
+          `added ${a.name}: ${s.url} as ${r.user}, certificate sha256 ${s.fingerprint} pinned\nuse it: hutch --remote ${a.name} box list (or: hutch remote default ${a.name})\n`,
         );
+      },
+    }),
+    command<AddArgs>({
+      command: "add-server <name> [join]",
+      describe:
+        "add another server of the remote's fleet, from a join string made there (- or none: read it from stdin); pins its certificate and checks it takes the remote's token",
+      run: async (a) => {
+        const { addServer, parseJoin } = await import("../client/remotes.ts");
+        const join = parseJoin(await readJoin(a.join));
+        const { entry, server, extraToken } = await addServer(a.name, join);
+        if (a.json)
+          return printJson({ name: a.name, url: server.url, fingerprint: server.fingerprint, servers: entry.servers.map((s) => s.url) });
+        const id = /^hutch_(tok_[0-9a-z]{12})_/.exec(join.token)?.[1];
+        process.stdout.write(
+          `${a.name}: added ${server.url}, certificate sha256 ${server.fingerprint} pinned; ${entry.servers.length} servers\n` +
+            (extraToken && id
+              ? `the join string's own token ${id} is not kept (the remote's token works there): revoke it: hutch token revoke ${id}\n`
+              : ""),
+        );
+      },
+    }),
+    command<GlobalArgs & { name: string; url: string }>({
+      command: "rm-server <name> <url>",
+      describe: "stop using one server of a remote (its last server stays: hutch remote rm forgets the remote)",
+      run: async (a) => {
+        const { removeServer } = await import("../client/remotes.ts");
+        const r = removeServer(a.name, a.url);
+        if (a.json) return printJson({ name: a.name, removed: a.url, servers: r.servers.map((s) => s.url) });
+        process.stdout.write(`${a.name}: removed ${a.url}; ${r.servers.length} left\n`);
       },
     }),
     command<GlobalArgs>({
       command: "list",
       aliases: ["ls"],
-      describe: "list remotes (the default marked *)",
+      describe: "list remotes (the default marked *) and each one's servers",
       run: async (a) => {
-        const { readRemotes } = await import("../client/remotes.ts");
+        const { activeServer, readRemotes } = await import("../client/remotes.ts");
         const f = readRemotes();
-        const rows = Object.entries(f.remotes).map(([name, r]) => ({
-          name,
-          url: r.url,
-          user: r.user,
-          fingerprint: r.fingerprint,
-          default: f.default === name,
-        }));
-        if (a.json) return printJson(rows satisfies RemoteListRow[]);
+        const rows = Object.entries(f.remotes).map(([name, r]): RemoteListRow => {
+          const active = activeServer(r);
+          return {
+            name,
+            url: r.servers[active]!.url,
+            user: r.user,
+            fingerprint: r.servers[active]!.fingerprint,
+            default: f.default === name,
+            servers: r.servers.map((s, i) => ({ url: s.url, fingerprint: s.fingerprint, active: i === active })),
+          };
+        });
+        if (a.json) return printJson(rows);
         process.stdout.write(
           table([
             ["NAME", "URL", "USER", "FINGERPRINT"],
             [f.default ? "local" : "local *", "(this machine's daemon)", "-", "-"],
-            ...rows.map((r) => [`${r.name}${r.default ? " *" : ""}`, r.url, r.user, `${r.fingerprint.slice(0, 16)}…`]),
+            // One line per server; the remote's name and user on its first.
+            ...rows.flatMap((r) =>
+              r.servers.map((s, i) =>
+                i === 0
+                  ? [`${r.name}${r.default ? " *" : ""}`, s.url, r.user, `${s.fingerprint.slice(0, 16)}…`]
+                  : ["", s.url, "", `${s.fingerprint.slice(0, 16)}…`],
+              ),
+            ),
           ]),
         );
       },
@@ -96,12 +137,13 @@ export const remote = body<GlobalArgs>({
     }),
     command<GlobalArgs & { name: string; fingerprint: string }>({
       command: "pin <name> <fingerprint>",
-      describe: "trust a server's new certificate, after its admin confirms the fingerprint",
+      describe:
+        "trust a server's new certificate, after its admin confirms the fingerprint (each server of the remote presenting it is pinned to it)",
       run: async (a) => {
         const { repin } = await import("../client/remotes.ts");
         const r = await repin(a.name, a.fingerprint);
-        if (a.json) return printJson({ name: a.name, fingerprint: r.fingerprint });
-        process.stdout.write(`${a.name}: certificate sha256 ${r.fingerprint} pinned\n`);
+        if (a.json) return printJson({ name: a.name, fingerprint: r.fingerprint, servers: r.pinned });
+        process.stdout.write(`${a.name}: certificate sha256 ${r.fingerprint} pinned for ${r.pinned.join(", ")}\n`);
       },
     }),
   ],

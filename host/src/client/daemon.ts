@@ -22,13 +22,16 @@ export interface DaemonClient {
    * the key makes the retry return the first answer, so a write that
    * reports success happened exactly once.
    */
-  request<T>(method: string, path: string, body?: unknown, opts?: { idempotencyKey?: string }): Promise<T>;
+  request<T>(method: string, path: string, body?: unknown, opts?: { idempotencyKey?: string; answerWithinMs?: number }): Promise<T>;
   /** GET that returns raw bytes (terminal output chunks), with request's error mapping. */
   bytes(path: string): Promise<Uint8Array>;
 }
 
 /** How long a request keeps retrying while the daemon is away. */
 const RETRY_FOR_MS = 30_000;
+
+/** How long a remote's server may take to answer a verb's first request before the next server is asked. */
+const REMOTE_ANSWER_MS = 10_000;
 
 export async function health(t: Transport): Promise<Health | null> {
   try {
@@ -76,8 +79,9 @@ async function connectRemote(home: string, t: Transport, opts: { start?: boolean
   // The client's name goes to a remote too (`hutch mcp` and `hutch acp` name their client: the actor's `:name`).
   const client = makeClient(home, t, async () => {}, opts.kind, opts.name);
   if (opts.start === false) return client;
-  // One round trip proves the address, the pin and the token before the verb starts its work.
-  await client.request("GET", "/v1/whoami");
+  // One round trip proves the address, the pin and the token before the verb starts its work. A remote's
+  // server that takes the connection but does not answer it gives way to the next (client/failover.ts).
+  await client.request("GET", "/v1/whoami", undefined, { answerWithinMs: REMOTE_ANSWER_MS });
   return client;
 }
 
@@ -164,7 +168,12 @@ function makeClient(home: string, t: Transport, restart: () => Promise<void>, ki
       if (!res.ok) throw HutchError.fromBody(await res.json().catch(() => undefined), res.status);
       return res.bytes();
     },
-    async request<T>(method: string, path: string, body?: unknown, opts: { idempotencyKey?: string } = {}): Promise<T> {
+    async request<T>(
+      method: string,
+      path: string,
+      body?: unknown,
+      opts: { idempotencyKey?: string; answerWithinMs?: number } = {},
+    ): Promise<T> {
       const headers: Record<string, string> = { ...base };
       if (body !== undefined) headers["content-type"] = "application/json";
       if (opts.idempotencyKey) headers[IDEMPOTENCY_HEADER] = opts.idempotencyKey;
@@ -173,7 +182,11 @@ function makeClient(home: string, t: Transport, restart: () => Promise<void>, ki
       let res: Response;
       for (;;) {
         try {
-          res = await t.fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+          res = await t.fetch(
+            path,
+            { method, headers, body: body === undefined ? undefined : JSON.stringify(body) },
+            opts.answerWithinMs ? { answerWithinMs: opts.answerWithinMs } : {},
+          );
           break;
         } catch (err) {
           // Already said as what to do (a remote's changed certificate): retrying cannot help.

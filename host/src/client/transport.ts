@@ -9,20 +9,45 @@
 // anchor. The pin is the identity, as in incus, so the host name need not be
 // in the certificate; a server presenting any other certificate fails the
 // handshake, before a byte of the request (and so the token) is sent.
+//
+// A remote may list several servers of one fleet, each with its own pin: the
+// requests go to the one that answered last, and to the next when it cannot
+// be reached, by the rule of ./failover.ts.
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
+import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
+import { failure, FailoverSocket, mayFailOver, resendable, tryOrder } from "./failover.ts";
+
+/** One server of a remote: its URL and its pinned certificate. */
+export interface RemoteServerTarget {
+  url: string;
+  cert: string;
+  fingerprint: string;
+}
 
 export type DaemonTarget =
   | { kind: "local"; socket: string }
-  | { kind: "remote"; name: string; url: string; token: string; cert: string; fingerprint: string };
+  | {
+      kind: "remote";
+      name: string;
+      /** Its servers; `first` (default 0) is tried first, then the ones after it. */
+      servers: RemoteServerTarget[];
+      first?: number;
+      token: string;
+      /** Told the URL of a server that answered when the one tried first did not (the remotes file keeps it). */
+      answered?: (url: string) => void;
+    };
 
 export interface Transport {
   readonly target: DaemonTarget;
-  /** The daemon's address for people and logs: the socket path, or the remote's URL. */
+  /** The daemon's address for people and logs: the socket path, or the URL of the remote's server in use. */
   readonly where: string;
-  /** An HTTP request to a daemon path (`/v1/...`); throws when the daemon cannot be reached. */
-  fetch(path: string, init?: RequestInit): Promise<Response>;
+  /**
+   * An HTTP request to a daemon path (`/v1/...`); throws when the daemon cannot be reached.
+   * `answerWithinMs`: a server that has not answered by then counts as unreachable (a read then tries the next).
+   */
+  fetch(path: string, init?: RequestInit, opts?: { answerWithinMs?: number }): Promise<Response>;
   /** A WebSocket to a daemon path, naming the client with `headers`. */
   websocket(path: string, headers: Record<string, string>): WebSocket;
 }
@@ -48,35 +73,86 @@ export function transport(target: DaemonTarget): Transport {
   };
 }
 
+const debug = log.create({ service: "client" });
+
 function remoteTransport(target: Extract<DaemonTarget, { kind: "remote" }>): Transport {
+  const { servers, name } = target;
   // Bun honours checkServerIdentity only once the chain verified against `ca`: the pin decides, the name does not.
-  const tls = { ca: target.cert, checkServerIdentity: () => undefined };
+  const tls = servers.map((s) => ({ ca: s.cert, checkServerIdentity: () => undefined }));
   const auth = `Bearer ${target.token}`;
+  let current = Math.min(Math.max(target.first ?? 0, 0), servers.length - 1);
+  const settle = (i: number) => {
+    debug.debug("remote answered", { remote: name, server: servers[i]!.url });
+    if (i === current) return;
+    current = i;
+    target.answered?.(servers[i]!.url);
+  };
+  const skip = (i: number, err: unknown) =>
+    debug.debug("remote server unreachable, trying the next", { remote: name, server: servers[i]!.url, error: err });
   return {
     target,
-    where: target.url,
-    async fetch(path, init = {}) {
+    get where() {
+      return servers[current]!.url;
+    },
+    async fetch(path, init = {}, opts = {}) {
       const headers = new Headers(init.headers);
       headers.set("authorization", auth);
-      try {
-        return await fetch(`${target.url}${path}`, { ...init, headers, tls } as RequestInit);
-      } catch (err) {
-        throw await explain(target, err as Error);
+      const resend = resendable({ method: init.method, headers, body: init.body });
+      const failed: { server: number; err: Error }[] = [];
+      for (const i of tryOrder(servers.length, current)) {
+        const within = opts.answerWithinMs ? AbortSignal.timeout(opts.answerWithinMs) : undefined;
+        const signal = within && init.signal ? AbortSignal.any([init.signal, within]) : (within ?? init.signal);
+        try {
+          const res = await fetch(`${servers[i]!.url}${path}`, { ...init, headers, tls: tls[i], signal } as RequestInit);
+          settle(i);
+          return res;
+        } catch (err) {
+          // The caller's own abort is not the server's failure.
+          if (init.signal?.aborted || !mayFailOver(failure(err), resend)) throw await explain(name, servers[i]!, err as Error);
+          failed.push({ server: i, err: err as Error });
+          skip(i, err);
+        }
       }
+      throw await unreachable(name, servers, failed);
     },
-    websocket: (path, headers) =>
-      new WebSocket(`${target.url.replace(/^https:/, "wss:")}${path}`, {
-        headers: { ...headers, authorization: auth },
-        tls,
-      } as unknown as string[]),
+    websocket(path, headers) {
+      const open = (i: number) =>
+        new WebSocket(`${servers[i]!.url.replace(/^https:/, "wss:")}${path}`, {
+          headers: { ...headers, authorization: auth },
+          tls: tls[i],
+        } as unknown as string[]);
+      if (servers.length === 1) return open(0);
+      const answers = (i: number) =>
+        fetch(`${servers[i]!.url}/v1/health`, { tls: tls[i], signal: AbortSignal.timeout(5000) } as RequestInit).then(
+          () => true,
+          () => false,
+        );
+      const order = tryOrder(servers.length, current);
+      return new FailoverSocket(open, order, answers, { opened: settle, skipped: (i) => skip(i, "no answer") }) as unknown as WebSocket;
+    },
   };
 }
 
-/** A failed connection to a remote, said as what to do: a changed certificate names the re-pin command. */
-async function explain(target: Extract<DaemonTarget, { kind: "remote" }>, err: Error): Promise<Error> {
+/** A failed connection to a remote's server, said as what to do: a changed certificate names the re-pin command. */
+async function explain(name: string, server: RemoteServerTarget, err: Error): Promise<Error> {
   if (!CERT_ERROR.test(err.message)) return err;
   const { fetchCertificate, mismatch } = await import("./cert.ts");
-  const got = await fetchCertificate(target.url).catch(() => null);
-  if (got && got.fingerprint !== target.fingerprint) return mismatch(target.name, target.url, target.fingerprint, got.fingerprint);
-  return new HutchError("unavailable", `remote "${target.name}" (${target.url}): ${err.message}`, `check it: hutch remote list`);
+  const got = await fetchCertificate(server.url).catch(() => null);
+  if (got && got.fingerprint !== server.fingerprint) return mismatch(name, server.url, server.fingerprint, got.fingerprint);
+  return new HutchError("unavailable", `remote "${name}" (${server.url}): ${err.message}`, `check it: hutch remote list`);
+}
+
+/**
+ * No server of the remote answered. One server: its error, as before (a
+ * request that may be retried retries it). Several: a changed certificate
+ * first (it needs the user), else one error naming each server's failure.
+ */
+async function unreachable(name: string, servers: RemoteServerTarget[], failed: { server: number; err: Error }[]): Promise<Error> {
+  const explained = await Promise.all(failed.map((f) => explain(name, servers[f.server]!, f.err)));
+  if (explained.length === 1) return explained[0]!;
+  const named = explained.find((e) => e instanceof HutchError);
+  if (named) return named;
+  return new Error(
+    `no server of remote "${name}" answered: ${failed.map((f) => `${servers[f.server]!.url}: ${f.err.message}`).join("; ")}`,
+  );
 }
