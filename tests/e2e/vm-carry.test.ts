@@ -8,7 +8,7 @@
 // part-way.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Database } from "bun:sqlite";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
@@ -99,6 +99,7 @@ describe("carrying an asleep VM box to another home", () => {
     const row = rowsA.byId(boxId)!;
     expect(row.state).toBe("asleep");
     const reports: Progress[] = [];
+    const t0 = performance.now();
     const ref = await carryOut({
       home: a.home,
       store: storeA,
@@ -106,6 +107,7 @@ describe("carrying an asleep VM box to another home", () => {
       policy: new BrokerStore(db(a)).policy(boxId),
       progress: (p) => reports.push(p),
     });
+    const outMs = performance.now() - t0;
     expect(check(CarriedBox, ref)).toBe(true);
     expect(ref.box).toEqual({ id: boxId, name: "mv", engine: "qemu" });
     expect(ref.qemu.accel).toBe("tcg");
@@ -141,7 +143,11 @@ describe("carrying an asleep VM box to another home", () => {
     expect(existsSync(join(b.home, "boxes", boxId))).toBe(false);
     expect(leftovers(b.home)).toEqual([]);
 
+    const t1 = performance.now();
     const arrived = await carryIn({ home: b.home, store: storeB, ref });
+    console.log(
+      `carried ${ref.bytes} bytes (${ref.stored} stored): out ${Math.round(outMs)} ms, in ${Math.round(performance.now() - t1)} ms`,
+    );
     expect(arrived.box.id).toBe(boxId);
     expect(arrived.dir).toBe(join(b.home, "boxes", boxId));
     // A carried box cannot land twice.
@@ -155,6 +161,7 @@ describe("carrying an asleep VM box to another home", () => {
     expect((await b.run(["box", "wake", "mv"])).code).toBe(0);
     expect(await state(b)).toBe("running");
     expect(qemuFor(boxId).length).toBe(1);
+    expect(readFileSync(join(b.home, "daemon.log"), "utf8")).not.toContain("woke cold");
     // The same process, with the environment it was started with: not a cold boot's process at the same pid.
     expect(await sh(b, `tr '\\0' '\\n' < /proc/${pid}/environ | grep '^MARK='`)).toBe("MARK=carried-42");
     const first = await counter(b);

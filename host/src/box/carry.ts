@@ -22,6 +22,7 @@ import {
   linkSync,
   mkdirSync,
   mkdtempSync,
+  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
@@ -143,10 +144,28 @@ function handleOf(home: string, row: BoxRow): BoxHandle {
   return { id: row.id, name: row.name, dir: join(home, "boxes", row.id), config: JSON.parse(row.config) as Record<string, unknown> };
 }
 
-/** A private directory under $HUTCH_HOME/tmp (same filesystem as boxes/, so links and renames stay cheap and atomic). */
+/**
+ * A private directory under $HUTCH_HOME/tmp (same filesystem as boxes/, so
+ * links and renames stay cheap and atomic), named with this process's pid;
+ * those a killed process left are removed first.
+ */
 function privateDir(home: string, prefix: string): string {
-  mkdirSync(join(home, "tmp"), { recursive: true, mode: 0o700 });
-  return mkdtempSync(join(home, "tmp", `${prefix}${process.pid}-`));
+  const tmp = join(home, "tmp");
+  mkdirSync(tmp, { recursive: true, mode: 0o700 });
+  for (const name of readdirSync(tmp)) {
+    const pid = Number(/^carry-(?:in|out)-(\d+)-/.exec(name)?.[1]);
+    if (pid && pid !== process.pid && !pidExists(pid)) rmSync(join(tmp, name), { recursive: true, force: true });
+  }
+  return mkdtempSync(join(tmp, `${prefix}${process.pid}-`));
+}
+
+function pidExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 /** A link to `from` at `to`, or a copy (a reflink where the filesystem can) when they are on different filesystems. */
