@@ -117,7 +117,11 @@ describe("frameProblem: what may be decompressed", () => {
   test("what zstd makes of a disk image and a binary passes: its pre-split blocks are small", async () => {
     // A qcow2's and a compiled binary's 1 MiB chunks compress to many blocks of 5-100 KiB, which counting
     // each compressed block at its 128 KiB maximum refused (half of a qcow2's chunks).
-    const bin = new Uint8Array(await Bun.file(process.execPath).slice(0, 8 << 20).arrayBuffer());
+    const bin = new Uint8Array(
+      await Bun.file(process.execPath)
+        .slice(0, 8 << 20)
+        .arrayBuffer(),
+    );
     let checked = 0;
     for (let off = 0; off + (1 << 20) <= bin.length; off += 1 << 20) {
       const chunk = bin.subarray(off, off + (1 << 20));
