@@ -2,7 +2,7 @@
 // that untrusted input must not get past.
 import { describe, expect, test } from "bun:test";
 import { decodeIndex, encodeIndex, type PackRecord } from "../src/snapshot/blob-index.ts";
-import { frameProblem } from "../src/snapshot/compress.ts";
+import { decompress, frameProblem } from "../src/snapshot/compress.ts";
 import { nonce, open, padme, seal } from "../src/snapshot/crypto.ts";
 import { padTo } from "../src/snapshot/pack.ts";
 import { snapshotPath } from "../src/snapshot/paths.ts";
@@ -112,6 +112,36 @@ describe("frameProblem: what may be decompressed", () => {
     };
     const bytes = new Uint8Array([...head, ...rle(0), ...rle(0), ...rle(1)]);
     expect(frameProblem(bytes, 10)).toContain("regenerate more");
+  });
+
+  test("what zstd makes of a disk image and a binary passes: its pre-split blocks are small", async () => {
+    // A qcow2's and a compiled binary's 1 MiB chunks compress to many blocks of 5-100 KiB, which counting
+    // each compressed block at its 128 KiB maximum refused (half of a qcow2's chunks).
+    const bin = new Uint8Array(
+      await Bun.file(process.execPath)
+        .slice(0, 8 << 20)
+        .arrayBuffer(),
+    );
+    let checked = 0;
+    for (let off = 0; off + (1 << 20) <= bin.length; off += 1 << 20) {
+      const chunk = bin.subarray(off, off + (1 << 20));
+      const z = Bun.zstdCompressSync(chunk, { level: 3 });
+      expect(frameProblem(z, chunk.length)).toBeNull();
+      expect(await decompress(z, chunk.length)).toEqual(chunk);
+      checked++;
+    }
+    expect(checked).toBe(8);
+  });
+
+  test("a frame whose compressed blocks regenerate more than it declares does not decompress", async () => {
+    // Repeated text, not zeros: compressed blocks, whose size no header gives (zeros make RLE blocks, refused above).
+    const frame = Bun.zstdCompressSync(enc.encode("hutch carries boxes\n".repeat(3 << 20)), { level: 3 });
+    // A 4-byte content size, after the window descriptor unless single-segment: declare 1 MiB instead of 64.
+    expect(frame[4]! >> 6).toBe(2);
+    const lying = frame.slice();
+    lying.set([0, 0, 0x10, 0], (frame[4]! >> 5) & 1 ? 5 : 6);
+    expect(frameProblem(lying, 1 << 20)).toBeNull();
+    await expect(decompress(lying, 1 << 20)).rejects.toThrow();
   });
 });
 

@@ -2,8 +2,10 @@
 // KV bucket and refreshes the entry while it runs. An entry is a node's
 // heartbeat and what `hutch cluster nodes --json` prints, one per live node.
 import { type Static, Type } from "@sinclair/typebox";
-import { Box } from "./api.ts";
+import { Box, BoxName } from "./api.ts";
 import { Actor } from "./actor.ts";
+import { idPattern } from "./ids.ts";
+import { ImageName } from "./ops.ts";
 
 /** A node's name: `--node`, unique in its fleet. */
 export const FLEET_NODE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -169,3 +171,44 @@ export const NodeDrainResult = Type.Object(
   { additionalProperties: false },
 );
 export type NodeDrainResult = Static<typeof NodeDrainResult>;
+
+const Sha256 = Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lower-case hex digits" });
+
+/**
+ * An asleep VM box carried into the fleet's store (`host/src/box/carry.ts`),
+ * as the server that put it there hands it to the one that takes it out: the
+ * snapshot holding its files (disk overlay, sleeping state, read-only disks,
+ * and a sealed manifest with its row and broker policy), and what the taker
+ * must have before it starts (the image, a QEMU that loads the state). Small
+ * and free of secrets: the box's stubs are in the sealed snapshot.
+ */
+export const CarriedBox = Type.Object(
+  {
+    v: Type.Literal(1),
+    snapshot: Type.String({ pattern: idPattern("snap"), rule: "a snapshot id: snap_ and 20 lower-case letters or digits" }),
+    box: Type.Object(
+      {
+        id: Type.String({ pattern: idPattern("box"), rule: "a box id: box_ and 20 lower-case letters or digits" }),
+        name: BoxName,
+        engine: Type.Literal("qemu"),
+      },
+      { additionalProperties: false },
+    ),
+    /** The image the box's disk is an overlay of: its name where the box was, and its root disk's sha256 (manifest.json). */
+    image: Type.Object({ name: ImageName, digest: Sha256 }, { additionalProperties: false }),
+    /** The QEMU that saved the state: the taker's must be the same version, on the same architecture, under the same accelerator. */
+    qemu: Type.Object(
+      {
+        version: Type.String({ maxLength: 128 }),
+        arch: Type.Union([Type.Literal("x86_64"), Type.Literal("aarch64")]),
+        accel: Type.Union([Type.Literal("kvm"), Type.Literal("hvf"), Type.Literal("whpx"), Type.Literal("tcg")]),
+      },
+      { additionalProperties: false },
+    ),
+    /** The carried files' bytes, and what the store added for them (less when it held some of their chunks already). */
+    bytes: Type.Integer({ minimum: 0 }),
+    stored: Type.Integer({ minimum: 0 }),
+  },
+  { additionalProperties: false },
+);
+export type CarriedBox = Static<typeof CarriedBox>;

@@ -101,6 +101,21 @@ export function boxIdentity(boxesDir: string, boxId: string, ranges = hostRanges
   const dir = join(boxesDir, boxId);
   const have = readIdentityFile(dir);
   if (have) return have;
+  const identity = allocateIdentity(boxesDir, boxId, ranges);
+  writeIdentityFile(dir, identity);
+  return identity;
+}
+
+export function writeIdentityFile(dir: string, identity: BoxIdentity): void {
+  writeFileSync(join(dir, IDENTITY_FILE), `${JSON.stringify(identity)}\n`, { mode: 0o600 });
+}
+
+/**
+ * A free block for a box that has none here yet, not written anywhere: a box
+ * carried in from another server (box/carry.ts) gets its identity before its
+ * directory is in place.
+ */
+export function allocateIdentity(boxesDir: string, boxId: string, ranges = hostRanges()): BoxIdentity {
   const slots = Math.floor(Math.min(ranges.uid.count, ranges.gid.count) / BLOCK);
   const taken = new Set<number>();
   for (const other of existsSync(boxesDir) ? readdirSync(boxesDir) : []) {
@@ -108,11 +123,9 @@ export function boxIdentity(boxesDir: string, boxId: string, ranges = hostRanges
     if (id) taken.add((id.uid - BOX_USER - ranges.uid.base) / BLOCK);
   }
   const slot = pickSlot(boxId, slots, taken);
-  const identity: BoxIdentity = {
+  return {
     uid: ranges.uid.base + slot * BLOCK + BOX_USER,
     gid: ranges.gid.base + slot * BLOCK + BOX_USER,
     block: slot,
   };
-  writeFileSync(join(dir, IDENTITY_FILE), `${JSON.stringify(identity)}\n`, { mode: 0o600 });
-  return identity;
 }

@@ -1,6 +1,7 @@
 // Images: the kernel, initramfs and root disk a QEMU box boots (image/BOOT.md).
 export {
   DEFAULT_IMAGE,
+  buildWithFiles,
   checkImageName,
   collectBuilds,
   imageFiles,

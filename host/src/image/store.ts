@@ -344,3 +344,32 @@ export function imageVerifier(home: string, name: string): (report: OpReport) =>
     return { name, ok: true };
   };
 }
+
+/**
+ * The build whose files have these sha256s (its manifest's, sizes checked),
+ * looked for first where `name` points, then among every build and named
+ * directory of the home; null when the home has none. A box carried in from
+ * another home (box/carry.ts) needs the very build its disk was made on.
+ */
+export function buildWithFiles(home: string, name: string, sha256: Record<(typeof IMAGE_FILES)[number], string>): string | null {
+  const dir = imagesDir(home);
+  const candidates = [
+    resolved(join(dir, name)),
+    ...(existsSync(join(dir, STORE)) ? readdirSync(join(dir, STORE)).map((b) => join(dir, STORE, b)) : []),
+    ...(existsSync(dir)
+      ? readdirSync(dir)
+          .filter((n) => NAME.test(n))
+          .map((n) => resolved(join(dir, n)))
+      : []),
+  ];
+  for (const c of candidates) {
+    if (!c) continue;
+    try {
+      const m = validateManifest(JSON.parse(readFileSync(join(c, "manifest.json"), "utf8")), c);
+      if (IMAGE_FILES.every((f) => m.files[f].sha256 === sha256[f] && statSync(join(c, f)).size === m.files[f].bytes)) return c;
+    } catch {
+      // not a build, or a broken one: not this one
+    }
+  }
+  return null;
+}

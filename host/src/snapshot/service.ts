@@ -32,6 +32,7 @@ import {
 } from "@hutch/shared";
 import { packTar } from "@hutch/shared/node";
 import type { BoxService } from "../box/service.ts";
+import { CARRY_SOURCE } from "../box/carry.ts";
 import type { Channel } from "../engine/channel.ts";
 import { Listeners } from "../listeners.ts";
 import { loadConfig } from "../config.ts";
@@ -282,7 +283,8 @@ export class SnapshotService {
     const store = await this.store();
     const all = await store.listSnapshots();
     const want = boxRef === undefined ? undefined : `${SOURCE_PREFIX}${this.boxId(boxRef)}`;
-    return all.filter((s) => want === undefined || s.source === want).map((s) => this.info(s));
+    // A carried box's files (box/carry.ts) are a move in flight, not a snapshot of anyone's: its disk and memory.
+    return all.filter((s) => !s.source.startsWith(CARRY_SOURCE) && (want === undefined || s.source === want)).map((s) => this.info(s));
   }
 
   /** A box's id from its name or id; a deleted box's snapshots are still found by its id. */

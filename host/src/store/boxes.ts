@@ -1,7 +1,7 @@
 // Rows of boxes and their op journal. No engine, no HTTP: just state.
 import type { Database } from "bun:sqlite";
-import { newId, type BoxPolicy, type BoxState, type DesiredState, type EngineName, type Op } from "@hutch/shared";
-import type { BoxRegistry, BoxRow, OpKind } from "./types.ts";
+import { HutchError, newId, type BoxPolicy, type BoxState, type DesiredState, type EngineName, type Op } from "@hutch/shared";
+import type { BoxRegistry, BoxRow, OpKind, PolicyRow } from "./types.ts";
 
 interface OpRow {
   id: string;
@@ -95,6 +95,49 @@ export class BoxStore implements BoxRegistry {
       if (owner) this.db.query("INSERT INTO box_owners (box_id, owner) VALUES (?, ?)").run(id, owner);
       const op = this.insertOp(id, "create", idemKey);
       return { box: this.byId(id)!, op };
+    })();
+  }
+
+  /**
+   * Stores a box carried in from another server (box/carry.ts) under its own
+   * id, asleep, with its whole broker policy (its stubs are in its processes'
+   * environment) and its owner, all or none. Its directory is in place
+   * already; a wake asked for next loads its state. Idempotent for the same
+   * box; a conflict when the id or the name is another box's here.
+   */
+  insertCarried(
+    box: { id: string; name: string; engine: EngineName; config: Record<string, unknown>; createdAt: string },
+    policy: PolicyRow,
+    owner?: string,
+  ): BoxRow {
+    return this.db.transaction(() => {
+      const have = this.byId(box.id);
+      if (have && have.name === box.name && have.engine === box.engine) return have;
+      const clash = have ?? this.byName(box.name);
+      if (clash)
+        throw new HutchError(
+          "conflict",
+          have ? `box ${box.id} exists here already, as "${have.name}"` : `box "${box.name}" already exists here (${clash.id})`,
+          `rename or delete the box in the way: hutch box delete ${clash.name}`,
+        );
+      const at = now();
+      this.db
+        .query(
+          "INSERT INTO boxes (id, name, engine, state, desired, config, created_at, updated_at) VALUES (?, ?, ?, 'asleep', 'asleep', ?, ?, ?)",
+        )
+        .run(box.id, box.name, box.engine, JSON.stringify(box.config), box.createdAt, at);
+      this.db
+        .query("INSERT INTO box_policy (box_id, allow, bindings, stubs, unlisted, approval_ms) VALUES (?, ?, ?, ?, ?, ?)")
+        .run(
+          box.id,
+          JSON.stringify(policy.allow),
+          JSON.stringify(policy.bindings),
+          JSON.stringify(policy.stubs),
+          policy.unlisted ?? "deny",
+          policy.approvalMs ?? null,
+        );
+      if (owner) this.db.query("INSERT INTO box_owners (box_id, owner) VALUES (?, ?)").run(box.id, owner);
+      return this.byId(box.id)!;
     })();
   }
 

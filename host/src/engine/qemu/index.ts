@@ -91,7 +91,7 @@ function run(argv: string[]): { ok: boolean; out: string } {
 }
 
 /** QEMU's fds for its root disk when it gets it open (args.ts rootDiskFds): the ones after stdin, stdout and stderr. */
-const ROOT_DISK_FDS: [number, number] = [3, 4];
+export const ROOT_DISK_FDS: [number, number] = [3, 4];
 
 /** How often the console logs are measured: a VM writes its serial port at most a few MB/s under KVM. */
 const CONSOLE_CHECK_MS = 1000;
