@@ -34,6 +34,47 @@ export const FleetNode = Type.Object(
 );
 export type FleetNode = Static<typeof FleetNode>;
 
+const Sha256 = Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lower-case hex digits" });
+
+/**
+ * An asleep VM box carried into the fleet's store (`host/src/box/carry.ts`),
+ * as the server that put it there hands it to the one that takes it out: the
+ * snapshot holding its files (disk overlay, sleeping state, read-only disks,
+ * and a sealed manifest with its row and broker policy), and what the taker
+ * must have before it starts (the image, a QEMU that loads the state). Small
+ * and free of secrets: the box's stubs are in the sealed snapshot.
+ */
+export const CarriedBox = Type.Object(
+  {
+    v: Type.Literal(1),
+    snapshot: Type.String({ pattern: idPattern("snap"), rule: "a snapshot id: snap_ and 20 lower-case letters or digits" }),
+    box: Type.Object(
+      {
+        id: Type.String({ pattern: idPattern("box"), rule: "a box id: box_ and 20 lower-case letters or digits" }),
+        name: BoxName,
+        engine: Type.Literal("qemu"),
+      },
+      { additionalProperties: false },
+    ),
+    /** The image the box's disk is an overlay of: its name where the box was, and its root disk's sha256 (manifest.json). */
+    image: Type.Object({ name: ImageName, digest: Sha256 }, { additionalProperties: false }),
+    /** The QEMU that saved the state: the taker's must be the same version, on the same architecture, under the same accelerator. */
+    qemu: Type.Object(
+      {
+        version: Type.String({ maxLength: 128 }),
+        arch: Type.Union([Type.Literal("x86_64"), Type.Literal("aarch64")]),
+        accel: Type.Union([Type.Literal("kvm"), Type.Literal("hvf"), Type.Literal("whpx"), Type.Literal("tcg")]),
+      },
+      { additionalProperties: false },
+    ),
+    /** The carried files' bytes, and what the store added for them (less when it held some of their chunks already). */
+    bytes: Type.Integer({ minimum: 0 }),
+    stored: Type.Integer({ minimum: 0 }),
+  },
+  { additionalProperties: false },
+);
+export type CarriedBox = Static<typeof CarriedBox>;
+
 /** A box's settings as another server of the fleet makes it again (a failover, a move). */
 export const BoxSpec = Type.Object(
   {
@@ -84,7 +125,7 @@ export const FleetBox = Type.Object(
           from: Type.String({ pattern: FLEET_NODE_NAME.source }),
           reason: Type.Union([Type.Literal("move"), Type.Literal("drain"), Type.Literal("failover")]),
           snapshot: Type.Optional(Type.String({ maxLength: 64 })),
-          carried: Type.Optional(Type.String({ maxLength: 256 })),
+          carried: Type.Optional(CarriedBox),
           by: Type.Optional(Actor),
         },
         { additionalProperties: false },
@@ -171,44 +212,3 @@ export const NodeDrainResult = Type.Object(
   { additionalProperties: false },
 );
 export type NodeDrainResult = Static<typeof NodeDrainResult>;
-
-const Sha256 = Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lower-case hex digits" });
-
-/**
- * An asleep VM box carried into the fleet's store (`host/src/box/carry.ts`),
- * as the server that put it there hands it to the one that takes it out: the
- * snapshot holding its files (disk overlay, sleeping state, read-only disks,
- * and a sealed manifest with its row and broker policy), and what the taker
- * must have before it starts (the image, a QEMU that loads the state). Small
- * and free of secrets: the box's stubs are in the sealed snapshot.
- */
-export const CarriedBox = Type.Object(
-  {
-    v: Type.Literal(1),
-    snapshot: Type.String({ pattern: idPattern("snap"), rule: "a snapshot id: snap_ and 20 lower-case letters or digits" }),
-    box: Type.Object(
-      {
-        id: Type.String({ pattern: idPattern("box"), rule: "a box id: box_ and 20 lower-case letters or digits" }),
-        name: BoxName,
-        engine: Type.Literal("qemu"),
-      },
-      { additionalProperties: false },
-    ),
-    /** The image the box's disk is an overlay of: its name where the box was, and its root disk's sha256 (manifest.json). */
-    image: Type.Object({ name: ImageName, digest: Sha256 }, { additionalProperties: false }),
-    /** The QEMU that saved the state: the taker's must be the same version, on the same architecture, under the same accelerator. */
-    qemu: Type.Object(
-      {
-        version: Type.String({ maxLength: 128 }),
-        arch: Type.Union([Type.Literal("x86_64"), Type.Literal("aarch64")]),
-        accel: Type.Union([Type.Literal("kvm"), Type.Literal("hvf"), Type.Literal("whpx"), Type.Literal("tcg")]),
-      },
-      { additionalProperties: false },
-    ),
-    /** The carried files' bytes, and what the store added for them (less when it held some of their chunks already). */
-    bytes: Type.Integer({ minimum: 0 }),
-    stored: Type.Integer({ minimum: 0 }),
-  },
-  { additionalProperties: false },
-);
-export type CarriedBox = Static<typeof CarriedBox>;

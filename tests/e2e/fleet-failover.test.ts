@@ -215,4 +215,59 @@ describe("the fleet plane: failover, moves, cordons and drains", () => {
       expect(now.filter((e) => e.kind === "box.moved").length).toBe(1);
     }
   }, 300_000);
+
+  test("box move of a process box: its files and its session continue on the other server, with box.moved", async () => {
+    await ok(a2 ? b.home : a.home, ["box", "create", "mv1", "--node", "b", "--start"]);
+    await ok(c.home, ["exec", "mv1", "--", "sh", "-c", "echo moved-files > /workspace/m.txt"]);
+    const id = (JSON.parse(await ok(b.home, ["run", "mv1", "--detach", "--json"])) as { id: string }).id;
+    const out = await ok(c.home, ["box", "move", "mv1", "--to", "c", "--json"]);
+    const r = JSON.parse(out.trim().split("\n").at(-1)!) as { type: string; value: { from: string; to: string; epoch: number } };
+    expect(r.type).toBe("result");
+    expect(r.value).toMatchObject({ from: "b", to: "c", epoch: 2 });
+    const list = (await boxes(b.home)).filter((x) => x.name === "mv1");
+    expect(list.map((x) => x.server)).toEqual(["c"]);
+    expect((await ok(b.home, ["exec", "mv1", "--", "cat", "/workspace/m.txt"])).trim()).toBe("moved-files");
+    await ok(b.home, ["session", "annotate", id, "after the move"]);
+    const log = await events(c.home, id);
+    expect(log.map((e) => e.seq)).toEqual(log.map((_, i) => i + 1));
+    const moved = log.filter((e) => e.kind === "box.moved").map((e) => e.data as { reason: string; from: string; to: string });
+    expect(moved).toEqual([expect.objectContaining({ reason: "move", from: "b", to: "c" })]);
+    expect(log.at(-1)!.kind).toBe("annotation.added");
+    // A move to where it is, or to a server that is not live, is refused naming it.
+    const same = await b.home.run(["box", "move", "mv1", "--to", "c"]);
+    expect(same.code).not.toBe(0);
+    expect(same.stderr).toContain("already runs on c");
+    await ok(c.home, ["box", "delete", "mv1"]);
+  }, 180_000);
+
+  test("node drain empties a server while a client keeps exec-ing into one of its boxes through another server: every exec answers", async () => {
+    for (const n of ["dr1", "dr2"]) await ok(c.home, ["box", "create", n, "--node", "b", "--start"]);
+    let stop = false;
+    const answers: { code: number; stderr: string }[] = [];
+    const loop = (async () => {
+      while (!stop) {
+        const r = await c.home.run(["exec", "dr1", "--", "echo", "answered"]);
+        answers.push({ code: r.code, stderr: r.stderr });
+        if (r.code === 0) expect(r.stdout.trim()).toBe("answered");
+      }
+    })();
+    await Bun.sleep(1500);
+    const drained = await ok(c.home, ["node", "drain", "b", "--json"]);
+    const res = JSON.parse(drained.trim().split("\n").at(-1)!) as { value: { moved: { box: string; to: string }[]; failed: unknown[] } };
+    await Bun.sleep(1500);
+    stop = true;
+    await loop;
+    expect(res.value.failed).toEqual([]);
+    // Every box b ran goes: the two made for this test, and those the failover put there.
+    expect(res.value.moved.map((m) => m.box)).toEqual(expect.arrayContaining(["dr1", "dr2"]));
+    expect(res.value.moved.every((m) => m.to !== "b")).toBe(true);
+    expect(answers.length).toBeGreaterThan(2);
+    expect(answers.filter((x) => x.code !== 0)).toEqual([]);
+    const rows = JSON.parse(await ok(a2 ? c.home : a.home, ["node", "list", "--json"])) as FleetNodeRow[];
+    const rb = rows.find((x) => x.node.name === "b")!;
+    expect(rb.cordoned).toBe(true);
+    expect(rb.boxes).toBe(0);
+    await ok(c.home, ["node", "uncordon", "b"]);
+    for (const n of ["dr1", "dr2"]) await ok(c.home, ["box", "delete", n]);
+  }, 240_000);
 });

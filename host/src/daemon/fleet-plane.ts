@@ -6,6 +6,7 @@ import { Elysia, t } from "elysia";
 import {
   type Actor,
   BoxMoveBody,
+  type CarriedBox,
   emit,
   Events,
   type FleetBox,
@@ -35,8 +36,19 @@ export interface FleetPlane {
   stop(): Promise<void>;
 }
 
-export function fleetPlane(deps: { fleet: Fleet; boxes: BoxService; sessions: SessionService; snapshots: SnapshotService }): FleetPlane {
-  const { fleet, boxes, sessions, snapshots } = deps;
+export function fleetPlane(deps: {
+  fleet: Fleet;
+  boxes: BoxService;
+  sessions: SessionService;
+  snapshots: SnapshotService;
+  /** VM boxes: their sleeping state carried through the fleet's store (box/carry.ts), wired by the daemon. */
+  carry?: {
+    out(id: string, report: OpReport, signal: AbortSignal): Promise<CarriedBox>;
+    in(ref: CarriedBox, epoch: number): Promise<void>;
+    drop(ref: CarriedBox): Promise<void>;
+  };
+}): FleetPlane {
+  const { fleet, boxes, sessions, snapshots, carry } = deps;
   const snapshot = async (id: string, report: OpReport, signal: AbortSignal) =>
     (await snapshots.create(id, "move", report, signal)).snapshot.id;
   const reconciler = new Reconciler({
@@ -60,7 +72,11 @@ export function fleetPlane(deps: { fleet: Fleet; boxes: BoxService; sessions: Se
     const t0 = Date.now();
     const epoch = e.epoch ?? 1;
     const owner = e.owner === "" ? undefined : e.owner;
-    await boxes.adopt({ id: e.box.id, name: e.box.name, owner, spec: e.spec, epoch });
+    const carried = e.moving.carried;
+    if (carried) {
+      if (!carry) throw new HutchError("invalid", `box "${e.box.name}" comes as a VM's carried state, which this server cannot take`);
+      await carry.in(carried, epoch);
+    } else await boxes.adopt({ id: e.box.id, name: e.box.name, owner, spec: e.spec, epoch });
     if (e.moving.snapshot) await snapshots.seed(e.box.id, e.moving.snapshot);
     // The new copy's latest checkpoint is the snapshot it came from, until it takes its own.
     if (e.moving.snapshot) boxes.checkpointed(e.box.id, e.moving.snapshot, new Date().toISOString());
@@ -72,7 +88,7 @@ export function fleetPlane(deps: { fleet: Fleet; boxes: BoxService; sessions: Se
         to: fleet.node,
         reason: e.moving.reason,
         ...(e.moving.snapshot ? { snapshot: e.moving.snapshot } : {}),
-        programsKept: false,
+        programsKept: carried !== undefined,
         epoch,
         ...(e.moving.by ? { by: e.moving.by } : {}),
       }),
@@ -95,6 +111,7 @@ export function fleetPlane(deps: { fleet: Fleet; boxes: BoxService; sessions: Se
       snapshot,
       setEpoch: (id, n) => boxes.setEpoch(id, n),
       discard: (id) => boxes.discard(id),
+      ...(carry ? { carry } : {}),
     },
   });
 

@@ -15,7 +15,12 @@ import { forwardElsewhere, routeOf } from "./fleet-route.ts";
 import { RunningOps } from "./ops.ts";
 import { localUser, principalOf } from "./actor.ts";
 import type { Server } from "bun";
-import { API_LIMITS } from "@hutch/shared";
+import { API_LIMITS, type CarriedBox, type OpReport } from "@hutch/shared";
+import type { Database } from "bun:sqlite";
+import { BoxStore } from "../store/boxes.ts";
+import { BrokerStore } from "../store/broker.ts";
+import type { AuthService } from "../auth/service.ts";
+import type { BoxService } from "../box/service.ts";
 import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
 import { isAlive, procStartTime } from "../engine/pidfile.ts";
@@ -112,7 +117,15 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   );
   // In a fleet: the reconcile loop and box moves. Before this server's boxes are looked at, the copies the
   // fleet placed elsewhere while it was away are removed, so nothing starts them or speaks for them.
-  const plane = fleet ? (await import("./fleet-plane.ts")).fleetPlane({ fleet, boxes, sessions, snapshots }) : null;
+  const plane = fleet
+    ? (await import("./fleet-plane.ts")).fleetPlane({
+        fleet,
+        boxes,
+        sessions,
+        snapshots,
+        carry: await vmCarry(home, db, fleet, boxes, auth),
+      })
+    : null;
   if (plane) {
     const gone = await plane.reconciler.fence();
     if (gone > 0) logger.info("removed boxes the fleet runs elsewhere now", { boxes: gone });
@@ -351,4 +364,27 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     process.on("SIGTERM", () => void shutdown("SIGTERM"));
     process.on("SIGINT", () => void shutdown("SIGINT"));
   });
+}
+
+/** How a VM box's sleeping state goes to another server of the fleet and comes from one (box/carry.ts). */
+async function vmCarry(home: string, db: Database, fleet: Fleet, boxes: BoxService, auth: AuthService) {
+  const { carryIn, carryOut, dropCarried, registerCarried } = await import("../box/carry.ts");
+  const rows = new BoxStore(db);
+  const policies = new BrokerStore(db);
+  return {
+    async out(id: string, _report: OpReport, signal: AbortSignal): Promise<CarriedBox> {
+      await boxes.sleep(id);
+      const row = rows.byId(id);
+      if (!row) throw new HutchError("not_found", `box ${id} went while it was put to sleep`);
+      return carryOut({ home, store: fleet.store, row, policy: policies.policy(id), owner: auth.owner(id), signal });
+    },
+    async in(ref: CarriedBox, epoch: number): Promise<void> {
+      const arrived = await carryIn({ home, store: fleet.store, ref });
+      const row = registerCarried(rows, arrived);
+      boxes.setEpoch(row.id, epoch);
+      boxes.changes.emit(row.id);
+      await boxes.wake(row.id);
+    },
+    drop: (ref: CarriedBox) => dropCarried(fleet.store, ref),
+  };
 }

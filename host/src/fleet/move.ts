@@ -7,7 +7,16 @@
 // the target's entry shows it running, the source removes its own copy. A
 // target that has not made the box within MOVE_TIMEOUT_MS is given up: the
 // entry comes back to the source under a later epoch and the box stays here.
-import { type BoxMoveResult, type FleetBox, type FleetEvent, type FleetNode, HutchError, type Actor, type OpReport } from "@hutch/shared";
+import {
+  type BoxMoveResult,
+  type CarriedBox,
+  type FleetBox,
+  type FleetEvent,
+  type FleetNode,
+  HutchError,
+  type Actor,
+  type OpReport,
+} from "@hutch/shared";
 import { log } from "../log.ts";
 import type { BoxDirectory } from "./boxes.ts";
 import type { Cordons } from "./lease.ts";
@@ -32,6 +41,11 @@ export interface MoveDeps {
     snapshot(id: string, report: OpReport, signal: AbortSignal): Promise<string>;
     setEpoch(id: string, epoch: number): void;
     discard(id: string): Promise<void>;
+    /** A VM box: put to sleep, and its sleeping state written to the fleet's store (box/carry.ts); and that state dropped once the target woke it. */
+    carry?: {
+      out(id: string, report: OpReport, signal: AbortSignal): Promise<CarriedBox>;
+      drop(ref: CarriedBox): Promise<void>;
+    };
   };
 }
 
@@ -90,8 +104,17 @@ export class Mover {
     const t0 = Date.now();
     const to = await this.target(box, opts.to);
     const epoch = this.d.here.epochOf(box.id) ?? 1;
-    report({ type: "step", n: 1, total: 3, title: `taking a snapshot of ${box.name} into the fleet's store` });
-    const snapshot = await this.d.here.snapshot(box.id, report, signal);
+    // A VM keeps its programs: its sleeping state goes; any other box's files go as a snapshot.
+    const carry = box.engine === "qemu" ? this.d.here.carry : undefined;
+    let snapshot: string | undefined;
+    let carried: CarriedBox | undefined;
+    if (carry) {
+      report({ type: "step", n: 1, total: 3, title: `putting ${box.name} to sleep and carrying its state into the fleet's store` });
+      carried = await carry.out(box.id, report, signal);
+    } else {
+      report({ type: "step", n: 1, total: 3, title: `taking a snapshot of ${box.name} into the fleet's store` });
+      snapshot = await this.d.here.snapshot(box.id, report, signal);
+    }
     const cur = await this.d.directory.read(box.id);
     const was = cur?.entry;
     if (!cur || !was || was.node !== this.d.node || (was.epoch ?? 1) !== epoch)
@@ -105,12 +128,23 @@ export class Mover {
       node: to,
       epoch: epoch + 1,
       box: { ...was.box, state: "creating", server: to },
-      moving: { from: this.d.node, reason: opts.reason, snapshot, ...(opts.by ? { by: opts.by } : {}) },
+      moving: {
+        from: this.d.node,
+        reason: opts.reason,
+        ...(snapshot ? { snapshot } : {}),
+        ...(carried ? { carried } : {}),
+        ...(opts.by ? { by: opts.by } : {}),
+      },
     };
     if (!(await this.d.directory.swap(next, cur.revision)))
       throw new HutchError("conflict", `box "${box.name}"'s directory entry changed while it was being moved`, "move it again");
     logger.info("moving a box", { box: box.name, to, epoch: epoch + 1, snapshot });
-    report({ type: "step", n: 2, total: 3, title: `${to} makes ${box.name} from snapshot ${snapshot}` });
+    report({
+      type: "step",
+      n: 2,
+      total: 3,
+      title: carried ? `${to} wakes ${box.name} from its carried state` : `${to} makes ${box.name} from snapshot ${snapshot}`,
+    });
     const made = await this.untilMade(box.id, to, epoch + 1, signal);
     if (!made) {
       await this.takeBack(box, to, epoch + 2);
@@ -122,16 +156,27 @@ export class Mover {
     }
     report({ type: "step", n: 3, total: 3, title: `removing ${box.name} from ${this.d.node}` });
     await this.d.here.discard(box.id);
+    if (carried)
+      await carry!.drop(carried).catch((err) => logger.warn("a carried state was not dropped; prune removes it", { err: String(err) }));
     await this.d.events.publish({
       at: new Date().toISOString(),
       kind: "box.moved",
       node: to,
       box: { id: box.id, name: box.name, state: "running" },
-      detail: `${opts.reason} from ${this.d.node} to ${to}, epoch ${epoch + 1}, snapshot ${snapshot}`,
+      detail: `${opts.reason} from ${this.d.node} to ${to}, epoch ${epoch + 1}, ${carried ? "programs kept" : `snapshot ${snapshot}`}`,
     });
     const ms = Date.now() - t0;
     report({ type: "done", summary: `${box.name} runs on ${to} now (${(ms / 1000).toFixed(1)} s)` });
-    return { box: box.name, id: box.id, from: this.d.node, to, epoch: epoch + 1, snapshot, programsKept: false, ms };
+    return {
+      box: box.name,
+      id: box.id,
+      from: this.d.node,
+      to,
+      epoch: epoch + 1,
+      ...(snapshot ? { snapshot } : {}),
+      programsKept: carried !== undefined,
+      ms,
+    };
   }
 
   /** Waits for the target's entry: the box made there (no `moving`), running. False on timeout. */
@@ -140,7 +185,8 @@ export class Mover {
     while (Date.now() < until && !signal.aborted) {
       const e = this.d.directory.entry(id);
       if (e && e.node === to && (e.epoch ?? 1) >= epoch && !e.moving && e.box.state === "running") return true;
-      if (e && (e.node !== to || (e.epoch ?? 1) > epoch)) return e.node !== this.d.node;
+      // A later placement than this move's: someone else decided since (the leader, another move).
+      if (e && (e.epoch ?? 1) > epoch) return e.node !== this.d.node;
       await Bun.sleep(200);
     }
     return false;
