@@ -187,6 +187,7 @@ describe("completion", () => {
         "service",
         "cluster",
         "fleet",
+        "pool",
         "user",
         "token",
         "remote",

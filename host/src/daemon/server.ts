@@ -93,22 +93,24 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals, schedules, idle } = await createServices(
-    home,
-    db,
-    {
-      process: new ProcessEngine(home),
-      qemu: new QemuEngine(home),
-    },
-    fleet
-      ? {
-          snapshotStore: fleet.store,
-          sessionWriter: (store) => fleet.sessions(store, db),
-          authWriter: (store) => fleet.auth(store, db),
-          boxesElsewhere: () => fleet.directory.others(),
-        }
-      : {},
-  );
+  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals, schedules, idle, pools } =
+    await createServices(
+      home,
+      db,
+      {
+        process: new ProcessEngine(home),
+        qemu: new QemuEngine(home),
+      },
+      fleet
+        ? {
+            snapshotStore: fleet.store,
+            sessionWriter: (store) => fleet.sessions(store, db),
+            authWriter: (store) => fleet.auth(store, db),
+            boxesElsewhere: () => fleet.directory.others(),
+            pools: { sizes: fleet.pools, server: fleet.node },
+          }
+        : {},
+    );
   // Before any box's broker can ask again: the approvals pending when the last daemon stopped.
   approvals.recover();
   await boxes.recover();
@@ -122,6 +124,8 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   // A box found running after a restart counts as awake, and idle, from now.
   for (const b of boxes.list()) if (b.state === "running") idle.awake(b.id);
   idle.start();
+  // Refilled in the background: the API answers meanwhile.
+  pools.start();
 
   rmSync(socketPath, { force: true });
   const oldMask = process.umask(0o177);
@@ -151,6 +155,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     dispatches,
     approvals,
     schedules,
+    pools,
     ...(fleet ? { fleetBoxes: fleet.directory, fleetEvents: fleet.events } : {}),
   });
   const streams = streamSocket(boxes, sessions, (boxId, kind) => idle.hold(boxId, kind));
@@ -271,7 +276,10 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       await fleet.directory.serve(
         {
           list: () => boxes.list(),
-          byId: (id) => (boxes.byId(id) ? boxes.get(id) : null),
+          byId: (id) => {
+            const row = boxes.byId(id);
+            return row && !pools.pooled(row) ? boxes.get(id) : null;
+          },
           owner: (id) => auth.owner(id),
           given: (id) => boxes.given(id),
           onChange: (fn) => boxes.changes.add(fn),
@@ -306,6 +314,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       await server.stop(true);
       schedules.stop();
       idle.stop();
+      await pools.close();
       sessions.stop();
       approvals.stop();
       await boxes.close();

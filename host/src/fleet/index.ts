@@ -23,6 +23,7 @@ import { BoxDirectory } from "./boxes.ts";
 import { FleetEvents } from "./events.ts";
 import { Forwarder, forwardKey } from "./forward.ts";
 import { FleetKey } from "./key.ts";
+import { FleetPools } from "./pools.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -63,6 +64,8 @@ export interface Fleet {
   events: FleetEvents;
   /** Forwards requests for boxes other servers run (./forward.ts). */
   forwarder: Forwarder;
+  /** The fleet's warm pools (./pools.ts): the sizes every server keeps, and each server's report. */
+  pools: FleetPools;
   /** Deregisters the node and closes the connection; after the store is closed. */
   close(): Promise<void>;
 }
@@ -80,9 +83,11 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
   let directory: BoxDirectory;
   let forwarder: Forwarder;
   let events: FleetEvents;
+  let pools: FleetPools;
   try {
     directory = await BoxDirectory.open(nc, opts.node);
     events = await FleetEvents.open(nc);
+    pools = await FleetPools.open(nc, opts.node, async () => new Set((await listNodes(nc)).map((n) => n.name)));
     forwarder = new Forwarder(forwardKey(new FleetKey(opts.keyFile, clusterName(nc)).master(store.info.id)), opts.node, () =>
       listNodes(nc),
     );
@@ -104,6 +109,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
       return opened.writer;
     },
     forwarder,
+    pools,
     nodes: () => listNodes(nc),
     events,
     async register(listen, cert, engines) {
@@ -134,6 +140,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
     async close() {
       if (node) await events.publish({ at: new Date().toISOString(), kind: "node.left", node: opts.node });
       await node?.stop();
+      await pools.close();
       directory.close();
       for (const r of replicas) await r.close();
       await nc.close();
