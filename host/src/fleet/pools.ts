@@ -37,12 +37,12 @@ export class FleetPools implements PoolSizes {
   ) {}
 
   /** The bucket, followed, with every entry it held when opened. */
-  static async open(nc: NatsConnection, node: string, live: () => Promise<Set<string>>): Promise<FleetPools> {
+  static async open(nc: NatsConnection, node: string, live: () => Promise<Set<string>>, bucket = POOLS_BUCKET): Promise<FleetPools> {
     const kv = await retrying(
       () => clusterName(nc),
-      `the opening of KV bucket ${POOLS_BUCKET}`,
+      `the opening of KV bucket ${bucket}`,
       TIMEOUT_MS,
-      () => new Kvm(nc).create(POOLS_BUCKET, { replicas: defaultReplicas(nc), history: 1 }),
+      () => new Kvm(nc).create(bucket, { replicas: defaultReplicas(nc), history: 1 }),
     );
     const pools = new FleetPools(nc, kv, node, live);
     await pools.watch();
