@@ -83,6 +83,8 @@ export class WarmPools implements WarmSource {
   private filling: Promise<void> | null = null;
   private again = false;
   private closed = false;
+  /** A boot was put off while a user's box was being started or woken. */
+  private deferred = false;
   private timer: ReturnType<typeof setInterval> | null = null;
   private readonly now: () => number;
 
@@ -93,6 +95,13 @@ export class WarmPools implements WarmSource {
   /** Refills now, whenever a pool changes, and every RETRY_MS (a boot that failed is tried again). */
   start(): void {
     this.deps.sizes.onChange(() => this.kick());
+    // A boot put off for a user's box resumes once that box has settled.
+    this.deps.boxes.stateChanged.add((_id, state) => {
+      if (this.deferred && (state === "running" || state === "failed" || state === "stopped" || state === "asleep")) {
+        this.deferred = false;
+        this.kick();
+      }
+    });
     this.timer = setInterval(() => this.kick(), RETRY_MS);
     this.timer.unref();
     this.kick();
@@ -233,8 +242,23 @@ export class WarmPools implements WarmSource {
       }
       const short = [...specs].find(([key, s]) => (kept.get(key) ?? 0) + this.makingFor(key) < s.warm && !this.waiting(key));
       if (!short) return;
+      if (this.userBoxStarting()) {
+        this.deferred = true;
+        return;
+      }
       await this.makeOne(short[1]);
     }
+  }
+
+  /**
+   * A user's box on its way to running (a claim being woken, a cold start):
+   * a pool's boot waits for it, as both want the same CPUs and the user is
+   * waiting on the one, not on the other.
+   */
+  private userBoxStarting(): boolean {
+    return this.deps.store
+      .list()
+      .some((r) => poolOf(r) === null && r.desired === "running" && r.state !== "running" && r.state !== "failed");
   }
 
   private makingFor(key: string): number {
