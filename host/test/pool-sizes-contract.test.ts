@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
-import { FleetPools } from "../src/fleet/pools.ts";
+import { FleetPools } from "../src/store/jetstream/pools.ts";
 import { openDb } from "../src/store/db.ts";
 import { PoolTable } from "../src/store/pools.ts";
 import type { PoolSizes } from "../src/store/types.ts";

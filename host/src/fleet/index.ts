@@ -23,7 +23,7 @@ import { BoxDirectory } from "./boxes.ts";
 import { FleetEvents } from "./events.ts";
 import { Forwarder, forwardKey } from "./forward.ts";
 import { FleetKey } from "./key.ts";
-import { FleetPools } from "./pools.ts";
+import { FleetPools } from "../store/jetstream/pools.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -64,7 +64,7 @@ export interface Fleet {
   events: FleetEvents;
   /** Forwards requests for boxes other servers run (./forward.ts). */
   forwarder: Forwarder;
-  /** The fleet's warm pools (./pools.ts): the sizes every server keeps, and each server's report. */
+  /** The fleet's warm pools (store/jetstream/pools.ts): the sizes every server keeps, and each server's report. */
   pools: FleetPools;
   /** Deregisters the node and closes the connection; after the store is closed. */
   close(): Promise<void>;

@@ -8,11 +8,11 @@
 import { check, PoolServerStatus, PoolSpec, type PoolStatus } from "@hutch/shared";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
-import { Listeners } from "../listeners.ts";
-import { log } from "../log.ts";
-import { clusterName, defaultReplicas, retrying } from "../store/jetstream/cluster.ts";
-import { token } from "../store/jetstream/kv.ts";
-import type { PoolSizes } from "../store/types.ts";
+import { Listeners } from "../../listeners.ts";
+import { log } from "../../log.ts";
+import { clusterName, defaultReplicas, retrying } from "./cluster.ts";
+import { token } from "./kv.ts";
+import type { PoolSizes } from "../types.ts";
 
 const logger = log.create({ service: "fleet" });
 
