@@ -9,12 +9,12 @@
 //               same through the server that runs it (the peer); interleaved
 //   failover    the marked place below: another engineer adds it
 //
-//   bun scripts/bench/fleet.ts [--json] [--claims 2] [--rounds 30] [--accel tcg]
+//   bun scripts/bench/fleet.ts [--json] [--claims 3] [--rounds 100] [--accel tcg]
 //        [--memory 1G] [--no-claim] [--no-forward]
 //
 // Exit 0 when every run worked, goals met or not; 1 when a run broke.
 import { parseArgs } from "node:util";
-import { chmodSync, copyFileSync, mkdirSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readdirSync } from "node:fs";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
@@ -24,8 +24,8 @@ import { alternate, median, met, percentile, round, table } from "./lib/stats.ts
 const { values: f } = parseArgs({
   options: {
     json: { type: "boolean", default: false },
-    claims: { type: "string", default: "2" },
-    rounds: { type: "string", default: "30" },
+    claims: { type: "string", default: "3" },
+    rounds: { type: "string", default: "100" },
     accel: { type: "string", default: "tcg" },
     memory: { type: "string", default: "1G" },
     "no-claim": { type: "boolean", default: false },
@@ -48,11 +48,32 @@ const errors: string[] = [];
 async function cleanup(): Promise<void> {
   log("cleaning up");
   for (const h of homes) {
-    // The pool first: its boxes go with it, and no boot starts while the boxes are deleted.
-    await h.hutch(["pool", "clear", "default"], { timeoutMs: 60_000 }).catch(() => undefined);
+    if (h === poolHome) await clearPool(h);
     await h.dispose();
   }
   await nats?.stop();
+}
+
+/** The home that keeps a pool, if one was made. */
+let poolHome: HutchHome | undefined;
+
+/**
+ * Clears the pool and waits until its boxes are gone: a boot under way when
+ * the pool is cleared finishes and is then thrown away, and a VM left
+ * booting when the daemon stops would outlive it.
+ */
+async function clearPool(h: HutchHome): Promise<void> {
+  await h.hutch(["pool", "clear", "default"], { timeoutMs: 60_000 }).catch(() => undefined);
+  const boxes = join(h.dir, "boxes");
+  const left = () => (existsSync(boxes) ? readdirSync(boxes).length : 0);
+  const deadline = Date.now() + BOOT_TIMEOUT_MS;
+  while (left() > 0 && Date.now() < deadline) {
+    // Anything listed is a user's box the bench made: dispose deletes those.
+    const listed = await h.hutch(["box", "list", "--json"], { timeoutMs: 30_000 });
+    if (listed.code === 0 && (JSON.parse(listed.stdout) as unknown[]).length >= left()) return;
+    await Bun.sleep(500);
+  }
+  if (left() > 0) log(`cleanup: the pool's boxes were not all gone after ${BOOT_TIMEOUT_MS / 1000} s`);
 }
 
 async function must(home: HutchHome, args: string[], what: string, timeoutMs = BOOT_TIMEOUT_MS): Promise<number> {
@@ -86,6 +107,7 @@ interface ClaimResult {
 async function claim(): Promise<ClaimResult> {
   const home = new HutchHome();
   homes.push(home);
+  poolHome = home;
   home.env.HUTCH_QEMU_ACCEL = f.accel;
   await home.useTestImage();
   const limits = ["--memory", f.memory!];

@@ -236,6 +236,8 @@ export class WarmPools implements WarmSource {
         const alive = row.state !== "failed" && row.desired !== "deleted" && !this.broken.has(row.id);
         if (spec && alive && count < spec.warm && fits(spec, row.engine, configOf(row))) {
           kept.set(key, count + 1);
+          // Booted by a daemon that stopped before it could put the box to sleep: it sleeps now.
+          if (row.desired === "running") await this.settle(row);
           continue;
         }
         await this.throwAway(row);
@@ -269,6 +271,17 @@ export class WarmPools implements WarmSource {
   private waiting(key: string): boolean {
     const f = this.failures.get(key);
     return f !== undefined && this.now() - f.at < RETRY_MS;
+  }
+
+  /** A pool box found awake (or on its way) after a restart: asleep, or thrown away when it cannot be. */
+  private async settle(row: BoxRow): Promise<void> {
+    try {
+      await this.deps.boxes.ensureRunning(row.id);
+      await this.deps.boxes.sleep(row.id);
+    } catch (err) {
+      logger.warn("a pool box found awake could not be put to sleep", { box: row.name, err: String(err) });
+      await this.throwAway(this.deps.store.byId(row.id) ?? row);
+    }
   }
 
   private async throwAway(row: BoxRow): Promise<void> {
