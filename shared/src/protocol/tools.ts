@@ -588,8 +588,11 @@ export type ClockMsg = Static<typeof ClockMsg>;
  */
 export const IdentityMsg = Type.Object({
   type: Type.Literal("identity"),
-  name: Type.String({ pattern: "^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$" }),
-  id: Type.String({ pattern: idPattern("box") }),
+  name: Type.String({
+    pattern: "^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
+    rule: "a hostname: lower-case letters, digits and inner dashes, at most 63",
+  }),
+  id: Type.String({ pattern: idPattern("box"), rule: "a box id: box_ and 20 lower-case letters or digits" }),
 });
 export type IdentityMsg = Static<typeof IdentityMsg>;
 
