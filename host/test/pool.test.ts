@@ -3,8 +3,10 @@
 // the create a pool box under a fresh id, with its own name, id and files, and
 // the pool boots another; a create the pool cannot honour is made as usual.
 import { afterAll, describe, expect, test } from "bun:test";
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { QemuEngine, VM_FILES } from "../src/engine/qemu/index.ts";
 import { fits, poolOf, specOf } from "../src/box/pool.ts";
 import { execCollect } from "../src/box/exec.ts";
 import { BoxStore } from "../src/store/boxes.ts";
@@ -33,6 +35,44 @@ describe("which creates a pool honours", () => {
   test("a process pool is of image default; a VM pool needs a VM's memory", () => {
     expect(() => specOf({ image: "tools", engine: "process", warm: 1 })).toThrow(/process boxes run on the host's own system/);
     expect(() => specOf({ image: "default", warm: 1, memoryMiB: 128 })).toThrow(/at least 256 MiB/);
+  });
+});
+
+describe("a VM's move to the claiming box's id (QemuEngine.rehome)", () => {
+  test("its directory moves and the saved command line names the new id wherever it named the old; a taken target is refused", async () => {
+    const home = mkdtempSync(join(tmpdir(), "hutch-rehome-"));
+    try {
+      const engine = new QemuEngine(home);
+      const handle = (id: string, name: string) => ({ id, name, dir: join(home, "boxes", id), config: {} });
+      const from = handle("box_0000000000aaaaaaaaaa", "pool-0123456789abcdef");
+      const to = handle("box_0000000000bbbbbbbbbb", "web");
+      mkdirSync(from.dir, { recursive: true });
+      const argv = [
+        "qemu-system-x86_64",
+        "-name",
+        `hutch-${from.name},process=hutch-${from.id}`,
+        "-append",
+        `quiet hutch.box=${from.name} hutch.id=${from.id}`,
+        "-chardev",
+        `socket,id=agent,path=${join(from.dir, "agent.sock")},server=on,wait=off`,
+      ];
+      writeFileSync(join(from.dir, VM_FILES.argv), JSON.stringify(argv));
+      writeFileSync(join(from.dir, VM_FILES.sleepState), "QEVM");
+      await engine.rehome(from, to);
+      expect(existsSync(from.dir)).toBe(false);
+      expect(readFileSync(join(to.dir, VM_FILES.sleepState), "utf8")).toBe("QEVM");
+      const moved = JSON.parse(readFileSync(join(to.dir, VM_FILES.argv), "utf8")) as string[];
+      expect(moved).toEqual(argv.map((a) => a.replaceAll(from.id, to.id)));
+      expect(moved.join(" ")).not.toContain(from.id);
+      // Same length: the kernel command line keeps its size, and the guest still names the pool box until told.
+      expect(moved[4]).toBe(`quiet hutch.box=${from.name} hutch.id=${to.id}`);
+      const other = handle("box_0000000000cccccccccc", "other");
+      mkdirSync(other.dir, { recursive: true });
+      await expect(engine.rehome(to, other)).rejects.toThrow("exists already");
+      expect(existsSync(to.dir)).toBe(true);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 });
 
