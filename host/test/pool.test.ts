@@ -7,7 +7,8 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { QemuEngine, VM_FILES } from "../src/engine/qemu/index.ts";
-import { fits, poolOf, specOf } from "../src/box/pool.ts";
+import { fits, poolOf, specOf, WarmPools } from "../src/box/pool.ts";
+import { PoolTable } from "../src/store/pools.ts";
 import { execCollect } from "../src/box/exec.ts";
 import { BoxStore } from "../src/store/boxes.ts";
 import { ask, testApp } from "./app-helpers.ts";
@@ -158,5 +159,54 @@ describe("a pool of process boxes", async () => {
     expect(r.status).toBe(400);
     expect(r.body.error.hint).toBe("hutch pool set default --engine process --warm 1");
     expect((await ask(t.app, "GET", "/v1/pools")).body).toEqual([]);
+  });
+});
+
+describe("a pool whose image is rebuilt", async () => {
+  const t = await testApp("hutch-pool-build-");
+  const store = new BoxStore(t.db);
+  let build = "build-1";
+  const pools = new WarmPools({
+    boxes: t.services.boxes,
+    store,
+    sizes: new PoolTable(t.db),
+    server: "local",
+    engines: ["process"],
+    build: () => build,
+  });
+  t.services.boxes.warm = pools;
+  const pooled = () => store.list().filter((r) => poolOf(r) !== null);
+  const readyIds = () =>
+    pooled()
+      .filter((r) => r.state === "asleep" && r.desired === "asleep")
+      .map((r) => r.id);
+  afterAll(async () => {
+    await pools.close();
+    await t.services.pools.close();
+    for (const r of store.list()) await t.services.boxes.delete(r.id, null);
+    t.close();
+  });
+
+  test("its boxes booted on the old build are thrown away and booted again; none of them is claimed meanwhile", async () => {
+    pools.start();
+    await pools.set({ image: "default", engine: "process", warm: 1 });
+    const waitFor = async (what: string, ok: () => boolean) => {
+      const deadline = Date.now() + 60_000;
+      while (!ok()) {
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+        await Bun.sleep(50);
+      }
+    };
+    await waitFor("one ready", () => readyIds().length === 1);
+    const old = readyIds()[0]!;
+    build = "build-2";
+    // Until the refill runs, the old box is not handed out: the create is made cold.
+    const cold = await t.services.boxes.create({ name: "cold", engine: "process" }, null);
+    expect(cold.state).toBe("stopped");
+    pools.kick();
+    await waitFor("the old box replaced", () => readyIds().length === 1 && readyIds()[0] !== old);
+    expect(store.byId(old)).toBeNull();
+    const warm = await t.services.boxes.create({ name: "warm", engine: "process" }, null);
+    expect(warm.state).toBe("running");
   });
 });

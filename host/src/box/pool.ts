@@ -24,6 +24,8 @@ export const RETRY_MS = 30_000;
 
 /** The config key that marks a pool's box, with its pool's key. */
 const POOL_KEY = "pool";
+/** The config key that holds the image build a pool box was booted on. */
+const POOL_BUILD = "poolBuild";
 
 export const poolKey = (engine: string, image: string) => `${engine}/${image}`;
 
@@ -69,6 +71,12 @@ export interface PoolDeps {
   server: string;
   /** Engines this server runs: a pool of another engine is left to the servers that run it. */
   engines: string[];
+  /**
+   * The build an image's name points at now (a VM's root disk), or null (a
+   * process box has none): a pool box booted on another build is thrown
+   * away, so a create after `image build` never gets the old one.
+   */
+  build?: (engine: string, image: string) => string | null;
   now?: () => number;
 }
 
@@ -121,7 +129,7 @@ export class WarmPools implements WarmSource {
   take(engine: string, config: Record<string, unknown>, _body: BoxCreateBody): BoxRow | null {
     const spec = this.deps.sizes.list().find((s) => fits(s, engine, config));
     if (!spec) return null;
-    const row = this.ready(poolKey(spec.engine, spec.image))[0];
+    const row = this.ready(poolKey(spec.engine, spec.image)).find((r) => this.current(r, spec));
     if (!row) return null;
     this.taken.add(row.id);
     return row;
@@ -234,7 +242,7 @@ export class WarmPools implements WarmSource {
         const spec = specs.get(key);
         const count = kept.get(key) ?? 0;
         const alive = row.state !== "failed" && row.desired !== "deleted" && !this.broken.has(row.id);
-        if (spec && alive && count < spec.warm && fits(spec, row.engine, configOf(row))) {
+        if (spec && alive && count < spec.warm && fits(spec, row.engine, configOf(row)) && this.current(row, spec)) {
           kept.set(key, count + 1);
           // Booted by a daemon that stopped before it could put the box to sleep: it sleeps now.
           if (row.desired === "running") await this.settle(row);
@@ -273,6 +281,17 @@ export class WarmPools implements WarmSource {
     return f !== undefined && this.now() - f.at < RETRY_MS;
   }
 
+  /** Whether the box was booted on the build its pool's image points at now. */
+  private current(row: BoxRow, spec: PoolSpec): boolean {
+    let now: string | null;
+    try {
+      now = this.deps.build?.(spec.engine, spec.image) ?? null;
+    } catch {
+      now = null;
+    }
+    return (configOf(row)[POOL_BUILD] ?? null) === now;
+  }
+
   /** A pool box found awake (or on its way) after a restart: asleep, or thrown away when it cannot be. */
   private async settle(row: BoxRow): Promise<void> {
     try {
@@ -297,10 +316,17 @@ export class WarmPools implements WarmSource {
   /** Boots one box for the pool and puts it to sleep: then it is ready. */
   private async makeOne(spec: PoolSpec): Promise<void> {
     const key = poolKey(spec.engine, spec.image);
+    let build: string | null = null;
+    try {
+      build = this.deps.build?.(spec.engine, spec.image) ?? null;
+    } catch {
+      // No such image: the boot fails and says so.
+    }
     const config = {
       ...limitsOf(spec),
       ...(spec.engine === "qemu" ? { image: spec.image } : {}),
       [POOL_KEY]: key,
+      ...(build ? { [POOL_BUILD]: build } : {}),
       sleepAfterMs: null,
       maxAwakeMs: null,
     };

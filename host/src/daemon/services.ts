@@ -35,6 +35,7 @@ import { IdleTracker } from "../box/idle.ts";
 import { WarmPools } from "../box/pool.ts";
 import { tellIdentity } from "../box/identity.ts";
 import { PoolTable } from "../store/pools.ts";
+import { imagePaths } from "../image/index.ts";
 import type { PoolSizes } from "../store/types.ts";
 
 const logger = log.create({ service: "daemon" });
@@ -91,6 +92,7 @@ export async function createServices(
     sizes: opts.pools?.sizes ?? new PoolTable(db),
     server: opts.pools?.server ?? "local",
     engines: Object.keys(engines),
+    build: (engine, image) => (engine === "qemu" ? imagePaths(home, image).root : null),
   });
   boxes.warm = pools;
   const broker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, HOME_FILES.secretsKey)), join(home, HOME_FILES.config));
