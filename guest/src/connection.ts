@@ -13,10 +13,11 @@ import {
   ProtocolError,
   ShutdownMsg,
   ClockMsg,
+  IdentityMsg,
   type GuestHello,
 } from "@hutch/shared/wire";
 import { SocketWriter, type ByteSink } from "./socket-writer.ts";
-import { setClock as ffiSetClock } from "./init/ffi.ts";
+import { setClock as ffiSetClock, sethostname } from "./init/ffi.ts";
 import { handleOpen } from "./tools/index.ts";
 import type { ToolContext } from "./tools/context.ts";
 
@@ -39,6 +40,7 @@ export class Connection {
     private readonly ctx: ToolContext,
     private readonly shutdown: (graceMs: number, why: string) => void,
     private readonly setClock: (ms: number) => void = ffiSetClock,
+    private readonly setHostname: (name: string) => void = sethostname,
   ) {
     this.writer = new SocketWriter(socket);
     this.mux = new Mux(
@@ -121,9 +123,31 @@ export class Connection {
     }
   }
 
+  /**
+   * The box this guest now is: a VM booted for a warm pool and claimed wakes
+   * with the pool box's hostname and HUTCH_BOX_ID, and takes the claiming
+   * box's before the host opens any stream (control frames are handled in
+   * order with the rest). Only a VM's PID 1 sets the hostname; a process box
+   * is started afresh with its own.
+   */
+  private takeIdentity(msg: IdentityMsg): void {
+    const env = this.ctx.config.baseEnv;
+    if (env.HUTCH_BOX_ID !== undefined && env.HUTCH_BOX_ID !== msg.id) {
+      this.ctx.log.info("box identity from the host", { conn: this.id, was: env.HUTCH_BOX_ID, id: msg.id, name: msg.name });
+      env.HUTCH_BOX_ID = msg.id;
+    }
+    if (this.ctx.config.boxUser === null) return;
+    try {
+      this.setHostname(msg.name);
+    } catch (err) {
+      this.ctx.log.warn("could not set the hostname", { conn: this.id, error: (err as Error).message });
+    }
+  }
+
   private control(msg: unknown): void {
     if (Value.Check(ShutdownMsg, msg)) return this.shutdown(msg.graceMs, "shutdown requested by the host");
     if (Value.Check(ClockMsg, msg)) return this.followClock(msg.time);
+    if (Value.Check(IdentityMsg, msg)) return this.takeIdentity(msg);
     this.ctx.log.warn("unknown control message ignored", { conn: this.id });
   }
 }

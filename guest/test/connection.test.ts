@@ -21,7 +21,7 @@ describe("connections", () => {
     expect(await h.hello).toMatchObject({
       protocol: 1,
       agent: "hutch-guest",
-      capabilities: ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop", "mcp", "chunks"],
+      capabilities: ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop", "mcp", "chunks", "identity"],
     });
     const { c } = await call(h, { tool: "exec", argv: ["echo", "still here"] });
     expect(c.text()).toBe("still here\n");
@@ -47,6 +47,22 @@ describe("connections", () => {
     expect(new TextDecoder().decode(Buffer.concat(done.out))).toBe("not-run\n");
     h.close();
     expect(await Bun.file(marker).exists()).toBe(false);
+  });
+
+  test("an identity message gives the processes started after it the new HUTCH_BOX_ID; a malformed one changes nothing", async () => {
+    const was = "box_0000000000aaaaaaaaaa";
+    const now = "box_0000000000bbbbbbbbbb";
+    g = await startGuest(undefined, { HUTCH_BOX_ID: was });
+    const h = await connect(g.socket);
+    await h.hello;
+    const boxId = async () => (await call(h, { tool: "exec", argv: ["sh", "-c", "echo $HUTCH_BOX_ID"] })).c.text().trim();
+    expect(await boxId()).toBe(was);
+    h.mux.control({ type: "identity", name: "web", id: "not-an-id" });
+    expect(await boxId()).toBe(was);
+    // No wait between the message and the exec: control frames are handled in order with the opens behind them.
+    h.mux.control({ type: "identity", name: "web", id: now });
+    expect(await boxId()).toBe(now);
+    h.close();
   });
 
   test("losing the connection kills its exec processes", async () => {

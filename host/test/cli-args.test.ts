@@ -39,7 +39,8 @@ describe("parsing", () => {
       ["box", "create", "x", "--engine", "qemu", "--memory", "2G", "--cpus", "4", "--start"],
       { name: "x", engine: "qemu", memory: "2G", cpus: 4, start: true },
     ],
-    [["box", "create", "x"], { engine: "process", start: false }],
+    // No engine yet: the verb makes it process, or qemu when --image names an image.
+    [["box", "create", "x"], { name: "x", start: false }],
     [
       ["box", "create", "x", "--allow", "a.com", "--allow", "b.com:8443", "--secret", "anthropic"],
       { allow: ["a.com", "b.com:8443"], secret: ["anthropic"] },
@@ -188,6 +189,7 @@ describe("completion", () => {
         "cluster",
         "fleet",
         "node",
+        "pool",
         "user",
         "token",
         "remote",

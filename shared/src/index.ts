@@ -22,3 +22,4 @@ export * from "./duration.ts";
 export * from "./e2b.ts";
 export * from "./agent-tools.ts";
 export * from "./fleet.ts";
+export * from "./pools.ts";

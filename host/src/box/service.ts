@@ -68,6 +68,16 @@ export function givenOf(config: Record<string, unknown>): BoxGiven {
   };
 }
 
+/** Where a create may get a warm box instead of making one (box/pool.ts). */
+export interface WarmSource {
+  /** A ready (asleep) pool box that fits the create, taken so no other create gets it; null when none does. */
+  take(engine: string, config: Record<string, unknown>, body: BoxCreateBody): BoxRow | null;
+  /** What became of a taken box: it is the new box now, it is back in its pool, or it is broken (the pool throws it away). */
+  done(id: string, outcome: "claimed" | "returned" | "broken"): void;
+  /** A pool's box: not listed, nobody's. */
+  pooled(row: BoxRow): boolean;
+}
+
 export class BoxService {
   private readonly channels = new Map<string, Channel>();
   /** One reconcile at a time per box; requests queue behind it. */
@@ -97,6 +107,9 @@ export class BoxService {
    */
   readonly creating = new Listeners<[name: string, owner: string | undefined, given: BoxGiven]>("box create");
 
+  /** Warm pools' boxes, which a create claims when one fits (wired in daemon/services.ts). */
+  warm?: WarmSource;
+
   /** Fills a new box from a snapshot (`create` with `from`); wired to the snapshot service in daemon/services.ts. */
   seeder?: {
     /** Throws unless a box can be forked from the snapshot; the id of the box it was taken of. */
@@ -113,7 +126,10 @@ export class BoxService {
   ) {}
 
   list(): Box[] {
-    return this.store.list().map((r) => this.toBox(r));
+    return this.store
+      .list()
+      .filter((r) => !this.warm?.pooled(r))
+      .map((r) => this.toBox(r));
   }
 
   get(ref: string): Box {
@@ -217,11 +233,21 @@ export class BoxService {
     // A fork is filled through its guest, so it starts; it stops again unless asked to run.
     const desired = body.start || seeder ? "running" : "stopped";
     this.creating.check(body.name, owner, givenOf(config));
-    const { box, op } = this.store.insertBox(body.name, engine, desired, idemKey, config, policy, owner);
+    // A warm pool's asleep box that fits is claimed (and woken) instead of one being made.
+    const warm = seeder ? null : (this.warm?.take(engine, config, body) ?? null);
+    let made: { box: BoxRow; op: { id: string } };
+    try {
+      made = this.store.insertBox(body.name, engine, desired, idemKey, config, policy, owner);
+    } catch (err) {
+      if (warm) this.warm?.done(warm.id, "returned");
+      throw err;
+    }
+    const { box, op } = made;
     logger.info("box created", { box: box.name, id: box.id, engine, ...(body.from ? { from: body.from } : {}) });
+    if (warm) await this.claim(warm, box);
     this.changes.emit(box.id);
-    const made = await this.finish(box.id, op.id);
-    if (!seeder || body.from === undefined) return made;
+    const done = await this.finish(box.id, op.id);
+    if (!seeder || body.from === undefined) return done;
     try {
       await seeder.seed(box.id, body.from);
     } catch (err) {
@@ -326,6 +352,33 @@ export class BoxService {
       next.catch(() => undefined),
     );
     await next;
+  }
+
+  /**
+   * A warm pool's asleep box becomes the new box `to`: its files move under
+   * to's id (the engine's rehome), its own rows go, and `to` is asleep, so the
+   * create's reconcile wakes it. The guest takes to's name and id on the
+   * wake's new connection (box/identity.ts), the broker gives it to's
+   * policy and stubs. A move that fails leaves `to` to be made as usual.
+   */
+  private async claim(from: BoxRow, to: BoxRow): Promise<void> {
+    const engine = this.engine(from.engine);
+    try {
+      if (!engine.rehome) throw new Error(`the ${from.engine} engine cannot move a box`);
+      // The connection held across the pool box's sleep was the pool box's: the woken box opens its own.
+      this.dropChannel(from.id);
+      await engine.rehome(this.handle(from), this.handle(to));
+    } catch (err) {
+      logger.warn("could not claim a warm box; making one instead", { box: to.name, pooled: from.name, err: String(err) });
+      this.warm?.done(from.id, "broken");
+      return;
+    }
+    this.store.deleteBox(from.id);
+    // Claimed, it is woken whether or not the create asked to start it: it is booted already.
+    this.store.request(to.id, "wake", "running", null);
+    this.setState(to.id, "asleep");
+    this.warm?.done(from.id, "claimed");
+    logger.info("box claimed from a warm pool", { box: to.name, id: to.id, pooled: from.id });
   }
 
   /** New limits for a stopped box, applied at its next start; the sleep settings, in any state, from now. */

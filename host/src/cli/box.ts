@@ -69,7 +69,7 @@ function limitsOf(a: LimitArgs): Record<string, number | string> {
 type Create = GlobalArgs &
   LimitArgs & {
     name: string;
-    engine: string;
+    engine?: string;
     start: boolean;
     from?: string;
     image?: string;
@@ -135,7 +135,7 @@ export const box = body<GlobalArgs>({
         engine: {
           type: "string",
           choices: ENGINE_NAMES,
-          default: "process",
+          defaultDescription: "process, or qemu with --image",
           describe: "process: a namespace sandbox; qemu: a VM with its own kernel",
         },
         start: { type: "boolean", default: false, describe: "start it once created" },
@@ -182,7 +182,16 @@ export const box = body<GlobalArgs>({
         const box = await d.request<Box>(
           "POST",
           "/v1/boxes",
-          { name: a.name, engine: a.engine, start: a.start, ...(a.from ? { from: a.from } : {}), ...vm, ...egress, ...place, ...keep },
+          {
+            name: a.name,
+            engine: a.engine ?? (a.image ? "qemu" : "process"),
+            start: a.start,
+            ...(a.from ? { from: a.from } : {}),
+            ...vm,
+            ...egress,
+            ...place,
+            ...keep,
+          },
           { idempotencyKey: crypto.randomUUID() },
         );
         if (a.json) printJson(box);

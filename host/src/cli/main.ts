@@ -115,6 +115,11 @@ export const ROOT: Command = {
       load: () => import("./node.ts").then((m) => m.node),
     },
     {
+      command: "pool <command>",
+      describe: "warm pools: sleeping, booted boxes of an image each server keeps ready for box create (set, list, clear)",
+      load: () => import("./pool.ts").then((m) => m.pool),
+    },
+    {
       command: "user <command>",
       describe: "server mode's users: add, list (on the server, or with an admin token)",
       load: () => import("./user.ts").then((m) => m.user),

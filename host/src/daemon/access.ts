@@ -18,7 +18,7 @@ const BOX = /^\/v1\/boxes\/([^/]+)(\/[^/]+)?/;
 const SESSION = /^\/v1\/sessions\/(ses_[0-9a-z]{20})(\/.+)?$/;
 /** What only an admin token may reach: the server's shared parts, and what is not yet kept per user. */
 const ADMIN_ALWAYS = /^\/v1\/(users|tokens|snapshots\/prune|snapshots\/check|fleet)(\/|$)/;
-const ADMIN_WRITE = /^\/v1\/(images|agents)(\/|$)/;
+const ADMIN_WRITE = /^\/v1\/(images|agents|pools)(\/|$)/;
 /** Session routes a read-only share allows besides GETs: anyone who may see a session may annotate it. */
 const READ_SESSION_WRITES = /^\/(annotations)$/;
 

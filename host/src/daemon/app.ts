@@ -39,6 +39,8 @@ import type { ApprovalService } from "../approval/service.ts";
 import { approvalsController } from "./approvals/index.ts";
 import type { ScheduleService } from "../schedule/service.ts";
 import { schedulesController } from "./schedules/index.ts";
+import type { WarmPools } from "../box/pool.ts";
+import { poolsController } from "./pools/index.ts";
 
 export interface AppDeps {
   boxes: BoxService;
@@ -66,6 +68,8 @@ export interface AppDeps {
   schedules?: ScheduleService;
   /** Who pays for the boxes a request makes (server mode's per-token limit); one of its own when absent. */
   creations?: CreationGate;
+  /** Warm pools (box/pool.ts); no routes when absent. */
+  pools?: WarmPools;
   /** Approvals (host/src/approval); no routes when absent. */
   approvals?: ApprovalService;
   /** In a fleet: the boxes other servers run (fleet/boxes.ts), listed beside this server's own. */
@@ -162,6 +166,7 @@ export function buildApp(deps: AppDeps) {
         }),
       )
       .use(deps.approvals ? approvalsController(deps.approvals, deps.identify ?? localUser) : new Elysia())
+      .use(deps.pools ? poolsController(deps.pools) : new Elysia())
       .use(deps.fleetEvents ? fleetEventsController(deps.fleetEvents) : new Elysia())
       .use(deps.fleetPlane ? deps.fleetPlane.controller(ops, deps.identify ?? localUser) : new Elysia())
       .use(changesController(deps.changes ?? new ChangeService(deps.boxes, deps.sessions), deps.identify ?? localUser))

@@ -99,22 +99,24 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   }
   const socketPath = join(home, HOME_FILES.socket);
   const db = openDb(join(home, HOME_FILES.db));
-  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals, schedules, idle } = await createServices(
-    home,
-    db,
-    {
-      process: new ProcessEngine(home),
-      qemu: new QemuEngine(home),
-    },
-    fleet
-      ? {
-          snapshotStore: fleet.store,
-          sessionWriter: (store) => fleet.sessions(store, db),
-          authWriter: (store) => fleet.auth(store, db),
-          boxesElsewhere: () => fleet.directory.others(),
-        }
-      : {},
-  );
+  const { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals, schedules, idle, pools } =
+    await createServices(
+      home,
+      db,
+      {
+        process: new ProcessEngine(home),
+        qemu: new QemuEngine(home),
+      },
+      fleet
+        ? {
+            snapshotStore: fleet.store,
+            sessionWriter: (store) => fleet.sessions(store, db),
+            authWriter: (store) => fleet.auth(store, db),
+            boxesElsewhere: () => fleet.directory.others(),
+            pools: { sizes: fleet.pools, server: fleet.node },
+          }
+        : {},
+    );
   // In a fleet: the reconcile loop and box moves. Before this server's boxes are looked at, the copies the
   // fleet placed elsewhere while it was away are removed, so nothing starts them or speaks for them.
   const plane = fleet
@@ -149,6 +151,8 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     snapshot: async (id, signal) => (await snapshots.create(id, "checkpoint", () => undefined, signal)).snapshot.id,
   });
   checkpoints.start();
+  // Refilled in the background: the API answers meanwhile.
+  pools.start();
 
   rmSync(socketPath, { force: true });
   const oldMask = process.umask(0o177);
@@ -178,6 +182,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     dispatches,
     approvals,
     schedules,
+    pools,
     ...(fleet ? { fleetBoxes: fleet.directory, fleetEvents: fleet.events } : {}),
     ...(plane ? { fleetPlane: plane } : {}),
   });
@@ -309,7 +314,10 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       await fleet.directory.serve(
         {
           list: () => boxes.list(),
-          byId: (id) => (boxes.byId(id) ? boxes.get(id) : null),
+          byId: (id) => {
+            const row = boxes.byId(id);
+            return row && !pools.pooled(row) ? boxes.get(id) : null;
+          },
           owner: (id) => auth.owner(id),
           given: (id) => boxes.given(id),
           onChange: (fn) => boxes.changes.add(fn),
@@ -350,6 +358,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       idle.stop();
       await checkpoints.stop();
       await plane?.stop();
+      await pools.close();
       sessions.stop();
       approvals.stop();
       await boxes.close();

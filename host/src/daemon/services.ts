@@ -32,6 +32,11 @@ import { askTool } from "../approval/tool.ts";
 import { ScheduleStore } from "../store/schedules.ts";
 import { ScheduleService } from "../schedule/service.ts";
 import { IdleTracker } from "../box/idle.ts";
+import { WarmPools } from "../box/pool.ts";
+import { tellIdentity } from "../box/identity.ts";
+import { PoolTable } from "../store/pools.ts";
+import { imagePaths } from "../image/index.ts";
+import type { PoolSizes } from "../store/types.ts";
 
 const logger = log.create({ service: "daemon" });
 
@@ -55,6 +60,8 @@ export interface Services {
   schedules: ScheduleService;
   /** What keeps each box awake, and the sleep of those idle past their --sleep-after. */
   idle: IdleTracker;
+  /** The warm pools this server keeps (started by the daemon once boxes are recovered). */
+  pools: WarmPools;
 }
 
 /**
@@ -73,9 +80,21 @@ export async function createServices(
     authWriter?: (store: AuthStore) => Promise<FleetAuth>;
     /** The boxes other servers of the fleet run (fleet/boxes.ts): a user's quota counts them too. */
     boxesElsewhere?: () => FleetBox[];
+    /** The warm pools wanted, when not the home's own table (a fleet's bucket), and this server's name among its servers. */
+    pools?: { sizes: PoolSizes; server: string };
   } = {},
 ): Promise<Services> {
-  const boxes = new BoxService(new BoxStore(db), engines, home);
+  const boxStore = new BoxStore(db);
+  const boxes = new BoxService(boxStore, engines, home);
+  const pools = new WarmPools({
+    boxes,
+    store: boxStore,
+    sizes: opts.pools?.sizes ?? new PoolTable(db),
+    server: opts.pools?.server ?? "local",
+    engines: Object.keys(engines),
+    build: (engine, image) => (engine === "qemu" ? imagePaths(home, image).root : null),
+  });
+  boxes.warm = pools;
   const broker = new BrokerService(new BrokerStore(db), Sealer.load(join(home, HOME_FILES.secretsKey)), join(home, HOME_FILES.config));
   const sessionStore = new SessionStore(db);
   const runner = new AgentRunner(
@@ -87,6 +106,8 @@ export async function createServices(
   const sessions = new SessionService(sessionStore, boxes, terminals, writer);
   sessions.recorder.started.add((row, pid) => terminals.started(row, pid, sessions));
   boxes.policyChecks.add((p) => broker.checkPolicy(p));
+  // First on a new connection, before the broker's listener: the guest is this box from here on.
+  tellIdentity(boxes);
   boxes.channelOpened.add((boxId, dir, channel) => broker.attach(boxId, dir, channel));
   boxes.channelClosed.add((boxId) => broker.detach(boxId));
   boxes.stateChanged.add((boxId, state, reason) => sessions.boxChanged(boxId, state, reason));
@@ -160,5 +181,5 @@ export async function createServices(
     sessionStore,
     idle: (boxId) => idle.quiet(boxId),
   });
-  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals, schedules, idle };
+  return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals, schedules, idle, pools };
 }

@@ -124,6 +124,14 @@ export interface Engine {
   sleepDetail?(): Promise<string>;
   /** Throws a stopped box's sleeping state away (a stop asked of an asleep box). Idempotent. */
   forgetSleep?(box: BoxHandle): Promise<void>;
+  /**
+   * Moves an asleep box's files to another box's handle (a warm pool's box,
+   * claimed under the new box's id and name): from then on `to` wakes as
+   * `from` would have, and nothing of `from` is left. The box must not be
+   * running, and `to` must have no files yet. Not idempotent: the caller
+   * records the move's outcome.
+   */
+  rehome?(from: BoxHandle, to: BoxHandle): Promise<void>;
   inspect(box: BoxHandle): Promise<Observed>;
   channel(box: BoxHandle): ChannelEndpoint;
   /** Removes every file of the box. The box must not be running. */

@@ -24,6 +24,7 @@ import { FleetEvents } from "./events.ts";
 import { Forwarder, forwardKey } from "./forward.ts";
 import { FleetKey } from "./key.ts";
 import { Cordons, fleetBucket, Lease } from "./lease.ts";
+import { FleetPools } from "../store/jetstream/pools.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -68,6 +69,8 @@ export interface Fleet {
   lease: Lease;
   /** Which nodes take no new boxes (./lease.ts). */
   cordons: Cordons;
+  /** The fleet's warm pools (store/jetstream/pools.ts): the sizes every server keeps, and each server's report. */
+  pools: FleetPools;
   /** Deregisters the node and closes the connection; after the store is closed. */
   close(): Promise<void>;
 }
@@ -87,12 +90,14 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
   let events: FleetEvents;
   let lease: Lease;
   let cordons: Cordons;
+  let pools: FleetPools;
   try {
     directory = await BoxDirectory.open(nc, opts.node);
     const kv = await fleetBucket(nc);
     lease = new Lease(kv, opts.node);
     cordons = new Cordons(kv);
     events = await FleetEvents.open(nc);
+    pools = await FleetPools.open(nc, opts.node, async () => new Set((await listNodes(nc)).map((n) => n.name)));
     forwarder = new Forwarder(forwardKey(new FleetKey(opts.keyFile, clusterName(nc)).master(store.info.id)), opts.node, () =>
       listNodes(nc),
     );
@@ -116,6 +121,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
     forwarder,
     lease,
     cordons,
+    pools,
     nodes: () => listNodes(nc),
     events,
     async register(listen, cert, engines) {
@@ -152,6 +158,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
       await lease.stop();
       if (node) await events.publish({ at: new Date().toISOString(), kind: "node.left", node: opts.node });
       await node?.stop();
+      await pools.close();
       directory.close();
       for (const r of replicas) await r.close();
       await nc.close();

@@ -167,4 +167,12 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   ALTER TABLE users ADD COLUMN quota TEXT;
   `,
+  `
+  CREATE TABLE pools (
+    engine TEXT NOT NULL,
+    image TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    PRIMARY KEY (engine, image)
+  ) WITHOUT ROWID;
+  `,
 ];

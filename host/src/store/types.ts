@@ -21,6 +21,8 @@ import type {
   EgressRecord,
   EngineName,
   Op,
+  PoolSpec,
+  PoolStatus,
   ShareInfo,
   TokenScope,
   UserQuota,
@@ -307,6 +309,28 @@ export interface BoxRegistry extends OpJournal {
   deleteBox(boxId: string): void;
   /** Rows anywhere that still name the box (0 after deleteBox). */
   countRows(boxId: string): number;
+}
+
+// --- Warm pools -------------------------------------------------------------
+
+/**
+ * The warm pools wanted (box/pool.ts): the server's own table, or a fleet's
+ * KV bucket, where every server reads the same sizes and keeps its own boxes.
+ * A pool is keyed by its engine and image.
+ */
+export interface PoolSizes {
+  /** Every pool wanted, as this server last read them (a fleet's follow the bucket). */
+  list(): PoolSpec[];
+  /** Sets a pool (replacing its size and limits); resolves once stored. */
+  set(spec: PoolSpec): Promise<void>;
+  /** Removes a pool; false when there was none. */
+  clear(engine: string, image: string): Promise<boolean>;
+  /** Calls fn after any pool changes, through this server or another. */
+  onChange(fn: () => void): void;
+  /** In a fleet: every other server's pools as it last reported them; this server reports its own with `report`. */
+  elsewhere?(): Promise<PoolStatus[]>;
+  report?(pools: PoolStatus[]): Promise<void>;
+  close?(): Promise<void>;
 }
 
 // --- Users, tokens, owners, shares ----------------------------------------

@@ -2,6 +2,7 @@
 // stream exchanges. Validated on both ends; the host treats every guest
 // message as untrusted and checks it against these before use.
 import { Type, type Static, type TProperties } from "@sinclair/typebox";
+import { idPattern } from "../ids.ts";
 
 const Env = Type.Record(Type.String({ pattern: "^[^=\\0]+$", rule: "a variable name, without '='" }), Type.String());
 const Argv = Type.Array(Type.String(), { minItems: 1, maxItems: 4096 });
@@ -580,5 +581,19 @@ export type ShutdownMsg = Static<typeof ShutdownMsg>;
 /** The host's clock (ms since the epoch), sent when a connection carries on across a VM's sleep: its clock stood still. */
 export const ClockMsg = Type.Object({ type: Type.Literal("clock"), time: Type.Number() });
 export type ClockMsg = Static<typeof ClockMsg>;
+/**
+ * The box's name (its hostname) and id (HUTCH_BOX_ID), sent on every new
+ * connection to a guest with the `identity` capability: a VM woken from a
+ * warm pool's sleep was booted as another box, and carries on as this one.
+ */
+export const IdentityMsg = Type.Object({
+  type: Type.Literal("identity"),
+  name: Type.String({
+    pattern: "^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
+    rule: "a hostname: lower-case letters, digits and inner dashes, at most 63",
+  }),
+  id: Type.String({ pattern: idPattern("box"), rule: "a box id: box_ and 20 lower-case letters or digits" }),
+});
+export type IdentityMsg = Static<typeof IdentityMsg>;
 
-export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop", "mcp", "chunks"] as const;
+export const CAPABILITIES = ["exec", "pty", "fs", "tar", "net", "ports", "browser", "desktop", "mcp", "chunks", "identity"] as const;

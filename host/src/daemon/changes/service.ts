@@ -42,11 +42,17 @@ export class ChangeService {
     const maySee = (id: string) => actor.kind === "system" || (this.sessions.boxAccess?.(id, actorUser(actor)) ?? null) !== null;
     // Once a box is gone its owner and shares are too, so who may hear of its removal is decided just before.
     const leaving = new Set<string>();
+    // A warm pool's boxes are the server's, never listed: nobody hears of them.
+    const pooled = (id: string) => {
+      const row = this.boxes.byId(id);
+      return row !== null && this.boxes.warm?.pooled(row) === true;
+    };
     const offRemoving = this.boxes.removing.add((id) => {
-      if (maySee(id)) leaving.add(id);
+      if (maySee(id) && !pooled(id)) leaving.add(id);
     });
     const offBoxes = this.boxes.changes.add((id) => {
       const row = this.boxes.byId(id);
+      if (row && pooled(id)) return;
       if (!row) {
         if (leaving.delete(id)) fn({ type: "box.removed", id });
         return;

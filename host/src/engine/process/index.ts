@@ -420,6 +420,15 @@ export class ProcessEngine implements Engine {
     return existsSync(join(box.dir, BOX_FILES.asleep)) ? { keeps: "disk", bytes: 0 } : null;
   }
 
+  /** Its directory moves to the new id's: an asleep box's disk is unmounted, and its wake starts it afresh under its new name and id. */
+  async rehome(from: BoxHandle, to: BoxHandle): Promise<void> {
+    if ((await this.inspect(from)).running)
+      throw new HutchError("conflict", `box "${from.name}" is running; only an asleep box moves`, "sleep it first");
+    if (isMountPoint(join(from.dir, DISK_FILES.mount))) await unmountDisk(from.dir);
+    if (existsSync(to.dir)) throw new HutchError("conflict", `${to.dir} exists already`, `delete box ${to.name} first`);
+    renameSync(from.dir, to.dir);
+  }
+
   async forgetSleep(box: BoxHandle): Promise<void> {
     rmSync(join(box.dir, BOX_FILES.asleep), { force: true });
   }

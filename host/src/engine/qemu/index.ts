@@ -504,6 +504,27 @@ export class QemuEngine implements Engine {
     }
   }
 
+  /**
+   * The directory moves to the new id's, and the command line a wake gives
+   * QEMU names the new id where it named the old (its files' paths, and the
+   * `process=hutch-<id>` a restarted daemon finds it by): the same devices,
+   * so the saved state loads. The guest still has the old name and id until
+   * the host tells it (the identity message on its next connection); the
+   * kernel command line is only read at boot, and a cold boot builds a new one.
+   */
+  async rehome(from: BoxHandle, to: BoxHandle): Promise<void> {
+    if (this.identity(from)) throw new HutchError("conflict", `box "${from.name}" is running; only an asleep box moves`, "sleep it first");
+    if (existsSync(to.dir)) throw new HutchError("conflict", `${to.dir} exists already`, `delete box ${to.name} first`);
+    const saved = this.savedArgv(from);
+    renameSync(from.dir, to.dir);
+    if (saved) {
+      const tmp = join(to.dir, `${VM_FILES.argv}.tmp`);
+      writeFileSync(tmp, JSON.stringify(saved.map((a) => a.replaceAll(from.id, to.id))));
+      renameSync(tmp, join(to.dir, VM_FILES.argv));
+    }
+    syncDir(dirname(to.dir));
+  }
+
   private savedArgv(box: BoxHandle): string[] | null {
     try {
       const argv = JSON.parse(readFileSync(join(box.dir, VM_FILES.argv), "utf8")) as unknown;
