@@ -6,12 +6,13 @@
 // superseded by a later placement (fleet/boxes.ts), not by its own move.
 // tests/e2e/fleet-failover.test.ts checks the same through real servers.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import type { Box, FleetBox, FleetEvent, FleetNode } from "@hutch/shared";
+import type { Box, FleetBox, FleetEvent } from "@hutch/shared";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { BoxDirectory, superseded } from "../src/fleet/boxes.ts";
 import { Cordons, fleetBucket, Lease } from "../src/fleet/lease.ts";
 import { Reconciler } from "../src/fleet/reconcile.ts";
 import { type NatsCluster, startNatsCluster } from "./nats-cluster.ts";
+import { fleetNode } from "./fleet-fixtures.ts";
 
 let nats: NatsCluster;
 let nc: NatsConnection;
@@ -24,18 +25,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await nc?.close();
   await nats?.stop();
-});
-
-const node = (name: string): FleetNode => ({
-  name,
-  version: "0",
-  listen: `https://127.0.0.1:1/${name}`,
-  instance: name,
-  started: 0,
-  seen: 0,
-  memoryMiB: 8192,
-  cpus: 2,
-  engines: ["process"],
 });
 
 const entry = (id: string, on: string, extra: Partial<FleetBox> = {}, box: Partial<Box> = {}): FleetBox => ({
@@ -110,7 +99,7 @@ describe("the leader's round", () => {
       directory: dir,
       lease,
       cordons,
-      nodes: async () => [node("live1"), node("live2")],
+      nodes: async () => [fleetNode("live1"), fleetNode("live2")],
       events: { publish: async (e) => void told.push(e) },
       here: { epochOf: () => null, ids: () => [], adopt: async () => {}, discard: async () => {}, touch: () => {} },
     });

@@ -3,22 +3,12 @@
 // hand-made nodes and boxes; tests/e2e/cluster.test.ts checks them through
 // three servers.
 import { describe, expect, test } from "bun:test";
-import type { Box, FleetBox, FleetNode } from "@hutch/shared";
+import type { Box, FleetBox } from "@hutch/shared";
 import { place } from "../src/fleet/place.ts";
+import { fleetNode } from "./fleet-fixtures.ts";
 import { checkQuota } from "../src/auth/quota.ts";
 
-const node = (name: string, memoryMiB: number, labels: Record<string, string> = {}, engines = ["process", "qemu"]): FleetNode => ({
-  name,
-  version: "0",
-  listen: `https://127.0.0.1:1/${name}`,
-  instance: name,
-  started: 0,
-  seen: 0,
-  memoryMiB,
-  cpus: 2,
-  engines,
-  labels,
-});
+const node = fleetNode;
 const box = (id: string, on: string, memoryMiB: number): FleetBox => ({
   node: on,
   owner: "alice",

@@ -37,7 +37,7 @@ export type FleetNode = Static<typeof FleetNode>;
 const Sha256 = Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lower-case hex digits" });
 
 /**
- * An asleep VM box carried into the fleet's store (`host/src/box/carry.ts`),
+ * An asleep VM box carried into the fleet's store (`host/src/fleet/carry.ts`),
  * as the server that put it there hands it to the one that takes it out: the
  * snapshot holding its files (disk overlay, sleeping state, read-only disks,
  * and a sealed manifest with its row and broker policy), and what the taker

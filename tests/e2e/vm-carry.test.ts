@@ -1,6 +1,6 @@
 // test: vm
 // An asleep VM box carried from one home to another through the fleet's store
-// (host/src/box/carry.ts, on JetStream): one VM under tcg, booted once on
+// (host/src/fleet/carry.ts, on JetStream): one VM under tcg, booted once on
 // home A, a loop started in it, put to sleep, carried out to the store,
 // carried into home B, registered there and woken by B's daemon: the same
 // process runs on, counting from where it was. Refusals along the way leave
@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { CarriedBox, check } from "../../shared/src/index.ts";
 import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
-import { carryIn, carryOut, dropCarried, registerCarried } from "../../host/src/box/carry.ts";
+import { carryIn, carryOut, dropCarried, registerCarried } from "../../host/src/fleet/carry.ts";
 import { initFleetStore, openFleetStore } from "../../host/src/fleet/store.ts";
 import type { Progress, Store } from "../../host/src/snapshot/index.ts";
 import { BoxStore } from "../../host/src/store/boxes.ts";

@@ -41,7 +41,7 @@ export function fleetPlane(deps: {
   boxes: BoxService;
   sessions: SessionService;
   snapshots: SnapshotService;
-  /** VM boxes: their sleeping state carried through the fleet's store (box/carry.ts), wired by the daemon. */
+  /** VM boxes: their sleeping state carried through the fleet's store (fleet/carry.ts), wired by the daemon. */
   carry?: {
     out(id: string, report: OpReport, signal: AbortSignal): Promise<CarriedBox>;
     in(ref: CarriedBox, epoch: number): Promise<void>;
@@ -128,6 +128,13 @@ export function fleetPlane(deps: {
     }));
   };
 
+  /** Cordons or uncordons a server, tells the fleet, and returns its row as `node list` shows it. */
+  const cordon = async (name: string, on: boolean): Promise<FleetNodeRow | null> => {
+    await fleet.cordons.set(name, on);
+    await fleet.events.publish({ at: new Date().toISOString(), kind: on ? "node.cordoned" : "node.uncordoned", node: name });
+    return (await rows()).find((r) => r.node.name === name) ?? null;
+  };
+
   const drain = async (report: OpReport, signal: AbortSignal, by: Actor | undefined): Promise<NodeDrainResult> => {
     await fleet.cordons.set(fleet.node, true);
     await fleet.events.publish({ at: new Date().toISOString(), kind: "node.cordoned", node: fleet.node, detail: "drain" });
@@ -166,24 +173,14 @@ export function fleetPlane(deps: {
         .get("/nodes", () => rows(), {
           detail: { summary: "The fleet's live servers, cordons, box counts and the reconcile loop's leader (admin)" },
         })
-        .post(
-          "/nodes/:name/cordon",
-          async ({ params }) => {
-            await fleet.cordons.set(params.name, true);
-            await fleet.events.publish({ at: new Date().toISOString(), kind: "node.cordoned", node: params.name });
-            return (await rows()).find((r) => r.node.name === params.name) ?? null;
-          },
-          { params: t.Object({ name: t.String() }), detail: { summary: "Cordon a server: it takes no new boxes (admin)" } },
-        )
-        .post(
-          "/nodes/:name/uncordon",
-          async ({ params }) => {
-            await fleet.cordons.set(params.name, false);
-            await fleet.events.publish({ at: new Date().toISOString(), kind: "node.uncordoned", node: params.name });
-            return (await rows()).find((r) => r.node.name === params.name) ?? null;
-          },
-          { params: t.Object({ name: t.String() }), detail: { summary: "Uncordon a server (admin)" } },
-        )
+        .post("/nodes/:name/cordon", ({ params }) => cordon(params.name, true), {
+          params: t.Object({ name: t.String() }),
+          detail: { summary: "Cordon a server: it takes no new boxes (admin)" },
+        })
+        .post("/nodes/:name/uncordon", ({ params }) => cordon(params.name, false), {
+          params: t.Object({ name: t.String() }),
+          detail: { summary: "Uncordon a server (admin)" },
+        })
         .post(
           "/nodes/:name/drain",
           ({ params, request }) => {

@@ -375,9 +375,9 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
   });
 }
 
-/** How a VM box's sleeping state goes to another server of the fleet and comes from one (box/carry.ts). */
+/** How a VM box's sleeping state goes to another server of the fleet and comes from one (fleet/carry.ts). */
 async function vmCarry(home: string, db: Database, fleet: Fleet, boxes: BoxService, auth: AuthService) {
-  const { carryIn, carryOut, dropCarried, registerCarried } = await import("../box/carry.ts");
+  const { carryIn, carryOut, dropCarried, registerCarried } = await import("../fleet/carry.ts");
   const rows = new BoxStore(db);
   const policies = new BrokerStore(db);
   return {

@@ -112,7 +112,7 @@ export function writeIdentityFile(dir: string, identity: BoxIdentity): void {
 
 /**
  * A free block for a box that has none here yet, not written anywhere: a box
- * carried in from another server (box/carry.ts) gets its identity before its
+ * carried in from another server (fleet/carry.ts) gets its identity before its
  * directory is in place.
  */
 export function allocateIdentity(boxesDir: string, boxId: string, ranges = hostRanges()): BoxIdentity {

@@ -41,7 +41,7 @@ export interface MoveDeps {
     snapshot(id: string, report: OpReport, signal: AbortSignal): Promise<string>;
     setEpoch(id: string, epoch: number): void;
     discard(id: string): Promise<void>;
-    /** A VM box: put to sleep, and its sleeping state written to the fleet's store (box/carry.ts); and that state dropped once the target woke it. */
+    /** A VM box: put to sleep, and its sleeping state written to the fleet's store (./carry.ts); and that state dropped once the target woke it. */
     carry?: {
       out(id: string, report: OpReport, signal: AbortSignal): Promise<CarriedBox>;
       drop(ref: CarriedBox): Promise<void>;

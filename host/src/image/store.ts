@@ -349,7 +349,7 @@ export function imageVerifier(home: string, name: string): (report: OpReport) =>
  * The build whose files have these sha256s (its manifest's, sizes checked),
  * looked for first where `name` points, then among every build and named
  * directory of the home; null when the home has none. A box carried in from
- * another home (box/carry.ts) needs the very build its disk was made on.
+ * another home (fleet/carry.ts) needs the very build its disk was made on.
  */
 export function buildWithFiles(home: string, name: string, sha256: Record<(typeof IMAGE_FILES)[number], string>): string | null {
   const dir = imagesDir(home);

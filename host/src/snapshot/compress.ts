@@ -10,7 +10,7 @@
 // RSS), so a compressed block is not counted at its 128 KiB maximum: zstd's
 // block pre-splitting (1.5.5 on, Bun 1.4.5's) cuts blocks of 5-100 KiB, and
 // counting each at 128 KiB refused half the chunks of a qcow2 disk and a fifth
-// of a compiled binary's, which a carried VM box (box/carry.ts) found.
+// of a compiled binary's, which a carried VM box (fleet/carry.ts) found.
 
 /** Level 3 (zstd's default): against level 1, 11% smaller on this repo's TypeScript (29.1% against 32.9% of its size), at 199 against 287 MiB/s a core (README, "measurements"). */
 export const ZSTD_LEVEL = 3;

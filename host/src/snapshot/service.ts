@@ -32,7 +32,6 @@ import {
 } from "@hutch/shared";
 import { packTar } from "@hutch/shared/node";
 import type { BoxService } from "../box/service.ts";
-import { CARRY_SOURCE } from "../box/carry.ts";
 import type { Channel } from "../engine/channel.ts";
 import { Listeners } from "../listeners.ts";
 import { loadConfig } from "../config.ts";
@@ -60,6 +59,8 @@ import { snapshotStreams, type Transfer } from "./stream-save.ts";
 import { unifiedDiff } from "./textdiff.ts";
 import { count } from "@hutch/shared/text";
 
+/** The source of a snapshot that carries a VM box between servers (fleet/carry.ts): not one a user lists. */
+export const CARRY_SOURCE = "carry:";
 const logger = log.create({ service: "snapshots" });
 
 /** Snapshot paths that carry a box's identity: every agent config file hutch writes into the home (they hold the box's stubs). */
@@ -283,7 +284,7 @@ export class SnapshotService {
     const store = await this.store();
     const all = await store.listSnapshots();
     const want = boxRef === undefined ? undefined : `${SOURCE_PREFIX}${this.boxId(boxRef)}`;
-    // A carried box's files (box/carry.ts) are a move in flight, not a snapshot of anyone's: its disk and memory.
+    // A carried box's files (fleet/carry.ts) are a move in flight, not a snapshot of anyone's: its disk and memory.
     return all.filter((s) => !s.source.startsWith(CARRY_SOURCE) && (want === undefined || s.source === want)).map((s) => this.info(s));
   }
 

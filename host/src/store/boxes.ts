@@ -99,7 +99,7 @@ export class BoxStore implements BoxRegistry {
   }
 
   /**
-   * Stores a box carried in from another server (box/carry.ts) under its own
+   * Stores a box carried in from another server (fleet/carry.ts) under its own
    * id, asleep, with its whole broker policy (its stubs are in its processes'
    * environment) and its owner, all or none. Its directory is in place
    * already; a wake asked for next loads its state. Idempotent for the same

@@ -41,13 +41,14 @@ import { stateProblem, syncDir } from "../engine/qemu/sleep.ts";
 import { parseSize } from "../engine/limits.ts";
 import { buildWithFiles, imageFiles, overlayBacking, validateManifest } from "../image/index.ts";
 import { restoreTree, snapshotTree, type ProgressFn, type Store } from "../snapshot/index.ts";
+import { CARRY_SOURCE } from "../snapshot/service.ts";
 import type { BoxRow, PolicyRow } from "../store/types.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "carry" });
 
 /** A carried box's snapshot source: never a parent of a box's own snapshots (those are `box:<id>`). */
-export const CARRY_SOURCE = "carry:";
+
 const MANIFEST = "carry.json";
 const MiB = 1024 * 1024;
 /** Bounds on what a carried snapshot may hold, whoever wrote it. */
