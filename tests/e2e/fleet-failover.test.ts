@@ -6,7 +6,8 @@
 //   restarted finds its copies superseded, removes them and writes nothing
 //   to their sessions: one copy of each box;
 // - `box move` of a process box: its files and its session continue on the
-//   other server;
+//   other server; a Claude Code session's next turn (against the fake model)
+//   there resumes the agent's conversation;
 // - `node cordon` keeps new boxes off a server; `node drain` moves every box
 //   off while a client keeps exec-ing into one of them through another
 //   server, and every exec answers.
@@ -15,7 +16,8 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, 
 import { join } from "node:path";
 import type { Box, FleetNodeRow, SessionEvent } from "../../shared/src/index.ts";
 import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
-import { events } from "../agent-turns.ts";
+import { AGENTS_DIR, events, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
+import { type FakeModel, startFakeModel } from "../fixtures/fake-model/index.ts";
 import { HUTCH, type Home, waitFor } from "../helpers.ts";
 import { type Server, startServer } from "../remote.ts";
 
@@ -27,6 +29,7 @@ let b: Server;
 let c: Server;
 /** A restarted A (same home, port and name). */
 let a2: ReturnType<typeof Bun.spawn> | undefined;
+let fake: FakeModel;
 
 async function ok(h: Home, args: string[]): Promise<string> {
   const r = await h.run(args);
@@ -68,6 +71,9 @@ function killA(ids: string[]): void {
 beforeAll(async () => {
   nats = await startNatsCluster(3);
   urls = nats.urls.join(",");
+  fake = await startFakeModel();
+  // b and c run agents against the fake model: each server holds its own secrets.
+  const agents = { config: fakeBindings(fake), env: { HUTCH_AGENTS_DIR: AGENTS_DIR } };
   a = await startServer("hutch-pa-", {
     args: fleetArgs("a"),
     before: async (h) => {
@@ -76,9 +82,9 @@ beforeAll(async () => {
     },
   });
   servers.push(a);
-  b = await startServer("hutch-pb-", { args: fleetArgs("b"), before: copyKey });
+  b = await startServer("hutch-pb-", { args: fleetArgs("b"), before: copyKey, ...agents });
   servers.push(b);
-  c = await startServer("hutch-pc-", { args: fleetArgs("c"), before: copyKey });
+  c = await startServer("hutch-pc-", { args: fleetArgs("c"), before: copyKey, ...agents });
   servers.push(c);
 }, 180_000);
 
@@ -87,6 +93,7 @@ afterAll(async () => {
   await a2?.exited;
   for (const s of servers) await s.stop().catch(() => undefined);
   await nats?.stop();
+  await fake?.stop();
 });
 
 describe("the fleet plane: failover, moves, cordons and drains", () => {
@@ -270,4 +277,34 @@ describe("the fleet plane: failover, moves, cordons and drains", () => {
     await ok(c.home, ["node", "uncordon", "b"]);
     for (const n of ["dr1", "dr2"]) await ok(c.home, ["box", "delete", n]);
   }, 240_000);
+
+  test("box move of a process box with a Claude Code session: the next turn on the other server resumes the agent's conversation", async () => {
+    const secret = newSecrets().anthropic;
+    for (const s of [b, c]) {
+      expect((await s.home.run(["secret", "set", "anthropic"], { stdin: secret })).code).toBe(0);
+      const install = await s.home.run(["agent", "install", "claude"]);
+      expect(install.code, install.stderr).toBe(0);
+    }
+    await ok(c.home, ["box", "create", "cv1", "--node", "b", "--start", "--secret", "anthropic"]);
+    const run = await b.home.run(["run", "cv1", "--agent", "claude", "--prompt", PROMPT, "--detach", "--json"]);
+    expect(run.code, run.stderr).toBe(0);
+    const id = (JSON.parse(run.stdout) as { id: string }).id;
+    const idle = await b.home.run(["session", "wait", id, "--idle", "--json"]);
+    expect(idle.code, idle.stdout + idle.stderr).toBe(0);
+    await ok(a.home, ["box", "move", "cv1", "--to", "c"]);
+    // The next turn, driven through c (which runs the box now): the fake sees turn 1 in its first request.
+    fake.reset();
+    await ok(c.home, ["session", "driver", "acquire", id]);
+    await ok(c.home, ["session", "send", id, "create two.txt containing yo"]);
+    const again = await c.home.run(["session", "wait", id, "--idle", "--json"]);
+    expect(again.code, again.stdout + again.stderr).toBe(0);
+    const first = JSON.stringify(fake.modelCalls()[0]?.body ?? null);
+    expect(first).toContain("create hello.txt containing hi");
+    expect(first).toContain("create two.txt containing yo");
+    expect((await ok(b.home, ["exec", "cv1", "--", "sh", "-c", "cat /workspace/hello.txt /workspace/two.txt"])).trim()).toBe("hiyo");
+    const log = await events(b.home, id);
+    expect(log.map((e) => e.seq)).toEqual(log.map((_, i) => i + 1));
+    expect(log.filter((e) => e.kind === "box.moved").length).toBe(1);
+    await ok(c.home, ["box", "delete", "cv1"]);
+  }, 300_000);
 });
