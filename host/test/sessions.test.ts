@@ -3,7 +3,7 @@
 // socket at all, so this is where "not allowed to see" is exercised).
 import { afterAll, describe, expect, test } from "bun:test";
 import { ask, seedSession, testApp } from "./app-helpers.ts";
-import { SYSTEM } from "../src/session/actors.ts";
+import { SYSTEM } from "../src/actors.ts";
 import { pieces } from "../src/session/service.ts";
 import { BOX_REASON_MAX, check, EVENT_TEXT_MAX, Events, EventsPage, firstError } from "@hutch/shared";
 import { fixtureEvent } from "../../tests/fixtures/events.ts";

@@ -23,8 +23,8 @@ import {
   type ApprovalOutcome,
 } from "@hutch/shared";
 import type { NewEvent, SessionLog, SessionRow } from "../store/types.ts";
-import type { SessionAccess } from "../session/access.ts";
-import { SYSTEM } from "../session/actors.ts";
+import type { SessionAccess } from "../actors.ts";
+import { SYSTEM } from "../actors.ts";
 import { hintOf, verdictOf, type ApprovalAnswer, type Verdict } from "./verdict.ts";
 
 export type { ApprovalAnswer, Verdict } from "./verdict.ts";

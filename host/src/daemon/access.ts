@@ -6,7 +6,7 @@ import { HutchError } from "@hutch/shared";
 import type { AuthService, Principal } from "../auth/service.ts";
 import type { BoxService } from "../box/service.ts";
 import type { SessionLog } from "../store/types.ts";
-import { sessionAccess } from "../session/access.ts";
+import { sessionAccess } from "../actors.ts";
 
 export interface AccessDeps {
   auth: AuthService;

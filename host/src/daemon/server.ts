@@ -6,7 +6,7 @@ import { openDb } from "../store/db.ts";
 import { ProcessEngine } from "../engine/process/index.ts";
 import { QemuEngine } from "../engine/qemu/index.ts";
 import { buildApp } from "./app.ts";
-import { createServices } from "./services.ts";
+import { createServices, vmCarry } from "./services.ts";
 import { ChangeService } from "./changes/service.ts";
 import { streamSocket, upgradeStream, type StreamSocketData } from "./stream/index.ts";
 import { subscribeSocket, upgradeSubscribe, type SubscribeData } from "./sessions/subscribe.ts";
@@ -15,12 +15,7 @@ import { forwardElsewhere, routeOf } from "./fleet-route.ts";
 import { RunningOps } from "./ops.ts";
 import { localUser, principalOf } from "./actor.ts";
 import type { Server } from "bun";
-import { API_LIMITS, type CarriedBox, type OpReport } from "@hutch/shared";
-import type { Database } from "bun:sqlite";
-import { BoxStore } from "../store/boxes.ts";
-import { BrokerStore } from "../store/broker.ts";
-import type { AuthService } from "../auth/service.ts";
-import type { BoxService } from "../box/service.ts";
+import { API_LIMITS } from "@hutch/shared";
 import { log } from "../log.ts";
 import { HOME_FILES } from "../paths.ts";
 import { isAlive, procStartTime } from "../engine/pidfile.ts";
@@ -125,7 +120,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
         boxes,
         sessions,
         snapshots,
-        carry: await vmCarry(home, db, fleet, boxes, auth),
+        carry: await vmCarry(home, db, fleet.store, boxes, auth),
       })
     : null;
   if (plane) {
@@ -373,27 +368,4 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
     process.on("SIGTERM", () => void shutdown("SIGTERM"));
     process.on("SIGINT", () => void shutdown("SIGINT"));
   });
-}
-
-/** How a VM box's sleeping state goes to another server of the fleet and comes from one (fleet/carry.ts). */
-async function vmCarry(home: string, db: Database, fleet: Fleet, boxes: BoxService, auth: AuthService) {
-  const { carryIn, carryOut, dropCarried, registerCarried } = await import("../fleet/carry.ts");
-  const rows = new BoxStore(db);
-  const policies = new BrokerStore(db);
-  return {
-    async out(id: string, _report: OpReport, signal: AbortSignal): Promise<CarriedBox> {
-      await boxes.sleep(id);
-      const row = rows.byId(id);
-      if (!row) throw new HutchError("not_found", `box ${id} went while it was put to sleep`);
-      return carryOut({ home, store: fleet.store, row, policy: policies.policy(id), owner: auth.owner(id), signal });
-    },
-    async in(ref: CarriedBox, epoch: number): Promise<void> {
-      const arrived = await carryIn({ home, store: fleet.store, ref });
-      const row = registerCarried(rows, arrived);
-      boxes.setEpoch(row.id, epoch);
-      boxes.changes.emit(row.id);
-      await boxes.wake(row.id);
-    },
-    drop: (ref: CarriedBox) => dropCarried(fleet.store, ref),
-  };
 }

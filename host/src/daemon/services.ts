@@ -2,7 +2,7 @@
 // for the daemon and for in-process tests.
 import type { Database } from "bun:sqlite";
 import { join } from "node:path";
-import { emit, Events } from "@hutch/shared";
+import { emit, Events, HutchError } from "@hutch/shared";
 import { BoxStore } from "../store/boxes.ts";
 import { SessionStore } from "../store/sessions.ts";
 import { AuthStore } from "../store/auth.ts";
@@ -23,7 +23,7 @@ import { SnapshotService } from "../snapshot/service.ts";
 import type { Store } from "../snapshot/index.ts";
 import { AuthService } from "../auth/service.ts";
 import { checkQuota } from "../auth/quota.ts";
-import type { FleetBox } from "@hutch/shared";
+import type { CarriedBox, FleetBox, OpReport } from "@hutch/shared";
 import { daemonUser } from "./actor.ts";
 import { DispatchService } from "../dispatch/service.ts";
 import { log } from "../log.ts";
@@ -182,4 +182,27 @@ export async function createServices(
     idle: (boxId) => idle.quiet(boxId),
   });
   return { boxes, sessions, sessionStore, broker, engines, snapshots, auth, dispatches, approvals, schedules, idle, pools };
+}
+
+/** How a VM box's sleeping state goes to another server of the fleet and comes from one (fleet/carry.ts). */
+export async function vmCarry(home: string, db: Database, store: Store, boxes: BoxService, auth: AuthService) {
+  const { carryIn, carryOut, dropCarried, registerCarried } = await import("../fleet/carry.ts");
+  const rows = new BoxStore(db);
+  const policies = new BrokerStore(db);
+  return {
+    async out(id: string, _report: OpReport, signal: AbortSignal): Promise<CarriedBox> {
+      await boxes.sleep(id);
+      const row = rows.byId(id);
+      if (!row) throw new HutchError("not_found", `box ${id} went while it was put to sleep`);
+      return carryOut({ home, store: store, row, policy: policies.policy(id), owner: auth.owner(id), signal });
+    },
+    async in(ref: CarriedBox, epoch: number): Promise<void> {
+      const arrived = await carryIn({ home, store: store, ref });
+      const row = registerCarried(rows, arrived);
+      boxes.setEpoch(row.id, epoch);
+      boxes.changes.emit(row.id);
+      await boxes.wake(row.id);
+    },
+    drop: (ref: CarriedBox) => dropCarried(store, ref),
+  };
 }

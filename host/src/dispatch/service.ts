@@ -29,7 +29,7 @@ import type { SessionService } from "../session/service.ts";
 import type { SessionLog } from "../store/types.ts";
 import type { SnapshotService } from "../snapshot/service.ts";
 import { harness } from "../harness/index.ts";
-import { SYSTEM } from "../session/actors.ts";
+import { SYSTEM } from "../actors.ts";
 import { log } from "../log.ts";
 import { diffOf, parseScore, protectedChanges, protectGlobs, runCheck, workTree } from "./grade.ts";
 import type { Channel } from "../engine/channel.ts";

@@ -8,7 +8,7 @@
 // here.
 import { emit, Events, HutchError, type Actor } from "@hutch/shared";
 import type { AppendOptions, NewEvent, SessionFields, SessionRow } from "../store/types.ts";
-import { SYSTEM } from "./actors.ts";
+import { SYSTEM } from "../actors.ts";
 import { log } from "../log.ts";
 
 const logger = log.create({ service: "sessions" });

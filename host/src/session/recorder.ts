@@ -6,7 +6,7 @@
 import { emit, Events, follow, HutchError, type Actor, type ExitMsg, type MuxStream } from "@hutch/shared";
 import type { NewEvent, PtyCaps, SessionRow, SessionLog } from "../store/types.ts";
 import type { BoxService } from "../box/service.ts";
-import { SYSTEM } from "./actors.ts";
+import { SYSTEM } from "../actors.ts";
 import { Listeners } from "../listeners.ts";
 import { log } from "../log.ts";
 import { env } from "../env.ts";

@@ -7,7 +7,7 @@
 import type { Actor, FeedChange, Session } from "@hutch/shared";
 import type { BoxService } from "../../box/service.ts";
 import type { SessionService } from "../../session/service.ts";
-import { actorUser } from "../../session/actors.ts";
+import { actorUser } from "../../actors.ts";
 
 /** Event kinds after which a session's row (state, driver) differs. */
 const SESSION_ROW_KINDS = /^session\./;

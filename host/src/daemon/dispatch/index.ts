@@ -4,7 +4,7 @@
 import { Elysia } from "elysia";
 import { HutchError } from "@hutch/shared";
 import type { DispatchService } from "../../dispatch/service.ts";
-import { actorUser } from "../../session/actors.ts";
+import { actorUser } from "../../actors.ts";
 import { actorFrom, type Identify } from "../actor.ts";
 import { OPEN, type DispatchAccess } from "./access.ts";
 import { DispatchModel } from "./model.ts";

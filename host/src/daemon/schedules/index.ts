@@ -3,7 +3,7 @@
 // missing, and one is added only on a box the caller may drive. No logic here.
 import { Elysia } from "elysia";
 import type { ScheduleService } from "../../schedule/service.ts";
-import { actorUser } from "../../session/actors.ts";
+import { actorUser } from "../../actors.ts";
 import { actorFrom, principalOf, type Identify } from "../actor.ts";
 import { ScheduleModel } from "./model.ts";
 

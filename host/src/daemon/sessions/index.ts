@@ -3,7 +3,7 @@ import { Elysia } from "elysia";
 import { eventKinds, HutchError } from "@hutch/shared";
 import type { SessionService } from "../../session/service.ts";
 import type { SessionLog } from "../../store/types.ts";
-import { actorUser } from "../../session/actors.ts";
+import { actorUser } from "../../actors.ts";
 import { actorFrom, type Identify } from "../actor.ts";
 import { idempotencyKey } from "../idempotency.ts";
 import { SessionModel } from "./model.ts";
