@@ -219,6 +219,22 @@ const cases: [
     ev(Events.boxWokeCold, { box: "box_1", reason: "the sleeping state is torn" }),
     { summary: "box booted afresh on wake, its programs lost: the sleeping state is torn", tone: "warn" },
   ],
+  [
+    ev(Events.boxMoved, { box: "box_1", from: "a", to: "b", reason: "failover", snapshot: "snap_1", programsKept: false, epoch: 2 }),
+    { summary: "box moved from a to b (failover: a went down), from snapshot snap_1; its programs started afresh", tone: "warn" },
+  ],
+  [
+    ev(Events.boxMoved, {
+      box: "box_1",
+      from: "b",
+      to: "c",
+      reason: "move",
+      programsKept: true,
+      epoch: 3,
+      by: { kind: "user", id: "alice" },
+    }),
+    { summary: "box moved from b to c (move), programs kept (by alice)", tone: "dim" },
+  ],
 ];
 
 describe("render", () => {

@@ -122,7 +122,7 @@ export const FleetBox = Type.Object(
     moving: Type.Optional(
       Type.Object(
         {
-          from: Type.String({ pattern: FLEET_NODE_NAME.source }),
+          from: Type.String({ pattern: FLEET_NODE_NAME.source, rule: "a node name: 1 to 64 letters, digits, _ or -" }),
           reason: Type.Union([Type.Literal("move"), Type.Literal("drain"), Type.Literal("failover")]),
           snapshot: Type.Optional(Type.String({ maxLength: 64 })),
           carried: Type.Optional(CarriedBox),

@@ -93,6 +93,12 @@ const renderers: { [K in EventKind]?: (d: EventData<K>) => Rendered } = {
     summary: `box woke in ${d.ms} ms${d.programsKept ? ", programs kept" : ""}${d.by ? ` (by ${d.by.id})` : ""}`,
     tone: "dim",
   }),
+  "box.moved": (d) => ({
+    summary: `box moved from ${d.from} to ${d.to} (${d.reason === "failover" ? `failover: ${d.from} went down` : d.reason})${
+      d.programsKept ? ", programs kept" : d.snapshot ? `, from snapshot ${d.snapshot}; its programs started afresh` : ", made afresh"
+    }${d.by ? ` (by ${d.by.id})` : ""}`,
+    tone: d.reason === "failover" ? "warn" : "dim",
+  }),
   "box.woke.cold": (d) => ({ summary: `box booted afresh on wake, its programs lost: ${oneLine(d.reason)}`, tone: "warn" }),
   "input.sent": (d) => ({ summary: `input ${oneLine(JSON.stringify(d.text))}` }),
   "output.appended": (d) => ({ summary: `output ${count(d.length, "byte")}${d.snapshot ? " (screen redraw)" : ""}`, tone: "dim" }),
