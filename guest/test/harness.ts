@@ -53,6 +53,19 @@ export async function startGuest(command: string[] = [process.execPath, MAIN], e
     }
     await Bun.sleep(20);
   }
+  // The socket file exists from bind(); connections are refused until listen(): wait for one to be taken.
+  for (;;) {
+    const ok = await Bun.connect({ unix: socket, socket: { data() {} } }).then(
+      (s) => (s.end(), true),
+      () => false,
+    );
+    if (ok) break;
+    if (proc.exitCode !== null || Date.now() > deadline) {
+      proc.kill("SIGKILL");
+      throw new Error(`guest did not listen: ${await stderrText}`);
+    }
+    await Bun.sleep(20);
+  }
   return {
     dir,
     socket,

@@ -465,6 +465,8 @@ export class SessionService {
 
   /** Client-written events: checked against the registry, actor stamped here. */
   async appendFromClient(id: string, actor: Actor, inputs: EventInput[]): Promise<number[]> {
+    // In a fleet a session made through another server a moment ago may not be in this replica yet: catch up before "no session".
+    if (this.writer.shared && !this.store.get(id)) await this.writer.fresh();
     // Whoever may see a session may annotate it; anything else is the drivers'.
     const row = inputs.every((e) => e.kind === Events.annotationAdded.kind) ? this.row(id, actor) : this.drivable(id, actor);
     this.requireOpen(row);
