@@ -76,7 +76,11 @@ export async function forwardElsewhere(
   const forwarded = req.headers.has(FORWARD_HEADER);
   const url = new URL(req.url);
   const ref = boxRef(url);
-  if (ref !== undefined) await deps.fleet.settled?.(ref);
+  if (ref !== undefined) {
+    await deps.fleet.settled?.(ref);
+    // A box another server made (or took over) a moment ago may not be in this server's view of the directory yet.
+    if (!deps.boxes.find(ref) && !deps.fleet.directory.find(ref)) await deps.fleet.directory.fresh();
+  }
   if (forwarded) {
     const route = ref !== undefined ? routeOf(url, deps.boxes, deps.sessions, deps.fleet) : undefined;
     if (!route) return undefined;
