@@ -293,10 +293,15 @@ export class BoxService {
     return typeof e === "number" ? e : 1;
   }
 
+  /** Sets some of a box's config keys, keeping the others. */
+  private patchConfig(row: BoxRow, patch: Record<string, unknown>): void {
+    this.store.setConfig(row.id, { ...(JSON.parse(row.config) as Record<string, unknown>), ...patch });
+  }
+
   /** Records a new placement of this server's copy (a move that did not happen takes the box back under a later epoch). */
   setEpoch(boxId: string, epoch: number): void {
     const row = this.store.byId(boxId);
-    if (row) this.store.setConfig(boxId, { ...(JSON.parse(row.config) as Record<string, unknown>), fleetEpoch: epoch });
+    if (row) this.patchConfig(row, { fleetEpoch: epoch });
   }
 
   /** A box's settings and policy as another server would make it again (BoxSpec). */
@@ -315,7 +320,7 @@ export class BoxService {
   checkpointed(boxId: string, snapshot: string, at: string): void {
     const row = this.store.byId(boxId);
     if (!row) return;
-    this.store.setConfig(boxId, { ...(JSON.parse(row.config) as Record<string, unknown>), checkpointSnapshot: snapshot, checkpointAt: at });
+    this.patchConfig(row, { checkpointSnapshot: snapshot, checkpointAt: at });
     this.changes.emit(boxId);
   }
 
@@ -387,7 +392,7 @@ export class BoxService {
     const { sleepAfter, maxAwake, ...limits } = body;
     if (sleepAfter !== undefined || maxAwake !== undefined) {
       const sleep = this.autoSleepConfig(row.engine, row.name, { sleepAfter, maxAwake }, false);
-      this.store.setConfig(row.id, { ...(JSON.parse(row.config) as Record<string, unknown>), ...sleep });
+      this.patchConfig(row, sleep);
       logger.info("box sleep settings changed", {
         box: row.name,
         ...Object.fromEntries(Object.entries(sleep).map(([k, v]) => [k, String(v)])),
@@ -407,7 +412,7 @@ export class BoxService {
     }
     const change = defined({ cpus: body.cpus, memoryMiB: body.memoryMiB, pids: body.pids, disk: body.disk });
     checkSettings(row.engine, row.name, change);
-    this.store.setConfig(row.id, { ...(JSON.parse(row.config) as Record<string, unknown>), ...change });
+    this.patchConfig(row, change);
     logger.info("box limits changed", { box: row.name, ...Object.fromEntries(Object.entries(change).map(([k, v]) => [k, String(v)])) });
     this.changes.emit(row.id);
     return this.toBox(this.row(row.id));
