@@ -56,7 +56,10 @@ export async function startGuest(command: string[] = [process.execPath, MAIN], e
   // The socket file exists from bind(); connections are refused until listen(): wait for one to be taken.
   for (;;) {
     const ok = await Bun.connect({ unix: socket, socket: { data() {} } }).then(
-      (s) => (s.end(), true),
+      (s) => {
+        s.end();
+        return true;
+      },
       () => false,
     );
     if (ok) break;

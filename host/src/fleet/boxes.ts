@@ -163,7 +163,7 @@ export class BoxDirectory {
   /** The entry of a box, as the bucket holds it now (not as this server last saw it), with its revision. */
   async read(id: string): Promise<{ entry: FleetBox | undefined; revision: number } | null> {
     const e = await this.kv.get(id);
-    if (!e || e.operation !== "PUT") return null;
+    if (e?.operation !== "PUT") return null;
     let v: unknown;
     try {
       v = e.json();
