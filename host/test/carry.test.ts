@@ -1,5 +1,5 @@
-// A carried VM box's pieces that need no VM (tests/e2e/vm-carry.test.ts boots
-// one): reading a saved QEMU command line back into its layout, proven by
+// A carried VM box's pieces that need no VM (tests/e2e/fleet-vm-move.test.ts
+// boots one): reading a saved QEMU command line back into its layout, proven by
 // rebuilding it; the refusal of one this version does not build; and the
 // registry row a carried box lands as.
 import { afterAll, describe, expect, test } from "bun:test";

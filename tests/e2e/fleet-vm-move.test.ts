@@ -3,14 +3,26 @@
 // tcg: a counter loop running in the box on A goes on on B with the same pid
 // and the same environment, counting on from where it was; the box's
 // session logs box.moved with its programs kept; asked through B, which does
-// not run the box, the move is carried out by A.
+// not run the box, the move is carried out by A. Then the carry primitive the
+// move is made of (host/src/fleet/carry.ts), on the same booted box: its
+// refusals (a home without the box's image, a carry-in aborted part-way, a
+// second landing) leave nothing behind.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { chmodSync, copyFileSync, mkdirSync } from "node:fs";
+import type { Database } from "bun:sqlite";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Box } from "../../shared/src/index.ts";
+import { connect } from "@nats-io/transport-node";
+import { type Box, CarriedBox, check } from "../../shared/src/index.ts";
 import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
+import { carryIn, carryOut, dropCarried, registerCarried } from "../../host/src/fleet/carry.ts";
+import { openFleetStore } from "../../host/src/fleet/store.ts";
+import type { Progress } from "../../host/src/snapshot/index.ts";
+import { BoxStore } from "../../host/src/store/boxes.ts";
+import { BrokerStore } from "../../host/src/store/broker.ts";
+import { openDb } from "../../host/src/store/db.ts";
 import { events } from "../agent-turns.ts";
-import { type Home, installTestImage, waitFor } from "../helpers.ts";
+import { type Home, installTestImage, makeHome, waitFor } from "../helpers.ts";
 import { type Server, startServer } from "../remote.ts";
 
 let nats: NatsCluster;
@@ -85,5 +97,82 @@ describe("box move of a VM box", () => {
     const moved = log.filter((e) => e.kind === "box.moved").map((e) => e.data as { reason: string; programsKept: boolean; to: string });
     expect(moved).toEqual([expect.objectContaining({ reason: "move", programsKept: true, to: "b" })]);
     expect(log.map((e) => e.seq)).toEqual(log.map((_, i) => i + 1));
+  }, 600_000);
+});
+
+/** What a home's private directories hold of carries: nothing once one is done or refused. */
+const leftovers = (home: string) =>
+  existsSync(join(home, "tmp")) ? readdirSync(join(home, "tmp")).filter((n) => n.startsWith("carry-")) : [];
+
+describe("the carry a move is made of", () => {
+  test("carried out of B asleep, into a home without its image, aborted part-way, or a second time: refused, nothing left behind", async () => {
+    expect((await ok(b.home, ["box", "sleep", "vm1", "--json"])).includes('"asleep"')).toBe(true);
+    const dbs: Database[] = [openDb(join(b.home.home, "hutch.db"))];
+    const nc = await connect({ servers: nats.urls });
+    const store = await openFleetStore(nc, b.home.home, join(b.home.home, "keys", "fleet.key"));
+    const bare = mkdtempSync(join(tmpdir(), "hutch-carryc-"));
+    const c = makeHome("hutch-carryd-");
+    try {
+      const row = new BoxStore(dbs[0]!).byName("vm1")!;
+      expect(row.state).toBe("asleep");
+      const reports: Progress[] = [];
+      const ref = await carryOut({
+        home: b.home.home,
+        store,
+        row,
+        policy: new BrokerStore(dbs[0]!).policy(row.id),
+        progress: (p) => reports.push(p),
+      });
+      expect(check(CarriedBox, ref)).toBe(true);
+      expect(ref.box).toEqual({ id: row.id, name: "vm1", engine: "qemu" });
+      expect(ref.qemu.accel).toBe("tcg");
+      expect(ref.bytes).toBeGreaterThan(50 * 1024 * 1024);
+      expect(reports.at(-1)?.done).toBe(true);
+      // The source is untouched: asleep, its state in place, nothing of the carry left.
+      const info = JSON.parse(await ok(b.home, ["box", "info", "vm1", "--json"])) as { state: string };
+      expect(info.state).toBe("asleep");
+      expect(existsSync(join(b.home.home, "boxes", row.id, "sleep.state"))).toBe(true);
+      expect(leftovers(b.home.home)).toEqual([]);
+
+      // A home without the box's image build: refused naming the image and how to get it, nothing written.
+      const refusal = await carryIn({ home: bare, store, ref }).then(
+        () => null,
+        (e: Error) => e,
+      );
+      expect(refusal?.message).toContain(`image "default"`);
+      expect((refusal as Error & { hint?: string }).hint).toContain("hutch image import");
+      expect(existsSync(join(bare, "boxes", row.id))).toBe(false);
+      expect(leftovers(bare)).toEqual([]);
+
+      // Aborted part-way through the files: no directory for the box, no staging.
+      await installTestImage(c);
+      const abort = new AbortController();
+      const aborted = await carryIn({ home: c.home, store, ref, signal: abort.signal, progress: () => abort.abort() }).then(
+        () => null,
+        (e: Error) => e,
+      );
+      expect(aborted).not.toBeNull();
+      expect(existsSync(join(c.home, "boxes", row.id))).toBe(false);
+      expect(leftovers(c.home)).toEqual([]);
+
+      // Landed once, registered asleep (twice is the same row); a second landing is refused.
+      const arrived = await carryIn({ home: c.home, store, ref });
+      expect([arrived.box.id, arrived.dir]).toEqual([row.id, join(c.home, "boxes", row.id)]);
+      await expect(carryIn({ home: c.home, store, ref })).rejects.toThrow(/has a directory here already/);
+      dbs.push(openDb(join(c.home, "hutch.db")));
+      const rows = new BoxStore(dbs[1]!);
+      const registered = registerCarried(rows, arrived);
+      expect([registered.id, registered.name, registered.state]).toEqual([row.id, "vm1", "asleep"]);
+      expect(registerCarried(rows, arrived).id).toBe(row.id);
+
+      await dropCarried(store, ref);
+      await expect(store.getSnapshot(ref.snapshot)).rejects.toThrow(/no snapshot/);
+    } finally {
+      for (const d of dbs) d.close();
+      store.close();
+      await nc.close();
+      rmSync(bare, { recursive: true, force: true });
+      rmSync(c.home, { recursive: true, force: true });
+    }
   }, 600_000);
 });
