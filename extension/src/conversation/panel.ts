@@ -242,8 +242,8 @@ function html(webview: vscode.Webview, media: vscode.Uri, t: ConversationTarget)
 <div id="items"></div>
 <div id="status"></div>
 <div id="compose">
-  <textarea id="prompt" placeholder="Ask the agent (Enter sends, Shift+Enter: new line)"></textarea>
-  <button id="send">Send</button>
+  <textarea id="prompt" placeholder="Ask the agent (Enter sends, Shift+Enter: new line)" disabled></textarea>
+  <button id="send" disabled>Send</button>
   <button id="stop" disabled>Stop</button>
 </div>`,
   });

@@ -242,4 +242,8 @@ window.addEventListener("message", (m: MessageEvent<FromHost>) => {
 });
 statusEl.textContent = "reading the session's log…";
 statusEl.dataset.tone = "loading";
+// The page draws the prompt box disabled: what is typed before Enter sends it (a slow webview's script not run yet)
+// would be lost as a stray new line.
+prompt.disabled = false;
+render();
 vscode.postMessage({ type: "ready" });
