@@ -7,7 +7,9 @@
 // Last, dist/hutch.vsix: the VS Code extension (extension/build.ts).
 //
 //   HUTCH_BUILD_TARGETS=host bun run build   # only dist/hutch, dist/hutch-guest and dist/hutch.vsix
-import { copyFileSync, mkdirSync } from "node:fs";
+//   HUTCH_BUILD_TARGETS=cross bun run build  # only the other platforms' (after a host build: scripts/test
+//                                            # runs it beside the tests, which need only this host's)
+import { copyFileSync, existsSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { COMPILE, HOST_COMPILE, HOST_WORKERS } from "./compile.ts";
 
@@ -42,16 +44,26 @@ const hosts: [string | null, string, keyof typeof guests][] = [
   ["bun-darwin-x64", "hutch-darwin-x64", "x64"],
   ["bun-windows-x64", "hutch-windows-x64.exe", "x64"],
 ];
-const onlyHost = process.env.HUTCH_BUILD_TARGETS === "host";
+const targets = process.env.HUTCH_BUILD_TARGETS ?? "all";
+if (!["all", "host", "cross"].includes(targets)) {
+  console.error(`build: HUTCH_BUILD_TARGETS is "${targets}"; use host, cross, or leave it unset for every target`);
+  process.exit(2);
+}
+if (targets === "cross" && !existsSync(guests.x64)) {
+  console.error(`build: ${guests.x64} is missing: a cross build follows a host build (HUTCH_BUILD_TARGETS=host bun run build)`);
+  process.exit(2);
+}
 
-step("dist/hutch-guest");
-await run([...COMPILE, "guest/src/main.ts", "--outfile", guests.x64]);
-if (!onlyHost) {
+if (targets !== "cross") {
+  step("dist/hutch-guest");
+  await run([...COMPILE, "guest/src/main.ts", "--outfile", guests.x64]);
+}
+if (targets !== "host") {
   step("dist/hutch-guest-linux-arm64");
   await run([...COMPILE, "--target=bun-linux-arm64", "guest/src/main.ts", "--outfile", guests.arm64]);
 }
 
-for (const [target, out, guestArch] of onlyHost ? hosts.slice(0, 1) : hosts) {
+for (const [target, out, guestArch] of targets === "host" ? hosts.slice(0, 1) : targets === "cross" ? hosts.slice(1) : hosts) {
   const guest = guests[guestArch];
   const guestSha = await sha(guest);
   // The host imports dist/.embed/hutch-guest as a file asset: stage this target's guest there.
@@ -69,7 +81,9 @@ for (const [target, out, guestArch] of onlyHost ? hosts.slice(0, 1) : hosts) {
   ]);
 }
 // The VS Code extension, with this host's hutch bundled as its fallback binary.
-step("dist/hutch.vsix");
-const { buildExtension } = await import("../extension/build.ts");
-await buildExtension(join(dist, "hutch"), join(dist, "hutch.vsix"));
+if (targets !== "cross") {
+  step("dist/hutch.vsix");
+  const { buildExtension } = await import("../extension/build.ts");
+  await buildExtension(join(dist, "hutch"), join(dist, "hutch.vsix"));
+}
 step("done");

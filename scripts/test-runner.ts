@@ -1,13 +1,14 @@
 // Runs the test files side by side: each file in its own `bun test` process,
 // several at once (HUTCH_TEST_JOBS, default the cores + 1: most of a file's
 // time is waiting on a box, a VM or a daemon, not on a core), the longest
-// first so the last ones to finish are short. Files that boot VMs run one at
-// a time (HUTCH_TEST_VM_JOBS, default 1) while other files wait: a VM under
-// tcg keeps both of its vCPUs busy, so two of them side by side only slow
-// each other down, while the other files fill the rest of the machine; once
-// only VM files are left, two at a time. The VM images the suite
-// boots are built once, before any file that boots one starts, while the
-// other files run. Each file's output is printed whole when it ends; the end
+// first so the last ones to finish are short. Files that boot VMs run one or
+// two at a time (HUTCH_TEST_VM_JOBS, the most, default 2): a VM under tcg
+// keeps its vCPUs busy, so the runner gives the VM files a second slot only
+// while they are the run's longest chain, balancing the time the VM files
+// and the others still need (tests/durations.json) so both end together;
+// once only VM files are left, they have every slot they may take. The VM
+// images the suite boots are built once, before any file that boots one
+// starts, while the other files run. Each file's output is printed whole when it ends; the end
 // repeats every failure with its error, the slowest files, and the line
 // "N passed, N failed".
 //
@@ -109,7 +110,7 @@ async function main(): Promise<number> {
   const known: Record<string, number> = JSON.parse(readFileSync(DURATIONS, "utf8"));
   const jobs = Math.max(1, Number(process.env.HUTCH_TEST_JOBS ?? availableParallelism() + 1));
   const texts = new Map(files.map((f) => [f, source(f)]));
-  const vmJobs = Math.max(1, Number(process.env.HUTCH_TEST_VM_JOBS ?? 1));
+  const vmJobs = Math.max(1, Number(process.env.HUTCH_TEST_VM_JOBS ?? 2));
   const alone = new Set(files.filter((f) => /^\/\/ test: alone$/m.test(texts.get(f)!)));
   // Longest first; a file not timed yet counts as long, so a new slow file does not end the run alone.
   const queue = [...files].sort((a, b) => (known[b] ?? 60) - (known[a] ?? 60));
@@ -120,7 +121,7 @@ async function main(): Promise<number> {
   const started = performance.now();
   const elapsed = () => ((performance.now() - started) / 1000).toFixed(0);
   process.stderr.write(
-    `tests: ${files.length} files, ${jobs} at a time (${vmJobs} booting VMs)${wanted.length ? `; images ${wanted.join(", ")} first` : ""}\n`,
+    `tests: ${files.length} files, ${jobs} at a time (at most ${vmJobs} booting VMs)${wanted.length ? `; images ${wanted.join(", ")} first` : ""}\n`,
   );
 
   // The images, built (or found up to date) once; files that boot one wait for it.
@@ -145,9 +146,21 @@ async function main(): Promise<number> {
   let running = 0;
   let aloneRunning = false;
   let vmRunning = 0;
-  // Once only VM files are left, two of them run at once: a VM file waits on its CLIs and guests for much of its
-  // time, and with nothing else running one VM leaves part of the machine idle.
-  const vmLimit = () => (queue.some((f) => !vm.has(f)) ? vmJobs : Math.max(vmJobs, 2));
+  const runningSince = new Map<string, number>();
+  // How many VM files may run now: the count that lets the VM files and the others end nearest together, judged by
+  // the time each side still needs (a running file's known time less what it has run) over the slots it would have.
+  // One VM file at a time unless the VM files are the longer chain; every slot up to vmJobs once only they are left.
+  const vmLimit = () => {
+    const left = (f: string) => known[f] ?? 60;
+    const need = { vm: 0, other: 0 };
+    for (const f of queue) need[vm.has(f) ? "vm" : "other"] += left(f);
+    for (const [f, t0] of runningSince) need[vm.has(f) ? "vm" : "other"] += Math.max(0, left(f) - (performance.now() - t0) / 1000);
+    if (!queue.some((f) => !vm.has(f))) return vmJobs;
+    let best = 1;
+    const span = (v: number) => Math.max(need.vm / v, need.other / (jobs - v));
+    for (let v = 2; v <= Math.min(vmJobs, jobs - 1); v++) if (span(v) < span(best)) best = v;
+    return best;
+  };
   let done = 0;
   await new Promise<void>((finish) => {
     const next = () => {
@@ -173,7 +186,9 @@ async function main(): Promise<number> {
         running++;
         if (alone.has(file)) aloneRunning = true;
         if (vm.has(file)) vmRunning++;
+        runningSince.set(file, performance.now());
         void testFile(file).then((r) => {
+          runningSince.delete(file);
           running--;
           if (alone.has(file)) aloneRunning = false;
           if (vm.has(file)) vmRunning--;
