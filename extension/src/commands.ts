@@ -94,7 +94,7 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
         { label: "a new box", description: "created for this session", box: undefined as Box | undefined },
         ...boxes.map((b) => ({ label: b.name, description: `${b.state} · ${b.engine}`, box: b as Box | undefined })),
       ],
-      { placeHolder: "Which box?" },
+      { placeHolder: "Which box?", ignoreFocusOut: true },
     );
     return pick?.box;
   };
@@ -121,19 +121,22 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
     );
   };
 
+  // Every step of a several-step command (box, then agent, then label) stays open when focus moves (a webview
+  // finishing its load, a click elsewhere to copy a name): a step that vanished would end the command half-way.
   return [
     vscode.commands.registerCommand("hutch.refresh", () => (ctx.client() ? ctx.refresh() : restart())),
     vscode.commands.registerCommand("hutch.doctor", () => terminal("hutch doctor", ["doctor"])),
     vscode.commands.registerCommand("hutch.box.create", async () => {
       const name = await vscode.window.showInputBox({
         prompt: "Box name",
+        ignoreFocusOut: true,
         placeHolder: "lower-case letters, digits and dashes",
         validateInput: (v) => (BOX_NAME_RE.test(v) ? null : "lower-case letters, digits and dashes; starts with a letter or digit"),
       });
       if (!name) return;
       const engine = await vscode.window.showQuickPick(
         ENGINE_NAMES.map((name) => ({ label: name, description: ENGINE_DESCRIPTIONS[name], name })),
-        { placeHolder: "Engine" },
+        { placeHolder: "Engine", ignoreFocusOut: true },
       );
       if (!engine) return;
       await vscode.window.withProgress({ location: { viewId: "hutch.boxes" }, title: `create ${name}` }, () =>
@@ -147,10 +150,10 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       const box = await pickBox(node);
       const agent = await vscode.window.showQuickPick(
         AGENT_NAMES.map((name) => ({ label: name, description: AGENT_DESCRIPTIONS[name], name })),
-        { placeHolder: "Agent" },
+        { placeHolder: "Agent", ignoreFocusOut: true },
       );
       if (!agent) return;
-      const label = await vscode.window.showInputBox({ prompt: "Label (optional)" });
+      const label = await vscode.window.showInputBox({ prompt: "Label (optional)", ignoreFocusOut: true });
       if (label === undefined) return;
       const params: SessionCreateParams = { ...(box ? { box: box.name } : {}), agent: agent.name, ...(label ? { label } : {}) };
       const s = await rpc<Session>("new session", IdeMethods.sessionCreate, params);
@@ -220,7 +223,7 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       const box = await pickBox(node);
       const agent = await vscode.window.showQuickPick(
         AGENT_NAMES.filter((n) => n !== "shell").map((name) => ({ label: name, description: AGENT_DESCRIPTIONS[name], name })),
-        { placeHolder: "Agent" },
+        { placeHolder: "Agent", ignoreFocusOut: true },
       );
       if (!agent) return;
       const params: SessionCreateParams = { ...(box ? { box: box.name } : {}), agent: agent.name, headless: true };
