@@ -14,7 +14,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { chmodSync, copyFileSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Box, FleetNodeRow, SessionEvent } from "../../shared/src/index.ts";
+import type { Box, BoxPolicy, FleetNodeRow, SessionEvent } from "../../shared/src/index.ts";
 import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
 import { AGENTS_DIR, events, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { type FakeModel, startFakeModel } from "../fixtures/fake-model/index.ts";
@@ -229,6 +229,12 @@ describe("the fleet plane: failover, moves, cordons and drains", () => {
   test("box move of a process box: its files and its session continue on the other server, with box.moved", async () => {
     await ok(c.home, ["box", "create", "mv1", "--node", "b", "--start"]);
     await ok(c.home, ["exec", "mv1", "--", "sh", "-c", "echo moved-files > /workspace/m.txt"]);
+    // Its policy, changed just before the move, goes with it: allowlist, unlisted hosts held, the approval wait.
+    const policy = ["box", "policy", "mv1", "--json"];
+    const set = JSON.parse(
+      await ok(c.home, [...policy, "--allow", "example.com", "--unlisted", "ask", "--approval-timeout", "90s"]),
+    ) as BoxPolicy;
+    expect(set).toMatchObject({ allow: ["example.com"], unlisted: "ask", approvalTimeoutMs: 90_000 });
     const id = (JSON.parse(await ok(b.home, ["run", "mv1", "--detach", "--json"])) as { id: string }).id;
     const out = await ok(c.home, ["box", "move", "mv1", "--to", "c", "--json"]);
     const r = JSON.parse(out.trim().split("\n").at(-1)!) as { type: string; value: { from: string; to: string; epoch: number } };
@@ -237,6 +243,7 @@ describe("the fleet plane: failover, moves, cordons and drains", () => {
     const list = (await boxes(b.home)).filter((x) => x.name === "mv1");
     expect(list.map((x) => x.server)).toEqual(["c"]);
     expect((await ok(b.home, ["exec", "mv1", "--", "cat", "/workspace/m.txt"])).trim()).toBe("moved-files");
+    expect(JSON.parse(await ok(b.home, policy))).toEqual(set);
     await ok(b.home, ["session", "annotate", id, "after the move"]);
     const log = await events(c.home, id);
     expect(log.map((e) => e.seq)).toEqual(log.map((_, i) => i + 1));

@@ -278,7 +278,12 @@ export class BoxService {
       );
     const config: Record<string, unknown> = { ...a.spec.config, fleetEpoch: a.epoch };
     checkSettings(a.spec.engine, a.name, config);
-    const policy: BoxPolicy = { allow: [...a.spec.allow], bindings: [...a.spec.bindings] };
+    const policy: BoxPolicy = {
+      allow: [...a.spec.allow],
+      bindings: [...a.spec.bindings],
+      ...(a.spec.unlisted ? { unlisted: a.spec.unlisted } : {}),
+      ...(a.spec.approvalTimeoutMs ? { approvalTimeoutMs: a.spec.approvalTimeoutMs } : {}),
+    };
     this.policyChecks.check(policy);
     const { box, op } = this.store.insertBox(a.name, a.spec.engine as EngineName, "running", null, config, policy, a.owner, a.id);
     logger.info("box made here from another server of the fleet", { box: box.name, id: box.id, engine: a.spec.engine });
@@ -305,7 +310,7 @@ export class BoxService {
   }
 
   /** A box's settings and policy as another server would make it again (BoxSpec). */
-  spec(boxId: string, policy: { allow: string[]; bindings: string[] }): BoxSpec | null {
+  spec(boxId: string, policy: BoxPolicy): BoxSpec | null {
     const row = this.store.byId(boxId);
     if (!row) return null;
     const config = Object.fromEntries(
@@ -313,7 +318,14 @@ export class BoxService {
         ([k, v]) => k !== "fleetEpoch" && (v === null || ["string", "number", "boolean"].includes(typeof v)),
       ),
     ) as BoxSpec["config"];
-    return { engine: row.engine, config, allow: policy.allow, bindings: policy.bindings };
+    return {
+      engine: row.engine,
+      config,
+      allow: policy.allow,
+      bindings: policy.bindings,
+      ...(policy.unlisted === "ask" ? { unlisted: policy.unlisted } : {}),
+      ...(policy.approvalTimeoutMs ? { approvalTimeoutMs: policy.approvalTimeoutMs } : {}),
+    };
   }
 
   /** Records the latest checkpoint of a box (box/checkpoint.ts): its snapshot and when. */

@@ -73,6 +73,8 @@ export class BrokerService {
   private config: { mtimeMs: number; value: HutchConfig } = { mtimeMs: -1, value: {} };
   /** Every decision (the daemon logs it into the box's open sessions). */
   readonly decisions = new Listeners<[boxId: string, decision: EgressDecision, facts: EgressFacts]>("egress decision");
+  /** A box's policy changed (the fleet's directory carries it, so another server makes the box again with it). */
+  readonly policyChanged = new Listeners<[boxId: string]>("policy change");
   private readonly limits: Partial<GateLimits>;
   private readonly maxConns: number;
 
@@ -249,6 +251,7 @@ export class BrokerService {
     const r = this.running.get(boxId);
     const rebound = next.bindings.length !== row.bindings.length || next.bindings.some((b, i) => b !== row.bindings[i]);
     if (r && rebound) this.openListener(boxId, r);
+    this.policyChanged.emit(boxId);
     return this.policy(boxId);
   }
 

@@ -6,6 +6,7 @@ import { Elysia, t } from "elysia";
 import {
   type Actor,
   BoxMoveBody,
+  type BoxSpec,
   type CarriedBox,
   emit,
   Events,
@@ -41,6 +42,8 @@ export function fleetPlane(deps: {
   boxes: BoxService;
   sessions: SessionService;
   snapshots: SnapshotService;
+  /** What another server needs to make a box again (BoxService.spec with the broker's policy). */
+  spec(id: string): BoxSpec | null;
   /** VM boxes: their sleeping state carried through the fleet's store (fleet/carry.ts), wired by the daemon. */
   carry?: {
     out(id: string, report: OpReport, signal: AbortSignal): Promise<CarriedBox>;
@@ -109,6 +112,7 @@ export function fleetPlane(deps: {
       },
       epochOf: (id) => (boxes.byId(id) ? boxes.epoch(id) : null),
       snapshot,
+      spec: deps.spec,
       setEpoch: (id, n) => boxes.setEpoch(id, n),
       discard: (id) => boxes.discard(id),
       ...(carry ? { carry } : {}),

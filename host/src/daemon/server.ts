@@ -120,6 +120,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
         boxes,
         sessions,
         snapshots,
+        spec: (id) => boxes.spec(id, broker.policy(id)),
         carry: await vmCarry(home, db, fleet.store, boxes, auth),
       })
     : null;

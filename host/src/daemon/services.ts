@@ -106,6 +106,7 @@ export async function createServices(
   const sessions = new SessionService(sessionStore, boxes, terminals, writer);
   sessions.recorder.started.add((row, pid) => terminals.started(row, pid, sessions));
   boxes.policyChecks.add((p) => broker.checkPolicy(p));
+  broker.policyChanged.add((id) => boxes.changes.emit(id));
   // First on a new connection, before the broker's listener: the guest is this box from here on.
   tellIdentity(boxes);
   boxes.channelOpened.add((boxId, dir, channel) => broker.attach(boxId, dir, channel));

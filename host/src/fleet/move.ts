@@ -9,6 +9,7 @@
 // entry comes back to the source under a later epoch and the box stays here.
 import {
   type BoxMoveResult,
+  type BoxSpec,
   type CarriedBox,
   type FleetBox,
   type FleetEvent,
@@ -37,6 +38,8 @@ export interface MoveDeps {
     /** A box this server runs, by name or id: its id and name, engine and the memory placement counts. */
     find(ref: string): { id: string; name: string; engine: string; memoryMiB: number } | undefined;
     epochOf(id: string): number | null;
+    /** What another server needs to make the box again, as it is now (its settings and policy). */
+    spec(id: string): BoxSpec | null;
     /** A snapshot of the box's files in the fleet's store; its id. */
     snapshot(id: string, report: OpReport, signal: AbortSignal): Promise<string>;
     setEpoch(id: string, epoch: number): void;
@@ -123,8 +126,11 @@ export class Mover {
         `the fleet's directory does not show box "${box.name}" as this server's (epoch ${epoch})`,
         "wait a moment for the directory to catch up, then move it again",
       );
+    // The box as it is now: a policy changed a moment ago may not be in the directory's entry yet.
+    const spec = this.d.here.spec(box.id);
     const next: FleetBox = {
       ...was,
+      ...(spec ? { spec } : {}),
       node: to,
       epoch: epoch + 1,
       box: { ...was.box, state: "creating", server: to },

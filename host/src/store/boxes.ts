@@ -89,8 +89,14 @@ export class BoxStore implements BoxRegistry {
         )
         .run(id, name, engine, desired, JSON.stringify(config), at, at);
       this.db
-        .query("INSERT INTO box_policy (box_id, allow, bindings) VALUES (?, ?, ?)")
-        .run(id, JSON.stringify(policy.allow), JSON.stringify(policy.bindings));
+        .query("INSERT INTO box_policy (box_id, allow, bindings, unlisted, approval_ms) VALUES (?, ?, ?, ?, ?)")
+        .run(
+          id,
+          JSON.stringify(policy.allow),
+          JSON.stringify(policy.bindings),
+          policy.unlisted ?? "deny",
+          policy.approvalTimeoutMs ?? null,
+        );
       // In the same transaction: a box is never visible to its creator's neighbours, not even for a moment.
       if (owner) this.db.query("INSERT INTO box_owners (box_id, owner) VALUES (?, ?)").run(id, owner);
       const op = this.insertOp(id, "create", idemKey);

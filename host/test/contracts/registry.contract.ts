@@ -174,6 +174,18 @@ export function describeRegistryContract(name: string, make: MakeStorage<Registr
         const local = (await boxes.insertBox("mine", "process", "running", null)).box;
         expect(await auth.owner(local.id)).toBeNull();
         expect(await broker.policy(local.id)).toEqual({ allow: [], bindings: [], stubs: {} });
+        // A box made again from another server's (a fleet's move or failover) keeps what its unlisted hosts get.
+        const held = (
+          await boxes.insertBox(
+            "held",
+            "process",
+            "running",
+            null,
+            {},
+            { allow: [], bindings: [], unlisted: "ask", approvalTimeoutMs: 60_000 },
+          )
+        ).box;
+        expect(await broker.policy(held.id)).toEqual({ allow: [], bindings: [], stubs: {}, unlisted: "ask", approvalMs: 60_000 });
       }),
     );
 

@@ -54,7 +54,16 @@ export async function openJetStreamRegistry(nc: NatsConnection, options: Registr
   };
   const rows: BoxRows = {
     add: async (boxId, policy, owner) => {
-      await kv.put(policyKey(boxId), normalPolicy({ allow: policy.allow, bindings: policy.bindings, stubs: {} }));
+      await kv.put(
+        policyKey(boxId),
+        normalPolicy({
+          allow: policy.allow,
+          bindings: policy.bindings,
+          stubs: {},
+          ...(policy.unlisted ? { unlisted: policy.unlisted } : {}),
+          ...(policy.approvalTimeoutMs ? { approvalMs: policy.approvalTimeoutMs } : {}),
+        }),
+      );
       if (owner) await kv.put(ownerKey(boxId), { owner });
     },
     remove: async (boxId) => {
