@@ -7,7 +7,7 @@
 // what was approved, and refuses the box deciding for itself. Then egress
 // `ask`: a connection to an unlisted loopback host waits for a person.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { writeFileSync } from "node:fs";
+import { rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { makeHome, waitFor, type Home } from "../helpers.ts";
 import { makeTestCa, type TestCa } from "../fixtures/fake-model/ca.ts";
@@ -65,6 +65,7 @@ afterAll(async () => {
   await h.cleanup();
   upstream.stop();
   tlsEcho.stop(true);
+  rmSync(ca.dir, { recursive: true, force: true });
 });
 
 /** curl in the box against the broker's gh endpoint with the box's stub; prints the body, then the status on its own line. */
