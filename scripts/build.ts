@@ -45,7 +45,8 @@ const hosts: [string | null, string, keyof typeof guests][] = [
   ["bun-windows-x64", "hutch-windows-x64.exe", "x64"],
 ];
 const targets = process.env.HUTCH_BUILD_TARGETS ?? "all";
-if (!["all", "host", "cross"].includes(targets)) {
+const chosen = ({ all: hosts, host: hosts.slice(0, 1), cross: hosts.slice(1) } as Record<string, typeof hosts>)[targets];
+if (!chosen) {
   console.error(`build: HUTCH_BUILD_TARGETS is "${targets}"; use host, cross, or leave it unset for every target`);
   process.exit(2);
 }
@@ -63,7 +64,7 @@ if (targets !== "host") {
   await run([...COMPILE, "--target=bun-linux-arm64", "guest/src/main.ts", "--outfile", guests.arm64]);
 }
 
-for (const [target, out, guestArch] of targets === "host" ? hosts.slice(0, 1) : targets === "cross" ? hosts.slice(1) : hosts) {
+for (const [target, out, guestArch] of chosen) {
   const guest = guests[guestArch];
   const guestSha = await sha(guest);
   // The host imports dist/.embed/hutch-guest as a file asset: stage this target's guest there.

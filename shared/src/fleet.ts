@@ -6,7 +6,7 @@ import { Box, BoxName } from "./api.ts";
 import { Actor } from "./actor.ts";
 import { idPattern } from "./ids.ts";
 import { ImageName } from "./ops.ts";
-import { ApprovalTimeoutMs, UnlistedRule } from "./broker.ts";
+import { BoxPolicy } from "./broker.ts";
 
 /** A node's name: `--node`, unique in its fleet. */
 export const FLEET_NODE_NAME = /^[A-Za-z0-9_-]{1,64}$/;
@@ -85,11 +85,8 @@ export const BoxSpec = Type.Object(
       Type.Union([Type.String({ maxLength: 1024 }), Type.Number(), Type.Boolean(), Type.Null()]),
       { maxProperties: 32 },
     ),
-    allow: Type.Array(Type.String({ maxLength: 256 }), { maxItems: 256 }),
-    bindings: Type.Array(Type.String({ maxLength: 64 }), { maxItems: 32 }),
-    /** What a host off the allowlist gets, and how long its approval waits (BoxPolicy): left out when the default. */
-    unlisted: Type.Optional(UnlistedRule),
-    approvalTimeoutMs: Type.Optional(ApprovalTimeoutMs),
+    /** Its egress policy as the broker reads it (allowlist, bindings, and unlisted and approvalTimeoutMs when set). */
+    ...BoxPolicy.properties,
   },
   { additionalProperties: false },
 );

@@ -278,12 +278,7 @@ export class BoxService {
       );
     const config: Record<string, unknown> = { ...a.spec.config, fleetEpoch: a.epoch };
     checkSettings(a.spec.engine, a.name, config);
-    const policy: BoxPolicy = {
-      allow: [...a.spec.allow],
-      bindings: [...a.spec.bindings],
-      ...(a.spec.unlisted ? { unlisted: a.spec.unlisted } : {}),
-      ...(a.spec.approvalTimeoutMs ? { approvalTimeoutMs: a.spec.approvalTimeoutMs } : {}),
-    };
+    const { engine: _, config: __, ...policy } = a.spec;
     this.policyChecks.check(policy);
     const { box, op } = this.store.insertBox(a.name, a.spec.engine as EngineName, "running", null, config, policy, a.owner, a.id);
     logger.info("box made here from another server of the fleet", { box: box.name, id: box.id, engine: a.spec.engine });
@@ -318,14 +313,7 @@ export class BoxService {
         ([k, v]) => k !== "fleetEpoch" && (v === null || ["string", "number", "boolean"].includes(typeof v)),
       ),
     ) as BoxSpec["config"];
-    return {
-      engine: row.engine,
-      config,
-      allow: policy.allow,
-      bindings: policy.bindings,
-      ...(policy.unlisted === "ask" ? { unlisted: policy.unlisted } : {}),
-      ...(policy.approvalTimeoutMs ? { approvalTimeoutMs: policy.approvalTimeoutMs } : {}),
-    };
+    return { engine: row.engine, config, ...policy };
   }
 
   /** Records the latest checkpoint of a box (box/checkpoint.ts): its snapshot and when. */

@@ -112,6 +112,8 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
           }
         : {},
     );
+  /** What another server of the fleet needs to make a box again: its settings and egress policy as they are now. */
+  const specOf = (id: string) => boxes.spec(id, broker.policy(id));
   // In a fleet: the reconcile loop and box moves. Before this server's boxes are looked at, the copies the
   // fleet placed elsewhere while it was away are removed, so nothing starts them or speaks for them.
   const plane = fleet
@@ -120,7 +122,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
         boxes,
         sessions,
         snapshots,
-        spec: (id) => boxes.spec(id, broker.policy(id)),
+        spec: specOf,
         carry: await vmCarry(home, db, fleet.store, boxes, auth),
       })
     : null;
@@ -318,7 +320,7 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
           given: (id) => boxes.given(id),
           onChange: (fn) => boxes.changes.add(fn),
           epoch: (id) => boxes.epoch(id),
-          spec: (id) => boxes.spec(id, broker.policy(id)),
+          spec: specOf,
           adopting: (id) => plane?.reconciler.adopting(id) !== undefined,
         },
         fleet.events,
