@@ -301,6 +301,7 @@ describe("a fleet of hutch servers on NATS JetStream", () => {
     expect(info).toMatchObject({ name: "w", state: "running" });
     // stdin goes through too.
     const echoed = await b.home.run(["exec", "w", "--", "cat"], { stdin: "through b\n" });
+    expect(echoed.code, echoed.stderr).toBe(0);
     expect(echoed.stdout).toBe("through b\n");
     const her = alice;
     if (!her) throw new Error("the test before makes alice's client");

@@ -15,7 +15,7 @@ import type { Principal } from "../auth/service.ts";
 import type { BoxService } from "../box/service.ts";
 import { FORWARD_HEADER, HOP_HEADER, type Forwarder, type Route } from "../fleet/forward.ts";
 import type { SessionLog } from "../store/types.ts";
-import type { ProxySocketData } from "./proxy-socket.ts";
+import type { ProxySocketData, ProxyTarget } from "./proxy-socket.ts";
 
 const BOX = /^\/v1\/boxes\/([^/]+)(\/.*)?$/;
 const DRIVE = /^\/v1\/sessions\/(ses_[0-9a-z]{20})\/(input|interrupt|attach|close|fork|driver\/[a-z]+)$/;
@@ -109,10 +109,19 @@ async function hop(
 ): Promise<Response | "upgraded" | undefined> {
   const again: Record<string, string> = req.headers.has(FORWARD_HEADER) ? { [HOP_HEADER]: "1" } : {};
   if (req.headers.get("upgrade")?.toLowerCase() === "websocket") {
-    const target = await deps.fleet.forwarder.socket(url, p, route);
+    // The first target is asked here, so a server not live in the fleet is refused before the upgrade; later attempts sign anew.
+    const sign = async () => {
+      const t = await deps.fleet.forwarder.socket(url, p, route);
+      return { ...t, headers: { ...t.headers, ...again } };
+    };
+    let first: ProxyTarget | undefined = await sign();
     const data: ProxySocketData = {
       kind: "proxy",
-      target: { ...target, headers: { ...target.headers, ...again } },
+      target: () => {
+        const t = first;
+        first = undefined;
+        return t ? Promise.resolve(t) : sign();
+      },
       queue: [],
       ...(p.token ? { token: p.token } : {}),
     };

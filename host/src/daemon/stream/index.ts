@@ -26,7 +26,7 @@ import {
 import type { BoxService } from "../../box/service.ts";
 import type { Activity } from "../../box/idle.ts";
 import { actorFrom, principalOf, type Identify } from "../actor.ts";
-import { relay } from "./relay.ts";
+import { holdEarly, relay } from "./relay.ts";
 import { log } from "../../log.ts";
 
 const logger = log.create({ service: "stream" });
@@ -197,6 +197,7 @@ export function streamSocket(
               return;
             }
             opened = true;
+            holdEarly(stream);
             void openStream(boxes, sessions, ws.data, stream, payload, hold);
           },
           onError(err) {

@@ -4,7 +4,7 @@
 // at most one window per direction whatever the two ends do. DATA is passed
 // on with forward(): the payload keeps the buffer it arrived in and only its
 // header is rewritten, so the relay copies no data bytes itself.
-import { Chan, GuestMsg, HostMsg, check, firstError, type MuxStream } from "@hutch/shared";
+import { Chan, GuestMsg, HostMsg, check, firstError, type MuxStream, type StreamHandlers } from "@hutch/shared";
 
 export interface RelayEvents {
   /** The guest sent something that is not in the protocol: its channel must go. */
@@ -22,6 +22,28 @@ function serial(): (step: () => unknown) => void {
     tail = tail.then(step);
   };
 }
+
+/**
+ * Keeps what a client sends on a stream the daemon is still opening (an
+ * asleep box waking, a session's driver slot): the frames a client sends
+ * right after its open would otherwise reach no handler and be lost (a
+ * forwarded stream's open, stdin and eof arrive together). Nothing is
+ * credited back meanwhile, so the client's window bounds what is kept.
+ * relay() takes the stream over and replays what was kept, in order.
+ */
+export function holdEarly(client: MuxStream): void {
+  client.autoCredit = false;
+  const kept: ((h: StreamHandlers) => void)[] = [];
+  client.handlers = {
+    data: (chan, bytes) => kept.push((h) => h.data?.(chan, bytes)),
+    eof: (chan) => kept.push((h) => h.eof?.(chan)),
+    msg: (msg) => kept.push((h) => h.msg?.(msg)),
+    close: (error) => kept.push((h) => h.close?.(error)),
+  };
+  early.set(client, kept);
+}
+
+const early = new WeakMap<MuxStream, ((h: StreamHandlers) => void)[]>();
 
 export function relay(client: MuxStream, guest: MuxStream, events: RelayEvents): void {
   client.autoCredit = false;
@@ -79,4 +101,8 @@ export function relay(client: MuxStream, guest: MuxStream, events: RelayEvents):
       toClient(() => client.close(error));
     },
   };
+
+  const kept = early.get(client);
+  early.delete(client);
+  for (const replay of kept ?? []) replay(client.handlers);
 }
