@@ -38,8 +38,35 @@ function sayIfWaking(daemon: DaemonClient, box: string): void {
     .catch(() => undefined);
 }
 
-export function openToolStream(daemon: DaemonClient, box: string, call: ToolOpen, query: Record<string, string> = {}): Promise<ToolStream> {
+/** How long before a stream the daemon could not open is asked for once more. */
+const REOPEN_AFTER_MS = 500;
+
+/**
+ * Opens a tool stream to `box`. A stream that failed before the daemon's
+ * hello (so before the call was sent: nothing ran) for a reason the daemon
+ * did not name, such as a fleet server forwarding it the moment its box
+ * moved, is asked for once more; a named refusal (401, 403, 404) is final.
+ */
+export async function openToolStream(
+  daemon: DaemonClient,
+  box: string,
+  call: ToolOpen,
+  query: Record<string, string> = {},
+): Promise<ToolStream> {
   sayIfWaking(daemon, box);
+  try {
+    return await openOnce(daemon, box, call, query);
+  } catch (err) {
+    if (!(err instanceof Unnamed)) throw err;
+    await Bun.sleep(REOPEN_AFTER_MS);
+    return openOnce(daemon, box, call, query);
+  }
+}
+
+/** A stream that could not be opened, for no reason the daemon named. */
+class Unnamed extends HutchError {}
+
+function openOnce(daemon: DaemonClient, box: string, call: ToolOpen, query: Record<string, string>): Promise<ToolStream> {
   return new Promise((resolve, reject) => {
     const q = new URLSearchParams(query);
     // The headers name the client to the daemon.
@@ -78,7 +105,7 @@ export function openToolStream(daemon: DaemonClient, box: string, call: ToolOpen
  * answers with the same check (a remote's 401, 403 or 404) as JSON.
  */
 async function refusal(daemon: DaemonClient, path: string, otherwise: string): Promise<HutchError> {
-  const fallback = new HutchError("unavailable", otherwise, "retry; see: hutch doctor");
+  const fallback = new Unnamed("unavailable", otherwise, "retry; see: hutch doctor");
   try {
     const res = await daemon.transport.fetch(path, { headers: daemon.headers });
     if (res.status !== 401 && res.status !== 403 && res.status !== 404) return fallback;
