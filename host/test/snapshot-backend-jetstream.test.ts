@@ -1,6 +1,9 @@
 // The snapshot backend's contract on JetStream (an object store bucket for the
 // bytes, a KV bucket for the names) on a real 3-node nats-server cluster, each
 // handle its own connection to a different node, as another hutch server.
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { Objm } from "@nats-io/obj";
@@ -67,6 +70,26 @@ describe("SnapshotBackend on JetStream", () => {
     } finally {
       await nc.close();
       await other.close();
+    }
+  }, 30_000);
+
+  test("a server's staging directory: kept in its home, a dead process's files swept at open, a live one's kept", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hutch-staging-test-"));
+    const nc = await connect({ servers: cluster.urls });
+    try {
+      const staging = join(dir, "tmp", "snapshot-staging");
+      mkdirSync(staging, { recursive: true });
+      // A pid no process has (above the kernel's pid_max), and this process's own.
+      writeFileSync(join(staging, "4194305-dead"), "half a pack");
+      writeFileSync(join(staging, `${process.pid}-live`), "being written");
+      const b = await JetStreamBackend.open(nc, "staging", { staging });
+      expect(b.stagingDir()).toBe(staging);
+      expect(readdirSync(staging)).toEqual([`${process.pid}-live`]);
+      b.close();
+      expect(existsSync(staging)).toBe(true);
+    } finally {
+      await nc.close();
+      rmSync(dir, { recursive: true, force: true });
     }
   }, 30_000);
 });

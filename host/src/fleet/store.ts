@@ -4,6 +4,7 @@
 // `restic init` makes a repository; a server opens it at start and refuses to
 // serve when its key does not open it.
 import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { StoreError, Store, storeLocation, type StoreLocation } from "../snapshot/index.ts";
@@ -17,7 +18,10 @@ const SNAPSHOT_BUCKET = "hutch-snapshots";
 async function location(nc: NatsConnection, home: string, keyFile: string, writeTimeoutMs?: number): Promise<StoreLocation> {
   const local = storeLocation(home);
   return {
-    backend: await JetStreamBackend.open(nc, SNAPSHOT_BUCKET, writeTimeoutMs ? { writeTimeoutMs } : {}),
+    backend: await JetStreamBackend.open(nc, SNAPSHOT_BUCKET, {
+      staging: join(home, "tmp", "snapshot-staging"),
+      ...(writeTimeoutMs ? { writeTimeoutMs } : {}),
+    }),
     keysDir: local.keysDir,
     cacheDir: local.cacheDir,
     keys: new FleetKey(keyFile, clusterName(nc)),

@@ -19,7 +19,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import { type ObjectStore, Objm } from "@nats-io/obj";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
 import { claimSlot, type ClusterOptions, clusterName, defaultReplicas, LOST, retrying } from "../store/jetstream/cluster.ts";
-import { type Backend, checkName, type ObjectInfo, type ObjectKind, type Range } from "./backend.ts";
+import { type Backend, checkName, type ObjectInfo, type ObjectKind, type Range, sweepStaging } from "./backend.ts";
 import { corrupt, StoreError } from "./errors.ts";
 
 /** A name's entry: the id its bytes are stored under, and their size. */
@@ -33,7 +33,9 @@ const CACHED = 4;
 
 export class JetStreamBackend implements Backend {
   readonly location: string;
-  private readonly staging = mkdtempSync(join(tmpdir(), "hutch-snapshot-staging-"));
+  /** Where putFile's files are written first: the server's own (swept of dead processes' files at open), or a directory of this handle's. */
+  private readonly staging: string;
+  private readonly ownStaging: boolean;
   /** Recently read objects by id: immutable under their id, so never stale. */
   private readonly cache = new Map<string, Uint8Array>();
 
@@ -44,12 +46,23 @@ export class JetStreamBackend implements Backend {
     private readonly bytes: ObjectStore,
     private readonly bucket: string,
     private readonly writeTimeoutMs: number,
+    staging: string | undefined,
   ) {
     this.location = `nats bucket ${bucket} on cluster "${clusterName(nc)}"`;
+    this.ownStaging = staging === undefined;
+    if (staging === undefined) this.staging = mkdtempSync(join(tmpdir(), "hutch-snapshot-staging-"));
+    else {
+      mkdirSync(staging, { recursive: true, mode: 0o700 });
+      sweepStaging(staging);
+      this.staging = staging;
+    }
   }
 
-  /** The store `bucket` (two buckets: `<bucket>-names` in KV, `<bucket>` objects), made when missing. */
-  static async open(nc: NatsConnection, bucket: string, options: ClusterOptions = {}): Promise<JetStreamBackend> {
+  /**
+   * The store `bucket` (two buckets: `<bucket>-names` in KV, `<bucket>` objects), made when missing.
+   * `staging` is a directory of the server's own for files on their way in (a home's tmp), swept at open.
+   */
+  static async open(nc: NatsConnection, bucket: string, options: ClusterOptions & { staging?: string } = {}): Promise<JetStreamBackend> {
     const replicas = options.replicas ?? defaultReplicas(nc);
     const writeTimeoutMs = options.writeTimeoutMs ?? 30_000;
     const [names, bytes] = await retrying(
@@ -62,7 +75,7 @@ export class JetStreamBackend implements Backend {
           new Objm(nc).create(bucket, { replicas }),
         ]),
     );
-    return new JetStreamBackend(nc, jetstream(nc), names, bytes, bucket, writeTimeoutMs);
+    return new JetStreamBackend(nc, jetstream(nc), names, bytes, bucket, writeTimeoutMs, options.staging);
   }
 
   stagingDir(): string {
@@ -141,8 +154,9 @@ export class JetStreamBackend implements Backend {
 
   close(): void {
     this.cache.clear();
-    // Staging files are for putFile, which consumes them; an empty directory goes with the handle.
-    if (existsSync(this.staging) && readdirSync(this.staging).length === 0) rmSync(this.staging, { recursive: true, force: true });
+    // Staging files are for putFile, which consumes them; an empty directory of this handle's goes with it.
+    if (this.ownStaging && existsSync(this.staging) && readdirSync(this.staging).length === 0)
+      rmSync(this.staging, { recursive: true, force: true });
   }
 
   private retry<T>(what: string, attempt: () => Promise<T>): Promise<T> {

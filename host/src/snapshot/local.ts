@@ -14,14 +14,13 @@ import {
   openSync,
   readSync,
   readdirSync,
-  rmSync,
   statSync,
   fstatSync,
   unlinkSync,
   writeSync,
 } from "node:fs";
 import { dirname, join } from "node:path";
-import { type Backend, type ObjectInfo, type ObjectKind, type Range, checkName, stagingFile } from "./backend.ts";
+import { type Backend, type ObjectInfo, type ObjectKind, type Range, checkName, stagingFile, sweepStaging } from "./backend.ts";
 import { StoreError, corrupt } from "./errors.ts";
 
 const KINDS: ObjectKind[] = ["packs", "index", "snapshots", "marks", "saves", "locks"];
@@ -47,31 +46,13 @@ async function syncPath(path: string): Promise<void> {
   }
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return errno(err) === "EPERM";
-  }
-}
-
 export class LocalBackend implements Backend {
   private readonly fds = new Map<string, number>();
 
   constructor(readonly location: string) {
     mkdirSync(location, { recursive: true, mode: 0o700 });
     for (const k of [...KINDS, "tmp"]) mkdirSync(join(location, k), { recursive: true, mode: 0o700 });
-    this.sweepStaging();
-  }
-
-  /** Temporary files of processes that died mid-write (named <pid>-…). */
-  private sweepStaging(): void {
-    const dir = this.stagingDir();
-    for (const name of readdirSync(dir)) {
-      const pid = Number.parseInt(name.split("-")[0] ?? "", 10);
-      if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && !alive(pid)) rmSync(join(dir, name), { force: true });
-    }
+    sweepStaging(this.stagingDir());
   }
 
   private path(kind: ObjectKind, name: string): string {
