@@ -4,7 +4,7 @@
 // recursion. Objects from a box come in through bundle.ts. Box-written
 // config never reaches the host (only objects travel, in a bundle), so these
 // flags guard against the user's own settings meeting box-written content.
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared/base";
@@ -80,16 +80,6 @@ export interface GitOptions {
  */
 const INDEX_WRITERS = new Set(["update-index", "write-tree", "read-tree"]);
 
-let emptyDir: string | null = null;
-function noWorkTree(): string {
-  if (!emptyDir || !existsSync(emptyDir)) {
-    emptyDir = mkdtempSync(join(tmpdir(), "hutch-no-worktree-"));
-    const made = emptyDir;
-    process.once("exit", () => rmSync(made, { recursive: true, force: true }));
-  }
-  return emptyDir;
-}
-
 const gitDirs = new Map<string, string>();
 async function gitDirOf(root: string): Promise<string> {
   let dir = gitDirs.get(root);
@@ -102,12 +92,17 @@ async function gitDirOf(root: string): Promise<string> {
 
 /** Runs git in cwd; throws a HutchError naming the command when it fails. */
 export async function git(cwd: string, args: string[], opts: GitOptions = {}): Promise<GitResult> {
-  let env = opts.env ?? {};
-  if (INDEX_WRITERS.has(args[0] ?? "")) {
-    const empty = noWorkTree();
-    env = { ...env, GIT_DIR: await gitDirOf(cwd), GIT_WORK_TREE: empty };
-    cwd = empty;
+  if (!INDEX_WRITERS.has(args[0] ?? "")) return run(cwd, args, opts.env ?? {}, opts);
+  // A directory of this call's own, gone when it ends: one kept for the process outlived every killed CLI.
+  const empty = mkdtempSync(join(tmpdir(), "hutch-no-worktree-"));
+  try {
+    return await run(empty, args, { ...opts.env, GIT_DIR: await gitDirOf(cwd), GIT_WORK_TREE: empty }, opts);
+  } finally {
+    rmSync(empty, { recursive: true, force: true });
   }
+}
+
+async function run(cwd: string, args: string[], env: Record<string, string>, opts: GitOptions): Promise<GitResult> {
   const proc = Bun.spawn(["git", ...HARDENED, ...args], {
     cwd,
     env: cleanEnv(env),
