@@ -5,7 +5,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { ask, seedSession, testApp } from "./app-helpers.ts";
 import { SYSTEM } from "../src/actors.ts";
 import { pieces } from "../src/session/service.ts";
-import { BOX_REASON_MAX, check, EVENT_TEXT_MAX, Events, EventsPage, firstError } from "@hutch/shared";
+import { API_LIMITS, BOX_REASON_MAX, check, EVENT_TEXT_MAX, Events, EventsPage, firstError } from "@hutch/shared";
 import { fixtureEvent } from "../../tests/fixtures/events.ts";
 
 // Test identity: the user named by a header. The real daemon's identity is its own OS user.
@@ -170,6 +170,29 @@ test("a page of events is the EventsPage shared/src/api.ts defines (the daemon a
   expect(r.status).toBe(200);
   expect(check(EventsPage, r.body) ? null : firstError(EventsPage, r.body)).toBeNull();
   expect(r.body).toMatchObject({ events: [{ seq: 2, kind: "annotation.added", data: { text: "b" } }], next: 3, last: 3 });
+});
+
+test("a page of large events ends at the page's length, and the next page goes on from where it stopped", async () => {
+  const s = seed("alice");
+  const actor = { kind: "user" as const, id: "alice" };
+  // 200 events of 60,000 characters: 12 MB, more than one page holds whatever the limit.
+  store.append(
+    s,
+    Array.from({ length: 200 }, (_, i) => ({ ...note(`${i} ${"x".repeat(60_000)}`), actor })),
+  );
+  const seqs: number[] = [];
+  let pages = 0;
+  for (let from = 1; ; ) {
+    pages++;
+    const r = await call("GET", `/v1/sessions/${s}/events?from=${from}&limit=${API_LIMITS.eventsPage}`, "alice");
+    const page = r.body as EventsPage;
+    expect(JSON.stringify(page.events).length).toBeLessThan(API_LIMITS.eventsPageLength + 70_000);
+    seqs.push(...page.events.map((e) => e.seq));
+    if (page.next > page.last) break;
+    from = page.next;
+  }
+  expect(pages).toBe(2);
+  expect(seqs).toEqual(Array.from({ length: 200 }, (_, i) => i + 1));
 });
 
 describe("box input follows the driver slot", () => {

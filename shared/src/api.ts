@@ -5,29 +5,8 @@ import { GetErrorFunction, SetErrorFunction } from "@sinclair/typebox/errors";
 import { BindingName, EgressDecision, HostPattern } from "./broker.ts";
 import { Actor, Anchor, EventInput, SessionEvent } from "./events.ts";
 import { idPattern } from "./ids.ts";
+import { API_LIMITS } from "./limits.ts";
 import { AGENT_NAMES, ENGINE_NAMES } from "./names.ts";
-
-/**
- * Bounds on what a client may send, so every bad input is a 400 naming the
- * field and nothing unbounded reaches SQLite, a schema check or an event stream.
- */
-export const API_LIMITS = {
-  /** A request body: a JSON object of at most this many bytes (the server refuses longer ones before reading them)... */
-  bodyBytes: 16 * 1024 * 1024,
-  /** ...nested at most this deep (every object or array is a level). */
-  depth: 32,
-  /**
-   * The data of one client event, as JSON text. The largest a registered kind
-   * allows is about 70 KiB (64 KiB texts and a 4 KiB anchor path); the rest is
-   * room for the extra fields kinds accept, bounded so one event always fits a
-   * subscriber's buffer.
-   */
-  eventData: 256 * 1024,
-  /** seqs, output chunks: whole numbers a double holds exactly. */
-  whole: Number.MAX_SAFE_INTEGER,
-  eventsPage: 10_000,
-  egressPage: 1_000,
-} as const;
 
 /**
  * A whole number from a query string or a path segment: its digits (or a
@@ -340,7 +319,11 @@ export const EventsPageQuery = Type.Object({
   limit: Type.Optional(WholeNumber(1, API_LIMITS.eventsPage)),
 });
 
-/** A page of the log: `next` is the seq to ask for next, `last` the log's last seq when the page was read. */
+/**
+ * A page of the log: `next` is the seq to ask for next, `last` the log's last
+ * seq when the page was read (at least the page's end; in a fleet, a page that
+ * ends before the server's copy of the log does may name that copy's end).
+ */
 export const EventsPage = Type.Object({
   events: Type.Array(SessionEvent),
   next: Type.Integer({ minimum: 1 }),

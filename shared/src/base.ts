@@ -8,6 +8,7 @@ export * from "./errors.ts";
 export * from "./version.ts";
 export * from "./idempotency.ts";
 export * from "./names.ts";
+export * from "./limits.ts";
 export * from "./protocol/codec.ts";
 export * from "./protocol/mux.ts";
 export * from "./text/terminal.ts";

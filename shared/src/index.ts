@@ -1,5 +1,6 @@
 export * from "./wire.ts";
 export * from "./api.ts";
+export * from "./limits.ts";
 export * from "./validate.ts";
 export * from "./events.ts";
 export * from "./broker.ts";

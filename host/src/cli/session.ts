@@ -1,4 +1,4 @@
-import { HutchError } from "@hutch/shared/base";
+import { API_LIMITS, HutchError } from "@hutch/shared/base";
 import type { Session, SessionEvent, SessionForkResult } from "@hutch/shared";
 import { connectDaemon, type DaemonClient } from "../client/daemon.ts";
 import { attachSession } from "../client/exec.ts";
@@ -115,7 +115,7 @@ export const session = body<GlobalArgs>({
         for (;;) {
           const page = await d.request<{ events: SessionEvent[]; next: number; last: number }>(
             "GET",
-            path(a.id, `/events?from=${from}&limit=1000`),
+            path(a.id, `/events?from=${from}&limit=${API_LIMITS.eventsPage}`),
           );
           for (const e of page.events) await print(e);
           if (page.events.length === 0 || page.next > page.last) break;
@@ -253,7 +253,7 @@ export const session = body<GlobalArgs>({
         for (let from = 1; ; ) {
           const page = await d.request<{ events: SessionEvent[]; next: number; last: number }>(
             "GET",
-            path(a.id, `/events?from=${from}&limit=1000`),
+            path(a.id, `/events?from=${from}&limit=${API_LIMITS.eventsPage}`),
           );
           events.push(...page.events.filter((e) => CONVERSATION_KINDS.has(e.kind)));
           if (page.events.length === 0 || page.next > page.last) break;

@@ -64,7 +64,7 @@ export function asyncSessionLog(log: SessionLog): SessionLogAsync {
       wake();
       return out;
     },
-    readText: async (sessionId, from, limit, separator) => log.readText(sessionId, from, limit, separator),
+    readText: async (sessionId, from, limit, separator, maxLength) => log.readText(sessionId, from, limit, separator, maxLength),
     kindBefore: async (sessionId, kind, atMost, limit) => log.kindBefore(sessionId, kind, atMost, limit),
     last: async (sessionId) => log.last(sessionId),
     async *follow(sessionId: string, from: number, signal: AbortSignal): AsyncIterable<StoredLine> {

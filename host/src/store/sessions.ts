@@ -17,12 +17,21 @@ export const eventHead = (session: string) => `{"session":${JSON.stringify(sessi
 export const eventLine = (head: string, seq: number, at: string, actor: string, kind: string, data: string) =>
   `${head}${seq},"at":"${at}","actor":${actor},"kind":"${kind}","data":${data}}`;
 
+/** An event's stored columns, as a page reads them. */
+interface EventRow {
+  seq: number;
+  at: string;
+  actor: string;
+  kind: string;
+  data: string;
+}
+
 export class SessionStore implements SessionLog {
   private readonly insertEvent: Statement;
   private readonly findIdem: Statement;
   private readonly bumpSeq: Statement;
   private readonly lastSeq: Statement;
-  private readonly page: Statement;
+  private readonly page: Statement<EventRow, [string, number, number]>;
   /** Each session's folded turn and anchored annotations (written by the stored hooks). */
   readonly summaries: SummaryStore;
   private readonly storedHooks: StoredHook[] = [];
@@ -152,15 +161,25 @@ export class SessionStore implements SessionLog {
    * joined by `separator`: newlines for a subscription's NDJSON, commas for a
    * JSON page. One string, no object per event: replay runs through here.
    */
-  readText(sessionId: string, from: number, limit: number, separator = "\n"): { text: string; count: number; last: number } {
-    const rows = this.page.values(sessionId, from, limit) as [number, string, string, string, string][];
+  readText(
+    sessionId: string,
+    from: number,
+    limit: number,
+    separator = "\n",
+    maxLength = Number.POSITIVE_INFINITY,
+  ): { text: string; count: number; last: number } {
     const head = eventHead(sessionId);
     let text = "";
-    for (let i = 0; i < rows.length; i++) {
-      const r = rows[i]!;
-      text += (i ? separator : "") + eventLine(head, r[0], r[1], r[2], r[3], r[4]);
+    let count = 0;
+    let last = from - 1;
+    // Row by row, so a page cut at maxLength reads no further rows off the file.
+    for (const r of this.page.iterate(sessionId, from, limit)) {
+      text += (count ? separator : "") + eventLine(head, r.seq, r.at, r.actor, r.kind, r.data);
+      count++;
+      last = r.seq;
+      if (text.length >= maxLength) break;
     }
-    return { text, count: rows.length, last: rows.length ? rows[rows.length - 1]![0] : from - 1 };
+    return { text, count, last };
   }
 
   /** Events of one kind at or before seq `atMost`, newest first, at most `limit`: stored columns, actor and data still JSON. */

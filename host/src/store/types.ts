@@ -149,8 +149,17 @@ export interface SessionLog {
   /**
    * Events with seq >= from, at most limit, in order, as their wire JSON
    * joined by `separator`; `last` is the last seq read (from - 1 when none).
+   * With `maxLength`, the page ends at the event that brings its text to that
+   * length (so it holds at least one event): a page of large events stays
+   * bounded whatever the limit.
    */
-  readText(sessionId: string, from: number, limit: number, separator?: string): { text: string; count: number; last: number };
+  readText(
+    sessionId: string,
+    from: number,
+    limit: number,
+    separator?: string,
+    maxLength?: number,
+  ): { text: string; count: number; last: number };
   /** Events of one kind at or before seq `atMost`, newest first, at most `limit`: actor and data as stored JSON. */
   kindBefore(sessionId: string, kind: string, atMost: number, limit: number): { seq: number; actor: string; data: string }[];
   /** The session's last seq; 0 when it has no event or does not exist. */
@@ -207,7 +216,13 @@ export interface SessionLogAsync {
   /** Appends events to a session, all or none, in order, with `options.fields`. Rejects when the session does not exist. */
   append(sessionId: string, events: NewEvent[], options?: AppendOptions): Promise<Appended[]>;
   /** As SessionLog.readText. */
-  readText(sessionId: string, from: number, limit: number, separator?: string): Promise<{ text: string; count: number; last: number }>;
+  readText(
+    sessionId: string,
+    from: number,
+    limit: number,
+    separator?: string,
+    maxLength?: number,
+  ): Promise<{ text: string; count: number; last: number }>;
   /** As SessionLog.kindBefore. */
   kindBefore(sessionId: string, kind: string, atMost: number, limit: number): Promise<{ seq: number; actor: string; data: string }[]>;
   /** The session's last seq; 0 when it has no event or does not exist. */

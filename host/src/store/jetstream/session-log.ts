@@ -259,7 +259,13 @@ export class JetStreamSessionLog implements SessionLogAsync {
     return this.cache.get(sessionId)?.streamSeq ?? 0;
   }
 
-  async readText(sessionId: string, from: number, limit: number, separator = "\n"): Promise<{ text: string; count: number; last: number }> {
+  async readText(
+    sessionId: string,
+    from: number,
+    limit: number,
+    separator = "\n",
+    maxLength = Number.POSITIVE_INFINITY,
+  ): Promise<{ text: string; count: number; last: number }> {
     const f = await this.sync(sessionId);
     const start = Math.max(from, 1);
     const end = Math.min(f?.row.last_seq ?? 0, start + limit - 1);
@@ -267,12 +273,18 @@ export class JetStreamSessionLog implements SessionLogAsync {
     const batches: Batch[] = [];
     for (let i = batchOf(f.batches, start); i < f.batches.length && f.batches[i]!.first <= end; i++) batches.push(f.batches[i]!);
     const payloads = await this.payloads(sessionId, batches);
-    const out: string[] = [];
-    for (const b of batches) {
+    let text = "";
+    let count = 0;
+    page: for (const b of batches) {
       const lines = payloads.get(b.streamSeq)!;
-      for (let i = 0; i < b.count; i++) if (b.first + i >= start && b.first + i <= end) out.push(lines[i]!);
+      for (let i = 0; i < b.count; i++) {
+        if (b.first + i < start || b.first + i > end) continue;
+        text += (count ? separator : "") + lines[i]!;
+        count++;
+        if (text.length >= maxLength) break page;
+      }
     }
-    return { text: out.join(separator), count: out.length, last: end };
+    return { text, count, last: start + count - 1 };
   }
 
   async kindBefore(
