@@ -6,9 +6,10 @@
 // keeps its vCPUs busy, so the runner gives the VM files a second slot only
 // while they are the run's longest chain, balancing the time the VM files
 // and the others still need (tests/durations.json) so both end together;
-// once only VM files are left, they have every slot they may take. The VM
-// images the suite boots are built once, before any file that boots one
-// starts, while the other files run. Each file's output is printed whole when it ends; the end
+// once only VM files are left, they have every slot they may take. What
+// files need made first (the VM images they boot, the VS Code tools, the
+// agent CLIs: PREREQS) is made once, beside the files that need none, and
+// each file starts once its own are in. Each file's output is printed whole when it ends; the end
 // repeats every failure with its error, the slowest files, and the line
 // "N passed, N failed".
 //
@@ -53,13 +54,23 @@ function testFiles(): string[] {
 }
 
 const source = (file: string) => readFileSync(join(ROOT, file), "utf8");
-/** The image profiles a file boots (tests/helpers.ts testImage, installTestImage). */
-function imagesOf(text: string): ("base" | "desktop")[] {
-  const out: ("base" | "desktop")[] = [];
-  if (/installTestImage\(|testImage\(\)/.test(text)) out.push("base");
-  if (/testImage\("desktop"\)/.test(text)) out.push("desktop");
-  return out;
-}
+
+/**
+ * What a file needs made before it starts, each made once per run beside the
+ * first files: the VM images it boots (tests/helpers.ts testImage,
+ * installTestImage), the VS Code rig's tools (tests/vscode-rig.ts), the agent
+ * CLIs' shared cache (tests/agent-turns.ts, or a file naming the cache). Each
+ * chain runs its steps one after another (two image builds at once would
+ * only share the cores); the chains run side by side.
+ */
+const PREREQS = {
+  base: { chain: "images", cmd: ["bun", join("tests", "prepare-image.ts"), "base"], uses: /installTestImage\(|testImage\(\)/ },
+  desktop: { chain: "images", cmd: ["bun", join("tests", "prepare-image.ts"), "desktop"], uses: /testImage\("desktop"\)/ },
+  agents: { chain: "installs", cmd: ["bash", join("scripts", "setup-agents")], uses: /agent-turns|AGENTS_DIR|AGENTS_CACHE/ },
+  vscode: { chain: "installs", cmd: ["bash", join("scripts", "setup-vscode")], uses: /vscode-rig/ },
+} as const;
+type Prereq = keyof typeof PREREQS;
+const prereqsOf = (text: string): Prereq[] => (Object.keys(PREREQS) as Prereq[]).filter((p) => PREREQS[p].uses.test(text));
 
 /** The counts `bun test` printed last: " 12 pass", " 1 fail", " 2 skip". */
 function counts(output: string): { pass: number; fail: number; skip: number } {
@@ -114,33 +125,34 @@ async function main(): Promise<number> {
   const alone = new Set(files.filter((f) => /^\/\/ test: alone$/m.test(texts.get(f)!)));
   // Longest first; a file not timed yet counts as long, so a new slow file does not end the run alone.
   const queue = [...files].sort((a, b) => (known[b] ?? 60) - (known[a] ?? 60));
-  const needs = new Map(files.map((f) => [f, imagesOf(texts.get(f)!)]));
-  const wanted = [...new Set([...needs.values()].flat())];
-  const vm = new Set(files.filter((f) => needs.get(f)!.length > 0 || /^\/\/ test: vm$/m.test(texts.get(f)!)));
+  const needs = new Map(files.map((f) => [f, prereqsOf(texts.get(f)!)]));
+  const wanted = (Object.keys(PREREQS) as Prereq[]).filter((p) => [...needs.values()].some((n) => n.includes(p)));
+  const booting = (f: string) => needs.get(f)!.some((p) => PREREQS[p].chain === "images");
+  const vm = new Set(files.filter((f) => booting(f) || /^\/\/ test: vm$/m.test(texts.get(f)!)));
 
   const started = performance.now();
   const elapsed = () => ((performance.now() - started) / 1000).toFixed(0);
   process.stderr.write(
-    `tests: ${files.length} files, ${jobs} at a time (at most ${vmJobs} booting VMs)${wanted.length ? `; images ${wanted.join(", ")} first` : ""}\n`,
+    `tests: ${files.length} files, ${jobs} at a time (at most ${vmJobs} booting VMs)${wanted.length ? `; first, beside them: ${wanted.join(", ")}` : ""}\n`,
   );
 
-  // The images, built (or found up to date) once; files that boot one wait for it.
-  const ready = new Map<string, Promise<Result>>();
-  for (const profile of wanted) {
-    const prior: Promise<unknown> = ready.size ? [...ready.values()].at(-1)! : Promise.resolve();
-    ready.set(
-      profile,
-      prior.then(async () => {
-        const t0 = performance.now();
-        const r = await run(["bun", join("tests", "prepare-image.ts"), profile]);
-        const seconds = (performance.now() - t0) / 1000;
-        process.stderr.write(`[${elapsed()}s] image ${profile} ${r.code === 0 ? "ready" : "FAILED"} in ${seconds.toFixed(0)}s\n`);
-        return { file: `(image ${profile})`, code: r.code, seconds, pass: 0, fail: r.code === 0 ? 0 : 1, skip: 0, output: r.output };
-      }),
-    );
+  // Each prerequisite, made (or found up to date) once, after the one before it in its chain; files wait for theirs.
+  const ready = new Map<Prereq, Promise<Result>>();
+  const chainTail = new Map<string, Promise<unknown>>();
+  for (const p of wanted) {
+    const { chain, cmd } = PREREQS[p];
+    const step = (chainTail.get(chain) ?? Promise.resolve()).then(async (): Promise<Result> => {
+      const t0 = performance.now();
+      const r = await run([...cmd]);
+      const seconds = (performance.now() - t0) / 1000;
+      process.stderr.write(`[${elapsed()}s] ${p} ${r.code === 0 ? "ready" : "FAILED"} in ${seconds.toFixed(0)}s\n`);
+      return { file: `(${p})`, code: r.code, seconds, pass: 0, fail: r.code === 0 ? 0 : 1, skip: 0, output: r.output };
+    });
+    chainTail.set(chain, step);
+    ready.set(p, step);
   }
-  const imageDone = new Set<string>();
-  for (const [p, r] of ready) void r.then(() => imageDone.add(p));
+  const prereqDone = new Set<Prereq>();
+  for (const [p, r] of ready) void r.then(() => prereqDone.add(p));
 
   const results: Result[] = [];
   let running = 0;
@@ -171,7 +183,7 @@ async function main(): Promise<number> {
         // its image, a slot is kept for it.
         // The longest VM file waiting for its image keeps the slot for HOLD_MS, then a shorter one that is ready
         // may take it (on a fresh machine an image takes minutes to build).
-        const ready = (f: string) => needs.get(f)!.every((p) => imageDone.has(p)) && (!alone.has(f) || running === 0);
+        const ready = (f: string) => needs.get(f)!.every((p) => prereqDone.has(p)) && (!alone.has(f) || running === 0);
         const vmFree = vmRunning < vmLimit();
         const longestVm = queue.findIndex((f) => vm.has(f));
         let i = -1;
@@ -202,14 +214,14 @@ async function main(): Promise<number> {
         });
       }
     };
-    // Re-check waiting files whenever an image is ready, and when the hold on the VM slot ends.
+    // Re-check waiting files whenever a prerequisite is ready, and when the hold on the VM slot ends.
     setTimeout(next, HOLD_MS + 10).unref();
     for (const r of ready.values()) void r.then(next);
     next();
   });
-  const images = await Promise.all(ready.values());
+  const prereqs = await Promise.all(ready.values());
 
-  const all = [...images, ...results];
+  const all = [...prereqs, ...results];
   const failed = all.filter((r) => r.fail > 0);
   if (process.env.HUTCH_TEST_RECORD) {
     const times = Object.fromEntries(results.map((r) => [r.file, Math.round(r.seconds)]).sort());
