@@ -73,6 +73,20 @@ export async function startServer(
   };
 }
 
+/**
+ * Stops servers side by side, each after deleting the boxes it lists (in a
+ * fleet, every server lists the fleet's: one server after another, that took
+ * over a minute on a loaded machine). The first failure is thrown once all
+ * have stopped.
+ */
+export async function stopServers(servers: Server[]): Promise<void> {
+  const failed = (await Promise.allSettled(servers.map((s) => s.stop()))).find((r) => r.status === "rejected");
+  if (failed) throw failed.reason;
+}
+
+/** How long a fleet file's afterAll may take: its servers' boxes deleted and their daemons stopped. */
+export const FLEET_TEARDOWN_MS = 180_000;
+
 /** A client home that joined the server as `user` under the remote name `srv` and talks to it by default (HUTCH_REMOTE). */
 export async function joinClient(
   server: Server,

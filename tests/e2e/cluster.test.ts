@@ -17,7 +17,7 @@ import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster
 import { AGENTS_DIR, events, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 import { HUTCH, makeHome, onTerminal, sha256, waitFor, type Home } from "../helpers.ts";
-import { freePort, joinClient, startServer, tokenOf, type Server, watchSession } from "../remote.ts";
+import { freePort, joinClient, startServer, tokenOf, type Server, watchSession, stopServers, FLEET_TEARDOWN_MS } from "../remote.ts";
 
 let nats: NatsCluster;
 let urls: string;
@@ -92,11 +92,11 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  for (const s of servers) await s.stop();
+  await stopServers(servers);
   for (const h of extra) await h.cleanup();
   await nats?.stop();
   fake?.stop();
-});
+}, FLEET_TEARDOWN_MS);
 
 describe("a fleet of hutch servers on NATS JetStream", () => {
   let snap = "";

@@ -19,7 +19,7 @@ import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster
 import { AGENTS_DIR, events, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { type FakeModel, startFakeModel } from "../fixtures/fake-model/index.ts";
 import { HUTCH, type Home, waitFor } from "../helpers.ts";
-import { type Server, startServer } from "../remote.ts";
+import { type Server, startServer, stopServers, FLEET_TEARDOWN_MS } from "../remote.ts";
 
 let nats: NatsCluster;
 let urls: string;
@@ -91,10 +91,10 @@ beforeAll(async () => {
 afterAll(async () => {
   a2?.kill("SIGTERM");
   await a2?.exited;
-  for (const s of servers) await s.stop().catch(() => undefined);
+  await stopServers(servers).catch(() => undefined);
   await nats?.stop();
   await fake?.stop();
-});
+}, FLEET_TEARDOWN_MS);
 
 describe("the fleet plane: failover, moves, cordons and drains", () => {
   test("node list shows the three servers, one leading; a cordoned server takes no new box, uncordoned it does", async () => {

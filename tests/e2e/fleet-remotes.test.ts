@@ -11,7 +11,7 @@ import { join } from "node:path";
 import type { RemoteListRow } from "../../shared/src/index.ts";
 import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
 import { type Home, waitFor } from "../helpers.ts";
-import { joinClient, type Server, startServer, tokenOf, watchSession } from "../remote.ts";
+import { joinClient, type Server, startServer, tokenOf, watchSession, stopServers, FLEET_TEARDOWN_MS } from "../remote.ts";
 
 let nats: NatsCluster;
 let a: Server;
@@ -62,9 +62,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await alice?.cleanup();
-  for (const s of servers) await s.stop();
+  await stopServers(servers);
   await nats?.stop();
-});
+}, FLEET_TEARDOWN_MS);
 
 describe("a remote of two servers of a fleet", () => {
   test("add-server pins B and keeps the remote's one token; remote list shows both servers", async () => {

@@ -23,7 +23,7 @@ import { BrokerStore } from "../../host/src/store/broker.ts";
 import { openDb } from "../../host/src/store/db.ts";
 import { events } from "../agent-turns.ts";
 import { type Home, installTestImage, makeHome, waitFor } from "../helpers.ts";
-import { type Server, startServer } from "../remote.ts";
+import { type Server, startServer, stopServers, FLEET_TEARDOWN_MS } from "../remote.ts";
 
 let nats: NatsCluster;
 const servers: Server[] = [];
@@ -68,9 +68,9 @@ beforeAll(async () => {
 afterAll(async () => {
   // B's copy first: on one host both homes find the box's processes by its id.
   await b?.home.run(["box", "delete", "vm1"]).catch(() => undefined);
-  for (const s of servers) await s.stop().catch(() => undefined);
+  await stopServers(servers).catch(() => undefined);
   await nats?.stop();
-});
+}, FLEET_TEARDOWN_MS);
 
 describe("box move of a VM box", () => {
   test("a counter loop on A runs on on B with the same pid, counting on; its session logs box.moved with its programs kept", async () => {
