@@ -7,8 +7,8 @@
 //   replay                  a session of 100,000 events paged as `hutch session log`
 //                           pages it, on another server than the writer's, vs an
 //                           ordered consumer reading the session's subject (shown
-//                           beside it, no goal: the API's largest pages, and the
-//                           subscribe WebSocket until it is caught up)
+//                           beside it, no goal: the subscribe WebSocket until it
+//                           is caught up)
 //   a fresh server          a 4th server started after them, until it serves the
 //                           whole log, vs an ordered consumer reading the stream
 // and, for the appends in flight, the CPU each side cost per append: the
@@ -38,6 +38,7 @@ import {
 } from "@nats-io/jetstream";
 import { connect, type NatsConnection, nanos } from "@nats-io/transport-node";
 import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster.ts";
+import { API_LIMITS } from "../../shared/src/limits.ts";
 import { H } from "../../host/src/store/jetstream/records.ts";
 import { SESSIONS_STREAM } from "../../host/src/store/jetstream/session-log.ts";
 import { describeFailure, HutchHome, hutchBin, log, positiveInt, requireHutch, run, runBench } from "./lib/env.ts";
@@ -67,9 +68,8 @@ const REPLAYS = positiveInt("replays", f.replays!);
 const WARMUP = 50;
 /** Events per POST when filling the replay's session: what `hutch session log` pages by, and well under NATS's 1 MB payload. */
 const FILL_BATCH = 1000;
-/** `hutch session log`'s page, and the API's largest. */
-const PAGE = 1000;
-const LARGEST_PAGE = 10_000;
+/** `hutch session log`'s page: the API's largest (cli/session.ts). */
+const PAGE = API_LIMITS.eventsPage;
 const GOALS = { appendsRatio: 0.8, p50Ratio: 1.5, replayRatio: 0.8 };
 const PEER_STREAM = "BENCH_PEER";
 const BOX = "bench-fleet";
@@ -77,9 +77,9 @@ const HEADERS = { "content-type": "application/json", "x-hutch-client": "cli" };
 
 type Side = "hutch" | "peer";
 const SIDES: Side[] = ["hutch", "peer"];
-/** The replay's readers: the CLI's pages (the goal's side), the API's largest pages, the subscribe WebSocket, the stream. */
-type ReplaySide = "hutch" | "largest" | "subscribe" | "direct";
-const REPLAY_SIDES: ReplaySide[] = ["hutch", "largest", "subscribe", "direct"];
+/** The replay's readers: the CLI's pages (the goal's side), the subscribe WebSocket, the stream. */
+type ReplaySide = "hutch" | "subscribe" | "direct";
+const REPLAY_SIDES: ReplaySide[] = ["hutch", "subscribe", "direct"];
 /** The sides in turn, starting one further each round, so none always reads first. */
 const rotate = <T>(sides: T[], round: number): T[] => sides.map((_, i) => sides[(i + round) % sides.length]!);
 
@@ -413,11 +413,10 @@ async function main(): Promise<number> {
   log(`replay: ${REPLAYS} reads of the ${total} events each way, through b and from the stream, in turn`);
   const readers: Record<ReplaySide, () => Promise<number>> = {
     hutch: () => replayPaged(b, big, PAGE),
-    largest: () => replayPaged(b, big, LARGEST_PAGE),
     subscribe: () => replaySubscribe(b, big),
     direct: () => replayDirect(js, big),
   };
-  const replay: Record<ReplaySide, number[]> = { hutch: [], largest: [], subscribe: [], direct: [] };
+  const replay: Record<ReplaySide, number[]> = { hutch: [], subscribe: [], direct: [] };
   for (let r = 0; r < REPLAYS; r++)
     for (const side of rotate(REPLAY_SIDES, r)) {
       const t0 = performance.now();
@@ -491,11 +490,10 @@ function report(r: Result): void {
       [
         [`hutch via b, pages of ${PAGE} (session log)`, String(rep.hutchPerSecond), rep.hutchRuns.join(" ")],
         ["ordered consumer on the subject", String(rep.directPerSecond), rep.directRuns.join(" ")],
-        [`hutch via b, pages of ${LARGEST_PAGE}`, String(rep.largestPagesPerSecond), rep.largestPagesRuns.join(" ")],
         ["hutch via b, subscribe WebSocket", String(rep.subscribePerSecond), rep.subscribeRuns.join(" ")],
       ],
     ),
-    `ratio hutch/direct (pages of ${PAGE}): ${rep.ratio}   goal ≥ ${GOALS.replayRatio}: ${met(rep)}   (pages of ${LARGEST_PAGE}: ${round(rep.largestPagesPerSecond / rep.directPerSecond, 3)}, subscribe: ${round(rep.subscribePerSecond / rep.directPerSecond, 3)}; no goal)`,
+    `ratio hutch/direct (pages of ${PAGE}): ${rep.ratio}   goal ≥ ${GOALS.replayRatio}: ${met(rep)}   (subscribe: ${round(rep.subscribePerSecond / rep.directPerSecond, 3)}; no goal)`,
   );
   if (r.freshServer)
     out.push(
@@ -571,9 +569,7 @@ function summarise(m: {
       ratio: round(replayRate / directRate, 3),
       goal: GOALS.replayRatio,
       met: replayRate / directRate >= GOALS.replayRatio,
-      /** The same log through b's other read paths, no goal: pages of 10,000 and the subscribe WebSocket. */
-      largestPagesPerSecond: round(median(m.replay.largest), 0),
-      largestPagesRuns: m.replay.largest.map((x) => round(x, 0)),
+      /** The same log over b's subscribe WebSocket, no goal. */
       subscribePerSecond: round(median(m.replay.subscribe), 0),
       subscribeRuns: m.replay.subscribe.map((x) => round(x, 0)),
     },
