@@ -4,7 +4,18 @@
 // seq and store nothing.
 import type { Database, Statement } from "bun:sqlite";
 import { SummaryStore } from "./summaries.ts";
-import type { Appended, NewEvent, NewSessionRow, PtyCaps, PtyDrop, SessionFields, SessionLog, SessionRow, StoredHook } from "./types.ts";
+import type {
+  Appended,
+  NewEvent,
+  NewSessionRow,
+  PtyCaps,
+  PtyDrop,
+  SessionFields,
+  SessionLog,
+  SessionRow,
+  StoredHook,
+  TextPage,
+} from "./types.ts";
 
 /** The start of every event line of one session (computed once per page). */
 export const eventHead = (session: string) => `{"session":${JSON.stringify(session)},"seq":`;
@@ -161,13 +172,7 @@ export class SessionStore implements SessionLog {
    * joined by `separator`: newlines for a subscription's NDJSON, commas for a
    * JSON page. One string, no object per event: replay runs through here.
    */
-  readText(
-    sessionId: string,
-    from: number,
-    limit: number,
-    separator = "\n",
-    maxLength = Number.POSITIVE_INFINITY,
-  ): { text: string; count: number; last: number } {
+  readText(sessionId: string, from: number, limit: number, separator = "\n", maxLength = Number.POSITIVE_INFINITY): TextPage {
     const head = eventHead(sessionId);
     let text = "";
     let count = 0;

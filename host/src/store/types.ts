@@ -121,6 +121,15 @@ export interface SummaryTable {
   eventsOf(sessionId: string, kinds: readonly string[]): { seq: number; at: string; actor: Actor; kind: string; data: unknown }[];
 }
 
+/** A page of a session's events as text: their wire JSON joined, how many, the last seq read (from - 1 when none). */
+export interface TextPage {
+  text: string;
+  count: number;
+  last: number;
+}
+/** readText's arguments: a session, the first seq, at most how many, what joins them, at most how long (see SessionLog.readText). */
+export type ReadTextArgs = [sessionId: string, from: number, limit: number, separator?: string, maxLength?: number];
+
 /**
  * Sessions, each one's event log and its raw terminal bytes. The store alone
  * assigns seqs: gapless from 1 and monotonic per session, whichever handle
@@ -153,13 +162,7 @@ export interface SessionLog {
    * length (so it holds at least one event): a page of large events stays
    * bounded whatever the limit.
    */
-  readText(
-    sessionId: string,
-    from: number,
-    limit: number,
-    separator?: string,
-    maxLength?: number,
-  ): { text: string; count: number; last: number };
+  readText(...args: ReadTextArgs): TextPage;
   /** Events of one kind at or before seq `atMost`, newest first, at most `limit`: actor and data as stored JSON. */
   kindBefore(sessionId: string, kind: string, atMost: number, limit: number): { seq: number; actor: string; data: string }[];
   /** The session's last seq; 0 when it has no event or does not exist. */
@@ -216,13 +219,7 @@ export interface SessionLogAsync {
   /** Appends events to a session, all or none, in order, with `options.fields`. Rejects when the session does not exist. */
   append(sessionId: string, events: NewEvent[], options?: AppendOptions): Promise<Appended[]>;
   /** As SessionLog.readText. */
-  readText(
-    sessionId: string,
-    from: number,
-    limit: number,
-    separator?: string,
-    maxLength?: number,
-  ): Promise<{ text: string; count: number; last: number }>;
+  readText(...args: ReadTextArgs): Promise<TextPage>;
   /** As SessionLog.kindBefore. */
   kindBefore(sessionId: string, kind: string, atMost: number, limit: number): Promise<{ seq: number; actor: string; data: string }[]>;
   /** The session's last seq; 0 when it has no event or does not exist. */

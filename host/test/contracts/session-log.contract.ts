@@ -104,24 +104,6 @@ export function describeSessionLogContract(name: string, make: MakeStorage<Sessi
     );
 
     test(
-      "a page given a length ends at the event that reaches it, with at least one",
-      run(async (log) => {
-        await log.insert(session("ses_1"));
-        await log.append("ses_1", [note("a".repeat(100)), note("b".repeat(100)), note("c".repeat(100)), note("d")]);
-        const whole = await log.readText("ses_1", 1, 10);
-        const first = whole.text.split("\n")[0]!.length;
-        // One character past the first line: the second line reaches it and ends the page.
-        const two = await log.readText("ses_1", 1, 10, "\n", first + 1);
-        expect([two.count, two.last]).toEqual([2, 2]);
-        expect(two.text).toBe(whole.text.split("\n").slice(0, 2).join("\n"));
-        expect(await log.readText("ses_1", 2, 10, ",", 1)).toMatchObject({ count: 1, last: 2 });
-        // The limit still holds under a length that would take more.
-        expect(await log.readText("ses_1", 1, 3, "\n", 1_000_000)).toMatchObject({ count: 3, last: 3 });
-        expect(await log.readText("ses_1", 5, 10, "\n", 1)).toEqual({ text: "", count: 0, last: 4 });
-      }),
-    );
-
-    test(
       "each session has its own seqs",
       run(async (log) => {
         await log.insert(session("ses_1"));

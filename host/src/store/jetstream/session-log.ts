@@ -24,7 +24,17 @@ import {
 import { headers, type MsgHdrs, type NatsConnection, nanos } from "@nats-io/transport-node";
 import { staleLast } from "../session-log-async.ts";
 import { eventHead, eventLine } from "../sessions.ts";
-import type { AppendOptions, Appended, NewEvent, NewSessionRow, SessionFields, SessionLogAsync, SessionRow, StoredLine } from "../types.ts";
+import type {
+  AppendOptions,
+  Appended,
+  NewEvent,
+  NewSessionRow,
+  SessionFields,
+  SessionLogAsync,
+  SessionRow,
+  StoredLine,
+  TextPage,
+} from "../types.ts";
 import {
   ApiCodes,
   claimSlot,
@@ -265,7 +275,7 @@ export class JetStreamSessionLog implements SessionLogAsync {
     limit: number,
     separator = "\n",
     maxLength = Number.POSITIVE_INFINITY,
-  ): Promise<{ text: string; count: number; last: number }> {
+  ): Promise<TextPage> {
     const f = await this.sync(sessionId);
     const start = Math.max(from, 1);
     const end = Math.min(f?.row.last_seq ?? 0, start + limit - 1);
