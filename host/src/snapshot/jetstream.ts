@@ -8,13 +8,13 @@
 // expectation; see store/README.md). So of two puts of one name exactly one
 // wins; the loser's bytes are removed. An object is visible only once its
 // name points at bytes already stored, so a listing never shows a partial one.
-// Names are read from the KV stream's leader (no direct get), so a read sees
-// every put acknowledged before it.
+// Names are read from the KV stream's leader (no direct get; a listing from
+// the stream's state), so a read sees every put acknowledged before it.
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, unlinkSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { JetStreamClient } from "@nats-io/jetstream";
-import { jetstream } from "@nats-io/jetstream";
+import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
+import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { type ObjectStore, Objm } from "@nats-io/obj";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
@@ -42,6 +42,7 @@ export class JetStreamBackend implements Backend {
   private constructor(
     private readonly nc: NatsConnection,
     private readonly js: JetStreamClient,
+    private readonly jsm: JetStreamManager,
     private readonly names: KV,
     private readonly bytes: ObjectStore,
     private readonly bucket: string,
@@ -75,7 +76,7 @@ export class JetStreamBackend implements Backend {
           new Objm(nc).create(bucket, { replicas }),
         ]),
     );
-    return new JetStreamBackend(nc, jetstream(nc), names, bytes, bucket, writeTimeoutMs, options.staging);
+    return new JetStreamBackend(nc, jetstream(nc), await jetstreamManager(nc), names, bytes, bucket, writeTimeoutMs, options.staging);
   }
 
   stagingDir(): string {
@@ -84,8 +85,16 @@ export class JetStreamBackend implements Backend {
   }
 
   async *list(kind: ObjectKind): AsyncIterable<ObjectInfo> {
-    const keys: string[] = [];
-    for await (const k of await this.retry(`a listing of ${kind}`, () => this.names.keys(`${kind}.>`))) keys.push(k);
+    // The names stream's subjects, as its leader knows them: a consumer (kv.keys) can sit on a replica behind
+    // the leader and miss a name acknowledged a moment ago (a restore through another server missed a snapshot
+    // just listed). A deleted name is there too, as its marker; entry() skips it.
+    const prefix = `$KV.${this.bucket}-names.`;
+    const info = await this.retry(`a listing of ${kind}`, () =>
+      this.jsm.streams.info(`KV_${this.bucket}-names`, { subjects_filter: `${prefix}${kind}.>` }),
+    );
+    const keys = Object.keys(info.state.subjects ?? {})
+      .map((subject) => subject.slice(prefix.length))
+      .sort();
     for (const key of keys) {
       const e = await this.entry(key);
       if (e) yield { name: key.slice(kind.length + 1), size: e.pointer.size, mtimeMs: e.created.getTime() };

@@ -330,7 +330,7 @@ export class Store {
     const hits = all.filter((s) => s.id === ref || (ref.length >= 8 && s.name.startsWith(ref)));
     if (hits.length === 1) return hits[0]!;
     if (hits.length > 1) throw new StoreError("invalid", `${ref} names ${hits.length} snapshots`, "give the full snap_ id");
-    throw new StoreError("not_found", `no snapshot ${ref} in the store at ${this.backend.location}`, "list them: listSnapshots");
+    throw new StoreError("not_found", `no snapshot ${ref} in the store at ${this.backend.location}`, "list them: hutch snapshot list");
   }
 
   close(): void {
