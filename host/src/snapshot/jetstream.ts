@@ -19,6 +19,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import { type ObjectStore, Objm } from "@nats-io/obj";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
 import { claimSlot, type ClusterOptions, clusterName, defaultReplicas, LOST, retrying } from "../store/jetstream/cluster.ts";
+import { leaderKeys } from "../store/jetstream/kv.ts";
 import { type Backend, checkName, type ObjectInfo, type ObjectKind, type Range, sweepStaging } from "./backend.ts";
 import { corrupt, StoreError } from "./errors.ts";
 
@@ -85,16 +86,11 @@ export class JetStreamBackend implements Backend {
   }
 
   async *list(kind: ObjectKind): AsyncIterable<ObjectInfo> {
-    // The names stream's subjects, as its leader knows them: a consumer (kv.keys) can sit on a replica behind
-    // the leader and miss a name acknowledged a moment ago (a restore through another server missed a snapshot
-    // just listed). A deleted name is there too, as its marker; entry() skips it.
-    const prefix = `$KV.${this.bucket}-names.`;
-    const info = await this.retry(`a listing of ${kind}`, () =>
-      this.jsm.streams.info(`KV_${this.bucket}-names`, { subjects_filter: `${prefix}${kind}.>` }),
-    );
-    const keys = Object.keys(info.state.subjects ?? {})
-      .map((subject) => subject.slice(prefix.length))
-      .sort();
+    // From the names stream's leader, not kv.keys's consumer, which missed a snapshot just taken through another
+    // server (leaderKeys). A deleted name is listed too, as its marker; entry() skips it.
+    const keys = Object.keys(
+      await this.retry(`a listing of ${kind}`, () => leaderKeys(this.jsm, `${this.bucket}-names`, `${kind}.>`)),
+    ).sort();
     for (const key of keys) {
       const e = await this.entry(key);
       if (e) yield { name: key.slice(kind.length + 1), size: e.pointer.size, mtimeMs: e.created.getTime() };

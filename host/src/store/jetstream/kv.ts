@@ -45,6 +45,20 @@ export function token(s: string): string {
   return /^[A-Za-z0-9_-]+$/.test(s) ? s : `=${Buffer.from(s).toString("base64url")}`;
 }
 
+/**
+ * Every key under `filter` (NATS wildcards) in KV bucket `bucket`, with its
+ * message count, as the bucket stream's leader knows them; a deleted key is
+ * there too (its marker). A consumer (kv.keys) can sit on a replica behind
+ * the leader and miss a write acknowledged a moment ago.
+ */
+export async function leaderKeys(jsm: JetStreamManager, bucket: string, filter: string): Promise<Record<string, number>> {
+  const prefix = `$KV.${bucket}.`;
+  const info = await jsm.streams.info(`KV_${bucket}`, { subjects_filter: `${prefix}${filter}` });
+  const out: Record<string, number> = {};
+  for (const [subject, n] of Object.entries(info.state.subjects ?? {})) out[subject.slice(prefix.length)] = n;
+  return out;
+}
+
 export class Bucket {
   private readonly cluster: string;
 
@@ -91,20 +105,9 @@ export class Bucket {
     return (await this.slot<T>(key)).live;
   }
 
-  /**
-   * Every key under `filter` (NATS wildcards) with its message count, as the
-   * stream's leader knows them; a deleted key is there too (its marker). A
-   * consumer (kv.keys) could run on a replica behind the leader and miss a
-   * write acknowledged a moment ago.
-   */
-  private async subjects(filter: string): Promise<Record<string, number>> {
-    const prefix = `$KV.${this.name}.`;
-    const info = await this.retry(`a listing of ${filter} in ${this.name}`, () =>
-      this.jsm.streams.info(this.stream, { subjects_filter: `${prefix}${filter}` }),
-    );
-    const out: Record<string, number> = {};
-    for (const [subject, n] of Object.entries(info.state.subjects ?? {})) out[subject.slice(prefix.length)] = n;
-    return out;
+  /** Every key under `filter` (NATS wildcards) with its message count, as the stream's leader knows them (leaderKeys). */
+  private subjects(filter: string): Promise<Record<string, number>> {
+    return this.retry(`a listing of ${filter} in ${this.name}`, () => leaderKeys(this.jsm, this.name, filter));
   }
 
   /** Every live entry under `filter`, by key. */
