@@ -20,6 +20,20 @@ import { check } from "../shared/src/validate.ts";
 import { OpProgress } from "../shared/src/ops.ts";
 
 export const ROOT = join(import.meta.dir, "..");
+
+/** Scratch directories of this test file's process, removed when it exits, whatever its tests did. */
+const scratch: string[] = [];
+process.on("exit", () => {
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A new directory in the system's temp dir, removed when the test file's process exits (tests/helpers.ts scratch). */
+export function scratchDir(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  scratch.push(dir);
+  return dir;
+}
+
 export const HUTCH = join(ROOT, "dist", "hutch");
 
 export interface RunResult {

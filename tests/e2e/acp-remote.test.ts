@@ -3,11 +3,8 @@
 // token's user with the editor's name, and a real Claude Code runs there
 // against the fake model API (loopback).
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { methods } from "@agentclientprotocol/sdk";
-import type { Home } from "../helpers.ts";
+import { type Home, scratchDir } from "../helpers.ts";
 import { fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 import { joinClient, startServer, type Server } from "../remote.ts";
@@ -41,7 +38,7 @@ test("an editor's session and its turn run on the remote daemon, as the token's 
   zed = editor(alice, "zed");
   await initialize(zed, "Zed");
   const { sessionId } = await zed.conn.agent.request(methods.agent.session.new, {
-    cwd: mkdtempSync(join(tmpdir(), "hutch-acp-remote-")),
+    cwd: scratchDir("hutch-acp-remote-"),
     mcpServers: [],
   });
   const r = await zed.conn.agent.request(methods.agent.session.prompt, { sessionId, prompt: [{ type: "text", text: PROMPT }] });

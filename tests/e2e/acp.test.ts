@@ -5,12 +5,11 @@
 // same session and gets its whole history in order; a turn sent from the CLI
 // in between reaches the editor too, with its actor.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { methods, PROTOCOL_VERSION } from "@agentclientprotocol/sdk";
 import { type Editor, editor as spawnEditor, hutchOf, initialize, textOf, view } from "../acp-editor.ts";
-import { makeHome, newRepo, waitFor, type Home } from "../helpers.ts";
+import { makeHome, newRepo, waitFor, type Home, scratchDir } from "../helpers.ts";
 import { fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { startFakeModel, type FakeModel } from "../fixtures/fake-model/index.ts";
 
@@ -32,7 +31,7 @@ beforeAll(async () => {
   for (const [name, value] of Object.entries(SECRETS)) expect((await h.run(["secret", "set", name], { stdin: value })).code).toBe(0);
   const install = await h.run(["agent", "install", "claude"]);
   expect(install.code, install.stderr).toBe(0);
-  cwd = mkdtempSync(join(tmpdir(), "hutch-acp-cwd-"));
+  cwd = scratchDir("hutch-acp-cwd-");
   first = editor("test-editor");
 }, 600_000);
 
@@ -194,7 +193,7 @@ test("bad input: a malformed message gets a JSON-RPC error and the session goes 
 }, 120_000);
 
 test("an editor's folder offloaded to a box: session/new works in that box, not a new one", async () => {
-  const repo = mkdtempSync(join(tmpdir(), "hutch-acp-repo-"));
+  const repo = scratchDir("hutch-acp-repo-");
   newRepo(repo, { "README.md": "hello\n" });
   const off = await h.run(["offload", "--box", "acpwork", "--json"], { cwd: repo });
   expect(off.code, off.stderr).toBe(0);

@@ -3,11 +3,8 @@
 // through the broker against the fake model API (the one fake allowed), and
 // what they do lands in the session log in order.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Events, read, type SessionEvent } from "../../shared/src/index.ts";
-import { makeHome, onTerminal, waitFor, type Home } from "../helpers.ts";
+import { makeHome, onTerminal, waitFor, type Home, scratchDir } from "../helpers.ts";
 import { agentHome, at, events, expectHeadlessTurn, newSecrets, PROMPT } from "../agent-turns.ts";
 import type { FakeModel } from "../fixtures/fake-model/index.ts";
 
@@ -230,7 +227,7 @@ describe("bad input", () => {
   test("an agent CLI that is not installed: an error event naming the install command; the session stays open", async () => {
     const bare = makeHome("hutch-agt-bare-");
     try {
-      bare.env.HUTCH_AGENTS_DIR = mkdtempSync(join(tmpdir(), "hutch-no-agents-"));
+      bare.env.HUTCH_AGENTS_DIR = scratchDir("hutch-no-agents-");
       bare.env.HUTCH_AGENT_INSTALL = "0";
       // Its model's secret is stored: the run gets past that check to the missing CLI.
       expect((await bare.run(["secret", "set", "openai"], { stdin: "sk-bare-test" })).code).toBe(0);

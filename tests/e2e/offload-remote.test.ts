@@ -1,10 +1,9 @@
 // Offload and bring-back to a second daemon over --remote (HUTCH_REMOTE): the
 // client side reads and writes the work tree, the server only sees the API.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { expectOnlySteps, git as g, type Home, newRepo } from "../helpers.ts";
+import { expectOnlySteps, git as g, type Home, newRepo, scratchDir } from "../helpers.ts";
 import { joinClient, type Server, startServer } from "../remote.ts";
 
 let srv: Server;
@@ -13,7 +12,7 @@ let work: string;
 beforeAll(async () => {
   srv = await startServer("hutch-srv-off-");
   alice = await joinClient(srv, "alice");
-  work = mkdtempSync(join(tmpdir(), "hutch-offload-remote-"));
+  work = scratchDir("hutch-offload-remote-");
 }, 120_000);
 afterAll(async () => {
   await alice?.cleanup();

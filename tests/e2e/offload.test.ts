@@ -2,16 +2,15 @@
 // process boxes: each bring-back case, the staged/unstaged split, secrets held
 // back, a hostile box, and the refusals.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { existsSync, lstatSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { expectOnlySteps, git as g, type Home, makeHome, newRepo } from "../helpers.ts";
+import { expectOnlySteps, git as g, type Home, makeHome, newRepo, scratchDir } from "../helpers.ts";
 
 let h: Home;
 let work: string;
 beforeAll(() => {
   h = makeHome();
-  work = mkdtempSync(join(tmpdir(), "hutch-offload-"));
+  work = scratchDir("hutch-offload-");
 });
 afterAll(async () => {
   await h.cleanup();
@@ -229,7 +228,7 @@ describe("offload and bring back", () => {
 
   test("a hostile box: hooks, config, attributes and drivers never run on the host", async () => {
     const dir = repo();
-    const marks = mkdtempSync(join(tmpdir(), "hutch-marks-"));
+    const marks = scratchDir("hutch-marks-");
     const off = await offload(dir, "evil");
     writeFileSync(join(dir, "c.txt"), "c.txt changed locally\n");
     g(dir, "commit", "-qm", "local", "c.txt");
@@ -318,7 +317,7 @@ describe("offload and bring back", () => {
 
   test("a symlink out of the repository: refused, nothing written, the work kept in quarantine", async () => {
     const dir = repo();
-    const outside = mkdtempSync(join(tmpdir(), "hutch-outside-"));
+    const outside = scratchDir("hutch-outside-");
     const off = await offload(dir, "link");
     await inBox("link", off.guestDir, `ln -s ${outside} escape && ln -s ../../x rel-escape && echo box >> b.txt`);
     const before = state(dir);

@@ -4,11 +4,10 @@
 // repository with a staged and an unstaged change and a held-back .env.
 // Keeps a screenshot at artifacts/vscode-workspace.png.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { appendFileSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { appendFileSync, existsSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { check, OffloadOutput, OpProgress } from "../../shared/src/index.ts";
-import { HUTCH, ROOT, makeHome, type Home } from "../helpers.ts";
+import { HUTCH, ROOT, makeHome, type Home, scratchDir } from "../helpers.ts";
 import { drive, startCodeServer, type Rig } from "../vscode-rig.ts";
 
 const SHOT = join(ROOT, "artifacts/vscode-workspace.png");
@@ -70,7 +69,7 @@ test("offload, bring back and ports from VS Code", async () => {
 }, 600_000);
 
 test("offload and bring-back --json: steps as NDJSON on stderr, one document on stdout", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "hutch-vscw-steps-"));
+  const dir = scratchDir("hutch-vscw-steps-");
   writeFileSync(join(dir, "a.txt"), "a\n");
   git(dir, "init", "-q", "-b", "main");
   git(dir, "add", "a.txt");
