@@ -49,7 +49,10 @@ export interface Home {
   run(args: string[], opts?: { stdin?: Uint8Array | string | Blob; env?: Record<string, string>; cwd?: string }): Promise<RunResult>;
   spawn(args: string[], opts?: { env?: Record<string, string> }): ReturnType<typeof Bun.spawn>;
   daemonPid(): number | null;
-  cleanup(): Promise<void>;
+  /** Deletes every box the home's daemon (or its remote) lists. */
+  deleteBoxes(): Promise<void>;
+  /** Deletes the boxes (unless `boxes: false`: a server's, stopped already), stops the daemon, removes the home. */
+  cleanup(opts?: { boxes?: boolean }): Promise<void>;
 }
 
 export function makeHome(prefix = "hutch-e2e-"): Home {
@@ -81,7 +84,7 @@ export function makeHome(prefix = "hutch-e2e-"): Home {
         return null;
       }
     },
-    async cleanup() {
+    async deleteBoxes() {
       // A client of a remote (HUTCH_REMOTE) may have boxes on its own daemon too (`--remote local`): boxes
       // outlive their daemon, so those would keep running after the home is gone.
       for (const where of self.env.HUTCH_REMOTE ? [[], ["--remote", "local"]] : [[]]) {
@@ -89,6 +92,9 @@ export function makeHome(prefix = "hutch-e2e-"): Home {
         if (list.code !== 0) continue;
         for (const b of JSON.parse(list.stdout) as { name: string }[]) await self.run([...where, "box", "delete", b.name]);
       }
+    },
+    async cleanup(opts = {}) {
+      if (opts.boxes !== false) await self.deleteBoxes();
       const pid = self.daemonPid();
       if (pid) {
         try {

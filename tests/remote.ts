@@ -18,6 +18,9 @@ export interface Server {
   stop(): Promise<void>;
 }
 
+/** How long a server may take to stop once sent SIGTERM (its own steps are bounded by a few seconds each). */
+const SERVER_STOP_MS = 30_000;
+
 /** A free loopback TCP port (taken and given back; the kernel does not hand it out again at once). */
 export function freePort(): number {
   const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
@@ -66,9 +69,21 @@ export async function startServer(
       return t.stdout.trim();
     },
     async stop() {
-      await home.cleanup();
+      await home.deleteBoxes();
+      // A server that does not stop on SIGTERM is a failure of its own, shown with its log (kept until it stopped).
       proc.kill("SIGTERM");
-      await proc.exited;
+      const stopped = await Promise.race([proc.exited.then(() => true), Bun.sleep(SERVER_STOP_MS).then(() => false)]);
+      const hung = stopped
+        ? undefined
+        : new Error(
+            `hutch serve in ${home.home} did not stop within ${SERVER_STOP_MS / 1000} s of SIGTERM; the end of its log:\n${readFileSync(logPath, "utf8").split("\n").slice(-40).join("\n")}`,
+          );
+      if (!stopped) {
+        proc.kill("SIGKILL");
+        await proc.exited;
+      }
+      await home.cleanup({ boxes: false });
+      if (hung) throw hung;
     },
   };
 }
