@@ -18,8 +18,7 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { type ObjectStore, Objm } from "@nats-io/obj";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
-import { claimSlot, type ClusterOptions, clusterName, defaultReplicas, LOST, retrying } from "../store/jetstream/cluster.ts";
-import { leaderKeys } from "../store/jetstream/kv.ts";
+import { claimSlot, type ClusterOptions, clusterName, defaultReplicas, LOST, leaderKeys, retrying } from "../store/jetstream/cluster.ts";
 import { type Backend, checkName, type ObjectInfo, type ObjectKind, type Range, sweepStaging } from "./backend.ts";
 import { corrupt, StoreError } from "./errors.ts";
 

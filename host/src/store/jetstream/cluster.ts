@@ -157,3 +157,17 @@ export async function claimSlot(o: {
 export function nextBySubject(seq: number, subject: string): MsgRequest {
   return { seq, next_by_subj: subject } as unknown as MsgRequest;
 }
+
+/**
+ * Every key under `filter` (NATS wildcards) in KV bucket `bucket`, with its
+ * message count, as the bucket stream's leader knows them; a deleted key is
+ * there too (its marker). A consumer (kv.keys) can sit on a replica behind
+ * the leader and miss a write acknowledged a moment ago.
+ */
+export async function leaderKeys(jsm: JetStreamManager, bucket: string, filter: string): Promise<Record<string, number>> {
+  const prefix = `$KV.${bucket}.`;
+  const info = await jsm.streams.info(`KV_${bucket}`, { subjects_filter: `${prefix}${filter}` });
+  const out: Record<string, number> = {};
+  for (const [subject, n] of Object.entries(info.state.subjects ?? {})) out[subject.slice(prefix.length)] = n;
+  return out;
+}

@@ -14,7 +14,7 @@
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
-import { claimSlot, clusterName, LOST, retrying } from "./cluster.ts";
+import { claimSlot, clusterName, LOST, leaderKeys, retrying } from "./cluster.ts";
 
 /** A write's answer when another writer took the slot first (or the answer was unclear): read again. */
 export { LOST };
@@ -43,20 +43,6 @@ export interface Slot<T> {
  */
 export function token(s: string): string {
   return /^[A-Za-z0-9_-]+$/.test(s) ? s : `=${Buffer.from(s).toString("base64url")}`;
-}
-
-/**
- * Every key under `filter` (NATS wildcards) in KV bucket `bucket`, with its
- * message count, as the bucket stream's leader knows them; a deleted key is
- * there too (its marker). A consumer (kv.keys) can sit on a replica behind
- * the leader and miss a write acknowledged a moment ago.
- */
-export async function leaderKeys(jsm: JetStreamManager, bucket: string, filter: string): Promise<Record<string, number>> {
-  const prefix = `$KV.${bucket}.`;
-  const info = await jsm.streams.info(`KV_${bucket}`, { subjects_filter: `${prefix}${filter}` });
-  const out: Record<string, number> = {};
-  for (const [subject, n] of Object.entries(info.state.subjects ?? {})) out[subject.slice(prefix.length)] = n;
-  return out;
 }
 
 export class Bucket {
