@@ -70,22 +70,29 @@ export async function startServer(
     },
     async stop() {
       await home.deleteBoxes();
-      // A server that does not stop on SIGTERM is a failure of its own, shown with its log (kept until it stopped).
-      proc.kill("SIGTERM");
-      const stopped = await Promise.race([proc.exited.then(() => true), Bun.sleep(SERVER_STOP_MS).then(() => false)]);
-      const hung = stopped
-        ? undefined
-        : new Error(
-            `hutch serve in ${home.home} did not stop within ${SERVER_STOP_MS / 1000} s of SIGTERM; the end of its log:\n${readFileSync(logPath, "utf8").split("\n").slice(-40).join("\n")}`,
-          );
-      if (!stopped) {
-        proc.kill("SIGKILL");
-        await proc.exited;
-      }
+      // The log is kept until the server stopped: a hang is shown with it.
+      const hung = await stopServe(proc, logPath);
       await home.cleanup({ boxes: false });
       if (hung) throw hung;
     },
   };
+}
+
+/**
+ * Sends `hutch serve` SIGTERM and waits for it to stop; one that has not
+ * stopped within SERVER_STOP_MS is killed, and the error naming the hang
+ * (with the end of its log) is returned for the caller to throw once it has
+ * cleaned up.
+ */
+export async function stopServe(proc: ReturnType<typeof Bun.spawn>, logPath: string): Promise<Error | undefined> {
+  proc.kill("SIGTERM");
+  if (await Promise.race([proc.exited.then(() => true), Bun.sleep(SERVER_STOP_MS).then(() => false)])) return undefined;
+  const tail = readFileSync(logPath, "utf8").split("\n").slice(-40).join("\n");
+  proc.kill("SIGKILL");
+  await proc.exited;
+  return new Error(
+    `hutch serve (pid ${proc.pid}) did not stop within ${SERVER_STOP_MS / 1000} s of SIGTERM; the end of ${logPath}:\n${tail}`,
+  );
 }
 
 /**

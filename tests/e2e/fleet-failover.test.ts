@@ -19,7 +19,7 @@ import { type NatsCluster, startNatsCluster } from "../../host/test/nats-cluster
 import { AGENTS_DIR, events, fakeBindings, newSecrets, PROMPT } from "../agent-turns.ts";
 import { type FakeModel, startFakeModel } from "../fixtures/fake-model/index.ts";
 import { HUTCH, type Home, waitFor } from "../helpers.ts";
-import { type Server, startServer, stopServers, FLEET_TEARDOWN_MS } from "../remote.ts";
+import { type Server, startServer, stopServe, stopServers, FLEET_TEARDOWN_MS } from "../remote.ts";
 
 let nats: NatsCluster;
 let urls: string;
@@ -89,11 +89,12 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  a2?.kill("SIGTERM");
-  await a2?.exited;
-  await stopServers(servers).catch(() => undefined);
+  // A again (its second process, on its home): stopped first, its log kept until it has.
+  const hung = a2 && (await stopServe(a2, join(a.home.home, "serve.log")));
+  await stopServers(servers);
   await nats?.stop();
   await fake?.stop();
+  if (hung) throw hung;
 }, FLEET_TEARDOWN_MS);
 
 describe("the fleet plane: failover, moves, cordons and drains", () => {

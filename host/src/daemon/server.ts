@@ -34,6 +34,8 @@ import { Checkpointer } from "../box/checkpoint.ts";
 const logger = log.create({ service: "daemon" });
 /** How long `serve --doctor` may take to prove the host (a first tcg boot is the slow part). */
 const DOCTOR_TIMEOUT_MS = 600_000;
+/** How long a shutdown may take before the daemon exits anyway: inside systemd's 30 s stop timeout (service/systemd.ts). */
+const SHUTDOWN_DEADLINE_MS = 20_000;
 
 /**
  * One daemon per home: an O_EXCL lock file holding "pid starttime". A holder
@@ -340,10 +342,23 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
 
   return await new Promise<number>((resolve) => {
     let stopping = false;
+    const removeFiles = () => {
+      if (existsSync(socketPath)) rmSync(socketPath, { force: true });
+      rmSync(lockPath, { force: true });
+    };
     const shutdown = async (signal: string) => {
       if (stopping) return;
       stopping = true;
       logger.info("shutting down; boxes keep running", { signal });
+      // Each step is bounded on its own, but one waiting on something that never comes (a box operation in
+      // flight, a round of the fleet's loop) must not keep the daemon from stopping: past the deadline it exits,
+      // saying which step held it (systemd's stop timeout, service/systemd.ts, is 30 s). What was committed stays.
+      let step = "closing the listeners";
+      const deadline = setTimeout(() => {
+        logger.warn("shutdown did not finish in time; exiting without the rest", { step, afterMs: SHUTDOWN_DEADLINE_MS });
+        removeFiles();
+        process.exit(1);
+      }, SHUTDOWN_DEADLINE_MS);
       changes.close();
       ops.close();
       await e2b?.stop();
@@ -354,18 +369,24 @@ export async function runDaemon(home: string, serve?: ServeOptions): Promise<num
       await server.stop(true);
       schedules.stop();
       idle.stop();
+      step = "the checkpoints in flight";
       await checkpoints.stop();
+      step = "the fleet's reconcile round";
       await plane?.stop();
+      step = "the warm pools";
       await pools.close();
       sessions.stop();
       approvals.stop();
+      step = "the box operations in flight";
       await boxes.close();
+      step = "the snapshot store";
       await snapshots.close();
+      step = "leaving the fleet";
       await fleet?.close();
       broker.close();
       db.close();
-      if (existsSync(socketPath)) rmSync(socketPath, { force: true });
-      rmSync(lockPath, { force: true });
+      clearTimeout(deadline);
+      removeFiles();
       resolve(0);
     };
     process.on("SIGTERM", () => void shutdown("SIGTERM"));
