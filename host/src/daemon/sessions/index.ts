@@ -68,17 +68,13 @@ export function sessionsController(
       .get(
         "/sessions/:id/events",
         async ({ params, query, actor }) => {
-          const read = () => {
-            sessions.row(params.id, actor);
-            return store.readText(params.id, query.from ?? 1, query.limit ?? 1000, ",", API_LIMITS.eventsPageLength);
-          };
+          const from = query.from ?? 1;
+          const limit = query.limit ?? 1000;
           // In a fleet, a page that ends before this server's copy of the log does is what a caught-up copy would
-          // answer (events never change): only one that reaches the copy's end catches up with the fleet's log first.
-          let page = sessions.writer.shared && store.last(params.id) > 0 ? read() : undefined;
-          if (!page || page.last >= store.last(params.id)) {
-            await sessions.writer.fresh();
-            page = read();
-          }
+          // answer (events never change): only one that may reach the copy's end catches up with the fleet's log first.
+          if (from + limit > store.last(params.id)) await sessions.writer.fresh();
+          sessions.row(params.id, actor);
+          const page = store.readText(params.id, from, limit, ",", API_LIMITS.eventsPageLength);
           // An EventsPage: events are stored as JSON, so the page is assembled without re-parsing them.
           return new Response(`{"events":[${page.text}],"next":${page.last + 1},"last":${store.last(params.id)}}`, {
             headers: { "content-type": "application/json" },
