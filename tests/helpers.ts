@@ -243,6 +243,9 @@ export async function testImage(profile: "base" | "desktop" = "base"): Promise<s
     const mine = join(b.home, "images", name);
     mkdirSync(join(b.home, "images"));
     if (existsSync(join(cached, "manifest.json"))) symlinkSync(cached, mine);
+    // The upgraded tree one profile's build keeps, so the next profile's copies it (image/tree-cache.ts).
+    mkdirSync(join(cache, ".trees"), { recursive: true });
+    symlinkSync(join(cache, ".trees"), join(b.home, "images", ".trees"));
     const build = Bun.spawn([HUTCH, "image", "build", "--name", name, "--profile", profile], {
       env: b.env,
       stdout: "inherit",

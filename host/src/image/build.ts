@@ -13,6 +13,7 @@ import { WANTED_MODULES } from "./modules.ts";
 import type { Progress } from "./progress.ts";
 import { RECIPE_FORMAT, recipeHash, type Recipe } from "./recipe.ts";
 import {
+  PACKAGES,
   PROFILES,
   SUITE,
   addPackages,
@@ -24,6 +25,7 @@ import {
   type Profile,
 } from "./rootfs.ts";
 import { sweepStale, withStaging } from "./staging.ts";
+import { TREES, treeHash, withBaseTree } from "./tree-cache.ts";
 import { imagePaths, imagesDir, installImage, loadImage, overlayUsers } from "./store.ts";
 import { TOOLS, ensureTools, isRoot } from "./tools.ts";
 
@@ -142,14 +144,26 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
     const sources = imageSources(SUITE);
     const mirror = sources[0]!.uri;
     const rootfs = join(work, "rootfs");
-    await debootstrap(rootfs, mirror, p.detail);
-    p.detail(
-      `updates: ${sources
-        .slice(1)
-        .map((s) => s.suite)
-        .join(", ")}`,
+    const key = { suite: SUITE, packages: PACKAGES, sources, updates: recipe.updates };
+    const tree = await withBaseTree(
+      imagesDir(home),
+      key,
+      rootfs,
+      opts.force,
+      async () => {
+        await debootstrap(rootfs, mirror, p.detail);
+        p.detail(
+          `updates: ${sources
+            .slice(1)
+            .map((s) => s.suite)
+            .join(", ")}`,
+        );
+        return upgrade(rootfs, sources, p.detail);
+      },
+      p.note,
     );
-    const updates = await upgrade(rootfs, sources, p.detail);
+    const updates = tree.upgrade;
+    if (tree.reused) p.detail(`copied the upgraded tree an earlier build kept (${TREES}/${treeHash(key).slice(0, 16)}): no debootstrap`);
     for (const s of updates.sources)
       if (!s.date)
         p.note(

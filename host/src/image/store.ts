@@ -29,6 +29,7 @@ import { spawnSync } from "node:child_process";
 import { HutchError, type ImageEntry, type OpReport } from "@hutch/shared";
 import { IMAGE_FILES, sha256File, validateManifest, type Manifest } from "./manifest.ts";
 import { STAGING_PREFIX, makeStaging, removeTree } from "./staging.ts";
+import { dropTrees } from "./tree-cache.ts";
 
 /** Where builds live, under the images directory. */
 export const STORE = ".store";
@@ -203,13 +204,15 @@ function retireDirectory(home: string, dir: string, scratch: string, users: Imag
 /** Removes the builds no name points at and no box's overlay backs onto. */
 export function collectBuilds(home: string, users: ImageUsers): void {
   const store = join(imagesDir(home), STORE);
-  if (!existsSync(store)) return;
   const named = new Set<string>();
-  for (const n of readdirSync(imagesDir(home))) {
+  for (const n of existsSync(imagesDir(home)) ? readdirSync(imagesDir(home)) : []) {
     if (n.startsWith(".")) continue;
     const t = resolved(join(imagesDir(home), n));
     if (t) named.add(t);
   }
+  // The tree kept for the next build (tree-cache.ts) goes with the last image.
+  if (named.size === 0) dropTrees(imagesDir(home));
+  if (!existsSync(store)) return;
   for (const b of readdirSync(store)) {
     const dir = join(store, b);
     if (named.has(dir) || users(dir).length > 0) continue;

@@ -20,6 +20,7 @@ export const TOOLS = {
   depmod: { bin: "depmod", pkg: "kmod" },
   debootstrap: { bin: "debootstrap", pkg: "debootstrap" },
   chroot: { bin: "chroot", pkg: "coreutils" },
+  cp: { bin: "cp", pkg: "coreutils" },
   du: { bin: "du", pkg: "coreutils" },
   mke2fs: { bin: "mke2fs", pkg: "e2fsprogs" },
   qemuImg: { bin: "qemu-img", pkg: "qemu-utils" },
