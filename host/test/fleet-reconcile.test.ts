@@ -7,6 +7,7 @@
 // tests/e2e/fleet-failover.test.ts checks the same through real servers.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Box, FleetBox, FleetEvent } from "@hutch/shared";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { BoxDirectory, superseded } from "../src/fleet/boxes.ts";
 import { Cordons, fleetBucket, Lease } from "../src/fleet/lease.ts";
@@ -87,7 +88,7 @@ describe("the leader's round", () => {
     const kv = await fleetBucket(nc);
     const lease = new Lease(kv, "live1");
     await lease.round();
-    const cordons = new Cordons(kv);
+    const cordons = new Cordons(kv, await jetstreamManager(nc));
     await cordons.set("live2", true);
     const told: Omit<FleetEvent, "seq">[] = [];
     const last = { snapshot: "snap_aaaaaaaaaaaaaaaaaaaa", at: "2026-12-05T00:00:00Z" };

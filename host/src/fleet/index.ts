@@ -6,6 +6,7 @@
 // in the server's own home so far.
 import { cpus, hostname, totalmem } from "node:os";
 import type { FleetNode } from "@hutch/shared";
+import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Database } from "bun:sqlite";
 import { openSessionReplica } from "../store/jetstream/replica.ts";
@@ -95,7 +96,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
     directory = await BoxDirectory.open(nc, opts.node);
     const kv = await fleetBucket(nc);
     lease = new Lease(kv, opts.node);
-    cordons = new Cordons(kv);
+    cordons = new Cordons(kv, await jetstreamManager(nc));
     events = await FleetEvents.open(nc);
     pools = await FleetPools.open(nc, opts.node, async () => new Set((await listNodes(nc)).map((n) => n.name)));
     forwarder = new Forwarder(forwardKey(new FleetKey(opts.keyFile, clusterName(nc)).master(store.info.id)), opts.node, () =>

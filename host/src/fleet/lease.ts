@@ -10,10 +10,11 @@
 // The bucket also holds cordons ("cordon.NODE": placement skips that node).
 import { check, HutchError } from "@hutch/shared";
 import { Type } from "@sinclair/typebox";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { log } from "../log.ts";
-import { clusterName, defaultReplicas, retrying } from "../store/jetstream/cluster.ts";
+import { clusterName, defaultReplicas, leaderEntries, retrying } from "../store/jetstream/cluster.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -125,14 +126,14 @@ export class Lease {
 
 /** Cordons: a cordoned node takes no new box (placement), and `node drain` moves its boxes off. */
 export class Cordons {
-  constructor(private readonly kv: KV) {}
+  constructor(
+    private readonly kv: KV,
+    private readonly jsm: JetStreamManager,
+  ) {}
 
+  /** The cordoned nodes, as the bucket's leader has them: a cordon set through any server a moment ago is in the list. */
   async list(): Promise<string[]> {
-    const out: string[] = [];
-    for await (const k of await this.kv.keys("cordon.>")) out.push(k.slice("cordon.".length));
-    const live: string[] = [];
-    for (const n of out) if ((await this.kv.get(`cordon.${n}`))?.operation === "PUT") live.push(n);
-    return live.sort();
+    return [...(await leaderEntries(this.jsm, FLEET_BUCKET, "cordon.>")).keys()].map((k) => k.slice("cordon.".length)).sort();
   }
 
   async set(node: string, on: boolean): Promise<void> {

@@ -4,10 +4,11 @@
 // within TTL_MS and one that stops deletes its entry at once. Entries are
 // read as the bucket holds them: the list is live nodes, not a membership.
 import { check, FleetNode, HutchError, HUTCH_VERSION } from "@hutch/shared";
+import { jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { log } from "../log.ts";
-import { clusterName, defaultReplicas, retrying } from "../store/jetstream/cluster.ts";
+import { clusterName, defaultReplicas, leaderEntries, retrying } from "../store/jetstream/cluster.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -66,7 +67,7 @@ export async function registerNode(
     started: now,
     seen: now,
   };
-  const held = (await readNodes(kv)).find((n) => n.name === name);
+  const held = (await readNodes(nc)).find((n) => n.name === name);
   if (held && held.instance !== opts.server)
     throw new HutchError(
       "conflict",
@@ -98,17 +99,20 @@ export async function registerNode(
 
 /** The live nodes, by name. */
 export async function listNodes(nc: NatsConnection): Promise<FleetNode[]> {
-  return readNodes(await bucket(nc));
+  await bucket(nc);
+  return readNodes(nc);
 }
 
-async function readNodes(kv: KV): Promise<FleetNode[]> {
-  const names: string[] = [];
-  for await (const k of await kv.keys()) names.push(k);
+/** From the bucket's leader (leaderEntries): a server registered a moment ago through any node is in the list. */
+async function readNodes(nc: NatsConnection): Promise<FleetNode[]> {
   const out: FleetNode[] = [];
-  for (const k of names) {
-    const e = await kv.get(k);
-    if (e?.operation !== "PUT") continue;
-    const n: unknown = e.json();
+  for (const m of (await leaderEntries(await jetstreamManager(nc), NODES_BUCKET, ">")).values()) {
+    let n: unknown;
+    try {
+      n = m.json();
+    } catch {
+      continue;
+    }
     // Something else written into the bucket is skipped, not fatal to the listing.
     if (check(FleetNode, n)) out.push(n);
   }

@@ -4,7 +4,7 @@
 // same Nats-Msg-Id, so it lands once however many times it is sent; it is
 // given up only after `writeTimeoutMs`, with an error naming the cluster.
 import { HutchError } from "@hutch/shared";
-import { type JetStreamClient, JetStreamApiError, type JetStreamManager, type MsgRequest } from "@nats-io/jetstream";
+import { type JetStreamClient, JetStreamApiError, type JetStreamManager, type MsgRequest, type StoredMsg } from "@nats-io/jetstream";
 import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 
 /** JetStream's API error codes this package acts on. */
@@ -169,5 +169,25 @@ export async function leaderKeys(jsm: JetStreamManager, bucket: string, filter: 
   const info = await jsm.streams.info(`KV_${bucket}`, { subjects_filter: `${prefix}${filter}` });
   const out: Record<string, number> = {};
   for (const [subject, n] of Object.entries(info.state.subjects ?? {})) out[subject.slice(prefix.length)] = n;
+  return out;
+}
+
+/**
+ * The live entry of each key under `filter` in KV bucket `bucket`, from the
+ * bucket stream's leader: leaderKeys, then the key's last message by the
+ * stream API, which the leader answers. kv.keys's consumer and kv.get's
+ * direct get (on a bucket made with allow_direct, as KV's default is) can be
+ * answered by a replica behind it. Deleted and purged keys are left out.
+ */
+export async function leaderEntries(jsm: JetStreamManager, bucket: string, filter: string): Promise<Map<string, StoredMsg>> {
+  const prefix = `$KV.${bucket}.`;
+  const keys = Object.keys(await leaderKeys(jsm, bucket, filter)).sort();
+  const got = await Promise.all(keys.map((k) => jsm.streams.getMessage(`KV_${bucket}`, { last_by_subj: `${prefix}${k}` })));
+  const out = new Map<string, StoredMsg>();
+  keys.forEach((k, i) => {
+    const m = got[i];
+    // A put carries no KV-Operation header; a delete or purge marker says DEL or PURGE.
+    if (m && !m.header?.get("KV-Operation")) out.set(k, m);
+  });
   return out;
 }
