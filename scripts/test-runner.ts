@@ -18,7 +18,7 @@
 // that cannot share the machine says so with a line `// test: alone` and
 // runs with nothing else; a file that boots VMs without the test images
 // (tests/helpers.ts testImage) says `// test: vm`.
-import { readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { availableParallelism } from "node:os";
 import { join, relative } from "node:path";
 
@@ -56,6 +56,17 @@ function testFiles(): string[] {
 const source = (file: string) => readFileSync(join(ROOT, file), "utf8");
 
 /**
+ * An image's step: under the lock scripts/test's early build of it holds
+ * (scripts/prepare-images), so the step waits for that build and finds the
+ * image made, rather than making it a second time beside it.
+ */
+function prepareImage(profile: "base" | "desktop"): string[] {
+  const cache = process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images";
+  mkdirSync(cache, { recursive: true });
+  return ["flock", join(cache, `.${profile}.lock`), "bun", join("tests", "prepare-image.ts"), profile];
+}
+
+/**
  * What a file needs made before it starts, each made once per run beside the
  * first files: the VM images it boots (tests/helpers.ts testImage,
  * installTestImage), the VS Code rig's tools (tests/vscode-rig.ts), the agent
@@ -64,8 +75,8 @@ const source = (file: string) => readFileSync(join(ROOT, file), "utf8");
  * only share the cores); the chains run side by side.
  */
 const PREREQS = {
-  base: { chain: "images", cmd: ["bun", join("tests", "prepare-image.ts"), "base"], uses: /installTestImage\(|testImage\(\)/ },
-  desktop: { chain: "images", cmd: ["bun", join("tests", "prepare-image.ts"), "desktop"], uses: /testImage\("desktop"\)/ },
+  base: { chain: "images", cmd: prepareImage("base"), uses: /installTestImage\(|testImage\(\)/ },
+  desktop: { chain: "images", cmd: prepareImage("desktop"), uses: /testImage\("desktop"\)/ },
   agents: { chain: "installs", cmd: ["bash", join("scripts", "setup-agents")], uses: /agent-turns|AGENTS_DIR|AGENTS_CACHE/ },
   vscode: { chain: "installs", cmd: ["bash", join("scripts", "setup-vscode")], uses: /vscode-rig/ },
 } as const;
