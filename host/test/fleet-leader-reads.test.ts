@@ -1,12 +1,17 @@
 // The fleet's listings read what its buckets' leaders hold, on a real 3-node
 // cluster with each client on its own node: a cordon set, or a server
 // registered, through one node is in the listing through the others at once
-// (placement and `hutch node list` act on it), and one removed is gone.
+// (placement and `hutch node list` act on it), and one removed is gone. And
+// servers started together, each on its own node, all open the buckets and
+// streams the first of them makes.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
+import { FleetEvents } from "../src/fleet/events.ts";
 import { Cordons, fleetBucket } from "../src/fleet/lease.ts";
 import { listNodes, registerNode } from "../src/fleet/nodes.ts";
+import { Bucket } from "../src/store/jetstream/kv.ts";
+import { JetStreamSessionLog } from "../src/store/jetstream/session-log.ts";
 import { type NatsCluster, startNatsCluster } from "./nats-cluster.ts";
 
 let nats: NatsCluster;
@@ -24,6 +29,18 @@ afterAll(async () => {
 });
 
 const ROUNDS = 30;
+
+describe("servers started together", () => {
+  test("three opening the same bucket or stream at once, each through its own node, all open it", async () => {
+    // The first ones opened here: the session stream and the fleet's event stream, then fresh buckets.
+    await Promise.all(conns.map((nc) => JetStreamSessionLog.open(nc)));
+    await Promise.all(conns.map((nc) => FleetEvents.open(nc)));
+    for (let i = 0; i < 5; i++) {
+      const opened = await Promise.all(conns.map((nc) => Bucket.open(nc, `hutch-race-${i}`, 3, 30_000)));
+      expect(opened.map((b) => b.stream)).toEqual([`KV_hutch-race-${i}`, `KV_hutch-race-${i}`, `KV_hutch-race-${i}`]);
+    }
+  }, 120_000);
+});
 
 describe("the fleet's listings, through any node", () => {
   test("a cordon set or lifted through one node is listed so through the others at once", async () => {

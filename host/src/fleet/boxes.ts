@@ -15,7 +15,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { log } from "../log.ts";
-import { ApiCodes, clusterName, defaultReplicas, isApiError, retrying } from "../store/jetstream/cluster.ts";
+import { ApiCodes, clusterName, defaultReplicas, isApiError, opening, retrying } from "../store/jetstream/cluster.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -72,7 +72,7 @@ export class BoxDirectory {
 
   /** The directory, caught up with the bucket as it was when opened. */
   static async open(nc: NatsConnection, node: string): Promise<BoxDirectory> {
-    const kv = await retrying(
+    const kv = await opening(
       () => clusterName(nc),
       `the opening of KV bucket ${BOXES_BUCKET}`,
       TIMEOUT_MS,

@@ -6,7 +6,7 @@ import { check, FleetEvent } from "@hutch/shared";
 import { DeliverPolicy, DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream";
 import { type NatsConnection, nanos } from "@nats-io/transport-node";
 import { log } from "../log.ts";
-import { clusterName, defaultReplicas, isApiError, ApiCodes, retrying } from "../store/jetstream/cluster.ts";
+import { clusterName, defaultReplicas, isApiError, ApiCodes, opening, retrying } from "../store/jetstream/cluster.ts";
 
 const logger = log.create({ service: "fleet" });
 export const EVENTS_STREAM = "HUTCH_FLEET";
@@ -21,7 +21,7 @@ export class FleetEvents {
 
   static async open(nc: NatsConnection): Promise<FleetEvents> {
     const jsm = await jetstreamManager(nc);
-    await retrying(
+    await opening(
       () => clusterName(nc),
       "the fleet's event stream",
       TIMEOUT_MS,

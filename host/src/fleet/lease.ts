@@ -14,7 +14,7 @@ import type { JetStreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { log } from "../log.ts";
-import { clusterName, defaultReplicas, leaderEntries, retrying } from "../store/jetstream/cluster.ts";
+import { clusterName, defaultReplicas, leaderEntries, opening } from "../store/jetstream/cluster.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -28,7 +28,7 @@ const LeaseValue = Type.Object({ node: Type.String({ maxLength: 64 }), epoch: Ty
 type LeaseValue = { node: string; epoch: number; until: number };
 
 export async function fleetBucket(nc: NatsConnection): Promise<KV> {
-  return retrying(
+  return opening(
     () => clusterName(nc),
     `the opening of KV bucket ${FLEET_BUCKET}`,
     OPEN_TIMEOUT_MS,

@@ -8,7 +8,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { log } from "../log.ts";
-import { clusterName, defaultReplicas, leaderEntries, retrying } from "../store/jetstream/cluster.ts";
+import { clusterName, defaultReplicas, leaderEntries, opening, retrying } from "../store/jetstream/cluster.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -20,7 +20,7 @@ const BEAT_MS = 5_000;
 const OPEN_TIMEOUT_MS = 30_000;
 
 function bucket(nc: NatsConnection): Promise<KV> {
-  return retrying(
+  return opening(
     () => clusterName(nc),
     `the opening of KV bucket ${NODES_BUCKET}`,
     OPEN_TIMEOUT_MS,

@@ -18,7 +18,16 @@ import { jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { type ObjectStore, Objm } from "@nats-io/obj";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
-import { claimSlot, type ClusterOptions, clusterName, defaultReplicas, LOST, leaderKeys, retrying } from "../store/jetstream/cluster.ts";
+import {
+  claimSlot,
+  type ClusterOptions,
+  clusterName,
+  defaultReplicas,
+  LOST,
+  leaderKeys,
+  opening,
+  retrying,
+} from "../store/jetstream/cluster.ts";
 import { type Backend, checkName, type ObjectInfo, type ObjectKind, type Range, sweepStaging } from "./backend.ts";
 import { corrupt, StoreError } from "./errors.ts";
 
@@ -66,7 +75,7 @@ export class JetStreamBackend implements Backend {
   static async open(nc: NatsConnection, bucket: string, options: ClusterOptions & { staging?: string } = {}): Promise<JetStreamBackend> {
     const replicas = options.replicas ?? defaultReplicas(nc);
     const writeTimeoutMs = options.writeTimeoutMs ?? 30_000;
-    const [names, bytes] = await retrying(
+    const [names, bytes] = await opening(
       () => clusterName(nc),
       `the opening of snapshot bucket ${bucket}`,
       writeTimeoutMs,

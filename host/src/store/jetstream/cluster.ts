@@ -90,6 +90,22 @@ export async function retrying<T>(cluster: () => string, what: string, timeoutMs
   }
 }
 
+/**
+ * As retrying, for opening a stream or bucket that the first server to need
+ * it makes: servers started together make it at once, and nats-server
+ * answers a creation that raced another one "stream not found" (seen when
+ * three servers opened the same bucket together), so that refusal is tried
+ * again too, and the next try finds the stream the other server made.
+ */
+export function opening<T>(cluster: () => string, what: string, timeoutMs: number, attempt: () => Promise<T>): Promise<T> {
+  return retrying(cluster, what, timeoutMs, () =>
+    attempt().catch((err: unknown) => {
+      if (isApiError(err, ApiCodes.streamNotFound)) throw new Error(`a creation that raced another server's: ${err.message}`);
+      throw err;
+    }),
+  );
+}
+
 /** A slot claim's answer when another record took the slot (or, where the caller reads again, when it cannot tell). */
 export const LOST = "lost" as const;
 

@@ -14,7 +14,7 @@
 import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
-import { claimSlot, clusterName, LOST, leaderKeys, retrying } from "./cluster.ts";
+import { claimSlot, clusterName, LOST, leaderKeys, opening, retrying } from "./cluster.ts";
 
 /** A write's answer when another writer took the slot first (or the answer was unclear): read again. */
 export { LOST };
@@ -61,7 +61,7 @@ export class Bucket {
 
   /** The bucket `name`, made with `replicas` when missing. */
   static async open(nc: NatsConnection, name: string, replicas: number, writeTimeoutMs: number): Promise<Bucket> {
-    const kv = await retrying(
+    const kv = await opening(
       () => clusterName(nc),
       `the opening of KV bucket ${name}`,
       writeTimeoutMs,

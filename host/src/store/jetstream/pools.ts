@@ -10,7 +10,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { Listeners } from "../../listeners.ts";
 import { log } from "../../log.ts";
-import { clusterName, defaultReplicas, retrying } from "./cluster.ts";
+import { clusterName, defaultReplicas, opening, retrying } from "./cluster.ts";
 import { token } from "./kv.ts";
 import type { PoolSizes } from "../types.ts";
 
@@ -38,7 +38,7 @@ export class FleetPools implements PoolSizes {
 
   /** The bucket, followed, with every entry it held when opened. */
   static async open(nc: NatsConnection, node: string, live: () => Promise<Set<string>>, bucket = POOLS_BUCKET): Promise<FleetPools> {
-    const kv = await retrying(
+    const kv = await opening(
       () => clusterName(nc),
       `the opening of KV bucket ${bucket}`,
       TIMEOUT_MS,

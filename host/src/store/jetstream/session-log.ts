@@ -44,6 +44,7 @@ import {
   isApiError,
   LOST,
   nextBySubject,
+  opening,
   retrying,
 } from "./cluster.ts";
 import { type Batch, batchOf, type Folded, fold, H } from "./records.ts";
@@ -113,22 +114,27 @@ export class JetStreamSessionLog implements SessionLogAsync {
     const writeTimeoutMs = options.writeTimeoutMs ?? 30_000;
     const jsm = await jetstreamManager(nc);
     const log = new JetStreamSessionLog(nc, jetstream(nc), jsm, writeTimeoutMs);
-    await log.retry("the session stream's creation", async () => {
-      try {
-        await jsm.streams.info(SESSIONS_STREAM);
-      } catch (err) {
-        if (!isApiError(err, ApiCodes.streamNotFound)) throw err;
-        await jsm.streams.add({
-          name: SESSIONS_STREAM,
-          subjects: [`${PREFIX}.*`],
-          num_replicas: options.replicas ?? defaultReplicas(nc),
-          storage: StorageType.File,
-          retention: RetentionPolicy.Limits,
-          discard: DiscardPolicy.Old,
-          duplicate_window: nanos(DUPLICATE_WINDOW_MS),
-        });
-      }
-    });
+    await opening(
+      () => clusterName(nc),
+      "the session stream's creation",
+      writeTimeoutMs,
+      async () => {
+        try {
+          await jsm.streams.info(SESSIONS_STREAM);
+        } catch (err) {
+          if (!isApiError(err, ApiCodes.streamNotFound)) throw err;
+          await jsm.streams.add({
+            name: SESSIONS_STREAM,
+            subjects: [`${PREFIX}.*`],
+            num_replicas: options.replicas ?? defaultReplicas(nc),
+            storage: StorageType.File,
+            retention: RetentionPolicy.Limits,
+            discard: DiscardPolicy.Old,
+            duplicate_window: nanos(DUPLICATE_WINDOW_MS),
+          });
+        }
+      },
+    );
     return log;
   }
 
