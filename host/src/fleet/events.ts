@@ -6,7 +6,7 @@ import { check, FleetEvent } from "@hutch/shared";
 import { DeliverPolicy, DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream";
 import { type NatsConnection, nanos } from "@nats-io/transport-node";
 import { log } from "../log.ts";
-import { clusterName, defaultReplicas, isApiError, ApiCodes, opening, retrying } from "../store/jetstream/cluster.ts";
+import { clusterName, defaultReplicas, ensureStream, retrying } from "../store/jetstream/cluster.ts";
 
 const logger = log.create({ service: "fleet" });
 export const EVENTS_STREAM = "HUTCH_FLEET";
@@ -21,26 +21,20 @@ export class FleetEvents {
 
   static async open(nc: NatsConnection): Promise<FleetEvents> {
     const jsm = await jetstreamManager(nc);
-    await opening(
-      () => clusterName(nc),
+    await ensureStream(
+      nc,
+      jsm,
+      {
+        name: EVENTS_STREAM,
+        subjects: [SUBJECT],
+        num_replicas: defaultReplicas(nc),
+        storage: StorageType.File,
+        retention: RetentionPolicy.Limits,
+        discard: DiscardPolicy.Old,
+        max_age: nanos(KEEP_MS),
+      },
       "the fleet's event stream",
       TIMEOUT_MS,
-      async () => {
-        try {
-          await jsm.streams.info(EVENTS_STREAM);
-        } catch (err) {
-          if (!isApiError(err, ApiCodes.streamNotFound)) throw err;
-          await jsm.streams.add({
-            name: EVENTS_STREAM,
-            subjects: [SUBJECT],
-            num_replicas: defaultReplicas(nc),
-            storage: StorageType.File,
-            retention: RetentionPolicy.Limits,
-            discard: DiscardPolicy.Old,
-            max_age: nanos(KEEP_MS),
-          });
-        }
-      },
     );
     return new FleetEvents(nc);
   }

@@ -4,7 +4,14 @@
 // same Nats-Msg-Id, so it lands once however many times it is sent; it is
 // given up only after `writeTimeoutMs`, with an error naming the cluster.
 import { HutchError } from "@hutch/shared";
-import { type JetStreamClient, JetStreamApiError, type JetStreamManager, type MsgRequest, type StoredMsg } from "@nats-io/jetstream";
+import {
+  type JetStreamClient,
+  JetStreamApiError,
+  type JetStreamManager,
+  type MsgRequest,
+  type StoredMsg,
+  type StreamConfig,
+} from "@nats-io/jetstream";
 import type { MsgHdrs, NatsConnection } from "@nats-io/transport-node";
 
 /** JetStream's API error codes this package acts on. */
@@ -103,6 +110,29 @@ export function opening<T>(cluster: () => string, what: string, timeoutMs: numbe
       if (isApiError(err, ApiCodes.streamNotFound)) throw new Error(`a creation that raced another server's: ${err.message}`);
       throw err;
     }),
+  );
+}
+
+/** Stream `config.name`, made as `config` says when the cluster has none; opening(), so servers started together all get it. */
+export function ensureStream(
+  nc: NatsConnection,
+  jsm: JetStreamManager,
+  config: Partial<StreamConfig> & { name: string },
+  what: string,
+  timeoutMs: number,
+): Promise<void> {
+  return opening(
+    () => clusterName(nc),
+    what,
+    timeoutMs,
+    async () => {
+      try {
+        await jsm.streams.info(config.name);
+      } catch (err) {
+        if (!isApiError(err, ApiCodes.streamNotFound)) throw err;
+        await jsm.streams.add(config);
+      }
+    },
   );
 }
 

@@ -35,18 +35,7 @@ import type {
   StoredLine,
   TextPage,
 } from "../types.ts";
-import {
-  ApiCodes,
-  claimSlot,
-  type ClusterOptions,
-  clusterName,
-  defaultReplicas,
-  isApiError,
-  LOST,
-  nextBySubject,
-  opening,
-  retrying,
-} from "./cluster.ts";
+import { claimSlot, type ClusterOptions, clusterName, defaultReplicas, ensureStream, LOST, nextBySubject, retrying } from "./cluster.ts";
 import { type Batch, batchOf, type Folded, fold, H } from "./records.ts";
 
 export const SESSIONS_STREAM = "HUTCH_SESSIONS";
@@ -114,26 +103,20 @@ export class JetStreamSessionLog implements SessionLogAsync {
     const writeTimeoutMs = options.writeTimeoutMs ?? 30_000;
     const jsm = await jetstreamManager(nc);
     const log = new JetStreamSessionLog(nc, jetstream(nc), jsm, writeTimeoutMs);
-    await opening(
-      () => clusterName(nc),
+    await ensureStream(
+      nc,
+      jsm,
+      {
+        name: SESSIONS_STREAM,
+        subjects: [`${PREFIX}.*`],
+        num_replicas: options.replicas ?? defaultReplicas(nc),
+        storage: StorageType.File,
+        retention: RetentionPolicy.Limits,
+        discard: DiscardPolicy.Old,
+        duplicate_window: nanos(DUPLICATE_WINDOW_MS),
+      },
       "the session stream's creation",
       writeTimeoutMs,
-      async () => {
-        try {
-          await jsm.streams.info(SESSIONS_STREAM);
-        } catch (err) {
-          if (!isApiError(err, ApiCodes.streamNotFound)) throw err;
-          await jsm.streams.add({
-            name: SESSIONS_STREAM,
-            subjects: [`${PREFIX}.*`],
-            num_replicas: options.replicas ?? defaultReplicas(nc),
-            storage: StorageType.File,
-            retention: RetentionPolicy.Limits,
-            discard: DiscardPolicy.Old,
-            duplicate_window: nanos(DUPLICATE_WINDOW_MS),
-          });
-        }
-      },
     );
     return log;
   }
