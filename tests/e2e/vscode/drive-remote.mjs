@@ -60,7 +60,8 @@ await drive(browser, page, async () => {
   });
   await quickInput("roff");
   await quickInput("no agent");
-  await page.locator(".quick-input-widget .monaco-list-row", { hasText: `to box roff` }).first().waitFor();
+  // Enter accepts the active row: wait until the confirm row is it (a press while the list is still being set up is not taken).
+  await page.locator(".quick-input-widget .monaco-list-row.focused", { hasText: `to box roff` }).first().waitFor();
   if (!(await page.locator(".quick-input-widget .monaco-list-row", { hasText: `${env.REMOTE}:/workspace/ws` }).count()))
     throw new Error("the dry-run list does not name the remote as the target");
   await page.keyboard.press("Enter");

@@ -54,7 +54,8 @@ await drive(browser, page, async () => {
   }
   if ((await hutch("box", "list", "--json")).includes(BOX)) throw new Error("the dry run made the box before the offload was confirmed");
   ok("the dry-run list shows what goes (notes.txt, src/main.ts) and what is held back (.env) before anything is sent");
-  // Enter on a file row does nothing; the confirm row (first) offloads.
+  // Enter on a file row does nothing; the confirm row (first) offloads, once it is the active row.
+  await page.locator(".quick-input-widget .monaco-list-row.focused", { hasText: "Offload 2 files" }).first().waitFor();
   await page.keyboard.press("Enter");
   await notification(new RegExp(`hutch: offloading to box ${BOX}`)).waitFor();
   await notification(new RegExp(`offloaded 2 files .* to box ${BOX}:/workspace/ws; shell runs in session ses_`)).waitFor({
