@@ -106,7 +106,7 @@ export async function listNodes(nc: NatsConnection): Promise<FleetNode[]> {
 /** From the bucket's leader (leaderEntries): a server registered a moment ago through any node is in the list. */
 async function readNodes(nc: NatsConnection): Promise<FleetNode[]> {
   const out: FleetNode[] = [];
-  for (const m of (await leaderEntries(await jetstreamManager(nc), NODES_BUCKET, ">")).values()) {
+  for (const m of (await leaderEntries(await jetstreamManager(nc, { checkAPI: false }), NODES_BUCKET, ">")).values()) {
     let n: unknown;
     try {
       n = m.json();

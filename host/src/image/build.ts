@@ -25,7 +25,7 @@ import {
   type Profile,
 } from "./rootfs.ts";
 import { sweepStale, withStaging } from "./staging.ts";
-import { TREES, treeHash, withBaseTree } from "./tree-cache.ts";
+import { TREES, withBaseTree } from "./tree-cache.ts";
 import { imagePaths, imagesDir, installImage, loadImage, overlayUsers } from "./store.ts";
 import { TOOLS, ensureTools, isRoot } from "./tools.ts";
 
@@ -144,10 +144,9 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
     const sources = imageSources(SUITE);
     const mirror = sources[0]!.uri;
     const rootfs = join(work, "rootfs");
-    const key = { suite: SUITE, packages: PACKAGES, sources, updates: recipe.updates };
     const tree = await withBaseTree(
       imagesDir(home),
-      key,
+      { suite: SUITE, packages: PACKAGES, sources, updates: recipe.updates },
       rootfs,
       opts.force,
       async () => {
@@ -163,7 +162,7 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
       p.note,
     );
     const updates = tree.upgrade;
-    if (tree.reused) p.detail(`copied the upgraded tree an earlier build kept (${TREES}/${treeHash(key).slice(0, 16)}): no debootstrap`);
+    if (tree.reused) p.detail(`copied the upgraded tree an earlier build kept (${TREES}/${tree.kept}): no debootstrap`);
     for (const s of updates.sources)
       if (!s.date)
         p.note(

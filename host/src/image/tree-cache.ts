@@ -60,6 +60,8 @@ export interface TreeUse {
   upgrade: Upgrade;
   /** True when the kept tree was copied and nothing was made. */
   reused: boolean;
+  /** The kept tree's name under TREES. */
+  kept: string;
 }
 
 /**
@@ -83,7 +85,7 @@ export async function withBaseTree(
   const kept = fresh ? null : readUpgrade(entry);
   if (kept) {
     await copyTree(join(entry, "root"), rootfs);
-    return { upgrade: kept, reused: true };
+    return { upgrade: kept, reused: true, kept: hash };
   }
   const upgrade = await make();
   let staging: string | undefined;
@@ -102,7 +104,7 @@ export async function withBaseTree(
   } finally {
     if (staging) removeTree(staging);
   }
-  return { upgrade, reused: false };
+  return { upgrade, reused: false, kept: hash };
 }
 
 /** Removes the kept trees but `keep` (all of them without it), leaving a running build's staging alone. */
