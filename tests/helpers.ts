@@ -269,6 +269,25 @@ export async function testImage(profile: "base" | "desktop" = "base"): Promise<s
 }
 
 /**
+ * Copies the upgraded root filesystem the test images' build kept
+ * (image/tree-cache.ts) into `h`'s image store, so a rebuild there starts
+ * from it as a second build on one machine does. A copy, not a link: the
+ * home's last `image rm` removes its kept tree. False when the cache keeps none.
+ */
+export function installTestTree(h: Home): boolean {
+  const from = join(process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images", "images", ".trees");
+  const names = existsSync(from) ? readdirSync(from).filter((n) => !n.startsWith(".")) : [];
+  if (names.length === 0) return false;
+  const to = join(h.home, "images", ".trees");
+  mkdirSync(to, { recursive: true });
+  for (const n of names) {
+    const cp = Bun.spawnSync(["cp", "-a", join(from, n), join(to, n)]);
+    if (cp.exitCode !== 0) throw new Error(`cp -a ${join(from, n)}: ${cp.stderr.toString()}`);
+  }
+  return true;
+}
+
+/**
  * What a client verb run with `--json` may write to stderr: its progress, one
  * checked `{"type":"step",…}` line per step (so an IDE can show it), and
  * nothing else — no warning, no stray text.

@@ -53,7 +53,7 @@ function maker(rootfs: string, mark: string) {
 }
 
 describe("image build: the upgraded tree kept between builds", () => {
-  test("a second build with the same start copies the kept tree, owners and modes as they were; --force makes it again", async () => {
+  test("a second build with the same start copies the kept tree, owners and modes as they were; --no-cache makes it again", async () => {
     const images = scratchDir("hutch-trees-");
     const notes: string[] = [];
     const first = join(images, "one");
@@ -79,7 +79,7 @@ describe("image build: the upgraded tree kept between builds", () => {
     const forced = await withBaseTree(images, KEY, third, true, c.make, (t) => notes.push(t));
     expect(forced.reused).toBe(false);
     expect(c.calls.n).toBe(1);
-    // What --force made is the one kept now.
+    // What --no-cache made is the one kept now.
     const fourth = join(images, "four");
     await withBaseTree(images, KEY, fourth, false, maker(fourth, "fourth").make, (t) => notes.push(t));
     expect(readFileSync(join(fourth, "etc/apt/sources.list"), "utf8")).toBe("third\n");

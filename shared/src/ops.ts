@@ -98,6 +98,11 @@ export const ImageBuildBody = Type.Object(
   {
     name: Type.Optional(ImageName),
     force: Type.Optional(Type.Boolean({ description: "rebuild even if an image with the same recipe exists" })),
+    noCache: Type.Optional(
+      Type.Boolean({
+        description: "make the root filesystem again (debootstrap, updates) instead of copying the one an earlier build kept",
+      }),
+    ),
     /** What goes in besides the base packages: "desktop" adds Chromium, Xvfb, xdotool, xterm and fonts. */
     profile: Type.Optional(Type.Union([Type.Literal("base"), Type.Literal("desktop")])),
   },

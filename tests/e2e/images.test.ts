@@ -6,9 +6,11 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import { installTestImage, makeHome, waitFor, type Home } from "../helpers.ts";
+import { installTestImage, installTestTree, makeHome, waitFor, type Home } from "../helpers.ts";
 
 let h: Home;
+/** Whether the home holds the upgraded tree the test images' build kept: the rebuild below then copies it. */
+let tree = false;
 const images = () => join(h.home, "images");
 const staging = () => readdirSync(images()).filter((n) => n.startsWith(".tmp-"));
 const mountsUnderImages = () =>
@@ -28,6 +30,7 @@ beforeAll(async () => {
   h = makeHome("hutch-img-");
   Object.assign(h.env, { HUTCH_QEMU_ACCEL: "tcg" });
   await installTestImage(h);
+  tree = installTestTree(h);
   const c = await h.run(["box", "create", "base", "--engine", "qemu", "--start"]);
   expect(c.code, c.stderr).toBe(0);
 }, 900_000);
@@ -74,6 +77,8 @@ describe("images in use", () => {
 
     const again = await h.run(["image", "build", "--force"]);
     expect(again.code, again.stderr + again.stdout).toBe(0);
+    // --force rebuilds the image from the kept tree (--no-cache would make the tree again).
+    if (tree) expect(again.stderr).toContain("copied the upgraded tree an earlier build kept");
     expect(staging()).toEqual([]);
     expect(mountsUnderImages()).toEqual([]);
 

@@ -37,12 +37,18 @@ function securityOf(sources: { suite: string; date: string | null }[] | undefine
 export const image = body<GlobalArgs>({
   demand: "name an image command",
   commands: [
-    command<Named & { force: boolean; profile: "base" | "desktop" }>({
+    command<Named & { force: boolean; "no-cache": boolean; profile: "base" | "desktop" }>({
       command: "build",
       describe: "build an image from Debian packages, in the daemon (it needs root and the apt mirror)",
       options: {
         name: { type: "string", default: "default", describe: "image name" },
         force: { type: "boolean", default: false, describe: "rebuild even if an image with the same recipe exists" },
+        "no-cache": {
+          type: "boolean",
+          default: false,
+          describe:
+            "make the root filesystem again from the mirror (debootstrap, updates) instead of copying the one an earlier build kept",
+        },
         profile: {
           type: "string",
           choices: ["base", "desktop"],
@@ -54,7 +60,7 @@ export const image = body<GlobalArgs>({
         // The daemon builds it (for the machine that runs the boxes); this shows its progress.
         const d = await connectDaemon(a.home);
         await withProgress(a.json, (h) =>
-          runOp(d, "/v1/images/build", { name: a.name, force: a.force, profile: a.profile }, ImageBuildResult, h),
+          runOp(d, "/v1/images/build", { name: a.name, force: a.force, noCache: a["no-cache"], profile: a.profile }, ImageBuildResult, h),
         );
       },
     }),

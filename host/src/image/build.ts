@@ -34,6 +34,8 @@ export interface BuildOptions {
   name: string;
   /** Rebuild even when an image with the same recipe exists. */
   force: boolean;
+  /** Make the upgraded root filesystem again instead of copying the kept one (tree-cache.ts). */
+  noCache?: boolean;
   /** The packages beyond the base (./rootfs.ts PROFILES); default base. */
   profile?: Profile;
   progress: Progress;
@@ -113,7 +115,7 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
   const hash = recipeHash(recipe);
   const [kernelPkg, kernelVersion] = recipe.kernel.split("=") as [string, string];
   p.detail(`${recipe.kernel}, recipe ${hash.slice(0, 12)}`);
-  if (!opts.force) {
+  if (!opts.force && !opts.noCache) {
     const current = upToDate(home, name, hash);
     if (current) {
       p.done(`image "${name}" is up to date (recipe ${hash.slice(0, 12)}); nothing to do`);
@@ -123,7 +125,7 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
 
   // What an interrupted build left behind (SIGKILL lets nothing clean up) goes first.
   for (const left of sweepStale(imagesDir(home))) p.note(`removed ${left}, left by an interrupted build`);
-  const again = `sudo hutch image build${name === "default" ? "" : ` --name ${name}`}${opts.force ? " --force" : ""}`;
+  const again = `sudo hutch image build${name === "default" ? "" : ` --name ${name}`}${opts.force ? " --force" : ""}${opts.noCache ? " --no-cache" : ""}`;
   return withStaging(imagesDir(home), `build-${name}`, again, async (staging) => {
     const out = join(staging, "image");
     const work = join(staging, "work");
@@ -148,7 +150,7 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
       imagesDir(home),
       { suite: SUITE, packages: PACKAGES, sources, updates: recipe.updates },
       rootfs,
-      opts.force,
+      opts.noCache ?? false,
       async () => {
         await debootstrap(rootfs, mirror, p.detail);
         p.detail(

@@ -60,6 +60,7 @@ export async function runBuildWorker(home: string, raw: string): Promise<number>
       home,
       name: body.name ?? DEFAULT_IMAGE,
       force: body.force ?? false,
+      noCache: body.noCache ?? false,
       profile: body.profile ?? "base",
       progress,
     });
@@ -109,7 +110,12 @@ export class ImageBuilds {
       stderr: "pipe",
       env: env.all(),
     });
-    logger.info("build started", { name: body.name ?? DEFAULT_IMAGE, force: body.force ?? false, worker: child.pid });
+    logger.info("build started", {
+      name: body.name ?? DEFAULT_IMAGE,
+      force: body.force ?? false,
+      noCache: body.noCache ?? false,
+      worker: child.pid,
+    });
     const stop = () => {
       child.kill("SIGTERM");
       setTimeout(() => child.kill("SIGTERM"), STOP_GRACE_MS).unref();
