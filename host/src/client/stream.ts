@@ -38,6 +38,15 @@ function sayIfWaking(daemon: DaemonClient, box: string): void {
     .catch(() => undefined);
 }
 
+/**
+ * How long a stream may wait for its box's first word before the CLI asks
+ * whether the box is waking. A running box answers in a few ms (10-18 ms on
+ * 2 loaded cores); a wake takes 150-250 ms there (`box woke` in the daemon's
+ * log). Asking on every stream cost `exec B -- true` ~8 ms (a second
+ * connection and a box read on both sides: scripts/bench/README.md, cli.ts).
+ */
+const WAKE_NOTE_AFTER_MS = 25;
+
 /** How long before a stream the daemon could not open is asked for once more. */
 const REOPEN_AFTER_MS = 500;
 
@@ -53,7 +62,6 @@ export async function openToolStream(
   call: ToolOpen,
   query: Record<string, string> = {},
 ): Promise<ToolStream> {
-  sayIfWaking(daemon, box);
   try {
     return await openOnce(daemon, box, call, query);
   } catch (err) {
@@ -74,6 +82,8 @@ function openOnce(daemon: DaemonClient, box: string, call: ToolOpen, query: Reco
     const ws = daemon.transport.websocket(path, daemon.headers);
     ws.binaryType = "arraybuffer";
     let ready = false;
+    // Armed once the call is sent; the box's first frame (or the end) disarms it.
+    let wakeNote: ReturnType<typeof setTimeout> | undefined;
     const mux = new Mux(
       { write: (b) => ws.send(b), close: () => ws.close() },
       {
@@ -81,6 +91,8 @@ function openOnce(daemon: DaemonClient, box: string, call: ToolOpen, query: Reco
         onHello() {
           ready = true;
           resolve({ stream: mux.open(call), close: () => ws.close() });
+          wakeNote = setTimeout(() => sayIfWaking(daemon, box), WAKE_NOTE_AFTER_MS);
+          wakeNote.unref();
         },
         onError(err) {
           if (!ready) reject(new HutchError("failed", `daemon stream: ${err.message}`));
@@ -88,8 +100,12 @@ function openOnce(daemon: DaemonClient, box: string, call: ToolOpen, query: Reco
       },
     );
     ws.onopen = () => mux.sendHello({ protocol: PROTOCOL_VERSION, client: "hutch-cli", version: HUTCH_VERSION });
-    ws.onmessage = (e) => mux.feed(new Uint8Array(e.data as ArrayBuffer));
+    ws.onmessage = (e) => {
+      if (ready) clearTimeout(wakeNote);
+      mux.feed(new Uint8Array(e.data as ArrayBuffer));
+    };
     ws.onclose = () => {
+      clearTimeout(wakeNote);
       mux.lost("the daemon closed the stream");
       if (!ready) void refusal(daemon, path, "the daemon closed the stream before it started").then(reject);
     };
