@@ -125,6 +125,53 @@ describe("image build: the upgraded tree kept between builds", () => {
     expect(notes[0]).toContain("was not kept for the next build");
   });
 
+  test("a kept tree that goes while a build copies it: that build makes its own, and goes on", async () => {
+    const images = scratchDir("hutch-trees-");
+    await withBaseTree(images, KEY, join(images, "one"), false, maker(join(images, "one"), "one").make, () => {});
+    const notes: string[] = [];
+    const two = join(images, "two");
+    const m = maker(two, "two");
+    // The copy dies part-way, as `cp -a` does when another build or an `image rm` removes the tree under it.
+    let copies = 0;
+    const dying = async (from: string, to: string) => {
+      copies++;
+      if (copies === 1) {
+        mkdirSync(join(to, "etc"), { recursive: true });
+        writeFileSync(join(to, "etc/half"), "");
+        rmSync(join(from, ".."), { recursive: true });
+        throw new Error(`cp: cannot stat '${from}/etc': No such file or directory`);
+      }
+      Bun.spawnSync(["cp", "-a", from, to]);
+    };
+    const got = await withBaseTree(images, KEY, two, false, m.make, (t) => notes.push(t), dying);
+    expect(got.reused).toBe(false);
+    expect(m.calls.n).toBe(1);
+    expect(existsSync(join(two, "etc/half"))).toBe(false);
+    expect(readFileSync(join(two, "etc/apt/sources.list"), "utf8")).toBe("two\n");
+    expect(notes).toEqual([expect.stringContaining("the kept tree could not be copied (cp: cannot stat")]);
+    // What it made is kept for the next build.
+    expect(readFileSync(join(images, TREES, treeHash(KEY).slice(0, 16), "root/etc/apt/sources.list"), "utf8")).toBe("two\n");
+  });
+
+  test("a tree of the same start that another build kept meanwhile stays in place (a build may be copying it)", async () => {
+    const images = scratchDir("hutch-trees-");
+    const entry = join(images, TREES, treeHash(KEY).slice(0, 16));
+    const one = join(images, "one");
+    const a = maker(one, "one");
+    // While this build runs debootstrap, a build of another name keeps the same tree.
+    const make = async () => {
+      await withBaseTree(images, KEY, join(images, "other"), false, maker(join(images, "other"), "other").make, () => {});
+      return a.make();
+    };
+    const notes: string[] = [];
+    const got = await withBaseTree(images, KEY, one, false, make, (t) => notes.push(t));
+    expect(got.reused).toBe(false);
+    expect(readFileSync(join(one, "etc/apt/sources.list"), "utf8")).toBe("one\n");
+    expect(readFileSync(join(entry, "root/etc/apt/sources.list"), "utf8")).toBe("other\n");
+    expect(readdirSync(join(images, TREES))).toEqual([treeHash(KEY).slice(0, 16)]);
+    expect(notes).toEqual([]);
+  });
+
   test("the kept tree goes when the home's last image does", async () => {
     const home = scratchDir("hutch-trees-home-");
     const images = join(home, "images");

@@ -4,6 +4,11 @@
 // debootstrap and the upgrade again, two of its three minutes here. Like a
 // Docker layer, it is found by what made it (TreeKey), never by age; one is
 // kept, the newest, and none once the home has no image left.
+//
+// Builds of two names may run at once (and `image rm` beside them), so a
+// kept tree can go while a build copies it: that build makes its own tree
+// instead, and a tree of the same key made meanwhile by another build is left
+// in place (the same key is the same tree), never replaced under a reader.
 import { createHash } from "node:crypto";
 import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -54,7 +59,9 @@ function readUpgrade(entry: string): Upgrade | null {
 }
 
 /** `cp -a`: owners, modes, setuid bits, links and device nodes as they are (the root disk keeps them). */
-const copyTree = (from: string, to: string) => run([TOOLS.cp.bin, "-a", "--reflink=auto", from, to]);
+const copyTree = async (from: string, to: string): Promise<void> => {
+  await run([TOOLS.cp.bin, "-a", "--reflink=auto", from, to]);
+};
 
 export interface TreeUse {
   upgrade: Upgrade;
@@ -77,6 +84,7 @@ export async function withBaseTree(
   fresh: boolean,
   make: () => Promise<Upgrade>,
   note: (text: string) => void,
+  copy: (from: string, to: string) => Promise<void> = copyTree,
 ): Promise<TreeUse> {
   const dir = treesDir(imagesDir);
   const hash = treeHash(key).slice(0, 16);
@@ -84,28 +92,39 @@ export async function withBaseTree(
   for (const left of sweepStale(dir)) note(`removed ${TREES}/${left}, left by an interrupted build`);
   const kept = fresh ? null : readUpgrade(entry);
   if (kept) {
-    await copyTree(join(entry, "root"), rootfs);
-    return { upgrade: kept, reused: true, kept: hash };
+    try {
+      await copy(join(entry, "root"), rootfs);
+      return { upgrade: kept, reused: true, kept: hash };
+    } catch (err) {
+      // Removed while it was copied (another build kept a newer tree, or the home's last image went).
+      note(`the kept tree could not be copied (${firstLine(err)}); making it again`);
+      removeTree(rootfs);
+    }
   }
   const upgrade = await make();
   let staging: string | undefined;
   try {
+    // Another build made the same tree meanwhile: that one stays, as a build may be copying it
+    // (--no-cache replaces it: its point is a newer tree; a build copying the old one then makes its own).
+    if (!fresh && readUpgrade(entry)) return { upgrade, reused: false, kept: hash };
     staging = makeStaging(dir, "tree");
-    await copyTree(rootfs, join(staging, "root"));
+    await copy(rootfs, join(staging, "root"));
     writeFileSync(join(staging, UPGRADE_FILE), JSON.stringify(upgrade));
+    if (!fresh && readUpgrade(entry)) return { upgrade, reused: false, kept: hash };
+    // What is there has no whole record, so no build copies it.
     if (existsSync(entry)) removeTree(entry);
     renameSync(staging, entry);
     staging = undefined;
     dropTrees(imagesDir, hash);
   } catch (err) {
-    note(
-      `the upgraded root filesystem was not kept for the next build (${err instanceof Error ? err.message.split("\n")[0] : String(err)})`,
-    );
+    note(`the upgraded root filesystem was not kept for the next build (${firstLine(err)})`);
   } finally {
     if (staging) removeTree(staging);
   }
   return { upgrade, reused: false, kept: hash };
 }
+
+const firstLine = (err: unknown) => (err instanceof Error ? err.message.split("\n")[0] : String(err));
 
 /** Removes the kept trees but `keep` (all of them without it), leaving a running build's staging alone. */
 export function dropTrees(imagesDir: string, keep?: string): void {
