@@ -45,11 +45,11 @@ const schemaModules = (loaded: string[]) =>
   loaded.filter((f) => f.includes("@sinclair/typebox") || /shared\/src\/(index|api|validate)\.ts$/.test(f));
 
 describe("a request verb's path to the daemon", () => {
-  test("with no remote it loads no schema library and not the remotes module", async () => {
+  test("with no remote it loads no schema library, not the remotes module and no remote transport", async () => {
     const r = await requestPath({});
     expect(r.error).toContain("no daemon answers");
     expect(schemaModules(r.loaded)).toEqual([]);
-    expect(r.loaded.filter((f) => f.endsWith("client/remotes.ts"))).toEqual([]);
+    expect(r.loaded.filter((f) => /client\/(remotes|transport|failover)\.ts$/.test(f))).toEqual([]);
   });
 
   test("HUTCH_REMOTE=local is the home's daemon, remotes module unloaded", async () => {

@@ -8,7 +8,8 @@ import { env } from "../env.ts";
 import { checkHome } from "../home.ts";
 import { selfArgv } from "../self.ts";
 import { homeDaemonOnly } from "./remote-choice.ts";
-import { localTarget, transport, type Transport } from "./transport.ts";
+import { localTarget, localTransport } from "./local-transport.ts";
+import type { Transport } from "./transport.ts";
 
 export interface DaemonClient {
   home: string;
@@ -95,7 +96,7 @@ export async function connectDaemon(
   if (remote) return connectRemote(home, remote, opts);
   // Before the socket is used or a daemon started: in a home others can write, the socket could be theirs.
   checkHome(home);
-  const t = transport(localTarget(home));
+  const t = localTransport(localTarget(home));
   // start: false (the IDE bridge) waits for a daemon to come back instead of starting one.
   const client = makeClient(
     home,
@@ -116,7 +117,7 @@ export async function connectDaemon(
 export function waitingClient(home: string, kind?: string, remote?: Transport): DaemonClient {
   if (remote) return makeClient(home, remote, async () => {}, kind);
   checkHome(home);
-  return makeClient(home, transport(localTarget(home)), async () => {}, kind);
+  return makeClient(home, localTransport(localTarget(home)), async () => {}, kind);
 }
 
 async function startDaemon(home: string, t: Transport, timeoutMs?: number): Promise<void> {

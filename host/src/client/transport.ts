@@ -13,11 +13,16 @@
 // A remote may list several servers of one fleet, each with its own pin: the
 // requests go to the one that answered last, and to the next when it cannot
 // be reached, by the rule of ./failover.ts.
-import { join } from "node:path";
+//
+// The local socket's transport is in ./local-transport.ts, which the client
+// of the home's daemon imports by itself (client/daemon.ts): none of this
+// file's remote code is loaded on that path.
 import { HutchError } from "@hutch/shared/base";
 import { log } from "../log.ts";
-import { HOME_FILES } from "../paths.ts";
 import { failure, FailoverSocket, mayFailOver, resendable, tryOrder } from "./failover.ts";
+import { localTransport } from "./local-transport.ts";
+
+export { localTarget } from "./local-transport.ts";
 
 /** One server of a remote: its URL and its pinned certificate. */
 export interface RemoteServerTarget {
@@ -52,25 +57,11 @@ export interface Transport {
   websocket(path: string, headers: Record<string, string>): WebSocket;
 }
 
-/** The daemon that serves this home on this machine. */
-export function localTarget(home: string): DaemonTarget {
-  return { kind: "local", socket: join(home, HOME_FILES.socket) };
-}
-
 /** TLS errors that mean the server's certificate is not the pinned one (BoringSSL's words, as Bun reports them). */
 const CERT_ERROR = /certificate|self.signed|SSL|TLS|UNABLE_TO_VERIFY|ERR_TLS/i;
 
 export function transport(target: DaemonTarget): Transport {
-  if (target.kind === "remote") return remoteTransport(target);
-  const { socket } = target;
-  return {
-    target,
-    where: socket,
-    // The host must be at least 4 characters: Elysia finds the path by offset.
-    fetch: (path, init = {}) => fetch(`http://localhost${path}`, { ...init, unix: socket }),
-    // Bun's WebSocket takes headers as a second-argument option.
-    websocket: (path, headers) => new WebSocket(`ws+unix://${socket}:${path}`, { headers } as unknown as string[]),
-  };
+  return target.kind === "remote" ? remoteTransport(target) : localTransport(target);
 }
 
 const debug = log.create({ service: "client" });
