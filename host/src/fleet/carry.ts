@@ -21,8 +21,6 @@ import {
   existsSync,
   linkSync,
   mkdirSync,
-  mkdtempSync,
-  readdirSync,
   readFileSync,
   renameSync,
   rmSync,
@@ -44,6 +42,7 @@ import { restoreTree, snapshotTree, type ProgressFn, type Store } from "../snaps
 import { CARRY_SOURCE } from "../snapshot/service.ts";
 import type { BoxRow, PolicyRow } from "../store/types.ts";
 import { log } from "../log.ts";
+import { pidDir, sweepPidDirs } from "../procs.ts";
 
 const logger = log.create({ service: "carry" });
 
@@ -150,24 +149,14 @@ function handleOf(home: string, row: BoxRow): BoxHandle {
  * links and renames stay cheap and atomic), named with this process's pid;
  * those a killed process left are removed first.
  */
-function privateDir(home: string, prefix: string): string {
+function privateDir(home: string, prefix: CarryPrefix): string {
   const tmp = join(home, "tmp");
-  mkdirSync(tmp, { recursive: true, mode: 0o700 });
-  for (const name of readdirSync(tmp)) {
-    const pid = Number(/^carry-(?:in|out)-(\d+)-/.exec(name)?.[1]);
-    if (pid && pid !== process.pid && !pidExists(pid)) rmSync(join(tmp, name), { recursive: true, force: true });
-  }
-  return mkdtempSync(join(tmp, `${prefix}${process.pid}-`));
+  for (const other of CARRY_PREFIXES) if (other !== prefix) sweepPidDirs(tmp, other);
+  return pidDir(tmp, prefix);
 }
 
-function pidExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
+const CARRY_PREFIXES = ["carry-in-", "carry-out-"] as const;
+type CarryPrefix = (typeof CARRY_PREFIXES)[number];
 
 /** A link to `from` at `to`, or a copy (a reflink where the filesystem can) when they are on different filesystems. */
 function linkOrCopy(from: string, to: string): void {

@@ -4,6 +4,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
 import { HutchError } from "@hutch/shared";
+import { processAlive } from "../procs.ts";
 import { abortRunning } from "./tools.ts";
 
 /** Mount points at or below dir, deepest first (/proc/self/mountinfo field 5, octal escapes undone). */
@@ -57,21 +58,12 @@ export function sweepStale(parent: string): string[] {
   for (const name of names) {
     if (!name.startsWith(STAGING_PREFIX)) continue;
     const pid = Number(/-(\d+)-[^-]*$/.exec(name)?.[1] ?? /-(\d+)$/.exec(name)?.[1] ?? NaN);
-    if (Number.isInteger(pid) && pid !== process.pid && alive(pid)) continue;
+    if (Number.isInteger(pid) && pid !== process.pid && processAlive(pid)) continue;
     if (pid === process.pid) continue;
     removeTree(join(parent, name));
     removed.push(name);
   }
   return removed;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 /**

@@ -6,6 +6,7 @@
 import { randomUUID } from "node:crypto";
 import { readdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
+import { processAlive } from "../procs.ts";
 import { invalid } from "./errors.ts";
 
 export type { Backend, ObjectInfo, ObjectKind, Range } from "../store/snapshot-backend.ts";
@@ -28,20 +29,11 @@ export function stagingFile(backend: Backend): string {
   return join(backend.stagingDir(), `${process.pid}-${randomUUID()}`);
 }
 
-/** Whether a process runs (one of another user's counts: EPERM). */
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException)?.code === "EPERM";
-  }
-}
-
 /** Removes the staging files of processes that died mid-write (named <pid>-…, see stagingFile). */
 export function sweepStaging(dir: string): void {
   for (const name of readdirSync(dir)) {
     const pid = Number.parseInt(name.split("-")[0] ?? "", 10);
-    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && !alive(pid)) rmSync(join(dir, name), { recursive: true, force: true });
+    if (Number.isInteger(pid) && pid > 0 && pid !== process.pid && !processAlive(pid))
+      rmSync(join(dir, name), { recursive: true, force: true });
   }
 }

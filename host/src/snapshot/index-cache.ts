@@ -15,6 +15,7 @@ import { Database, type Statement } from "bun:sqlite";
 import { chmodSync, closeSync, mkdirSync, openSync } from "node:fs";
 import { hostname } from "node:os";
 import { join } from "node:path";
+import { processAlive } from "../procs.ts";
 import type { PackRecord } from "./blob-index.ts";
 import { BLOB_TYPES, type BlobEntry, type BlobType } from "./pack.ts";
 
@@ -57,15 +58,6 @@ interface PackRow {
 }
 
 const TYPES: BlobType[] = ["data", "tree"];
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
 
 export class IndexCache {
   private readonly db: Database;
@@ -216,7 +208,7 @@ export class IndexCache {
     const dead = (this.db.query("SELECT id, name FROM files WHERE name LIKE 'pending:%'").all() as { id: number; name: string }[]).filter(
       (r) => {
         const [, host, pid] = r.name.split(":");
-        return r.id !== this.pendingFile && host === hostname() && !alive(Number(pid));
+        return r.id !== this.pendingFile && host === hostname() && !processAlive(Number(pid));
       },
     );
     const ids = [

@@ -5,6 +5,7 @@
 // or that is older than STALE_MS anywhere is taken over, with the takeover
 // reported in the new holder's result.
 import { hostname } from "node:os";
+import { processAlive } from "../procs.ts";
 import { StoreError } from "./errors.ts";
 import { LockBody, getJson, sealObject } from "./objects.ts";
 import type { Store } from "./store.ts";
@@ -17,15 +18,6 @@ export interface Lock {
   release(): Promise<void>;
   /** Set when a stale lock was taken over: whose it was. */
   tookOver?: string;
-}
-
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 export async function acquireMaintenance(store: Store, what: string): Promise<Lock> {
@@ -45,7 +37,7 @@ export async function acquireMaintenance(store: Store, what: string): Promise<Lo
       throw err;
     }
     const sameHost = holder.host === body.host;
-    const stale = (sameHost && holder.pid !== process.pid && !alive(holder.pid)) || store.clock() - holder.time > STALE_MS;
+    const stale = (sameHost && holder.pid !== process.pid && !processAlive(holder.pid)) || store.clock() - holder.time > STALE_MS;
     const who = `pid ${holder.pid} on ${holder.host} since ${new Date(holder.time).toISOString()}`;
     if (!stale) {
       throw new StoreError(

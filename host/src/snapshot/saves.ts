@@ -17,7 +17,7 @@
 // takes the snapshot back when it ran too long.
 import { hostname } from "node:os";
 import { StoreError } from "./errors.ts";
-import { alive } from "./lock.ts";
+import { processAlive } from "../procs.ts";
 import { SaveBody, type SnapshotBody, getJson, putJson, sealObject } from "./objects.ts";
 import type { Store } from "./store.ts";
 
@@ -103,7 +103,7 @@ export async function listSaves(store: Store): Promise<Registered[]> {
       if (err instanceof StoreError && err.code === "not_found") continue;
       throw err;
     }
-    const dead = body.host === host && body.pid !== process.pid && !alive(body.pid);
+    const dead = body.host === host && body.pid !== process.pid && !processAlive(body.pid);
     out.push({ name: info.name, body, stale: dead || store.clock() - body.time > limit });
   }
   return out;

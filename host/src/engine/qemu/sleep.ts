@@ -5,22 +5,11 @@
 // (and the directory fsynced); QEMU quits after that. A torn file left by
 // anything else (a full disk, a hand) is found by QEMU refusing to load it,
 // and the wake boots afresh from the disk instead.
-import {
-  chownSync,
-  closeSync,
-  fsyncSync,
-  mkdtempSync,
-  openSync,
-  readdirSync,
-  readSync,
-  renameSync,
-  rmSync,
-  statSync,
-  writeSync,
-} from "node:fs";
+import { chownSync, closeSync, fsyncSync, openSync, readSync, renameSync, rmSync, statSync, writeSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { HutchError } from "@hutch/shared";
+import { pidDir } from "../../procs.ts";
 import { peerCred } from "../peercred.ts";
 import { qmp } from "./qmp.ts";
 
@@ -28,38 +17,7 @@ import { qmp } from "./qmp.ts";
 const QEMU_VM_FILE_MAGIC = 0x5145564d;
 
 /** The receivers' directories: `hutch-sleep-<daemon pid>-<random>` in the temporary directory. */
-const RECEIVER_DIR = /^hutch-sleep-(\d+)-/;
-
-/**
- * Removes the receivers' directories a daemon that is gone left (killed while
- * a box went to sleep); those of live daemons stay. Returns their names.
- */
-export function sweepReceivers(parent: string = tmpdir()): string[] {
-  let names: string[];
-  try {
-    names = readdirSync(parent);
-  } catch {
-    return [];
-  }
-  const removed: string[] = [];
-  for (const name of names) {
-    const pid = Number(RECEIVER_DIR.exec(name)?.[1] ?? Number.NaN);
-    if (!Number.isInteger(pid) || pid === process.pid || alive(pid)) continue;
-    rmSync(join(parent, name), { recursive: true, force: true });
-    removed.push(name);
-  }
-  return removed;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    // EPERM: it lives, as another user.
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
+export const RECEIVER_PREFIX = "hutch-sleep-";
 
 export interface Receiver {
   /** Bytes written, once QEMU closed the stream and the file is fsynced. */
@@ -81,8 +39,7 @@ export async function receiveState(
   // which cannot pass the daemon's home (0700). A directory of its own, that
   // uid's alone, in the temporary directory every uid can pass.
   // Named with this daemon's pid: one killed mid-sleep leaves it, and the next receiver sweeps it.
-  sweepReceivers();
-  const dir = mkdtempSync(join(tmpdir(), `hutch-sleep-${process.pid}-`));
+  const dir = pidDir(tmpdir(), RECEIVER_PREFIX);
   const sock = join(dir, "state.sock");
   const fd = openSync(file, "w", 0o600);
   let bytes = 0;
