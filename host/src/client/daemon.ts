@@ -9,7 +9,7 @@ import { checkHome } from "../home.ts";
 import { selfArgv } from "../self.ts";
 import { homeDaemonOnly } from "./remote-choice.ts";
 import { localTarget, localTransport } from "./local-transport.ts";
-import type { Transport } from "./transport.ts";
+import type { Transport } from "./transport-types.ts";
 
 export interface DaemonClient {
   home: string;

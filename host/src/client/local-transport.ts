@@ -4,7 +4,7 @@
 // failover between a fleet's servers (scripts/bench/README.md, cli.ts).
 import { join } from "node:path";
 import { HOME_FILES } from "../paths.ts";
-import type { DaemonTarget, Transport } from "./transport.ts";
+import type { DaemonTarget, Transport } from "./transport-types.ts";
 
 export type LocalTarget = Extract<DaemonTarget, { kind: "local" }>;
 

@@ -21,41 +21,10 @@ import { HutchError } from "@hutch/shared/base";
 import { log } from "../log.ts";
 import { failure, FailoverSocket, mayFailOver, resendable, tryOrder } from "./failover.ts";
 import { localTransport } from "./local-transport.ts";
+import type { DaemonTarget, RemoteServerTarget, Transport } from "./transport-types.ts";
 
 export { localTarget } from "./local-transport.ts";
-
-/** One server of a remote: its URL and its pinned certificate. */
-export interface RemoteServerTarget {
-  url: string;
-  cert: string;
-  fingerprint: string;
-}
-
-export type DaemonTarget =
-  | { kind: "local"; socket: string }
-  | {
-      kind: "remote";
-      name: string;
-      /** Its servers; `first` (default 0) is tried first, then the ones after it. */
-      servers: RemoteServerTarget[];
-      first?: number;
-      token: string;
-      /** Told the URL of a server that answered when the one tried first did not (the remotes file keeps it). */
-      answered?: (url: string) => void;
-    };
-
-export interface Transport {
-  readonly target: DaemonTarget;
-  /** The daemon's address for people and logs: the socket path, or the URL of the remote's server in use. */
-  readonly where: string;
-  /**
-   * An HTTP request to a daemon path (`/v1/...`); throws when the daemon cannot be reached.
-   * `answerWithinMs`: a server that has not answered by then counts as unreachable (a read then tries the next).
-   */
-  fetch(path: string, init?: RequestInit, opts?: { answerWithinMs?: number }): Promise<Response>;
-  /** A WebSocket to a daemon path, naming the client with `headers`. */
-  websocket(path: string, headers: Record<string, string>): WebSocket;
-}
+export type { DaemonTarget, RemoteServerTarget, Transport } from "./transport-types.ts";
 
 /** TLS errors that mean the server's certificate is not the pinned one (BoringSSL's words, as Bun reports them). */
 const CERT_ERROR = /certificate|self.signed|SSL|TLS|UNABLE_TO_VERIFY|ERR_TLS/i;
