@@ -16,10 +16,12 @@
 //
 //   bun scripts/bench/cluster.ts [--json] [--appends 1000] [--rounds 5]
 //        [--concurrent 2000] [--in-flight 16] [--sessions 4] [--events 100000]
-//        [--replays 3] [--no-fresh] [--hutch PATH]
+//        [--replays 3] [--warmup 50] [--no-fresh] [--hutch PATH]
 //
 // --hutch measures another build (one kept from before a change), so two
-// builds can be compared back to back.
+// builds can be compared back to back. --warmup 20000 measures servers
+// further along: a fresh server's JIT spends seconds of CPU on optimising
+// compiles through its first tens of thousands of appends.
 //
 // Exit 0 when every run worked, goals met or not; 1 when a run broke.
 import { parseArgs } from "node:util";
@@ -54,6 +56,7 @@ const { values: f } = parseArgs({
     sessions: { type: "string", default: "4" },
     events: { type: "string", default: "100000" },
     replays: { type: "string", default: "3" },
+    warmup: { type: "string", default: "50" },
     "no-fresh": { type: "boolean", default: false },
     hutch: { type: "string" },
   },
@@ -65,7 +68,9 @@ const IN_FLIGHT = positiveInt("in-flight", f["in-flight"]!);
 const SESSIONS = positiveInt("sessions", f.sessions!);
 const EVENTS = positiveInt("events", f.events!);
 const REPLAYS = positiveInt("replays", f.replays!);
-const WARMUP = 50;
+/** Appends each side makes before anything is measured: the first 50 one at a time, the rest IN_FLIGHT at a time. */
+const WARMUP = positiveInt("warmup", f.warmup!);
+const WARMUP_ONE = Math.min(WARMUP, 50);
 /** Events per POST when filling the replay's session: what `hutch session log` pages by, and well under NATS's 1 MB payload. */
 const FILL_BATCH = 1000;
 /** `hutch session log`'s page: the API's largest (cli/session.ts). */
@@ -294,32 +299,37 @@ async function readStream(js: JetStreamClient): Promise<number> {
   }
 }
 
-/** CPU time (user + system, ms) of each group's processes so far: the hutch servers, the nats-servers, this process. */
-function cpuNow(servers: number[], natsDir: string): { hutch: number; nats: number; bench: number } {
+/** CPU time (user + system, ms) of each group's processes so far: the hutch servers (and of them the writer, servers[0]), the nats-servers, this process. */
+function cpuNow(servers: number[], natsDir: string): { hutch: number; writer: number; nats: number; bench: number } {
   const ticks = (pid: string) => {
     // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th (clock ticks, 100 a second).
     const rest = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
     return (Number(rest[11]) + Number(rest[12])) * 10;
   };
   let hutch = 0;
+  let writer = 0;
   let nats = 0;
   for (const pid of readdirSync("/proc")) {
     if (!/^\d+$/.test(pid)) continue;
     try {
-      if (servers.includes(Number(pid))) hutch += ticks(pid);
-      else if (readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(natsDir)) nats += ticks(pid);
+      if (servers.includes(Number(pid))) {
+        const t = ticks(pid);
+        hutch += t;
+        if (Number(pid) === servers[0]) writer = t;
+      } else if (readFileSync(`/proc/${pid}/cmdline`, "utf8").includes(natsDir)) nats += ticks(pid);
     } catch {
       // gone between the listing and the read
     }
   }
   const own = process.cpuUsage();
-  return { hutch, nats, bench: (own.user + own.system) / 1000 };
+  return { hutch, writer, nats, bench: (own.user + own.system) / 1000 };
 }
 
 type Cpu = ReturnType<typeof cpuNow>;
 /** µs of CPU per append of each group between two readings. */
 const cpuPer = (before: Cpu, after: Cpu, count: number): Cpu => ({
   hutch: round(((after.hutch - before.hutch) / count) * 1000, 0),
+  writer: round(((after.writer - before.writer) / count) * 1000, 0),
   nats: round(((after.nats - before.nats) / count) * 1000, 0),
   bench: round(((after.bench - before.bench) / count) * 1000, 0),
 });
@@ -362,7 +372,10 @@ async function main(): Promise<number> {
   let offset = 0;
 
   log(`warming up: ${WARMUP} appends each`);
-  for (const side of SIDES) await sequential(appenders[side], WARMUP, offset);
+  for (const side of SIDES) {
+    await sequential(appenders[side], WARMUP_ONE, offset);
+    if (WARMUP > WARMUP_ONE) await concurrent(appenders[side], WARMUP - WARMUP_ONE, IN_FLIGHT, SESSIONS, offset + WARMUP_ONE);
+  }
   offset += WARMUP;
 
   const perRound = Math.ceil(APPENDS / ROUNDS);
@@ -482,7 +495,7 @@ function report(r: Result): void {
       ],
     ),
     `ratio hutch/publish: ${conc.ratio}   goal ≥ ${GOALS.appendsRatio}: ${met(conc)}`,
-    `CPU per append, µs (median of rounds): hutch side: hutch servers ${conc.cpuUsPerAppend.hutch.hutch}, nats-servers ${conc.cpuUsPerAppend.hutch.nats}, bench ${conc.cpuUsPerAppend.hutch.bench}; publish side: nats-servers ${conc.cpuUsPerAppend.peer.nats}, bench ${conc.cpuUsPerAppend.peer.bench}`,
+    `CPU per append, µs (median of rounds): hutch side: hutch servers ${conc.cpuUsPerAppend.hutch.hutch} (a ${conc.cpuUsPerAppend.hutch.writer}, b and c ${conc.cpuUsPerAppend.hutch.hutch - conc.cpuUsPerAppend.hutch.writer}), nats-servers ${conc.cpuUsPerAppend.hutch.nats}, bench ${conc.cpuUsPerAppend.hutch.bench}; publish side: nats-servers ${conc.cpuUsPerAppend.peer.nats}, bench ${conc.cpuUsPerAppend.peer.bench}`,
     "",
     `replay of ${rep.events} events written through a (${FILL_BATCH} a request, ${rep.fillMs} ms), read ${REPLAYS} times each way, in turn (events/s)`,
     table(
@@ -502,7 +515,7 @@ function report(r: Result): void {
     );
   out.push(
     "",
-    `build ${r.build}, ${r.natsServer}, ${r.cores} cores; event line ${r.eventLineBytes} bytes; 3 nats-server nodes, streams with 3 replicas on file storage`,
+    `build ${r.build}, ${r.natsServer}, ${r.cores} cores; event line ${r.eventLineBytes} bytes; ${r.warmupAppends} warm-up appends each; 3 nats-server nodes, streams with 3 replicas on file storage`,
   );
   process.stdout.write(`${out.join("\n")}\n`);
 }
@@ -527,6 +540,7 @@ function summarise(m: {
   const directRate = median(m.replay.direct);
   const cpuMedian = (l: Cpu[]): Cpu => ({
     hutch: median(l.map((x) => x.hutch)),
+    writer: median(l.map((x) => x.writer)),
     nats: median(l.map((x) => x.nats)),
     bench: median(l.map((x) => x.bench)),
   });
@@ -536,6 +550,7 @@ function summarise(m: {
     cores: cpus().length,
     stream: { replicas: 3, storage: "file" },
     eventLineBytes: m.line.length,
+    warmupAppends: WARMUP,
     appendOneInFlight: {
       samples: m.lat.hutch.length,
       hutchMs: lh,
@@ -556,7 +571,7 @@ function summarise(m: {
       ratio: round(appendsHutch / appendsPeer, 3),
       goal: GOALS.appendsRatio,
       met: appendsHutch / appendsPeer >= GOALS.appendsRatio,
-      /** µs of CPU per append (medians of the rounds): the three hutch servers together, the three nats-servers, the bench. */
+      /** µs of CPU per append (medians of the rounds): the three hutch servers together (writer: a's part), the three nats-servers, the bench. */
       cpuUsPerAppend: { hutch: cpuMedian(m.cpu.hutch), peer: cpuMedian(m.cpu.peer) },
     },
     replay: {
