@@ -232,10 +232,13 @@ export async function installTestImage(
   return JSON.parse(readFileSync(join(h.home, "images/default/manifest.json"), "utf8"));
 }
 
+/** Where the test images are cached, for every file and run on the machine. */
+const testImagesDir = () => join(process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images", "images");
+
 /** `desktop`: the image with the desktop profile (Chromium, Xvfb, …), cached as "desktop". */
 export async function testImage(profile: "base" | "desktop" = "base"): Promise<string> {
   const name = profile === "base" ? "default" : profile;
-  const cache = join(process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images", "images");
+  const cache = testImagesDir();
   const cached = join(cache, name);
   mkdirSync(cache, { recursive: true });
   const b = makeHome("hutch-imgcache-");
@@ -275,7 +278,7 @@ export async function testImage(profile: "base" | "desktop" = "base"): Promise<s
  * home's last `image rm` removes its kept tree. False when the cache keeps none.
  */
 export function installTestTree(h: Home): boolean {
-  const from = join(process.env.HUTCH_TEST_IMAGE_HOME ?? "/var/tmp/hutch-test-images", "images", ".trees");
+  const from = join(testImagesDir(), ".trees");
   const names = existsSync(from) ? readdirSync(from).filter((n) => !n.startsWith(".")) : [];
   if (names.length === 0) return false;
   const to = join(h.home, "images", ".trees");

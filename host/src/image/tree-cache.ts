@@ -104,12 +104,11 @@ export async function withBaseTree(
   const upgrade = await make();
   let staging: string | undefined;
   try {
-    // Another build made the same tree meanwhile: that one stays, as a build may be copying it
-    // (--no-cache replaces it: its point is a newer tree; a build copying the old one then makes its own).
-    if (!fresh && readUpgrade(entry)) return { upgrade, reused: false, kept: hash };
     staging = makeStaging(dir, "tree");
     await copy(rootfs, join(staging, "root"));
     writeFileSync(join(staging, UPGRADE_FILE), JSON.stringify(upgrade));
+    // Another build made the same tree meanwhile: that one stays, as a build may be copying it
+    // (--no-cache replaces it: its point is a newer tree; a build copying the old one then makes its own).
     if (!fresh && readUpgrade(entry)) return { upgrade, reused: false, kept: hash };
     // What is there has no whole record, so no build copies it.
     if (existsSync(entry)) removeTree(entry);
