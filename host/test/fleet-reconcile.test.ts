@@ -3,7 +3,8 @@
 // epoch, when its holder gives it up; the leader gives a restart-always box
 // whose node is not live to a live one from its latest checkpoint, under the
 // next epoch, and leaves a never-restart box where it is; a server's copy is
-// superseded by a later placement (fleet/boxes.ts), not by its own move.
+// superseded by a later placement (fleet/boxes.ts), not by its own move;
+// a move is not undone by the server's own write of the box meanwhile.
 // tests/e2e/fleet-failover.test.ts checks the same through real servers.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import type { Box, FleetBox, FleetEvent } from "@hutch/shared";
@@ -11,6 +12,7 @@ import { jetstreamManager } from "@nats-io/jetstream";
 import { connect, type NatsConnection } from "@nats-io/transport-node";
 import { BoxDirectory, superseded } from "../src/fleet/boxes.ts";
 import { Cordons, fleetBucket, Lease } from "../src/fleet/lease.ts";
+import { Mover } from "../src/fleet/move.ts";
 import { Reconciler } from "../src/fleet/reconcile.ts";
 import { type NatsCluster, startNatsCluster } from "./nats-cluster.ts";
 import { fleetNode } from "./fleet-fixtures.ts";
@@ -118,6 +120,62 @@ describe("the leader's round", () => {
     expect(dir.entry("box_keep")!.epoch).toBe(2);
     await cordons.set("live2", false);
     await lease.stop();
+    dir.close();
+  });
+});
+
+describe("a move", () => {
+  test("this server's own write of the box between the move's read and its swap is not a conflict: the move reads again and goes on", async () => {
+    const dir = await BoxDirectory.open(nc, "mv1");
+    const kv = await fleetBucket(nc);
+    const snapshot = "snap_bbbbbbbbbbbbbbbbbbbb";
+    expect(await dir.swap(entry("box_mv", "mv1"), 0)).toBe(true);
+    await dir.fresh();
+    // The server's put of the box's row (its checkpoint after the snapshot) lands just after the move read the entry.
+    let raced = 0;
+    const racing = Object.create(dir) as BoxDirectory;
+    racing.read = async (id: string) => {
+      const cur = await dir.read(id);
+      if (raced++ === 0 && cur?.entry) {
+        const last = { snapshot, at: "2026-12-05T00:00:01Z" };
+        expect(await dir.swap({ ...cur.entry, box: { ...cur.entry.box, checkpoint: { everyS: 60, last } } }, cur.revision)).toBe(true);
+      }
+      return cur;
+    };
+    const mover = new Mover({
+      node: "mv1",
+      directory: racing,
+      cordons: new Cordons(kv, await jetstreamManager(nc)),
+      nodes: async () => [fleetNode("mv1"), fleetNode("mv2")],
+      events: { publish: async () => {} },
+      here: {
+        find: (ref) => (ref === "box_mv" ? { id: "box_mv", name: "box_mv", engine: "process", memoryMiB: 512 } : undefined),
+        epochOf: () => 1,
+        spec: () => null,
+        snapshot: async () => snapshot,
+        setEpoch: () => {},
+        discard: async () => {},
+      },
+    });
+    // The target makes the box once the entry names it: the moving mark goes, the box runs.
+    const target = (async () => {
+      for (;;) {
+        const cur = await dir.read("box_mv");
+        const e = cur?.entry;
+        if (cur && e?.node === "mv2" && e.moving) {
+          const { moving: _, ...made } = e;
+          if (await dir.swap({ ...made, box: { ...e.box, state: "running" } }, cur.revision)) return;
+        }
+        await Bun.sleep(50);
+      }
+    })();
+    const r = await mover.move("box_mv", { to: "mv2", reason: "move" }, () => {}, new AbortController().signal);
+    await target;
+    expect(raced).toBeGreaterThan(1);
+    expect(r).toMatchObject({ from: "mv1", to: "mv2", epoch: 2, snapshot });
+    const e = (await dir.read("box_mv"))!.entry!;
+    expect(e.node).toBe("mv2");
+    expect(e.box.checkpoint?.last?.snapshot).toBe(snapshot);
     dir.close();
   });
 });

@@ -27,6 +27,8 @@ const logger = log.create({ service: "fleet" });
 
 /** How long the target has to make the box and report it running. */
 export const MOVE_TIMEOUT_MS = 180_000;
+/** How often a move reads and swaps its box's entry while this server's own writes of the box keep changing it. */
+const SWAP_ATTEMPTS = 5;
 
 export interface MoveDeps {
   node: string;
@@ -118,32 +120,37 @@ export class Mover {
       report({ type: "step", n: 1, total: 3, title: `taking a snapshot of ${box.name} into the fleet's store` });
       snapshot = await this.d.here.snapshot(box.id, report, signal);
     }
-    const cur = await this.d.directory.read(box.id);
-    const was = cur?.entry;
-    if (!cur || !was || was.node !== this.d.node || (was.epoch ?? 1) !== epoch)
-      throw new HutchError(
-        "conflict",
-        `the fleet's directory does not show box "${box.name}" as this server's (epoch ${epoch})`,
-        "wait a moment for the directory to catch up, then move it again",
-      );
-    // The box as it is now: a policy changed a moment ago may not be in the directory's entry yet.
-    const spec = this.d.here.spec(box.id);
-    const next: FleetBox = {
-      ...was,
-      ...(spec ? { spec } : {}),
-      node: to,
-      epoch: epoch + 1,
-      box: { ...was.box, state: "creating", server: to },
-      moving: {
-        from: this.d.node,
-        reason: opts.reason,
-        ...(snapshot ? { snapshot } : {}),
-        ...(carried ? { carried } : {}),
-        ...(opts.by ? { by: opts.by } : {}),
-      },
-    };
-    if (!(await this.d.directory.swap(next, cur.revision)))
-      throw new HutchError("conflict", `box "${box.name}"'s directory entry changed while it was being moved`, "move it again");
+    // This server's own writes of the box (its row after the snapshot, a state change) may land between
+    // the read and the swap: those are not a decision about where it runs, so read again and retry.
+    for (let attempt = 1; ; attempt++) {
+      const cur = await this.d.directory.read(box.id);
+      const was = cur?.entry;
+      if (!cur || !was || was.node !== this.d.node || (was.epoch ?? 1) !== epoch)
+        throw new HutchError(
+          "conflict",
+          `the fleet's directory does not show box "${box.name}" as this server's (epoch ${epoch})`,
+          "wait a moment for the directory to catch up, then move it again",
+        );
+      // The box as it is now: a policy changed a moment ago may not be in the directory's entry yet.
+      const spec = this.d.here.spec(box.id);
+      const next: FleetBox = {
+        ...was,
+        ...(spec ? { spec } : {}),
+        node: to,
+        epoch: epoch + 1,
+        box: { ...was.box, state: "creating", server: to },
+        moving: {
+          from: this.d.node,
+          reason: opts.reason,
+          ...(snapshot ? { snapshot } : {}),
+          ...(carried ? { carried } : {}),
+          ...(opts.by ? { by: opts.by } : {}),
+        },
+      };
+      if (await this.d.directory.swap(next, cur.revision)) break;
+      if (attempt >= SWAP_ATTEMPTS)
+        throw new HutchError("conflict", `box "${box.name}"'s directory entry changed while it was being moved`, "move it again");
+    }
     logger.info("moving a box", { box: box.name, to, epoch: epoch + 1, snapshot });
     report({
       type: "step",
