@@ -197,7 +197,11 @@ export function onTerminal(h: Home, args: string[], cols = 80, rows = 24) {
     text: () => screen,
     type: (s: string) => proc.terminal!.write(s),
     until: (what: string | RegExp, ms = 15000) =>
-      waitFor(`terminal output ${what}`, () => (typeof what === "string" ? screen.includes(what) : what.test(screen)), ms),
+      waitFor(`terminal output ${what}`, () => (typeof what === "string" ? screen.includes(what) : what.test(screen)), ms).catch(
+        (err: Error) => {
+          throw new Error(`${err.message}; the screen ends with ${JSON.stringify(screen.slice(-400))}`);
+        },
+      ),
   };
 }
 

@@ -54,6 +54,8 @@ describe("hutch exec --tty", () => {
     const c = onTerminal(["pty", "attach", "t", id]);
     await c.until("tick-");
     c.type("\x03");
+    // The shell's prompt back before typing on: keys typed while the terminal handles an interrupt are its to drop (POSIX flushes input on INTR).
+    await c.until(/\$ $/);
     c.type("echo done-$((40+2))\n");
     await c.until("done-42");
     c.type("exit 5\n");
