@@ -4,7 +4,8 @@ import { chmodSync, lstatSync, mkdirSync, mkdtempSync, rmSync, statSync, symlink
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { HutchError } from "@hutch/shared";
-import { checkHome, tightenHome } from "../src/home.ts";
+import { checkHome } from "../src/home.ts";
+import { tightenHome } from "../src/daemon/home-modes.ts";
 import { openDb } from "../src/store/db.ts";
 
 const root = mkdtempSync(join(tmpdir(), "hutch-homecheck-"));

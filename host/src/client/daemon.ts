@@ -1,11 +1,11 @@
 // Talking to the daemon: find it, start it when none answers, send requests.
-import { mkdirSync, openSync, closeSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { ErrorCodes, HutchError, IDEMPOTENCY_HEADER } from "@hutch/shared/base";
 import type { Health } from "@hutch/shared";
 import { HOME_FILES } from "../paths.ts";
 import { env } from "../env.ts";
 import { checkHome } from "../home.ts";
+import { nodeFs } from "../libc.ts";
 import { selfArgv } from "../self.ts";
 import { homeDaemonOnly } from "./remote-choice.ts";
 import { localTarget, localTransport } from "./local-transport.ts";
@@ -62,7 +62,7 @@ async function serving(socket: string): Promise<boolean> {
 
 function logTail(path: string, lines = 15): string {
   try {
-    return readFileSync(path, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
+    return nodeFs().readFileSync(path, "utf8").trimEnd().split("\n").slice(-lines).join("\n");
   } catch {
     return "(no log)";
   }
@@ -122,6 +122,7 @@ export function waitingClient(home: string, kind?: string, remote?: Transport): 
 
 async function startDaemon(home: string, t: Transport, timeoutMs?: number): Promise<void> {
   if (await health(t)) return;
+  const { closeSync, mkdirSync, openSync } = nodeFs();
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const logPath = join(home, HOME_FILES.log);
   const spawnDaemon = () => {

@@ -1,6 +1,6 @@
 // `hutch exec` and `hutch pty attach`: pipe the local stdio to a tool stream
 // and come back with the remote exit status (a signal N as 128+N).
-import { read } from "node:fs";
+import { nodeFs } from "../libc.ts";
 import { constants } from "node:os";
 import { Chan, HEADER_BYTES, HutchError, MAX_PAYLOAD, type MuxStream } from "@hutch/shared/base";
 import type { Session, ToolOpen } from "@hutch/shared";
@@ -77,7 +77,7 @@ function dataRecord(chan: number, bytes: Uint8Array): Record<string, unknown> {
 }
 
 function readFd(fd: number, buf: Uint8Array, offset: number, length: number): Promise<number> {
-  return new Promise((resolve, reject) => read(fd, buf, offset, length, null, (err, n) => (err ? reject(err) : resolve(n))));
+  return new Promise((resolve, reject) => nodeFs().read(fd, buf, offset, length, null, (err, n) => (err ? reject(err) : resolve(n))));
 }
 
 /**

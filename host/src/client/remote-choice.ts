@@ -4,7 +4,7 @@
 // Answering it here keeps remotes.ts, and the schema library it checks the
 // file with, out of those verbs' start-up (~7 ms of a ~12 ms round trip:
 // scripts/bench/README.md, cli.ts).
-import { existsSync } from "node:fs";
+import { exists } from "../libc.ts";
 import { join } from "node:path";
 import { env } from "../env.ts";
 
@@ -16,5 +16,5 @@ export const remotesPath = () => join(env.configDir(), "remotes.json");
 /** True when no remote can be selected: --remote/HUTCH_REMOTE says local, or names none and no remotes file exists. */
 export function homeDaemonOnly(flag?: string): boolean {
   const f = flag ?? env.remote();
-  return f === LOCAL || (f === undefined && !existsSync(remotesPath()));
+  return f === LOCAL || (f === undefined && !exists(remotesPath()));
 }
