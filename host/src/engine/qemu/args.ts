@@ -52,6 +52,14 @@ interface Profile {
   console: string;
   sandbox: boolean;
   /**
+   * A vmgenid device (ACPI, so q35 only: microvm and virt boot with no
+   * firmware to load its table; not on Windows, whose QEMU is not tried
+   * here): its id changes each time a saved state is loaded, and the guest
+   * kernel reseeds its random numbers on that. Where it is there, boxes may
+   * start from a shared booted state (booted.ts).
+   */
+  vmgenid?: boolean;
+  /**
    * How the guest disk (hutch-guest's binary) is attached. "pmem": a
    * virtio-pmem device over the host's file, mounted with DAX, so the guest
    * maps the binary's pages straight from it: no block I/O and no second copy
@@ -99,6 +107,7 @@ function profile(p: Platform, a: Arch, accel: Accel): Profile {
       sandbox: p === "linux",
       guestDisk: p === "linux" ? "pmem" : "blk",
       socket: unixSocket,
+      vmgenid: true,
     };
   }
   return {
@@ -190,6 +199,7 @@ export function qemuArgs(s: QemuSpec): string[] {
     pr.socket("agent", s.agent),
     "-device",
     "virtserialport,bus=vser.0,chardev=agent,name=hutch.agent",
+    ...(pr.vmgenid ? ["-device", "vmgenid,id=vmgenid"] : []),
     "-object",
     "rng-random,id=rng,filename=/dev/urandom",
     "-device",
