@@ -229,10 +229,18 @@ export function opOutput<T>(stdout: string): { lines: { type: string; [k: string
 /** Copies the test image (testImage below) into a home as its "default" image; returns its manifest. */
 export async function installTestImage(
   h: Home,
+  opts: { sharedBooted?: boolean } = {},
 ): Promise<{ kernel: { release?: string; version?: string } | string } & Record<string, unknown>> {
   const image = await testImage();
   mkdirSync(join(h.home, "images"), { recursive: true });
   cpSync(image, join(h.home, "images", "default"), { recursive: true });
+  // The booted states of the image's shapes (engine/qemu/booted.ts), shared by every home of the run, and by
+  // later runs while the image and guest are the same: a box's first start loads one instead of booting.
+  // A file that tests how states are made, or what a boot alone does, keeps its own (sharedBooted: false).
+  if (opts.sharedBooted !== false) {
+    mkdirSync(join(testImagesDir(), ".booted"), { recursive: true, mode: 0o700 });
+    symlinkSync(join(testImagesDir(), ".booted"), join(h.home, "images", ".booted"));
+  }
   return JSON.parse(readFileSync(join(h.home, "images/default/manifest.json"), "utf8"));
 }
 

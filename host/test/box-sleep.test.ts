@@ -35,7 +35,7 @@ class SleepyEngine implements Engine {
     return { ok: true, engine: "qemu" as const, detail: "scripted" };
   }
   async create() {}
-  async start() {
+  async start(): Promise<undefined> {
     this.running = true;
   }
   async stop() {

@@ -54,8 +54,8 @@ class ScriptedEngine implements Engine {
   create(_b: BoxHandle) {
     return this.step("create", () => (this.exists = true));
   }
-  start(_b: BoxHandle) {
-    return this.step("start", () => {
+  async start(_b: BoxHandle): Promise<undefined> {
+    await this.step("start", () => {
       this.exists = true;
       this.running = true;
       this.paused = false;

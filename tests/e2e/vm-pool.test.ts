@@ -52,7 +52,7 @@ async function create(name: string): Promise<string> {
 beforeAll(async () => {
   h = makeHome("hutch-vmpool-");
   Object.assign(h.env, { HUTCH_QEMU_ACCEL: "tcg" });
-  await installTestImage(h);
+  await installTestImage(h, { sharedBooted: false });
 }, 900_000);
 afterAll(() => h.cleanup(), 300_000);
 

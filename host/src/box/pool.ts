@@ -11,7 +11,15 @@
 // claim honours: the name, the egress policy and the sleep settings (all of
 // the new box's own); the engine, image and limits must be the pool's, and a
 // create with kernel args or from a snapshot is made as usual.
-import { type BoxCreateBody, HutchError, type PoolCleared, type PoolSetBody, type PoolSpec, type PoolStatus } from "@hutch/shared";
+import {
+  type BoxCreateBody,
+  type EngineName,
+  HutchError,
+  type PoolCleared,
+  type PoolSetBody,
+  type PoolSpec,
+  type PoolStatus,
+} from "@hutch/shared";
 import { randomBytes } from "node:crypto";
 import type { BoxRegistry, BoxRow, PoolSizes } from "../store/types.ts";
 import { log } from "../log.ts";
@@ -26,6 +34,10 @@ export const RETRY_MS = 30_000;
 const POOL_KEY = "pool";
 /** The config key that holds the image build a pool box was booted on. */
 const POOL_BUILD = "poolBuild";
+/** The pool key of a box booted to keep its state as its shape's booted state (wantBooted). */
+const BOOTED_POOL = "booted";
+/** The config keys that make a box's shape: what a box booted for its booted state copies. */
+const SHAPE_KEYS = ["image", "cpus", "memoryMiB", "disk", "kernelArgs"];
 
 export const poolKey = (engine: string, image: string) => `${engine}/${image}`;
 
@@ -88,6 +100,8 @@ export class WarmPools implements WarmSource {
   /** Failed to move in a claim: thrown away by the next fill. */
   private readonly broken = new Set<string>();
   private readonly failures = new Map<string, { count: number; at: number; error: string }>();
+  /** Shapes whose booted state is wanted (engine/qemu/booted.ts), by engine and config: made one at a time, like pool boxes. */
+  private readonly bootedWanted = new Map<string, { engine: EngineName; config: Record<string, unknown> }>();
   private filling: Promise<void> | null = null;
   private again = false;
   private closed = false;
@@ -133,6 +147,15 @@ export class WarmPools implements WarmSource {
     if (!row) return null;
     this.taken.add(row.id);
     return row;
+  }
+
+  wantBooted(row: BoxRow): void {
+    const cfg = configOf(row);
+    const config = Object.fromEntries(SHAPE_KEYS.filter((k) => cfg[k] !== undefined).map((k) => [k, cfg[k]]));
+    const key = JSON.stringify([row.engine, config]);
+    if (this.bootedWanted.has(key)) return;
+    this.bootedWanted.set(key, { engine: row.engine, config });
+    this.kick();
   }
 
   done(id: string, outcome: "claimed" | "returned" | "broken"): void {
@@ -251,12 +274,17 @@ export class WarmPools implements WarmSource {
         await this.throwAway(row);
       }
       const short = [...specs].find(([key, s]) => (kept.get(key) ?? 0) + this.makingFor(key) < s.warm && !this.waiting(key));
-      if (!short) return;
+      const booted = short ? undefined : this.bootedWanted.entries().next().value;
+      if (!short && !booted) return;
       if (this.userBoxStarting()) {
         this.deferred = true;
         return;
       }
-      await this.makeOne(short[1]);
+      if (short) await this.makeOne(short[1]);
+      else if (booted) {
+        this.bootedWanted.delete(booted[0]);
+        await this.makeBooted(booted[1]);
+      }
     }
   }
 
@@ -353,6 +381,35 @@ export class WarmPools implements WarmSource {
       this.making.delete(box.id);
     }
     void this.report();
+  }
+
+  /**
+   * Boots a box of a wanted shape and puts it to sleep, and its engine keeps
+   * that state for the boxes of the shape after it; the box itself goes.
+   * Best effort: a failure is logged, and the next box of the shape to boot
+   * asks again.
+   */
+  private async makeBooted(want: { engine: EngineName; config: Record<string, unknown> }): Promise<void> {
+    const name = `booted-${randomBytes(8).toString("hex")}`;
+    const config = { ...want.config, [POOL_KEY]: BOOTED_POOL, sleepAfterMs: null, maxAwakeMs: null };
+    const { box } = this.deps.store.insertBox(name, want.engine, "running", null, config);
+    this.making.add(box.id);
+    const t0 = this.now();
+    try {
+      await this.deps.boxes.reconcile(box.id);
+      const row = this.deps.store.byId(box.id);
+      if (row?.state !== "running") throw new Error(row?.reason ?? `it is ${row?.state ?? "gone"}`);
+      await this.deps.boxes.sleep(box.id);
+      if (await this.deps.boxes.keepBooted(box.id)) logger.info("booted state made", { box: name, ms: this.now() - t0, ...want.config });
+    } catch (err) {
+      logger.warn("a booted state could not be made; the next box of its shape boots and asks again", {
+        box: name,
+        error: (err as Error).message,
+      });
+    } finally {
+      this.making.delete(box.id);
+      await this.throwAway(this.deps.store.byId(box.id) ?? box);
+    }
   }
 
   /** In a fleet: this server's pools, for the others' `pool list`. */

@@ -76,6 +76,8 @@ export interface WarmSource {
   done(id: string, outcome: "claimed" | "returned" | "broken"): void;
   /** A pool's box: not listed, nobody's. */
   pooled(row: BoxRow): boolean;
+  /** A box booted where a booted state of its shape is wanted (engine/qemu/booted.ts): one is made, for the boxes after it. */
+  wantBooted?(row: BoxRow): void;
 }
 
 export class BoxService {
@@ -386,6 +388,19 @@ export class BoxService {
     logger.info("box claimed from a warm pool", { box: to.name, id: to.id, pooled: from.id });
   }
 
+  /**
+   * An asleep box's state and disk kept by its engine as the booted state
+   * of its shape (box/pool.ts makes such boxes); the box is then deleted.
+   */
+  async keepBooted(id: string): Promise<boolean> {
+    const row = this.store.byId(id);
+    if (!row) return false;
+    const engine = this.engine(row.engine);
+    if (!engine.keepBooted) return false;
+    this.dropChannel(id);
+    return engine.keepBooted(this.handle(row));
+  }
+
   /** New limits for a stopped box, applied at its next start; the sleep settings, in any state, from now. */
   set(ref: string, body: BoxSetBody): Box {
     const row = this.row(ref);
@@ -678,7 +693,8 @@ export class BoxService {
     if (!observed.running) {
       this.dropChannel(row.id);
       this.setState(row.id, "starting");
-      await engine.start(box);
+      const started = await engine.start(box);
+      if (started?.booted === "wanted" && this.warm && !this.warm.pooled(row)) this.warm.wantBooted?.(row);
     } else if (observed.paused) {
       await engine.resume!(box);
     }

@@ -83,6 +83,11 @@ export interface ChannelEndpoint {
   peerPid?: number;
 }
 
+/** What a start says of booted states (qemu/booted.ts): loaded one, or booted and one of its shape is wanted. */
+export interface StartedFrom {
+  booted: "loaded" | "wanted" | null;
+}
+
 export interface Engine {
   readonly name: EngineName;
   readonly capabilities: EngineCapabilities;
@@ -90,8 +95,13 @@ export interface Engine {
   probe(): Promise<ProbeResult>;
   /** Prepares the box's files. Idempotent. */
   create(box: BoxHandle): Promise<void>;
-  /** Starts the box; returns once it is booting (the channel may not answer yet). */
-  start(box: BoxHandle): Promise<void>;
+  /**
+   * Starts the box; returns once it is booting (the channel may not answer
+   * yet). An engine that keeps booted states (qemu/booted.ts) says whether
+   * this start loaded one, and when it booted instead whether one of this
+   * box's shape is wanted (the box service has one made: box/pool.ts).
+   */
+  start(box: BoxHandle): Promise<StartedFrom | undefined>;
   /** Graceful stop through `requestShutdown`, then forced after timeoutMs. */
   stop(box: BoxHandle, timeoutMs: number, requestShutdown: () => void): Promise<{ forced: boolean }>;
   /**
@@ -132,6 +142,12 @@ export interface Engine {
    * records the move's outcome.
    */
   rehome?(from: BoxHandle, to: BoxHandle): Promise<void>;
+  /**
+   * Keeps an asleep box's state and disk as the booted state of its shape
+   * (present where start may say `wanted`): the box is left without them, to
+   * be destroyed. False when it could not be kept or one was there already.
+   */
+  keepBooted?(box: BoxHandle): Promise<boolean>;
   inspect(box: BoxHandle): Promise<Observed>;
   channel(box: BoxHandle): ChannelEndpoint;
   /** Removes every file of the box. The box must not be running. */

@@ -268,7 +268,7 @@ export class ProcessEngine implements Engine {
     return ensureDisk(box.dir, limits.diskBytes, id);
   }
 
-  async start(box: BoxHandle): Promise<void> {
+  async start(box: BoxHandle): Promise<undefined> {
     await this.create(box);
     const system = hostLayout([...SYSTEM_DIRS, ...extraHostDirs(env.boxHostDirs(), this.home)]);
     const limits = this.boxLimits(box);

@@ -5,6 +5,7 @@
 // finds it by pidfile (pid + start time + its box id on the command line).
 import {
   closeSync,
+  copyFileSync,
   existsSync,
   mkdirSync,
   openSync,
@@ -17,12 +18,23 @@ import {
 } from "node:fs";
 import { dirname, join } from "node:path";
 import { HutchError } from "@hutch/shared";
-import type { BoxHandle, ChannelEndpoint, Engine, EngineCapabilities, LimitReport, Observed, ProbeResult, SleepState } from "../types.ts";
+import type {
+  BoxHandle,
+  ChannelEndpoint,
+  Engine,
+  EngineCapabilities,
+  LimitReport,
+  Observed,
+  ProbeResult,
+  SleepState,
+  StartedFrom,
+} from "../types.ts";
 import { boxLeftovers, isAlive, killBox, procStartTime, readIdentity, waitGone, type ProcIdentity } from "../pidfile.ts";
 import { guestBinary } from "../guest-binary.ts";
 import { qemuArgs, type Arch, type Platform } from "./args.ts";
 import { qmp, type QmpStatus } from "./qmp.ts";
 import { commitState, migrateOut, receiveState, stateProblem, syncDir } from "./sleep.ts";
+import { type BootedState, bootedKey, dropBooted, findBooted, keepBooted, seenBooted } from "./booted.ts";
 import { chooseAccel, currentAccel, resolveAccel } from "./accel.ts";
 import { env } from "../../env.ts";
 import { ensureGuestDisk } from "../../image/guest-disk.ts";
@@ -292,12 +304,102 @@ export class QemuEngine implements Engine {
     return { files, manifest };
   }
 
-  async start(box: BoxHandle): Promise<void> {
+  /**
+   * A fresh boot, or on a box's first start (it has never run: no command
+   * line saved) the booted state of its shape loaded instead, when one is
+   * kept (booted.ts). A box that boots says whether a state of its shape is
+   * wanted: the second box of a shape to boot asks for one.
+   */
+  async start(box: BoxHandle): Promise<StartedFrom> {
     // A start is a fresh boot: a sleeping state left from before is stale against the disk from here on.
     await this.forgetSleep(box);
+    const first = !existsSync(join(box.dir, VM_FILES.argv));
     const argv = await this.argv(box);
-    await this.launch(box, argv);
+    const key = first ? this.bootedKeyOf(box, argv) : null;
+    let booted: StartedFrom["booted"] = null;
+    if (key) {
+      const kept = findBooted(this.home, key);
+      if (kept && (await this.startFrom(box, argv, kept))) booted = "loaded";
+      else if (seenBooted(this.home, key)) booted = "wanted";
+    }
+    if (booted !== "loaded") await this.launch(box, argv);
     writeFileSync(join(box.dir, VM_FILES.argv), JSON.stringify(argv));
+    return { booted };
+  }
+
+  /** The key of the booted state a box with this command line would load or keep; null when it has none (no vmgenid, no image). */
+  private bootedKeyOf(box: BoxHandle, argv: string[]): string | null {
+    const backing = overlayBacking(join(box.dir, VM_FILES.disk));
+    if (!backing) return null;
+    let manifest: string;
+    try {
+      manifest = readFileSync(imageFiles(dirname(backing)).manifest, "utf8");
+    } catch {
+      return null;
+    }
+    return bootedKey(argv, { home: this.home, dir: box.dir, id: box.id, name: box.name }, manifest, this.config(box).disk);
+  }
+
+  /**
+   * The box's disk becomes a copy of the booted state's (pointed at this
+   * box's own image file), and QEMU starts with the box's command line and
+   * loads the state. False when that fails, with the box's fresh disk back
+   * and no QEMU left, to boot as usual; a state QEMU would not load is
+   * removed (the next boxes of its shape boot, and a new one is made).
+   */
+  private async startFrom(box: BoxHandle, argv: string[], kept: BootedState): Promise<boolean> {
+    const disk = join(box.dir, VM_FILES.disk);
+    const backing = overlayBacking(disk);
+    const copy = `${disk}.booted`;
+    const fresh = `${disk}.fresh`;
+    try {
+      if (!backing) throw new Error("the box's disk names no base image");
+      copyFileSync(kept.disk, copy);
+      const r = run(["qemu-img", "rebase", "-u", "-F", "qcow2", "-b", backing, copy]);
+      if (!r.ok) throw new Error(r.out);
+    } catch (err) {
+      rmSync(copy, { force: true });
+      logger.warn("could not copy a booted state's disk; the box boots", { box: box.name, err: String(err) });
+      return false;
+    }
+    renameSync(disk, fresh);
+    renameSync(copy, disk);
+    const qmpSock = join(box.dir, VM_FILES.qmp);
+    let problem: string | null;
+    const fd = openSync(kept.state, "r");
+    try {
+      await this.launch(box, [...argv, "-incoming", "fd:0", "-S"], fd);
+      problem = await this.incomingDone(box, qmpSock);
+      if (problem === null) await qmp(qmpSock, "cont");
+    } catch (err) {
+      problem = (err as Error).message;
+    } finally {
+      closeSync(fd);
+    }
+    if (problem !== null) {
+      await this.kill(box);
+      renameSync(fresh, disk);
+      dropBooted(this.home, kept.key);
+      logger.warn("QEMU could not load a booted state: it is removed, and the box boots", { box: box.name, problem });
+      return false;
+    }
+    rmSync(fresh, { force: true });
+    logger.info("VM started from a booted state", { box: box.name, key: kept.key, made: kept.made });
+    return true;
+  }
+
+  async keepBooted(box: BoxHandle): Promise<boolean> {
+    const id = this.identity(box);
+    if (id && isAlive(id))
+      throw new HutchError("conflict", `box "${box.name}" is running; only an asleep box's state is kept`, "sleep it first");
+    const state = join(box.dir, VM_FILES.sleepState);
+    const saved = this.savedArgv(box);
+    if (!saved || stateProblem(state)) return false;
+    const key = this.bootedKeyOf(box, saved);
+    if (!key) return false;
+    const kept = keepBooted(this.home, key, box, { state, disk: join(box.dir, VM_FILES.disk) });
+    logger.info(kept ? "booted state kept" : "a booted state of this shape was kept meanwhile; this one goes", { box: box.name, key });
+    return kept;
   }
 
   /** The VM's command line for a fresh boot, with its disks prepared. */
