@@ -358,29 +358,43 @@ export class WarmPools implements WarmSource {
       sleepAfterMs: null,
       maxAwakeMs: null,
     };
-    const name = `pool-${randomBytes(8).toString("hex")}`;
-    const { box } = this.deps.store.insertBox(name, spec.engine, "running", null, config);
-    this.making.add(box.id);
     const t0 = this.now();
+    const { box, error } = await this.bootAsleep("pool", spec.engine, config);
+    if (error !== null) {
+      const was = this.failures.get(key);
+      this.failures.set(key, { count: (was?.count ?? 0) + 1, at: this.now(), error });
+      logger.warn("a pool box did not boot; the pool tries again later", { box: box.name, pool: key, error, retryMs: RETRY_MS });
+      await this.throwAway(this.deps.store.byId(box.id) ?? box);
+      return;
+    }
+    this.failures.delete(key);
+    logger.info("pool box ready", { box: box.name, pool: key, ms: this.now() - t0 });
+    void this.report();
+  }
+
+  /**
+   * A hidden box (`<prefix>-<random>`) made with `config`, booted and put to
+   * sleep; never another fill's to throw away meanwhile. `error` says why
+   * it is not asleep, and the caller throws it away then.
+   */
+  private async bootAsleep(
+    prefix: string,
+    engine: EngineName,
+    config: Record<string, unknown>,
+  ): Promise<{ box: BoxRow; error: string | null }> {
+    const { box } = this.deps.store.insertBox(`${prefix}-${randomBytes(8).toString("hex")}`, engine, "running", null, config);
+    this.making.add(box.id);
     try {
       await this.deps.boxes.reconcile(box.id);
       const row = this.deps.store.byId(box.id);
       if (row?.state !== "running") throw new Error(row?.reason ?? `it is ${row?.state ?? "gone"}`);
       await this.deps.boxes.sleep(box.id);
-      this.failures.delete(key);
-      logger.info("pool box ready", { box: name, pool: key, ms: this.now() - t0 });
+      return { box, error: null };
     } catch (err) {
-      const error = (err as Error).message;
-      const was = this.failures.get(key);
-      this.failures.set(key, { count: (was?.count ?? 0) + 1, at: this.now(), error });
-      logger.warn("a pool box did not boot; the pool tries again later", { box: name, pool: key, error, retryMs: RETRY_MS });
-      this.making.delete(box.id);
-      await this.throwAway(this.deps.store.byId(box.id) ?? box);
-      return;
+      return { box, error: (err as Error).message };
     } finally {
       this.making.delete(box.id);
     }
-    void this.report();
   }
 
   /**
@@ -390,26 +404,24 @@ export class WarmPools implements WarmSource {
    * asks again.
    */
   private async makeBooted(want: { engine: EngineName; config: Record<string, unknown> }): Promise<void> {
-    const name = `booted-${randomBytes(8).toString("hex")}`;
-    const config = { ...want.config, [POOL_KEY]: BOOTED_POOL, sleepAfterMs: null, maxAwakeMs: null };
-    const { box } = this.deps.store.insertBox(name, want.engine, "running", null, config);
-    this.making.add(box.id);
     const t0 = this.now();
+    const { box, error } = await this.bootAsleep("booted", want.engine, {
+      ...want.config,
+      [POOL_KEY]: BOOTED_POOL,
+      sleepAfterMs: null,
+      maxAwakeMs: null,
+    });
     try {
-      await this.deps.boxes.reconcile(box.id);
-      const row = this.deps.store.byId(box.id);
-      if (row?.state !== "running") throw new Error(row?.reason ?? `it is ${row?.state ?? "gone"}`);
-      await this.deps.boxes.sleep(box.id);
-      if (await this.deps.boxes.keepBooted(box.id)) logger.info("booted state made", { box: name, ms: this.now() - t0, ...want.config });
+      if (error !== null) throw new Error(error);
+      if (await this.deps.boxes.keepBooted(box.id))
+        logger.info("booted state made", { box: box.name, ms: this.now() - t0, ...want.config });
     } catch (err) {
       logger.warn("a booted state could not be made; the next box of its shape boots and asks again", {
-        box: name,
+        box: box.name,
         error: (err as Error).message,
       });
-    } finally {
-      this.making.delete(box.id);
-      await this.throwAway(this.deps.store.byId(box.id) ?? box);
     }
+    await this.throwAway(this.deps.store.byId(box.id) ?? box);
   }
 
   /** In a fleet: this server's pools, for the others' `pool list`. */
