@@ -34,7 +34,7 @@ import { guestBinary } from "../guest-binary.ts";
 import { qemuArgs, type Arch, type Platform } from "./args.ts";
 import { qmp, type QmpStatus } from "./qmp.ts";
 import { commitState, migrateOut, receiveState, stateProblem, syncDir } from "./sleep.ts";
-import { type BootedState, bootedKey, dropBooted, findBooted, keepBooted, seenBooted } from "./booted.ts";
+import { type BootedState, bootedKey, dropBooted, findBooted, keepBooted, listBooted, seenBooted } from "./booted.ts";
 import { chooseAccel, currentAccel, resolveAccel } from "./accel.ts";
 import { env } from "../../env.ts";
 import { ensureGuestDisk } from "../../image/guest-disk.ts";
@@ -506,7 +506,13 @@ export class QemuEngine implements Engine {
   }
 
   async sleepDetail(): Promise<string> {
-    return "keeps the VM's memory and devices: its programs carry on after a wake (the state is a file in the box's directory)";
+    const booted = listBooted(this.home);
+    const mib = Math.round(booted.reduce((n, b) => n + b.bytes, 0) / 1024 ** 2);
+    return `keeps the VM's memory and devices: its programs carry on after a wake (the state is a file in the box's directory); ${
+      booted.length === 0
+        ? "no booted state kept yet (the second box of a shape to boot has one made, and later boxes of that shape load it instead of booting)"
+        : `${booted.length} booted state${booted.length === 1 ? "" : "s"} kept (${mib} MiB in images/.booted): a box's first start loads its shape's instead of booting`
+    }`;
   }
 
   async forgetSleep(box: BoxHandle): Promise<void> {
