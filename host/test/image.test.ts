@@ -450,6 +450,13 @@ describe("installed images", () => {
       expect(() => removeImage(home, "default", users, () => "web")).toThrow(
         expect.objectContaining({ hint: expect.stringContaining("hutch box delete web") }),
       );
+      // The server's own boxes (a warm pool's, a booted state's maker) do not hold the name: rm takes it,
+      // and the build they back onto stays until they are gone.
+      const own = (dir: string) => (inUse.has(dir) ? ["box_pool"] : []);
+      removeImage(home, "default", own, () => "pool-1", (id) => id === "box_pool");
+      expect(readdirSync(join(home, "images")).filter((n) => !n.startsWith("."))).toEqual([]);
+      expect(existsSync(second)).toBe(true);
+      install();
       // Once nothing uses them, rm takes the name and every build no one needs.
       inUse.clear();
       removeImage(home, "default", users);

@@ -138,6 +138,12 @@ export class BoxService {
     return this.toBox(this.row(ref));
   }
 
+  /** Whether a box is this server's own, not a user's: a warm pool's, or one booted for a booted state (box/pool.ts). */
+  hidden(id: string): boolean {
+    const row = this.store.byId(id);
+    return row !== null && row !== undefined && this.warm?.pooled(row) === true;
+  }
+
   byId(id: string): BoxRow | null {
     return this.store.byId(id);
   }

@@ -136,21 +136,24 @@ export function listImages(home: string): ImageEntry[] {
 export type ImageUsers = (buildDir: string) => string[];
 
 /**
- * Removes a name. Refused while a box's overlay backs onto its build (naming
- * the boxes and the command that frees it); the build itself goes with the
- * name unless another name points at it.
+ * Removes a name. Refused while a user's box's overlay backs onto its build
+ * (naming the boxes and the command that frees it); the server's own boxes
+ * (`own`: a warm pool's, or one booted for a booted state) do not hold it:
+ * they are thrown away as stale by their pool. The build itself goes with
+ * the name unless another name points at it or a box still backs onto it.
  */
 export function removeImage(
   home: string,
   name: string,
   users: ImageUsers,
   describe: (ids: string[]) => string = (ids) => ids.join(", "),
+  own: (id: string) => boolean = () => false,
 ): void {
   checkImageName(name);
   const link = join(imagesDir(home), name);
   if (!lexists(link)) throw new HutchError("not_found", `no image "${name}"`, "see the images there are: hutch image list");
   const target = resolved(link);
-  const using = target ? users(target) : [];
+  const using = target ? users(target).filter((id) => !own(id)) : [];
   if (using.length > 0) {
     throw new HutchError(
       "conflict",

@@ -96,11 +96,11 @@ export class ImageBuilds {
     return (report, signal) => this.inWorker(body, report, signal).finally(() => this.running.delete(name));
   }
 
-  /** Removes a name, unless it is building or boxes are built on it (named through `names`). */
-  remove(name: string, names: (ids: string[]) => string): void {
+  /** Removes a name, unless it is building or users' boxes are built on it (named through `names`; `own`: the server's own boxes). */
+  remove(name: string, names: (ids: string[]) => string, own?: (id: string) => boolean): void {
     if (this.running.has(name))
       throw new HutchError("conflict", `image "${name}" is being built`, "wait for the build to finish, then remove it");
-    removeImage(this.home, name, overlayUsers(this.home), names);
+    removeImage(this.home, name, overlayUsers(this.home), names, own);
   }
 
   private async inWorker(body: ImageBuildBody, report: OpReport, signal: AbortSignal): Promise<ImageBuildResult> {

@@ -29,7 +29,11 @@ export function imagesController(home: string, builds: ImageBuilds, imports: Ima
     .delete(
       "/:name",
       ({ params }) => {
-        builds.remove(params.name, (ids) => ids.map((id) => boxes.byId(id)?.name ?? id).join(", "));
+        builds.remove(
+          params.name,
+          (ids) => ids.map((id) => boxes.byId(id)?.name ?? id).join(", "),
+          (id) => boxes.hidden(id),
+        );
         return { name: params.name, removed: true as const };
       },
       { ...named, detail: { summary: "Remove an image name (refused while boxes are built on it)" } },
