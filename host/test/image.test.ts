@@ -453,7 +453,13 @@ describe("installed images", () => {
       // The server's own boxes (a warm pool's, a booted state's maker) do not hold the name: rm takes it,
       // and the build they back onto stays until they are gone.
       const own = (dir: string) => (inUse.has(dir) ? ["box_pool"] : []);
-      removeImage(home, "default", own, () => "pool-1", (id) => id === "box_pool");
+      removeImage(
+        home,
+        "default",
+        own,
+        () => "pool-1",
+        (id) => id === "box_pool",
+      );
       expect(readdirSync(join(home, "images")).filter((n) => !n.startsWith("."))).toEqual([]);
       expect(existsSync(second)).toBe(true);
       install();
