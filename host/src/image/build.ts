@@ -164,7 +164,9 @@ export async function buildImage(opts: BuildOptions): Promise<BuildResult> {
       p.note,
     );
     const updates = tree.upgrade;
-    if (tree.reused) p.detail(`copied the upgraded tree an earlier build kept (${TREES}/${tree.kept}): no debootstrap`);
+    // A note, not a detail: a log prints one detail per 5 s, and this says why the packages are as old as that tree.
+    if (tree.reused)
+      p.note(`copied the upgraded tree an earlier build kept (${TREES}/${tree.kept}): no debootstrap (--no-cache makes it again)`);
     for (const s of updates.sources)
       if (!s.date)
         p.note(
