@@ -12,10 +12,10 @@
 // it no longer has.
 import { check, type Box, type BoxSpec, FleetBox, type FleetEvent } from "@hutch/shared";
 import { type KV, Kvm } from "@nats-io/kv";
-import { jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import type { JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import { log } from "../log.ts";
-import { ApiCodes, clusterName, defaultReplicas, isApiError, opening, retrying } from "../store/jetstream/cluster.ts";
+import { ApiCodes, clusterName, defaultReplicas, isApiError, manager, opening, retrying } from "../store/jetstream/cluster.ts";
 
 const logger = log.create({ service: "fleet" });
 
@@ -78,7 +78,7 @@ export class BoxDirectory {
       TIMEOUT_MS,
       () => new Kvm(nc).create(BOXES_BUCKET, { replicas: defaultReplicas(nc), history: 1 }),
     );
-    const d = new BoxDirectory(nc, kv, await jetstreamManager(nc), node);
+    const d = new BoxDirectory(nc, kv, await manager(nc), node);
     await d.watch();
     await d.fresh();
     return d;
@@ -234,7 +234,12 @@ export class BoxDirectory {
 
   /** Follows the bucket: each key's latest value, then every change; an entry that does not check is skipped. */
   private async watch(): Promise<void> {
-    const iter = await this.kv.watch();
+    const iter = await retrying(
+      () => clusterName(this.nc),
+      "the watch of the box directory",
+      TIMEOUT_MS,
+      () => this.kv.watch(),
+    );
     this.stopWatch = () => iter.stop();
     void (async () => {
       for await (const e of iter) {

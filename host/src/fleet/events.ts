@@ -3,10 +3,10 @@
 // leaving) to the JetStream stream HUTCH_FLEET, kept a week. A reader replays
 // from a sequence (`--from`), then follows; the sequence is the cursor.
 import { check, FleetEvent } from "@hutch/shared";
-import { DeliverPolicy, DiscardPolicy, jetstream, jetstreamManager, RetentionPolicy, StorageType } from "@nats-io/jetstream";
+import { DeliverPolicy, DiscardPolicy, jetstream, RetentionPolicy, StorageType } from "@nats-io/jetstream";
 import { type NatsConnection, nanos } from "@nats-io/transport-node";
 import { log } from "../log.ts";
-import { clusterName, defaultReplicas, ensureStream, retrying } from "../store/jetstream/cluster.ts";
+import { clusterName, defaultReplicas, ensureStream, manager, retrying } from "../store/jetstream/cluster.ts";
 
 const logger = log.create({ service: "fleet" });
 export const EVENTS_STREAM = "HUTCH_FLEET";
@@ -20,7 +20,7 @@ export class FleetEvents {
   private constructor(private readonly nc: NatsConnection) {}
 
   static async open(nc: NatsConnection): Promise<FleetEvents> {
-    const jsm = await jetstreamManager(nc);
+    const jsm = await manager(nc);
     await ensureStream(
       nc,
       jsm,
@@ -57,7 +57,7 @@ export class FleetEvents {
    * while `follow`, until `signal` aborts; an event that does not check is skipped.
    */
   async *read(from: number, follow: boolean, signal: AbortSignal): AsyncIterable<FleetEvent> {
-    const jsm = await jetstreamManager(this.nc);
+    const jsm = await manager(this.nc);
     const last = (await jsm.streams.info(EVENTS_STREAM)).state.last_seq;
     if (!follow && last < Math.max(from, 1)) return;
     const consumer = await jetstream(this.nc).consumers.get(

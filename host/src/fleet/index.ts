@@ -6,7 +6,6 @@
 // in the server's own home so far.
 import { cpus, hostname, totalmem } from "node:os";
 import type { FleetNode } from "@hutch/shared";
-import { jetstreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Database } from "bun:sqlite";
 import { openSessionReplica } from "../store/jetstream/replica.ts";
@@ -14,7 +13,7 @@ import { openAuthReplica } from "../store/jetstream/auth-replica.ts";
 import type { AuthStore } from "../store/auth.ts";
 import type { SessionStore } from "../store/sessions.ts";
 import type { FleetAuth, PublishFn, SessionWriter } from "../store/types.ts";
-import { clusterName } from "../store/jetstream/cluster.ts";
+import { clusterName, manager } from "../store/jetstream/cluster.ts";
 import type { Store } from "../snapshot/index.ts";
 import { log } from "../log.ts";
 import { connectCluster } from "./connect.ts";
@@ -96,7 +95,7 @@ export async function joinFleet(home: string, opts: FleetOptions): Promise<Fleet
     directory = await BoxDirectory.open(nc, opts.node);
     const kv = await fleetBucket(nc);
     lease = new Lease(kv, opts.node);
-    cordons = new Cordons(kv, await jetstreamManager(nc));
+    cordons = new Cordons(kv, await manager(nc));
     events = await FleetEvents.open(nc);
     pools = await FleetPools.open(nc, opts.node, async () => new Set((await listNodes(nc)).map((n) => n.name)));
     forwarder = new Forwarder(forwardKey(new FleetKey(opts.keyFile, clusterName(nc)).master(store.info.id)), opts.node, () =>

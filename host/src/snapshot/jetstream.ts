@@ -14,7 +14,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { JetStreamClient, JetStreamManager } from "@nats-io/jetstream";
-import { jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { jetstream } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { type ObjectStore, Objm } from "@nats-io/obj";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
@@ -25,6 +25,7 @@ import {
   defaultReplicas,
   LOST,
   leaderKeys,
+  manager,
   opening,
   retrying,
 } from "../store/jetstream/cluster.ts";
@@ -85,7 +86,7 @@ export class JetStreamBackend implements Backend {
           new Objm(nc).create(bucket, { replicas }),
         ]),
     );
-    return new JetStreamBackend(nc, jetstream(nc), await jetstreamManager(nc), names, bytes, bucket, writeTimeoutMs, options.staging);
+    return new JetStreamBackend(nc, jetstream(nc), await manager(nc), names, bytes, bucket, writeTimeoutMs, options.staging);
   }
 
   stagingDir(): string {

@@ -11,14 +11,14 @@
 // then. `touch` (a token's last use) stays on the server that saw the use: a
 // bucket write per request would cost every request a round trip.
 import type { TokenScope, UserQuota } from "@hutch/shared";
-import { DeliverPolicy, jetstream, jetstreamManager, type JetStreamManager } from "@nats-io/jetstream";
+import { DeliverPolicy, jetstream, type JetStreamManager } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Database } from "bun:sqlite";
 import { log } from "../../log.ts";
 import type { AuthStore } from "../auth.ts";
 import type { AuthWriter, ShareMode, TokenRow } from "../types.ts";
 import { KvAuthTables } from "./auth.ts";
-import { clusterName, defaultReplicas, retrying } from "./cluster.ts";
+import { clusterName, defaultReplicas, manager, retrying } from "./cluster.ts";
 import { Bucket } from "./kv.ts";
 
 const logger = log.create({ service: "fleet" });
@@ -50,7 +50,7 @@ export class AuthReplica {
 
   /** The replica, caught up with the bucket as it was when opened. */
   static async open(nc: NatsConnection, store: AuthStore, db: Database, stream: string, writeTimeoutMs = 30_000): Promise<AuthReplica> {
-    const r = new AuthReplica(nc, await jetstreamManager(nc), store, db, stream, writeTimeoutMs);
+    const r = new AuthReplica(nc, await manager(nc), store, db, stream, writeTimeoutMs);
     r.running = r.follow();
     await r.fresh();
     return r;

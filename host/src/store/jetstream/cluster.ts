@@ -8,6 +8,7 @@ import {
   type JetStreamClient,
   JetStreamApiError,
   type JetStreamManager,
+  jetstreamManager,
   type MsgRequest,
   type StoredMsg,
   type StreamConfig,
@@ -95,6 +96,20 @@ export async function retrying<T>(cluster: () => string, what: string, timeoutMs
       wait = Math.min(wait * 2, 500);
     }
   }
+}
+
+/**
+ * The JetStream API of `nc`. Its first call (`$JS.API.INFO`, the check that
+ * the account has JetStream) times out under load like any other, so it is
+ * retried as they are.
+ */
+export function manager(nc: NatsConnection, timeoutMs = 30_000): Promise<JetStreamManager> {
+  return retrying(
+    () => clusterName(nc),
+    "the JetStream API's first answer",
+    timeoutMs,
+    () => jetstreamManager(nc),
+  );
 }
 
 /**

@@ -11,10 +11,10 @@
 //
 // The bucket is made without direct get, so every read goes to its stream's
 // leader and sees every write acknowledged before it began.
-import { type JetStreamClient, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { type JetStreamClient, type JetStreamManager, jetstream } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
-import { claimSlot, clusterName, LOST, leaderKeys, opening, retrying } from "./cluster.ts";
+import { claimSlot, clusterName, LOST, leaderKeys, manager, opening, retrying } from "./cluster.ts";
 
 /** A write's answer when another writer took the slot first (or the answer was unclear): read again. */
 export { LOST };
@@ -67,7 +67,7 @@ export class Bucket {
       writeTimeoutMs,
       () => new Kvm(nc).create(name, { replicas, history: 1, allow_direct: false }),
     );
-    return new Bucket(kv, jetstream(nc), await jetstreamManager(nc), name, writeTimeoutMs, nc);
+    return new Bucket(kv, jetstream(nc), await manager(nc), name, writeTimeoutMs, nc);
   }
 
   get stream(): string {

@@ -98,11 +98,12 @@ export class FleetPools implements PoolSizes {
 
   /** Follows the bucket: each key's latest value, then every change. Resolves once the entries held at the start are in. */
   private async watch(): Promise<void> {
-    const iter = await this.kv.watch();
+    const iter = await this.write("the watch of the pools bucket", () => this.kv.watch());
     this.stopWatch = () => iter.stop();
     let caughtUp!: () => void;
     const ready = new Promise<void>((r) => (caughtUp = r));
-    const status = await this.kv.status();
+    // A JetStream API call like any other here: under load it can time out once.
+    const status = await this.write("the size of the pools bucket", () => this.kv.status());
     const last = status.values;
     if (last === 0) caughtUp();
     let seen = 0;

@@ -19,13 +19,13 @@
 // the client's own recovery would wait for the dead node to return; until
 // the new one delivers, the replica reads the gap from the stream's leader.
 import { HutchError } from "@hutch/shared";
-import { type ConsumerMessages, DeliverPolicy, type JetStreamManager, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { type ConsumerMessages, DeliverPolicy, type JetStreamManager, jetstream } from "@nats-io/jetstream";
 import type { NatsConnection } from "@nats-io/transport-node";
 import type { Database } from "bun:sqlite";
 import { log } from "../../log.ts";
 import type { SessionStore } from "../sessions.ts";
 import type { AppendOptions, Appended, NewEvent, NewSessionRow, PublishFn, SessionFields, SessionWriter } from "../types.ts";
-import { clusterName, retrying } from "./cluster.ts";
+import { clusterName, manager, retrying } from "./cluster.ts";
 import { H } from "./records.ts";
 import { JetStreamSessionLog, SESSIONS_STREAM } from "./session-log.ts";
 
@@ -83,7 +83,7 @@ export class SessionReplica {
    * the replica from the stream's first record.
    */
   static async open(nc: NatsConnection, store: SessionStore, db: Database, writeTimeoutMs = 30_000): Promise<SessionReplica> {
-    const jsm = await jetstreamManager(nc);
+    const jsm = await manager(nc);
     const info = await retrying(
       () => clusterName(nc),
       "a read of the session stream",

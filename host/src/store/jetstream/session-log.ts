@@ -17,7 +17,6 @@ import {
   type JetStreamClient,
   type JetStreamManager,
   jetstream,
-  jetstreamManager,
   RetentionPolicy,
   StorageType,
 } from "@nats-io/jetstream";
@@ -35,7 +34,17 @@ import type {
   StoredLine,
   TextPage,
 } from "../types.ts";
-import { claimSlot, type ClusterOptions, clusterName, defaultReplicas, ensureStream, LOST, nextBySubject, retrying } from "./cluster.ts";
+import {
+  claimSlot,
+  type ClusterOptions,
+  clusterName,
+  defaultReplicas,
+  ensureStream,
+  LOST,
+  manager,
+  nextBySubject,
+  retrying,
+} from "./cluster.ts";
 import { type Batch, batchOf, type Folded, fold, H } from "./records.ts";
 
 export const SESSIONS_STREAM = "HUTCH_SESSIONS";
@@ -101,7 +110,7 @@ export class JetStreamSessionLog implements SessionLogAsync {
   /** A log on this connection; makes the stream when the cluster has none (replicas as `options` say). */
   static async open(nc: NatsConnection, options: ClusterOptions = {}): Promise<JetStreamSessionLog> {
     const writeTimeoutMs = options.writeTimeoutMs ?? 30_000;
-    const jsm = await jetstreamManager(nc);
+    const jsm = await manager(nc);
     const log = new JetStreamSessionLog(nc, jetstream(nc), jsm, writeTimeoutMs);
     await ensureStream(
       nc,
