@@ -8,7 +8,19 @@
 // /proc/self/mountinfo in the box names no host path. Without root (no loop
 // devices) the roots are plain directories, as before: no quota, reported by
 // doctor. Boxes made before quotas keep their plain directories.
-import { chownSync, closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readFileSync, renameSync, statSync } from "node:fs";
+import {
+  chownSync,
+  closeSync,
+  existsSync,
+  ftruncateSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  realpathSync,
+  renameSync,
+  statSync,
+} from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import { parseMountinfo } from "../cgroup.ts";
@@ -56,6 +68,12 @@ async function sh(argv: string[], what: string): Promise<string> {
 /** Is something mounted exactly at dir (in the daemon's mount namespace)? */
 export function isMountPoint(dir: string): boolean {
   return mountAt(dir) !== undefined;
+}
+
+/** Mounted at dir and writable: neither the mount nor its filesystem (ext4 turns read-only on an error) is "ro". */
+function writable(dir: string): boolean {
+  const m = mountAt(dir);
+  return m !== undefined && !m.mountOptions.includes("ro") && !m.options.includes("ro");
 }
 
 function mountAt(dir: string): ReturnType<typeof parseMountinfo>[number] | undefined {
@@ -106,10 +124,20 @@ export async function ensureDisk(boxDir: string, bytes: number, owner: { uid: nu
     renameSync(tmp, image);
   }
   mkdirSync(mount, { recursive: true, mode: 0o700 });
-  // A read-only mount here is a snapshot's read of the stopped disk, left by a daemon that died during it.
-  if (mountAt(mount)?.mountOptions.includes("ro")) await unmountDisk(boxDir);
+  // A read-only mount here is a snapshot's read of the stopped disk, left by a daemon that died during it
+  // (stacked on another, if two did): each goes, down to a writable mount or none.
+  for (let i = 0; i < 8 && isMountPoint(mount) && !writable(mount); i++) await unmountDisk(boxDir);
   if (!isMountPoint(mount)) {
+    await loopsGone(image);
     await sh(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,noinit_itable", image, mount], "mounting the box's disk");
+  }
+  if (!writable(mount)) {
+    const m = mountAt(mount);
+    throw new HutchError(
+      "failed",
+      `the box's disk is mounted read-only at ${mount} (mount options ${m?.mountOptions.join(",")}, filesystem ${m?.options.join(",")})`,
+      `stop the box, unmount it (umount ${mount}), check it (e2fsck -f ${image}), then start it again`,
+    );
   }
   const roots = boxRoots(boxDir);
   for (const [dir, mode] of [
@@ -139,10 +167,51 @@ export async function mountReadOnly(boxDir: string): Promise<boolean> {
   return true;
 }
 
-/** Unmounts the box's disk if it is mounted (the loop device goes with it). */
+/**
+ * Unmounts the box's disk if it is mounted, and waits for its loop device to
+ * go. The kernel detaches an autoclear loop device after the unmount returns
+ * (asynchronously since Linux 5.17), and mount(8) given the same file reuses
+ * a device still attached: a read-only one (a snapshot's read) makes the
+ * next start's mount read-only too, with only a warning.
+ */
 export async function unmountDisk(boxDir: string): Promise<void> {
   const mount = join(boxDir, DISK_FILES.mount);
-  if (isMountPoint(mount)) await sh(["umount", mount], "unmounting the box's disk");
+  if (!isMountPoint(mount)) return;
+  await sh(["umount", mount], "unmounting the box's disk");
+  if (isMountPoint(mount)) return; // another mount was under it: still in use
+  await loopsGone(join(boxDir, DISK_FILES.image));
+}
+
+/**
+ * Waits (5 s at most) for the kernel to detach the loop devices of an
+ * unmounted image that a mount set to go on their last close, then detaches
+ * what is left (a device attached by hand, or one the kernel is slow with).
+ */
+async function loopsGone(image: string): Promise<void> {
+  const pending = () => loopsOf(image).some((n) => readSys(n, "autoclear") === "1");
+  for (let waited = 0; pending() && waited < 5000; waited += 10) await Bun.sleep(10);
+  for (const dev of loopsOf(image)) await sh(["losetup", "-d", `/dev/${dev}`], "detaching the box's disk's loop device");
+}
+
+function readSys(loop: string, file: string): string | null {
+  try {
+    return readFileSync(`/sys/block/${loop}/loop/${file}`, "utf8").trim();
+  } catch {
+    return null; // not attached (any more)
+  }
+}
+
+/** The loop devices attached to `image`, by name ("loop7"), from /sys/block. */
+function loopsOf(image: string): string[] {
+  let path: string;
+  let names: string[];
+  try {
+    path = realpathSync(image);
+    names = readdirSync("/sys/block").filter((n) => n.startsWith("loop"));
+  } catch {
+    return [];
+  }
+  return names.filter((n) => readSys(n, "backing_file") === path);
 }
 
 /** The image's size in bytes, or null without one. */
