@@ -49,7 +49,7 @@ function rpcError(err: unknown): ResponseError<{ code: string; hint?: string }> 
 }
 
 function handle<P, R>(conn: Connection, method: string, fn: (p: P) => Promise<R>): void {
-  conn.onRequest(method, async (p: P) => {
+  conn.onRequest(method, async (p: P): Promise<unknown> => {
     try {
       return await fn(p);
     } catch (err) {
