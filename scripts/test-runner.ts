@@ -115,9 +115,14 @@ async function run(cmd: string[], env: Record<string, string | undefined> = {}):
   return { code: await p.exited, output: out + err };
 }
 
+/** The test images the run's own steps built or found up to date: a file's testImage() need not check them again. */
+const imagesChecked = new Set<string>();
+
 async function testFile(file: string): Promise<Result> {
   const t0 = performance.now();
-  const { code, output } = await run(["bun", "test", "--timeout", TIMEOUT_MS, `./${file}`]);
+  const { code, output } = await run(["bun", "test", "--timeout", TIMEOUT_MS, `./${file}`], {
+    HUTCH_TEST_IMAGES_CHECKED: [...imagesChecked].join(","),
+  });
   const seconds = (performance.now() - t0) / 1000;
   const c = counts(output);
   // A file whose runner died without a summary is a failure, not a silent zero.
@@ -155,6 +160,7 @@ async function main(): Promise<number> {
     const step = (chainTail.get(chain) ?? Promise.resolve()).then(async (): Promise<Result> => {
       const t0 = performance.now();
       const r = await run([...cmd]);
+      if (r.code === 0 && PREREQS[p].chain === "images") imagesChecked.add(p);
       const seconds = (performance.now() - t0) / 1000;
       process.stderr.write(`[${elapsed()}s] ${p} ${r.code === 0 ? "ready" : "FAILED"} in ${seconds.toFixed(0)}s\n`);
       return { file: `(${p})`, code: r.code, seconds, pass: 0, fail: r.code === 0 ? 0 : 1, skip: 0, output: r.output };
