@@ -5,8 +5,28 @@
 // may start one lists it: host/src/snapshot/ring-thread.ts finds them by
 // these paths below host/src.
 
-/** Every binary: minified, with bytecode, no source map. */
-export const COMPILE = ["bun", "build", "--compile", "--minify", "--sourcemap=none", "--bytecode", "--format=esm"];
+/**
+ * Every binary: minified, with bytecode, no source map, and nothing read
+ * from the directory it runs in. A compiled Bun program otherwise loads
+ * `.env` and `bunfig.toml` from its working directory, and a bunfig's
+ * `preload` runs the scripts it names before hutch's first line: any
+ * repository a user runs hutch in (one a box's work was brought home to)
+ * could run code on the host, or set HUTCH_HOME. tsconfig.json and
+ * package.json are off by default; said here so it stays so.
+ */
+export const COMPILE = [
+  "bun",
+  "build",
+  "--compile",
+  "--minify",
+  "--sourcemap=none",
+  "--bytecode",
+  "--format=esm",
+  "--no-compile-autoload-dotenv",
+  "--no-compile-autoload-bunfig",
+  "--no-compile-autoload-tsconfig",
+  "--no-compile-autoload-package-json",
+];
 
 /**
  * The host: it splits, so a module reached only through import() becomes a

@@ -24,6 +24,7 @@ import { cpus, homedir, release, tmpdir } from "node:os";
 import { join } from "node:path";
 import { HutchHome, describeFailure, hutchBin, log, repoRoot, requireHutch, run, runBench, runsVerdict, sshPeer } from "./lib/env.ts";
 import { median, percentile, round, table, met, num, okOf } from "./lib/stats.ts";
+import { COMPILE } from "../compile.ts";
 
 const GOAL_START_RATIO_MAX = 2;
 const GOAL_RT_RATIO_MAX = 0.06;
@@ -70,10 +71,7 @@ async function cleanup(): Promise<void> {
 async function buildOneLiner(version: string): Promise<void> {
   const src = join(peerDir, "one-liner.ts");
   writeFileSync(src, `console.log(${JSON.stringify(version)});\n`);
-  const r = await run(
-    ["bun", "build", "--compile", "--minify", "--sourcemap=none", "--bytecode", "--format=esm", src, "--outfile", oneLiner],
-    { timeoutMs: 120_000 },
-  );
+  const r = await run([...COMPILE, src, "--outfile", oneLiner], { timeoutMs: 120_000 });
   if (r.code !== 0) throw new Error(describeFailure(r, "bun build --compile (the one-liner)"));
 }
 
