@@ -25,6 +25,9 @@ import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
 import { parseMountinfo } from "../cgroup.ts";
 import { env } from "../../env.ts";
+import { log } from "../../log.ts";
+
+const logger = log.create({ service: "engine.process" });
 
 export const DISK_FILES = {
   image: "disk.img",
@@ -189,8 +192,15 @@ export async function unmountDisk(boxDir: string): Promise<void> {
  */
 async function loopsGone(image: string): Promise<void> {
   const pending = () => loopsOf(image).some((n) => readSys(n, "autoclear") === "1");
-  for (let waited = 0; pending() && waited < 5000; waited += 10) await Bun.sleep(10);
-  for (const dev of loopsOf(image)) await sh(["losetup", "-d", `/dev/${dev}`], "detaching the box's disk's loop device");
+  const deadline = Date.now() + 5000;
+  while (pending() && Date.now() < deadline) await Bun.sleep(20);
+  // Best effort: a device still held (the kernel detaching it meanwhile, or a mount of it elsewhere) is left, and a
+  // start that then gets a read-only mount says so (ensureDisk).
+  for (const dev of loopsOf(image)) {
+    await sh(["losetup", "-d", `/dev/${dev}`], "detaching the box's disk's loop device").catch((err: unknown) =>
+      logger.warn("a loop device of a box's disk stays attached", { device: dev, err: String(err) }),
+    );
+  }
 }
 
 function readSys(loop: string, file: string): string | null {
