@@ -127,9 +127,9 @@ export async function ensureDisk(boxDir: string, bytes: number, owner: { uid: nu
     renameSync(tmp, image);
   }
   mkdirSync(mount, { recursive: true, mode: 0o700 });
-  // A read-only mount here is a snapshot's read of the stopped disk, left by a daemon that died during it
-  // (stacked on another, if two did): each goes, down to a writable mount or none.
-  for (let i = 0; i < 8 && isMountPoint(mount) && !writable(mount); i++) await unmountDisk(boxDir);
+  // A read-only mount here is a snapshot's read of the stopped disk, left by a daemon that died during it.
+  // (mount(8) refuses a second mount of the same file, so there is at most one.)
+  if (isMountPoint(mount) && !writable(mount)) await unmountDisk(boxDir);
   if (!isMountPoint(mount)) {
     await loopsGone(image);
     await sh(["mount", "-t", "ext4", "-o", "loop,nosuid,nodev,noatime,noinit_itable", image, mount], "mounting the box's disk");
@@ -191,12 +191,18 @@ export async function unmountDisk(boxDir: string): Promise<void> {
  * what is left (a device attached by hand, or one the kernel is slow with).
  */
 async function loopsGone(image: string): Promise<void> {
-  const pending = () => loopsOf(image).some((n) => readSys(n, "autoclear") === "1");
+  let path: string;
+  try {
+    path = realpathSync(image);
+  } catch {
+    return; // no image: no device
+  }
+  const pending = () => loopsOf(path).some((n) => readSys(n, "autoclear") === "1");
   const deadline = Date.now() + 5000;
   while (pending() && Date.now() < deadline) await Bun.sleep(20);
   // Best effort: a device still held (the kernel detaching it meanwhile, or a mount of it elsewhere) is left, and a
   // start that then gets a read-only mount says so (ensureDisk).
-  for (const dev of loopsOf(image)) {
+  for (const dev of loopsOf(path)) {
     await sh(["losetup", "-d", `/dev/${dev}`], "detaching the box's disk's loop device").catch((err: unknown) =>
       logger.warn("a loop device of a box's disk stays attached", { device: dev, err: String(err) }),
     );
@@ -211,12 +217,10 @@ function readSys(loop: string, file: string): string | null {
   }
 }
 
-/** The loop devices attached to `image`, by name ("loop7"), from /sys/block. */
-function loopsOf(image: string): string[] {
-  let path: string;
+/** The loop devices attached to the image at real path `path`, by name ("loop7"), from /sys/block. */
+function loopsOf(path: string): string[] {
   let names: string[];
   try {
-    path = realpathSync(image);
     names = readdirSync("/sys/block").filter((n) => n.startsWith("loop"));
   } catch {
     return [];
