@@ -11,7 +11,7 @@
 //
 // The bucket is made without direct get, so every read goes to its stream's
 // leader and sees every write acknowledged before it began.
-import { type JetStreamClient, type JetStreamManager, jetstream } from "@nats-io/jetstream";
+import { type JetStreamClient, type JetStreamManager, type JsMsg, jetstream } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
 import { claimSlot, clusterName, LOST, leaderKeys, manager, opening, retrying } from "./cluster.ts";
@@ -115,7 +115,44 @@ export class Bucket {
 
   /** Messages stored under `filter`: a log's length (a log is trimmed by purges, which leave no markers). */
   async count(filter: string): Promise<number> {
-    return Object.values(await this.subjects(filter)).reduce((a, n) => a + n, 0);
+    return (await this.retry(`a count of ${filter} in ${this.name}`, () => this.window(filter))).total;
+  }
+
+  /** The leader's count of the messages under `filter`, and the stream's last sequence, from one answer. */
+  private async window(filter: string): Promise<{ subject: string; total: number; last: number }> {
+    const subject = `$KV.${this.name}.${filter}`;
+    const info = await this.jsm.streams.info(this.stream, { subjects_filter: subject });
+    const total = Object.values(info.state.subjects ?? {}).reduce((a, n) => a + n, 0);
+    return { subject, total, last: info.state.last_seq };
+  }
+
+  /**
+   * The messages under `subject` in stream order, none after sequence
+   * `last`, read through a consumer in batches sized for the `expected`
+   * count. A consumer may run on a replica behind the leader in its writes
+   * or its purges (a read that
+   * overlapped a replica's applying a trim got an entry the trim removed,
+   * then the ones after it): callers compare what they read with the
+   * leader's window and read again when it differs.
+   */
+  private async readUpTo(subject: string, last: number, expected: number): Promise<JsMsg[]> {
+    const out: JsMsg[] = [];
+    const consumer = await this.js.consumers.get(this.stream, { filter_subjects: subject });
+    for (;;) {
+      const batch = await consumer.fetch({ max_messages: Math.max(1, Math.min(expected - out.length, 1000)), expires: 2000 });
+      let got = 0;
+      let end = false;
+      for await (const m of batch) {
+        got++;
+        if (m.seq > last) end = true;
+        else out.push(m);
+        if (end || m.seq === last || m.info.pending === 0) {
+          end = true;
+          break;
+        }
+      }
+      if (end || got === 0) return out;
+    }
   }
 
   /** Stores a new key: LOST when it is live (or another create won the race). */
@@ -170,30 +207,17 @@ export class Bucket {
 
   /**
    * The values under `filter` in the order they were stored (a log read
-   * through a consumer, not key by key). A consumer may run on a replica
-   * behind the leader: a read that got fewer messages than the leader counted
-   * is read again.
+   * through a consumer, not key by key), as far as the leader's last
+   * sequence when the read began; read again until it is the leader's count.
    */
   async log<T>(filter: string): Promise<T[]> {
-    const subject = `$KV.${this.name}.${filter}`;
     return this.retry(`a read of ${filter} in ${this.name}`, async () => {
-      const total = await this.count(filter);
-      const out: T[] = [];
-      if (total === 0) return out;
-      const consumer = await this.js.consumers.get(this.stream, { filter_subjects: subject });
-      let seen = 0;
-      for (let done = false; !done; ) {
-        const batch = await consumer.fetch({ max_messages: Math.max(1, Math.min(total - seen, 1000)), expires: 2000 });
-        done = true;
-        for await (const m of batch) {
-          seen++;
-          if (!m.headers?.get(KV_OPERATION)) out.push(m.json<T>());
-          done = m.info.pending === 0;
-          if (done) break;
-        }
-      }
-      if (seen < total) throw new Error(`${filter}: read ${seen} of the ${total} stored; a replica was behind`);
-      return out;
+      const w = await this.window(filter);
+      if (w.total === 0) return [];
+      const msgs = await this.readUpTo(w.subject, w.last, w.total);
+      if (msgs.length !== w.total)
+        throw new Error(`${filter}: read ${msgs.length} where the leader holds ${w.total}; a replica was behind`);
+      return msgs.filter((m) => !m.headers?.get(KV_OPERATION)).map((m) => m.json<T>());
     });
   }
 }
