@@ -17,7 +17,7 @@ const shellWord = (p: string) => (/^[\w@%+=:,./-]+$/.test(p) ? p : `'${p.replace
 /** Refuses a home open to group or others, or not owned by this user. A missing home passes (the daemon makes it 0700). */
 export function checkHome(home: string): void {
   if (process.platform === "win32") return;
-  let st: Stat | null | undefined = statOf(home);
+  let st: Pick<Stat, "mode" | "uid"> | null | undefined = statOf(home);
   if (st === undefined) {
     try {
       st = nodeFs().statSync(home);

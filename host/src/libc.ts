@@ -49,15 +49,17 @@ const STATX_UID = 0x8;
 const ENOENT = 2;
 const S_IFMT = 0o170000;
 
-/** What the CLI asks of a path or fd: its type bits with its mode, and its owner. */
+/** What the CLI asks of a path or fd: its type bits with its mode, its owner, and the device it is (for a device file). */
 export interface Stat {
   /** st_mode: type and permission bits. */
   mode: number;
   uid: number;
+  rdev: { major: number; minor: number };
 }
 export const S_IFDIR = 0o040000;
 export const S_IFIFO = 0o010000;
-export const fileType = (st: Stat) => st.mode & S_IFMT;
+export const S_IFCHR = 0o020000;
+export const fileType = (st: Pick<Stat, "mode">) => st.mode & S_IFMT;
 
 /**
  * A path's (symlinks followed) or an open fd's type, mode and owner; null
@@ -72,9 +74,14 @@ export function statOf(target: string | number): Stat | null | undefined {
   const path = new TextEncoder().encode(byFd ? "\0" : `${target}\0`);
   const rc = c.statx(byFd ? target : AT_FDCWD, path, byFd ? AT_EMPTY_PATH : 0, STATX_TYPE | STATX_MODE | STATX_UID, buf);
   if (rc !== 0) return c.errno() === ENOENT ? null : undefined;
-  // struct statx: stx_uid at 20 (u32), stx_mode at 28 (u16); the same on every architecture.
+  // struct statx: stx_uid at 20 (u32), stx_mode at 28 (u16), stx_rdev_major and
+  // stx_rdev_minor at 128 and 132 (u32, filled whatever the mask); the same on every architecture.
   const view = new DataView(buf.buffer);
-  return { uid: view.getUint32(20, true), mode: view.getUint16(28, true) };
+  return {
+    uid: view.getUint32(20, true),
+    mode: view.getUint16(28, true),
+    rdev: { major: view.getUint32(128, true), minor: view.getUint32(132, true) },
+  };
 }
 
 /** Whether a path exists (symlinks followed), as node:fs's existsSync answers, without loading node:fs where libc is there. */

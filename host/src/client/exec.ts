@@ -5,7 +5,7 @@ import { constants } from "node:os";
 import { Chan, HEADER_BYTES, HutchError, MAX_PAYLOAD, type MuxStream } from "@hutch/shared/base";
 import type { Session, ToolOpen } from "@hutch/shared";
 import type { DaemonClient } from "./daemon.ts";
-import { growPipe } from "./pipe.ts";
+import { growPipe, isDevNull } from "./pipe.ts";
 import { openToolStream, streamError } from "./stream.ts";
 import { isTerminal } from "./tty.ts";
 
@@ -86,8 +86,14 @@ function readFd(fd: number, buf: Uint8Array, offset: number, length: number): Pr
  * place: no buffer per chunk and no copy here (the WebSocket copies the frame
  * out in send(), before forward resolves and the buffer is read into again).
  * An fd that turns out to be non-blocking falls back to Bun's stream reader.
+ * Stdin on /dev/null is ended without a read: the read would load node:fs
+ * (~4 ms of a ~45 ms `exec`, scripts/bench/README.md) to learn it is empty.
  */
 async function pumpStdinBulk(stream: MuxStream): Promise<void> {
+  if (isDevNull(0)) {
+    stream.eof(Chan.stdin);
+    return;
+  }
   await growPipe(0);
   const buf = new Uint8Array(HEADER_BYTES + MAX_PAYLOAD);
   for (;;) {

@@ -2,7 +2,7 @@
 // bulk stream through it moves in 64 KiB reads and writes; every chunk then
 // becomes a frame at every hop. Growing the pipe lets one read take a whole
 // 256 KiB frame. Linux only (F_SETPIPE_SZ); elsewhere pipes keep their size.
-import { fileType, libc, S_IFIFO, statOf } from "../libc.ts";
+import { fileType, libc, S_IFCHR, S_IFIFO, statOf } from "../libc.ts";
 
 const F_SETPIPE_SZ = 1031;
 /** The default ceiling of /proc/sys/fs/pipe-max-size for an unprivileged user. */
@@ -16,4 +16,14 @@ export async function growPipe(fd: number): Promise<void> {
   const st = statOf(fd);
   if (!st || fileType(st) !== S_IFIFO) return;
   c.fcntl(fd, F_SETPIPE_SZ, PIPE_BYTES);
+}
+
+/**
+ * Whether fd is /dev/null (the character device 1:3, under whatever name),
+ * which reads as empty without being read: how a script, a service or
+ * `ssh -n` says "no input". False where libc cannot tell; the caller reads.
+ */
+export function isDevNull(fd: number): boolean {
+  const st = statOf(fd);
+  return !!st && fileType(st) === S_IFCHR && st.rdev.major === 1 && st.rdev.minor === 3;
 }
