@@ -85,6 +85,12 @@ export const env = {
   remote: () => process.env.HUTCH_REMOTE || undefined,
   /** Where the client keeps its remotes (`remotes.json`). */
   configDir: () => join(xdgConfigHome(), "hutch"),
+  /**
+   * What hutch keeps for the machine that can be rebuilt at any time (apt's
+   * binary package caches): /var/cache/hutch for root, else
+   * $XDG_CACHE_HOME/hutch (default ~/.cache/hutch).
+   */
+  cacheDir: () => (process.getuid?.() === 0 ? "/var/cache/hutch" : join(process.env.XDG_CACHE_HOME || join(homedir(), ".cache"), "hutch")),
   /** The user's config directory ($XDG_CONFIG_HOME, default ~/.config): where a --user-unit goes. */
   xdgConfigHome,
   /**

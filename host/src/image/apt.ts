@@ -1,8 +1,9 @@
 // What the host's apt knows: the Debian mirror it uses and the exact versions
 // of the packages an image is built from. Parsers are pure; queries run apt-cache.
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { HutchError } from "@hutch/shared";
+import { env } from "../env.ts";
 import { TOOLS, isRoot, run } from "./tools.ts";
 
 export const DEFAULT_MIRROR = "http://deb.debian.org/debian";
@@ -135,13 +136,33 @@ export function parseVersions(text: string): Map<string, string> {
 
 let updated = false;
 
+/**
+ * apt's binary caches at a path of hutch's own. Debian's container images
+ * (and machines made from them) set Dir::Cache::pkgcache to "", so every
+ * apt-cache call parses the whole package lists again: ~1 s of CPU here,
+ * against ~0.2 s from a cache, and an image's up-to-date check makes two.
+ * apt checks a cache against the lists it was built from and rebuilds it
+ * when they changed, so one kept here is never stale. Where the directory
+ * cannot be made, apt runs with its own settings.
+ */
+function cacheOptions(): string[] {
+  const dir = join(env.cacheDir(), "apt");
+  try {
+    mkdirSync(dir, { recursive: true, mode: 0o755 });
+  } catch {
+    return [];
+  }
+  return ["-o", `Dir::Cache::pkgcache=${join(dir, "pkgcache.bin")}`, "-o", `Dir::Cache::srcpkgcache=${join(dir, "srcpkgcache.bin")}`];
+}
+
 /** apt-cache, refreshing the package lists once if the answer is empty (a fresh machine). */
 async function aptCache(args: string[]): Promise<string> {
-  const out = await run([TOOLS.aptCache.bin, ...args]).catch(() => "");
+  const query = () => run([TOOLS.aptCache.bin, ...cacheOptions(), ...args]).catch(() => "");
+  const out = await query();
   if (out.trim() || updated || !isRoot()) return out;
   updated = true;
   await run([TOOLS.aptGet.bin, "update"]);
-  return run([TOOLS.aptCache.bin, ...args]).catch(() => "");
+  return query();
 }
 
 /** The candidate versions apt would install (one apt-cache call); throws naming the packages apt has not got. */
