@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { HutchError } from "@hutch/shared";
 import { jetstreamManager } from "@nats-io/jetstream";
 import { connect } from "@nats-io/transport-node";
 import { openDb } from "../src/store/db.ts";
@@ -39,12 +40,12 @@ interface Server {
 }
 
 /** Server k: its own connection (node k first), file and replica. */
-async function server(k: number): Promise<Server> {
+async function server(k: number, writeTimeoutMs?: number): Promise<Server> {
   const nc = await connect({ servers: [...cluster.urls.slice(k), ...cluster.urls.slice(0, k)] });
   const dir = mkdtempSync(join(tmpdir(), "hutch-replica-"));
   const db = openDb(join(dir, "hutch.db"));
   const store = new SessionStore(db);
-  const opened = await openSessionReplica(nc, store, db);
+  const opened = await openSessionReplica(nc, store, db, writeTimeoutMs);
   const published: string[] = [];
   const writer = opened.writer((id, seq) => published.push(`${id}:${seq}`));
   closers.push(async () => {
@@ -111,5 +112,32 @@ describe("the session stream's replica on each server", () => {
         expect(seqs).toEqual(seqs.map((_, i) => i + 1));
       }
     }
+  }, 120_000);
+
+  test("a replica that cannot apply: a write through it is refused once it has applied nothing for the write timeout and its recovery's checks, saying the fleet has it; once it applies again the write is there once", async () => {
+    const [a, b] = await Promise.all([server(0, 2000), server(1)]);
+    await a.writer.insert(session("ses_stuck"));
+    await a.writer.append("ses_stuck", [note("before")]);
+    const applyBatch = a.store.applyBatch.bind(a.store);
+    a.store.applyBatch = () => {
+      throw new Error("database or disk is full");
+    };
+    const started = Date.now();
+    const err = await a.writer.append("ses_stuck", [note("during", "k-during")]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HutchError);
+    expect((err as HutchError).code).toBe("unavailable");
+    expect((err as HutchError).message).toContain("the fleet stored these events of session ses_stuck (seq 2-2)");
+    expect((err as HutchError).message).toContain("behind the cluster");
+    expect(Date.now() - started).toBeLessThan(15_000);
+    // Reads through it are refused the same way; another server has the write.
+    expect(await a.writer.fresh().catch((e: unknown) => (e as HutchError).code)).toBe("unavailable");
+    await b.writer.fresh();
+    expect(texts(b, "ses_stuck").map((e) => e.data.text)).toEqual(["before", "during"]);
+    // Its file takes records again: it catches up, and a retry with the write's key lands nothing twice.
+    a.store.applyBatch = applyBatch;
+    await a.writer.fresh();
+    const [again] = await a.writer.append("ses_stuck", [note("during", "k-during")]);
+    expect(again!.fresh).toBe(false);
+    expect(texts(a, "ses_stuck").map((e) => e.data.text)).toEqual(["before", "during"]);
   }, 120_000);
 });

@@ -98,17 +98,56 @@ export class SessionReplica {
     if (mark && mark.created === info.created) r.applied = mark.applied;
     else if (mark) logger.warn("the fleet's session stream was made again: its records are applied from the first", { was: mark.created });
     r.running = r.follow();
-    await r.reach(info.state.last_seq);
+    // Catching up may take longer than a write's bound (a new server of a long-lived fleet): no bound here.
+    await r.reach(info.state.last_seq, undefined, false);
     return r;
   }
 
-  /** Resolves once the replica has applied the stream's record `seq`. */
-  reach(seq: number): Promise<void> {
+  /**
+   * Resolves once the replica has applied the stream's record `seq`. A
+   * replica that cannot apply (a record its file refuses, a full disk) is
+   * not waited on for ever: once it has applied nothing for the write
+   * timeout plus the two stall checks its own recovery takes (a consumer on
+   * a dead node is replaced after two), this rejects with an `unavailable`
+   * error saying how far behind it is, beginning with `what` (a write says
+   * the fleet has it: it is not lost, and a retry with its idempotency key
+   * lands once). A replica still applying is waited for.
+   */
+  reach(seq: number, what = "this read", bounded = true): Promise<void> {
     if (seq <= this.applied) return Promise.resolve();
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
       const list = this.waiting.get(seq) ?? [];
-      list.push(resolve);
       this.waiting.set(seq, list);
+      if (!bounded) {
+        list.push(resolve);
+        return;
+      }
+      const bound = this.writeTimeoutMs + 2 * STALL_CHECK_MS;
+      let at = this.applied;
+      let timer: Timer;
+      const done = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      const check = () => {
+        if (this.applied !== at) {
+          at = this.applied;
+          timer = setTimeout(check, bound);
+          return;
+        }
+        const left = (this.waiting.get(seq) ?? []).filter((w) => w !== done);
+        if (left.length > 0) this.waiting.set(seq, left);
+        else this.waiting.delete(seq);
+        reject(
+          new HutchError(
+            "unavailable",
+            `${what}: this server's copy of the fleet's session log is behind the cluster (record ${this.applied} applied of ${seq}, none for ${bound / 1000} s)`,
+            "read through another server of the fleet; this server's log says why its copy stopped",
+          ),
+        );
+      };
+      timer = setTimeout(check, bound);
+      list.push(done);
     });
   }
 
@@ -228,6 +267,9 @@ export class SessionReplica {
           () => 0,
         );
         due = Math.max(last, ...this.waiting.keys());
+      } catch (err) {
+        // A record this file refuses: nothing after it is applied, writes waiting on it are refused at their bound.
+        logger.warn("the session replica could not apply the records it read", { applied: this.applied, err: String(err) });
       } finally {
         busy = false;
       }
@@ -314,7 +356,7 @@ export class ClusterWriter implements SessionWriter {
 
   async insert(row: NewSessionRow): Promise<void> {
     await this.log.insert(row);
-    await this.replica.reach(this.log.streamSeqOf(row.id));
+    await this.replica.reach(this.log.streamSeqOf(row.id), `the fleet stored session ${row.id}`);
   }
 
   async append(sessionId: string, events: NewEvent[], options?: AppendOptions): Promise<Appended[]> {
@@ -331,13 +373,16 @@ export class ClusterWriter implements SessionWriter {
         ? new HutchError("not_found", `no session "${sessionId}" in the fleet's log`, "list sessions: hutch session list")
         : err;
     });
-    await this.replica.reach(this.log.streamSeqOf(sessionId));
+    await this.replica.reach(
+      this.log.streamSeqOf(sessionId),
+      `the fleet stored these events of session ${sessionId} (seq ${out[0]?.seq}-${out.at(-1)?.seq})`,
+    );
     return out;
   }
 
   async update(id: string, fields: SessionFields): Promise<void> {
     await this.log.update(id, fields);
-    await this.replica.reach(this.log.streamSeqOf(id));
+    await this.replica.reach(this.log.streamSeqOf(id), `the fleet stored the change to session ${id}`);
   }
 
   fresh(): Promise<void> {
