@@ -31,9 +31,24 @@ let c: Server;
 let a2: ReturnType<typeof Bun.spawn> | undefined;
 let fake: FakeModel;
 
+/** What each server logged last: the homes go with the run, so a failure carries it. */
+function serverLogs(): string {
+  return servers
+    .map((s, i) => {
+      let text = "";
+      try {
+        text = s.log();
+      } catch {
+        text = "(no log)";
+      }
+      return `--- server ${"abc"[i]}'s log, last 30 lines:\n${text.trimEnd().split("\n").slice(-30).join("\n")}`;
+    })
+    .join("\n");
+}
+
 async function ok(h: Home, args: string[]): Promise<string> {
   const r = await h.run(args);
-  if (r.code !== 0) throw new Error(`hutch ${args.join(" ")} exited ${r.code}: ${r.stderr}${r.stdout}`);
+  if (r.code !== 0) throw new Error(`hutch ${args.join(" ")} exited ${r.code}: ${r.stderr}${r.stdout}\n${serverLogs()}`);
   return r.stdout;
 }
 
