@@ -130,8 +130,8 @@ export function registerCommands(ctx: Ctx, restart: () => void): vscode.Disposab
       const name = await vscode.window.showInputBox({
         prompt: "Box name",
         ignoreFocusOut: true,
-        placeHolder: "lower-case letters, digits and dashes",
-        validateInput: (v) => (BOX_NAME_RE.test(v) ? null : "lower-case letters, digits and dashes; starts with a letter or digit"),
+        placeHolder: "lowercase letters, digits and dashes",
+        validateInput: (v) => (BOX_NAME_RE.test(v) ? null : "lowercase letters, digits and dashes; starts with a letter or digit"),
       });
       if (!name) return;
       const engine = await vscode.window.showQuickPick(

@@ -286,7 +286,7 @@ async function askOffload(plan: OffloadOutput): Promise<{ box: string; agent: Ag
     prompt: "Box to offload into (created when missing)",
     value: plan.box,
     ignoreFocusOut: true,
-    validateInput: (v) => (BOX_NAME_RE.test(v) ? null : "lower-case letters, digits and dashes; starts with a letter or digit"),
+    validateInput: (v) => (BOX_NAME_RE.test(v) ? null : "lowercase letters, digits and dashes; starts with a letter or digit"),
   });
   if (!box) return undefined;
   const agent = await vscode.window.showQuickPick(

@@ -37,7 +37,7 @@ describe("daemon API", () => {
   });
 
   test.each([
-    [{ name: "Upper" }, `box name "Upper": use lower-case letters`],
+    [{ name: "Upper" }, `box name "Upper": use lowercase letters`],
     [{ name: "" }, "box name"],
     [{ name: "x".repeat(64) }, "box name"],
     [{ name: "ok", engine: "docker" }, "engine"],

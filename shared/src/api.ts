@@ -61,8 +61,8 @@ export const BOX_NAME = "[a-z0-9][a-z0-9-]{0,62}";
 export const BoxName = Type.String({
   pattern: `^${BOX_NAME}$`,
   title: "box name",
-  description: "lower-case letters, digits and dashes",
-  rule: "use lower-case letters, digits and '-', starting with a letter or digit (at most 63)",
+  description: "lowercase letters, digits and dashes",
+  rule: "use lowercase letters, digits and '-', starting with a letter or digit (at most 63)",
 });
 /** A union of literals from a list of names, typed member by member (a plain map would type it as one wide literal). */
 type Literals<T extends readonly string[]> = { -readonly [K in keyof T]: TLiteral<T[K]> };
@@ -178,7 +178,7 @@ export const SnapshotRef = Type.String({
   maxLength: 64,
   pattern: "^[0-9a-z_]+$",
   title: "snapshot",
-  rule: "a snapshot id (snap_…) or its unique prefix: lower-case letters, digits and '_'",
+  rule: "a snapshot id (snap_…) or its unique prefix: lowercase letters, digits and '_'",
 });
 
 export const BoxCreateBody = Type.Object(
@@ -204,7 +204,7 @@ export const BoxCreateBody = Type.Object(
       Type.String({
         pattern: "^[a-z0-9][a-z0-9._-]{0,63}$",
         title: "image",
-        rule: "use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit",
+        rule: "use lowercase letters, digits, '.', '_' and '-', starting with a letter or digit",
       }),
     ),
     /** Extra kernel command line for the VM (debugging a boot). */
@@ -346,7 +346,7 @@ export type SlowCloseReason = Static<typeof SlowCloseReason>;
 
 /** GET /v1/sessions/:id/output/:chunk */
 export const OutputChunkParams = Type.Object({
-  id: Type.String({ pattern: idPattern("ses"), title: "session", rule: "a session id: ses_ and 20 lower-case letters or digits" }),
+  id: Type.String({ pattern: idPattern("ses"), title: "session", rule: "a session id: ses_ and 20 lowercase letters or digits" }),
   chunk: WholeNumber(0, API_LIMITS.whole),
 });
 

@@ -9,7 +9,7 @@ import { idPattern } from "./ids.ts";
 export const ApprovalId = Type.String({
   pattern: idPattern("apr"),
   title: "approval",
-  rule: "an approval id: apr_ and 20 lower-case letters or digits",
+  rule: "an approval id: apr_ and 20 lowercase letters or digits",
 });
 
 /**
@@ -34,7 +34,7 @@ export const ApprovalOutcome = Type.Union([...ApprovalChoice.anyOf, Type.Literal
 export type ApprovalOutcome = Static<typeof ApprovalOutcome>;
 
 /** The sha256 (hex) of exactly what would be done; a decision holds for that and nothing else. */
-export const ApprovalDigest = Type.String({ pattern: "^sha256:[0-9a-f]{64}$", rule: "sha256: and 64 lower-case hex digits" });
+export const ApprovalDigest = Type.String({ pattern: "^sha256:[0-9a-f]{64}$", rule: "sha256: and 64 lowercase hex digits" });
 
 export const APPROVAL_SUMMARY_MAX = 1024;
 export const APPROVAL_REASON_MAX = 1024;
@@ -72,7 +72,7 @@ export type ApprovalDecideBody = Static<typeof ApprovalDecideBody>;
 export const ApprovalListQuery = Type.Object(
   {
     box: Type.Optional(Type.String({ minLength: 1, maxLength: 128 })),
-    session: Type.Optional(Type.String({ pattern: idPattern("ses"), rule: "a session id: ses_ and 20 lower-case letters or digits" })),
+    session: Type.Optional(Type.String({ pattern: idPattern("ses"), rule: "a session id: ses_ and 20 lowercase letters or digits" })),
   },
   { additionalProperties: false },
 );

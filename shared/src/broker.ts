@@ -12,8 +12,8 @@ export const SecretName = Type.String({
 export const BindingName = Type.String({
   pattern: "^[a-z0-9][a-z0-9-]{0,31}$",
   title: "binding name",
-  description: "lower-case letters, digits and dashes",
-  rule: "use lower-case letters, digits and '-', starting with a letter or digit (at most 32)",
+  description: "lowercase letters, digits and dashes",
+  rule: "use lowercase letters, digits and '-', starting with a letter or digit (at most 32)",
 });
 
 /** A hostname (or IP literal) with an optional :port, as given to --allow. */

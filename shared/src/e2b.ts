@@ -16,8 +16,8 @@ export const E2B_ENVD_PORT = 49983;
 export const E2B_DEFAULT_TIMEOUT_S = 300;
 export const E2B_MAX_TIMEOUT_S = 24 * 3600;
 
-/** A sandbox id: the box's name without `e2b-`, random lower-case letters and digits (it is also a host-name label). */
-export const SandboxId = Type.String({ pattern: "^[a-z0-9]{20}$", rule: "a sandbox id: 20 lower-case letters and digits" });
+/** A sandbox id: the box's name without `e2b-`, random lowercase letters and digits (it is also a host-name label). */
+export const SandboxId = Type.String({ pattern: "^[a-z0-9]{20}$", rule: "a sandbox id: 20 lowercase letters and digits" });
 
 const StringMap = Type.Record(Type.String({ maxLength: 256 }), Type.String({ maxLength: 4096 }));
 const EnvMap = Type.Record(

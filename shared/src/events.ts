@@ -197,7 +197,7 @@ export const Events = {
       name: Text(256),
       ref: Type.Optional(Text(1024)),
       snapshot: Type.Optional(
-        Type.String({ pattern: "^snap_[0-9a-z]{20}$", rule: "a snapshot id: snap_ and 20 lower-case letters or digits" }),
+        Type.String({ pattern: "^snap_[0-9a-z]{20}$", rule: "a snapshot id: snap_ and 20 lowercase letters or digits" }),
       ),
     }),
     { byClients: true },

@@ -35,7 +35,7 @@ export const FleetNode = Type.Object(
 );
 export type FleetNode = Static<typeof FleetNode>;
 
-const Sha256 = Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lower-case hex digits" });
+const Sha256 = Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lowercase hex digits" });
 
 /**
  * An asleep VM box carried into the fleet's store (`host/src/fleet/carry.ts`),
@@ -48,10 +48,10 @@ const Sha256 = Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lower-case hex
 export const CarriedBox = Type.Object(
   {
     v: Type.Literal(1),
-    snapshot: Type.String({ pattern: idPattern("snap"), rule: "a snapshot id: snap_ and 20 lower-case letters or digits" }),
+    snapshot: Type.String({ pattern: idPattern("snap"), rule: "a snapshot id: snap_ and 20 lowercase letters or digits" }),
     box: Type.Object(
       {
-        id: Type.String({ pattern: idPattern("box"), rule: "a box id: box_ and 20 lower-case letters or digits" }),
+        id: Type.String({ pattern: idPattern("box"), rule: "a box id: box_ and 20 lowercase letters or digits" }),
         name: BoxName,
         engine: Type.Literal("qemu"),
       },

@@ -22,7 +22,7 @@ export const WorkspacePath = Type.String({
 /** An agent CLI's own conversation id (Claude Code and Codex use UUIDs). */
 export const AgentSessionId = Type.String({
   pattern: "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
-  rule: "a lower-case UUID",
+  rule: "a lowercase UUID",
 });
 
 /** A carried conversation: the agent resumes it, working in cwd. */
@@ -32,7 +32,7 @@ export const Handover = Type.Object(
   {
     version: Type.Literal(1),
     /** The offload that wrote it (the record's id). */
-    offload: Type.String({ maxLength: 64, pattern: "^off_[0-9a-z]+$", rule: "an offload id: off_ and lower-case letters or digits" }),
+    offload: Type.String({ maxLength: 64, pattern: "^off_[0-9a-z]+$", rule: "an offload id: off_ and lowercase letters or digits" }),
     /** The repository in the box: where agents work. */
     workdir: WorkspacePath,
     /** The first input of a conversation that starts fresh (an agent with nothing carried). */

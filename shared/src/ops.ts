@@ -91,8 +91,8 @@ export type DoctorReport = Static<typeof DoctorReport>;
 export const ImageName = Type.String({
   pattern: "^[a-z0-9][a-z0-9-]{0,62}$",
   title: "image name",
-  description: "lower-case letters, digits and dashes",
-  rule: "use lower-case letters, digits and '-', starting with a letter or digit (at most 63)",
+  description: "lowercase letters, digits and dashes",
+  rule: "use lowercase letters, digits and '-', starting with a letter or digit (at most 63)",
 });
 export const ImageBuildBody = Type.Object(
   {
@@ -113,7 +113,7 @@ export type ImageBuildBody = Static<typeof ImageBuildBody>;
 export const MANIFEST_FORMAT = 1;
 const FileInfo = Type.Object({
   bytes: Type.Integer({ minimum: 0 }),
-  sha256: Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lower-case hex digits" }),
+  sha256: Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lowercase hex digits" }),
 });
 /** An image's manifest.json (image/BOOT.md): what it was built from, and every file's size and sha256. */
 export const ImageManifest = Type.Object({
@@ -122,7 +122,7 @@ export const ImageManifest = Type.Object({
   hutchVersion: Type.String(),
   builtAt: Type.String(),
   buildSeconds: Type.Number({ minimum: 0 }),
-  recipeHash: Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lower-case hex digits" }),
+  recipeHash: Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lowercase hex digits" }),
   kernel: Type.Object({ package: Type.String(), version: Type.String(), release: Type.String() }),
   busybox: Type.String(),
   modules: Type.Array(Type.String()),

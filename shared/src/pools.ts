@@ -10,7 +10,7 @@ import { EngineName } from "./api.ts";
 export const PoolImage = Type.String({
   pattern: "^[a-z0-9][a-z0-9._-]{0,63}$",
   title: "image",
-  rule: "use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit",
+  rule: "use lowercase letters, digits, '.', '_' and '-', starting with a letter or digit",
 });
 
 /** Most boxes one pool keeps ready on a server. */

@@ -7,12 +7,12 @@ import { type Static, Type } from "@sinclair/typebox";
 /** Where a token is sent: `Authorization: Bearer <token>` on every request and WebSocket upgrade. */
 export const AUTH_HEADER = "authorization";
 
-/** A server's user: lower-case, like a Unix login. */
+/** A server's user: lowercase, like a Unix login. */
 export const UserName = Type.String({
   pattern: "^[a-z][a-z0-9_-]{0,31}$",
   title: "user name",
-  description: "lower-case letters, digits, '_' and '-'",
-  rule: "use lower-case letters, digits, '_' and '-', starting with a letter (at most 32)",
+  description: "lowercase letters, digits, '_' and '-'",
+  rule: "use lowercase letters, digits, '_' and '-', starting with a letter (at most 32)",
 });
 export type UserName = Static<typeof UserName>;
 
@@ -53,7 +53,7 @@ export const UserInfo = Type.Object({
 export type UserInfo = Static<typeof UserInfo>;
 
 /** A token's public id; the secret part is never stored or shown again. */
-export const TokenId = Type.String({ pattern: "^tok_[0-9a-z]{12}$", title: "token id", rule: "tok_ and 12 lower-case letters or digits" });
+export const TokenId = Type.String({ pattern: "^tok_[0-9a-z]{12}$", title: "token id", rule: "tok_ and 12 lowercase letters or digits" });
 
 export const TokenCreateBody = Type.Object(
   {
@@ -88,7 +88,7 @@ export const JoinToken = Type.Object(
   {
     v: Type.Literal(1),
     url: Type.String({ pattern: "^https://[^\\s/]+$", maxLength: 300, rule: "https://HOST[:PORT], with no path" }),
-    fingerprint: Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lower-case hex digits" }),
+    fingerprint: Type.String({ pattern: "^[0-9a-f]{64}$", rule: "64 lowercase hex digits" }),
     user: UserName,
     token: Type.String({
       pattern: "^hutch_tok_[0-9a-z]{12}_[0-9A-Za-z_-]{43}$",
@@ -193,7 +193,7 @@ export function upgradeRemoteEntry(e: unknown): unknown {
 export const RemoteName = Type.String({
   pattern: "^[a-z][a-z0-9_-]{0,31}$",
   title: "remote name",
-  rule: "use lower-case letters, digits, '_' and '-', starting with a letter (at most 32)",
+  rule: "use lowercase letters, digits, '_' and '-', starting with a letter (at most 32)",
 });
 
 /** The client's remotes file (`$XDG_CONFIG_HOME/hutch/remotes.json`, 0600). */

@@ -7,7 +7,7 @@ import { idPattern } from "./ids.ts";
 export const ScheduleId = Type.String({
   pattern: idPattern("sch"),
   title: "schedule",
-  rule: "a schedule id: sch_ and 20 lower-case letters or digits",
+  rule: "a schedule id: sch_ and 20 lowercase letters or digits",
 });
 
 export const CatchUp = Type.Union([Type.Literal("once"), Type.Literal("skip")]);

@@ -23,7 +23,7 @@ const Count = Type.Integer({ minimum: 0 });
 /** One row of the timeline. */
 export const SnapshotInfo = Type.Object(
   {
-    id: Type.String({ pattern: "^snap_[0-9a-z]{20}$", rule: "a snapshot id: snap_ and 20 lower-case letters or digits" }),
+    id: Type.String({ pattern: "^snap_[0-9a-z]{20}$", rule: "a snapshot id: snap_ and 20 lowercase letters or digits" }),
     /** ms since the epoch, when it was taken. */
     time: Count,
     /** The box's id, and its name when the box still exists. */

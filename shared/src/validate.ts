@@ -31,7 +31,7 @@ const QUOTED_MAX = 64;
 /**
  * One failed check in words: the field (its schema's `title`, else its
  * dotted path), and for a pattern the value and the schema's `rule`, never
- * the regular expression itself (`box name "Bad Name": use lower-case
+ * the regular expression itself (`box name "Bad Name": use lowercase
  * letters, digits and '-', starting with a letter or digit`).
  */
 export function describeError(e: CheckFailure): string {

@@ -39,8 +39,8 @@ describe("rules in words", () => {
   });
 
   test.each([
-    [BoxName, "Bad Name", `box name "Bad Name": use lower-case letters, digits and '-', starting with a letter or digit (at most 63)`],
-    [UserName, "9lives", `user name "9lives": use lower-case letters, digits, '_' and '-', starting with a letter (at most 32)`],
+    [BoxName, "Bad Name", `box name "Bad Name": use lowercase letters, digits and '-', starting with a letter or digit (at most 63)`],
+    [UserName, "9lives", `user name "9lives": use lowercase letters, digits, '_' and '-', starting with a letter (at most 32)`],
     [SecretName, "-x", `secret name "-x": use letters, digits, '_', '.' and '-', starting with a letter or digit (at most 64)`],
   ] as const)("%#: the field's title, the value and the rule", (schema, value, want) => {
     expect(firstError(schema, value)).toBe(want);
@@ -48,13 +48,13 @@ describe("rules in words", () => {
 
   test("a body's field: named by its schema's title, with no pattern in the message", () => {
     const msg = firstError(BoxCreateBody, { name: "Not/OK" });
-    expect(msg).toStartWith(`box name "Not/OK": use lower-case letters`);
+    expect(msg).toStartWith(`box name "Not/OK": use lowercase letters`);
     expect(msg).not.toMatch(/[\^$[\]{}]/);
   });
 
   test("a value too long to quote is named, not echoed; a pattern with no rule still shows no pattern", () => {
     expect(firstError(BoxName, "X".repeat(70))).toBe(
-      `box name: use lower-case letters, digits and '-', starting with a letter or digit (at most 63)`,
+      `box name: use lowercase letters, digits and '-', starting with a letter or digit (at most 63)`,
     );
     const bare = { [Kind]: "String", type: "string", pattern: "^a+$" } as unknown as TSchema;
     expect(describeError({ path: "/f", schema: bare, value: "b", message: "Expected string to match '^a+$'" })).toBe(

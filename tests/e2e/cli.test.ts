@@ -156,7 +156,7 @@ describe("cli conventions", () => {
   test("a bad box name is refused with its rule in words, never a regular expression (exit 2)", async () => {
     const r = await h.run(["box", "create", "Bad Name"]);
     expect(r.code).toBe(2);
-    expect(r.stderr).toContain(`box name "Bad Name": use lower-case letters, digits and '-', starting with a letter or digit`);
+    expect(r.stderr).toContain(`box name "Bad Name": use lowercase letters, digits and '-', starting with a letter or digit`);
     expect(r.stderr).not.toMatch(/[\^$]|\[a-z0-9/);
   });
 

@@ -38,7 +38,7 @@ export function parseCmdline(text: string): BootParams {
     const value = word.slice(eq + 1);
     if (key === "hutch.box") {
       if (HOSTNAME.test(value)) params.box = value;
-      else params.refused.push(`hutch.box: ${JSON.stringify(value)} is not lower-case letters, digits and inner dashes (at most 63)`);
+      else params.refused.push(`hutch.box: ${JSON.stringify(value)} is not lowercase letters, digits and inner dashes (at most 63)`);
     } else if (key === "hutch.agents") {
       for (const name of value.split(",").filter(Boolean)) {
         if (AGENT.test(name) && !name.includes("..")) params.agents.push(name);

@@ -482,7 +482,7 @@ export class Gate {
    * Holds a request a binding's rule names until a person answers (or a
    * grant for exactly these bytes exists). The digest covers everything sent
    * but the credential: binding, method, path and query, each header (name
-   * lower-cased, in order) and the body; what is sent afterwards is exactly
+   * lowercased, in order) and the body; what is sent afterwards is exactly
    * this. null: the box went away while it waited (nothing is answered).
    */
   private async approve(

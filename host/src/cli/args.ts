@@ -390,7 +390,7 @@ export function parseLabels(items: string[], flag: string): Record<string, strin
   const out: Record<string, string> = {};
   for (const item of items) {
     const m = /^([a-z0-9][a-z0-9._-]{0,62})=(.{0,128})$/.exec(item);
-    if (!m) throw new HutchError("invalid", `${flag} ${item}: expected KEY=VALUE (a lower-case key)`, `e.g. ${flag} gpu=yes`);
+    if (!m) throw new HutchError("invalid", `${flag} ${item}: expected KEY=VALUE (a lowercase key)`, `e.g. ${flag} gpu=yes`);
     out[m[1]!] = m[2]!;
   }
   return out;

@@ -130,7 +130,7 @@ export const box = body<GlobalArgs>({
     command<Create>({
       command: "create <name>",
       describe: "create a box (stopped unless --start)",
-      positionals: { name: { describe: "lower-case letters, digits and dashes" } },
+      positionals: { name: { describe: "lowercase letters, digits and dashes" } },
       options: {
         engine: {
           type: "string",

@@ -48,7 +48,7 @@ export function actorFrom(req: Request, identify: Identify): Actor {
   if (!kind) throw new HutchError("invalid", `x-hutch-client: "${declared}" is not one of cli, ide, agent, orchestrator`, "fix the client");
   const name = req.headers.get("x-hutch-client-name");
   if (name !== null && !/^[a-z0-9][a-z0-9._-]{0,63}$/.test(name)) {
-    throw new HutchError("invalid", "x-hutch-client-name: lower-case letters, digits, '.', '_' and '-' only", "fix the client");
+    throw new HutchError("invalid", "x-hutch-client-name: lowercase letters, digits, '.', '_' and '-' only", "fix the client");
   }
   const id = kind === "user" ? user : `${user}/${declared}${name ? `:${name}` : ""}`;
   return { kind, id };

@@ -43,7 +43,7 @@ export function checkImageName(name: string): void {
   if (!NAME.test(name))
     throw new HutchError(
       "invalid",
-      `bad image name ${JSON.stringify(name)}: use lower-case letters, digits and dashes`,
+      `bad image name ${JSON.stringify(name)}: use lowercase letters, digits and dashes`,
       "e.g. hutch image build --name default",
     );
 }

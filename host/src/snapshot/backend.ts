@@ -1,6 +1,6 @@
 // The names a snapshot backend accepts, checked here, so no caller can make a
 // backend touch a path of its choosing: content-addressed kinds take 64
-// lower-case hex digits, locks a short word. The Backend interface itself is
+// lowercase hex digits, locks a short word. The Backend interface itself is
 // in store/snapshot-backend.ts, with the other storage interfaces.
 
 import { randomUUID } from "node:crypto";

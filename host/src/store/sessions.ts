@@ -22,7 +22,7 @@ export const eventHead = (session: string) => `{"session":${JSON.stringify(sessi
 
 /**
  * An event's wire JSON from its stored columns, without parsing actor or
- * data (they are stored as JSON). kind is a registered dotted lower-case
+ * data (they are stored as JSON). kind is a registered dotted lowercase
  * name and at an ISO time: neither needs escaping.
  */
 export const eventLine = (head: string, seq: number, at: string, actor: string, kind: string, data: string) =>

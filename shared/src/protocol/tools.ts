@@ -13,7 +13,7 @@ const Rows = Type.Integer({ minimum: 1, maximum: 1000 });
 export const BoxUser = Type.Union([Type.Literal("hutch"), Type.Literal("root")]);
 export type BoxUser = Static<typeof BoxUser>;
 /** A terminal's id: `pty_` and any run of id characters, so a mistyped one is "no such terminal" (exit 4), not a schema error. */
-const PtyId = Type.String({ pattern: "^pty_[0-9a-z]+$", title: "terminal", rule: "a terminal id: pty_ and lower-case letters or digits" });
+const PtyId = Type.String({ pattern: "^pty_[0-9a-z]+$", title: "terminal", rule: "a terminal id: pty_ and lowercase letters or digits" });
 
 export const ExecOpen = Type.Object(
   {
@@ -590,9 +590,9 @@ export const IdentityMsg = Type.Object({
   type: Type.Literal("identity"),
   name: Type.String({
     pattern: "^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$",
-    rule: "a hostname: lower-case letters, digits and inner dashes, at most 63",
+    rule: "a hostname: lowercase letters, digits and inner dashes, at most 63",
   }),
-  id: Type.String({ pattern: idPattern("box"), rule: "a box id: box_ and 20 lower-case letters or digits" }),
+  id: Type.String({ pattern: idPattern("box"), rule: "a box id: box_ and 20 lowercase letters or digits" }),
 });
 export type IdentityMsg = Static<typeof IdentityMsg>;
 

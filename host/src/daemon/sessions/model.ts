@@ -22,7 +22,7 @@ export const SessionModel = {
   sessions: t.Array(Session),
   create: SessionCreateBody,
   id: t.Object({
-    id: t.String({ pattern: idPattern("ses"), title: "session", rule: "a session id: ses_ and 20 lower-case letters or digits" }),
+    id: t.String({ pattern: idPattern("ses"), title: "session", rule: "a session id: ses_ and 20 lowercase letters or digits" }),
   }),
   list: t.Object({
     box: t.Optional(t.String({ minLength: 1, maxLength: 128 })),

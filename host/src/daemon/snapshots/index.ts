@@ -35,7 +35,7 @@ export function snapshotsController(snapshots: SnapshotService, running: Running
     .get("/", async ({ query, request }) => (await snapshots.list(query.box)).filter((s) => access.visible(request, s.id)), {
       query: t.Object({
         box: t.Optional(
-          t.Union([BoxName, t.String({ pattern: "^box_[0-9a-z]+$", rule: "a box id: box_ and lower-case letters or digits" })]),
+          t.Union([BoxName, t.String({ pattern: "^box_[0-9a-z]+$", rule: "a box id: box_ and lowercase letters or digits" })]),
         ),
       }),
       response: SnapshotList,
