@@ -130,10 +130,9 @@ export class Bucket {
    * The messages under `subject` in stream order, none after sequence
    * `last`, read through a consumer in batches sized for the `expected`
    * count. A consumer may run on a replica behind the leader in its writes
-   * or its purges (a read that
-   * overlapped a replica's applying a trim got an entry the trim removed,
-   * then the ones after it): callers compare what they read with the
-   * leader's window and read again when it differs.
+   * or its purges (a read that overlapped a replica's applying a trim got an
+   * entry the trim removed, then the ones after it): callers compare what
+   * they read with the leader's window and read again when it differs.
    */
   private async readUpTo(subject: string, last: number, expected: number): Promise<JsMsg[]> {
     const out: JsMsg[] = [];
