@@ -20,8 +20,10 @@ import {
   readFileSync,
   realpathSync,
   renameSync,
+  rmdirSync,
   rmSync,
   statSync,
+  writeFileSync,
   writeSync,
 } from "node:fs";
 import { join } from "node:path";
@@ -146,6 +148,48 @@ async function withLock<T>(shared: string, fn: () => Promise<T>): Promise<T> {
 }
 
 /**
+ * Unmounts the shared directories of caches that are gone (a home removed
+ * while its daemon's mounts stayed: a SIGKILLed daemon, a deleted test home),
+ * with the disks mounted in them, so their loop devices let go of the
+ * deleted images' space. A directory's cache is named in `<dir>.path` beside
+ * it (mounts made before that file existed are left alone); one whose lock
+ * another daemon holds is left for the next sweep. Best effort: a failure is
+ * logged. Run when a cache's directory is first mounted.
+ */
+async function sweepStale(points: Set<string>): Promise<void> {
+  let names: string[];
+  try {
+    names = readdirSync(AGENT_DISKS.runDir).filter((n) => n.endsWith(".path"));
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    const dir = join(AGENT_DISKS.runDir, name.slice(0, -".path".length));
+    const lock = `${dir}.lock`;
+    try {
+      if (existsSync(readFileSync(`${dir}.path`, "utf8"))) continue;
+      const fd = openSync(lock, "wx", 0o600);
+      closeSync(fd);
+    } catch {
+      continue;
+    }
+    try {
+      // Read again under the lock: a daemon that makes the cache again makes its directory first.
+      if (existsSync(readFileSync(`${dir}.path`, "utf8"))) continue;
+      if (points.has(dir)) await sh(["umount", "-R", "-l", dir], "unmounting a removed agent cache's directory");
+      // Empty once unmounted; never removed recursively, in case something is still mounted on it.
+      if (existsSync(dir)) rmdirSync(dir);
+      rmSync(`${dir}.path`, { force: true });
+      logger.info("unmounted the agents' directory of a cache that is gone", { dir });
+    } catch (err) {
+      logger.warn("could not unmount the agents' directory of a cache that is gone", { dir, err: String(err) });
+    } finally {
+      rmSync(lock, { force: true });
+    }
+  }
+}
+
+/**
  * Root daemons: the directory to bind at /.hutch/agents, with every installed
  * CLI's disk made and mounted in it. Idempotent; cheap when all is in place.
  */
@@ -158,9 +202,12 @@ export async function agentsForBoxes(cacheDir: string): Promise<string> {
   return withLock(shared, async () => {
     let now = mountPoints();
     if (!now.has(shared)) {
+      await sweepStale(now);
       mkdirSync(shared, { recursive: true, mode: 0o755 });
       await sh(["mount", "-t", "tmpfs", "-o", "mode=0755,size=1m,nosuid,nodev", "hutch-agents", shared], "mounting the agents' directory");
       await sh(["mount", "--make-shared", shared], "sharing the agents' directory with boxes");
+      // Beside the mount, not in it (boxes see the mount, and it names no host path): whose it is.
+      writeFileSync(`${shared}.path`, realpathSync(cacheDir), { mode: 0o644 });
     }
     now = mountPoints();
     for (const name of names) {
