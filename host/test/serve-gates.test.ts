@@ -90,7 +90,7 @@ describe("the creation limit holds on every route that makes a box", () => {
     const ran = await doctor();
     expect(ran.status).toBe(200);
     expect(ran.text).toContain('"type":"result"');
-    expect(ran.text).toContain("booted a box");
+    expect(ran.text).toContain("started a box");
     // Nothing of the server's paths or pid for a remote caller (as /v1/health).
     expect(ran.text.includes(home)).toBe(false);
     expect(ran.text.includes(`pid ${process.pid}`)).toBe(false);

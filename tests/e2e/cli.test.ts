@@ -33,7 +33,7 @@ describe("cli conventions", () => {
     expect(doc.ok).toBe(true);
     const proc = doc.checks.find((c) => c.name === "process engine")!;
     expect(proc.ok).toBe(true);
-    expect(proc.detail).toContain("booted a box");
+    expect(proc.detail).toContain("started a box");
     // Whatever this host lacks (here, at least a VM image in a fresh home), each gap is named with its fix.
     const qemu = doc.checks.find((c) => c.name === "qemu engine");
     expect(qemu).toBeDefined();
@@ -42,7 +42,7 @@ describe("cli conventions", () => {
     // Streamed: each check came as its own line, after the step that found it, before the report.
     const checks = lines.filter((l) => l.type === "check").map((l) => (l.check as { name: string }).name);
     expect(checks).toEqual(doc.checks.map((c) => c.name));
-    expect(lines.findIndex((l) => l.type === "step" && String(l.title).includes("booting a throwaway process box"))).toBeLessThan(
+    expect(lines.findIndex((l) => l.type === "step" && String(l.title).includes("starting a throwaway process box"))).toBeLessThan(
       lines.findIndex((l) => l.type === "check" && (l.check as { name: string }).name === "process engine"),
     );
     const list = await h.run(["box", "list", "--json"]);
@@ -60,7 +60,7 @@ describe("cli conventions", () => {
       // A daemon started with a working bwrap ignores the CLI's: it is the daemon's host that is checked.
       const good = await h.run(["doctor"], { env: { HUTCH_BWRAP: "/nonexistent/bwrap" } });
       expect(good.code).toBe(0);
-      expect(good.stdout).toContain("ok   process engine: booted a box");
+      expect(good.stdout).toContain("ok   process engine: started a box");
     } finally {
       await bad.cleanup();
     }

@@ -1,7 +1,9 @@
 // `hutch doctor`, in the daemon, so it tries the machine that runs the boxes:
-// each engine is probed (cheap checks), then proven by booting a throwaway box
-// and running `true` in it, the only proof that counts. QEMU's accelerators
-// are proven by booting too, and the choice is recorded for boxes to use.
+// each engine is probed (cheap checks), then proven by starting a throwaway
+// box and running `true` in it, the only proof that counts (a VM box may start
+// from the booted state of its shape or a warm pool's box: it is a box that
+// runs a command either way). QEMU's accelerators are proven by booting a
+// guest with each, and the choice is recorded for boxes to use.
 // Every check is reported as soon as it is known; the report ends with which
 // limits each engine enforces on this host.
 import { HutchError, type DoctorCheck, type DoctorReport, type EngineName, type OpReport } from "@hutch/shared";
@@ -22,7 +24,7 @@ const ACCEL_FIX = {
   other: "check the QEMU install: apt-get install -y qemu-system-x86",
 };
 
-/** Boots a throwaway box on the engine and runs `true` in it; deletes it whatever happened. */
+/** Starts a throwaway box on the engine and runs `true` in it; deletes it whatever happened. */
 async function bootCheck(boxes: BoxService, engine: string): Promise<DoctorCheck> {
   const name = `doctor-${crypto.randomUUID().slice(0, 8)}`;
   const t0 = performance.now();
@@ -31,12 +33,12 @@ async function bootCheck(boxes: BoxService, engine: string): Promise<DoctorCheck
     const r = await execCollect(boxes.channel(name).channel, ["true"]);
     if (r.error) throw new HutchError("failed", `\`true\` did not run in the box: ${r.error}`);
     if (r.code !== 0) throw new HutchError("failed", `\`true\` exited ${r.code} in the box`);
-    return { name: `${engine} engine`, ok: true, detail: `booted a box and ran a command in ${Math.round(performance.now() - t0)} ms` };
+    return { name: `${engine} engine`, ok: true, detail: `started a box and ran a command in ${Math.round(performance.now() - t0)} ms` };
   } catch (err) {
     return {
       name: `${engine} engine`,
       ok: false,
-      detail: `could not boot a box: ${(err as Error).message}`,
+      detail: `could not start a box: ${(err as Error).message}`,
       fix: (err as HutchError).hint ?? "see the daemon log",
     };
   } finally {
@@ -75,7 +77,7 @@ export async function runDoctor(deps: DoctorDeps, report: OpReport, signal: Abor
         });
       if (choice.accel === "tcg") report({ type: "note", text: `VM boxes will use tcg (software emulation, slow): ${choice.reason}` });
     }
-    step(`booting a throwaway ${name} box`);
+    step(`starting a throwaway ${name} box`);
     add(await bootCheck(deps.boxes, name));
   }
   for (const [name, engine] of Object.entries(deps.engines)) {

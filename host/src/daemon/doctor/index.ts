@@ -20,7 +20,7 @@ export function doctorController(deps: DoctorDeps, running: RunningOps, prepay: 
       ),
     {
       detail: {
-        summary: "Find out what this host can run, by booting a throwaway box per engine (NDJSON: progress and checks, then the report)",
+        summary: "Find out what this host can run, by starting a throwaway box per engine (NDJSON: progress and checks, then the report)",
       },
     },
   );
