@@ -1,6 +1,6 @@
 // `hutch exec` and `hutch pty attach`: pipe the local stdio to a tool stream
 // and come back with the remote exit status (a signal N as 128+N).
-import { nodeFs } from "../libc.ts";
+import { nodeFs, statOf } from "../libc.ts";
 import { constants } from "node:os";
 import { Chan, HEADER_BYTES, HutchError, MAX_PAYLOAD, type MuxStream } from "@hutch/shared/base";
 import type { Session, ToolOpen } from "@hutch/shared";
@@ -90,11 +90,12 @@ function readFd(fd: number, buf: Uint8Array, offset: number, length: number): Pr
  * (~4 ms of a ~45 ms `exec`, scripts/bench/README.md) to learn it is empty.
  */
 async function pumpStdinBulk(stream: MuxStream): Promise<void> {
-  if (isDevNull(0)) {
+  const st = statOf(0);
+  if (isDevNull(0, st)) {
     stream.eof(Chan.stdin);
     return;
   }
-  await growPipe(0);
+  await growPipe(0, st);
   const buf = new Uint8Array(HEADER_BYTES + MAX_PAYLOAD);
   for (;;) {
     let n: number;

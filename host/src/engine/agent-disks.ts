@@ -122,23 +122,28 @@ export function agentsShared(cacheDir: string): boolean {
   return mountPoints().has(sharedMount(cacheDir));
 }
 
+/** Takes `lock` (a file holding this pid) if nobody holds it. */
+function takeLock(lock: string): boolean {
+  try {
+    const fd = openSync(lock, "wx", 0o600);
+    writeSync(fd, String(process.pid));
+    closeSync(fd);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** One daemon at a time sets the shared mounts up (several homes may share a cache). */
 async function withLock<T>(shared: string, fn: () => Promise<T>): Promise<T> {
   const lock = `${shared}.lock`;
   mkdirSync(AGENT_DISKS.runDir, { recursive: true, mode: 0o755 });
-  for (let i = 0; ; i++) {
-    try {
-      const fd = openSync(lock, "wx", 0o600);
-      writeSync(fd, String(process.pid));
-      closeSync(fd);
-      break;
-    } catch {
-      // A holder that died leaves its lock: older than a minute is stale.
-      if (existsSync(lock) && Date.now() - statSync(lock).mtimeMs > 60_000) rmSync(lock, { force: true });
-      if (i > 600)
-        throw new HutchError("failed", `${lock} is held by another hutch`, `if no hutch is setting agents up, remove it: rm ${lock}`);
-      await Bun.sleep(100);
-    }
+  for (let i = 0; !takeLock(lock); i++) {
+    // A holder that died leaves its lock: older than a minute is stale.
+    if (existsSync(lock) && Date.now() - statSync(lock).mtimeMs > 60_000) rmSync(lock, { force: true });
+    if (i > 600)
+      throw new HutchError("failed", `${lock} is held by another hutch`, `if no hutch is setting agents up, remove it: rm ${lock}`);
+    await Bun.sleep(100);
   }
   try {
     return await fn();
@@ -167,9 +172,7 @@ async function sweepStale(points: Set<string>): Promise<void> {
     const dir = join(AGENT_DISKS.runDir, name.slice(0, -".path".length));
     const lock = `${dir}.lock`;
     try {
-      if (existsSync(readFileSync(`${dir}.path`, "utf8"))) continue;
-      const fd = openSync(lock, "wx", 0o600);
-      closeSync(fd);
+      if (existsSync(readFileSync(`${dir}.path`, "utf8")) || !takeLock(lock)) continue;
     } catch {
       continue;
     }

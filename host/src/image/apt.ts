@@ -145,14 +145,17 @@ let updated = false;
  * when they changed, so one kept here is never stale. Where the directory
  * cannot be made, apt runs with its own settings.
  */
+let cacheArgs: string[] | undefined;
 function cacheOptions(): string[] {
+  if (cacheArgs) return cacheArgs;
   const dir = join(env.cacheDir(), "apt");
   try {
     mkdirSync(dir, { recursive: true, mode: 0o755 });
   } catch {
     return [];
   }
-  return ["-o", `Dir::Cache::pkgcache=${join(dir, "pkgcache.bin")}`, "-o", `Dir::Cache::srcpkgcache=${join(dir, "srcpkgcache.bin")}`];
+  cacheArgs = ["-o", `Dir::Cache::pkgcache=${join(dir, "pkgcache.bin")}`, "-o", `Dir::Cache::srcpkgcache=${join(dir, "srcpkgcache.bin")}`];
+  return cacheArgs;
 }
 
 /** apt-cache, refreshing the package lists once if the answer is empty (a fresh machine). */

@@ -226,11 +226,20 @@ export function nextBySubject(seq: number, subject: string): MsgRequest {
  * the leader and miss a write acknowledged a moment ago.
  */
 export async function leaderKeys(jsm: JetStreamManager, bucket: string, filter: string): Promise<Record<string, number>> {
+  return (await leaderWindow(jsm, bucket, filter)).keys;
+}
+
+/** leaderKeys, with the stream's last sequence from the same answer (a log read goes no further). */
+export async function leaderWindow(
+  jsm: JetStreamManager,
+  bucket: string,
+  filter: string,
+): Promise<{ keys: Record<string, number>; last: number }> {
   const prefix = `$KV.${bucket}.`;
   const info = await jsm.streams.info(`KV_${bucket}`, { subjects_filter: `${prefix}${filter}` });
-  const out: Record<string, number> = {};
-  for (const [subject, n] of Object.entries(info.state.subjects ?? {})) out[subject.slice(prefix.length)] = n;
-  return out;
+  const keys: Record<string, number> = {};
+  for (const [subject, n] of Object.entries(info.state.subjects ?? {})) keys[subject.slice(prefix.length)] = n;
+  return { keys, last: info.state.last_seq };
 }
 
 /**

@@ -14,7 +14,7 @@
 import { type JetStreamClient, type JetStreamManager, type JsMsg, jetstream } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
 import { headers, type NatsConnection } from "@nats-io/transport-node";
-import { claimSlot, clusterName, LOST, leaderKeys, manager, opening, retrying } from "./cluster.ts";
+import { claimSlot, clusterName, LOST, leaderKeys, leaderWindow, manager, opening, retrying } from "./cluster.ts";
 
 /** A write's answer when another writer took the slot first (or the answer was unclear): read again. */
 export { LOST };
@@ -120,10 +120,8 @@ export class Bucket {
 
   /** The leader's count of the messages under `filter`, and the stream's last sequence, from one answer. */
   private async window(filter: string): Promise<{ subject: string; total: number; last: number }> {
-    const subject = `$KV.${this.name}.${filter}`;
-    const info = await this.jsm.streams.info(this.stream, { subjects_filter: subject });
-    const total = Object.values(info.state.subjects ?? {}).reduce((a, n) => a + n, 0);
-    return { subject, total, last: info.state.last_seq };
+    const { keys, last } = await leaderWindow(this.jsm, this.name, filter);
+    return { subject: `$KV.${this.name}.${filter}`, total: Object.values(keys).reduce((a, n) => a + n, 0), last };
   }
 
   /**

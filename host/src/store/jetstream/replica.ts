@@ -99,8 +99,18 @@ export class SessionReplica {
     else if (mark) logger.warn("the fleet's session stream was made again: its records are applied from the first", { was: mark.created });
     r.running = r.follow();
     // Catching up may take longer than a write's bound (a new server of a long-lived fleet): no bound here.
-    await r.reach(info.state.last_seq, undefined, false);
+    await r.caughtUp(info.state.last_seq);
     return r;
+  }
+
+  /** Resolves once the replica has applied the stream's record `seq`, however long that takes. */
+  private caughtUp(seq: number): Promise<void> {
+    if (seq <= this.applied) return Promise.resolve();
+    return new Promise((resolve) => {
+      const list = this.waiting.get(seq) ?? [];
+      list.push(resolve);
+      this.waiting.set(seq, list);
+    });
   }
 
   /**
@@ -113,15 +123,11 @@ export class SessionReplica {
    * the fleet has it: it is not lost, and a retry with its idempotency key
    * lands once). A replica still applying is waited for.
    */
-  reach(seq: number, what = "this read", bounded = true): Promise<void> {
+  reach(seq: number, what = "this read"): Promise<void> {
     if (seq <= this.applied) return Promise.resolve();
     return new Promise((resolve, reject) => {
       const list = this.waiting.get(seq) ?? [];
       this.waiting.set(seq, list);
-      if (!bounded) {
-        list.push(resolve);
-        return;
-      }
       const bound = this.writeTimeoutMs + 2 * STALL_CHECK_MS;
       let at = this.applied;
       let timer: Timer;
