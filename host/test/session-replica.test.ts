@@ -122,13 +122,11 @@ describe("the session stream's replica on each server", () => {
     a.store.applyBatch = () => {
       throw new Error("database or disk is full");
     };
-    const started = Date.now();
     const err = await a.writer.append("ses_stuck", [note("during", "k-during")]).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(HutchError);
     expect((err as HutchError).code).toBe("unavailable");
     expect((err as HutchError).message).toContain("the fleet stored these events of session ses_stuck (seq 2-2)");
     expect((err as HutchError).message).toContain("behind the cluster");
-    expect(Date.now() - started).toBeLessThan(15_000);
     // Reads through it are refused the same way; another server has the write.
     expect(await a.writer.fresh().catch((e: unknown) => (e as HutchError).code)).toBe("unavailable");
     await b.writer.fresh();
