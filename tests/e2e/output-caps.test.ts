@@ -4,7 +4,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Database } from "bun:sqlite";
 import { join } from "node:path";
-import { makeHome, waitFor, type Home } from "../helpers.ts";
+import { HUTCH, makeHome, waitFor, type Home } from "../helpers.ts";
 
 const SESSION_CAP = 512 * 1024;
 const BOX_CAP = 768 * 1024;
@@ -117,6 +117,16 @@ test("a session writing far past its cap keeps at most the cap, logs the drops, 
   await send(first, "echo after-$((5*5))");
   await printed(first, "after-25", 15_000);
 }, 120_000);
+
+test("the whole log reaches a reader that starts late: the CLI waits for its pipe, not exits with output queued", async () => {
+  // A shell's pipe to a reader that sleeps first: far more than the pipe holds (64 KiB) waits before the first read.
+  const proc = Bun.spawn(["sh", "-c", '"$0" session log "$1" | (sleep 1; cat)', HUTCH, first], { env: h.env, stdout: "pipe" });
+  const text = await new Response(proc.stdout).text();
+  expect(await proc.exited).toBe(0);
+  expect(text.length).toBeGreaterThan(SESSION_CAP / 2);
+  const last = (await get(`/v1/sessions/${first}`)).body.lastSeq as number;
+  expect(text.trimEnd().split("\n").at(-1)).toStartWith(`#${last} `);
+});
 
 test("the box's and the user's totals hold across sessions", async () => {
   const second = await shell("oc");

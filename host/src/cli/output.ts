@@ -20,6 +20,29 @@ export async function print(text: string): Promise<void> {
   await out.flush();
 }
 
+/**
+ * Writes a long run of output (a session's log) to stdout as it comes, each
+ * piece written before the next: process.stdout.write only queues what a
+ * pipe cannot take yet, and the CLI's process.exit drops that queue (a
+ * `session log` piped to a slow reader lost all but its first 64 KiB). False
+ * once the reader is gone (a closed pipe): the caller stops, as `cat` does.
+ */
+export function outputWriter(): (text: string) => Promise<boolean> {
+  const sink = Bun.stdout.writer();
+  let open = true;
+  return async (text) => {
+    if (!open) return false;
+    try {
+      const written = sink.write(text);
+      if (written instanceof Promise) await written;
+      await sink.flush();
+    } catch {
+      open = false;
+    }
+    return open;
+  };
+}
+
 export function printJson(value: unknown): void {
   process.stdout.write(`${terminalJson(value, 2)}\n`);
 }

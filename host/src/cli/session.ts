@@ -4,7 +4,7 @@ import { connectDaemon, type DaemonClient } from "../client/daemon.ts";
 import { attachSession } from "../client/exec.ts";
 import { body, command, type GlobalArgs, type PositionalSpec } from "./args.ts";
 import { setExitCode } from "./exit.ts";
-import { cell, printJson, table } from "./output.ts";
+import { cell, outputWriter, printJson, table } from "./output.ts";
 import { count, terminalJson } from "@hutch/shared/text";
 
 type IdArgs = GlobalArgs & { id: string };
@@ -109,15 +109,19 @@ export const session = body<GlobalArgs>({
       run: async (a) => {
         const d = await connectDaemon(a.home);
         const renderEvent = a.json ? undefined : await renderer();
-        const print = async (e: SessionEvent) => void process.stdout.write(`${renderEvent ? await renderEvent(d, e) : terminalJson(e)}\n`);
-        if (a.follow) return follow(d, a.id, a.from, print);
+        const write = outputWriter();
+        const print = async (e: SessionEvent) => write(`${renderEvent ? await renderEvent(d, e) : terminalJson(e)}\n`);
+        if (a.follow)
+          return follow(d, a.id, a.from, async (e) => {
+            await print(e);
+          });
         let from = a.from;
         for (;;) {
           const page = await d.request<{ events: SessionEvent[]; next: number; last: number }>(
             "GET",
             path(a.id, `/events?from=${from}&limit=${API_LIMITS.eventsPage}`),
           );
-          for (const e of page.events) await print(e);
+          for (const e of page.events) if (!(await print(e))) return;
           if (page.events.length === 0 || page.next > page.last) break;
           from = page.next;
         }
