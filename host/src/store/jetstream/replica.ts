@@ -106,11 +106,14 @@ export class SessionReplica {
   /** Resolves once the replica has applied the stream's record `seq`, however long that takes. */
   private caughtUp(seq: number): Promise<void> {
     if (seq <= this.applied) return Promise.resolve();
-    return new Promise((resolve) => {
-      const list = this.waiting.get(seq) ?? [];
-      list.push(resolve);
-      this.waiting.set(seq, list);
-    });
+    return new Promise((resolve) => this.whenApplied(seq, resolve));
+  }
+
+  /** Calls `waiter` once record `seq` is applied (or the replica closes). */
+  private whenApplied(seq: number, waiter: () => void): void {
+    const list = this.waiting.get(seq) ?? [];
+    list.push(waiter);
+    this.waiting.set(seq, list);
   }
 
   /**
@@ -126,8 +129,6 @@ export class SessionReplica {
   reach(seq: number, what = "this read"): Promise<void> {
     if (seq <= this.applied) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const list = this.waiting.get(seq) ?? [];
-      this.waiting.set(seq, list);
       const bound = this.writeTimeoutMs + 2 * STALL_CHECK_MS;
       let at = this.applied;
       let timer: Timer;
@@ -153,7 +154,7 @@ export class SessionReplica {
         );
       };
       timer = setTimeout(check, bound);
-      list.push(done);
+      this.whenApplied(seq, done);
     });
   }
 
